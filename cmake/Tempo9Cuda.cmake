@@ -1,0 +1,32 @@
+# CUDA is optional. AUTO builds it whenever nvcc is on PATH — also on machines without a GPU, so
+# CI keeps the CUDA code compiling. Targets Hopper only: sm_90 and sm_90a (wgmma, TMA).
+set(TEMPO9_CUDA_ENABLED OFF)
+if(NOT TEMPO9_CUDA STREQUAL "OFF")
+  find_program(TEMPO9_NVCC nvcc)
+  if(TEMPO9_NVCC)
+    set(CMAKE_CUDA_COMPILER ${TEMPO9_NVCC})
+    set(CMAKE_CUDA_ARCHITECTURES OFF)
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(TEMPO9_CUDA_ENABLED ON)
+  elseif(TEMPO9_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "TEMPO9_CUDA=ON but nvcc was not found")
+  endif()
+endif()
+message(STATUS "Tempo9 CUDA backend: ${TEMPO9_CUDA_ENABLED}")
+
+function(tempo9_cuda_module)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
+  if(NOT srcs)
+    return()
+  endif()
+  add_library(tempo9_cuda STATIC ${srcs})
+  set_target_properties(tempo9_cuda PROPERTIES CUDA_STANDARD 20 CUDA_SEPARABLE_COMPILATION OFF)
+  target_compile_options(tempo9_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=sm_90
+    --expt-relaxed-constexpr -lineinfo -Xcompiler=-Wall,-Wextra>)
+  target_include_directories(tempo9_cuda PUBLIC ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(tempo9_cuda PUBLIC tempo9_backend CUDA::cudart_static CUDA::cublas)
+  target_compile_definitions(tempo9_cuda PUBLIC TEMPO9_HAVE_CUDA=1)
+  target_link_libraries(tempo9_all INTERFACE tempo9_cuda)
+endfunction()
