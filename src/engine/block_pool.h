@@ -1,0 +1,99 @@
+// BlockPool: fixed-size KV blocks (block_size tokens each), reference counted, backed by storage
+// that grows on demand. Pure bookkeeping: the storage itself lives in the model runner, which the
+// GrowFn asks for more blocks; declaring a huge context reserves nothing until tokens arrive.
+//
+// Free queue (ref-0 blocks), head = taken next:
+//   [ uncached blocks ... | cached blocks, least recently freed first ... ]
+// Uncached blocks hold nothing reusable, so they go first; cached (hashed, full) blocks stay
+// findable through the hash map until they reach the head and are evicted, in LRU order.
+// Before evicting a cached block the pool grows its storage (up to max_blocks) instead.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/result.h"
+#include "engine/sequence.h"
+
+namespace t9::engine {
+
+struct BlockPoolConfig {
+  int block_size_tokens = 16;
+  int initial_blocks = 0;       // storage asked for up front
+  int grow_chunk_blocks = 64;   // storage grows by at least this much at a time
+  int max_blocks = 4096;        // cap on storage, in blocks
+};
+
+// Asks the model runner to back n_blocks_total blocks (ids [0, n_blocks_total)); false = no
+// memory, and the pool stops growing (max_blocks becomes the current size).
+using GrowFn = std::function<bool(int n_blocks_total)>;
+
+class BlockPool {
+ public:
+  BlockPool(const BlockPoolConfig& config, GrowFn grow);
+
+  int block_size() const { return config_.block_size_tokens; }
+  int n_blocks() const { return static_cast<int>(blocks_.size()); }  // backed now
+  int max_blocks() const { return max_blocks_; }
+  int n_free() const { return n_free_; }                        // ref 0 (cached or not)
+  int n_cached_free() const { return n_free_ - n_uncached_free_; }
+  int n_used() const { return n_blocks() - n_free_; }           // ref > 0
+  int n_cached() const { return static_cast<int>(hash_to_block_.size()); }
+  // Blocks take() can hand out now: free ones plus storage not yet grown.
+  int n_available() const { return n_free_ + (max_blocks_ - n_blocks()); }
+
+  // Mutates: appends n blocks with ref 1 to *out, uncached first, then growing, then evicting
+  // cached blocks LRU. All or nothing: false (and nothing changed but maybe grown storage).
+  bool take(int n, std::vector<BlockId>* out);
+  // Mutates: ref + 1 (a prefix hit); a ref-0 block leaves the free queue.
+  void ref(BlockId b);
+  // Mutates: ref - 1; at 0 the block joins the free queue (cached: tail, uncached: head).
+  void unref(BlockId b);
+
+  // The cached block holding this chained hash, if any.
+  std::optional<BlockId> find(uint64_t hash) const;
+  // Mutates: registers a full in-use block under its hash. No-op when the hash is already mapped
+  // (another sequence computed the same content first) or the block already has a hash.
+  void set_hash(BlockId b, uint64_t hash);
+
+  int ref_count(BlockId b) const { return blocks_[b].ref; }
+  bool is_cached(BlockId b) const { return blocks_[b].hashed; }
+  uint64_t block_hash(BlockId b) const { return blocks_[b].hash; }  // valid when is_cached
+  std::vector<BlockId> free_queue() const;  // head first (tests, integrity)
+
+  // expected_refs[b] = number of block tables holding b. Checks ref counts, the free queue (exactly
+  // the ref-0 blocks, uncached before cached, links consistent) and the hash map.
+  Status check_integrity(std::span<const int> expected_refs) const;
+
+ private:
+  struct Block {
+    int ref = 0;
+    bool hashed = false;
+    uint64_t hash = 0;
+    int prev = -1;  // free-queue links
+    int next = -1;
+    bool in_free = false;
+  };
+
+  bool grow_for(int n_needed_uncached);
+  void push_front(BlockId b);
+  void push_back(BlockId b);
+  void unlink(BlockId b);
+  void evict_hash(BlockId b);
+
+  BlockPoolConfig config_;
+  GrowFn grow_;
+  int max_blocks_;
+  std::vector<Block> blocks_;
+  int head_ = -1;
+  int tail_ = -1;
+  int n_free_ = 0;
+  int n_uncached_free_ = 0;
+  std::unordered_map<uint64_t, BlockId> hash_to_block_;
+};
+
+}  // namespace t9::engine

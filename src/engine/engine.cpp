@@ -1,0 +1,276 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace t9::engine {
+
+namespace {
+
+// A fixed mix so that requests without a seed still get distinct, reproducible streams.
+uint64_t default_seed(uint64_t request_id) { return request_id * 0x9e3779b97f4a7c15ULL ^ 0x7e3b0; }
+
+int max_request_tokens(const EngineConfig& c) {
+  int64_t kv_tokens = static_cast<int64_t>(c.kv.pool.max_blocks) * c.kv.pool.block_size_tokens;
+  return static_cast<int>(std::min<int64_t>(c.max_context_tokens, kv_tokens));
+}
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config, ModelRunner& runner)
+    : config_(config),
+      runner_(runner),
+      kv_(config.kv, [this](int n_total) { return runner_.grow_kv_blocks(n_total); }),
+      scheduler_(config.scheduler, kv_) {
+  publish_stats(0);
+}
+
+Engine::~Engine() {
+  stop();
+  intake();
+  std::vector<uint64_t> ids;
+  for (const auto& [id, st] : requests_) ids.push_back(id);
+  for (uint64_t id : ids) finish(id, FinishReason::kError, "engine shut down");
+}
+
+Result<uint64_t> Engine::submit(GenerateRequest req) {
+  T9_TRY(validate_request(req, runner_.n_vocab(), max_request_tokens(config_)));
+  uint64_t id = next_id_.fetch_add(1);
+  counters_.n_waiting.fetch_add(1);
+  {
+    std::lock_guard lock(mu_);
+    incoming_.emplace_back(id, std::move(req));
+  }
+  cv_.notify_one();
+  return id;
+}
+
+// Takes in new requests and drops cancelled ones (their blocks return within this step).
+void Engine::intake() {
+  std::vector<std::pair<uint64_t, GenerateRequest>> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(incoming_);
+  }
+  for (auto& [id, req] : batch) {
+    auto seq = std::make_unique<Sequence>();
+    seq->id = id;
+    seq->tokens = req.prompt;
+    seq->n_prompt = static_cast<int>(req.prompt.size());
+    seq->cache_salt = req.cache_salt;
+    RequestState st{std::move(req), Rng(0), Usage{}, false};
+    st.rng = Rng(st.req.sampling.seed.value_or(default_seed(id)));
+    st.usage.n_prompt_tokens = seq->n_prompt;
+    counters_.n_requests.fetch_add(1);
+    counters_.n_prompt_tokens.fetch_add(seq->n_prompt);
+    requests_.emplace(id, std::move(st));
+    scheduler_.add(std::move(seq));
+  }
+  std::vector<uint64_t> cancelled;
+  for (const auto& [id, st] : requests_)
+    if (st.req.cancelled->load(std::memory_order_relaxed)) cancelled.push_back(id);
+  for (uint64_t id : cancelled) finish(id, FinishReason::kCancelled);
+}
+
+bool Engine::step() {
+  auto t0 = std::chrono::steady_clock::now();
+  intake();
+  StepPlan plan = scheduler_.schedule();
+  note_plan(plan);
+  if (!plan.empty()) {
+    Result<ForwardOutput> out = runner_.run(make_batch(plan));
+    postprocess(plan, out);
+  }
+  if (config_.check_every_step) {
+    Status s = check_integrity();
+    T9_CHECK(s.ok(), "engine integrity after step {}: {}", counters_.n_steps.load(), s.message());
+  }
+  counters_.n_steps.fetch_add(1);
+  publish_stats(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+  std::lock_guard lock(mu_);
+  return scheduler_.has_work() || !incoming_.empty();
+}
+
+// Bookkeeping a plan implies before it runs: failures, preemptions, first admissions.
+void Engine::note_plan(const StepPlan& plan) {
+  for (uint64_t id : plan.failed)
+    finish(id, FinishReason::kError, "the request does not fit in the KV cache");
+  counters_.n_preemptions.fetch_add(static_cast<int64_t>(plan.preempted.size()));
+  counters_.n_computed_tokens.fetch_add(plan.n_tokens);
+  for (const ScheduledSeq& ss : plan.seqs) {
+    RequestState& st = requests_.at(ss.seq->id);
+    if (st.admitted) continue;
+    st.admitted = true;
+    st.usage.n_cached_prompt_tokens = std::max(ss.seq->n_cached_prompt_tokens, 0);
+    counters_.n_cached_prompt_tokens.fetch_add(st.usage.n_cached_prompt_tokens);
+  }
+}
+
+ForwardBatch Engine::make_batch(const StepPlan& plan) const {
+  ForwardBatch b;
+  b.block_size = kv_.block_size();
+  b.tokens.reserve(plan.n_tokens);
+  b.positions.reserve(plan.n_tokens);
+  for (const ScheduledSeq& ss : plan.seqs) {
+    const Sequence& s = *ss.seq;
+    b.seqs.push_back({static_cast<int>(b.tokens.size()), ss.n_tokens, ss.n_past,
+                      std::span<const BlockId>(s.block_table), ss.need_logits});
+    for (int i = 0; i < ss.n_tokens; ++i) {
+      b.tokens.push_back(s.tokens[ss.n_past + i]);
+      b.positions.push_back(ss.n_past + i);
+    }
+  }
+  return b;
+}
+
+void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
+  int n_rows = 0;
+  for (const ScheduledSeq& ss : plan.seqs) n_rows += ss.need_logits;
+  std::string err;
+  if (!out.ok())
+    err = "model run failed: " + out.message();
+  else if (out->n_rows != n_rows || out->n_vocab != runner_.n_vocab() ||
+           out->logits.size() != static_cast<size_t>(n_rows) * out->n_vocab)
+    err = fmt::format("model returned {} logit rows of {} for {} rows of {}", out->n_rows,
+                      out->n_vocab, n_rows, runner_.n_vocab());
+  if (!err.empty()) {
+    // The KV of this step is unknown: fail its requests rather than risk corrupt outputs.
+    for (const ScheduledSeq& ss : plan.seqs) finish(ss.seq->id, FinishReason::kError, err);
+    return;
+  }
+  scheduler_.on_computed(plan);
+  int row = 0;
+  for (const ScheduledSeq& ss : plan.seqs) {
+    if (!ss.need_logits) continue;
+    sample_one(*ss.seq, requests_.at(ss.seq->id), out->row(row++));
+  }
+}
+
+void Engine::sample_one(Sequence& seq, RequestState& st, std::span<const float> logits) {
+  const GenerateRequest& req = st.req;
+  std::span<const TokenId> all(seq.tokens);
+  SampleResult r = sample_token(logits, req.sampling, all.first(seq.n_prompt),
+                                all.subspan(seq.n_prompt), st.rng, req.logprobs,
+                                req.n_top_logprobs);
+  seq.tokens.push_back(r.token);
+  st.usage.n_generated_tokens++;
+  counters_.n_generated_tokens.fetch_add(1);
+  FinishReason reason = FinishReason::kNone;
+  if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), r.token) !=
+      req.stop_token_ids.end())
+    reason = FinishReason::kStop;
+  else if (req.stop_hook && req.stop_hook(r.token))
+    reason = FinishReason::kStop;
+  else if (st.usage.n_generated_tokens >= req.max_tokens)
+    reason = FinishReason::kLength;
+  if (req.on_event) {
+    TokenEvent ev;
+    ev.request_id = seq.id;
+    ev.token = r.token;
+    ev.logprob = r.logprob;
+    ev.top_logprobs = std::move(r.top_logprobs);
+    ev.finish = reason;
+    ev.usage = st.usage;
+    req.on_event(ev);
+  }
+  if (reason != FinishReason::kNone) {
+    scheduler_.finish(seq.id);
+    requests_.erase(seq.id);
+  }
+}
+
+// Ends a request without a token (cancel, error) and frees its blocks.
+void Engine::finish(uint64_t id, FinishReason reason, const std::string& err) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  if (it->second.req.on_event) {
+    TokenEvent ev;
+    ev.request_id = id;
+    ev.finish = reason;
+    ev.error = err;
+    ev.usage = it->second.usage;
+    it->second.req.on_event(ev);
+  }
+  if (reason == FinishReason::kError) T9_LOG_WARN("request {} failed: {}", id, err);
+  scheduler_.finish(id);
+  requests_.erase(it);
+}
+
+int Engine::run_until_idle(int max_steps) {
+  int n = 0;
+  while (n < max_steps) {
+    ++n;
+    if (!step()) break;
+  }
+  return n;
+}
+
+void Engine::start() {
+  std::lock_guard lock(mu_);
+  T9_CHECK(!thread_.joinable(), "engine thread already running");
+  stop_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !incoming_.empty() || scheduler_.has_work(); });
+      if (stop_) return;
+    }
+    step();
+  }
+}
+
+void Engine::publish_stats(double step_ms) {
+  KvStats kv = kv_.stats();
+  counters_.kv_total.store(kv.n_blocks_total);
+  counters_.kv_used.store(kv.n_blocks_used);
+  counters_.kv_cached.store(kv.n_blocks_cached);
+  counters_.kv_free.store(kv.n_blocks_free);
+  int n_incoming;
+  {
+    std::lock_guard lock(mu_);
+    n_incoming = static_cast<int>(incoming_.size());
+  }
+  counters_.n_waiting.store(scheduler_.n_waiting() + n_incoming);
+  counters_.n_running.store(scheduler_.n_running());
+  counters_.last_step_ms.store(step_ms);
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  s.n_requests = counters_.n_requests.load();
+  s.n_prompt_tokens = counters_.n_prompt_tokens.load();
+  s.n_cached_prompt_tokens = counters_.n_cached_prompt_tokens.load();
+  s.n_computed_tokens = counters_.n_computed_tokens.load();
+  s.n_generated_tokens = counters_.n_generated_tokens.load();
+  s.n_preemptions = counters_.n_preemptions.load();
+  s.n_steps = counters_.n_steps.load();
+  s.kv_blocks_total = counters_.kv_total.load();
+  s.kv_blocks_used = counters_.kv_used.load();
+  s.kv_blocks_cached = counters_.kv_cached.load();
+  s.kv_blocks_free = counters_.kv_free.load();
+  s.n_waiting = counters_.n_waiting.load();
+  s.n_running = counters_.n_running.load();
+  s.last_step_ms = counters_.last_step_ms.load();
+  return s;
+}
+
+Status Engine::check_integrity() const { return scheduler_.check_integrity(); }
+
+}  // namespace t9::engine

@@ -1,0 +1,121 @@
+// Engine: the step loop. One engine thread owns the scheduler, the KV bookkeeping, the sampler
+// state and the model runner; each step is
+//     plan = schedule();  out = runner.run(batch(plan));  postprocess(plan, out);
+// HTTP threads only call submit() (thread-safe queue), set a request's cancel flag, and read
+// stats(); they receive TokenEvents through the request's on_event callback (see TokenChannel).
+//
+// Two ways to drive it: start() runs the loop on its own thread; or, with no thread, the caller
+// calls step() (tests, `tempo9 run`).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/result.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+
+namespace t9::engine {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  KvCacheConfig kv;
+  int max_context_tokens = 4096;  // the model's context: bounds prompt + max_tokens
+#ifdef TEMPO9_DEBUG_CHECKS
+  bool check_every_step = true;   // check_integrity() after every step; abort on failure
+#else
+  bool check_every_step = false;
+#endif
+};
+
+// A snapshot for /metrics. Token counters are totals since start.
+struct EngineStats {
+  int64_t n_requests = 0;
+  int64_t n_prompt_tokens = 0;         // submitted prompt tokens
+  int64_t n_cached_prompt_tokens = 0;  // of those, served from the prefix cache
+  int64_t n_computed_tokens = 0;       // tokens run through the model (recomputes included)
+  int64_t n_generated_tokens = 0;
+  int64_t n_preemptions = 0;
+  int64_t n_steps = 0;
+  int kv_blocks_total = 0;   // backed by storage
+  int kv_blocks_used = 0;
+  int kv_blocks_cached = 0;  // unused but findable by the prefix cache
+  int kv_blocks_free = 0;    // unused (cached included) + not yet grown
+  int n_waiting = 0;         // queue depth, incl. submitted but not yet taken in
+  int n_running = 0;
+  double last_step_ms = 0;
+};
+
+class Engine {
+ public:
+  Engine(const EngineConfig& config, ModelRunner& runner);
+  ~Engine();  // stops the thread; unfinished requests get a kError event
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. Validates (errors name the field) and queues the request; returns its id.
+  Result<uint64_t> submit(GenerateRequest req);
+
+  // Synchronous driving (no thread started): runs one step; true while work remains.
+  bool step();
+  // Steps until no request is left (or max_steps); returns the number of steps.
+  int run_until_idle(int max_steps = 1 << 30);
+
+  // Runs the step loop on an engine thread until stop().
+  void start();
+  void stop();
+
+  EngineStats stats() const;  // thread-safe
+  // Engine thread (or synchronous caller) only.
+  Status check_integrity() const;
+  const KvCacheManager& kv() const { return kv_; }
+
+ private:
+  struct RequestState {
+    GenerateRequest req;
+    Rng rng{0};
+    Usage usage;
+    bool admitted = false;
+  };
+  struct Counters {
+    std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
+        n_computed_tokens{0}, n_generated_tokens{0}, n_preemptions{0}, n_steps{0};
+    std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_waiting{0},
+        n_running{0};
+    std::atomic<double> last_step_ms{0};
+  };
+
+  void intake();
+  void note_plan(const StepPlan& plan);
+  ForwardBatch make_batch(const StepPlan& plan) const;
+  void postprocess(const StepPlan& plan, Result<ForwardOutput>& out);
+  void sample_one(Sequence& seq, RequestState& st, std::span<const float> logits);
+  void finish(uint64_t id, FinishReason reason, const std::string& err = {});
+  void publish_stats(double step_ms);
+  void loop();
+
+  EngineConfig config_;
+  ModelRunner& runner_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::unordered_map<uint64_t, RequestState> requests_;  // engine thread only
+
+  mutable std::mutex mu_;  // guards incoming_ and stop_
+  std::condition_variable cv_;
+  std::vector<std::pair<uint64_t, GenerateRequest>> incoming_;
+  bool stop_ = false;
+  std::thread thread_;
+  std::atomic<uint64_t> next_id_{1};
+  Counters counters_;
+};
+
+}  // namespace t9::engine

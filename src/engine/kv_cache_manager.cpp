@@ -1,0 +1,139 @@
+#include "engine/kv_cache_manager.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack, no malloc per hash
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace t9::engine {
+
+uint64_t hash_block(uint64_t parent_hash, uint64_t salt, std::span<const TokenId> tokens) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, &parent_hash, sizeof(parent_hash));
+  XXH3_64bits_update(&state, &salt, sizeof(salt));
+  XXH3_64bits_update(&state, tokens.data(), tokens.size_bytes());
+  return XXH3_64bits_digest(&state);
+}
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config, GrowFn grow)
+    : config_(config), pool_(config.pool, std::move(grow)) {}
+
+KvStats KvCacheManager::stats() const {
+  KvStats s;
+  s.n_blocks_total = pool_.n_blocks();
+  s.n_blocks_max = pool_.max_blocks();
+  s.n_blocks_used = pool_.n_used();
+  s.n_blocks_cached = pool_.n_cached_free();
+  s.n_blocks_free = pool_.n_available();
+  return s;
+}
+
+void KvCacheManager::ensure_hashes(Sequence& seq, int n_full_blocks) const {
+  const int bs = block_size();
+  for (int i = static_cast<int>(seq.block_hashes.size()); i < n_full_blocks; ++i) {
+    uint64_t parent = i == 0 ? 0 : seq.block_hashes[i - 1];
+    std::span<const TokenId> toks(seq.tokens.data() + static_cast<size_t>(i) * bs, bs);
+    seq.block_hashes.push_back(hash_block(parent, seq.cache_salt, toks));
+  }
+}
+
+PrefixMatch KvCacheManager::match_prefix(Sequence& seq) const {
+  PrefixMatch m;
+  if (!config_.enable_prefix_cache) return m;
+  // (n_total - 1) / bs full blocks at most: the last token is always recomputed.
+  int n_max_blocks = (seq.n_total() - 1) / block_size();
+  ensure_hashes(seq, n_max_blocks);
+  for (int i = 0; i < n_max_blocks; ++i) {
+    auto b = pool_.find(seq.block_hashes[i]);
+    if (!b) break;
+    m.blocks.push_back(*b);
+  }
+  m.n_tokens = static_cast<int>(m.blocks.size()) * block_size();
+  return m;
+}
+
+bool KvCacheManager::allocate(Sequence& seq, int n_new_tokens, const PrefixMatch* prefix) {
+  const int bs = block_size();
+  int n_hit_blocks = 0;
+  int n_hit_free = 0;  // hit blocks sitting in the free queue: adopting them uses capacity
+  int n_computed = seq.n_computed;
+  if (prefix && !prefix->blocks.empty()) {
+    T9_CHECK(seq.block_table.empty() && seq.n_computed == 0, "prefix for seq {} holding blocks",
+             seq.id);
+    n_hit_blocks = static_cast<int>(prefix->blocks.size());
+    for (BlockId b : prefix->blocks) n_hit_free += pool_.ref_count(b) == 0;
+    n_computed = prefix->n_tokens;
+  }
+  int n_have = std::max(static_cast<int>(seq.block_table.size()), n_hit_blocks);
+  int n_need = (n_computed + n_new_tokens + bs - 1) / bs - n_have;
+  n_need = std::max(n_need, 0);
+  if (n_need + n_hit_free > pool_.n_available()) return false;
+  // Adopt hits first so that take() cannot evict them.
+  for (int i = 0; i < n_hit_blocks; ++i) {
+    pool_.ref(prefix->blocks[i]);
+    seq.block_table.push_back(prefix->blocks[i]);
+  }
+  if (!pool_.take(n_need, &seq.block_table)) {
+    // Storage growth failed after the capacity check; undo the adoption.
+    for (int i = n_hit_blocks - 1; i >= 0; --i) pool_.unref(prefix->blocks[i]);
+    seq.block_table.clear();
+    return false;
+  }
+  if (n_hit_blocks > 0) {
+    seq.n_computed = n_computed;
+    seq.n_committed_blocks = n_hit_blocks;
+  }
+  return true;
+}
+
+void KvCacheManager::commit(Sequence& seq) {
+  if (!config_.enable_prefix_cache) return;
+  int n_full = seq.n_computed / block_size();
+  if (n_full <= seq.n_committed_blocks) return;
+  ensure_hashes(seq, n_full);
+  for (int i = seq.n_committed_blocks; i < n_full; ++i)
+    pool_.set_hash(seq.block_table[i], seq.block_hashes[i]);
+  seq.n_committed_blocks = n_full;
+}
+
+void KvCacheManager::free(Sequence& seq) {
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) pool_.unref(*it);
+  seq.block_table.clear();
+  seq.n_computed = 0;
+  seq.n_committed_blocks = 0;
+}
+
+Status KvCacheManager::check_integrity(std::span<const Sequence* const> live) const {
+  std::vector<int> refs(pool_.n_blocks(), 0);
+  const int bs = block_size();
+  for (const Sequence* s : live) {
+    int n_min = (s->n_computed + bs - 1) / bs;
+    if (static_cast<int>(s->block_table.size()) < n_min)
+      return error("seq {}: {} blocks cannot hold {} computed tokens", s->id,
+                   s->block_table.size(), s->n_computed);
+    for (BlockId b : s->block_table) {
+      if (b < 0 || b >= pool_.n_blocks())
+        return error("seq {}: block id {} out of range [0, {})", s->id, b, pool_.n_blocks());
+      refs[b]++;
+    }
+    std::vector<BlockId> sorted = s->block_table;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return error("seq {}: a block appears twice in its table", s->id);
+    // A cached block in a table must hold exactly the content this sequence expects there.
+    for (int i = 0; i < s->n_committed_blocks && config_.enable_prefix_cache; ++i) {
+      if (i >= static_cast<int>(s->block_hashes.size()))
+        return error("seq {}: committed block {} has no hash", s->id, i);
+      BlockId b = s->block_table[i];
+      if (pool_.is_cached(b) && pool_.block_hash(b) != s->block_hashes[i])
+        return error("seq {}: block {} at index {} is cached under another hash", s->id, b, i);
+    }
+  }
+  return pool_.check_integrity(refs);
+}
+
+}  // namespace t9::engine

@@ -1,0 +1,59 @@
+// ModelRunner: the interface between the engine (pure bookkeeping) and a model (tensors).
+// The engine builds one ForwardBatch per step from the StepPlan; the runner writes the KV of the
+// batch's tokens into the given blocks and returns logits for the sequences that need them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/result.h"
+#include "engine/sequence.h"
+
+namespace t9::engine {
+
+struct ForwardSeq {
+  int first_token = 0;  // index of this sequence's first token in ForwardBatch::tokens
+  int n_tokens = 0;     // tokens of this sequence in the batch
+  int n_past = 0;       // tokens already in the KV; the batch's tokens sit at n_past, n_past + 1...
+  // Block i holds the KV of positions [i*block_size, (i+1)*block_size). Covers n_past + n_tokens.
+  std::span<const BlockId> block_table;
+  bool need_logits = false;  // produce logits for this sequence's last token
+};
+
+struct ForwardBatch {
+  std::vector<TokenId> tokens;     // [n_tokens], sequences back to back
+  std::vector<int32_t> positions;  // [n_tokens]
+  std::vector<ForwardSeq> seqs;    // [n_seqs]
+  int block_size = 0;              // tokens per KV block
+  int n_logit_rows() const;
+};
+
+struct ForwardOutput {
+  // [n_rows, n_vocab]: row r belongs to the r-th sequence (in batch order) with need_logits.
+  std::vector<float> logits;
+  int n_rows = 0;
+  int n_vocab = 0;
+  std::span<const float> row(int r) const {
+    return {logits.data() + static_cast<size_t>(r) * n_vocab, static_cast<size_t>(n_vocab)};
+  }
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual int n_vocab() const = 0;
+  // Computes the batch. An error (device failure) fails the batch's requests, not the process.
+  virtual Result<ForwardOutput> run(const ForwardBatch& batch) = 0;
+  // Backs KV block ids [0, n_blocks_total) with storage, keeping the existing blocks' contents.
+  // False = out of memory; the engine then evicts and preempts instead of growing.
+  virtual bool grow_kv_blocks(int n_blocks_total) = 0;
+};
+
+inline int ForwardBatch::n_logit_rows() const {
+  int n = 0;
+  for (const ForwardSeq& s : seqs) n += s.need_logits;
+  return n;
+}
+
+}  // namespace t9::engine

@@ -1,0 +1,155 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "core/check.h"
+
+namespace t9::engine {
+
+uint64_t Rng::next_u64() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+
+void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,
+                              std::span<const TokenId> prompt, std::span<const TokenId> generated) {
+  const int n_vocab = static_cast<int>(logits.size());
+  for (auto [tok, bias] : params.logit_bias) {
+    if (tok >= 0 && tok < n_vocab) logits[tok] += bias;
+  }
+  if (params.repetition_penalty != 1.0f) {
+    // Each distinct token seen once, however often it occurs (CTRL, as in HF transformers).
+    std::vector<bool> seen(n_vocab, false);
+    auto penalize = [&](TokenId t) {
+      if (t < 0 || t >= n_vocab || seen[t]) return;
+      seen[t] = true;
+      float& l = logits[t];
+      l = l > 0 ? l / params.repetition_penalty : l * params.repetition_penalty;
+    };
+    for (TokenId t : prompt) penalize(t);
+    for (TokenId t : generated) penalize(t);
+  }
+  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
+    std::unordered_map<TokenId, int> counts;
+    for (TokenId t : generated) counts[t]++;
+    for (auto [t, c] : counts) {
+      if (t < 0 || t >= n_vocab) continue;
+      logits[t] -= params.frequency_penalty * static_cast<float>(c) + params.presence_penalty;
+    }
+  }
+}
+
+namespace {
+
+bool by_logit_desc(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
+}
+
+void normalize(std::vector<Candidate>& c) {
+  double sum = 0;
+  for (const Candidate& x : c) sum += x.p;
+  if (sum <= 0) return;
+  for (Candidate& x : c) x.p = static_cast<float>(x.p / sum);
+}
+
+TokenId argmax(std::span<const float> logits) {
+  TokenId best = 0;
+  for (int i = 1; i < static_cast<int>(logits.size()); ++i)
+    if (logits[i] > logits[best]) best = i;
+  return best;
+}
+
+}  // namespace
+
+std::vector<Candidate> truncate_candidates(std::span<const float> logits,
+                                           const SamplingParams& params) {
+  T9_CHECK(params.temperature > 0.0f, "truncate_candidates needs temperature > 0");
+  const int n = static_cast<int>(logits.size());
+  std::vector<Candidate> c(n);
+  for (int i = 0; i < n; ++i) c[i] = {i, logits[i] / params.temperature, 0.0f};
+  if (params.top_k > 0 && params.top_k < n) {
+    std::partial_sort(c.begin(), c.begin() + params.top_k, c.end(), by_logit_desc);
+    c.resize(params.top_k);
+  } else if (params.top_p < 1.0f || params.min_p > 0.0f) {
+    std::sort(c.begin(), c.end(), by_logit_desc);
+  }  // else: no cut, so no sort (a full sort of a 150k vocabulary costs milliseconds)
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const Candidate& x : c) max_logit = std::max(max_logit, x.logit);
+  if (!std::isfinite(max_logit)) max_logit = 0.0f;  // all banned (-inf): p = 0 everywhere
+  for (Candidate& x : c) x.p = std::exp(x.logit - max_logit);
+  normalize(c);
+  if (params.top_p < 1.0f) {
+    // 1e-6 slack: a set whose probabilities add to top_p in exact arithmetic must qualify.
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      cum += c[i].p;
+      if (cum >= params.top_p - 1e-6) {
+        c.resize(i + 1);
+        break;
+      }
+    }
+    normalize(c);
+  }
+  if (params.min_p > 0.0f && !c.empty()) {
+    const float threshold = params.min_p * c[0].p;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].p >= threshold) ++keep;
+    c.resize(keep);
+    normalize(c);
+  }
+  return c;
+}
+
+void compute_logprobs(std::span<const float> raw_logits, TokenId token, int n_top, float* logprob,
+                      std::vector<TopLogprob>* top) {
+  const int n = static_cast<int>(raw_logits.size());
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (float l : raw_logits) max_logit = std::max(max_logit, l);
+  double sum = 0;
+  for (float l : raw_logits) sum += std::exp(static_cast<double>(l) - max_logit);
+  const float lse = max_logit + static_cast<float>(std::log(sum));
+  *logprob = raw_logits[token] - lse;
+  top->clear();
+  n_top = std::min(n_top, n);
+  if (n_top <= 0) return;
+  std::vector<TokenId> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = i;
+  std::partial_sort(ids.begin(), ids.begin() + n_top, ids.end(), [&](TokenId a, TokenId b) {
+    return raw_logits[a] > raw_logits[b] || (raw_logits[a] == raw_logits[b] && a < b);
+  });
+  for (int i = 0; i < n_top; ++i) top->push_back({ids[i], raw_logits[ids[i]] - lse});
+}
+
+SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params,
+                          std::span<const TokenId> prompt, std::span<const TokenId> generated,
+                          Rng& rng, bool want_logprobs, int n_top_logprobs) {
+  std::vector<float> logits(raw_logits.begin(), raw_logits.end());
+  apply_bias_and_penalties(logits, params, prompt, generated);
+  SampleResult r;
+  if (params.temperature == 0.0f) {
+    r.token = argmax(logits);
+  } else {
+    std::vector<Candidate> c = truncate_candidates(logits, params);
+    const double u = rng.uniform();
+    double cum = 0;
+    r.token = c.front().token;
+    for (const Candidate& x : c) {
+      if (x.p <= 0.0f) continue;
+      r.token = x.token;
+      cum += x.p;
+      if (u < cum) break;
+    }
+  }
+  if (want_logprobs || n_top_logprobs > 0)
+    compute_logprobs(raw_logits, r.token, n_top_logprobs, &r.logprob, &r.top_logprobs);
+  return r;
+}
+
+}  // namespace t9::engine

@@ -1,0 +1,61 @@
+// Sampler: turns one row of logits into a token, per request. Order of operations:
+//   raw logits -> logit bias -> repetition penalty (prompt + generated) -> presence/frequency
+//   penalties (generated) -> [temperature 0: argmax] -> / temperature -> top-k -> softmax ->
+//   top-p -> min-p -> renormalize -> draw with the request's own RNG.
+// Logprobs (TokenEvent::logprob, top_logprobs) are log_softmax of the RAW logits: what the model
+// believes, independent of the sampling knobs (vLLM's default "raw logprobs").
+// Each request owns an Rng seeded from its seed, and draws exactly one number per sampled token,
+// so its output does not depend on what else is in the batch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace t9::engine {
+
+// splitmix64: tiny, fast, and identical on every platform (std distributions are not).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next_u64();
+  double uniform();  // [0, 1) with 53 random bits
+
+ private:
+  uint64_t state_;
+};
+
+struct Candidate {
+  TokenId token = -1;
+  float logit = 0.0f;  // after penalties and temperature
+  float p = 0.0f;      // renormalized over the kept set
+};
+
+struct SampleResult {
+  TokenId token = -1;
+  float logprob = 0.0f;                 // raw log p(token); filled when logprobs are asked
+  std::vector<TopLogprob> top_logprobs;  // [n_top], most likely first
+};
+
+// Mutates: adds logit bias and applies repetition, presence and frequency penalties.
+void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,
+                              std::span<const TokenId> prompt, std::span<const TokenId> generated);
+
+// The kept candidates after temperature (> 0 required), top-k, top-p and min-p, sorted by
+// probability (ties: lower token id first) when any cut applies, else in token id order;
+// probabilities renormalized to sum to 1.
+std::vector<Candidate> truncate_candidates(std::span<const float> logits,
+                                           const SamplingParams& params);
+
+// Raw log-probability of `token` and the n_top most likely tokens (ties: lower id first).
+void compute_logprobs(std::span<const float> raw_logits, TokenId token, int n_top, float* logprob,
+                      std::vector<TopLogprob>* top);
+
+// Samples one token from a row of raw logits. The request's history feeds the penalties.
+SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params,
+                          std::span<const TokenId> prompt, std::span<const TokenId> generated,
+                          Rng& rng, bool want_logprobs, int n_top_logprobs);
+
+}  // namespace t9::engine

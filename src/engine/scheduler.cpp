@@ -1,0 +1,144 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace t9::engine {
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv) : config_(config), kv_(kv) {
+  T9_CHECK(config_.max_batch_tokens > 0 && config_.max_seqs > 0 && config_.prefill_chunk_tokens > 0,
+           "scheduler limits must be positive");
+}
+
+void Scheduler::add(std::unique_ptr<Sequence> seq) {
+  T9_CHECK(seq && seq->n_total() > 0 && seq->block_table.empty(), "bad new sequence");
+  T9_CHECK(!seqs_.count(seq->id), "duplicate sequence id {}", seq->id);
+  seq->status = SeqStatus::kWaiting;
+  waiting_.push_back(seq.get());
+  seqs_.emplace(seq->id, std::move(seq));
+}
+
+Sequence* Scheduler::find(uint64_t id) {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::finish(uint64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Sequence* s = it->second.get();
+  kv_.free(*s);
+  std::erase(running_, s);
+  std::erase(waiting_, s);
+  seqs_.erase(it);
+}
+
+int Scheduler::chunk_for(const Sequence& seq, int n_past, int budget) const {
+  return std::min({seq.n_total() - n_past, budget, config_.prefill_chunk_tokens});
+}
+
+void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
+  kv_.free(*seq);
+  seq->status = SeqStatus::kPreempted;
+  seq->n_preemptions++;
+  waiting_.push_front(seq);
+  plan.preempted.push_back(seq->id);
+}
+
+void Scheduler::fail(Sequence* seq, StepPlan& plan) {
+  kv_.free(*seq);
+  seq->status = SeqStatus::kFinished;
+  plan.failed.push_back(seq->id);
+}
+
+// Returns false when it preempted a sequence (then nothing new is admitted this step).
+bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* s = running_[i];
+    int n = chunk_for(*s, s->n_computed, budget);
+    T9_CHECK(n > 0, "running seq {} has nothing to compute", s->id);
+    bool scheduled = true;
+    while (!kv_.allocate(*s, n)) {
+      if (running_.size() == 1) {  // alone and still no room: it can never fit
+        running_.pop_back();
+        fail(s, plan);
+        scheduled = false;
+        break;
+      }
+      Sequence* victim = running_.back();
+      running_.pop_back();
+      preempt(victim, plan);
+      preempted = true;
+      if (victim == s) {
+        scheduled = false;
+        break;
+      }
+    }
+    if (!scheduled) break;  // s was the last running sequence
+    plan.seqs.push_back({s, s->n_computed, n, s->n_computed + n == s->n_total()});
+    plan.n_tokens += n;
+    budget -= n;
+    ++i;
+  }
+  return !preempted;
+}
+
+void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
+  while (!waiting_.empty() && budget > 0 && n_running() < config_.max_seqs) {
+    Sequence* s = waiting_.front();
+    PrefixMatch hit = kv_.match_prefix(*s);
+    int n = chunk_for(*s, hit.n_tokens, budget);
+    if (!kv_.allocate(*s, n, &hit)) {
+      if (!running_.empty()) return;  // wait for running sequences to free memory (FCFS)
+      waiting_.pop_front();           // nothing else holds blocks: it can never fit
+      fail(s, plan);
+      continue;
+    }
+    waiting_.pop_front();
+    if (s->n_cached_prompt_tokens < 0)
+      s->n_cached_prompt_tokens = std::min(hit.n_tokens, s->n_prompt);
+    s->status = SeqStatus::kRunning;
+    running_.push_back(s);
+    plan.seqs.push_back({s, s->n_computed, n, s->n_computed + n == s->n_total()});
+    plan.n_tokens += n;
+    budget -= n;
+  }
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  int budget = config_.max_batch_tokens;
+  if (schedule_running(plan, budget)) schedule_waiting(plan, budget);
+  return plan;
+}
+
+void Scheduler::on_computed(const StepPlan& plan) {
+  for (const ScheduledSeq& ss : plan.seqs) {
+    T9_CHECK(ss.seq->n_computed == ss.n_past, "seq {} moved during the step", ss.seq->id);
+    ss.seq->n_computed += ss.n_tokens;
+    kv_.commit(*ss.seq);
+  }
+}
+
+std::vector<const Sequence*> Scheduler::live() const {
+  std::vector<const Sequence*> out;
+  out.reserve(seqs_.size());
+  for (const auto& [id, s] : seqs_) out.push_back(s.get());
+  return out;
+}
+
+Status Scheduler::check_integrity() const {
+  for (const Sequence* s : waiting_) {
+    if (!s->block_table.empty() || s->n_computed != 0)
+      return error("waiting seq {} holds {} blocks", s->id, s->block_table.size());
+  }
+  if (waiting_.size() + running_.size() > seqs_.size())
+    return error("{} waiting + {} running > {} sequences", waiting_.size(), running_.size(),
+                 seqs_.size());
+  auto seqs = live();
+  return kv_.check_integrity(seqs);
+}
+
+}  // namespace t9::engine

@@ -1,0 +1,81 @@
+// Scheduler: decides each step which tokens of which sequences to compute. One code path for
+// prefill, chunked prefill, decode, prefix hits and resume (vLLM v1): every step fills a token
+// budget with the pending tokens of running sequences (oldest first; decodes are 1 token), then
+// admits waiting sequences FCFS (a head that does not fit blocks the queue: no starvation).
+// When a running sequence's KV cannot grow, the newest running sequence is preempted: its blocks
+// are freed (full ones stay in the prefix cache) and it goes back to the head of the waiting
+// queue, to be recomputed later from whatever prefix is still cached.
+//
+// Owns the Sequences. Not thread-safe: the engine thread calls it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv_cache_manager.h"
+#include "engine/sequence.h"
+
+namespace t9::engine {
+
+struct SchedulerConfig {
+  int max_batch_tokens = 2048;     // tokens per step, all sequences together
+  int max_seqs = 64;               // running sequences
+  int prefill_chunk_tokens = 512;  // most tokens one sequence computes in one step
+};
+
+// One sequence's share of a step: compute tokens [n_past, n_past + n_tokens) at those positions,
+// with the KV in seq->block_table.
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int n_past = 0;
+  int n_tokens = 0;
+  bool need_logits = false;  // the chunk reaches the end of the sequence: sample the next token
+};
+
+struct StepPlan {
+  std::vector<ScheduledSeq> seqs;
+  int n_tokens = 0;
+  std::vector<uint64_t> preempted;  // sequences moved back to waiting this step
+  std::vector<uint64_t> failed;     // cannot fit even alone; the caller finishes them with an error
+  bool empty() const { return seqs.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, KvCacheManager& kv);
+
+  // Mutates: queues a new sequence (status kWaiting, no blocks) at the tail.
+  void add(std::unique_ptr<Sequence> seq);
+  Sequence* find(uint64_t id);
+  // Mutates: frees the blocks and destroys the sequence (finished, cancelled or failed).
+  void finish(uint64_t id);
+
+  // Mutates: plans the next step and allocates its blocks.
+  StepPlan schedule();
+  // Mutates: after the model ran the plan, advances n_computed and registers full blocks.
+  void on_computed(const StepPlan& plan);
+
+  int n_waiting() const { return static_cast<int>(waiting_.size()); }
+  int n_running() const { return static_cast<int>(running_.size()); }
+  bool has_work() const { return !seqs_.empty(); }
+  std::vector<const Sequence*> live() const;
+  Status check_integrity() const;
+
+ private:
+  bool schedule_running(StepPlan& plan, int& budget);
+  void schedule_waiting(StepPlan& plan, int& budget);
+  void preempt(Sequence* seq, StepPlan& plan);
+  void fail(Sequence* seq, StepPlan& plan);
+  int chunk_for(const Sequence& seq, int n_past, int budget) const;
+
+  SchedulerConfig config_;
+  KvCacheManager& kv_;
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
+  std::deque<Sequence*> waiting_;   // FCFS; preempted sequences re-enter at the head
+  std::vector<Sequence*> running_;  // oldest admitted first
+};
+
+}  // namespace t9::engine
