@@ -154,12 +154,10 @@ class Parser {
     T9_TRY(read(count, "array length"));
     const uint64_t min_bytes = min_value_bytes(arr.elem_type);
     if (count > left() / min_bytes)
-      return fail(count_at, "array length {} of {} needs at least {} bytes but only {} are left",
-                  count, value_type_name(arr.elem_type),
-                  count > std::numeric_limits<uint64_t>::max() / min_bytes
-                      ? std::string("more than 2^64")
-                      : std::to_string(count * min_bytes),
-                  left());
+      return fail(count_at,
+                  "array length {} of {} cannot fit in the {} bytes left (each item takes at "
+                  "least {} bytes)",
+                  count, value_type_name(arr.elem_type), left(), min_bytes);
     arr.items.resize(count);
     path_.push_back(0);
     for (uint64_t i = 0; i < count; ++i) {
@@ -192,11 +190,11 @@ class Parser {
     T9_TRY(read(n_kv, "metadata count"));
     if (n_kv > left() / kMinKvBytes)
       return fail(16, "metadata count {} is impossible: each key/value needs at least {} bytes "
-                  "and only {} bytes are left", n_kv, kMinKvBytes, left());
+                  "and only {} bytes are left (file truncated?)", n_kv, kMinKvBytes, left());
     if (n_tensors > left() / kMinTensorInfoBytes ||
         n_kv * kMinKvBytes + n_tensors * kMinTensorInfoBytes > left())
       return fail(8, "tensor count {} is impossible: each tensor info needs at least {} bytes "
-                  "and only {} bytes are left after the metadata's minimum", n_tensors,
+                  "and only {} bytes are left after the metadata's minimum (file truncated?)", n_tensors,
                   kMinTensorInfoBytes, left() - std::min(left(), n_kv * kMinKvBytes));
     f.kv_.reserve(n_kv);
     f.tensors_.reserve(n_tensors);
