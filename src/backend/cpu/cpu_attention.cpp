@@ -1,0 +1,214 @@
+// CPU RoPE, KV writes and paged attention.
+//
+// Attention runs one (query row, head) pair per task: scores over the visible keys in position
+// order, then softmax and the V sum in the same order. Nothing depends on other sequences or on
+// how tasks are spread over threads, so the result is batch-invariant and thread-invariant.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_util.h"
+#include "quant/half.h"
+
+namespace t9 {
+namespace {
+
+// ---- RoPE (ggml's rope_yarn, so GGUF metadata applies unchanged) ----
+
+float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+  return static_cast<float>(n_dims) *
+         std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * static_cast<float>(M_PI))) /
+         (2.0f * std::log(base));
+}
+
+float yarn_ramp(float low, float high, int i0) {
+  const float y = (static_cast<float>(i0 / 2) - low) / std::max(0.001f, high - low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
+// cos/sin of each rotated pair for one position: cs[2 * i] = cos, cs[2 * i + 1] = sin.
+void rope_cache(const RopeParams& p, int32_t pos, float* cs) {
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  float low = 0.0f, high = 0.0f;
+  if (p.ext_factor != 0.0f) {
+    low = std::max(0.0f, std::floor(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+    high = std::min(static_cast<float>(p.n_rot - 1),
+                    std::ceil(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+  }
+  float theta_extrap = static_cast<float>(pos);
+  for (int i0 = 0; i0 < p.n_rot; i0 += 2) {
+    const float theta_interp = p.freq_scale * theta_extrap;
+    float theta = theta_interp, mscale = p.attn_factor;
+    if (p.ext_factor != 0.0f) {
+      const float mix = yarn_ramp(low, high, i0) * p.ext_factor;
+      theta = theta_interp * (1.0f - mix) + theta_extrap * mix;
+      mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+    }
+    cs[i0] = std::cos(theta) * mscale;
+    cs[i0 + 1] = std::sin(theta) * mscale;
+    theta_extrap *= theta_scale;
+  }
+}
+
+inline float load_kv(const uint8_t* row, GgmlType t, int64_t i) {
+  return t == GgmlType::F16 ? f16_to_f32(reinterpret_cast<const uint16_t*>(row)[i])
+                            : reinterpret_cast<const float*>(row)[i];
+}
+
+const AttnSeq* seq_table(const Tensor& seqs, const AttnParams& p) {
+  T9_CHECK(seqs.type == GgmlType::I32 && seqs.ne[0] == 4 && seqs.n_rows() == p.n_seqs &&
+               seqs.is_contiguous(),
+           "seqs must be I32 [n_seqs={}, 4]", p.n_seqs);
+  return reinterpret_cast<const AttnSeq*>(cpu::base_ptr(seqs));
+}
+
+// Pool row of the token at `pos` of sequence s; CHECKs the block table and the pool bounds.
+int64_t kv_slot(const AttnSeq& s, const int32_t* tables, int64_t n_tables, int64_t n_slots,
+                const AttnParams& p, int64_t pos) {
+  const int64_t ti = s.block_table_offset + pos / p.block_size;
+  T9_CHECK(ti >= 0 && ti < n_tables, "block table index {} of {}", ti, n_tables);
+  const int64_t slot = static_cast<int64_t>(tables[ti]) * p.block_size + pos % p.block_size;
+  T9_CHECK(slot >= 0 && slot < n_slots, "kv slot {} of {}", slot, n_slots);
+  return slot;
+}
+
+void check_cache(const Tensor& c, const AttnParams& p, const char* what) {
+  T9_CHECK(c.type == GgmlType::F16 || c.type == GgmlType::F32, "{} must be F16 or F32", what);
+  T9_CHECK(c.ne[0] == p.head_dim && c.ne[1] == p.n_kv_head && c.is_contiguous(),
+           "{} must be [slots, n_kv_head={}, head_dim={}]", what, p.n_kv_head, p.head_dim);
+  T9_CHECK(p.block_size > 0 && c.ne[2] % p.block_size == 0, "{}: slots not whole blocks", what);
+}
+
+}  // namespace
+
+void CpuBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
+                      const Tensor& out) {
+  cpu::check_f32_rows(x, "rope x");
+  cpu::check_f32_rows(out, "rope out");
+  cpu::check_same_shape(x, out, "rope");
+  const int64_t head_dim = x.ne[0], n_heads = x.ne[1], n_tok = x.ne[2];
+  T9_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim, "rope: n_rot {}", p.n_rot);
+  T9_CHECK(positions.type == GgmlType::I32 && positions.n_elements() == n_tok,
+           "rope: positions must be I32 [{}]", n_tok);
+  const auto* pos = reinterpret_cast<const int32_t*>(cpu::base_ptr(positions));
+  std::vector<float> cs(static_cast<size_t>(p.n_rot));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    rope_cache(p, pos[t], cs.data());
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t r = t * n_heads + h;
+      const float* xr = cpu::f32_row(x, r);
+      float* yr = cpu::f32_row(out, r);
+      const int half = p.n_rot / 2;
+      for (int i0 = 0; i0 < p.n_rot; i0 += 2) {
+        const int a = p.layout == RopeLayout::kNeox ? i0 / 2 : i0;
+        const int b = p.layout == RopeLayout::kNeox ? i0 / 2 + half : i0 + 1;
+        const float x0 = xr[a], x1 = xr[b], c = cs[i0], s = cs[i0 + 1];
+        yr[a] = x0 * c - x1 * s;
+        yr[b] = x0 * s + x1 * c;
+      }
+      if (yr != xr) std::copy(xr + p.n_rot, xr + head_dim, yr + p.n_rot);
+    }
+  }
+}
+
+void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache,
+                          const Tensor& v_cache, const Tensor& seqs, const Tensor& block_tables,
+                          const AttnParams& p) {
+  check_cache(k_cache, p, "k_cache");
+  check_cache(v_cache, p, "v_cache");
+  cpu::check_f32_rows(k, "write_kv k");
+  cpu::check_f32_rows(v, "write_kv v");
+  T9_CHECK(k.ne[0] == p.head_dim && k.ne[1] == p.n_kv_head && v.ne == k.ne, "write_kv: k/v shape");
+  const AttnSeq* s = seq_table(seqs, p);
+  const auto* tables = reinterpret_cast<const int32_t*>(cpu::base_ptr(block_tables));
+  const int64_t row_floats = p.n_kv_head * p.head_dim;
+  for (int i = 0; i < p.n_seqs; ++i) {
+    T9_CHECK(s[i].q_begin >= 0 && s[i].n_q >= 0 && s[i].q_begin + s[i].n_q <= k.ne[2],
+             "seq {}: rows [{}, +{}) of {}", i, s[i].q_begin, s[i].n_q, k.ne[2]);
+    for (int j = 0; j < s[i].n_q; ++j) {
+      const int64_t slot = kv_slot(s[i], tables, block_tables.n_elements(), k_cache.ne[2], p,
+                                   s[i].n_past + j);
+      for (const auto& [src, dst] : {std::pair{&k, &k_cache}, std::pair{&v, &v_cache}}) {
+        const float* from = cpu::f32_row(*src, (s[i].q_begin + j) * p.n_kv_head);
+        uint8_t* to = cpu::base_ptr(*dst) + slot * dst->nb[2];
+        for (int64_t e = 0; e < row_floats; ++e) {
+          if (dst->type == GgmlType::F16)
+            reinterpret_cast<uint16_t*>(to)[e] = f32_to_f16(from[e]);
+          else
+            reinterpret_cast<float*>(to)[e] = from[e];
+        }
+      }
+    }
+  }
+}
+
+void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                           const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
+                           const Tensor& out) {
+  check_cache(k_cache, p, "k_cache");
+  check_cache(v_cache, p, "v_cache");
+  cpu::check_f32_rows(q, "attention q");
+  cpu::check_f32_rows(out, "attention out");
+  cpu::check_same_shape(q, out, "attention");
+  T9_CHECK(q.ne[0] == p.head_dim && q.ne[1] == p.n_head, "attention: q must be [n, {}, {}]",
+           p.n_head, p.head_dim);
+  T9_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0, "attention: n_head {} n_kv_head {}",
+           p.n_head, p.n_kv_head);
+  const AttnSeq* s = seq_table(seqs, p);
+  const auto* tables = reinterpret_cast<const int32_t*>(cpu::base_ptr(block_tables));
+  // Tasks: (sequence, query j, head) flattened in batch order.
+  std::vector<int32_t> task_seq;
+  for (int i = 0; i < p.n_seqs; ++i) {
+    T9_CHECK(s[i].q_begin >= 0 && s[i].n_q >= 0 && s[i].q_begin + s[i].n_q <= q.ne[2],
+             "seq {}: rows [{}, +{}) of {}", i, s[i].q_begin, s[i].n_q, q.ne[2]);
+    for (int j = 0; j < s[i].n_q; ++j) task_seq.push_back(i);
+  }
+  const int64_t n_rows = static_cast<int64_t>(task_seq.size());
+  const int64_t group = p.n_head / p.n_kv_head;
+  const int64_t hd = p.head_dim;
+  pool_.run_on_all([&](int t, int n_threads) {
+    const int64_t n_tasks = n_rows * p.n_head;
+    const int64_t b = n_tasks * t / n_threads, e = n_tasks * (t + 1) / n_threads;
+    std::vector<float> scores, acc(static_cast<size_t>(hd));
+    int64_t row = -1, first_of_seq = 0;
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t r = task / p.n_head, h = task % p.n_head;
+      const AttnSeq& sq = s[task_seq[static_cast<size_t>(r)]];
+      if (r != row) {
+        row = r;
+        first_of_seq = std::lower_bound(task_seq.begin(), task_seq.end(),
+                                        task_seq[static_cast<size_t>(r)]) - task_seq.begin();
+      }
+      const int64_t j = r - first_of_seq;
+      const int64_t pos = sq.n_past + j;
+      const int64_t lo = p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1) : 0;
+      const float* qr = cpu::f32_row(q, (sq.q_begin + j) * p.n_head + h);
+      scores.resize(static_cast<size_t>(pos - lo + 1));
+      float mx = -INFINITY;
+      for (int64_t kp = lo; kp <= pos; ++kp) {
+        const int64_t slot = kv_slot(sq, tables, block_tables.n_elements(), k_cache.ne[2], p, kp);
+        const uint8_t* kr = cpu::base_ptr(k_cache) + slot * k_cache.nb[2] + (h / group) * k_cache.nb[1];
+        float dot = 0.0f;
+        for (int64_t i = 0; i < hd; ++i) dot += qr[i] * load_kv(kr, k_cache.type, i);
+        float sc = dot * p.scale;
+        if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
+        scores[static_cast<size_t>(kp - lo)] = sc;
+        mx = std::max(mx, sc);
+      }
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      float sum = 0.0f;
+      for (int64_t kp = lo; kp <= pos; ++kp) {
+        const float w = std::exp(scores[static_cast<size_t>(kp - lo)] - mx);
+        sum += w;
+        const int64_t slot = kv_slot(sq, tables, block_tables.n_elements(), v_cache.ne[2], p, kp);
+        const uint8_t* vr = cpu::base_ptr(v_cache) + slot * v_cache.nb[2] + (h / group) * v_cache.nb[1];
+        for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += w * load_kv(vr, v_cache.type, i);
+      }
+      float* o = cpu::f32_row(out, (sq.q_begin + j) * p.n_head + h);
+      for (int64_t i = 0; i < hd; ++i) o[i] = acc[static_cast<size_t>(i)] / sum;
+    }
+  });
+}
+
+}  // namespace t9

@@ -1,0 +1,316 @@
+// CPU backend: memory, ISA selection, and the small row-wise ops (norms, elementwise, sampling).
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "backend/cpu/cpu_util.h"
+#include "core/log.h"
+#include "quant/dequantize.h"
+#include "quant/half.h"
+
+namespace t9 {
+
+using cpu::base_ptr;
+using cpu::check_f32_rows;
+using cpu::check_same_shape;
+using cpu::f32_row;
+
+bool cpu_isa_supported(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar:
+      return true;
+    case CpuIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    case CpuIsa::kAvx512:
+      return cpu_isa_supported(CpuIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
+             __builtin_cpu_supports("avx512bf16");
+  }
+  return false;
+}
+
+CpuIsa best_cpu_isa() {
+  if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
+  if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+  return CpuIsa::kScalar;
+}
+
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
+  if (name == "scalar") return CpuIsa::kScalar;
+  if (name == "avx2") return CpuIsa::kAvx2;
+  if (name == "avx512") return CpuIsa::kAvx512;
+  return std::nullopt;
+}
+
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar: return "scalar";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+CpuBackend::CpuBackend(const CpuBackendConfig& cfg) : pool_(cfg.n_threads) {
+  CpuIsa isa = best_cpu_isa();
+  if (cfg.isa) {
+    isa = *cfg.isa;
+  } else if (const char* env = std::getenv("TEMPO9_CPU_ISA"); env != nullptr && *env) {
+    auto parsed = parse_cpu_isa(env);
+    if (parsed && cpu_isa_supported(*parsed))
+      isa = *parsed;
+    else
+      T9_LOG_WARN("TEMPO9_CPU_ISA={} is unknown or unsupported here; using {}", env,
+                  cpu_isa_name(isa));
+  }
+  set_isa(isa);
+  thread_scratch_.resize(static_cast<size_t>(pool_.n_threads()));
+}
+
+CpuBackend::~CpuBackend() = default;
+
+void CpuBackend::set_isa(CpuIsa isa) {
+  T9_CHECK(cpu_isa_supported(isa), "CPU ISA {} is not supported here", cpu_isa_name(isa));
+  isa_ = isa;
+  kernels_ = isa == CpuIsa::kAvx512 ? &cpu::kernels_avx512()
+             : isa == CpuIsa::kAvx2 ? &cpu::kernels_avx2()
+                                    : &cpu::kernels_scalar();
+}
+
+std::string CpuBackend::name() const {
+  return fmt::format("cpu ({}, {} threads)", cpu_isa_name(isa_), n_threads());
+}
+
+std::vector<uint8_t>& CpuBackend::thread_scratch(int thread, size_t n_bytes) {
+  auto& s = thread_scratch_[static_cast<size_t>(thread)];
+  if (s.size() < n_bytes) s.resize(n_bytes);
+  return s;
+}
+
+// ---- memory ----
+
+Result<Buffer*> CpuBackend::alloc(size_t n_bytes) {
+  const size_t rounded = (std::max<size_t>(n_bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) return error("cpu backend: cannot allocate {} bytes", n_bytes);
+  return new Buffer{p, n_bytes, true};
+}
+
+void CpuBackend::free(Buffer* buf) {
+  if (buf == nullptr) return;
+  if (buf->owned) std::free(buf->device_ptr);
+  delete buf;
+}
+
+Result<Buffer*> CpuBackend::upload_weights(const void* host, size_t n_bytes) {
+  return new Buffer{const_cast<void*>(host), n_bytes, false};  // zero copy; ops never write it
+}
+
+void CpuBackend::upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) {
+  T9_CHECK(dst != nullptr && offset + n_bytes <= dst->n_bytes, "upload past the buffer end");
+  std::memcpy(static_cast<uint8_t*>(dst->device_ptr) + offset, host, n_bytes);
+}
+
+void CpuBackend::download(const Buffer* src, size_t offset, void* host, size_t n_bytes) {
+  T9_CHECK(src != nullptr && offset + n_bytes <= src->n_bytes, "download past the buffer end");
+  std::memcpy(host, static_cast<const uint8_t*>(src->device_ptr) + offset, n_bytes);
+}
+
+// ---- row ops ----
+
+void CpuBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  T9_CHECK(ids.type == GgmlType::I32 && ids.nb[0] == 4, "get_rows: ids must be I32");
+  check_f32_rows(out, "get_rows out");
+  T9_CHECK(out.ne[0] == table.ne[0] && out.n_rows() == ids.n_elements(), "get_rows: shapes");
+  const auto* id = reinterpret_cast<const int32_t*>(base_ptr(ids));
+  for (int64_t i = 0; i < ids.n_elements(); ++i) {
+    T9_CHECK(id[i] >= 0 && id[i] < table.ne[1], "get_rows: id {} of {} rows", id[i], table.ne[1]);
+    dequantize_row(table.type, cpu::row_ptr(table, id[i]), f32_row(out, i), table.ne[0]);
+  }
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
+                          const Tensor& out) {
+  check_f32_rows(x, "rms_norm x");
+  check_f32_rows(out, "rms_norm out");
+  check_same_shape(x, out, "rms_norm");
+  const int64_t n = x.ne[0];
+  const float* w = nullptr;
+  if (weight.valid()) {
+    check_f32_rows(weight, "rms_norm weight");
+    T9_CHECK(weight.ne[0] == n, "rms_norm weight has {} elements, rows {}", weight.ne[0], n);
+    w = reinterpret_cast<const float*>(base_ptr(weight));
+  }
+  for (int64_t r = 0; r < x.n_rows(); ++r) {
+    const float* xr = f32_row(x, r);
+    float* yr = f32_row(out, r);
+    double ss = 0.0;  // double: the row sum must not lose the small elements of long rows
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * (w ? w[i] + weight_bias : 1.0f);
+  }
+}
+
+namespace {
+
+template <typename Fn>
+void binary_op(const Tensor& a, const Tensor& b, const Tensor& out, const char* what, Fn fn) {
+  check_f32_rows(a, what);
+  check_f32_rows(b, what);
+  check_f32_rows(out, what);
+  check_same_shape(a, out, what);
+  const bool bcast = b.n_rows() == 1;
+  T9_CHECK(b.ne[0] == a.ne[0] && (bcast || b.ne == a.ne), "{}: b must be a's shape or one row",
+           what);
+  for (int64_t r = 0; r < a.n_rows(); ++r) {
+    const float* ar = f32_row(a, r);
+    const float* br = f32_row(b, bcast ? 0 : r);
+    float* yr = f32_row(out, r);
+    for (int64_t i = 0; i < a.ne[0]; ++i) yr[i] = fn(ar[i], br[i]);
+  }
+}
+
+template <typename Fn>
+void unary_op(const Tensor& x, const Tensor& out, const char* what, Fn fn) {
+  check_f32_rows(x, what);
+  check_f32_rows(out, what);
+  check_same_shape(x, out, what);
+  for (int64_t r = 0; r < x.n_rows(); ++r) {
+    const float* xr = f32_row(x, r);
+    float* yr = f32_row(out, r);
+    for (int64_t i = 0; i < x.ne[0]; ++i) yr[i] = fn(xr[i]);
+  }
+}
+
+inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+// ggml's GELU tanh approximation.
+inline float gelu_tanh(float v) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoef * v * v)));
+}
+
+}  // namespace
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  binary_op(a, b, out, "add", [](float p, float q) { return p + q; });
+}
+
+void CpuBackend::mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  binary_op(a, b, out, "mul", [](float p, float q) { return p * q; });
+}
+
+void CpuBackend::scale(const Tensor& x, float s, const Tensor& out) {
+  unary_op(x, out, "scale", [s](float v) { return v * s; });
+}
+
+void CpuBackend::unary(const Tensor& x, UnaryKind kind, const Tensor& out) {
+  if (kind == UnaryKind::kSilu)
+    unary_op(x, out, "silu", silu);
+  else
+    unary_op(x, out, "gelu", gelu_tanh);
+}
+
+void CpuBackend::softcap(const Tensor& x, float c, const Tensor& out) {
+  T9_CHECK(c > 0.0f, "softcap {} must be positive", c);
+  unary_op(x, out, "softcap", [c](float v) { return c * std::tanh(v / c); });
+}
+
+void CpuBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) {
+  T9_CHECK(up.ne == gate.ne, "glu: gate and up shapes differ");
+  if (kind == GluKind::kSwiGLU)
+    binary_op(gate, up, out, "swiglu", [](float g, float u) { return silu(g) * u; });
+  else
+    binary_op(gate, up, out, "geglu", [](float g, float u) { return gelu_tanh(g) * u; });
+}
+
+// ---- sampling helpers ----
+
+void CpuBackend::argmax(const Tensor& logits, const Tensor& out) {
+  check_f32_rows(logits, "argmax logits");
+  T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows(), "argmax: out");
+  auto* o = reinterpret_cast<int32_t*>(base_ptr(out));
+  for (int64_t r = 0; r < logits.n_rows(); ++r) {
+    const float* x = f32_row(logits, r);
+    int64_t best = 0;
+    for (int64_t i = 1; i < logits.ne[0]; ++i)
+      if (x[i] > x[best]) best = i;
+    o[r] = static_cast<int32_t>(best);
+  }
+}
+
+void CpuBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {
+  check_f32_rows(logits, "top_k logits");
+  check_f32_rows(values, "top_k values");
+  T9_CHECK(k > 0 && k <= logits.ne[0], "top_k: k {} of {}", k, logits.ne[0]);
+  T9_CHECK(ids.type == GgmlType::I32 && ids.ne[0] == k && ids.n_rows() == logits.n_rows() &&
+               values.ne[0] == k && values.n_rows() == logits.n_rows(),
+           "top_k: out shapes");
+  std::vector<int32_t> idx(static_cast<size_t>(logits.ne[0]));
+  for (int64_t r = 0; r < logits.n_rows(); ++r) {
+    const float* x = f32_row(logits, r);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [x](int32_t p, int32_t q) {
+      return x[p] > x[q] || (x[p] == x[q] && p < q);
+    });
+    auto* io = reinterpret_cast<int32_t*>(cpu::row_ptr(ids, r));
+    float* vo = f32_row(values, r);
+    for (int i = 0; i < k; ++i) {
+      io[i] = idx[static_cast<size_t>(i)];
+      vo[i] = x[idx[static_cast<size_t>(i)]];
+    }
+  }
+}
+
+void CpuBackend::softmax(const Tensor& x, const Tensor& out) {
+  check_f32_rows(x, "softmax x");
+  check_f32_rows(out, "softmax out");
+  check_same_shape(x, out, "softmax");
+  for (int64_t r = 0; r < x.n_rows(); ++r) {
+    const float* xr = f32_row(x, r);
+    float* yr = f32_row(out, r);
+    const float mx = *std::max_element(xr, xr + x.ne[0]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < x.ne[0]; ++i) {
+      yr[i] = std::exp(xr[i] - mx);
+      sum += yr[i];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < x.ne[0]; ++i) yr[i] *= inv;
+  }
+}
+
+void CpuBackend::copy(const Tensor& x, const Tensor& out) {
+  T9_CHECK(x.n_elements() == out.n_elements() && x.ne[0] == out.ne[0], "copy: shapes differ");
+  auto load = [&](const uint8_t* p, int64_t i) -> float {
+    switch (x.type) {
+      case GgmlType::F32: return reinterpret_cast<const float*>(p)[i];
+      case GgmlType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+      case GgmlType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+      default: T9_CHECK(false, "copy from {}", type_name(x.type));
+    }
+    return 0.0f;
+  };
+  for (int64_t r = 0; r < x.n_rows(); ++r) {
+    const uint8_t* src = cpu::row_ptr(x, r);
+    uint8_t* dst = cpu::row_ptr(out, r);
+    for (int64_t i = 0; i < x.ne[0]; ++i) {
+      const float v = load(src, i);
+      switch (out.type) {
+        case GgmlType::F32: reinterpret_cast<float*>(dst)[i] = v; break;
+        case GgmlType::F16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
+        case GgmlType::BF16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
+        default: T9_CHECK(false, "copy to {}", type_name(out.type));
+      }
+    }
+  }
+}
+
+}  // namespace t9

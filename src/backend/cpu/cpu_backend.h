@@ -1,0 +1,84 @@
+// The CPU backend: host memory, ops run synchronously on the calling thread plus a ThreadPool.
+// Kernels are picked at run time: AVX-512 (F/BW/VL/VNNI) > AVX2+FMA+F16C > portable scalar. The
+// choice can be forced with CpuBackendConfig::isa, set_isa(), or TEMPO9_CPU_ISA=scalar|avx2|avx512
+// (tests run every path this way).
+//
+// Threading never changes results: matmul splits output columns (weight rows) over threads and
+// attention splits (query row, head) pairs, never a reduction.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "core/thread_pool.h"
+
+namespace t9 {
+
+using cpu::CpuIsa;
+
+struct CpuBackendConfig {
+  int n_threads = 0;           // 0: hardware_concurrency
+  std::optional<CpuIsa> isa;   // unset: TEMPO9_CPU_ISA if set, else the best supported
+};
+
+bool cpu_isa_supported(CpuIsa isa);
+CpuIsa best_cpu_isa();
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name);  // "scalar", "avx2", "avx512"
+std::string_view cpu_isa_name(CpuIsa isa);
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendConfig& cfg = {});
+  ~CpuBackend() override;
+
+  // CHECKs that the machine supports `isa`.
+  void set_isa(CpuIsa isa);
+  CpuIsa isa() const { return isa_; }
+  int n_threads() const { return pool_.n_threads(); }
+
+  std::string name() const override;
+  Result<Buffer*> alloc(size_t n_bytes) override;
+  void free(Buffer* buf) override;
+  Result<Buffer*> upload_weights(const void* host, size_t n_bytes) override;
+  void upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) override;
+  void download(const Buffer* src, size_t offset, void* host, size_t n_bytes) override;
+  void sync() override {}
+
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
+                const Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void scale(const Tensor& x, float s, const Tensor& out) override;
+  void unary(const Tensor& x, UnaryKind kind, const Tensor& out) override;
+  void softcap(const Tensor& x, float c, const Tensor& out) override;
+  void glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) override;
+  void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
+            const Tensor& out) override;
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) override;
+  void write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                const Tensor& seqs, const Tensor& block_tables, const AttnParams& p) override;
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
+                 const Tensor& block_tables, const AttnParams& p, const Tensor& out) override;
+  void argmax(const Tensor& logits, const Tensor& out) override;
+  void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) override;
+  void softmax(const Tensor& x, const Tensor& out) override;
+  void copy(const Tensor& x, const Tensor& out) override;
+
+ private:
+  void matmul_int(const Tensor& w, const Tensor& x, const Tensor& y);
+  void matmul_float(const Tensor& w, const Tensor& x, const Tensor& y);
+  std::vector<uint8_t>& thread_scratch(int thread, size_t n_bytes);
+
+  ThreadPool pool_;
+  CpuIsa isa_ = CpuIsa::kScalar;
+  const cpu::MatmulKernels* kernels_ = nullptr;
+  std::vector<uint8_t> act_scratch_;                  // quantized activation rows
+  std::vector<std::vector<uint8_t>> thread_scratch_;  // per thread: unpacked weight rows
+};
+
+}  // namespace t9

@@ -1,0 +1,142 @@
+// CPU matmul driver: quantizes activation rows once, then for each group of kTileRows weight rows
+// unpacks them once per block of activation rows and runs the ISA kernel over that block. Threads
+// own disjoint groups of weight rows (output columns); reductions are never split.
+#include <algorithm>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace t9 {
+namespace {
+
+using cpu::kTileRows;
+
+// Activation rows per block: keeps a block of quantized rows (~256 KiB) in L2 while a group of
+// weight rows is streamed against it.
+int64_t act_block_rows(int64_t n_in) { return std::max<int64_t>(1, (256 * 1024) / n_in); }
+
+struct ActLayout {
+  int64_t n_in;
+  int8_t* q;
+  float* d;
+  float* s16;
+  cpu::ActRow row(int64_t t) const {
+    return {q + t * n_in, d + t * (n_in / 32), s16 + t * (n_in / 16)};
+  }
+};
+
+// Static split of n_items over n_threads (deterministic; see ThreadPool::parallel_for).
+void split(int64_t n_items, int t, int n_threads, int64_t* begin, int64_t* end) {
+  *begin = n_items * t / n_threads;
+  *end = n_items * (t + 1) / n_threads;
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
+  cpu::check_f32_rows(x, "matmul x");
+  cpu::check_f32_rows(y, "matmul y");
+  T9_CHECK(backend_supports_weight_type(w.type), "matmul: weight type {}", type_name(w.type));
+  T9_CHECK(w.ne[2] == 1 && w.ne[3] == 1, "matmul: weights must be 2-D");
+  T9_CHECK(w.nb[1] == row_bytes(w.type, n_in), "matmul: weight rows must be packed");
+  T9_CHECK(x.ne[0] == n_in, "matmul: x rows have {} elements, weights {}", x.ne[0], n_in);
+  T9_CHECK(y.ne[0] == n_out && y.n_rows() == x.n_rows(), "matmul: y must be [{}, {}]",
+           x.n_rows(), n_out);
+  if (bias.valid()) {
+    cpu::check_f32_rows(bias, "matmul bias");
+    T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
+  }
+  if (traits(w.type).quantized) {
+    T9_CHECK(n_in % 32 == 0, "matmul: n_in {} not a multiple of 32", n_in);
+    matmul_int(w, x, y);
+  } else {
+    matmul_float(w, x, y);
+  }
+  if (bias.valid()) add(y, reshape(bias, n_out), y);
+}
+
+void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  const size_t q_bytes = static_cast<size_t>(n_tok * n_in);
+  act_scratch_.resize(q_bytes + static_cast<size_t>(n_tok * (n_in / 32 + n_in / 16)) * 4 + 64);
+  uint8_t* base = act_scratch_.data();
+  auto* d = reinterpret_cast<float*>(base + (q_bytes + 3) / 4 * 4);
+  const ActLayout act{n_in, reinterpret_cast<int8_t*>(base), d, d + n_tok * (n_in / 32)};
+  const cpu::MatmulKernels& k = *kernels_;
+  pool_.parallel_for(n_tok, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const cpu::ActRow r = act.row(t);
+      k.quantize_act(cpu::f32_row(x, t), n_in, const_cast<int8_t*>(r.q),
+                     const_cast<float*>(r.d), const_cast<float*>(r.s16));
+    }
+  });
+
+  const bool wide = cpu::is_wide_type(w.type);
+  const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
+  const size_t per_row = static_cast<size_t>(n_in + n_in + n_in / 4);  // q, ls, mn bytes
+  const int64_t block = act_block_rows(n_in);
+  pool_.run_on_all([&](int t, int n_threads) {
+    int64_t g0, g1;
+    split(n_groups, t, n_threads, &g0, &g1);
+    if (g0 >= g1) return;
+    uint8_t* s = thread_scratch(t, per_row * kTileRows).data();
+    cpu::UnpackedRow rows[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+      uint8_t* p = s + per_row * static_cast<size_t>(r);
+      rows[r] = {p, reinterpret_cast<float*>(p + n_in), reinterpret_cast<float*>(p + 2 * n_in)};
+    }
+    float out[kTileRows];
+    for (int64_t tb = 0; tb < n_tok; tb += block) {
+      const int64_t te = std::min(n_tok, tb + block);
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t o0 = g * kTileRows;
+        const int nr = static_cast<int>(std::min<int64_t>(kTileRows, n_out - o0));
+        for (int r = 0; r < nr; ++r)
+          k.unpack(w.type, cpu::row_ptr(w, o0 + r), n_in, const_cast<uint8_t*>(rows[r].q),
+                   const_cast<float*>(rows[r].ls), const_cast<float*>(rows[r].mn));
+        for (int64_t tok = tb; tok < te; ++tok) {
+          k.dot_int(nr, rows, wide, act.row(tok), n_in, out);
+          std::copy(out, out + nr, cpu::f32_row(y, tok) + o0);
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::matmul_float(const Tensor& w, const Tensor& x, const Tensor& y) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
+  const int64_t block = act_block_rows(n_in * 4);
+  const cpu::MatmulKernels& k = *kernels_;
+  pool_.run_on_all([&](int t, int n_threads) {
+    int64_t g0, g1;
+    split(n_groups, t, n_threads, &g0, &g1);
+    if (g0 >= g1) return;
+    auto* s = reinterpret_cast<float*>(
+        thread_scratch(t, static_cast<size_t>(n_in) * 4 * kTileRows).data());
+    const float* rows[kTileRows];
+    float out[kTileRows];
+    for (int64_t tb = 0; tb < n_tok; tb += block) {
+      const int64_t te = std::min(n_tok, tb + block);
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t o0 = g * kTileRows;
+        const int nr = static_cast<int>(std::min<int64_t>(kTileRows, n_out - o0));
+        for (int r = 0; r < nr; ++r) {
+          if (w.type == GgmlType::F32) {
+            rows[r] = cpu::f32_row(w, o0 + r);
+          } else {
+            k.to_f32(w.type, cpu::row_ptr(w, o0 + r), n_in, s + r * n_in);
+            rows[r] = s + r * n_in;
+          }
+        }
+        for (int64_t tok = tb; tok < te; ++tok) {
+          k.dot_f32(nr, rows, cpu::f32_row(x, tok), n_in, out);
+          std::copy(out, out + nr, cpu::f32_row(y, tok) + o0);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace t9

@@ -1,0 +1,142 @@
+// AVX-512 (F/BW/VL + VNNI) matmul kernels: 64 elements per step; vpdpbusd sums 4 u8*s8 products
+// per int32 lane without saturation. Wide (signed) weights are biased by +128 to unsigned and the
+// bias is removed exactly in int32 (128 * sum(x) per lane, computed once per activation vector).
+#include <immintrin.h>
+
+// GCC 12 reports its own _mm512_undefined_*() self-initialization inside intrinsics such as
+// _mm512_cvtepi32_ps as uninitialized use (a known false positive); keep the build warning-clean.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define T9_ISA_NS avx512_isa
+#include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/unpack_impl.h"
+
+namespace t9::cpu {
+namespace {
+
+using namespace avx512_isa;
+
+inline float hsum(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hsum256(__m256 s8) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int kRows, bool kWide>
+void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n_in; i += 64) {
+    const __m512i xq = _mm512_loadu_si512(x.q + i);
+    const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(x.d[i / 32]),
+                                         _mm256_set1_ps(x.d[i / 32 + 1]), 1);
+    __m512i init = _mm512_setzero_si512();
+    if constexpr (kWide) init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(init, bias, xq));
+    for (int r = 0; r < kRows; ++r) {
+      __m512i wq = _mm512_loadu_si512(w[r].q + i);
+      if constexpr (kWide) wq = _mm512_xor_si512(wq, bias);
+      const __m512i p = _mm512_dpbusd_epi32(init, wq, xq);
+      const __m512 sc = _mm512_mul_ps(_mm512_loadu_ps(w[r].ls + i / 4), dx);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[r]);
+    }
+  }
+  __m256 tail[kRows];
+  for (int r = 0; r < kRows; ++r) tail[r] = _mm256_setzero_ps();
+  if (i < n_in) {  // one 32-element block left
+    const __m256i bias8 = _mm256_set1_epi8(static_cast<char>(0x80));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i));
+    const __m256 dx = _mm256_set1_ps(x.d[i / 32]);
+    __m256i init = _mm256_setzero_si256();
+    if constexpr (kWide) init = _mm256_sub_epi32(init, _mm256_dpbusd_epi32(init, bias8, xq));
+    for (int r = 0; r < kRows; ++r) {
+      __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r].q + i));
+      if constexpr (kWide) wq = _mm256_xor_si256(wq, bias8);
+      const __m256i p = _mm256_dpbusd_epi32(init, wq, xq);
+      const __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(w[r].ls + i / 4), dx);
+      tail[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, tail[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    float total = hsum(acc[r]) + hsum256(tail[r]);
+    if constexpr (!kWide) {
+      const int64_t n_g = n_in / 16;
+      __m512 macc = _mm512_setzero_ps();
+      int64_t g = 0;
+      for (; g + 16 <= n_g; g += 16)
+        macc = _mm512_fmadd_ps(_mm512_loadu_ps(w[r].mn + g), _mm512_loadu_ps(x.s16 + g), macc);
+      float m = hsum(macc);
+      for (; g < n_g; ++g) m += w[r].mn[g] * x.s16[g];
+      total += m;
+    }
+    out[r] = total;
+  }
+}
+
+template <bool kWide>
+void dot_int_dispatch(int n_w, const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
+  switch (n_w) {
+    case 4: return dot_int_tile<4, kWide>(w, x, n_in, out);
+    case 3: return dot_int_tile<3, kWide>(w, x, n_in, out);
+    case 2: return dot_int_tile<2, kWide>(w, x, n_in, out);
+    default:
+      for (int r = 0; r < n_w; ++r) dot_int_tile<1, kWide>(w + r, x, n_in, out + r);
+  }
+}
+
+void dot_int_avx512(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, int64_t n_in,
+                    float* out) {
+  if (wide)
+    dot_int_dispatch<true>(n_w, w, x, n_in, out);
+  else
+    dot_int_dispatch<false>(n_w, w, x, n_in, out);
+}
+
+template <int kRows>
+void dot_f32_tile(const float* const* w, const float* x, int64_t n_in, float* out) {
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n_in; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i);
+    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(w[r] + i), xv, acc[r]);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    float total = hsum(acc[r]);
+    for (int64_t j = i; j < n_in; ++j) total += w[r][j] * x[j];
+    out[r] = total;
+  }
+}
+
+void dot_f32_avx512(int n_w, const float* const* w, const float* x, int64_t n_in, float* out) {
+  switch (n_w) {
+    case 4: return dot_f32_tile<4>(w, x, n_in, out);
+    case 3: return dot_f32_tile<3>(w, x, n_in, out);
+    case 2: return dot_f32_tile<2>(w, x, n_in, out);
+    default:
+      for (int r = 0; r < n_w; ++r) dot_f32_tile<1>(w + r, x, n_in, out + r);
+  }
+}
+
+}  // namespace
+
+const MatmulKernels& kernels_avx512() {
+  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_avx512, row_to_f32,
+                               dot_f32_avx512};
+  return k;
+}
+
+}  // namespace t9::cpu

@@ -1,0 +1,71 @@
+// Internal to the CPU backend: the matmul kernel table each ISA (scalar, AVX2, AVX-512) provides.
+//
+// Every quantized weight type goes through one integer path. A weight row is first "unpacked"
+// (once, then reused for many activation rows) into
+//   q  [n_in]      uint8: narrow types hold unsigned codes 0..63; wide types (Q8_0, IQ4_NL,
+//                  IQ4_XS) hold signed int8 levels -128..127
+//   ls [n_in / 4]  float: the scale of the 16-element group containing elements 4i..4i+3
+//   mn [n_in / 16] float: the offset of each 16-element group (narrow types; 0 for wide ones)
+// so that w[i] = ls[i / 4] * q[i] + mn[i / 16]. Sixteen-element groups cover every format
+// (Q2_K, Q3_K and Q6_K scale 16 elements at a time; the rest 32 or 64).
+//
+// An activation row is quantized to 8 bits in 32-element blocks (ggml's Q8_0 rule, with a float
+// scale; one format for all weight types, at least as accurate as ggml's Q8_K):
+//   q   [n_in]      int8 in -127..127
+//   d   [n_in / 32] float scale, x[i] ~= d[i / 32] * q[i]
+//   s16 [n_in / 16] float: d * sum(q) over each 16-element group (for the mn terms)
+// Then dot(w, x) = sum_i ls * d * (q_w * q_x) summed as int32 per 4 elements, plus
+// sum_g mn[g] * s16[g].
+//
+// Batch invariance: a kernel computes each (weight row, activation row) pair with the same
+// instruction sequence whatever the tile it is part of, so an output never depends on which other
+// rows were in the call or on how rows were split over threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace t9::cpu {
+
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// Max weight rows per kernel call (the register tile).
+inline constexpr int kTileRows = 4;
+
+struct UnpackedRow {
+  const uint8_t* q;
+  const float* ls;
+  const float* mn;
+};
+
+struct ActRow {
+  const int8_t* q;
+  const float* d;
+  const float* s16;
+};
+
+struct MatmulKernels {
+  // Unpacks one weight row of n_in elements (see above). Types: the quantized ones in
+  // backend_supports_weight_type.
+  void (*unpack)(GgmlType type, const void* row, int64_t n_in, uint8_t* q, float* ls, float* mn);
+  // Quantizes one F32 activation row (n_in % 32 == 0).
+  void (*quantize_act)(const float* x, int64_t n_in, int8_t* q, float* d, float* s16);
+  // out[r] = dot(w[r], x) for r < n_w (n_w <= kTileRows).
+  void (*dot_int)(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, int64_t n_in,
+                  float* out);
+  // Converts one F32/F16/BF16 weight row to F32.
+  void (*to_f32)(GgmlType type, const void* row, int64_t n_in, float* out);
+  // out[r] = dot(w[r], x) in float for r < n_w (n_w <= kTileRows).
+  void (*dot_f32)(int n_w, const float* const* w, const float* x, int64_t n_in, float* out);
+};
+
+const MatmulKernels& kernels_scalar();
+const MatmulKernels& kernels_avx2();
+const MatmulKernels& kernels_avx512();
+
+// True for Q8_0, IQ4_NL, IQ4_XS (signed levels; see above).
+bool is_wide_type(GgmlType t);
+
+}  // namespace t9::cpu

@@ -1,0 +1,180 @@
+// matmul vs the quant/dequantize.h oracle for every weight type and every ISA path, plus batch and
+// thread-count invariance (bitwise).
+#include <cmath>
+
+#include "ops_test_util.h"
+#include "quant/dequantize.h"
+#include "quant/half.h"
+
+namespace t9::test {
+namespace {
+
+struct ScaleField {
+  int offset;     // byte offset of an fp16 scale inside the block
+  bool negative;  // may be negative (d of symmetric formats); dmin/m are kept >= 0 like ggml's
+};
+
+// Where each format keeps its fp16 scales (quant/blocks.h). Every other byte is random.
+std::vector<ScaleField> scale_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+      return {{0, true}};
+    case GgmlType::Q4_1: case GgmlType::Q5_1:
+      return {{0, true}, {2, true}};
+    case GgmlType::Q4_K: case GgmlType::Q5_K:
+      return {{0, true}, {2, false}};
+    case GgmlType::Q2_K: return {{80, true}, {82, false}};
+    case GgmlType::Q3_K: return {{108, true}};
+    case GgmlType::Q6_K: return {{208, true}};
+    default: return {};
+  }
+}
+
+// Random weight bytes [n_out, n_in]: random codes, fp16 scales of realistic size (~1e-3..1e-2 for
+// k-quant super-scales, larger for per-block ones), so dequantized weights are O(0.01..1).
+std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in, int64_t n_out) {
+  const size_t n_bytes = row_bytes(t, n_in) * static_cast<size_t>(n_out);
+  std::vector<uint8_t> w(n_bytes);
+  if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) {
+    auto v = random_floats(rng, static_cast<size_t>(n_in * n_out));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t == GgmlType::F32) std::memcpy(&w[i * 4], &v[i], 4);
+      uint16_t h = t == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+      if (t != GgmlType::F32) std::memcpy(&w[i * 2], &h, 2);
+    }
+    return w;
+  }
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  const auto& tr = traits(t);
+  const float mag = tr.block_elems == 256 ? 0.004f : 0.05f;
+  std::uniform_real_distribution<float> scale(0.25f * mag, mag);
+  for (size_t blk = 0; blk < n_bytes / tr.block_bytes; ++blk) {
+    for (const ScaleField& f : scale_fields(t)) {
+      float v = scale(rng);
+      if (f.negative && (rng() & 1)) v = -v;
+      const uint16_t h = f32_to_f16(v);
+      std::memcpy(&w[blk * tr.block_bytes + f.offset], &h, 2);
+    }
+  }
+  return w;
+}
+
+const GgmlType kAllTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                              GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL,
+                              GgmlType::IQ4_XS, GgmlType::F16, GgmlType::BF16, GgmlType::F32};
+
+struct MatmulCase {
+  int64_t n_in, n_out, n_tok;
+};
+
+void check_matmul_vs_oracle(GgmlType t, const MatmulCase& c, CpuIsa isa, bool with_bias) {
+  auto rng = test_rng();
+  CpuBackend be(CpuBackendConfig{2, isa});
+  DeviceArena arena(be);
+  const auto wbytes = random_weights(rng, t, c.n_in, c.n_out);
+  const auto x = random_floats(rng, static_cast<size_t>(c.n_in * c.n_tok), -2.0f, 2.0f);
+  const auto bias = random_floats(rng, static_cast<size_t>(c.n_out));
+  Tensor wt = arena.weights(wbytes, t, c.n_in, c.n_out);
+  Tensor xt = arena.from_host(x, GgmlType::F32, c.n_in, c.n_tok);
+  Tensor bt = with_bias ? arena.from_host(bias, GgmlType::F32, c.n_out) : Tensor{};
+  Tensor yt = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
+  be.matmul(wt, xt, bt, yt);
+  const auto y = arena.download<float>(yt);
+
+  std::vector<float> wf(static_cast<size_t>(c.n_in * c.n_out));
+  dequantize_row(t, wbytes.data(), wf.data(), c.n_in * c.n_out);
+  const bool quantized = traits(t).quantized;
+  double worst_ratio = 0.0;
+  for (int64_t tok = 0; tok < c.n_tok; ++tok) {
+    const float* xr = &x[static_cast<size_t>(tok * c.n_in)];
+    for (int64_t o = 0; o < c.n_out; ++o) {
+      const float* wr = &wf[static_cast<size_t>(o * c.n_in)];
+      double ref = with_bias ? bias[static_cast<size_t>(o)] : 0.0, abs_sum = 0.0, q_bound = 0.0;
+      for (int64_t b = 0; b < c.n_in / 32; ++b) {
+        double amax = 0.0, wabs = 0.0;
+        for (int i = 0; i < 32; ++i) {
+          const int64_t k = b * 32 + i;
+          ref += static_cast<double>(wr[k]) * xr[k];
+          abs_sum += std::fabs(static_cast<double>(wr[k]) * xr[k]);
+          amax = std::max(amax, std::fabs(static_cast<double>(xr[k])));
+          wabs += std::fabs(wr[k]);
+        }
+        // Rounding x to 8 bits with d = amax/127 moves each element by at most d/2 (1% slack for
+        // the float reciprocal), so this block can move the dot by at most that * sum|w|.
+        if (quantized) q_bound += 1.01 * amax / 254.0 * wabs;
+      }
+      // Float accumulation: at most n_in roundings of 2^-24 relative to sum|w*x| (a worst-case
+      // bound for any summation order), plus the bias add.
+      const double fp_bound = (c.n_in + 2) * std::ldexp(1.0, -24) * (abs_sum + std::fabs(ref));
+      const double err = std::fabs(y[static_cast<size_t>(tok * c.n_out + o)] - ref);
+      ASSERT_LE(err, q_bound + fp_bound)
+          << type_name(t) << " isa " << cpu_isa_name(isa) << " tok " << tok << " out " << o
+          << " got " << y[static_cast<size_t>(tok * c.n_out + o)] << " ref " << ref;
+      worst_ratio = std::max(worst_ratio, err / (q_bound + fp_bound));
+    }
+  }
+  // The bound is a worst case; typical errors sit well inside it. A ratio this small on every
+  // output would mean the test compares nothing (e.g. both sides zero): the inputs are non-zero.
+  EXPECT_GT(worst_ratio, 0.0) << type_name(t);
+}
+
+TEST(Matmul, EveryTypeEveryIsaMatchesDequantizedReference) {
+  for (CpuIsa isa : supported_isas()) {
+    for (GgmlType t : kAllTypes) {
+      SCOPED_TRACE(fmt::format("{} {}", type_name(t), cpu_isa_name(isa)));
+      // 512: two k-quant super-blocks (also 8 AVX-512 steps); 37 outputs leave a partial tile.
+      check_matmul_vs_oracle(t, {512, 37, 5}, isa, /*with_bias=*/false);
+      if (traits(t).block_elems == 32) {
+        // 544 = 17 blocks of 32: exercises the AVX-512 32-element tail.
+        check_matmul_vs_oracle(t, {544, 9, 3}, isa, /*with_bias=*/true);
+      }
+    }
+  }
+}
+
+TEST(Matmul, BiasIsAdded) {
+  for (CpuIsa isa : supported_isas()) check_matmul_vs_oracle(GgmlType::Q4_K, {256, 13, 2}, isa, true);
+}
+
+// Row 3 of a batch of 8 must equal the same row computed alone, bit for bit, and a 1-thread
+// backend must equal a 2-thread one on every row.
+TEST(Matmul, BatchAndThreadInvariant) {
+  auto rng = test_rng();
+  const int64_t n_in = 768, n_out = 70, n_tok = 8;
+  for (CpuIsa isa : supported_isas()) {
+    for (GgmlType t : kAllTypes) {
+      SCOPED_TRACE(fmt::format("{} {}", type_name(t), cpu_isa_name(isa)));
+      const auto wbytes = random_weights(rng, t, n_in, n_out);
+      const auto x = random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f);
+      std::vector<float> single(x.begin() + 3 * n_in, x.begin() + 4 * n_in);
+      std::vector<std::vector<float>> batched;
+      std::vector<float> alone;
+      for (int threads : {1, 2}) {
+        CpuBackend be(CpuBackendConfig{threads, isa});
+        DeviceArena arena(be);
+        Tensor wt = arena.weights(wbytes, t, n_in, n_out);
+        Tensor yb = arena.poisoned(GgmlType::F32, n_out, n_tok);
+        be.matmul(wt, arena.from_host(x, GgmlType::F32, n_in, n_tok), Tensor{}, yb);
+        batched.push_back(arena.download<float>(yb));
+        if (threads == 2) {
+          Tensor ys = arena.poisoned(GgmlType::F32, n_out, 1);
+          be.matmul(wt, arena.from_host(single, GgmlType::F32, n_in, 1), Tensor{}, ys);
+          alone = arena.download<float>(ys);
+        }
+      }
+      for (size_t i = 0; i < batched[0].size(); ++i)
+        ASSERT_EQ(float_bits(batched[0][i]), float_bits(batched[1][i])) << "1 vs 2 threads, " << i;
+      for (int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(float_bits(alone[static_cast<size_t>(o)]),
+                  float_bits(batched[1][static_cast<size_t>(3 * n_out + o)]))
+            << "alone vs batch, out " << o;
+      ASSERT_FALSE(std::isnan(alone[0]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace t9::test
