@@ -1,0 +1,264 @@
+#include "model/convert/hf_convert.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "gguf/gguf_writer.h"
+#include "model/convert/safetensors.h"
+#include "quant/quantize.h"
+
+namespace t9::convert {
+namespace {
+
+using nlohmann::json;
+using gguf::Value;
+using gguf::ValueType;
+
+struct ArchSpec {
+  const char* hf_model_type;
+  const char* gguf_arch;
+  bool permute_qk;   // llama: HF half-split rotary -> ggml interleaved
+  float norm_shift;  // gemma: stores 1 + w
+};
+
+constexpr ArchSpec kArchs[] = {
+    {"llama", "llama", true, 0.0f},          {"qwen2", "qwen2", false, 0.0f},
+    {"qwen3", "qwen3", false, 0.0f},         {"qwen3_moe", "qwen3moe", false, 0.0f},
+    {"gemma3_text", "gemma3", false, 1.0f},  {"gemma3", "gemma3", false, 1.0f},
+};
+
+const ArchSpec* find_arch(const std::string& model_type) {
+  for (const auto& a : kArchs)
+    if (model_type == a.hf_model_type) return &a;
+  return nullptr;
+}
+
+Value u32(uint64_t v) { return Value{ValueType::UINT32, uint64_t{v}}; }
+Value f32(double v) { return Value{ValueType::FLOAT32, double{v}}; }
+Value str(std::string s) { return Value{ValueType::STRING, std::move(s)}; }
+Value boolean(bool b) { return Value{ValueType::BOOL, b}; }
+
+// HF tensor name -> GGUF name (empty: not a tensor we convert). Per-layer names keep the index.
+std::string gguf_name(const std::string& arch, const std::string& hf) {
+  static const std::map<std::string, std::string> kGlobal = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"},
+  };
+  if (auto it = kGlobal.find(hf); it != kGlobal.end()) return it->second;
+  static const std::regex kLayer(R"(model\.layers\.(\d+)\.(.+))");
+  std::smatch m;
+  if (!std::regex_match(hf, m, kLayer)) return "";
+  const std::string blk = "blk." + m[1].str() + ".";
+  const std::string rest = m[2].str();
+  const bool gemma = arch == "gemma3";
+  static const std::map<std::string, std::string> kCommon = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+  };
+  if (gemma) {
+    if (rest == "post_attention_layernorm.weight") return blk + "post_attention_norm.weight";
+    if (rest == "pre_feedforward_layernorm.weight") return blk + "ffn_norm.weight";
+    if (rest == "post_feedforward_layernorm.weight") return blk + "post_ffw_norm.weight";
+  } else if (rest == "post_attention_layernorm.weight") {
+    return blk + "ffn_norm.weight";
+  }
+  if (auto it = kCommon.find(rest); it != kCommon.end()) return blk + it->second;
+  return "";
+}
+
+// Rows of one head group move from [2][hd/2] (HF) to [hd/2][2] (ggml normal RoPE).
+std::vector<float> permute_qk(const std::vector<float>& w, int64_t n_rows, int64_t n_cols,
+                              int64_t n_heads) {
+  std::vector<float> out(w.size());
+  const int64_t hd = n_rows / n_heads, half = hd / 2;
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < half; ++j) {
+        const int64_t src = h * hd + i * half + j, dst = h * hd + 2 * j + i;
+        std::copy_n(&w[src * n_cols], n_cols, &out[dst * n_cols]);
+      }
+  return out;
+}
+
+Status add_f32_tensor(gguf::GgufWriter& w, const std::string& name, std::vector<int64_t> ne,
+                      const std::vector<float>& data, GgmlType type) {
+  // Quantized types need rows that are whole blocks; fall back to F32 like llama.cpp does.
+  if (type != GgmlType::F32 && ne[0] % traits(type).block_elems != 0) type = GgmlType::F32;
+  T9_ASSIGN_OR_RETURN(auto bytes, quantize_floats(type, data.data(),
+                                                  static_cast<int64_t>(data.size())));
+  return w.add_tensor(name, std::move(ne), type, bytes);
+}
+
+Result<json> read_config(const std::string& dir) {
+  std::ifstream f(dir + "/config.json");
+  if (!f) return error("{}/config.json: cannot open", dir);
+  json cfg = json::parse(f, nullptr, false);
+  if (cfg.is_discarded() || !cfg.is_object()) return error("{}/config.json: not a JSON object", dir);
+  if (cfg.contains("text_config") && cfg["text_config"].is_object()) return cfg["text_config"];
+  return cfg;
+}
+
+Result<int64_t> cfg_int(const json& cfg, const char* key) {
+  if (!cfg.contains(key) || !cfg[key].is_number_integer())
+    return error("config.json: '{}' missing or not an integer", key);
+  return cfg[key].get<int64_t>();
+}
+
+double rope_theta(const json& cfg, const char* layer_type) {
+  if (cfg.contains("rope_parameters")) {
+    const json& rp = cfg["rope_parameters"];
+    if (layer_type && rp.contains(layer_type)) return rp[layer_type].value("rope_theta", 10000.0);
+    if (rp.contains("rope_theta")) return rp["rope_theta"].get<double>();
+  }
+  return cfg.value("rope_theta", 10000.0);
+}
+
+// HF spells the expert count num_experts or num_local_experts depending on the family.
+Result<int64_t> expert_count(const json& cfg) {
+  if (cfg.contains("num_experts")) return cfg_int(cfg, "num_experts");
+  return cfg_int(cfg, "num_local_experts");
+}
+
+Status write_metadata(gguf::GgufWriter& w, const ArchSpec& spec, const json& cfg,
+                      const ConvertOptions& opt) {
+  const std::string a = spec.gguf_arch;
+  T9_ASSIGN_OR_RETURN(int64_t n_layer, cfg_int(cfg, "num_hidden_layers"));
+  T9_ASSIGN_OR_RETURN(int64_t n_embd, cfg_int(cfg, "hidden_size"));
+  T9_ASSIGN_OR_RETURN(int64_t n_head, cfg_int(cfg, "num_attention_heads"));
+  const int64_t n_head_kv = cfg.value("num_key_value_heads", n_head);
+  const int64_t head_dim = cfg.value("head_dim", n_embd / n_head);
+  const double partial = cfg.value("partial_rotary_factor", 1.0);
+
+  w.set("general.architecture", str(a));
+  w.set("general.name", str(opt.name.empty() ? cfg.value("model_type", a) + " (converted)" : opt.name));
+  w.set("general.file_type", u32(opt.weight_type == GgmlType::F32 ? 0 : 1));
+  w.set(a + ".block_count", u32(n_layer));
+  w.set(a + ".context_length", u32(cfg.value("max_position_embeddings", 4096)));
+  w.set(a + ".embedding_length", u32(n_embd));
+  if (cfg.contains("intermediate_size"))
+    w.set(a + ".feed_forward_length", u32(cfg["intermediate_size"].get<int64_t>()));
+  w.set(a + ".attention.head_count", u32(n_head));
+  w.set(a + ".attention.head_count_kv", u32(n_head_kv));
+  w.set(a + ".attention.key_length", u32(head_dim));
+  w.set(a + ".attention.value_length", u32(head_dim));
+  w.set(a + ".attention.layer_norm_rms_epsilon", f32(cfg.value("rms_norm_eps", 1e-6)));
+  w.set(a + ".rope.dimension_count", u32(static_cast<uint64_t>(head_dim * partial)));
+
+  if (a == "gemma3") {
+    w.set(a + ".rope.freq_base", f32(rope_theta(cfg, "full_attention")));
+    w.set(a + ".rope.freq_base_swa", f32(rope_theta(cfg, "sliding_attention")));
+    w.set(a + ".attention.sliding_window", u32(cfg.value("sliding_window", 512)));
+    // Which layers slide, per layer (true = sliding window), from layer_types when present.
+    gguf::Array pattern{ValueType::BOOL, {}};
+    for (int64_t il = 0; il < n_layer; ++il) {
+      bool swa = (il + 1) % cfg.value("_sliding_window_pattern", 6) != 0;
+      if (cfg.contains("layer_types")) swa = cfg["layer_types"][il] == "sliding_attention";
+      pattern.items.push_back(boolean(swa));
+    }
+    w.set(a + ".attention.sliding_window_pattern", Value{ValueType::ARRAY, std::move(pattern)});
+    const double qpas = cfg.value("query_pre_attn_scalar", static_cast<double>(head_dim));
+    w.set(a + ".attention.scale", f32(1.0 / std::sqrt(qpas)));
+    if (cfg.contains("final_logit_softcapping") && cfg["final_logit_softcapping"].is_number())
+      w.set(a + ".final_logit_softcapping", f32(cfg["final_logit_softcapping"].get<double>()));
+    if (cfg.contains("attn_logit_softcapping") && cfg["attn_logit_softcapping"].is_number())
+      w.set(a + ".attn_logit_softcapping", f32(cfg["attn_logit_softcapping"].get<double>()));
+  } else {
+    w.set(a + ".rope.freq_base", f32(rope_theta(cfg, nullptr)));
+  }
+  if (a == "qwen3moe") {
+    T9_ASSIGN_OR_RETURN(int64_t n_expert, expert_count(cfg));
+    T9_ASSIGN_OR_RETURN(int64_t n_used, cfg_int(cfg, "num_experts_per_tok"));
+    T9_ASSIGN_OR_RETURN(int64_t n_ff_exp, cfg_int(cfg, "moe_intermediate_size"));
+    w.set(a + ".expert_count", u32(n_expert));
+    w.set(a + ".expert_used_count", u32(n_used));
+    w.set(a + ".expert_feed_forward_length", u32(n_ff_exp));
+    w.set(a + ".expert_weights_norm", boolean(cfg.value("norm_topk_prob", true)));
+  }
+  return {};
+}
+
+// Stacks model.layers.L.mlp.experts.E.<proj>.weight (E = 0..n-1) into blk.L.ffn_<x>_exps.weight.
+Status add_experts(gguf::GgufWriter& w, const SafetensorsFile& st, int64_t n_layer,
+                   int64_t n_expert, GgmlType type) {
+  static const std::pair<const char*, const char*> kProj[] = {
+      {"gate_proj", "ffn_gate_exps"}, {"up_proj", "ffn_up_exps"}, {"down_proj", "ffn_down_exps"}};
+  for (int64_t il = 0; il < n_layer; ++il) {
+    for (auto [hf, gg] : kProj) {
+      std::vector<float> all;
+      std::vector<int64_t> shape;
+      for (int64_t e = 0; e < n_expert; ++e) {
+        const std::string name = fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", il, e, hf);
+        const StTensor* t = st.find(name);
+        if (!t) return error("safetensors: missing expert tensor '{}'", name);
+        if (e == 0) shape = t->shape;
+        if (t->shape != shape) return error("safetensors: '{}' has a different shape", name);
+        T9_ASSIGN_OR_RETURN(auto v, st.to_f32(name));
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      T9_TRY(add_f32_tensor(w, fmt::format("blk.{}.{}.weight", il, gg),
+                            {shape[1], shape[0], n_expert}, all, type));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> gguf_arch_for(const std::string& hf_model_type) {
+  if (const ArchSpec* a = find_arch(hf_model_type)) return std::string(a->gguf_arch);
+  return error("model_type '{}' is not supported by the converter", hf_model_type);
+}
+
+Status convert_hf_to_gguf(const ConvertOptions& opt) {
+  T9_ASSIGN_OR_RETURN(json cfg, read_config(opt.hf_dir));
+  const std::string model_type = cfg.value("model_type", "");
+  const ArchSpec* spec = find_arch(model_type);
+  if (!spec) return error("{}/config.json: model_type '{}' is not supported", opt.hf_dir, model_type);
+  T9_ASSIGN_OR_RETURN(auto st, SafetensorsFile::open(opt.hf_dir + "/model.safetensors"));
+
+  gguf::GgufWriter w;
+  T9_TRY(write_metadata(w, *spec, cfg, opt));
+  const int64_t n_head = cfg.value("num_attention_heads", 1);
+  const int64_t n_head_kv = cfg.value("num_key_value_heads", n_head);
+
+  for (const auto& [hf, t] : st.tensors()) {
+    if (hf.find(".mlp.experts.") != std::string::npos) continue;  // stacked below
+    const std::string name = gguf_name(spec->gguf_arch, hf);
+    if (name.empty()) return error("{}: tensor '{}' has no GGUF mapping", opt.hf_dir, hf);
+    T9_ASSIGN_OR_RETURN(std::vector<float> v, st.to_f32(hf));
+    std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());  // row-major -> ggml order
+    const bool is_norm = name.find("norm.weight") != std::string::npos;
+    if (is_norm && spec->norm_shift != 0.0f)
+      for (float& x : v) x += spec->norm_shift;
+    if (spec->permute_qk && t.shape.size() == 2) {
+      if (name.ends_with("attn_q.weight")) v = permute_qk(v, t.shape[0], t.shape[1], n_head);
+      if (name.ends_with("attn_k.weight")) v = permute_qk(v, t.shape[0], t.shape[1], n_head_kv);
+    }
+    const GgmlType type = t.shape.size() >= 2 ? opt.weight_type : GgmlType::F32;
+    T9_TRY(add_f32_tensor(w, name, ne, v, type));
+  }
+  if (spec->gguf_arch == std::string("qwen3moe")) {
+    T9_ASSIGN_OR_RETURN(int64_t n_expert, expert_count(cfg));
+    T9_TRY(add_experts(w, st, cfg.value("num_hidden_layers", 0), n_expert, opt.weight_type));
+  }
+  return w.write_file(opt.out_path);
+}
+
+}  // namespace t9::convert

@@ -1,0 +1,23 @@
+// EngineRunner: the engine's ModelRunner interface implemented by a Model. The engine owns the
+// block ids (KvCacheManager); this adapter backs them in the model's KvPool and translates
+// ForwardBatch into the model's Batch.
+#pragma once
+
+#include "engine/model_runner.h"
+#include "model/model.h"
+
+namespace t9::model {
+
+class EngineRunner final : public engine::ModelRunner {
+ public:
+  explicit EngineRunner(Model& model) : model_(model) {}
+  int n_vocab() const override { return model_.n_vocab(); }
+  Result<engine::ForwardOutput> run(const engine::ForwardBatch& batch) override;
+  bool grow_kv_blocks(int n_blocks_total) override;
+
+ private:
+  Model& model_;
+  std::vector<SeqInput> seqs_;  // reused between steps
+};
+
+}  // namespace t9::model

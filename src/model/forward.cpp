@@ -1,0 +1,110 @@
+// The shared forward pass: every architecture is this sequence of backend ops, switched by the
+// ArchSpec flags (pre-norm attention and GLU MLP blocks, optional biases, head norms and
+// gemma-style sandwich norms).
+#include <algorithm>
+#include <cmath>
+
+#include "model/model.h"
+#include "model/scratch.h"
+
+namespace t9::model {
+namespace {
+
+// [T, n_heads, d] viewed as [T * n_heads, d] rows for a per-head RMSNorm.
+Tensor head_rows(const Tensor& t) { return reshape(t, t.ne[0], t.ne[1] * t.ne[2]); }
+// [T, n_heads, d] viewed as [T, n_heads * d] for a matmul.
+Tensor flat(const Tensor& t) { return reshape(t, t.ne[0] * t.ne[1], t.ne[2]); }
+
+}  // namespace
+
+void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
+  (void)n_tokens;
+  const LayerWeights& L = w_.layers[static_cast<size_t>(il)];
+  const LayerSpec& ls = spec_.layers[static_cast<size_t>(il)];
+  Scratch& s = *s_;
+  Backend& be = backend_;
+  const float eps = hp_.rms_eps, nb = spec_.norm_weight_bias;
+
+  // ---- attention block ----
+  be.rms_norm(s.x, L.attn_norm, eps, nb, s.h);
+  be.matmul(L.wq, s.h, L.bq, flat(s.q));
+  be.matmul(L.wk, s.h, L.bk, flat(s.k));
+  be.matmul(L.wv, s.h, L.bv, flat(s.v));
+  if (spec_.qk_norm) {
+    be.rms_norm(head_rows(s.q), L.q_norm, eps, nb, head_rows(s.q));
+    be.rms_norm(head_rows(s.k), L.k_norm, eps, nb, head_rows(s.k));
+  }
+  RopeParams rp;
+  rp.layout = spec_.rope_layout;
+  rp.n_rot = hp_.n_rot;
+  rp.freq_base = ls.rope_freq_base;
+  rp.freq_scale = ls.rope_freq_scale;
+  if (hp_.rope_yarn && ls.rope_freq_scale != 1.0f) {
+    rp.ext_factor = 1.0f;
+    rp.attn_factor = hp_.rope_attn_factor;
+    rp.beta_fast = hp_.yarn_beta_fast;
+    rp.beta_slow = hp_.yarn_beta_slow;
+    rp.n_ctx_orig = hp_.rope_n_ctx_orig;
+  }
+  be.rope(s.q, s.pos, rp, s.q);
+  be.rope(s.k, s.pos, rp, s.k);
+
+  AttnParams ap;
+  ap.n_head = hp_.n_head;
+  ap.n_kv_head = hp_.n_head_kv;
+  ap.head_dim = hp_.head_dim;
+  ap.block_size = cfg_.kv_block_size;
+  ap.n_seqs = n_seqs;
+  ap.max_ctx = max_ctx;
+  ap.scale = spec_.attn_scale > 0.0f ? spec_.attn_scale
+                                     : 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
+  ap.softcap = hp_.attn_softcap;
+  ap.sliding_window = ls.sliding_window;
+  const Tensor kc = kv_.k(il), vc = kv_.v(il);
+  be.write_kv(s.k, s.v, kc, vc, s.seqs, s.tables, ap);
+  be.attention(s.q, kc, vc, s.seqs, s.tables, ap, s.attn);
+  be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);
+  if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_attn_norm, eps, nb, s.o);
+  be.add(s.x, s.o, s.x);
+
+  // ---- MLP block ----
+  be.rms_norm(s.x, L.ffn_norm, eps, nb, s.h);
+  be.matmul(L.ffn_gate, s.h, Tensor{}, s.gate);
+  be.matmul(L.ffn_up, s.h, Tensor{}, s.up);
+  be.glu(s.gate, s.up, spec_.glu, s.gate);
+  be.matmul(L.ffn_down, s.gate, Tensor{}, s.o);
+  if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_ffw_norm, eps, nb, s.o);
+  be.add(s.x, s.o, s.x);
+}
+
+Result<Logits> Model::compute_logits(const Batch& b) {
+  std::vector<int32_t> rows;  // token rows of the batch whose logits are wanted, in order
+  for (const SeqInput& q : b.seqs) {
+    if (q.logits == LogitRows::kLast) rows.push_back(q.first_token + q.n_tokens - 1);
+    if (q.logits == LogitRows::kAll)
+      for (int j = 0; j < q.n_tokens; ++j) rows.push_back(q.first_token + j);
+  }
+  Logits out;
+  out.n_rows = static_cast<int>(rows.size());
+  out.n_vocab = hp_.n_vocab;
+  out.data.resize(rows.size() * static_cast<size_t>(hp_.n_vocab));
+  Scratch& s = *s_;
+  const int R = cfg_.max_logit_rows_per_call;
+  for (int first = 0; first < out.n_rows; first += R) {
+    const int n = std::min(R, out.n_rows - first);
+    backend_.upload(s.logit_buf, s.row_ids.offset, rows.data() + first, n * sizeof(int32_t));
+    const Tensor ids = make_tensor(s.logit_buf, s.row_ids.offset, GgmlType::I32, n);
+    const Tensor sel = view_rows(s.sel, 0, n), lg = view_rows(s.logits, 0, n);
+    backend_.get_rows(s.x, ids, sel);
+    backend_.rms_norm(sel, w_.output_norm, hp_.rms_eps, spec_.norm_weight_bias, sel);
+    backend_.matmul(w_.output, sel, Tensor{}, lg);
+    if (hp_.final_softcap > 0.0f) backend_.softcap(lg, hp_.final_softcap, lg);
+    backend_.download(s.logit_buf, lg.offset,
+                      out.data.data() + static_cast<size_t>(first) * hp_.n_vocab,
+                      static_cast<size_t>(n) * hp_.n_vocab * sizeof(float));
+  }
+  backend_.sync();
+  return out;
+}
+
+}  // namespace t9::model

@@ -1,0 +1,108 @@
+// Model loading, input validation and scratch management. The per-layer math is in forward.cpp.
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "model/scratch.h"
+
+namespace t9::model {
+
+Model::Model(gguf::GgufFile file, Backend& backend, const ModelConfig& cfg, HParams hp,
+             ArchSpec spec)
+    : file_(std::move(file)),
+      backend_(backend),
+      cfg_(cfg),
+      hp_(std::move(hp)),
+      spec_(std::move(spec)),
+      kv_(backend, KvPoolConfig{hp_.n_layer, hp_.n_head_kv, hp_.head_dim, cfg.kv_block_size,
+                                cfg.kv_type}),
+      s_(std::make_unique<Scratch>()) {}
+
+Model::~Model() {
+  s_->release(backend_);
+  free_weights(w_, backend_);
+}
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, Backend& backend,
+                                           const ModelConfig& cfg, const LoadProgress& progress) {
+  if (cfg.kv_block_size <= 0 || cfg.max_logit_rows_per_call <= 0)
+    return error("model config: kv_block_size and max_logit_rows_per_call must be > 0");
+  T9_ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::open(path));
+  T9_ASSIGN_OR_RETURN(HParams hp, read_hparams(file));
+  T9_ASSIGN_OR_RETURN(ArchSpec spec, build_arch(hp));
+  std::unique_ptr<Model> m(
+      new Model(std::move(file), backend, cfg, std::move(hp), std::move(spec)));
+  T9_ASSIGN_OR_RETURN(m->w_, load_weights(m->file_, m->hp_, m->spec_, backend, progress));
+  return m;
+}
+
+Status Model::validate(const Batch& b) const {
+  const auto n_tokens = static_cast<int64_t>(b.tokens.size());
+  if (n_tokens == 0 || b.seqs.empty()) return error("batch: no tokens or no sequences");
+  if (!b.positions.empty() && static_cast<int64_t>(b.positions.size()) != n_tokens)
+    return error("batch: {} positions for {} tokens", b.positions.size(), n_tokens);
+  for (size_t i = 0; i < b.tokens.size(); ++i)
+    if (b.tokens[i] < 0 || b.tokens[i] >= hp_.n_vocab)
+      return error("batch: token {} at index {} is out of range [0, {})", b.tokens[i], i,
+                   hp_.n_vocab);
+  int64_t expected_first = 0;
+  const int bs = cfg_.kv_block_size;
+  for (size_t s = 0; s < b.seqs.size(); ++s) {
+    const SeqInput& q = b.seqs[s];
+    if (q.first_token != expected_first || q.n_tokens <= 0 || q.n_past < 0)
+      return error("batch: sequence {} has tokens [{}, +{}) past {}: sequences must tile the batch",
+                   s, q.first_token, q.n_tokens, q.n_past);
+    expected_first += q.n_tokens;
+    const int64_t n_ctx = static_cast<int64_t>(q.n_past) + q.n_tokens;
+    const int64_t n_blocks = (n_ctx + bs - 1) / bs;
+    if (static_cast<int64_t>(q.block_table.size()) < n_blocks)
+      return error("batch: sequence {} needs {} blocks for {} tokens, its table has {}", s,
+                   n_blocks, n_ctx, q.block_table.size());
+    for (int64_t i = 0; i < n_blocks; ++i)
+      if (q.block_table[i] < 0 || q.block_table[i] >= kv_.n_blocks())
+        return error("batch: sequence {} block {} = {} is not a backed KV block (0..{})", s, i,
+                     q.block_table[i], kv_.n_blocks() - 1);
+  }
+  if (expected_first != n_tokens)
+    return error("batch: sequences cover {} of {} tokens", expected_first, n_tokens);
+  return {};
+}
+
+void Model::upload_inputs(const Batch& b, const std::vector<int32_t>& positions) {
+  std::vector<AttnSeq> seqs;
+  std::vector<int32_t> tables;
+  const int bs = cfg_.kv_block_size;
+  for (const SeqInput& q : b.seqs) {
+    seqs.push_back({q.first_token, q.n_tokens, q.n_past, static_cast<int32_t>(tables.size())});
+    const size_t n_blocks = (static_cast<size_t>(q.n_past) + q.n_tokens + bs - 1) / bs;
+    tables.insert(tables.end(), q.block_table.begin(), q.block_table.begin() + n_blocks);
+  }
+  backend_.upload(s_->buf, s_->ids.offset, b.tokens.data(), b.tokens.size() * 4);
+  backend_.upload(s_->buf, s_->pos.offset, positions.data(), positions.size() * 4);
+  backend_.upload(s_->buf, s_->seqs.offset, seqs.data(), seqs.size() * sizeof(AttnSeq));
+  backend_.upload(s_->buf, s_->tables.offset, tables.data(), tables.size() * 4);
+}
+
+Result<Logits> Model::forward(const Batch& b) {
+  T9_TRY(validate(b));
+  const int n_tokens = static_cast<int>(b.tokens.size());
+  const int n_seqs = static_cast<int>(b.seqs.size());
+  std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
+  int max_ctx = 0, n_block_ids = 0;
+  for (const SeqInput& q : b.seqs) {
+    max_ctx = std::max(max_ctx, q.n_past + q.n_tokens);
+    n_block_ids += (q.n_past + q.n_tokens + cfg_.kv_block_size - 1) / cfg_.kv_block_size;
+    if (b.positions.empty())
+      for (int j = 0; j < q.n_tokens; ++j) positions.push_back(q.n_past + j);
+  }
+  T9_TRY(s_->reserve(backend_, hp_, cfg_, n_tokens, n_seqs, n_block_ids));
+  s_->shape(n_tokens, n_seqs, n_block_ids);
+  upload_inputs(b, positions);
+
+  backend_.get_rows(w_.token_embd, s_->ids, s_->x);
+  if (spec_.embd_scale != 1.0f) backend_.scale(s_->x, spec_.embd_scale, s_->x);
+  for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, n_tokens, n_seqs, max_ctx);
+  return compute_logits(b);
+}
+
+}  // namespace t9::model

@@ -1,0 +1,101 @@
+// Model: one loaded GGUF (weights in backend memory, zero copy on CPU), its KV pool, and the
+// forward pass over a batch of many sequences at once. Architectures differ only through
+// ArchSpec (model/arch/); the forward pass is shared (model/forward.cpp).
+//
+// Threading: not thread-safe; one thread (the engine thread) calls forward().
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/result.h"
+#include "gguf/gguf_file.h"
+#include "model/arch/arch.h"
+#include "model/hparams.h"
+#include "model/kv_pool.h"
+#include "model/weights.h"
+
+namespace t9::model {
+
+enum class LogitRows { kNone, kLast, kAll };
+
+struct SeqInput {
+  int first_token = 0;  // index of this sequence's first token in Batch::tokens
+  int n_tokens = 0;     // > 0
+  int n_past = 0;       // tokens already in the KV; the batch's tokens sit at n_past, n_past + 1...
+  // Block i holds the KV of positions [i * block_size, (i + 1) * block_size); must cover
+  // n_past + n_tokens and name blocks below kv().n_blocks().
+  std::span<const int32_t> block_table;
+  LogitRows logits = LogitRows::kNone;
+};
+
+struct Batch {
+  std::span<const int32_t> tokens;     // [n_tokens], sequences back to back
+  std::span<const int32_t> positions;  // [n_tokens]; empty: n_past + j per sequence
+  std::span<const SeqInput> seqs;      // [n_seqs]
+};
+
+struct Logits {
+  // [n_rows, n_vocab]: rows of the sequences asking for logits, in batch order (kLast: one row,
+  // kAll: n_tokens rows).
+  std::vector<float> data;
+  int n_rows = 0;
+  int n_vocab = 0;
+  std::span<const float> row(int r) const {
+    return {data.data() + static_cast<size_t>(r) * n_vocab, static_cast<size_t>(n_vocab)};
+  }
+};
+
+struct ModelConfig {
+  int kv_block_size = 16;
+  GgmlType kv_type = GgmlType::F16;
+  // Rows of the output projection computed per backend call (bounds the logits scratch:
+  // gemma3's 262144-entry vocabulary costs 1 MiB per row).
+  int max_logit_rows_per_call = 64;
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> load(const std::string& path, Backend& backend,
+                                             const ModelConfig& cfg = {},
+                                             const LoadProgress& progress = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const HParams& hparams() const { return hp_; }
+  const ArchSpec& spec() const { return spec_; }
+  const gguf::GgufFile& file() const { return file_; }
+  const ModelConfig& config() const { return cfg_; }
+  Backend& backend() { return backend_; }
+  KvPool& kv() { return kv_; }
+  int n_vocab() const { return hp_.n_vocab; }
+
+  // Writes the batch's K/V into its blocks and returns the requested logits. Bad input (token id
+  // out of range, block table too short or naming unbacked blocks) is an Error and changes
+  // nothing; the call is batch-invariant (a sequence's logits do not depend on the others).
+  Result<Logits> forward(const Batch& batch);
+
+ private:
+  Model(gguf::GgufFile file, Backend& backend, const ModelConfig& cfg, HParams hp, ArchSpec spec);
+  struct Scratch;
+  Status validate(const Batch& batch) const;
+  Status ensure_scratch(int n_tokens, int n_seqs, int n_block_ids);
+  void upload_inputs(const Batch& batch, const std::vector<int32_t>& positions);
+  void run_layer(int il, int n_tokens, int n_seqs, int max_ctx);
+  Result<Logits> compute_logits(const Batch& batch);
+
+  gguf::GgufFile file_;
+  Backend& backend_;
+  ModelConfig cfg_;
+  HParams hp_;
+  ArchSpec spec_;
+  Weights w_;
+  KvPool kv_;
+  std::unique_ptr<Scratch> s_;
+};
+
+}  // namespace t9::model

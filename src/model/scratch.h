@@ -1,0 +1,43 @@
+// Internal to model/: the activations of one forward call, in one backend buffer that grows
+// with the largest batch seen (never per call), plus a fixed buffer for the logits.
+#pragma once
+
+#include "model/model.h"
+
+namespace t9::model {
+
+struct Model::Scratch {
+  // Activation tensors for the current call (views of `buf`; T = n_tokens, E = n_embd).
+  Tensor ids;     // I32 [T]
+  Tensor pos;     // I32 [T]
+  Tensor seqs;    // I32 [n_seqs, 4] (AttnSeq)
+  Tensor tables;  // I32 [n_block_ids]
+  Tensor x;       // F32 [T, E] residual stream
+  Tensor h;       // F32 [T, E] normed input of a block
+  Tensor q;       // F32 [T, n_head, d]
+  Tensor k, v;    // F32 [T, n_head_kv, d]
+  Tensor attn;    // F32 [T, n_head, d]
+  Tensor o;       // F32 [T, E] block output
+  Tensor gate;    // F32 [T, F]
+  Tensor up;      // F32 [T, F]
+  // Logits (R = max_logit_rows_per_call rows per backend call).
+  Tensor row_ids;  // I32 [R]
+  Tensor sel;      // F32 [R, E]
+  Tensor logits;   // F32 [R, n_vocab]
+
+  Buffer* buf = nullptr;
+  Buffer* logit_buf = nullptr;
+  int cap_tokens = 0, cap_seqs = 0, cap_block_ids = 0;
+  const HParams* hp = nullptr;
+
+  // Grows `buf` (and allocates logit_buf once) for at least these counts.
+  Status reserve(Backend& be, const HParams& hp, const ModelConfig& cfg, int n_tokens, int n_seqs,
+                 int n_block_ids);
+  // Points the tensors at the layout for exactly these counts (<= the reserved ones); returns the
+  // bytes the layout spans at the reserved capacities.
+  size_t shape(int n_tokens, int n_seqs, int n_block_ids);
+  void release(Backend& be);
+  static Tensor reshape_rows(const Tensor& t);
+};
+
+}  // namespace t9::model
