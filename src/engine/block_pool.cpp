@@ -16,7 +16,7 @@ BlockPool::BlockPool(const BlockPoolConfig& config, GrowFn grow)
 }
 
 // Grows storage so that at least n_needed_uncached more uncached blocks exist, in chunks.
-// New blocks enter the free-queue head in id order (lowest id taken first).
+// New blocks join the uncached tail in id order.
 bool BlockPool::grow_for(int n_needed_uncached) {
   int room = max_blocks_ - n_blocks();
   if (n_needed_uncached <= 0 || room <= 0) return n_needed_uncached <= 0;
@@ -27,19 +27,24 @@ bool BlockPool::grow_for(int n_needed_uncached) {
     return false;
   }
   blocks_.resize(old + n_new);
-  for (int b = old + n_new - 1; b >= old; --b) push_front(b);
+  for (int b = old; b < old + n_new; ++b) push_back(b);
   return n_new >= n_needed_uncached;
+}
+
+BlockId BlockPool::pop_head() {
+  BlockId b = uncached_.size > 0 ? uncached_.head : cached_.head;
+  unlink(b);
+  if (blocks_[b].hashed) evict_hash(b);
+  return b;
 }
 
 bool BlockPool::take(int n, std::vector<BlockId>* out) {
   if (n <= 0) return true;
   if (n > n_available()) return false;
-  if (n > n_uncached_free_) grow_for(n - n_uncached_free_);
-  if (n > n_free_) return false;  // growth failed and eviction cannot cover the rest
+  if (n > uncached_.size) grow_for(n - uncached_.size);
+  if (n > n_free()) return false;  // growth failed and eviction cannot cover the rest
   for (int i = 0; i < n; ++i) {
-    BlockId b = head_;
-    unlink(b);
-    if (blocks_[b].hashed) evict_hash(b);
+    BlockId b = pop_head();
     blocks_[b].ref = 1;
     out->push_back(b);
   }
@@ -86,43 +91,59 @@ void BlockPool::evict_hash(BlockId b) {
 
 void BlockPool::push_front(BlockId b) {
   Block& blk = blocks_[b];
+  FreeList& l = list_of(b);
   blk.prev = -1;
-  blk.next = head_;
-  if (head_ >= 0) blocks_[head_].prev = b;
-  head_ = b;
-  if (tail_ < 0) tail_ = b;
+  blk.next = l.head;
+  if (l.head >= 0) blocks_[l.head].prev = b;
+  l.head = b;
+  if (l.tail < 0) l.tail = b;
+  l.size++;
   blk.in_free = true;
-  n_free_++;
-  if (!blk.hashed) n_uncached_free_++;
 }
 
 void BlockPool::push_back(BlockId b) {
   Block& blk = blocks_[b];
+  FreeList& l = list_of(b);
   blk.next = -1;
-  blk.prev = tail_;
-  if (tail_ >= 0) blocks_[tail_].next = b;
-  tail_ = b;
-  if (head_ < 0) head_ = b;
+  blk.prev = l.tail;
+  if (l.tail >= 0) blocks_[l.tail].next = b;
+  l.tail = b;
+  if (l.head < 0) l.head = b;
+  l.size++;
   blk.in_free = true;
-  n_free_++;
-  if (!blk.hashed) n_uncached_free_++;
 }
 
 void BlockPool::unlink(BlockId b) {
   Block& blk = blocks_[b];
   T9_CHECK(blk.in_free, "block {} is not in the free queue", b);
-  if (blk.prev >= 0) blocks_[blk.prev].next = blk.next; else head_ = blk.next;
-  if (blk.next >= 0) blocks_[blk.next].prev = blk.prev; else tail_ = blk.prev;
+  FreeList& l = list_of(b);
+  if (blk.prev >= 0) blocks_[blk.prev].next = blk.next; else l.head = blk.next;
+  if (blk.next >= 0) blocks_[blk.next].prev = blk.prev; else l.tail = blk.prev;
   blk.prev = blk.next = -1;
   blk.in_free = false;
-  n_free_--;
-  if (!blk.hashed) n_uncached_free_--;
+  l.size--;
 }
 
 std::vector<BlockId> BlockPool::free_queue() const {
   std::vector<BlockId> q;
-  for (int b = head_; b >= 0 && q.size() <= blocks_.size(); b = blocks_[b].next) q.push_back(b);
+  for (const FreeList* l : {&uncached_, &cached_})
+    for (int b = l->head; b >= 0 && q.size() <= blocks_.size(); b = blocks_[b].next) q.push_back(b);
   return q;
+}
+
+Status BlockPool::check_list(const FreeList& list, bool hashed) const {
+  int n = 0;
+  int prev = -1;
+  for (int b = list.head; b >= 0; prev = b, b = blocks_[b].next) {
+    if (++n > n_blocks()) return error("free list has a cycle");
+    const Block& blk = blocks_[b];
+    if (blk.prev != prev) return error("free list: bad prev link at block {}", b);
+    if (blk.hashed != hashed) return error("block {} is in the wrong free list", b);
+    if (!blk.in_free || blk.ref != 0) return error("block {} in a free list has ref {}", b, blk.ref);
+  }
+  if (list.tail != prev) return error("free list: tail {} but last block {}", list.tail, prev);
+  if (list.size != n) return error("free list: size {} but {} blocks linked", list.size, n);
+  return {};
 }
 
 Status BlockPool::check_integrity(std::span<const int> expected_refs) const {
@@ -147,22 +168,10 @@ Status BlockPool::check_integrity(std::span<const int> expected_refs) const {
     if (b < 0 || b >= n_blocks() || !blocks_[b].hashed || blocks_[b].hash != hash)
       return error("hash map entry {:#x} -> block {} is stale", hash, b);
   }
-  std::vector<BlockId> q = free_queue();
-  if (static_cast<int>(q.size()) != n_zero || n_free_ != n_zero)
-    return error("free queue has {} blocks (counter {}) but {} blocks have ref 0", q.size(),
-                 n_free_, n_zero);
-  int n_uncached = 0;
-  bool seen_cached = false;
-  for (size_t i = 0; i < q.size(); ++i) {
-    const Block& blk = blocks_[q[i]];
-    if (blk.prev != (i == 0 ? -1 : q[i - 1])) return error("free queue: bad prev link at {}", q[i]);
-    if (blk.hashed) seen_cached = true;
-    else if (seen_cached) return error("free queue: uncached block {} after a cached one", q[i]);
-    else n_uncached++;
-  }
-  if (tail_ != (q.empty() ? -1 : q.back())) return error("free queue: tail {} is wrong", tail_);
-  if (n_uncached != n_uncached_free_)
-    return error("free queue: {} uncached blocks, counter says {}", n_uncached, n_uncached_free_);
+  T9_TRY(check_list(uncached_, false));
+  T9_TRY(check_list(cached_, true));
+  if (n_free() != n_zero)
+    return error("free queue has {} blocks but {} blocks have ref 0", n_free(), n_zero);
   return {};
 }
 

@@ -3,7 +3,8 @@
 // GrowFn asks for more blocks; declaring a huge context reserves nothing until tokens arrive.
 //
 // Free queue (ref-0 blocks), head = taken next:
-//   [ uncached blocks ... | cached blocks, least recently freed first ... ]
+//   [ uncached blocks (last freed first, then never used ones in id order) ...
+//     | cached blocks, least recently freed first ... ]
 // Uncached blocks hold nothing reusable, so they go first; cached (hashed, full) blocks stay
 // findable through the hash map until they reach the head and are evicted, in LRU order.
 // Before evicting a cached block the pool grows its storage (up to max_blocks) instead.
@@ -39,12 +40,12 @@ class BlockPool {
   int block_size() const { return config_.block_size_tokens; }
   int n_blocks() const { return static_cast<int>(blocks_.size()); }  // backed now
   int max_blocks() const { return max_blocks_; }
-  int n_free() const { return n_free_; }                        // ref 0 (cached or not)
-  int n_cached_free() const { return n_free_ - n_uncached_free_; }
-  int n_used() const { return n_blocks() - n_free_; }           // ref > 0
+  int n_free() const { return uncached_.size + cached_.size; }  // ref 0 (cached or not)
+  int n_cached_free() const { return cached_.size; }
+  int n_used() const { return n_blocks() - n_free(); }          // ref > 0
   int n_cached() const { return static_cast<int>(hash_to_block_.size()); }
   // Blocks take() can hand out now: free ones plus storage not yet grown.
-  int n_available() const { return n_free_ + (max_blocks_ - n_blocks()); }
+  int n_available() const { return n_free() + (max_blocks_ - n_blocks()); }
 
   // Mutates: appends n blocks with ref 1 to *out, uncached first, then growing, then evicting
   // cached blocks LRU. All or nothing: false (and nothing changed but maybe grown storage).
@@ -74,25 +75,32 @@ class BlockPool {
     int ref = 0;
     bool hashed = false;
     uint64_t hash = 0;
-    int prev = -1;  // free-queue links
+    int prev = -1;  // links within its free list
     int next = -1;
     bool in_free = false;
   };
+  // Doubly linked list of free blocks through Block::prev/next.
+  struct FreeList {
+    int head = -1;
+    int tail = -1;
+    int size = 0;
+  };
 
   bool grow_for(int n_needed_uncached);
+  FreeList& list_of(BlockId b) { return blocks_[b].hashed ? cached_ : uncached_; }
   void push_front(BlockId b);
   void push_back(BlockId b);
   void unlink(BlockId b);
   void evict_hash(BlockId b);
+  BlockId pop_head();
+  Status check_list(const FreeList& list, bool hashed) const;
 
   BlockPoolConfig config_;
   GrowFn grow_;
   int max_blocks_;
   std::vector<Block> blocks_;
-  int head_ = -1;
-  int tail_ = -1;
-  int n_free_ = 0;
-  int n_uncached_free_ = 0;
+  FreeList uncached_;  // the free queue's head part; grown blocks join its tail
+  FreeList cached_;    // LRU: head = least recently freed
   std::unordered_map<uint64_t, BlockId> hash_to_block_;
 };
 

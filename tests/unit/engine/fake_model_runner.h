@@ -1,0 +1,128 @@
+// FakeModelRunner: a ModelRunner for engine tests whose output depends on the KV it READS BACK.
+// run() writes each batch token id into a fake KV array at (block_table[pos / bs], pos % bs);
+// logits for a sequence come from the token history read back through its block table. So any
+// bookkeeping bug (wrong block, stale eviction, bad prefix hit, wrong position) changes the
+// output, and reference_logits() — the same function on the history given directly, no KV —
+// is the oracle tests compare against.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model_runner.h"
+
+namespace t9::engine::testing {
+
+class FakeModelRunner : public ModelRunner {
+ public:
+  FakeModelRunner(int n_vocab, int block_size) : n_vocab_(n_vocab), block_size_(block_size) {}
+
+  int n_vocab() const override { return n_vocab_; }
+
+  bool grow_kv_blocks(int n_blocks_total) override {
+    grow_calls.push_back(n_blocks_total);
+    if (n_blocks_total > grow_limit_blocks) return false;
+    kv_.resize(static_cast<size_t>(n_blocks_total) * block_size_, -1);
+    return true;
+  }
+
+  Result<ForwardOutput> run(const ForwardBatch& batch) override {
+    n_runs++;
+    if (fail_next_run) {
+      fail_next_run = false;
+      return error("injected failure");
+    }
+    if (batch.block_size != block_size_) return error("block size {}", batch.block_size);
+    ForwardOutput out;
+    out.n_vocab = n_vocab_;
+    for (const ForwardSeq& s : batch.seqs) {
+      T9_TRY(write_kv(batch, s));
+      n_tokens_computed += s.n_tokens;
+      if (!s.need_logits) continue;
+      std::vector<TokenId> history;
+      T9_TRY(read_kv(s, s.n_past + s.n_tokens, &history));
+      out.logits.resize(out.logits.size() + n_vocab_);
+      reference_logits(history, n_vocab_, out.logits.data() + out.logits.size() - n_vocab_);
+      out.n_rows++;
+    }
+    return out;
+  }
+
+  // Deterministic pseudo-random logits in [-4, 4) that depend on every token of the history.
+  static void reference_logits(std::span<const TokenId> history, int n_vocab, float* out) {
+    uint64_t h = 0x51ed2701u;
+    for (TokenId t : history) h = mix(h ^ (static_cast<uint64_t>(t) + 0x9e37));
+    for (int v = 0; v < n_vocab; ++v)
+      out[v] = static_cast<float>(mix(h + static_cast<uint64_t>(v) * 0x9e3779b97f4a7c15ULL) >> 40) /
+                   static_cast<float>(1 << 24) * 8.0f - 4.0f;
+  }
+
+  static TokenId reference_greedy(std::span<const TokenId> history, int n_vocab) {
+    std::vector<float> l(n_vocab);
+    reference_logits(history, n_vocab, l.data());
+    TokenId best = 0;
+    for (int v = 1; v < n_vocab; ++v)
+      if (l[v] > l[best]) best = v;
+    return best;
+  }
+
+  // Greedy continuation of `prompt` for n tokens, straight from the oracle.
+  static std::vector<TokenId> reference_generate(std::vector<TokenId> prompt, int n, int n_vocab) {
+    std::vector<TokenId> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(reference_greedy(prompt, n_vocab));
+      prompt.push_back(out.back());
+    }
+    return out;
+  }
+
+  int grow_limit_blocks = 1 << 30;  // grow_kv_blocks beyond this fails (out of "memory")
+  bool fail_next_run = false;
+  int64_t n_runs = 0;
+  int64_t n_tokens_computed = 0;
+  std::vector<int> grow_calls;
+
+ private:
+  static uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+  Result<size_t> slot(const ForwardSeq& s, int pos) const {
+    int bi = pos / block_size_;
+    if (bi >= static_cast<int>(s.block_table.size()))
+      return error("position {} beyond the block table ({} blocks)", pos, s.block_table.size());
+    size_t idx = static_cast<size_t>(s.block_table[bi]) * block_size_ + pos % block_size_;
+    if (s.block_table[bi] < 0 || idx >= kv_.size())
+      return error("block {} was never grown", s.block_table[bi]);
+    return idx;
+  }
+
+  Status write_kv(const ForwardBatch& b, const ForwardSeq& s) {
+    for (int i = 0; i < s.n_tokens; ++i) {
+      int pos = b.positions[s.first_token + i];
+      if (pos != s.n_past + i) return error("position {} where {} was expected", pos, s.n_past + i);
+      T9_ASSIGN_OR_RETURN(size_t idx, slot(s, pos));
+      kv_[idx] = b.tokens[s.first_token + i];
+    }
+    return {};
+  }
+
+  Status read_kv(const ForwardSeq& s, int n, std::vector<TokenId>* history) const {
+    for (int pos = 0; pos < n; ++pos) {
+      T9_ASSIGN_OR_RETURN(size_t idx, slot(s, pos));
+      if (kv_[idx] < 0) return error("position {} read from a slot never written", pos);
+      history->push_back(kv_[idx]);
+    }
+    return {};
+  }
+
+  int n_vocab_;
+  int block_size_;
+  std::vector<TokenId> kv_;  // [n_blocks * block_size]: the token id stored in each slot
+};
+
+}  // namespace t9::engine::testing
