@@ -18,75 +18,105 @@
 
 namespace t9::cpu::T9_ISA_NS {
 
+// GCC vector extensions: portable code that each ISA's compile turns into its own SIMD. The
+// scalar build warns that 32-byte vector returns have another ABI without AVX; these helpers are
+// per-TU (T9_ISA_NS) and inlined, so no call crosses ISAs.
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef uint8_t u8x16 __attribute__((vector_size(16), aligned(1)));
+typedef uint8_t u8x32 __attribute__((vector_size(32), aligned(1)));
+typedef float f32x4 __attribute__((vector_size(16), aligned(4)));
+typedef float f32x8 __attribute__((vector_size(32), aligned(4)));
+
+template <typename V>
+inline V load_v(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V>
+inline void store_v(void* p, V v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
 // Sets ls/mn for n (a multiple of 16) elements starting at element e.
 inline void fill_scales(float* ls, float* mn, int64_t e, int n, float scale, float offset) {
-  for (int i = 0; i < n / 4; ++i) ls[e / 4 + i] = scale;
-  for (int i = 0; i < n / 16; ++i) mn[e / 16 + i] = offset;
+  const f32x4 s4 = f32x4{} + scale;
+  for (int i = 0; i < n / 16; ++i) {
+    store_v(ls + e / 4 + 4 * i, s4);
+    mn[e / 16 + i] = offset;
+  }
 }
 
 inline void split_nibbles(const uint8_t* qs, uint8_t* q) {
-  for (int j = 0; j < 16; ++j) {
-    q[j] = qs[j] & 0xF;
-    q[j + 16] = qs[j] >> 4;
-  }
+  const u8x16 v = load_v<u8x16>(qs);
+  store_v(q, v & 0xF);
+  store_v(q + 16, v >> 4);
+}
+
+// Q5 high bits: bit j of h goes to element j (as 16).
+inline void add_high_bits(uint32_t h, uint8_t* q) {
+  for (int j = 0; j < 32; ++j) q[j] |= static_cast<uint8_t>(((h >> j) & 1) << 4);
 }
 
 inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8_t* q, float* ls,
                           float* mn) {
-  for (int64_t e = 0; e < n_in; e += kQK) {
-    switch (type) {
-      case GgmlType::Q4_0: {
-        const auto* b = reinterpret_cast<const BlockQ4_0*>(src) + e / kQK;
-        const float d = f16_to_f32(b->d);
-        split_nibbles(b->qs, q + e);
-        fill_scales(ls, mn, e, kQK, d, -8.0f * d);
-        break;
+  const int64_t nb = n_in / kQK;
+  switch (type) {
+    case GgmlType::Q4_0:
+      for (int64_t i = 0; i < nb; ++i) {
+        const auto& b = reinterpret_cast<const BlockQ4_0*>(src)[i];
+        const float d = f16_to_f32(b.d);
+        split_nibbles(b.qs, q + i * kQK);
+        fill_scales(ls, mn, i * kQK, kQK, d, -8.0f * d);
       }
-      case GgmlType::Q4_1: {
-        const auto* b = reinterpret_cast<const BlockQ4_1*>(src) + e / kQK;
-        split_nibbles(b->qs, q + e);
-        fill_scales(ls, mn, e, kQK, f16_to_f32(b->d), f16_to_f32(b->m));
-        break;
+      return;
+    case GgmlType::Q4_1:
+      for (int64_t i = 0; i < nb; ++i) {
+        const auto& b = reinterpret_cast<const BlockQ4_1*>(src)[i];
+        split_nibbles(b.qs, q + i * kQK);
+        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), f16_to_f32(b.m));
       }
-      case GgmlType::Q5_0:
-      case GgmlType::Q5_1: {
-        const uint8_t* qh;
-        const uint8_t* qs;
-        float d, m;
-        if (type == GgmlType::Q5_0) {
-          const auto* b = reinterpret_cast<const BlockQ5_0*>(src) + e / kQK;
-          qh = b->qh, qs = b->qs, d = f16_to_f32(b->d), m = -16.0f * d;
-        } else {
-          const auto* b = reinterpret_cast<const BlockQ5_1*>(src) + e / kQK;
-          qh = b->qh, qs = b->qs, d = f16_to_f32(b->d), m = f16_to_f32(b->m);
-        }
+      return;
+    case GgmlType::Q5_0:
+      for (int64_t i = 0; i < nb; ++i) {
+        const auto& b = reinterpret_cast<const BlockQ5_0*>(src)[i];
+        const float d = f16_to_f32(b.d);
         uint32_t h;
-        std::memcpy(&h, qh, 4);
+        std::memcpy(&h, b.qh, 4);
+        split_nibbles(b.qs, q + i * kQK);
+        add_high_bits(h, q + i * kQK);
+        fill_scales(ls, mn, i * kQK, kQK, d, -16.0f * d);
+      }
+      return;
+    case GgmlType::Q5_1:
+      for (int64_t i = 0; i < nb; ++i) {
+        const auto& b = reinterpret_cast<const BlockQ5_1*>(src)[i];
+        uint32_t h;
+        std::memcpy(&h, b.qh, 4);
+        split_nibbles(b.qs, q + i * kQK);
+        add_high_bits(h, q + i * kQK);
+        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), f16_to_f32(b.m));
+      }
+      return;
+    case GgmlType::Q8_0:
+      for (int64_t i = 0; i < nb; ++i) {
+        const auto& b = reinterpret_cast<const BlockQ8_0*>(src)[i];
+        std::memcpy(q + i * kQK, b.qs, kQK);
+        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), 0.0f);
+      }
+      return;
+    case GgmlType::IQ4_NL:
+      for (int64_t i = 0; i < nb; ++i) {
+        const auto& b = reinterpret_cast<const BlockIQ4_NL*>(src)[i];
         for (int j = 0; j < 16; ++j) {
-          q[e + j] = static_cast<uint8_t>((qs[j] & 0xF) | ((h >> j) & 1) << 4);
-          q[e + j + 16] = static_cast<uint8_t>((qs[j] >> 4) | ((h >> (j + 16)) & 1) << 4);
+          q[i * kQK + j] = static_cast<uint8_t>(kIQ4NLValues[b.qs[j] & 0xF]);
+          q[i * kQK + j + 16] = static_cast<uint8_t>(kIQ4NLValues[b.qs[j] >> 4]);
         }
-        fill_scales(ls, mn, e, kQK, d, m);
-        break;
+        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), 0.0f);
       }
-      case GgmlType::Q8_0: {
-        const auto* b = reinterpret_cast<const BlockQ8_0*>(src) + e / kQK;
-        std::memcpy(q + e, b->qs, kQK);
-        fill_scales(ls, mn, e, kQK, f16_to_f32(b->d), 0.0f);
-        break;
-      }
-      case GgmlType::IQ4_NL: {
-        const auto* b = reinterpret_cast<const BlockIQ4_NL*>(src) + e / kQK;
-        for (int j = 0; j < 16; ++j) {
-          q[e + j] = static_cast<uint8_t>(kIQ4NLValues[b->qs[j] & 0xF]);
-          q[e + j + 16] = static_cast<uint8_t>(kIQ4NLValues[b->qs[j] >> 4]);
-        }
-        fill_scales(ls, mn, e, kQK, f16_to_f32(b->d), 0.0f);
-        break;
-      }
-      default:
-        T9_CHECK(false, "unpack: unsupported type {}", type_name(type));
-    }
+      return;
+    default:
+      T9_CHECK(false, "unpack: unsupported type {}", type_name(type));
   }
 }
 
@@ -128,33 +158,35 @@ inline void unpack_q3_k(const BlockQ3_K& b, uint8_t* q, float* ls, float* mn, in
 inline void unpack_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs,
                          const uint8_t* qh, uint8_t* q, float* ls, float* mn, int64_t e) {
   const float d = f16_to_f32(d16), dmin = f16_to_f32(dmin16);
+  const u8x32 h = qh ? load_v<u8x32>(qh) : u8x32{};
   for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles of 32 bytes, then high nibbles
+    const u8x32 v = load_v<u8x32>(qs + j * 32);
+    u8x32 lo = v & 0xF, hi = v >> 4;
+    if (qh) {
+      lo |= ((h >> (2 * j)) & 1) << 4;
+      hi |= ((h >> (2 * j + 1)) & 1) << 4;
+    }
+    store_v(q + e + j * 64, lo);
+    store_v(q + e + j * 64 + 32, hi);
     for (int half = 0; half < 2; ++half) {
       int sc, m;
       unpack_k_scale_min(scales, 2 * j + half, &sc, &m);
-      const int64_t o = e + j * 64 + half * 32;
-      for (int l = 0; l < 32; ++l) {
-        int v = half ? qs[j * 32 + l] >> 4 : qs[j * 32 + l] & 0xF;
-        if (qh) v |= ((qh[l] >> (2 * j + half)) & 1) << 4;
-        q[o + l] = static_cast<uint8_t>(v);
-      }
-      fill_scales(ls, mn, o, 32, d * static_cast<float>(sc), -dmin * static_cast<float>(m));
+      fill_scales(ls, mn, e + j * 64 + half * 32, 32, d * static_cast<float>(sc),
+                  -dmin * static_cast<float>(m));
     }
   }
 }
 
 inline void unpack_q6_k(const BlockQ6_K& b, uint8_t* q, float* ls, float* mn, int64_t e) {
   const float d = f16_to_f32(b.d);
-  for (int n = 0; n < 2; ++n) {
-    const uint8_t* ql = b.ql + n * 64;
-    const uint8_t* qh = b.qh + n * 32;
+  for (int n = 0; n < 2; ++n) {  // stored level + 32, 0..63
+    const u8x32 l0 = load_v<u8x32>(b.ql + n * 64), l1 = load_v<u8x32>(b.ql + n * 64 + 32);
+    const u8x32 h = load_v<u8x32>(b.qh + n * 32);
     const int64_t o = e + n * 128;
-    for (int l = 0; l < 32; ++l) {  // stored level + 32, 0..63
-      q[o + l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4);
-      q[o + l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4);
-      q[o + l + 64] = static_cast<uint8_t>((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
-      q[o + l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
-    }
+    store_v(q + o, (l0 & 0xF) | (h & 3) << 4);
+    store_v(q + o + 32, (l1 & 0xF) | ((h >> 2) & 3) << 4);
+    store_v(q + o + 64, (l0 >> 4) | ((h >> 4) & 3) << 4);
+    store_v(q + o + 96, (l1 >> 4) | ((h >> 6) & 3) << 4);
     for (int g = 0; g < 8; ++g) {
       const float dl = d * static_cast<float>(b.scales[n * 8 + g]);
       fill_scales(ls, mn, o + g * 16, 16, dl, -32.0f * dl);

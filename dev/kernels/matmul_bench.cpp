@@ -1,0 +1,88 @@
+// Matmul throughput of the CPU backend: decode (1 row) and prefill (512 rows) at model shapes,
+// 1 and 2 threads, every ISA. Prints GFLOP/s (2 * n_in * n_out * n_tok / s) and, for decode, the
+// weight bytes streamed per second. Built by dev/kernels/build_test_ops.sh.
+// Usage: matmul_bench [isa...] [decode|prefill]   (default: the best ISA, both)
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "quant/half.h"
+
+using namespace t9;
+
+namespace {
+
+std::vector<uint8_t> random_weights(GgmlType t, int64_t n_in, int64_t n_out) {
+  std::mt19937 rng(42);
+  std::vector<uint8_t> w(row_bytes(t, n_in) * n_out);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const auto& tr = traits(t);
+  const uint16_t d = f32_to_f16(0.01f);  // sane fp16 scales at the block start (Q4_K d, dmin)
+  for (size_t i = 0; i < w.size(); i += tr.block_bytes) {
+    std::memcpy(&w[i], &d, 2);
+    if (t == GgmlType::Q4_K || t == GgmlType::Q4_1) std::memcpy(&w[i + 2], &d, 2);
+  }
+  return w;
+}
+
+double bench(CpuBackend& be, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_tok) {
+  const auto wb = random_weights(t, n_in, n_out);
+  Buffer* wbuf = *be.upload_weights(wb.data(), wb.size());
+  Buffer* xbuf = *be.alloc(n_in * n_tok * 4);
+  Buffer* ybuf = *be.alloc(n_out * n_tok * 4);
+  std::vector<float> x(n_in * n_tok);
+  std::mt19937 rng(1);
+  for (auto& v : x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  be.upload(xbuf, 0, x.data(), x.size() * 4);
+  const Tensor w = make_tensor(wbuf, 0, t, n_in, n_out), xt = make_tensor(xbuf, 0, GgmlType::F32, n_in, n_tok),
+               y = make_tensor(ybuf, 0, GgmlType::F32, n_out, n_tok);
+  be.matmul(w, xt, Tensor{}, y);  // warm up
+  int iters = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double secs = 0;
+  do {
+    be.matmul(w, xt, Tensor{}, y);
+    ++iters;
+    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (secs < 0.4);
+  be.free(wbuf), be.free(xbuf), be.free(ybuf);
+  return secs / iters;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<CpuIsa> isas;
+  std::vector<int64_t> toks = {1, 512};
+  for (int i = 1; i < argc; ++i) {
+    if (auto isa = parse_cpu_isa(argv[i])) isas.push_back(*isa);
+    if (std::strcmp(argv[i], "decode") == 0) toks = {1};
+    if (std::strcmp(argv[i], "prefill") == 0) toks = {512};
+  }
+  if (isas.empty()) isas.push_back(best_cpu_isa());
+  struct Shape { int64_t n_in, n_out; };
+  const Shape shapes[] = {{576, 1536}, {1536, 576}, {1536, 8960}, {8960, 1536}};
+  std::printf("%-7s %-6s %5s %5s %4s %3s %10s %9s %8s\n", "isa", "type", "n_in", "n_out", "tok",
+              "thr", "ms", "GFLOP/s", "GB/s(W)");
+  for (CpuIsa isa : isas) {
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q4_1, GgmlType::Q8_0}) {
+      for (const Shape& s : shapes) {
+        if (s.n_in % traits(t).block_elems) continue;
+        for (int64_t n_tok : toks) {
+          for (int threads : {1, 2}) {
+            CpuBackend be(CpuBackendConfig{threads, isa});
+            const double sec = bench(be, t, s.n_in, s.n_out, n_tok);
+            const double gflops = 2.0 * s.n_in * s.n_out * n_tok / sec * 1e-9;
+            const double gbs = row_bytes(t, s.n_in) * s.n_out / sec * 1e-9;
+            std::printf("%-7s %-6s %5ld %5ld %4ld %3d %10.3f %9.1f %8.1f\n",
+                        std::string(cpu_isa_name(isa)).c_str(), std::string(type_name(t)).c_str(),
+                        s.n_in, s.n_out, n_tok, threads, sec * 1e3, gflops, gbs);
+          }
+        }
+      }
+    }
+  }
+}
