@@ -1,0 +1,312 @@
+// `tempo9 run`: generate text from a GGUF model on the command line, through the same engine
+// (scheduler, sampler, paged KV) the server uses, driven synchronously on this thread.
+//
+//   tempo9 run -m MODEL -p "PROMPT" [-n N] [--temp T --top-k K --top-p P --min-p P --seed S]
+//   tempo9 run -m MODEL --chat             interactive multi-turn chat (Ctrl-C ends a reply,
+//                                          Ctrl-C at the prompt or Ctrl-D quits)
+//   --raw: the prompt is plain text (BOS as the file's metadata says), no chat formatting.
+//
+// Generated text streams to stdout; load progress (on a terminal) and timings go to stderr.
+//
+// Chat formatting: until the Jinja engine (src/chat) can render the file's template, the common
+// families are recognised from the template text and vocabulary: ChatML (<|im_start|>; the
+// template's default system prompt is kept) and Gemma turns (<start_of_turn>). Other models
+// fall back to raw text with a warning.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/command.h"
+#include "backend/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "model/engine_runner.h"
+#include "model/model.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace t9::apps {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  bool chat = false;
+  bool raw = false;
+  int n_predict = 256;
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  std::optional<uint64_t> seed;
+  int ctx = 4096;
+  int threads = 0;
+};
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+// No SA_RESTART: a Ctrl-C while reading the chat prompt makes the read fail, so the loop ends.
+void install_sigint() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+struct Message {
+  std::string role;
+  std::string content;
+};
+
+enum class ChatStyle { kRaw, kChatMl, kGemma };
+
+struct ChatFormat {
+  ChatStyle style = ChatStyle::kRaw;
+  std::string default_system;  // ChatML templates that insert a system turn when none is given
+};
+
+ChatFormat detect_chat_format(const gguf::GgufFile& file, const tok::Tokenizer& tok) {
+  ChatFormat f;
+  const std::string tmpl = file.get_or<std::string>("tokenizer.chat_template", "");
+  if (tmpl.find("<|im_start|>") != std::string::npos) {
+    f.style = ChatStyle::kChatMl;
+    const std::string marker = "<|im_start|>system\\n";  // as written inside a Jinja string
+    const size_t at = tmpl.find(marker);
+    if (at != std::string::npos) {
+      const size_t begin = at + marker.size();
+      const size_t end = tmpl.find("<|im_end|>", begin);
+      // Only a literal default (no Jinja expression inside) is taken.
+      if (end != std::string::npos) {
+        std::string text = tmpl.substr(begin, end - begin);
+        if (text.find_first_of("{}'\"+") == std::string::npos) f.default_system = text;
+      }
+    }
+  } else if (tok.find("<start_of_turn>") != tok::kNoToken) {
+    f.style = ChatStyle::kGemma;
+  }
+  return f;
+}
+
+std::string format_chat(const ChatFormat& f, const std::vector<Message>& msgs) {
+  std::string out;
+  if (f.style == ChatStyle::kChatMl) {
+    if (!f.default_system.empty() && (msgs.empty() || msgs[0].role != "system"))
+      out += "<|im_start|>system\n" + f.default_system + "<|im_end|>\n";
+    for (const Message& m : msgs) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    return out + "<|im_start|>assistant\n";
+  }
+  if (f.style == ChatStyle::kGemma) {
+    for (const Message& m : msgs)
+      out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" +
+             m.content + "<end_of_turn>\n";
+    return out + "<start_of_turn>model\n";
+  }
+  for (const Message& m : msgs) out += m.content;
+  return out;
+}
+
+// A terminal progress bar on stderr (only when stderr is a TTY).
+model::LoadProgress progress_bar() {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [](int done, int total) {
+    const int width = 40, filled = done * width / total;
+    std::fprintf(stderr, "\rloading [%s%s] %3d%%", std::string(filled, '#').c_str(),
+                 std::string(width - filled, ' ').c_str(), done * 100 / total);
+    if (done == total) std::fprintf(stderr, "\r%*s\r", width + 20, "");
+  };
+}
+
+class Runner {
+ public:
+  Runner(const RunOptions& opt, model::Model& m, tok::Tokenizer& tok)
+      : opt_(opt), model_(m), tok_(tok), runner_(m), engine_(engine_config(opt, m), runner_) {
+    for (size_t id = 0; id < tok.n_tokens(); ++id)
+      if (tok.is_eog(static_cast<tok::TokenId>(id))) eog_.push_back(static_cast<int>(id));
+  }
+
+  // Generates a reply to `prompt_ids`, streaming it to stdout; returns the text.
+  Result<std::string> generate(const std::vector<int32_t>& prompt_ids) {
+    engine::GenerateRequest req;
+    req.prompt = prompt_ids;
+    req.max_tokens = opt_.n_predict;
+    req.sampling.temperature = opt_.temp;
+    req.sampling.top_k = opt_.top_k;
+    req.sampling.top_p = opt_.top_p;
+    req.sampling.min_p = opt_.min_p;
+    req.sampling.seed = opt_.seed;
+    req.stop_token_ids = eog_;
+    std::vector<engine::TokenEvent> events;
+    req.on_event = [&events](const engine::TokenEvent& ev) { events.push_back(ev); };
+    auto cancelled = req.cancelled;
+    T9_TRY(engine_.submit(std::move(req)));
+
+    tok::DecodeOptions dopt;
+    dopt.skip_special = true;
+    tok::StreamDecoder dec(tok_, dopt);
+    std::string text;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto t_first = t0;
+    int n_gen = 0;
+    bool done = false;
+    std::string err;
+    while (!done) {
+      if (g_interrupted.exchange(false)) cancelled->store(true);
+      const bool more = engine_.step();
+      for (const engine::TokenEvent& ev : events) {
+        if (ev.token >= 0 && ev.finish != engine::FinishReason::kStop) {
+          if (n_gen++ == 0) t_first = std::chrono::steady_clock::now();
+          std::string piece;
+          if (dec.push(ev.token, piece).ok()) {
+            std::fwrite(piece.data(), 1, piece.size(), stdout);
+            std::fflush(stdout);
+            text += piece;
+          }
+        }
+        if (ev.finish == engine::FinishReason::kError) err = ev.error;
+        if (ev.finish != engine::FinishReason::kNone) done = true;
+      }
+      events.clear();
+      if (!more) done = true;
+    }
+    std::string tail;
+    dec.finish(tail);
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    print_timings(prompt_ids.size(), n_gen, t0, t_first);
+    if (!err.empty()) return error("generation failed: {}", err);
+    return text + tail;
+  }
+
+ private:
+  static engine::EngineConfig engine_config(const RunOptions& opt, model::Model& m) {
+    engine::EngineConfig c;
+    c.max_context_tokens = opt.ctx;
+    c.kv.pool.block_size_tokens = m.config().kv_block_size;
+    c.kv.pool.max_blocks = (opt.ctx + m.config().kv_block_size - 1) / m.config().kv_block_size + 1;
+    return c;
+  }
+
+  void print_timings(size_t n_prompt, int n_gen, std::chrono::steady_clock::time_point t0,
+                     std::chrono::steady_clock::time_point t_first) const {
+    const auto t1 = std::chrono::steady_clock::now();
+    const double prompt_s = std::chrono::duration<double>(t_first - t0).count();
+    const double gen_s = std::chrono::duration<double>(t1 - t_first).count();
+    // The first token comes out of the prompt step, so generation speed counts the others.
+    std::fprintf(stderr, "[prompt: %zu tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s]\n",
+                 n_prompt, prompt_s > 0 ? static_cast<double>(n_prompt) / prompt_s : 0.0, n_gen,
+                 n_gen > 1 && gen_s > 0 ? (n_gen - 1) / gen_s : 0.0);
+  }
+
+  const RunOptions& opt_;
+  model::Model& model_;
+  tok::Tokenizer& tok_;
+  model::EngineRunner runner_;
+  engine::Engine engine_;
+  std::vector<int32_t> eog_;
+};
+
+Result<std::vector<int32_t>> encode(const tok::Tokenizer& tok, const std::string& text, bool raw) {
+  // Raw prompts are plain text: control-token strings in them are not special.
+  return tok.encode(text, {.add_special = true, .parse_special = !raw});
+}
+
+int chat_loop(Runner& runner, const tok::Tokenizer& tok, const ChatFormat& fmt) {
+  std::vector<Message> history;
+  for (;;) {
+    std::fprintf(stderr, "> ");
+    std::string line;
+    if (!std::getline(std::cin, line) || g_interrupted.load()) break;
+    if (line.empty()) continue;
+    history.push_back({"user", line});
+    auto ids = encode(tok, format_chat(fmt, history), false);
+    if (!ids.ok()) {
+      std::fprintf(stderr, "error: %s\n", ids.message().c_str());
+      history.pop_back();
+      continue;
+    }
+    auto reply = runner.generate(*ids);
+    if (!reply.ok()) {
+      std::fprintf(stderr, "error: %s\n", reply.message().c_str());
+      return 1;
+    }
+    history.push_back({"assistant", *reply});
+  }
+  std::fprintf(stderr, "\n");
+  return 0;
+}
+
+int run(const RunOptions& opt) {
+  install_sigint();
+  CpuBackendConfig bcfg;
+  bcfg.n_threads = opt.threads;
+  CpuBackend backend(bcfg);
+  auto model = model::Model::load(opt.model, backend, {}, progress_bar());
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s\n", model.message().c_str());
+    return 1;
+  }
+  auto tok = tok::Tokenizer::from_gguf((*model)->file());
+  if (!tok.ok()) {
+    std::fprintf(stderr, "error: %s\n", tok.message().c_str());
+    return 1;
+  }
+  const ChatFormat fmt = opt.raw ? ChatFormat{} : detect_chat_format((*model)->file(), *tok);
+  if (!opt.raw && fmt.style == ChatStyle::kRaw)
+    std::fprintf(stderr, "warning: no known chat format in this model; using raw text\n");
+  Runner runner(opt, **model, *tok);
+  if (opt.chat) return chat_loop(runner, *tok, fmt);
+  auto ids = encode(*tok, fmt.style == ChatStyle::kRaw ? opt.prompt
+                                                       : format_chat(fmt, {{"user", opt.prompt}}),
+                    opt.raw);
+  if (!ids.ok()) {
+    std::fprintf(stderr, "error: %s\n", ids.message().c_str());
+    return 1;
+  }
+  auto reply = runner.generate(*ids);
+  if (!reply.ok()) {
+    std::fprintf(stderr, "error: %s\n", reply.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+const bool registered = register_command(Command{
+    "run", "Generate text from a GGUF model (one prompt, or --chat)",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto opt = std::make_shared<RunOptions>();
+      sub.add_option("-m,--model", opt->model, "GGUF model file")->required();
+      auto* p = sub.add_option("-p,--prompt", opt->prompt, "Prompt text");
+      auto* c = sub.add_flag("--chat", opt->chat, "Interactive multi-turn chat");
+      p->excludes(c);
+      sub.add_flag("--raw", opt->raw, "Plain text prompt, no chat template");
+      sub.add_option("-n,--n-predict", opt->n_predict, "Tokens to generate")
+          ->check(CLI::Range(1, 1 << 20));
+      sub.add_option("--temp", opt->temp, "Temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+      sub.add_option("--top-k", opt->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
+      sub.add_option("--top-p", opt->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
+      sub.add_option("--min-p", opt->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
+      sub.add_option("--seed", opt->seed, "Sampling seed");
+      sub.add_option("--ctx", opt->ctx, "Context size in tokens")->check(CLI::Range(16, 1 << 24));
+      sub.add_option("-t,--threads", opt->threads, "CPU threads (0 = all)")
+          ->check(CLI::Range(0, 1024));
+      return [opt] {
+        if (!opt->chat && opt->prompt.empty()) {
+          std::fprintf(stderr, "error: give -p PROMPT or --chat\n");
+          return 2;
+        }
+        return run(*opt);
+      };
+    }});
+
+}  // namespace
+}  // namespace t9::apps

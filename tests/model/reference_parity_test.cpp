@@ -1,0 +1,156 @@
+// Logits vs an independent implementation: Hugging Face transformers (float32, eager attention)
+// on the tiny random models in ../shared/fixtures/reference. Each is converted here with our
+// converter (model/convert) to an F32 GGUF, run through our CPU forward pass, and compared with
+// the stored teacher-forced logits — once as one whole-sequence pass and once token by token
+// (the decode path).
+//
+// Tolerance: weights are F32, the KV cache is F32, so the only differences are float32 rounding
+// in a different summation order (SIMD dot products, fused multiply-adds, tanh/exp
+// implementations). Over 2-4 layers of width 64 that is ~1e-5 relative; logits here are O(1), so
+// max |Δ| < 2e-3 leaves an order of magnitude of headroom while any real bug (a wrong RoPE layout,
+// norm offset or mask) moves logits by >= 1e-1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/convert/hf_convert.h"
+#include "model/model.h"
+#include "model/session.h"
+
+namespace t9 {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture_dir(const std::string& arch) {
+  return std::string(TEMPO9_SHARED_DIR) + "/fixtures/reference/" + arch;
+}
+
+// Minimal .npy reader for the fixtures' little-endian float32 C-order arrays.
+std::vector<float> read_npy_f32(const std::string& path, std::vector<int64_t>& shape) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << path;
+  char magic[8];
+  f.read(magic, 8);
+  EXPECT_EQ(std::memcmp(magic, "\x93NUMPY", 6), 0);
+  uint16_t header_len = 0;
+  f.read(reinterpret_cast<char*>(&header_len), 2);
+  std::string header(header_len, '\0');
+  f.read(header.data(), header_len);
+  EXPECT_NE(header.find("'<f4'"), std::string::npos) << header;
+  EXPECT_NE(header.find("'fortran_order': False"), std::string::npos) << header;
+  const auto open = header.find('('), close = header.find(')');
+  shape.clear();
+  int64_t n = 1;
+  for (size_t p = open + 1; p < close;) {
+    const int64_t d = std::stoll(header.substr(p));
+    shape.push_back(d);
+    n *= d;
+    p = header.find_first_of(",)", p);
+    if (p == std::string::npos || header[p] == ')') break;
+    ++p;
+    while (p < close && header[p] == ' ') ++p;
+  }
+  std::vector<float> data(static_cast<size_t>(n));
+  f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(n * 4));
+  EXPECT_TRUE(f.good()) << path << ": short read";
+  return data;
+}
+
+struct Comparison {
+  double max_abs = 0, mean_abs = 0;
+  int top1_agree = 0, n_pos = 0;
+};
+
+Comparison compare(const std::vector<float>& ours, const std::vector<float>& ref, int n_pos,
+                   int n_vocab) {
+  Comparison c;
+  c.n_pos = n_pos;
+  double sum = 0;
+  for (int p = 0; p < n_pos; ++p) {
+    const float* a = &ours[static_cast<size_t>(p) * n_vocab];
+    const float* b = &ref[static_cast<size_t>(p) * n_vocab];
+    int am = 0, bm = 0;
+    for (int v = 0; v < n_vocab; ++v) {
+      const double d = std::fabs(static_cast<double>(a[v]) - b[v]);
+      c.max_abs = std::max(c.max_abs, d);
+      sum += d;
+      if (a[v] > a[am]) am = v;
+      if (b[v] > b[bm]) bm = v;
+    }
+    c.top1_agree += am == bm;
+  }
+  c.mean_abs = sum / (static_cast<double>(n_pos) * n_vocab);
+  return c;
+}
+
+class ReferenceParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReferenceParity, MatchesTransformersLogits) {
+  const std::string arch = GetParam();
+  const std::string dir = fixture_dir(arch);
+  const fs::path gguf = fs::temp_directory_path() / ("t9-ref-" + arch + "-" +
+                                                     std::to_string(::getpid()) + ".gguf");
+  convert::ConvertOptions opt{dir, gguf.string(), GgmlType::F32, ""};
+  Status st = convert::convert_hf_to_gguf(opt);
+  ASSERT_TRUE(st.ok()) << st.message();
+
+  std::ifstream rf(dir + "/reference.json");
+  const auto ref_json = nlohmann::json::parse(rf);
+  const std::vector<int32_t> tokens = ref_json["tokens"].get<std::vector<int32_t>>();
+  std::vector<int64_t> shape;
+  const std::vector<float> ref = read_npy_f32(dir + "/logits.npy", shape);
+  ASSERT_EQ(shape.size(), 2u);
+  ASSERT_EQ(shape[0], static_cast<int64_t>(tokens.size()));
+
+  CpuBackend backend;
+  model::ModelConfig cfg;
+  cfg.kv_type = GgmlType::F32;  // isolate the forward pass from KV rounding
+  auto m = model::Model::load(gguf.string(), backend, cfg);
+  ASSERT_TRUE(m.ok()) << m.message();
+  const int n_vocab = (*m)->n_vocab();
+  ASSERT_EQ(n_vocab, shape[1]);
+  const int n_pos = static_cast<int>(tokens.size());
+
+  // One pass over the whole sequence.
+  model::Session whole(**m);
+  auto all = whole.feed(tokens, model::LogitRows::kAll);
+  ASSERT_TRUE(all.ok()) << all.message();
+  ASSERT_EQ(all->n_rows, n_pos);
+  const Comparison cw = compare(all->data, ref, n_pos, n_vocab);
+
+  // Token by token (decode path).
+  model::Session step(**m);
+  std::vector<float> stepped;
+  for (int32_t t : tokens) {
+    auto l = step.feed(std::span<const int32_t>(&t, 1), model::LogitRows::kLast);
+    ASSERT_TRUE(l.ok()) << l.message();
+    stepped.insert(stepped.end(), l->data.begin(), l->data.end());
+  }
+  const Comparison cs = compare(stepped, ref, n_pos, n_vocab);
+
+  std::printf("[reference %s] %d positions: whole pass top-1 %d/%d max|d| %.2e mean|d| %.2e; "
+              "token-by-token top-1 %d/%d max|d| %.2e mean|d| %.2e\n",
+              arch.c_str(), n_pos, cw.top1_agree, n_pos, cw.max_abs, cw.mean_abs, cs.top1_agree,
+              n_pos, cs.max_abs, cs.mean_abs);
+  EXPECT_EQ(cw.top1_agree, n_pos);
+  EXPECT_EQ(cs.top1_agree, n_pos);
+  EXPECT_LT(cw.max_abs, 2e-3);
+  EXPECT_LT(cs.max_abs, 2e-3);
+  fs::remove(gguf);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dense, ReferenceParity,
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace t9
