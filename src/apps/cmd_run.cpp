@@ -48,6 +48,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;
   int ctx = 4096;
   int threads = 0;
+  bool ignore_eos = false;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -143,7 +144,7 @@ class Runner {
     req.sampling.top_p = opt_.top_p;
     req.sampling.min_p = opt_.min_p;
     req.sampling.seed = opt_.seed;
-    req.stop_token_ids = eog_;
+    if (!opt_.ignore_eos) req.stop_token_ids = eog_;
     std::vector<engine::TokenEvent> events;
     req.on_event = [&events](const engine::TokenEvent& ev) { events.push_back(ev); };
     auto cancelled = req.cancelled;
@@ -297,6 +298,7 @@ const bool registered = register_command(Command{
       sub.add_option("--min-p", opt->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
       sub.add_option("--seed", opt->seed, "Sampling seed");
       sub.add_option("--ctx", opt->ctx, "Context size in tokens")->check(CLI::Range(16, 1 << 24));
+      sub.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating after end-of-generation tokens");
       sub.add_option("-t,--threads", opt->threads, "CPU threads (0 = all)")
           ->check(CLI::Range(0, 1024));
       return [opt] {
