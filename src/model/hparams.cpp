@@ -95,6 +95,16 @@ Result<HParams> read_hparams(const gguf::GgufFile& f) {
   T9_ASSIGN_OR_RETURN(hp.sliding_window, key_or<int>(f, a, "attention.sliding_window", 0));
   if (hp.sliding_window < 0)
     return error("{}: '{}.attention.sliding_window' must be >= 0", f.name(), a);
+  if (f.find(a + ".attention.sliding_window_pattern")) {
+    T9_ASSIGN_OR_RETURN(hp.swa_layers, f.get_array<bool>(a + ".attention.sliding_window_pattern"));
+    if (static_cast<int>(hp.swa_layers.size()) != hp.n_layer)
+      return error("{}: '{}.attention.sliding_window_pattern' has {} entries for {} layers",
+                   f.name(), a, hp.swa_layers.size(), hp.n_layer);
+  }
+  T9_ASSIGN_OR_RETURN(hp.rope_freq_base_swa, key_or<float>(f, a, "rope.freq_base_swa", 0.0f));
+  T9_ASSIGN_OR_RETURN(hp.attn_scale, key_or<float>(f, a, "attention.scale", 0.0f));
+  if (hp.rope_freq_base_swa < 0.0f || hp.attn_scale < 0.0f)
+    return error("{}: rope.freq_base_swa and attention.scale must be >= 0", f.name());
   T9_ASSIGN_OR_RETURN(hp.attn_softcap, key_or<float>(f, a, "attn_logit_softcapping", 0.0f));
   T9_ASSIGN_OR_RETURN(hp.final_softcap, key_or<float>(f, a, "final_logit_softcapping", 0.0f));
   if (hp.attn_softcap < 0.0f || hp.final_softcap < 0.0f)

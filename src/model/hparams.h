@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/result.h"
 
@@ -35,6 +36,11 @@ struct HParams {
   float yarn_beta_slow = 1.0f;    // rope.scaling.yarn_beta_slow
 
   int sliding_window = 0;          // attention.sliding_window (0: none)
+  // attention.sliding_window_pattern: per layer, true = sliding window. Empty when the file does
+  // not say, and the family's default pattern applies (gemma3: 5 local layers, then 1 global).
+  std::vector<bool> swa_layers;
+  float rope_freq_base_swa = 0.0f;  // rope.freq_base_swa (0: the family's default)
+  float attn_scale = 0.0f;          // attention.scale, the q.k scale (0: the family's default)
   float attn_softcap = 0.0f;       // attn_logit_softcapping (0: none)
   float final_softcap = 0.0f;      // final_logit_softcapping (0: none)
 };

@@ -30,13 +30,15 @@ Result<ArchSpec> build_gemma3(const HParams& hp) {
   // layers), where it is n_embd / n_head — the same rule llama.cpp applies.
   const float qpas = hp.n_layer == 62 ? static_cast<float>(hp.n_embd / hp.n_head)
                                       : static_cast<float>(hp.head_dim);
-  s.attn_scale = 1.0f / std::sqrt(qpas);
+  s.attn_scale = hp.attn_scale > 0.0f ? hp.attn_scale : 1.0f / std::sqrt(qpas);
   s.layers = uniform_layers(hp);
   for (int il = 0; il < hp.n_layer; ++il) {
     LayerSpec& l = s.layers[static_cast<size_t>(il)];
-    if (il % kSwaPattern < kSwaPattern - 1) {
+    const bool swa = hp.swa_layers.empty() ? il % kSwaPattern < kSwaPattern - 1
+                                           : hp.swa_layers[static_cast<size_t>(il)];
+    if (swa) {
       l.sliding_window = hp.sliding_window;
-      l.rope_freq_base = kLocalRopeBase;
+      l.rope_freq_base = hp.rope_freq_base_swa > 0.0f ? hp.rope_freq_base_swa : kLocalRopeBase;
       l.rope_freq_scale = 1.0f;  // scaling applies to global layers only
     }
   }
