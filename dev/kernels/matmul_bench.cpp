@@ -37,7 +37,8 @@ double bench(CpuBackend& be, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_
   std::mt19937 rng(1);
   for (auto& v : x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
   be.upload(xbuf, 0, x.data(), x.size() * 4);
-  const Tensor w = make_tensor(wbuf, 0, t, n_in, n_out), xt = make_tensor(xbuf, 0, GgmlType::F32, n_in, n_tok),
+  const Tensor w = make_tensor(wbuf, 0, t, n_in, n_out),
+               xt = make_tensor(xbuf, 0, GgmlType::F32, n_in, n_tok),
                y = make_tensor(ybuf, 0, GgmlType::F32, n_out, n_tok);
   be.matmul(w, xt, Tensor{}, y);  // warm up
   int iters = 0;
@@ -63,7 +64,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "prefill") == 0) toks = {512};
   }
   if (isas.empty()) isas.push_back(best_cpu_isa());
-  struct Shape { int64_t n_in, n_out; };
+  struct Shape {
+    int64_t n_in, n_out;
+  };
   const Shape shapes[] = {{576, 1536}, {1536, 576}, {1536, 8960}, {8960, 1536}};
   std::printf("%-7s %-6s %5s %5s %4s %3s %10s %9s %8s\n", "isa", "type", "n_in", "n_out", "tok",
               "thr", "ms", "GFLOP/s", "GB/s(W)");

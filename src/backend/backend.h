@@ -39,7 +39,7 @@ struct Buffer {
 // A typed view into a Buffer. Cheap to copy; does not own memory.
 struct Tensor {
   Buffer* buf = nullptr;
-  size_t offset = 0;                  // bytes from buf->device_ptr
+  size_t offset = 0;  // bytes from buf->device_ptr
   GgmlType type = GgmlType::F32;
   std::array<int64_t, 4> ne{1, 1, 1, 1};  // elements per dim, ne[0] contiguous
   std::array<size_t, 4> nb{0, 0, 0, 0};   // byte strides; nb[1] = bytes of one ne[0] row
@@ -94,14 +94,14 @@ struct RopeParams {
 
 struct AttnParams {
   int n_head = 0;
-  int n_kv_head = 0;         // GQA: query head h reads kv head h / (n_head / n_kv_head)
-  int head_dim = 0;          // of K and V
-  int block_size = 0;        // tokens per KV block
-  int n_seqs = 0;            // rows of the AttnSeq tensor
-  int max_ctx = 0;           // max over sequences of n_past + n_q (launch sizing on CUDA)
-  float scale = 1.0f;        // logits = scale * q.k (usually 1/sqrt(head_dim))
-  float softcap = 0.0f;      // > 0: logits = softcap * tanh(logits / softcap) (gemma2)
-  int sliding_window = 0;    // > 0: a query at pos p sees keys with pos > p - sliding_window
+  int n_kv_head = 0;       // GQA: query head h reads kv head h / (n_head / n_kv_head)
+  int head_dim = 0;        // of K and V
+  int block_size = 0;      // tokens per KV block
+  int n_seqs = 0;          // rows of the AttnSeq tensor
+  int max_ctx = 0;         // max over sequences of n_past + n_q (launch sizing on CUDA)
+  float scale = 1.0f;      // logits = scale * q.k (usually 1/sqrt(head_dim))
+  float softcap = 0.0f;    // > 0: logits = softcap * tanh(logits / softcap) (gemma2)
+  int sliding_window = 0;  // > 0: a query at pos p sees keys with pos > p - sliding_window
 };
 
 enum class GluKind {

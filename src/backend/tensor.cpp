@@ -7,14 +7,15 @@ bool Tensor::is_contiguous() const {
   const auto& tr = traits(type);
   if (nb[0] != tr.block_bytes) return false;
   if (nb[1] != row_bytes(type, ne[0])) return false;
-  return nb[2] == nb[1] * static_cast<size_t>(ne[1]) &&
-         nb[3] == nb[2] * static_cast<size_t>(ne[2]);
+  return nb[2] == nb[1] * static_cast<size_t>(ne[1]) && nb[3] == nb[2] * static_cast<size_t>(ne[2]);
 }
 
-size_t Tensor::n_bytes() const { return nb[3] * static_cast<size_t>(ne[3]); }
+size_t Tensor::n_bytes() const {
+  return nb[3] * static_cast<size_t>(ne[3]);
+}
 
-Tensor make_tensor(Buffer* buf, size_t offset, GgmlType type, int64_t ne0, int64_t ne1,
-                   int64_t ne2, int64_t ne3) {
+Tensor make_tensor(Buffer* buf, size_t offset, GgmlType type, int64_t ne0, int64_t ne1, int64_t ne2,
+                   int64_t ne3) {
   Tensor t;
   t.buf = buf;
   t.offset = offset;
@@ -48,10 +49,21 @@ Tensor reshape(const Tensor& t, int64_t ne0, int64_t ne1, int64_t ne2, int64_t n
 
 bool backend_supports_weight_type(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q8_0: case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K:
-    case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;

@@ -25,7 +25,9 @@ struct SeqData {
   std::vector<int32_t> blocks;
 };
 
-float round_cache(float x, GgmlType t) { return t == GgmlType::F16 ? f16_to_f32(f32_to_f16(x)) : x; }
+float round_cache(float x, GgmlType t) {
+  return t == GgmlType::F16 ? f16_to_f32(f32_to_f16(x)) : x;
+}
 
 // Dense reference for one query row/head, in double, over the cache-rounded K/V.
 std::vector<double> ref_attention(const AttnCase& s, const SeqData& d, int j, int h, int n_past) {
@@ -99,7 +101,8 @@ std::vector<float> run_paged(Backend& be, const AttnCase& s, const std::vector<S
       for (int pos = 0; pos < s.seqs[i].n_past + s.seqs[i].n_q; ++pos) {
         const int64_t slot = data[i].blocks[pos / p.block_size] * p.block_size + pos % p.block_size;
         for (int64_t e = 0; e < row; ++e)
-          EXPECT_EQ(kpool[slot * row + e], data[i].k[pos * row + e]) << "seq " << i << " pos " << pos;
+          EXPECT_EQ(kpool[slot * row + e], data[i].k[pos * row + e])
+              << "seq " << i << " pos " << pos;
       }
   }
   Tensor out = arena.poisoned(GgmlType::F32, p.head_dim, p.n_head, n_q_rows);
@@ -122,7 +125,8 @@ std::vector<SeqData> make_data(std::mt19937_64& rng, const AttnCase& s, int n_po
     d.v = random_floats(rng, static_cast<size_t>(ctx * p.n_kv_head * p.head_dim));
     // Large queries make the logits span ~10 so softmax, window and softcap all matter.
     d.q = random_floats(rng, static_cast<size_t>(q.n_q * p.n_head * p.head_dim), -3.0f, 3.0f);
-    for (int b = 0; b < (ctx + p.block_size - 1) / p.block_size; ++b) d.blocks.push_back(ids.at(next++));
+    for (int b = 0; b < (ctx + p.block_size - 1) / p.block_size; ++b)
+      d.blocks.push_back(ids.at(next++));
     out.push_back(std::move(d));
   }
   return out;
@@ -132,20 +136,23 @@ void check_against_dense(const AttnCase& s) {
   auto rng = test_rng();
   const int n_pool_blocks = 24;
   const auto data = make_data(rng, s, n_pool_blocks);
-  CpuBackend be(CpuBackendConfig{2, std::nullopt});
-  const auto got = run_paged(be, s, data, n_pool_blocks);
-  const AttnParams& p = s.p;
-  int row = 0;
-  for (size_t i = 0; i < s.seqs.size(); ++i) {
-    for (int j = 0; j < s.seqs[i].n_q; ++j, ++row) {
-      for (int h = 0; h < p.n_head; ++h) {
-        const auto ref = ref_attention(s, data[i], j, h, s.seqs[i].n_past);
-        for (int e = 0; e < p.head_dim; ++e) {
-          // Worst case: each logit (head_dim float products, |q.k| * scale <= 17) is off by
-          // <= head_dim * u * 17 ~ 3e-5, moving the softmax weights by that relatively; the
-          // float V sum over <= 64 keys adds 64 u. |v| <= 1, so 1e-4 bounds it.
-          ASSERT_NEAR(got[(row * p.n_head + h) * p.head_dim + e], ref[e], 1e-4)
-              << "seq " << i << " q " << j << " head " << h << " dim " << e;
+  for (CpuIsa isa : supported_isas()) {
+    SCOPED_TRACE(cpu_isa_name(isa));
+    CpuBackend be(CpuBackendConfig{2, isa});
+    const auto got = run_paged(be, s, data, n_pool_blocks);
+    const AttnParams& p = s.p;
+    int row = 0;
+    for (size_t i = 0; i < s.seqs.size(); ++i) {
+      for (int j = 0; j < s.seqs[i].n_q; ++j, ++row) {
+        for (int h = 0; h < p.n_head; ++h) {
+          const auto ref = ref_attention(s, data[i], j, h, s.seqs[i].n_past);
+          for (int e = 0; e < p.head_dim; ++e) {
+            // Worst case: each logit (head_dim float products, |q.k| * scale <= 17) is off by
+            // <= head_dim * u * 17 ~ 3e-5, moving the softmax weights by that relatively; the
+            // float V sum over <= 64 keys adds 64 u. |v| <= 1, so 1e-4 bounds it.
+            ASSERT_NEAR(got[(row * p.n_head + h) * p.head_dim + e], ref[e], 1e-4)
+                << "seq " << i << " q " << j << " head " << h << " dim " << e;
+          }
         }
       }
     }
@@ -165,7 +172,9 @@ AttnCase base_setup(GgmlType cache) {
   return s;
 }
 
-TEST(Attention, PagedMatchesDenseF16Pool) { check_against_dense(base_setup(GgmlType::F16)); }
+TEST(Attention, PagedMatchesDenseF16Pool) {
+  check_against_dense(base_setup(GgmlType::F16));
+}
 
 TEST(Attention, SlidingWindowAndSoftcapF32Pool) {
   AttnCase s = base_setup(GgmlType::F32);
@@ -187,18 +196,21 @@ TEST(Attention, BatchAndThreadInvariant) {
   AttnCase s = base_setup(GgmlType::F16);
   s.p.sliding_window = 30;
   const auto data = make_data(rng, s, 24);
-  CpuBackend be1(CpuBackendConfig{1, std::nullopt}), be2(CpuBackendConfig{2, std::nullopt});
-  const auto batched1 = run_paged(be1, s, data, 24);
-  const auto batched2 = run_paged(be2, s, data, 24);
-  ASSERT_EQ(batched1.size(), batched2.size());
-  for (size_t i = 0; i < batched1.size(); ++i)
-    ASSERT_EQ(float_bits(batched1[i]), float_bits(batched2[i])) << i;
-  AttnCase alone = s;
-  alone.seqs = {s.seqs[0]};
-  const auto single = run_paged(be2, alone, {data[0]}, 24);
-  for (size_t i = 0; i < single.size(); ++i)
-    ASSERT_EQ(float_bits(single[i]), float_bits(batched2[i])) << i;
-  ASSERT_FALSE(std::isnan(single[0]));
+  for (CpuIsa isa : supported_isas()) {
+    SCOPED_TRACE(cpu_isa_name(isa));
+    CpuBackend be1(CpuBackendConfig{1, isa}), be2(CpuBackendConfig{2, isa});
+    const auto batched1 = run_paged(be1, s, data, 24);
+    const auto batched2 = run_paged(be2, s, data, 24);
+    ASSERT_EQ(batched1.size(), batched2.size());
+    for (size_t i = 0; i < batched1.size(); ++i)
+      ASSERT_EQ(float_bits(batched1[i]), float_bits(batched2[i])) << i;
+    AttnCase alone = s;
+    alone.seqs = {s.seqs[0]};
+    const auto single = run_paged(be2, alone, {data[0]}, 24);
+    for (size_t i = 0; i < single.size(); ++i)
+      ASSERT_EQ(float_bits(single[i]), float_bits(batched2[i])) << i;
+    ASSERT_FALSE(std::isnan(single[0]));
+  }
 }
 
 }  // namespace

@@ -17,17 +17,26 @@ struct ScaleField {
 // Where each format keeps its fp16 scales (quant/blocks.h). Every other byte is random.
 std::vector<ScaleField> scale_fields(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: case GgmlType::IQ4_NL:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
     case GgmlType::IQ4_XS:
       return {{0, true}};
-    case GgmlType::Q4_1: case GgmlType::Q5_1:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
       return {{0, true}, {2, true}};
-    case GgmlType::Q4_K: case GgmlType::Q5_K:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
       return {{0, true}, {2, false}};
-    case GgmlType::Q2_K: return {{80, true}, {82, false}};
-    case GgmlType::Q3_K: return {{108, true}};
-    case GgmlType::Q6_K: return {{208, true}};
-    default: return {};
+    case GgmlType::Q2_K:
+      return {{80, true}, {82, false}};
+    case GgmlType::Q3_K:
+      return {{108, true}};
+    case GgmlType::Q6_K:
+      return {{208, true}};
+    default:
+      return {};
   }
 }
 
@@ -61,10 +70,10 @@ std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_
   return w;
 }
 
-const GgmlType kAllTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                              GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL,
-                              GgmlType::IQ4_XS, GgmlType::F16, GgmlType::BF16, GgmlType::F32};
+const GgmlType kAllTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,
+                              GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
+                              GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                              GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
 
 struct MatmulCase {
   int64_t n_in, n_out, n_tok;
@@ -136,7 +145,8 @@ TEST(Matmul, EveryTypeEveryIsaMatchesDequantizedReference) {
 }
 
 TEST(Matmul, BiasIsAdded) {
-  for (CpuIsa isa : supported_isas()) check_matmul_vs_oracle(GgmlType::Q4_K, {256, 13, 2}, isa, true);
+  for (CpuIsa isa : supported_isas())
+    check_matmul_vs_oracle(GgmlType::Q4_K, {256, 13, 2}, isa, true);
 }
 
 // Row 3 of a batch of 8 must equal the same row computed alone, bit for bit, and a 1-thread

@@ -59,7 +59,8 @@ TEST_F(RowOps, RmsNormWithWeightAndGemmaBias) {
 
 TEST_F(RowOps, AddMulBroadcastScale) {
   const int64_t d = 64, n = 3;
-  const auto a = random_floats(rng, d * n), b = random_floats(rng, d * n), row = random_floats(rng, d);
+  const auto a = random_floats(rng, d * n), b = random_floats(rng, d * n),
+             row = random_floats(rng, d);
   Tensor at = arena.from_host(a, GgmlType::F32, d, n);
   Tensor full = arena.poisoned(GgmlType::F32, d, n), bc = arena.poisoned(GgmlType::F32, d, n),
          sc = arena.poisoned(GgmlType::F32, d, n);
@@ -91,7 +92,8 @@ TEST_F(RowOps, ActivationsGluSoftcap) {
   be.unary(gt, UnaryKind::kSilu, si);
   be.unary(gt, UnaryKind::kGeluTanh, ge);
   be.softcap(gt, 2.5f, cap);
-  std::vector<double> r_swi(g.size()), r_geg(g.size()), r_si(g.size()), r_ge(g.size()), r_cap(g.size());
+  std::vector<double> r_swi(g.size()), r_geg(g.size()), r_si(g.size()), r_ge(g.size()),
+      r_cap(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
     const double s = g[i] / (1 + std::exp(-double(g[i])));
     r_si[i] = s, r_swi[i] = s * u[i], r_ge[i] = gelu_ref(g[i]), r_geg[i] = gelu_ref(g[i]) * u[i];
@@ -176,8 +178,8 @@ TEST_F(RowOps, CopyCastsAndGetRows) {
   }
   const std::vector<int32_t> ids = {7, 0, 7, 3, 9};
   Tensor out = arena.poisoned(GgmlType::F32, d, 5);
-  be.get_rows(arena.weights(table, GgmlType::Q8_0, d, 10),
-              arena.from_host(ids, GgmlType::I32, 5), out);
+  be.get_rows(arena.weights(table, GgmlType::Q8_0, d, 10), arena.from_host(ids, GgmlType::I32, 5),
+              out);
   const auto got = arena.download<float>(out);
   std::vector<float> want(d);
   for (size_t i = 0; i < ids.size(); ++i) {

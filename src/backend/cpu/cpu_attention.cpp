@@ -32,7 +32,8 @@ void rope_cache(const RopeParams& p, int32_t pos, float* cs) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   float low = 0.0f, high = 0.0f;
   if (p.ext_factor != 0.0f) {
-    low = std::max(0.0f, std::floor(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+    low =
+        std::max(0.0f, std::floor(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
     high = std::min(static_cast<float>(p.n_rot - 1),
                     std::ceil(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
   }
@@ -49,11 +50,6 @@ void rope_cache(const RopeParams& p, int32_t pos, float* cs) {
     cs[i0 + 1] = std::sin(theta) * mscale;
     theta_extrap *= theta_scale;
   }
-}
-
-inline float load_kv(const uint8_t* row, GgmlType t, int64_t i) {
-  return t == GgmlType::F16 ? f16_to_f32(reinterpret_cast<const uint16_t*>(row)[i])
-                            : reinterpret_cast<const float*>(row)[i];
 }
 
 const AttnSeq* seq_table(const Tensor& seqs, const AttnParams& p) {
@@ -127,8 +123,8 @@ void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cach
     T9_CHECK(s[i].q_begin >= 0 && s[i].n_q >= 0 && s[i].q_begin + s[i].n_q <= k.ne[2],
              "seq {}: rows [{}, +{}) of {}", i, s[i].q_begin, s[i].n_q, k.ne[2]);
     for (int j = 0; j < s[i].n_q; ++j) {
-      const int64_t slot = kv_slot(s[i], tables, block_tables.n_elements(), k_cache.ne[2], p,
-                                   s[i].n_past + j);
+      const int64_t slot =
+          kv_slot(s[i], tables, block_tables.n_elements(), k_cache.ne[2], p, s[i].n_past + j);
       for (const auto& [src, dst] : {std::pair{&k, &k_cache}, std::pair{&v, &v_cache}}) {
         const float* from = cpu::f32_row(*src, (s[i].q_begin + j) * p.n_kv_head);
         uint8_t* to = cpu::base_ptr(*dst) + slot * dst->nb[2];
@@ -167,6 +163,8 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
   const int64_t n_rows = static_cast<int64_t>(task_seq.size());
   const int64_t group = p.n_head / p.n_kv_head;
   const int64_t hd = p.head_dim;
+  const cpu::MatmulKernels& kern = *kernels_;
+  const bool k_f16 = k_cache.type == GgmlType::F16, v_f16 = v_cache.type == GgmlType::F16;
   pool_.run_on_all([&](int t, int n_threads) {
     const int64_t n_tasks = n_rows * p.n_head;
     const int64_t b = n_tasks * t / n_threads, e = n_tasks * (t + 1) / n_threads;
@@ -177,21 +175,22 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
       const AttnSeq& sq = s[task_seq[static_cast<size_t>(r)]];
       if (r != row) {
         row = r;
-        first_of_seq = std::lower_bound(task_seq.begin(), task_seq.end(),
-                                        task_seq[static_cast<size_t>(r)]) - task_seq.begin();
+        first_of_seq =
+            std::lower_bound(task_seq.begin(), task_seq.end(), task_seq[static_cast<size_t>(r)]) -
+            task_seq.begin();
       }
       const int64_t j = r - first_of_seq;
       const int64_t pos = sq.n_past + j;
-      const int64_t lo = p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1) : 0;
+      const int64_t lo =
+          p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1) : 0;
       const float* qr = cpu::f32_row(q, (sq.q_begin + j) * p.n_head + h);
       scores.resize(static_cast<size_t>(pos - lo + 1));
       float mx = -INFINITY;
       for (int64_t kp = lo; kp <= pos; ++kp) {
         const int64_t slot = kv_slot(sq, tables, block_tables.n_elements(), k_cache.ne[2], p, kp);
-        const uint8_t* kr = cpu::base_ptr(k_cache) + slot * k_cache.nb[2] + (h / group) * k_cache.nb[1];
-        float dot = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) dot += qr[i] * load_kv(kr, k_cache.type, i);
-        float sc = dot * p.scale;
+        const uint8_t* kr =
+            cpu::base_ptr(k_cache) + slot * k_cache.nb[2] + (h / group) * k_cache.nb[1];
+        float sc = kern.dot_kv(qr, kr, k_f16, hd) * p.scale;
         if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
         scores[static_cast<size_t>(kp - lo)] = sc;
         mx = std::max(mx, sc);
@@ -202,8 +201,9 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
         const float w = std::exp(scores[static_cast<size_t>(kp - lo)] - mx);
         sum += w;
         const int64_t slot = kv_slot(sq, tables, block_tables.n_elements(), v_cache.ne[2], p, kp);
-        const uint8_t* vr = cpu::base_ptr(v_cache) + slot * v_cache.nb[2] + (h / group) * v_cache.nb[1];
-        for (int64_t i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += w * load_kv(vr, v_cache.type, i);
+        const uint8_t* vr =
+            cpu::base_ptr(v_cache) + slot * v_cache.nb[2] + (h / group) * v_cache.nb[1];
+        kern.axpy_kv(w, vr, v_f16, hd, acc.data());
       }
       float* o = cpu::f32_row(out, (sq.q_begin + j) * p.n_head + h);
       for (int64_t i = 0; i < hd; ++i) o[i] = acc[static_cast<size_t>(i)] / sum;

@@ -50,9 +50,12 @@ std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
 
 std::string_view cpu_isa_name(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kScalar: return "scalar";
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kScalar:
+      return "scalar";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
   }
   return "?";
 }
@@ -188,7 +191,9 @@ void unary_op(const Tensor& x, const Tensor& out, const char* what, Fn fn) {
   }
 }
 
-inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+inline float silu(float v) {
+  return v / (1.0f + std::exp(-v));
+}
 
 // ggml's GELU tanh approximation.
 inline float gelu_tanh(float v) {
@@ -257,9 +262,8 @@ void CpuBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Ten
   for (int64_t r = 0; r < logits.n_rows(); ++r) {
     const float* x = f32_row(logits, r);
     std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [x](int32_t p, int32_t q) {
-      return x[p] > x[q] || (x[p] == x[q] && p < q);
-    });
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [x](int32_t p, int32_t q) { return x[p] > x[q] || (x[p] == x[q] && p < q); });
     auto* io = reinterpret_cast<int32_t*>(cpu::row_ptr(ids, r));
     float* vo = f32_row(values, r);
     for (int i = 0; i < k; ++i) {
@@ -291,10 +295,14 @@ void CpuBackend::copy(const Tensor& x, const Tensor& out) {
   T9_CHECK(x.n_elements() == out.n_elements() && x.ne[0] == out.ne[0], "copy: shapes differ");
   auto load = [&](const uint8_t* p, int64_t i) -> float {
     switch (x.type) {
-      case GgmlType::F32: return reinterpret_cast<const float*>(p)[i];
-      case GgmlType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-      case GgmlType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-      default: T9_CHECK(false, "copy from {}", type_name(x.type));
+      case GgmlType::F32:
+        return reinterpret_cast<const float*>(p)[i];
+      case GgmlType::F16:
+        return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+      case GgmlType::BF16:
+        return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+      default:
+        T9_CHECK(false, "copy from {}", type_name(x.type));
     }
     return 0.0f;
   };
@@ -304,10 +312,17 @@ void CpuBackend::copy(const Tensor& x, const Tensor& out) {
     for (int64_t i = 0; i < x.ne[0]; ++i) {
       const float v = load(src, i);
       switch (out.type) {
-        case GgmlType::F32: reinterpret_cast<float*>(dst)[i] = v; break;
-        case GgmlType::F16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v); break;
-        case GgmlType::BF16: reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v); break;
-        default: T9_CHECK(false, "copy to {}", type_name(out.type));
+        case GgmlType::F32:
+          reinterpret_cast<float*>(dst)[i] = v;
+          break;
+        case GgmlType::F16:
+          reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v);
+          break;
+        case GgmlType::BF16:
+          reinterpret_cast<uint16_t*>(dst)[i] = f32_to_bf16(v);
+          break;
+        default:
+          T9_CHECK(false, "copy to {}", type_name(out.type));
       }
     }
   }

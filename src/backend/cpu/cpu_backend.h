@@ -21,8 +21,8 @@ namespace t9 {
 using cpu::CpuIsa;
 
 struct CpuBackendConfig {
-  int n_threads = 0;           // 0: hardware_concurrency
-  std::optional<CpuIsa> isa;   // unset: TEMPO9_CPU_ISA if set, else the best supported
+  int n_threads = 0;          // 0: hardware_concurrency
+  std::optional<CpuIsa> isa;  // unset: TEMPO9_CPU_ISA if set, else the best supported
 };
 
 bool cpu_isa_supported(CpuIsa isa);

@@ -13,7 +13,9 @@ using cpu::kTileRows;
 
 // Activation rows per block: keeps a block of quantized rows (~256 KiB) in L2 while a group of
 // weight rows is streamed against it.
-int64_t act_block_rows(int64_t n_in) { return std::max<int64_t>(1, (256 * 1024) / n_in); }
+int64_t act_block_rows(int64_t n_in) {
+  return std::max<int64_t>(1, (256 * 1024) / n_in);
+}
 
 struct ActLayout {
   int64_t n_in;
@@ -41,8 +43,8 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
   T9_CHECK(w.ne[2] == 1 && w.ne[3] == 1, "matmul: weights must be 2-D");
   T9_CHECK(w.nb[1] == row_bytes(w.type, n_in), "matmul: weight rows must be packed");
   T9_CHECK(x.ne[0] == n_in, "matmul: x rows have {} elements, weights {}", x.ne[0], n_in);
-  T9_CHECK(y.ne[0] == n_out && y.n_rows() == x.n_rows(), "matmul: y must be [{}, {}]",
-           x.n_rows(), n_out);
+  T9_CHECK(y.ne[0] == n_out && y.n_rows() == x.n_rows(), "matmul: y must be [{}, {}]", x.n_rows(),
+           n_out);
   if (bias.valid()) {
     cpu::check_f32_rows(bias, "matmul bias");
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
@@ -67,8 +69,8 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
   pool_.parallel_for(n_tok, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const cpu::ActRow r = act.row(t);
-      k.quantize_act(cpu::f32_row(x, t), n_in, const_cast<int8_t*>(r.q),
-                     const_cast<float*>(r.d), const_cast<float*>(r.s16));
+      k.quantize_act(cpu::f32_row(x, t), n_in, const_cast<int8_t*>(r.q), const_cast<float*>(r.d),
+                     const_cast<float*>(r.s16));
     }
   });
 

@@ -18,7 +18,9 @@ inline uint8_t* row_ptr(const Tensor& t, int64_t r) {
   return base_ptr(t) + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
 }
 
-inline float* f32_row(const Tensor& t, int64_t r) { return reinterpret_cast<float*>(row_ptr(t, r)); }
+inline float* f32_row(const Tensor& t, int64_t r) {
+  return reinterpret_cast<float*>(row_ptr(t, r));
+}
 
 inline void check_f32_rows(const Tensor& t, const char* what) {
   T9_CHECK(t.type == GgmlType::F32, "{} must be F32, is {}", what, type_name(t.type));

@@ -42,8 +42,8 @@ void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* ou
   int64_t i = 0;
   for (; i + 64 <= n_in; i += 64) {
     const __m512i xq = _mm512_loadu_si512(x.q + i);
-    const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(x.d[i / 32]),
-                                         _mm256_set1_ps(x.d[i / 32 + 1]), 1);
+    const __m512 dx =
+        _mm512_insertf32x8(_mm512_set1_ps(x.d[i / 32]), _mm256_set1_ps(x.d[i / 32 + 1]), 1);
     __m512i init = _mm512_setzero_si512();
     if constexpr (kWide) init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(init, bias, xq));
     for (int r = 0; r < kRows; ++r) {
@@ -89,9 +89,12 @@ void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* ou
 template <bool kWide>
 void dot_int_dispatch(int n_w, const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
   switch (n_w) {
-    case 4: return dot_int_tile<4, kWide>(w, x, n_in, out);
-    case 3: return dot_int_tile<3, kWide>(w, x, n_in, out);
-    case 2: return dot_int_tile<2, kWide>(w, x, n_in, out);
+    case 4:
+      return dot_int_tile<4, kWide>(w, x, n_in, out);
+    case 3:
+      return dot_int_tile<3, kWide>(w, x, n_in, out);
+    case 2:
+      return dot_int_tile<2, kWide>(w, x, n_in, out);
     default:
       for (int r = 0; r < n_w; ++r) dot_int_tile<1, kWide>(w + r, x, n_in, out + r);
   }
@@ -123,19 +126,52 @@ void dot_f32_tile(const float* const* w, const float* x, int64_t n_in, float* ou
 
 void dot_f32_avx512(int n_w, const float* const* w, const float* x, int64_t n_in, float* out) {
   switch (n_w) {
-    case 4: return dot_f32_tile<4>(w, x, n_in, out);
-    case 3: return dot_f32_tile<3>(w, x, n_in, out);
-    case 2: return dot_f32_tile<2>(w, x, n_in, out);
+    case 4:
+      return dot_f32_tile<4>(w, x, n_in, out);
+    case 3:
+      return dot_f32_tile<3>(w, x, n_in, out);
+    case 2:
+      return dot_f32_tile<2>(w, x, n_in, out);
     default:
       for (int r = 0; r < n_w; ++r) dot_f32_tile<1>(w + r, x, n_in, out + r);
   }
 }
 
+inline __m512 load_kv(const void* row, bool f16, int64_t i) {
+  if (f16) {
+    const auto* h = static_cast<const uint16_t*>(row);
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
+  }
+  return _mm512_loadu_ps(static_cast<const float*>(row) + i);
+}
+
+float dot_kv_avx512(const float* q, const void* k, bool f16, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load_kv(k, f16, i), acc);
+  float total = hsum(acc);
+  for (; i < n; ++i)
+    total += q[i] * (f16 ? f16_to_f32(static_cast<const uint16_t*>(k)[i])
+                         : static_cast<const float*>(k)[i]);
+  return total;
+}
+
+void axpy_kv_avx512(float w, const void* v, bool f16, int64_t n, float* acc) {
+  const __m512 wv = _mm512_set1_ps(w);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(wv, load_kv(v, f16, i), _mm512_loadu_ps(acc + i)));
+  for (; i < n; ++i)
+    acc[i] += w * (f16 ? f16_to_f32(static_cast<const uint16_t*>(v)[i])
+                       : static_cast<const float*>(v)[i]);
+}
+
 }  // namespace
 
 const MatmulKernels& kernels_avx512() {
-  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_avx512, row_to_f32,
-                               dot_f32_avx512};
+  static const MatmulKernels k{unpack_row,     quantize_act_row, dot_int_avx512, row_to_f32,
+                               dot_f32_avx512, dot_kv_avx512,    axpy_kv_avx512};
   return k;
 }
 

@@ -59,6 +59,12 @@ struct MatmulKernels {
   void (*to_f32)(GgmlType type, const void* row, int64_t n_in, float* out);
   // out[r] = dot(w[r], x) in float for r < n_w (n_w <= kTileRows).
   void (*dot_f32)(int n_w, const float* const* w, const float* x, int64_t n_in, float* out);
+
+  // Attention inner loops over one K or V row of n elements (F16 when f16, else F32).
+  // Returns dot(q, k) with a fixed per-ISA summation order.
+  float (*dot_kv)(const float* q, const void* k, bool f16, int64_t n);
+  // acc += w * v.
+  void (*axpy_kv)(float w, const void* v, bool f16, int64_t n, float* acc);
 };
 
 const MatmulKernels& kernels_scalar();

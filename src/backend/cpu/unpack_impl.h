@@ -197,7 +197,8 @@ inline void unpack_q6_k(const BlockQ6_K& b, uint8_t* q, float* ls, float* mn, in
 inline void unpack_iq4_xs(const BlockIQ4_XS& b, uint8_t* q, float* ls, float* mn, int64_t e) {
   const float d = f16_to_f32(b.d);
   for (int ib = 0; ib < 8; ++ib) {
-    const int s = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | ((b.scales_h >> (2 * ib)) & 3) << 4;
+    const int s = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | ((b.scales_h >> (2 * ib)) & 3)
+                                                                       << 4;
     const int64_t o = e + ib * 32;
     for (int j = 0; j < 16; ++j) {
       q[o + j] = static_cast<uint8_t>(kIQ4NLValues[b.qs[ib * 16 + j] & 0xF]);
