@@ -108,13 +108,16 @@ void dequant_q2_k(const void* src, float* y, int64_t nb) {
   const auto* b = static_cast<const BlockQ2_K*>(src);
   for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
     const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
-    for (int e = 0; e < kQK_K; ++e) {
-      const int h = e / 128, s = (e % 128) / 32, l = e % 32;
-      const uint8_t sc = b[i].scales[e / 16];
+    for (int sb = 0; sb < kQK_K / 16; ++sb) {
+      const uint8_t sc = b[i].scales[sb];
       const float dl = d * static_cast<float>(sc & 0xF);
       const float ml = dmin * static_cast<float>(sc >> 4);
-      const int q = (b[i].qs[32 * h + l] >> (2 * s)) & 3;
-      y[e] = dl * static_cast<float>(q) - ml;
+      const int h = sb / 8, s = (sb % 8) / 2;
+      const uint8_t* qs = b[i].qs + 32 * h + 16 * (sb % 2);
+      for (int l = 0; l < 16; ++l) {
+        const int q = (qs[l] >> (2 * s)) & 3;
+        y[16 * sb + l] = dl * static_cast<float>(q) - ml;
+      }
     }
   }
 }
@@ -125,12 +128,14 @@ void dequant_q3_k(const void* src, float* y, int64_t nb) {
   const auto* b = static_cast<const BlockQ3_K*>(src);
   for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
     const float d = f16_to_f32(b[i].d);
-    for (int e = 0; e < kQK_K; ++e) {
-      const int h = e / 128, s = (e % 128) / 32, l = e % 32;
-      const float dl = d * static_cast<float>(unpack_q3_k_scale(b[i].scales, e / 16));
-      const int lo = (b[i].qs[32 * h + l] >> (2 * s)) & 3;
-      const int high_set = (b[i].hmask[l] >> (e / 32)) & 1;
-      y[e] = dl * static_cast<float>(lo - (high_set ? 0 : 4));
+    for (int sb = 0; sb < kQK_K / 16; ++sb) {
+      const float dl = d * static_cast<float>(unpack_q3_k_scale(b[i].scales, sb));
+      const int h = sb / 8, s = (sb % 8) / 2, l0 = 16 * (sb % 2);
+      for (int l = l0; l < l0 + 16; ++l) {
+        const int lo = (b[i].qs[32 * h + l] >> (2 * s)) & 3;
+        const int high_set = (b[i].hmask[l] >> (sb / 2)) & 1;
+        y[16 * sb + l - l0] = dl * static_cast<float>(lo - (high_set ? 0 : 4));
+      }
     }
   }
 }
@@ -178,12 +183,16 @@ void dequant_q6_k(const void* src, float* y, int64_t nb) {
   const auto* b = static_cast<const BlockQ6_K*>(src);
   for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
     const float d = f16_to_f32(b[i].d);
-    for (int e = 0; e < kQK_K; ++e) {
-      const int h = e / 128, r = e % 128;
-      const int lo = (b[i].ql[64 * h + r % 64] >> (4 * (r / 64))) & 0xF;
-      const int hi = (b[i].qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-      const float dl = d * static_cast<float>(b[i].scales[e / 16]);
-      y[e] = dl * static_cast<float>((lo | hi << 4) - 32);
+    for (int sb = 0; sb < kQK_K / 16; ++sb) {
+      const float dl = d * static_cast<float>(b[i].scales[sb]);
+      const int h = sb / 8, r0 = 16 * (sb % 8);  // r0: offset of the sub-block in its half
+      const uint8_t* ql = b[i].ql + 64 * h + r0 % 64;
+      const uint8_t* qh = b[i].qh + 32 * h + r0 % 32;
+      const int ql_shift = 4 * (r0 / 64), qh_shift = 2 * (r0 / 32);
+      for (int l = 0; l < 16; ++l) {
+        const int q = ((ql[l] >> ql_shift) & 0xF) | ((qh[l] >> qh_shift) & 3) << 4;
+        y[16 * sb + l] = dl * static_cast<float>(q - 32);
+      }
     }
   }
 }
