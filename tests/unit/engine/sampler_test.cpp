@@ -1,0 +1,167 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace t9::engine {
+namespace {
+
+std::vector<TokenId> kept(const std::vector<Candidate>& c) {
+  std::vector<TokenId> ids;
+  for (const Candidate& x : c) ids.push_back(x.token);
+  return ids;
+}
+
+// Logits whose softmax is exactly the given distribution (up to float rounding).
+std::vector<float> logits_of(const std::vector<double>& p) {
+  std::vector<float> l;
+  for (double x : p) l.push_back(static_cast<float>(std::log(x)));
+  return l;
+}
+
+SamplingParams temp1() {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  return p;
+}
+
+TEST(Sampler, TopKKeepsTheKLargestAndRenormalizes) {
+  SamplingParams p = temp1();
+  p.top_k = 2;
+  auto c = truncate_candidates(std::vector<float>{1, 3, 2, 5, 4}, p);
+  EXPECT_EQ(kept(c), (std::vector<TokenId>{3, 4}));
+  // softmax([5, 4]) = [1 / (1 + e^-1), e^-1 / (1 + e^-1)]
+  EXPECT_NEAR(c[0].p, 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+  EXPECT_NEAR(c[1].p, std::exp(-1.0) / (1.0 + std::exp(-1.0)), 1e-6);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestSetReachingP) {
+  auto l = logits_of({0.5, 0.2, 0.15, 0.1, 0.05});
+  SamplingParams p = temp1();
+  p.top_p = 0.8f;  // 0.5 + 0.2 = 0.7 < 0.8 <= 0.85
+  EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0, 1, 2}));
+  p.top_p = 0.7f;  // reached exactly by {0, 1}
+  auto c = truncate_candidates(l, p);
+  EXPECT_EQ(kept(c), (std::vector<TokenId>{0, 1}));
+  EXPECT_NEAR(c[0].p, 0.5 / 0.7, 1e-6);
+  p.top_p = 0.1f;  // the top token alone already exceeds it
+  EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0}));
+}
+
+TEST(Sampler, MinPKeepsTokensAboveAFractionOfTheTopProbability) {
+  auto l = logits_of({0.1, 0.5, 0.2, 0.15, 0.05});
+  SamplingParams p = temp1();
+  p.min_p = 0.29f;  // threshold 0.145: 0.15 is kept, 0.1 is not
+  EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{1, 2, 3}));
+  p.min_p = 0.35f;  // threshold 0.175
+  EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{1, 2}));
+}
+
+TEST(Sampler, TopKThenTopPThenMinPCompose) {
+  auto l = logits_of({0.3, 0.25, 0.2, 0.15, 0.1});
+  SamplingParams p = temp1();
+  p.top_k = 4;    // {0.3, 0.25, 0.2, 0.15} / 0.9
+  p.top_p = 0.6f; // 0.333 + 0.278 = 0.611 >= 0.6: {0, 1}
+  p.min_p = 0.9f; // 0.25 / 0.3 = 0.83 < 0.9: {0}
+  EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0}));
+  p.min_p = 0.8f;
+  EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0, 1}));
+}
+
+TEST(Sampler, TemperatureSharpensAndFlattens) {
+  auto l = logits_of({0.8, 0.2});
+  SamplingParams p = temp1();
+  p.temperature = 0.5f;  // p^2 renormalized: 0.64 / 0.68
+  auto c = truncate_candidates(l, p);
+  EXPECT_NEAR(c[0].p, 0.64 / 0.68, 1e-6);
+  p.temperature = 2.0f;  // sqrt(p) renormalized
+  c = truncate_candidates(l, p);
+  EXPECT_NEAR(c[0].p, std::sqrt(0.8) / (std::sqrt(0.8) + std::sqrt(0.2)), 1e-6);
+}
+
+TEST(Sampler, PenaltiesFollowCtrlAndOpenAiFormulas) {
+  std::vector<float> l = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+  SamplingParams p = temp1();
+  p.repetition_penalty = 2.0f;
+  // Token 1 appears in prompt and output: penalized once. Positive logits shrink, negative grow.
+  apply_bias_and_penalties(l, p, std::vector<TokenId>{0, 1}, std::vector<TokenId>{1, 1});
+  EXPECT_EQ(l, (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, 3.0f}));
+  l = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+  p = temp1();
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  // Only generated tokens count: token 2 three times, token 3 once; the prompt's 4 is ignored.
+  apply_bias_and_penalties(l, p, std::vector<TokenId>{4}, std::vector<TokenId>{2, 3, 2, 2});
+  EXPECT_EQ(l, (std::vector<float>{2.0f, -2.0f, 1.0f - 0.75f - 0.5f, 0.5f - 0.25f - 0.5f, 3.0f}));
+  l = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+  p = temp1();
+  p.logit_bias = {{1, 10.0f}, {4, -100.0f}};
+  apply_bias_and_penalties(l, p, {}, {});
+  EXPECT_EQ(l, (std::vector<float>{2.0f, 8.0f, 1.0f, 0.5f, -97.0f}));
+}
+
+TEST(Sampler, GreedyTakesTheArgmaxAfterBiasAndPenalties) {
+  std::vector<float> l = {1.0f, 3.0f, 3.0f, 2.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  Rng rng(1);
+  EXPECT_EQ(sample_token(l, p, {}, {}, rng, false, 0).token, 1);  // tie: lower id
+  p.repetition_penalty = 4.0f;  // 3 / 4 < 2
+  EXPECT_EQ(sample_token(l, p, {}, std::vector<TokenId>{1, 2}, rng, false, 0).token, 3);
+  p = SamplingParams{};
+  p.temperature = 0.0f;
+  p.logit_bias = {{0, 5.0f}};
+  EXPECT_EQ(sample_token(l, p, {}, {}, rng, false, 0).token, 0);
+}
+
+TEST(Sampler, SeededDrawsAreReproducibleAndFollowTheDistribution) {
+  auto l = logits_of({0.5, 0.3, 0.2});
+  SamplingParams p = temp1();
+  auto draw = [&](uint64_t seed, int n) {
+    Rng rng(seed);
+    std::vector<TokenId> out;
+    for (int i = 0; i < n; ++i) out.push_back(sample_token(l, p, {}, {}, rng, false, 0).token);
+    return out;
+  };
+  EXPECT_EQ(draw(42, 64), draw(42, 64));
+  EXPECT_NE(draw(42, 64), draw(43, 64));  // 64 equal draws by chance: p < 0.38^64
+  const int n = 20000;
+  std::vector<int> counts(3, 0);
+  for (TokenId t : draw(7, n)) counts[t]++;
+  // Binomial std dev <= sqrt(0.25 / n) = 0.0035; 5 sigma.
+  EXPECT_NEAR(counts[0] / double(n), 0.5, 0.018);
+  EXPECT_NEAR(counts[1] / double(n), 0.3, 0.018);
+  EXPECT_NEAR(counts[2] / double(n), 0.2, 0.018);
+}
+
+TEST(Sampler, BannedTokensAreNeverSampled) {
+  std::vector<float> l = {0.0f, 0.0f, 0.0f, 0.0f};
+  SamplingParams p = temp1();
+  p.logit_bias = {{0, -INFINITY}, {2, -INFINITY}};
+  Rng rng(3);
+  for (int i = 0; i < 200; ++i) {
+    TokenId t = sample_token(l, p, {}, {}, rng, false, 0).token;
+    EXPECT_TRUE(t == 1 || t == 3) << t;
+  }
+}
+
+TEST(Sampler, LogprobsComeFromTheRawLogits) {
+  auto l = logits_of({0.5, 0.25, 0.25});
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{2, 10.0f}};  // changes the choice, not the reported distribution
+  Rng rng(1);
+  SampleResult r = sample_token(l, p, {}, {}, rng, true, 2);
+  EXPECT_EQ(r.token, 2);
+  EXPECT_NEAR(r.logprob, std::log(0.25), 1e-6);
+  ASSERT_EQ(r.top_logprobs.size(), 2u);
+  EXPECT_EQ(r.top_logprobs[0].token, 0);
+  EXPECT_NEAR(r.top_logprobs[0].logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(r.top_logprobs[1].token, 1);  // tie with 2: lower id first
+  EXPECT_NEAR(r.top_logprobs[1].logprob, std::log(0.25), 1e-6);
+}
+
+}  // namespace
+}  // namespace t9::engine
