@@ -19,7 +19,8 @@ ChatOutputParser::ChatOutputParser(ReasoningConfig reasoning,
 
 void ChatOutputParser::forward(const std::string& reasoning, const std::string& rest,
                                std::vector<ChatEvent>& out) {
-  if (!reasoning.empty()) out.push_back(ChatEvent{ChatEvent::Kind::kReasoning, reasoning, 0, "", ""});
+  if (!reasoning.empty())
+    out.push_back(ChatEvent{ChatEvent::Kind::kReasoning, reasoning, 0, "", ""});
   if (!rest.empty()) stream_->feed(rest, out);
 }
 

@@ -11,7 +11,9 @@ constexpr std::string_view kTriggers[] = {kOpen};
 
 }  // namespace
 
-std::span<const std::string_view> HermesDialect::triggers() const { return kTriggers; }
+std::span<const std::string_view> HermesDialect::triggers() const {
+  return kTriggers;
+}
 
 void HermesDialect::begin(std::string_view /*trigger*/) {}
 

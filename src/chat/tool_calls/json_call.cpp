@@ -101,7 +101,8 @@ Result<JsonCall> parse_json_call(std::string_view text, const ToolSet& tools) {
       if (!v.is_string()) return error("tool call name: not a string");
       name = v.get<std::string>();
       tool = tools.find(name);
-      if (tool == nullptr) return error("tool call name '{}': not one of the request's tools", name);
+      if (tool == nullptr)
+        return error("tool call name '{}': not one of the request's tools", name);
     } else if (m.key == "arguments" || m.key == "parameters") {
       auto v = parse_or_discarded(m.raw_value);
       if (v.is_string()) {

@@ -29,7 +29,8 @@ struct ChatEvent {
   enum class Kind {
     kContent,        // text: a content delta
     kReasoning,      // text: a reasoning delta
-    kToolCallStart,  // index, id, name: a call is certain (its markup is well formed and the tool known)
+    kToolCallStart,  // index, id, name: a call is certain (its markup is well formed and the tool
+                     // known)
     kToolCallArgs,   // index, text: a chunk of the call's arguments JSON
     kToolCallEnd,    // index: the call's arguments are complete
   };

@@ -65,7 +65,9 @@ std::string json_key(std::string_view name) {
 
 }  // namespace
 
-std::span<const std::string_view> QwenXmlDialect::triggers() const { return kTriggers; }
+std::span<const std::string_view> QwenXmlDialect::triggers() const {
+  return kTriggers;
+}
 
 void QwenXmlDialect::begin(std::string_view trigger) {
   state_ = State::kOpen;

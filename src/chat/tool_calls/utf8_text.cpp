@@ -83,13 +83,27 @@ void append_json_escaped(std::string_view s, std::string& out) {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += fmt::format("\\u{:04x}", c);
@@ -128,7 +142,9 @@ void TextSink::emit_decided(std::string_view bytes, std::string& out) {
   }
 }
 
-void TextSink::mark_break() { after_break_ = true; }
+void TextSink::mark_break() {
+  after_break_ = true;
+}
 
 void TextSink::finish(std::string& out) {
   const std::string rest = sanitize_utf8(utf8_tail_);

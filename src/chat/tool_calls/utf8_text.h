@@ -21,7 +21,9 @@ std::string sanitize_utf8(std::string_view s);
 // with ensure_ascii=false: \" \\ \b \f \n \r \t, other controls as \u00xx, the rest verbatim.
 void append_json_escaped(std::string_view s, std::string& out);
 
-inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+inline bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 std::string_view trim_space(std::string_view s);
 
 // Streaming visible text (content or reasoning) with one whitespace policy, so that streamed and

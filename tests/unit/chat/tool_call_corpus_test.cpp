@@ -27,9 +27,13 @@ struct CorpusCase {
 };
 
 // gtest prints parameters on failure; the id is what identifies a case.
-void PrintTo(const CorpusCase& c, std::ostream* os) { *os << c.id; }
+void PrintTo(const CorpusCase& c, std::ostream* os) {
+  *os << c.id;
+}
 
-std::string call_id(std::size_t index) { return "call_" + std::to_string(index); }
+std::string call_id(std::size_t index) {
+  return "call_" + std::to_string(index);
+}
 
 std::string text_of(const ordered_json& t) {
   if (t.is_string()) return t.get<std::string>();
@@ -105,7 +109,8 @@ std::string describe(const ParsedMessage& m) {
 }
 
 // The streamed message so far must be a prefix of the final one: nothing is ever taken back.
-::testing::AssertionResult is_prefix_state(const ParsedMessage& so_far, const ParsedMessage& final) {
+::testing::AssertionResult is_prefix_state(const ParsedMessage& so_far,
+                                           const ParsedMessage& final) {
   if (!final.content.starts_with(so_far.content)) {
     return ::testing::AssertionFailure() << "content so far is not a prefix: " << so_far.content;
   }
@@ -119,8 +124,8 @@ std::string describe(const ParsedMessage& m) {
     const auto& a = so_far.tool_calls[i];
     const auto& b = final.tool_calls[i];
     if (a.id != b.id || a.name != b.name || !b.arguments.starts_with(a.arguments)) {
-      return ::testing::AssertionFailure() << "tool call " << i << " so far: " << a.name << " "
-                                           << a.arguments;
+      return ::testing::AssertionFailure()
+             << "tool call " << i << " so far: " << a.name << " " << a.arguments;
     }
   }
   return ::testing::AssertionSuccess();
@@ -138,7 +143,8 @@ ParsedMessage run_stream(const CorpusCase& c, const std::vector<std::size_t>& cu
       if (e.kind == ChatEvent::Kind::kToolCallStart) ended.push_back(false);
       if (e.kind == ChatEvent::Kind::kToolCallArgs || e.kind == ChatEvent::Kind::kToolCallEnd) {
         EXPECT_TRUE(e.index < ended.size() && !ended[e.index]) << "event after end of call";
-        if (e.kind == ChatEvent::Kind::kToolCallEnd && e.index < ended.size()) ended[e.index] = true;
+        if (e.kind == ChatEvent::Kind::kToolCallEnd && e.index < ended.size())
+          ended[e.index] = true;
       }
     }
     acc.apply(events);
@@ -154,7 +160,8 @@ ParsedMessage run_stream(const CorpusCase& c, const std::vector<std::size_t>& cu
   parser.feed(std::string_view(c.text).substr(start), events);
   parser.finish(events);
   check_events(events);
-  for (std::size_t i = 0; i < ended.size(); ++i) EXPECT_TRUE(ended[i]) << "call " << i << " not ended";
+  for (std::size_t i = 0; i < ended.size(); ++i)
+    EXPECT_TRUE(ended[i]) << "call " << i << " not ended";
   return acc.take();
 }
 
@@ -164,7 +171,8 @@ TEST_P(ToolCallCorpus, WholeText) {
   const CorpusCase& c = GetParam();
   auto tools = ToolSet::from_json(c.tools);
   ASSERT_TRUE(tools.ok()) << tools.message();
-  auto parsed = parse_chat_output(c.text, ChatParserConfig{c.dialect, c.reasoning, call_id}, *tools);
+  auto parsed =
+      parse_chat_output(c.text, ChatParserConfig{c.dialect, c.reasoning, call_id}, *tools);
   ASSERT_TRUE(parsed.ok()) << parsed.message();
   EXPECT_EQ(*parsed, c.expected) << "got " << describe(*parsed) << "\nexpected "
                                  << describe(c.expected);

@@ -55,7 +55,8 @@ TEST(ToolCallSchema, BooleansAndNull) {
 }
 
 TEST(ToolCallSchema, ObjectsAndArrays) {
-  EXPECT_EQ(convert(R"({"a": [1, {"b": null}]})", R"({"type": "object"})"), R"({"a":[1,{"b":null}]})");
+  EXPECT_EQ(convert(R"({"a": [1, {"b": null}]})", R"({"type": "object"})"),
+            R"({"a":[1,{"b":null}]})");
   EXPECT_EQ(convert("[1, 2]", R"({"type": "object"})"), R"("[1, 2]")");  // wrong kind
   EXPECT_EQ(convert("[1, 2]", R"({"type": "array"})"), "[1,2]");
   EXPECT_EQ(convert("[1, 2", R"({"type": "array"})"), R"("[1, 2")");
@@ -79,7 +80,8 @@ TEST(ToolCallSchema, UnionsPreferNonStringAlternatives) {
   EXPECT_EQ(convert("10", R"({"anyOf": [{"type": "integer"}, {"type": "null"}]})"), "10");
   EXPECT_EQ(convert("null", R"({"anyOf": [{"type": "integer"}, {"type": "null"}]})"), "null");
   EXPECT_EQ(convert("x", R"({"anyOf": [{"type": "integer"}, {"type": "null"}]})"), R"("x")");
-  EXPECT_EQ(convert(R"(["a"])", R"({"oneOf": [{"type": "string"}, {"type": "array"}]})"), R"(["a"])");
+  EXPECT_EQ(convert(R"(["a"])", R"({"oneOf": [{"type": "string"}, {"type": "array"}]})"),
+            R"(["a"])");
   EXPECT_EQ(convert("2.5", R"({"anyOf": [{"anyOf": [{"type": "boolean"}, {"type": "number"}]}]})"),
             "2.5");
 }
@@ -135,7 +137,8 @@ TEST(ToolSetTest, ParsesWrappedAndFlatEntries) {
 }
 
 TEST(ToolSetTest, ErrorsNameTheEntry) {
-  auto r = ToolSet::from_json(json::parse(R"([{"function": {"name": "ok"}}, {"function": {"name": 3}}])"));
+  auto r = ToolSet::from_json(
+      json::parse(R"([{"function": {"name": "ok"}}, {"function": {"name": 3}}])"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(), "tools[1].function.name: missing or not a non-empty string");
   r = ToolSet::from_json(json::parse(R"([{"function": {"name": "f", "parameters": []}}])"));
@@ -174,7 +177,8 @@ TEST(JsonCallTest, CallErrors) {
   tools.add(ToolSpec{"f", json::object()});
   EXPECT_EQ(parse_json_call(R"({"name": "g", "arguments": {}})", tools).message(),
             "tool call name 'g': not one of the request's tools");
-  EXPECT_EQ(parse_json_call(R"({"arguments": {}})", tools).message(), "tool call: missing \"name\"");
+  EXPECT_EQ(parse_json_call(R"({"arguments": {}})", tools).message(),
+            "tool call: missing \"name\"");
   EXPECT_EQ(parse_json_call(R"({"name": "f", "arguments": 3})", tools).message(),
             "tool call arguments: not an object");
   auto ok = parse_json_call(R"({"name": "f"})", tools);

@@ -133,9 +133,14 @@ TEST(ToolCallStream, MidUtf8SplitIsHeldUntilTheCharacterCompletes) {
 TEST(ToolCallStream, InvalidUtf8BecomesReplacementCharacter) {
   auto p = make("none");
   std::vector<ChatEvent> ev;
-  p.feed("a\xFF" "b\xE2\x82", ev);
+  p.feed(
+      "a\xFF"
+      "b\xE2\x82",
+      ev);
   p.finish(ev);
-  EXPECT_EQ(joined(ev, Kind::kContent), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(joined(ev, Kind::kContent),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(ToolCallStream, ReasoningStreamsBeforeItsCloseTag) {
