@@ -76,7 +76,7 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
 
   const bool wide = cpu::is_wide_type(w.type);
   const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
-  const size_t per_row = static_cast<size_t>(n_in + n_in + n_in / 4);  // q, ls, mn bytes
+  const size_t per_row = static_cast<size_t>(n_in + n_in / 4 + n_in / 4);  // q, ls, mn bytes
   const int64_t block = act_block_rows(n_in);
   pool_.run_on_all([&](int t, int n_threads) {
     int64_t g0, g1;
@@ -86,7 +86,8 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
     cpu::UnpackedRow rows[kTileRows];
     for (int r = 0; r < kTileRows; ++r) {
       uint8_t* p = s + per_row * static_cast<size_t>(r);
-      rows[r] = {p, reinterpret_cast<float*>(p + n_in), reinterpret_cast<float*>(p + 2 * n_in)};
+      rows[r] = {p, reinterpret_cast<float*>(p + n_in),
+                 reinterpret_cast<float*>(p + n_in + n_in / 4)};
     }
     float out[kTileRows];
     for (int64_t tb = 0; tb < n_tok; tb += block) {

@@ -21,6 +21,13 @@ inline float hsum(__m256 v) {
 
 // int32 sums of 4 products per lane. Narrow codes are <= 63 so maddubs cannot saturate
 // (2 * 63 * 127 < 32767); wide ones use |w| * sign(x, w) (2 * 128 * 127 < 32767).
+// [ls[0] x 4, ls[1] x 4]: the scales of the two 16-element groups of a 32-element step, per lane.
+inline __m256 expand_scales(const float* ls) {
+  const __m256 two =
+      _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ls))));
+  return _mm256_permutevar8x32_ps(two, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
 template <bool kWide>
 inline __m256i dot4(__m256i wq, __m256i xq) {
   const __m256i ones = _mm256_set1_epi16(1);
@@ -41,7 +48,7 @@ void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* ou
     const __m256 dx = _mm256_broadcast_ss(x.d + b);
     for (int r = 0; r < kRows; ++r) {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r].q + b * 32));
-      const __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(w[r].ls + b * 8), dx);
+      const __m256 sc = _mm256_mul_ps(expand_scales(w[r].ls + b * 2), dx);
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot4<kWide>(wq, xq)), sc, acc[r]);
     }
   }

@@ -34,6 +34,19 @@ inline float hsum256(__m256 s8) {
   return _mm_cvtss_f32(s);
 }
 
+// Per-lane scales of a 64-element step: lane l (elements 4l..4l+3) gets ls[l / 4].
+inline __m512 expand_scales(const float* ls) {
+  const __m512 four = _mm512_castps128_ps512(_mm_loadu_ps(ls));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                               four);
+}
+
+inline __m256 expand_scales_256(const float* ls) {
+  const __m256 two =
+      _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ls))));
+  return _mm256_permutevar8x32_ps(two, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+
 template <int kRows, bool kWide>
 void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -50,7 +63,7 @@ void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* ou
       __m512i wq = _mm512_loadu_si512(w[r].q + i);
       if constexpr (kWide) wq = _mm512_xor_si512(wq, bias);
       const __m512i p = _mm512_dpbusd_epi32(init, wq, xq);
-      const __m512 sc = _mm512_mul_ps(_mm512_loadu_ps(w[r].ls + i / 4), dx);
+      const __m512 sc = _mm512_mul_ps(expand_scales(w[r].ls + i / 16), dx);
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[r]);
     }
   }
@@ -66,7 +79,7 @@ void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* ou
       __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r].q + i));
       if constexpr (kWide) wq = _mm256_xor_si256(wq, bias8);
       const __m256i p = _mm256_dpbusd_epi32(init, wq, xq);
-      const __m256 sc = _mm256_mul_ps(_mm256_loadu_ps(w[r].ls + i / 4), dx);
+      const __m256 sc = _mm256_mul_ps(expand_scales_256(w[r].ls + i / 16), dx);
       tail[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, tail[r]);
     }
   }

@@ -4,9 +4,9 @@
 // (once, then reused for many activation rows) into
 //   q  [n_in]      uint8: narrow types hold unsigned codes 0..63; wide types (Q8_0, IQ4_NL,
 //                  IQ4_XS) hold signed int8 levels -128..127
-//   ls [n_in / 4]  float: the scale of the 16-element group containing elements 4i..4i+3
+//   ls [n_in / 16] float: the scale of each 16-element group
 //   mn [n_in / 16] float: the offset of each 16-element group (narrow types; 0 for wide ones)
-// so that w[i] = ls[i / 4] * q[i] + mn[i / 16]. Sixteen-element groups cover every format
+// so that w[i] = ls[i / 16] * q[i] + mn[i / 16]. Sixteen-element groups cover every format
 // (Q2_K, Q3_K and Q6_K scale 16 elements at a time; the rest 32 or 64).
 //
 // An activation row is quantized to 8 bits in 32-element blocks (ggml's Q8_0 rule, with a float

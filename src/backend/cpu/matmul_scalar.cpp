@@ -20,7 +20,7 @@ void dot_int_scalar(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, i
         const int32_t wq = wide ? static_cast<int8_t>(w[r].q[i]) : w[r].q[i];
         s += wq * x.q[i];
       }
-      acc += w[r].ls[l] * x.d[l / 8] * static_cast<float>(s);
+      acc += w[r].ls[l / 4] * x.d[l / 8] * static_cast<float>(s);
     }
     if (!wide)
       for (int64_t g = 0; g < n_in / 16; ++g) acc += w[r].mn[g] * x.s16[g];

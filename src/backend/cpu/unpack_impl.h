@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <cstring>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 #include "core/check.h"
 #include "quant/blocks.h"
@@ -38,11 +41,19 @@ inline void store_v(void* p, V v) {
   std::memcpy(p, &v, sizeof(V));
 }
 
+// fp16 -> fp32; the hardware conversion where this ISA has one (both are exact).
+inline float h2f(uint16_t h) {
+#ifdef __F16C__
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+
 // Sets ls/mn for n (a multiple of 16) elements starting at element e.
 inline void fill_scales(float* ls, float* mn, int64_t e, int n, float scale, float offset) {
-  const f32x4 s4 = f32x4{} + scale;
   for (int i = 0; i < n / 16; ++i) {
-    store_v(ls + e / 4 + 4 * i, s4);
+    ls[e / 16 + i] = scale;
     mn[e / 16 + i] = offset;
   }
 }
@@ -65,7 +76,7 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
     case GgmlType::Q4_0:
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ4_0*>(src)[i];
-        const float d = f16_to_f32(b.d);
+        const float d = h2f(b.d);
         split_nibbles(b.qs, q + i * kQK);
         fill_scales(ls, mn, i * kQK, kQK, d, -8.0f * d);
       }
@@ -74,13 +85,13 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ4_1*>(src)[i];
         split_nibbles(b.qs, q + i * kQK);
-        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), f16_to_f32(b.m));
+        fill_scales(ls, mn, i * kQK, kQK, h2f(b.d), h2f(b.m));
       }
       return;
     case GgmlType::Q5_0:
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ5_0*>(src)[i];
-        const float d = f16_to_f32(b.d);
+        const float d = h2f(b.d);
         uint32_t h;
         std::memcpy(&h, b.qh, 4);
         split_nibbles(b.qs, q + i * kQK);
@@ -95,14 +106,14 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
         std::memcpy(&h, b.qh, 4);
         split_nibbles(b.qs, q + i * kQK);
         add_high_bits(h, q + i * kQK);
-        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), f16_to_f32(b.m));
+        fill_scales(ls, mn, i * kQK, kQK, h2f(b.d), h2f(b.m));
       }
       return;
     case GgmlType::Q8_0:
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ8_0*>(src)[i];
         std::memcpy(q + i * kQK, b.qs, kQK);
-        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), 0.0f);
+        fill_scales(ls, mn, i * kQK, kQK, h2f(b.d), 0.0f);
       }
       return;
     case GgmlType::IQ4_NL:
@@ -112,7 +123,7 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
           q[i * kQK + j] = static_cast<uint8_t>(kIQ4NLValues[b.qs[j] & 0xF]);
           q[i * kQK + j + 16] = static_cast<uint8_t>(kIQ4NLValues[b.qs[j] >> 4]);
         }
-        fill_scales(ls, mn, i * kQK, kQK, f16_to_f32(b.d), 0.0f);
+        fill_scales(ls, mn, i * kQK, kQK, h2f(b.d), 0.0f);
       }
       return;
     default:
@@ -121,7 +132,7 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
 }
 
 inline void unpack_q2_k(const BlockQ2_K& b, uint8_t* q, float* ls, float* mn, int64_t e) {
-  const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  const float d = h2f(b.d), dmin = h2f(b.dmin);
   for (int n = 0; n < 2; ++n) {
     for (int j = 0; j < 4; ++j) {
       for (int half = 0; half < 2; ++half) {
@@ -135,7 +146,7 @@ inline void unpack_q2_k(const BlockQ2_K& b, uint8_t* q, float* ls, float* mn, in
 }
 
 inline void unpack_q3_k(const BlockQ3_K& b, uint8_t* q, float* ls, float* mn, int64_t e) {
-  const float d = f16_to_f32(b.d);
+  const float d = h2f(b.d);
   for (int n = 0; n < 2; ++n) {
     for (int j = 0; j < 4; ++j) {
       const int bit = n * 4 + j;
@@ -157,7 +168,7 @@ inline void unpack_q3_k(const BlockQ3_K& b, uint8_t* q, float* ls, float* mn, in
 // Q4_K and Q5_K share the scale packing; qh is null for Q4_K.
 inline void unpack_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs,
                          const uint8_t* qh, uint8_t* q, float* ls, float* mn, int64_t e) {
-  const float d = f16_to_f32(d16), dmin = f16_to_f32(dmin16);
+  const float d = h2f(d16), dmin = h2f(dmin16);
   const u8x32 h = qh ? load_v<u8x32>(qh) : u8x32{};
   for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles of 32 bytes, then high nibbles
     const u8x32 v = load_v<u8x32>(qs + j * 32);
@@ -178,7 +189,7 @@ inline void unpack_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t* scales, c
 }
 
 inline void unpack_q6_k(const BlockQ6_K& b, uint8_t* q, float* ls, float* mn, int64_t e) {
-  const float d = f16_to_f32(b.d);
+  const float d = h2f(b.d);
   for (int n = 0; n < 2; ++n) {  // stored level + 32, 0..63
     const u8x32 l0 = load_v<u8x32>(b.ql + n * 64), l1 = load_v<u8x32>(b.ql + n * 64 + 32);
     const u8x32 h = load_v<u8x32>(b.qh + n * 32);
@@ -195,7 +206,7 @@ inline void unpack_q6_k(const BlockQ6_K& b, uint8_t* q, float* ls, float* mn, in
 }
 
 inline void unpack_iq4_xs(const BlockIQ4_XS& b, uint8_t* q, float* ls, float* mn, int64_t e) {
-  const float d = f16_to_f32(b.d);
+  const float d = h2f(b.d);
   for (int ib = 0; ib < 8; ++ib) {
     const int s = ((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | ((b.scales_h >> (2 * ib)) & 3)
                                                                        << 4;
@@ -272,7 +283,7 @@ inline void row_to_f32(GgmlType type, const void* row, int64_t n, float* out) {
       std::memcpy(out, row, static_cast<size_t>(n) * 4);
       return;
     case GgmlType::F16:
-      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(h[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = h2f(h[i]);
       return;
     case GgmlType::BF16:
       for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
