@@ -121,12 +121,11 @@ class ValueWriter {
 }  // namespace
 
 void GgufWriter::set(std::string key, Value value) {
-  for (auto& [k, v] : kv_) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
+  if (auto it = kv_index_.find(key); it != kv_index_.end()) {
+    kv_[it->second].second = std::move(value);
+    return;
   }
+  kv_index_.emplace(key, kv_.size());
   kv_.emplace_back(std::move(key), std::move(value));
 }
 
@@ -136,8 +135,7 @@ Status GgufWriter::add_tensor(std::string name, std::vector<int64_t> ne, GgmlTyp
   if (!tr) return error("tensor '{}': unknown ggml type id {}", name, static_cast<uint32_t>(type));
   if (ne.size() > kMaxDims)
     return error("tensor '{}': {} dims, more than ggml's {}", name, ne.size(), kMaxDims);
-  for (const auto& t : tensors_)
-    if (t.info.name == name) return error("tensor '{}' added twice", name);
+  if (tensor_names_.contains(name)) return error("tensor '{}' added twice", name);
   int64_t n = 1;
   for (size_t d = 0; d < ne.size(); ++d) {
     if (ne[d] < 0) return error("tensor '{}': ne[{}] = {} is negative", name, d, ne[d]);
@@ -159,19 +157,19 @@ Status GgufWriter::add_tensor(std::string name, std::vector<int64_t> ne, GgmlTyp
   t.info.n_elements = n;
   t.info.n_bytes = n_bytes;
   t.data.assign(data.begin(), data.end());
+  tensor_names_.insert(t.info.name);
   tensors_.push_back(std::move(t));
   return {};
 }
 
 Result<uint64_t> GgufWriter::alignment() const {
-  for (const auto& [k, v] : kv_) {
-    if (k != "general.alignment") continue;
-    const auto* a = std::get_if<uint64_t>(&v.v);
-    if (v.type != ValueType::UINT32 || !a || *a == 0 || *a > UINT32_MAX || !std::has_single_bit(*a))
-      return error("metadata key 'general.alignment' must be a UINT32 power of two");
-    return *a;
-  }
-  return kDefaultAlignment;
+  auto it = kv_index_.find("general.alignment");
+  if (it == kv_index_.end()) return kDefaultAlignment;
+  const Value& v = kv_[it->second].second;
+  const auto* a = std::get_if<uint64_t>(&v.v);
+  if (v.type != ValueType::UINT32 || !a || *a == 0 || *a > UINT32_MAX || !std::has_single_bit(*a))
+    return error("metadata key 'general.alignment' must be a UINT32 power of two");
+  return *a;
 }
 
 Result<std::vector<uint8_t>> GgufWriter::header(std::vector<uint64_t>& offsets) const {
@@ -185,8 +183,6 @@ Result<std::vector<uint8_t>> GgufWriter::header(std::vector<uint64_t>& offsets) 
   for (size_t i = 0; i < kv_.size(); ++i) {
     const auto& [key, value] = kv_[i];
     if (key.empty()) return error("metadata #{} has an empty key", i);
-    for (size_t j = 0; j < i; ++j)
-      if (kv_[j].first == key) return error("metadata key '{}' set twice", key);
     out.put_string(key);
     out.put(static_cast<uint32_t>(value.type));
     ValueWriter w(out, key);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/result.h"
@@ -44,6 +46,8 @@ class GgufWriter {
 
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<Tensor> tensors_;
+  std::unordered_map<std::string, size_t> kv_index_;  // key -> index in kv_
+  std::unordered_set<std::string> tensor_names_;
 };
 
 }  // namespace t9::gguf
