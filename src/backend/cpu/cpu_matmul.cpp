@@ -10,6 +10,7 @@ namespace t9 {
 namespace {
 
 using cpu::kTileRows;
+constexpr int kMaxCols = 4;  // >= every ISA's MatmulKernels::max_cols
 
 // Activation rows per block: keeps a block of quantized rows (~256 KiB) in L2 while a group of
 // weight rows is streamed against it.
@@ -66,6 +67,7 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
   auto* d = reinterpret_cast<float*>(base + (q_bytes + 3) / 4 * 4);
   const ActLayout act{n_in, reinterpret_cast<int8_t*>(base), d, d + n_tok * (n_in / 32)};
   const cpu::MatmulKernels& k = *kernels_;
+  T9_CHECK(k.max_cols >= 1 && k.max_cols <= kMaxCols, "kernel tile of {} columns", k.max_cols);
   pool_.parallel_for(n_tok, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const cpu::ActRow r = act.row(t);
@@ -89,7 +91,8 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
       rows[r] = {p, reinterpret_cast<float*>(p + n_in),
                  reinterpret_cast<float*>(p + n_in + n_in / 4)};
     }
-    float out[kTileRows];
+    float out[kTileRows * kMaxCols];
+    cpu::ActRow xs[kMaxCols];
     for (int64_t tb = 0; tb < n_tok; tb += block) {
       const int64_t te = std::min(n_tok, tb + block);
       for (int64_t g = g0; g < g1; ++g) {
@@ -98,9 +101,12 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
         for (int r = 0; r < nr; ++r)
           k.unpack(w.type, cpu::row_ptr(w, o0 + r), n_in, const_cast<uint8_t*>(rows[r].q),
                    const_cast<float*>(rows[r].ls), const_cast<float*>(rows[r].mn));
-        for (int64_t tok = tb; tok < te; ++tok) {
-          k.dot_int(nr, rows, wide, act.row(tok), n_in, out);
-          std::copy(out, out + nr, cpu::f32_row(y, tok) + o0);
+        for (int64_t tok = tb; tok < te; tok += k.max_cols) {
+          const int nc = static_cast<int>(std::min<int64_t>(k.max_cols, te - tok));
+          for (int c = 0; c < nc; ++c) xs[c] = act.row(tok + c);
+          k.dot_int(nr, rows, wide, nc, xs, n_in, out);
+          for (int c = 0; c < nc; ++c)
+            std::copy(out + c * kTileRows, out + c * kTileRows + nr, cpu::f32_row(y, tok + c) + o0);
         }
       }
     }

@@ -39,55 +39,71 @@ inline __m256i dot4(__m256i wq, __m256i xq) {
   }
 }
 
-template <int kRows, bool kWide>
-void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
-  __m256 acc[kRows];
-  for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
+// Sum of mn[g] * s16[g]: the offset terms of narrow formats.
+inline float offset_dot(const float* mn, const float* s16, int64_t n_g) {
+  __m256 macc = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= n_g; g += 8)
+    macc = _mm256_fmadd_ps(_mm256_loadu_ps(mn + g), _mm256_loadu_ps(s16 + g), macc);
+  float m = hsum(macc);
+  for (; g < n_g; ++g) m += mn[g] * s16[g];
+  return m;
+}
+
+// kRows weight rows x kCols activation rows. Each pair's accumulator sees the same instruction
+// sequence whatever kRows/kCols are, which is what makes matmul batch-invariant.
+template <int kRows, int kCols, bool kWide>
+void dot_int_tile(const UnpackedRow* w, const ActRow* x, int64_t n_in, float* out) {
+  __m256 acc[kCols][kRows];
+  for (int c = 0; c < kCols; ++c)
+    for (int r = 0; r < kRows; ++r) acc[c][r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_in / 32; ++b) {
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + b * 32));
-    const __m256 dx = _mm256_broadcast_ss(x.d + b);
+    __m256i xq[kCols];
+    __m256 dx[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      xq[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[c].q + b * 32));
+      dx[c] = _mm256_broadcast_ss(x[c].d + b);
+    }
     for (int r = 0; r < kRows; ++r) {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r].q + b * 32));
-      const __m256 sc = _mm256_mul_ps(expand_scales(w[r].ls + b * 2), dx);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot4<kWide>(wq, xq)), sc, acc[r]);
+      const __m256 ls = expand_scales(w[r].ls + b * 2);
+      for (int c = 0; c < kCols; ++c) {
+        const __m256 sc = _mm256_mul_ps(ls, dx[c]);
+        acc[c][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot4<kWide>(wq, xq[c])), sc, acc[c][r]);
+      }
     }
   }
-  for (int r = 0; r < kRows; ++r) {
-    float total = hsum(acc[r]);
-    if constexpr (!kWide) {
-      const int64_t n_g = n_in / 16;
-      __m256 macc = _mm256_setzero_ps();
-      int64_t g = 0;
-      for (; g + 8 <= n_g; g += 8)
-        macc = _mm256_fmadd_ps(_mm256_loadu_ps(w[r].mn + g), _mm256_loadu_ps(x.s16 + g), macc);
-      float m = hsum(macc);
-      for (; g < n_g; ++g) m += w[r].mn[g] * x.s16[g];
-      total += m;
+  for (int c = 0; c < kCols; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      float total = hsum(acc[c][r]);
+      if constexpr (!kWide) total += offset_dot(w[r].mn, x[c].s16, n_in / 16);
+      out[c * kTileRows + r] = total;
     }
-    out[r] = total;
   }
 }
 
-template <bool kWide>
-void dot_int_dispatch(int n_w, const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
+template <int kCols, bool kWide>
+void dot_int_rows(int n_w, const UnpackedRow* w, const ActRow* x, int64_t n_in, float* out) {
   switch (n_w) {
     case 4:
-      return dot_int_tile<4, kWide>(w, x, n_in, out);
+      return dot_int_tile<4, kCols, kWide>(w, x, n_in, out);
     case 3:
-      return dot_int_tile<3, kWide>(w, x, n_in, out);
+      return dot_int_tile<3, kCols, kWide>(w, x, n_in, out);
     case 2:
-      return dot_int_tile<2, kWide>(w, x, n_in, out);
+      return dot_int_tile<2, kCols, kWide>(w, x, n_in, out);
     default:
-      for (int r = 0; r < n_w; ++r) dot_int_tile<1, kWide>(w + r, x, n_in, out + r);
+      return dot_int_tile<1, kCols, kWide>(w, x, n_in, out);
   }
 }
 
-void dot_int_avx2(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, int64_t n_in,
+void dot_int_avx2(int n_w, const UnpackedRow* w, bool wide, int n_x, const ActRow* x, int64_t n_in,
                   float* out) {
-  if (wide)
-    dot_int_dispatch<true>(n_w, w, x, n_in, out);
-  else
-    dot_int_dispatch<false>(n_w, w, x, n_in, out);
+  if (n_x == 2) {
+    if (wide) return dot_int_rows<2, true>(n_w, w, x, n_in, out);
+    return dot_int_rows<2, false>(n_w, w, x, n_in, out);
+  }
+  if (wide) return dot_int_rows<1, true>(n_w, w, x, n_in, out);
+  return dot_int_rows<1, false>(n_w, w, x, n_in, out);
 }
 
 template <int kRows>
@@ -151,8 +167,8 @@ void axpy_kv_avx2(float w, const void* v, bool f16, int64_t n, float* acc) {
 }  // namespace
 
 const MatmulKernels& kernels_avx2() {
-  static const MatmulKernels k{unpack_row,   quantize_act_row, dot_int_avx2, row_to_f32,
-                               dot_f32_avx2, dot_kv_avx2,      axpy_kv_avx2};
+  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_avx2, 2,
+                               row_to_f32, dot_f32_avx2,     dot_kv_avx2,  axpy_kv_avx2};
   return k;
 }
 

@@ -47,78 +47,107 @@ inline __m256 expand_scales_256(const float* ls) {
   return _mm256_permutevar8x32_ps(two, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 
-template <int kRows, bool kWide>
-void dot_int_tile(const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
+inline float offset_dot(const float* mn, const float* s16, int64_t n_g) {
+  __m512 macc = _mm512_setzero_ps();
+  int64_t g = 0;
+  for (; g + 16 <= n_g; g += 16)
+    macc = _mm512_fmadd_ps(_mm512_loadu_ps(mn + g), _mm512_loadu_ps(s16 + g), macc);
+  float m = hsum(macc);
+  for (; g < n_g; ++g) m += mn[g] * s16[g];
+  return m;
+}
+
+// kRows weight rows x kCols activation rows. Each pair's accumulator sees the same instruction
+// sequence whatever kRows/kCols are, which is what makes matmul batch-invariant.
+template <int kRows, int kCols, bool kWide>
+void dot_int_tile(const UnpackedRow* w, const ActRow* x, int64_t n_in, float* out) {
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc[kRows];
-  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  __m512 acc[kCols][kRows];
+  for (int c = 0; c < kCols; ++c)
+    for (int r = 0; r < kRows; ++r) acc[c][r] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 64 <= n_in; i += 64) {
-    const __m512i xq = _mm512_loadu_si512(x.q + i);
-    const __m512 dx =
-        _mm512_insertf32x8(_mm512_set1_ps(x.d[i / 32]), _mm256_set1_ps(x.d[i / 32 + 1]), 1);
-    __m512i init = _mm512_setzero_si512();
-    if constexpr (kWide) init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(init, bias, xq));
+    __m512i xq[kCols], init[kCols];
+    __m512 dx[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      xq[c] = _mm512_loadu_si512(x[c].q + i);
+      dx[c] =
+          _mm512_insertf32x8(_mm512_set1_ps(x[c].d[i / 32]), _mm256_set1_ps(x[c].d[i / 32 + 1]), 1);
+      init[c] = _mm512_setzero_si512();
+      if constexpr (kWide)  // -128 * sum(x) per lane undoes the +128 bias of wide weights
+        init[c] = _mm512_sub_epi32(init[c], _mm512_dpbusd_epi32(init[c], bias, xq[c]));
+    }
     for (int r = 0; r < kRows; ++r) {
       __m512i wq = _mm512_loadu_si512(w[r].q + i);
       if constexpr (kWide) wq = _mm512_xor_si512(wq, bias);
-      const __m512i p = _mm512_dpbusd_epi32(init, wq, xq);
-      const __m512 sc = _mm512_mul_ps(expand_scales(w[r].ls + i / 16), dx);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), sc, acc[r]);
+      const __m512 ls = expand_scales(w[r].ls + i / 16);
+      for (int c = 0; c < kCols; ++c) {
+        const __m512i p = _mm512_dpbusd_epi32(init[c], wq, xq[c]);
+        acc[c][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(ls, dx[c]), acc[c][r]);
+      }
     }
   }
-  __m256 tail[kRows];
-  for (int r = 0; r < kRows; ++r) tail[r] = _mm256_setzero_ps();
+  __m256 tail[kCols][kRows];
+  for (int c = 0; c < kCols; ++c)
+    for (int r = 0; r < kRows; ++r) tail[c][r] = _mm256_setzero_ps();
   if (i < n_in) {  // one 32-element block left
     const __m256i bias8 = _mm256_set1_epi8(static_cast<char>(0x80));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + i));
-    const __m256 dx = _mm256_set1_ps(x.d[i / 32]);
-    __m256i init = _mm256_setzero_si256();
-    if constexpr (kWide) init = _mm256_sub_epi32(init, _mm256_dpbusd_epi32(init, bias8, xq));
-    for (int r = 0; r < kRows; ++r) {
-      __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r].q + i));
-      if constexpr (kWide) wq = _mm256_xor_si256(wq, bias8);
-      const __m256i p = _mm256_dpbusd_epi32(init, wq, xq);
-      const __m256 sc = _mm256_mul_ps(expand_scales_256(w[r].ls + i / 16), dx);
-      tail[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, tail[r]);
+    for (int c = 0; c < kCols; ++c) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[c].q + i));
+      const __m256 dx = _mm256_set1_ps(x[c].d[i / 32]);
+      __m256i init = _mm256_setzero_si256();
+      if constexpr (kWide) init = _mm256_sub_epi32(init, _mm256_dpbusd_epi32(init, bias8, xq));
+      for (int r = 0; r < kRows; ++r) {
+        __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r].q + i));
+        if constexpr (kWide) wq = _mm256_xor_si256(wq, bias8);
+        const __m256i p = _mm256_dpbusd_epi32(init, wq, xq);
+        const __m256 sc = _mm256_mul_ps(expand_scales_256(w[r].ls + i / 16), dx);
+        tail[c][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, tail[c][r]);
+      }
     }
   }
-  for (int r = 0; r < kRows; ++r) {
-    float total = hsum(acc[r]) + hsum256(tail[r]);
-    if constexpr (!kWide) {
-      const int64_t n_g = n_in / 16;
-      __m512 macc = _mm512_setzero_ps();
-      int64_t g = 0;
-      for (; g + 16 <= n_g; g += 16)
-        macc = _mm512_fmadd_ps(_mm512_loadu_ps(w[r].mn + g), _mm512_loadu_ps(x.s16 + g), macc);
-      float m = hsum(macc);
-      for (; g < n_g; ++g) m += w[r].mn[g] * x.s16[g];
-      total += m;
+  for (int c = 0; c < kCols; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      float total = hsum(acc[c][r]) + hsum256(tail[c][r]);
+      if constexpr (!kWide) total += offset_dot(w[r].mn, x[c].s16, n_in / 16);
+      out[c * kTileRows + r] = total;
     }
-    out[r] = total;
+  }
+}
+
+template <int kCols, bool kWide>
+void dot_int_rows(int n_w, const UnpackedRow* w, const ActRow* x, int64_t n_in, float* out) {
+  switch (n_w) {
+    case 4:
+      return dot_int_tile<4, kCols, kWide>(w, x, n_in, out);
+    case 3:
+      return dot_int_tile<3, kCols, kWide>(w, x, n_in, out);
+    case 2:
+      return dot_int_tile<2, kCols, kWide>(w, x, n_in, out);
+    default:
+      return dot_int_tile<1, kCols, kWide>(w, x, n_in, out);
   }
 }
 
 template <bool kWide>
-void dot_int_dispatch(int n_w, const UnpackedRow* w, const ActRow& x, int64_t n_in, float* out) {
-  switch (n_w) {
+void dot_int_cols(int n_w, const UnpackedRow* w, int n_x, const ActRow* x, int64_t n_in,
+                  float* out) {
+  switch (n_x) {
     case 4:
-      return dot_int_tile<4, kWide>(w, x, n_in, out);
+      return dot_int_rows<4, kWide>(n_w, w, x, n_in, out);
     case 3:
-      return dot_int_tile<3, kWide>(w, x, n_in, out);
+      return dot_int_rows<3, kWide>(n_w, w, x, n_in, out);
     case 2:
-      return dot_int_tile<2, kWide>(w, x, n_in, out);
+      return dot_int_rows<2, kWide>(n_w, w, x, n_in, out);
     default:
-      for (int r = 0; r < n_w; ++r) dot_int_tile<1, kWide>(w + r, x, n_in, out + r);
+      return dot_int_rows<1, kWide>(n_w, w, x, n_in, out);
   }
 }
 
-void dot_int_avx512(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, int64_t n_in,
-                    float* out) {
-  if (wide)
-    dot_int_dispatch<true>(n_w, w, x, n_in, out);
-  else
-    dot_int_dispatch<false>(n_w, w, x, n_in, out);
+void dot_int_avx512(int n_w, const UnpackedRow* w, bool wide, int n_x, const ActRow* x,
+                    int64_t n_in, float* out) {
+  if (wide) return dot_int_cols<true>(n_w, w, n_x, x, n_in, out);
+  dot_int_cols<false>(n_w, w, n_x, x, n_in, out);
 }
 
 template <int kRows>
@@ -183,8 +212,8 @@ void axpy_kv_avx512(float w, const void* v, bool f16, int64_t n, float* acc) {
 }  // namespace
 
 const MatmulKernels& kernels_avx512() {
-  static const MatmulKernels k{unpack_row,     quantize_act_row, dot_int_avx512, row_to_f32,
-                               dot_f32_avx512, dot_kv_avx512,    axpy_kv_avx512};
+  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_avx512, 4,
+                               row_to_f32, dot_f32_avx512,   dot_kv_avx512,  axpy_kv_avx512};
   return k;
 }
 

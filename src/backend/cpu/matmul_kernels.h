@@ -52,9 +52,10 @@ struct MatmulKernels {
   void (*unpack)(GgmlType type, const void* row, int64_t n_in, uint8_t* q, float* ls, float* mn);
   // Quantizes one F32 activation row (n_in % 32 == 0).
   void (*quantize_act)(const float* x, int64_t n_in, int8_t* q, float* d, float* s16);
-  // out[r] = dot(w[r], x) for r < n_w (n_w <= kTileRows).
-  void (*dot_int)(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, int64_t n_in,
+  // out[c * kTileRows + r] = dot(w[r], x[c]) for r < n_w <= kTileRows, c < n_x <= max_cols.
+  void (*dot_int)(int n_w, const UnpackedRow* w, bool wide, int n_x, const ActRow* x, int64_t n_in,
                   float* out);
+  int max_cols;  // activation rows per dot_int call (the register tile's other side)
   // Converts one F32/F16/BF16 weight row to F32.
   void (*to_f32)(GgmlType type, const void* row, int64_t n_in, float* out);
   // out[r] = dot(w[r], x) in float for r < n_w (n_w <= kTileRows).

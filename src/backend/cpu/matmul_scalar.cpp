@@ -9,9 +9,9 @@ namespace {
 
 using namespace scalar_isa;
 
-void dot_int_scalar(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, int64_t n_in,
-                    float* out) {
-  for (int r = 0; r < n_w; ++r) {
+float dot_int_pair(const UnpackedRow* w, bool wide, const ActRow& x, int64_t n_in) {
+  {
+    const int r = 0;
     float acc = 0.0f;
     for (int64_t l = 0; l < n_in / 4; ++l) {  // one int32 sum per 4 elements, as the SIMD lanes
       int32_t s = 0;
@@ -24,8 +24,14 @@ void dot_int_scalar(int n_w, const UnpackedRow* w, bool wide, const ActRow& x, i
     }
     if (!wide)
       for (int64_t g = 0; g < n_in / 16; ++g) acc += w[r].mn[g] * x.s16[g];
-    out[r] = acc;
+    return acc;
   }
+}
+
+void dot_int_scalar(int n_w, const UnpackedRow* w, bool wide, int n_x, const ActRow* x,
+                    int64_t n_in, float* out) {
+  for (int c = 0; c < n_x; ++c)
+    for (int r = 0; r < n_w; ++r) out[c * kTileRows + r] = dot_int_pair(w + r, wide, x[c], n_in);
 }
 
 void dot_f32_scalar(int n_w, const float* const* w, const float* x, int64_t n_in, float* out) {
@@ -53,8 +59,8 @@ void axpy_kv_scalar(float w, const void* v, bool f16, int64_t n, float* acc) {
 }  // namespace
 
 const MatmulKernels& kernels_scalar() {
-  static const MatmulKernels k{unpack_row,     quantize_act_row, dot_int_scalar, row_to_f32,
-                               dot_f32_scalar, dot_kv_scalar,    axpy_kv_scalar};
+  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_scalar, 1,
+                               row_to_f32, dot_f32_scalar,   dot_kv_scalar,  axpy_kv_scalar};
   return k;
 }
 
