@@ -597,6 +597,8 @@ ExprPtr Parser::parse_postfix(ExprPtr e) {
       e = std::move(g);
     } else if (is_op("(")) {
       auto c = node(ExprKind::Call, at);
+      c->line = e->line;  // errors point at the callee, not at '('
+      c->col = e->col;
       c->items.push_back(std::move(e));
       parse_call_args(*c);
       e = std::move(c);
