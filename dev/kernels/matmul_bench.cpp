@@ -1,7 +1,7 @@
 // Matmul throughput of the CPU backend: decode (1 row) and prefill (512 rows) at model shapes,
 // 1 and 2 threads, every ISA. Prints GFLOP/s (2 * n_in * n_out * n_tok / s) and, for decode, the
 // weight bytes streamed per second. Built by dev/kernels/build_test_ops.sh.
-// Usage: matmul_bench [isa...] [decode|prefill]   (default: the best ISA, both)
+// Usage: matmul_bench [isa...] [decode|prefill] [type]   (default: best ISA, both, 3 types)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -16,7 +16,7 @@ using namespace t9;
 namespace {
 
 std::vector<uint8_t> random_weights(GgmlType t, int64_t n_in, int64_t n_out) {
-  std::mt19937 rng(42);
+  std::minstd_rand rng(42);
   std::vector<uint8_t> w(row_bytes(t, n_in) * n_out);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   const auto& tr = traits(t);
@@ -58,10 +58,12 @@ double bench(CpuBackend& be, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_
 int main(int argc, char** argv) {
   std::vector<CpuIsa> isas;
   std::vector<int64_t> toks = {1, 512};
+  std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q4_1, GgmlType::Q8_0};
   for (int i = 1; i < argc; ++i) {
     if (auto isa = parse_cpu_isa(argv[i])) isas.push_back(*isa);
     if (std::strcmp(argv[i], "decode") == 0) toks = {1};
     if (std::strcmp(argv[i], "prefill") == 0) toks = {512};
+    if (auto t = type_from_name(argv[i])) types = {*t};
   }
   if (isas.empty()) isas.push_back(best_cpu_isa());
   struct Shape {
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
   std::printf("%-7s %-6s %5s %5s %4s %3s %10s %9s %8s\n", "isa", "type", "n_in", "n_out", "tok",
               "thr", "ms", "GFLOP/s", "GB/s(W)");
   for (CpuIsa isa : isas) {
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q4_1, GgmlType::Q8_0}) {
+    for (GgmlType t : types) {
       for (const Shape& s : shapes) {
         if (s.n_in % traits(t).block_elems) continue;
         for (int64_t n_tok : toks) {

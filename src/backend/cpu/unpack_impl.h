@@ -29,6 +29,9 @@ typedef uint8_t u8x16 __attribute__((vector_size(16), aligned(1)));
 typedef uint8_t u8x32 __attribute__((vector_size(32), aligned(1)));
 typedef float f32x4 __attribute__((vector_size(16), aligned(4)));
 typedef float f32x8 __attribute__((vector_size(32), aligned(4)));
+typedef float f32x16 __attribute__((vector_size(64), aligned(4)));
+typedef uint8_t u8x8 __attribute__((vector_size(8), aligned(1)));
+typedef int8_t i8x16 __attribute__((vector_size(16), aligned(1)));
 
 template <typename V>
 inline V load_v(const void* p) {
@@ -165,10 +168,26 @@ inline void unpack_q3_k(const BlockQ3_K& b, uint8_t* q, float* ls, float* mn, in
   }
 }
 
-// Q4_K and Q5_K share the scale packing; qh is null for Q4_K.
+// Q4_K and Q5_K share the scale packing (quant/k_scales.h); qh is null for Q4_K. The 8 six-bit
+// (scale, min) pairs are decoded four at a time in 32-bit words, then each pair covers two
+// 16-element groups.
 inline void unpack_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs,
                          const uint8_t* qh, uint8_t* q, float* ls, float* mn, int64_t e) {
   const float d = h2f(d16), dmin = h2f(dmin16);
+  uint32_t a[3];
+  std::memcpy(a, scales, 12);
+  const uint32_t sc_w[2] = {a[0] & 0x3F3F3F3Fu, (a[2] & 0x0F0F0F0Fu) | ((a[0] >> 2) & 0x30303030u)};
+  const uint32_t m_w[2] = {a[1] & 0x3F3F3F3Fu,
+                           ((a[2] >> 4) & 0x0F0F0F0Fu) | ((a[1] >> 2) & 0x30303030u)};
+  u8x8 sc8, m8;
+  std::memcpy(&sc8, sc_w, 8);
+  std::memcpy(&m8, m_w, 8);
+  const f32x8 scf = __builtin_convertvector(sc8, f32x8) * d;
+  const f32x8 mf = __builtin_convertvector(m8, f32x8) * -dmin;
+  store_v(ls + e / 16,
+          __builtin_shufflevector(scf, scf, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+  store_v(mn + e / 16,
+          __builtin_shufflevector(mf, mf, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
   const u8x32 h = qh ? load_v<u8x32>(qh) : u8x32{};
   for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles of 32 bytes, then high nibbles
     const u8x32 v = load_v<u8x32>(qs + j * 32);
@@ -179,12 +198,6 @@ inline void unpack_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t* scales, c
     }
     store_v(q + e + j * 64, lo);
     store_v(q + e + j * 64 + 32, hi);
-    for (int half = 0; half < 2; ++half) {
-      int sc, m;
-      unpack_k_scale_min(scales, 2 * j + half, &sc, &m);
-      fill_scales(ls, mn, e + j * 64 + half * 32, 32, d * static_cast<float>(sc),
-                  -dmin * static_cast<float>(m));
-    }
   }
 }
 
@@ -198,11 +211,10 @@ inline void unpack_q6_k(const BlockQ6_K& b, uint8_t* q, float* ls, float* mn, in
     store_v(q + o + 32, (l1 & 0xF) | ((h >> 2) & 3) << 4);
     store_v(q + o + 64, (l0 >> 4) | ((h >> 4) & 3) << 4);
     store_v(q + o + 96, (l1 >> 4) | ((h >> 6) & 3) << 4);
-    for (int g = 0; g < 8; ++g) {
-      const float dl = d * static_cast<float>(b.scales[n * 8 + g]);
-      fill_scales(ls, mn, o + g * 16, 16, dl, -32.0f * dl);
-    }
   }
+  const f32x16 dl = __builtin_convertvector(load_v<i8x16>(b.scales), f32x16) * d;
+  store_v(ls + e / 16, dl);
+  store_v(mn + e / 16, dl * -32.0f);
 }
 
 inline void unpack_iq4_xs(const BlockIQ4_XS& b, uint8_t* q, float* ls, float* mn, int64_t e) {
