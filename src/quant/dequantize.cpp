@@ -10,6 +10,12 @@
 #include "quant/half.h"
 #include "quant/k_scales.h"
 
+// Bit-exactness needs every multiply and add rounded separately: no fused multiply-add. GCC
+// never contracts in ISO C++ mode (the build uses -std=c++20); clang needs telling.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 namespace t9 {
 namespace {
 

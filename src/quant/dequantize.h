@@ -3,8 +3,9 @@
 // Results are bit-exact with ggml's scalar dequantize_row_* and with gguf-py's gguf.quants
 // (tests/py/quant/test_quants.py checks this on fresh random blocks). Exactness depends on the
 // order of float operations, e.g. Q4_K is (d * sc) * q - (dmin * m), each step rounded to float;
-// this file must therefore never be built with FMA contraction (-ffp-contract=fast together with
-// -mfma), which the build guarantees by compiling it as portable ISO C++ (contraction off).
+// the implementation must never fuse multiply-adds: it is portable ISO C++ (GCC does not contract
+// there) and turns contraction off for clang. Backends that use FMA will differ in the last bit
+// and must compare with a tolerance, or order their operations the same way without fusing.
 #pragma once
 
 #include <cstddef>

@@ -12,6 +12,12 @@
 #include "quant/k_scales.h"
 #include "quant/quantize.h"
 
+// Bit-exactness needs every multiply and add rounded separately: no fused multiply-add. GCC
+// never contracts in ISO C++ mode (the build uses -std=c++20); clang needs telling.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 namespace t9 {
 namespace {
 
