@@ -7,6 +7,7 @@ namespace t9::chat {
 
 Result<ChatOutputParser> ChatOutputParser::create(ChatParserConfig config, ToolSet tools) {
   T9_ASSIGN_OR_RETURN(auto dialect, make_tool_call_dialect(config.tool_dialect));
+  if (!config.make_call_id) config.make_call_id = default_call_id_fn(config.tool_dialect);
   auto shared_tools = std::make_shared<const ToolSet>(std::move(tools));
   auto stream = std::make_unique<ToolCallStream>(std::move(dialect), std::move(shared_tools),
                                                  std::move(config.make_call_id));

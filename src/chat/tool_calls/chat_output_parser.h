@@ -25,7 +25,7 @@ namespace t9::chat {
 struct ChatParserConfig {
   std::string tool_dialect = "none";  // see dialects.h
   ReasoningConfig reasoning;
-  CallIdFn make_call_id;  // empty: random_call_id
+  CallIdFn make_call_id;  // empty: the dialect's default_call_id_fn
 };
 
 class ChatOutputParser {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "chat/tool_calls/hermes_dialect.h"
+#include "chat/tool_calls/mistral_dialect.h"
 #include "chat/tool_calls/qwen_xml_dialect.h"
 
 namespace t9::chat {
@@ -33,7 +34,12 @@ constexpr DialectEntry kDialects[] = {
     {"none", make<NoToolCalls>},
     {"hermes", make<HermesDialect>},
     {"qwen_xml", make<QwenXmlDialect>},
+    {"mistral", make<MistralDialect>},
 };
+
+std::string mistral_call_id(std::size_t /*index*/) {
+  return random_alnum(9);
+}
 
 }  // namespace
 
@@ -43,6 +49,21 @@ Result<std::unique_ptr<ToolCallDialect>> make_tool_call_dialect(std::string_view
   }
   return error("tool-call dialect '{}': unknown (known: {})", name,
                fmt::join(tool_call_dialect_names(), ", "));
+}
+
+CallIdFn default_call_id_fn(std::string_view dialect) {
+  if (dialect == "mistral") return mistral_call_id;
+  return random_call_id;
+}
+
+std::string_view detect_tool_call_dialect(std::string_view chat_template) {
+  const auto has = [&](std::string_view s) {
+    return chat_template.find(s) != std::string_view::npos;
+  };
+  if (has("<function=") && has("<parameter=")) return "qwen_xml";
+  if (has("<tool_call>")) return "hermes";
+  if (has("[TOOL_CALLS]")) return "mistral";
+  return "none";
 }
 
 std::vector<std::string_view> tool_call_dialect_names() {

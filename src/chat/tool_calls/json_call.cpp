@@ -115,15 +115,48 @@ Result<JsonCall> parse_json_call(std::string_view text, const ToolSet& tools) {
     }
   }
   if (tool == nullptr) return error("tool call: missing \"name\"");
-  auto args = split_json_object(arguments_text);
+  auto args = build_json_arguments(arguments_text, *tool);
   if (!args.ok()) return error("tool call '{}' arguments: {}", name, args.message());
+  return JsonCall{name, std::move(args).value()};
+}
+
+Result<std::string> build_json_arguments(std::string_view object_text, const ToolSpec& tool) {
+  T9_ASSIGN_OR_RETURN(auto members, split_json_object(object_text));
   ordered_json object = ordered_json::object();
-  for (const auto& m : *args) {
+  for (const auto& m : members) {
     if (object.contains(m.key)) continue;
     object[m.key] = coerce_json_value(parse_or_discarded(m.raw_value), m.raw_value,
-                                      tool->property_schema(m.key));
+                                      tool.property_schema(m.key));
   }
-  return JsonCall{name, object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+  return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<std::vector<std::string_view>> split_json_array(std::string_view s) {
+  std::size_t i = skip_space(s, 0);
+  if (i >= s.size() || s[i] != '[') return error("offset {}: expected '['", i);
+  std::vector<std::string_view> elements;
+  i = skip_space(s, i + 1);
+  if (i < s.size() && s[i] == ']') {
+    if (skip_space(s, i + 1) != s.size()) return error("offset {}: text after the array", i + 1);
+    return elements;
+  }
+  while (true) {
+    const std::size_t end = skip_json_value(s, i);
+    if (end == std::string_view::npos) return error("offset {}: incomplete element", i);
+    if (parse_or_discarded(s.substr(i, end - i)).is_discarded()) {
+      return error("offset {}: invalid element", i);
+    }
+    elements.push_back(s.substr(i, end - i));
+    i = skip_space(s, end);
+    if (i < s.size() && s[i] == ',') {
+      i = skip_space(s, i + 1);
+      continue;
+    }
+    if (i < s.size() && s[i] == ']') break;
+    return error("offset {}: expected ',' or ']'", i);
+  }
+  if (skip_space(s, i + 1) != s.size()) return error("offset {}: text after the array", i + 1);
+  return elements;
 }
 
 }  // namespace t9::chat

@@ -31,6 +31,13 @@ struct JsonCall {
   std::string arguments;  // compact JSON object, members in order of appearance
 };
 
+// The compact arguments JSON of `tool` from the text of a JSON object, members in order, coerced
+// by coerce_json_value; a repeated argument keeps its first value.
+Result<std::string> build_json_arguments(std::string_view object_text, const ToolSpec& tool);
+
+// Splits a JSON array into the source text of its elements, in order.
+Result<std::vector<std::string_view>> split_json_array(std::string_view text);
+
 // Parses {"name": "f", "arguments": {...}} ("parameters" is accepted for "arguments"; the
 // arguments may also be a JSON string holding the object). The tool must be in `tools`.
 // Arguments are coerced by coerce_json_value; a repeated argument keeps its first value.

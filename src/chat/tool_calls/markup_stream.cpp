@@ -6,14 +6,18 @@
 
 namespace t9::chat {
 
-std::string random_call_id(std::size_t /*index*/) {
+std::string random_alnum(std::size_t n) {
   static constexpr std::string_view kAlphabet =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_int_distribution<std::size_t> pick(0, kAlphabet.size() - 1);
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
-  return id;
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) out += kAlphabet[pick(rng)];
+  return out;
+}
+
+std::string random_call_id(std::size_t /*index*/) {
+  return "call_" + random_alnum(24);
 }
 
 CallSink::CallSink(std::shared_ptr<const ToolSet> tools, CallIdFn make_id)

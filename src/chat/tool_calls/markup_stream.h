@@ -24,6 +24,8 @@ namespace t9::chat {
 
 // Makes the id of the index-th tool call of a message.
 using CallIdFn = std::function<std::string(std::size_t index)>;
+// `n` random alphanumerics (call ids need to be unique, not secret).
+std::string random_alnum(std::size_t n);
 // "call_" + 24 random alphanumerics, as OpenAI's ids look.
 std::string random_call_id(std::size_t index);
 

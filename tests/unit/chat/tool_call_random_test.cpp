@@ -43,6 +43,10 @@ constexpr std::string_view kFragments[] = {
     "<think>",
     "</think>",
     "text",
+    "[TOOL_CALLS]",
+    "[ARGS]",
+    "get_weather",
+    "[TOOL_CALLS]get_weather[ARGS]{\"days\": 5}",
     // Whole calls, so that a good share of texts contain real calls to cut through.
     "<tool_call>\n<function=get_weather>\n<parameter=city>\nSão Paulo\n</parameter>\n"
     "<parameter=days>\n4\n</parameter>\n</function>\n</tool_call>",
@@ -103,7 +107,7 @@ ParsedMessage run(const std::string& dialect, bool in_reasoning, const std::stri
 
 TEST(ToolCallRandom, ChunkingNeverChangesTheResult) {
   std::mt19937 rng(20261129);  // fixed: failures must reproduce
-  for (const char* dialect : {"qwen_xml", "hermes", "none"}) {
+  for (const char* dialect : {"qwen_xml", "hermes", "mistral", "none"}) {
     int n_with_calls = 0;
     for (int n = 0; n < 300; ++n) {
       const std::string text = random_text(rng);

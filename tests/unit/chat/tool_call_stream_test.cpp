@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "chat/tool_calls/chat_output_parser.h"
+#include "chat/tool_calls/dialects.h"
 
 namespace t9::chat {
 namespace {
@@ -183,6 +184,35 @@ TEST(ToolCallStream, RandomIdsLookLikeOpenAiIds) {
   EXPECT_TRUE(ev[0].id.starts_with("call_"));
   EXPECT_NE(ev[0].id, ev[3].id);
   EXPECT_EQ(ev[3].index, 1u);
+}
+
+TEST(ToolCallStream, MistralIdsAreNineAlphanumerics) {
+  auto p = ChatOutputParser::create(ChatParserConfig{"mistral", {}, {}}, weather_tools());
+  ASSERT_TRUE(p.ok());
+  std::vector<ChatEvent> ev;
+  p->feed(R"([TOOL_CALLS]get_weather[ARGS]{"city": "Paris"})", ev);
+  p->finish(ev);
+  ASSERT_EQ(ev.size(), 3u);
+  ASSERT_EQ(ev[0].id.size(), 9u);
+  for (char c : ev[0].id) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << ev[0].id;
+}
+
+TEST(ToolCallDialects, DetectedFromTemplateMarkup) {
+  // Fragments of the tool-call sections of each family's template, written for this test.
+  EXPECT_EQ(detect_tool_call_dialect("{{- '<tool_call>\n<function=' + tool_call.name + '>\n' }}"
+                                     "{{- '<parameter=' + args_name + '>\n' }}"),
+            "qwen_xml");
+  EXPECT_EQ(detect_tool_call_dialect(
+                "{{- '<tool_call>\n{\"name\": \"' }}{{- tool_call.name }}{{- '</tool_call>' }}"),
+            "hermes");
+  EXPECT_EQ(detect_tool_call_dialect("{{- '[TOOL_CALLS]' + tool.function.name + '[ARGS]' }}"),
+            "mistral");
+  EXPECT_EQ(detect_tool_call_dialect("{{ bos_token }}{% for m in messages %}{% endfor %}"), "none");
+  for (auto name : tool_call_dialect_names()) {
+    auto d = make_tool_call_dialect(name);
+    ASSERT_TRUE(d.ok()) << name;
+    EXPECT_EQ((*d)->name(), name);
+  }
 }
 
 }  // namespace
