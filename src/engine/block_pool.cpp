@@ -15,15 +15,23 @@ BlockPool::BlockPool(const BlockPoolConfig& config, GrowFn grow)
   if (config_.initial_blocks > 0) grow_for(config_.initial_blocks);
 }
 
-// Grows storage so that at least n_needed_uncached more uncached blocks exist, in chunks.
-// New blocks join the uncached tail in id order.
+// Grows storage so that at least n_needed_uncached more uncached blocks exist, by a chunk when
+// possible. New blocks join the uncached tail in id order. When even the needed amount fails,
+// the cap drops just below it: every failure lowers the cap, and smaller requests still grow.
 bool BlockPool::grow_for(int n_needed_uncached) {
-  int room = max_blocks_ - n_blocks();
-  if (n_needed_uncached <= 0 || room <= 0) return n_needed_uncached <= 0;
-  int n_new = std::min(room, std::max(n_needed_uncached, config_.grow_chunk_blocks));
-  int old = n_blocks();
-  if (grow_ && !grow_(old + n_new)) {
-    max_blocks_ = old;  // out of memory: stop growing, evict instead
+  const int old = n_blocks();
+  const int room = max_blocks_ - old;
+  if (n_needed_uncached <= 0) return true;
+  if (room <= 0) return false;
+  const int want = std::min(room, n_needed_uncached);
+  const int chunk = std::min(room, std::max(n_needed_uncached, config_.grow_chunk_blocks));
+  int n_new = 0;
+  if (!grow_ || grow_(old + chunk)) {
+    n_new = chunk;
+  } else if (want < chunk && grow_(old + want)) {
+    n_new = want;
+  } else {
+    max_blocks_ = old + want - 1;
     return false;
   }
   blocks_.resize(old + n_new);

@@ -30,7 +30,7 @@ struct BlockPoolConfig {
 };
 
 // Asks the model runner to back n_blocks_total blocks (ids [0, n_blocks_total)); false = no
-// memory, and the pool stops growing (max_blocks becomes the current size).
+// memory for that many: the pool retries with only what it needs, then lowers max_blocks.
 using GrowFn = std::function<bool(int n_blocks_total)>;
 
 class BlockPool {

@@ -70,14 +70,27 @@ TEST(BlockPool, FailedGrowthCapsThePool) {
   Ids got;
   ASSERT_TRUE(pool.take(4, &got));
   EXPECT_FALSE(pool.take(1, &got));
-  EXPECT_EQ(rec.calls, (std::vector<int>{4, 8}));
+  EXPECT_EQ(rec.calls, (std::vector<int>{4, 8, 5}));  // a chunk, then just the one block
   EXPECT_EQ(pool.max_blocks(), 4);
   EXPECT_EQ(pool.n_available(), 0);
   pool.unref(2);
   got.clear();
   ASSERT_TRUE(pool.take(1, &got));
   EXPECT_EQ(got, (Ids{2}));
-  EXPECT_EQ(rec.calls.size(), 2u);  // no second attempt to grow
+  EXPECT_EQ(rec.calls.size(), 3u);  // at the cap: no more attempts to grow
+}
+
+TEST(BlockPool, FailedLargeGrowthStillLetsSmallerRequestsGrow) {
+  Recorder rec;
+  rec.limit = 8;
+  BlockPool pool(config(8, 64), rec.fn());
+  Ids got;
+  EXPECT_FALSE(pool.take(10, &got));  // 10 blocks cannot be backed
+  EXPECT_EQ(rec.calls, (std::vector<int>{10}));
+  EXPECT_EQ(pool.max_blocks(), 9);
+  ASSERT_TRUE(pool.take(3, &got));
+  EXPECT_EQ(rec.calls, (std::vector<int>{10, 8}));
+  EXPECT_EQ(got, (Ids{0, 1, 2}));
 }
 
 TEST(BlockPool, UncachedFreeBlocksGoFirstCachedOnesWaitInLruOrder) {

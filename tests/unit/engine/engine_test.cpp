@@ -1,0 +1,296 @@
+// Engine tests over FakeModelRunner, whose logits come from the token history it reads back from
+// its fake KV: outputs equal FakeModelRunner::reference_generate (the history given directly)
+// only if every block table, position and prefix hit was right.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include "engine/token_channel.h"
+#include "unit/engine/engine_harness.h"
+
+namespace t9::engine {
+namespace {
+
+using testing::FakeModelRunner;
+using testing::greedy;
+using testing::Harness;
+using testing::kVocab;
+using testing::prompt_of;
+using testing::test_config;
+
+std::vector<TokenId> oracle(const std::vector<TokenId>& prompt, int n) {
+  return FakeModelRunner::reference_generate(prompt, n, kVocab);
+}
+
+TEST(Engine, GreedyOutputMatchesTheOracle) {
+  Harness h;
+  auto p = prompt_of(10, 1);
+  uint64_t id = h.submit(greedy(p, 12));
+  h.run();
+  const auto& r = h.result(id);
+  EXPECT_EQ(r.tokens, oracle(p, 12));
+  EXPECT_EQ(r.finish, FinishReason::kLength);
+  EXPECT_EQ(r.usage.n_prompt_tokens, 10);
+  EXPECT_EQ(r.usage.n_generated_tokens, 12);
+  EXPECT_EQ(r.n_events_after_finish, 0);
+  // Every prompt token once, every generated token but the last once.
+  EXPECT_EQ(h.runner.n_tokens_computed, 10 + 11);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+}
+
+TEST(Engine, ChunkedPrefillGivesTheSameTokens) {
+  auto p = prompt_of(300, 2);
+  for (int chunk : {16, 128, 1000}) {
+    Harness h(test_config(256, chunk, 512));
+    uint64_t id = h.submit(greedy(p, 8));
+    int n_steps = h.engine->run_until_idle(1000);
+    EXPECT_EQ(h.result(id).tokens, oracle(p, 8)) << "chunk " << chunk;
+    EXPECT_EQ(h.runner.n_tokens_computed, 300 + 7) << "chunk " << chunk;
+    // ceil(300 / chunk) prompt steps (the last one samples token 1) + 7 decode steps.
+    EXPECT_EQ(n_steps, (300 + chunk - 1) / chunk + 7) << "chunk " << chunk;
+  }
+}
+
+TEST(Engine, BatchedRequestsProduceWhatEachProducesAlone) {
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    GenerateRequest r = greedy(prompt_of(5 + 9 * i, 10 + i), 6 + i);
+    if (i % 2) {  // seeded sampling: the request's own RNG, whatever else is in the batch
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 1000 + i;
+    }
+    reqs.push_back(r);
+  }
+  std::vector<std::vector<TokenId>> alone;
+  for (const auto& r : reqs) {
+    Harness h;
+    uint64_t id = h.submit(r);
+    h.run();
+    alone.push_back(h.result(id).tokens);
+  }
+  Harness h(test_config(256, 16, 40));  // a small budget so batches mix prefill and decode
+  std::vector<uint64_t> ids;
+  for (const auto& r : reqs) ids.push_back(h.submit(r));
+  h.run();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(h.result(ids[i]).tokens, alone[i]) << "request " << i;
+    EXPECT_EQ(h.result(ids[i]).tokens.size(), static_cast<size_t>(reqs[i].max_tokens));
+  }
+  for (size_t i = 0; i < reqs.size(); i += 2) EXPECT_EQ(alone[i], oracle(reqs[i].prompt, 6 + i));
+}
+
+TEST(Engine, WarmPrefixCacheGivesTheSameTokensAndComputesOnlyTheSuffix) {
+  Harness h;
+  auto p = prompt_of(41, 3);
+  uint64_t cold = h.submit(greedy(p, 5));
+  h.run();
+  int64_t cold_computed = h.runner.n_tokens_computed;
+  EXPECT_EQ(cold_computed, 41 + 4);
+  uint64_t warm = h.submit(greedy(p, 5));
+  h.run();
+  EXPECT_EQ(h.result(warm).tokens, h.result(cold).tokens);
+  EXPECT_EQ(h.result(warm).tokens, oracle(p, 5));
+  // 10 full blocks (40 tokens) are cached; token 41 is recomputed for its logits.
+  EXPECT_EQ(h.result(warm).usage.n_cached_prompt_tokens, 40);
+  EXPECT_EQ(h.result(cold).usage.n_cached_prompt_tokens, 0);
+  EXPECT_EQ(h.runner.n_tokens_computed - cold_computed, 1 + 4);
+  EXPECT_EQ(h.engine->stats().n_cached_prompt_tokens, 40);
+  // A different suffix after a shared 20-token head reuses the 5 head blocks.
+  auto q = p;
+  q.resize(20);
+  for (int i = 0; i < 9; ++i) q.push_back(static_cast<TokenId>(i * 5 % kVocab));
+  uint64_t branch = h.submit(greedy(q, 3));
+  h.run();
+  EXPECT_EQ(h.result(branch).usage.n_cached_prompt_tokens, 20);
+  EXPECT_EQ(h.result(branch).tokens, oracle(q, 3));
+}
+
+TEST(Engine, NoPrefixCacheSwitchRecomputesEverything) {
+  auto cfg = test_config();
+  cfg.kv.enable_prefix_cache = false;
+  Harness h(cfg);
+  auto p = prompt_of(41, 3);
+  h.submit(greedy(p, 5));
+  h.run();
+  uint64_t again = h.submit(greedy(p, 5));
+  h.run();
+  EXPECT_EQ(h.result(again).usage.n_cached_prompt_tokens, 0);
+  EXPECT_EQ(h.runner.n_tokens_computed, 2 * (41 + 4));
+  EXPECT_EQ(h.result(again).tokens, oracle(p, 5));
+}
+
+TEST(Engine, PreemptionUnderMemoryPressureKeepsOutputsExact) {
+  Harness h(test_config(/*max_blocks=*/24, 32, 64));  // 96 tokens of KV for 4 x 45 tokens
+  std::vector<uint64_t> ids;
+  std::vector<std::vector<TokenId>> prompts;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(prompt_of(15, 20 + i));
+    ids.push_back(h.submit(greedy(prompts.back(), 30)));
+  }
+  h.run();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(h.result(ids[i]).tokens, oracle(prompts[i], 30)) << "request " << i;
+    EXPECT_EQ(h.result(ids[i]).finish, FinishReason::kLength);
+  }
+  EXPECT_GT(h.engine->stats().n_preemptions, 0);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+}
+
+TEST(Engine, CancellationFreesBlocksWithinOneStep) {
+  Harness h;
+  auto req = greedy(prompt_of(20, 4), 100);
+  auto flag = req.cancelled;
+  uint64_t id = h.submit(req);
+  uint64_t other = h.submit(greedy(prompt_of(9, 5), 3));
+  for (int i = 0; i < 3; ++i) h.engine->step();
+  EXPECT_GT(h.engine->stats().kv_blocks_used, 0);
+  flag->store(true);
+  h.engine->step();
+  EXPECT_EQ(h.result(id).finish, FinishReason::kCancelled);
+  EXPECT_EQ(h.result(id).tokens.size(), 3u);  // one token per step before the cancel
+  EXPECT_EQ(h.result(other).finish, FinishReason::kLength);
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  // Cancelled before it ever ran: one event, no tokens.
+  auto late = greedy(prompt_of(9, 6), 5);
+  late.cancelled->store(true);
+  uint64_t never = h.submit(late);
+  h.run();
+  EXPECT_EQ(h.result(never).finish, FinishReason::kCancelled);
+  EXPECT_TRUE(h.result(never).tokens.empty());
+  EXPECT_EQ(h.runner.n_tokens_computed, 20 + 2 + 9 + 2);
+}
+
+TEST(Engine, StopTokenIdsAndStopHookFinishWithStop) {
+  Harness h;
+  auto p = prompt_of(12, 7);
+  auto expect = oracle(p, 10);
+  auto r = greedy(p, 10);
+  r.stop_token_ids = {expect[3]};
+  // The first occurrence of expect[3] ends the request, stop token included.
+  size_t first = std::find(expect.begin(), expect.end(), expect[3]) - expect.begin();
+  uint64_t a = h.submit(r);
+  auto r2 = greedy(p, 10);
+  int seen = 0;
+  r2.stop_hook = [&seen](TokenId) { return ++seen == 2; };
+  uint64_t b = h.submit(r2);
+  h.run();
+  EXPECT_EQ(h.result(a).finish, FinishReason::kStop);
+  EXPECT_EQ(h.result(a).tokens, std::vector<TokenId>(expect.begin(), expect.begin() + first + 1));
+  EXPECT_EQ(h.result(b).finish, FinishReason::kStop);
+  EXPECT_EQ(h.result(b).tokens, std::vector<TokenId>(expect.begin(), expect.begin() + 2));
+}
+
+TEST(Engine, LogprobsAreTheModelsLogSoftmax) {
+  Harness h;
+  auto p = prompt_of(6, 8);
+  auto r = greedy(p, 1);
+  r.logprobs = true;
+  uint64_t id = h.submit(r);
+  h.run();
+  std::vector<float> l(kVocab);
+  FakeModelRunner::reference_logits(p, kVocab, l.data());
+  double sum = 0;
+  for (float x : l) sum += std::exp(static_cast<double>(x));
+  TokenId t = h.result(id).tokens.at(0);
+  EXPECT_NEAR(h.result(id).logprobs.at(0), l[t] - std::log(sum), 1e-5);
+}
+
+TEST(Engine, SubmitRejectsBadRequestsNamingTheField) {
+  Harness h(test_config(/*max_blocks=*/8));
+  auto msg = [&](GenerateRequest r) {
+    auto res = h.engine->submit(std::move(r));
+    return res.ok() ? std::string("ok") : res.message();
+  };
+  EXPECT_EQ(msg(greedy({}, 4)), "prompt: must contain at least one token");
+  EXPECT_EQ(msg(greedy({1, 99}, 4)), "prompt[1]: token id 99 outside the vocabulary [0, 64)");
+  EXPECT_EQ(msg(greedy({1}, 0)), "max_tokens: must be >= 1, got 0");
+  EXPECT_EQ(msg(greedy({1, 2}, 31)),
+            "max_tokens: prompt (2 tokens) + max_tokens (31) exceeds the context of 32 tokens");
+  auto r = greedy({1}, 4);
+  r.sampling.top_p = 0.0f;
+  EXPECT_EQ(msg(r), "top_p: must be in (0, 1], got 0");
+  r = greedy({1}, 4);
+  r.sampling.logit_bias = {{3, 1.0f}, {64, 1.0f}};
+  EXPECT_EQ(msg(r), "logit_bias[1]: token id 64 outside the vocabulary [0, 64)");
+  EXPECT_EQ(msg(greedy({1, 2}, 30)), "ok");
+}
+
+TEST(Engine, ModelFailureFailsTheBatchAndFreesItsBlocks) {
+  Harness h;
+  uint64_t a = h.submit(greedy(prompt_of(9, 9), 5));
+  h.engine->step();
+  h.runner.fail_next_run = true;
+  h.engine->step();
+  EXPECT_EQ(h.result(a).finish, FinishReason::kError);
+  EXPECT_EQ(h.result(a).error, "model run failed: injected failure");
+  EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  uint64_t b = h.submit(greedy(prompt_of(9, 9), 5));
+  h.run();
+  EXPECT_EQ(h.result(b).tokens, oracle(prompt_of(9, 9), 5));
+}
+
+TEST(Engine, OutOfDeviceMemoryFailsOnlyWhatCannotFit) {
+  Harness h(test_config(/*max_blocks=*/64));
+  h.runner.grow_limit_blocks = 8;  // the runner cannot back more than 8 blocks (32 tokens)
+  uint64_t big = h.submit(greedy(prompt_of(40, 10), 2));
+  uint64_t small = h.submit(greedy(prompt_of(10, 11), 2));
+  h.run();
+  EXPECT_EQ(h.result(big).finish, FinishReason::kError);
+  EXPECT_EQ(h.result(big).error, "the request does not fit in the KV cache");
+  EXPECT_EQ(h.result(small).tokens, oracle(prompt_of(10, 11), 2));
+  EXPECT_EQ(h.engine->stats().kv_blocks_total, 8);
+}
+
+TEST(Engine, StatsCountBlocksAndTokens) {
+  Harness h;
+  h.submit(greedy(prompt_of(17, 12), 4));
+  h.run();
+  EngineStats s = h.engine->stats();
+  EXPECT_EQ(s.n_requests, 1);
+  EXPECT_EQ(s.n_prompt_tokens, 17);
+  EXPECT_EQ(s.n_generated_tokens, 4);
+  EXPECT_EQ(s.n_computed_tokens, 17 + 3);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_cached, 5);  // 20 computed tokens = 5 full blocks
+  EXPECT_EQ(s.kv_blocks_total, 8);   // one growth chunk
+  EXPECT_EQ(s.kv_blocks_free, 256);
+  EXPECT_EQ(s.n_waiting, 0);
+  EXPECT_EQ(s.n_running, 0);
+}
+
+TEST(Engine, EngineThreadServesConcurrentSubmitters) {
+  testing::FakeModelRunner runner(kVocab, testing::kBlock);
+  Engine engine(test_config(64, 32, 64), runner);
+  engine.start();
+  constexpr int kThreads = 4;
+  std::vector<std::vector<TokenId>> got(kThreads);
+  std::vector<FinishReason> finish(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto ch = TokenChannel::create();
+      auto r = greedy(prompt_of(10 + t, 30 + t), 20);
+      r.on_event = ch->callback();
+      ASSERT_TRUE(engine.submit(std::move(r)).ok());
+      TokenEvent ev;
+      while (ch->pop(&ev, std::chrono::seconds(10))) {
+        if (ev.token >= 0) got[t].push_back(ev.token);
+        if ((finish[t] = ev.finish) != FinishReason::kNone) break;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  engine.stop();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(finish[t], FinishReason::kLength);
+    EXPECT_EQ(got[t], oracle(prompt_of(10 + t, 30 + t), 20)) << "thread " << t;
+  }
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+}  // namespace
+}  // namespace t9::engine
