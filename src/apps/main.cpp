@@ -1,5 +1,7 @@
 // tempo9 — an LLM inference server for agents. Subcommands live in src/apps/cmd_*.cpp.
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <map>
 #include <memory>
 #include <vector>
@@ -30,8 +32,14 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(cmd.name, cmd.description);
     runners[sub] = cmd.setup(*sub);
   }
+  // The seed's spelling `tempo9 --gguf MODEL --port 11435` means `tempo9 serve --gguf ...`.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0].starts_with("-") && args[0] != "-h" && args[0] != "--help" &&
+      args[0] != "--version")
+    args.insert(args.begin(), "serve");
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments in reverse order
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

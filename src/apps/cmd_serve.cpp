@@ -1,0 +1,201 @@
+// `tempo9 serve -m MODEL.gguf [--host H] [--port P] ...`: loads the model on the CPU backend, starts
+// the engine thread, and serves OpenAI, Anthropic and Ollama on one port until SIGINT/SIGTERM.
+// The seed's spelling `tempo9 --gguf MODEL --port 11435` is the same command (see main.cpp).
+#include <signal.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "apps/command.h"
+#include "backend/cpu/cpu_backend.h"
+#include "chat/chat_template.h"
+#include "core/log.h"
+#include "model/engine_runner.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace t9::apps {
+namespace {
+
+struct ServeOptions {
+  std::string model_path;
+  server::ServerConfig server;
+  int ctx = 0;                // 0: the model's training context
+  int threads = 0;
+  int max_seqs = 64;
+  int max_batch_tokens = 2048;
+  int prefill_chunk = 512;
+  int kv_block_size = 16;
+  std::string kv_memory = "0.5";  // bytes (suffix K/M/G) or a fraction of RAM
+  bool no_prefix_cache = false;
+};
+
+// "8G", "512M", "1073741824" or a fraction of physical RAM ("0.5").
+Result<size_t> parse_memory(const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || !(v > 0)) return error("--kv-memory: '{}' is not a size", s);
+  const std::string suffix(end);
+  if (suffix.empty() && v <= 1.0) {
+    struct sysinfo si {};
+    sysinfo(&si);
+    return static_cast<size_t>(v * static_cast<double>(si.totalram) * si.mem_unit);
+  }
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return error("--kv-memory: unknown suffix '{}'", suffix);
+  return static_cast<size_t>(v * mult);
+}
+
+// Picks the tool-call dialect the chat template teaches the model.
+std::string dialect_from_template(const std::string& tmpl) {
+  if (tmpl.find("<function=") != std::string::npos) return "qwen_xml";
+  if (tmpl.find("<tool_call>") != std::string::npos) return "hermes";
+  return "none";
+}
+
+std::string quant_label(const gguf::GgufFile& f) {
+  static const char* kFileTypes[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_1_SOME_F16", "Q4_2", "Q4_3",
+                                     "Q8_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L",
+                                     "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K"};
+  const uint32_t ft = f.get_or<uint32_t>("general.file_type", 999);
+  if (ft < std::size(kFileTypes)) return kFileTypes[ft];
+  if (ft == 32) return "BF16";
+  return "unknown";
+}
+
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+int serve(ServeOptions& opt) {
+  ::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not kill the server
+  CpuBackend backend(CpuBackendConfig{opt.threads, std::nullopt});
+  model::ModelConfig mcfg;
+  mcfg.kv_block_size = opt.kv_block_size;
+  T9_LOG_INFO("loading {}", opt.model_path);
+  auto model = model::Model::load(opt.model_path, backend, mcfg);
+  if (!model.ok()) {
+    std::fprintf(stderr, "tempo9 serve: %s\n", model.message().c_str());
+    return 1;
+  }
+  model::Model& m = **model;
+  auto tokenizer = tok::Tokenizer::from_gguf(m.file());
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "tempo9 serve: %s\n", tokenizer.message().c_str());
+    return 1;
+  }
+  const tok::Tokenizer& tk = *tokenizer;
+  const std::string tmpl_src = m.file().get_or<std::string>("tokenizer.chat_template", "");
+  std::optional<chat::ChatTemplate> tmpl;
+  if (!tmpl_src.empty()) {
+    const auto& v = tk.vocab();
+    auto text_of = [&](tok::TokenId id) { return id >= 0 ? v.texts[static_cast<size_t>(id)] : std::string(); };
+    auto t = chat::ChatTemplate::create(tmpl_src, {text_of(v.bos), text_of(v.eos), text_of(v.unk), text_of(v.pad)});
+    if (!t.ok()) {
+      std::fprintf(stderr, "tempo9 serve: chat template: %s\n", t.message().c_str());
+      return 1;
+    }
+    tmpl.emplace(std::move(t).value());
+  }
+
+  const int n_ctx = opt.ctx > 0 ? opt.ctx : m.hparams().n_ctx_train;
+  auto kv_bytes = parse_memory(opt.kv_memory);
+  if (!kv_bytes.ok()) {
+    std::fprintf(stderr, "tempo9 serve: %s\n", kv_bytes.message().c_str());
+    return 2;
+  }
+  const auto& hp = m.hparams();
+  const size_t bytes_per_block = 2ull * hp.n_layer * hp.n_head_kv * hp.head_dim * opt.kv_block_size *
+                                 traits(mcfg.kv_type).block_bytes;
+  engine::EngineConfig ecfg;
+  ecfg.max_context_tokens = n_ctx;
+  ecfg.scheduler.max_seqs = opt.max_seqs;
+  ecfg.scheduler.max_batch_tokens = opt.max_batch_tokens;
+  ecfg.scheduler.prefill_chunk_tokens = opt.prefill_chunk;
+  ecfg.kv.pool.block_size_tokens = opt.kv_block_size;
+  ecfg.kv.pool.max_blocks = static_cast<int>(std::max<size_t>(*kv_bytes / bytes_per_block, 16));
+  ecfg.kv.enable_prefix_cache = !opt.no_prefix_cache;
+  model::EngineRunner runner(m);
+  engine::Engine eng(ecfg, runner);
+
+  server::Metrics metrics;
+  server::ServerContext ctx;
+  ctx.config = opt.server;
+  ctx.engine = &eng;
+  ctx.tokenizer = &tk;
+  ctx.chat_template = tmpl ? &*tmpl : nullptr;
+  ctx.tool_dialect = opt.server.tool_dialect.empty() ? dialect_from_template(tmpl_src) : opt.server.tool_dialect;
+  ctx.metrics = &metrics;
+  for (size_t id = 0; id < tk.n_tokens(); ++id)
+    if (tk.is_eog(static_cast<tok::TokenId>(id))) ctx.eog_ids.push_back(static_cast<tok::TokenId>(id));
+  auto& mi = ctx.model;
+  mi.file_path = opt.model_path;
+  mi.id = opt.server.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string() : opt.server.model_alias;
+  mi.architecture = hp.arch;
+  mi.quantization = quant_label(m.file());
+  mi.parameter_size = m.file().get_or<std::string>("general.size_label", "");
+  for (const auto& t : m.file().tensors()) mi.n_params += t.n_elements;
+  mi.file_bytes = m.file().file_size();
+  mi.n_ctx = n_ctx;
+  mi.chat_template_source = tmpl_src;
+
+  server::HttpServer http(ctx);
+  if (Status s = http.bind(); !s.ok()) {
+    std::fprintf(stderr, "tempo9 serve: %s\n", s.message().c_str());
+    return 1;
+  }
+  eng.start();
+  http.set_ready(true);
+  T9_LOG_INFO("serving {} ({}, {}, ctx {}, tool dialect {}) on http://{}:{} — OpenAI /v1, Anthropic /v1/messages, Ollama /api",
+              mi.id, mi.architecture, mi.quantization, n_ctx, ctx.tool_dialect, opt.server.host, http.port());
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::thread watcher([&] {
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    http.stop();
+  });
+  http.serve();
+  g_stop = 1;
+  watcher.join();
+  eng.stop();
+  T9_LOG_INFO("stopped");
+  return 0;
+}
+
+const bool registered = register_command(Command{
+    "serve", "Serve a GGUF model over OpenAI, Anthropic and Ollama APIs on one port",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto o = std::make_shared<ServeOptions>();
+      sub.add_option("-m,--model,--gguf", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+      sub.add_option("--host", o->server.host, "address to listen on")->capture_default_str();
+      sub.add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str();
+      sub.add_option("--api-key", o->server.api_key, "require this key (Bearer or x-api-key)");
+      sub.add_option("--model-alias", o->server.model_alias, "model id reported by /v1/models and /api/tags");
+      sub.add_flag("--strict-model-names", o->server.strict_model_names, "unknown model names get the protocol's 404");
+      sub.add_option("-c,--ctx", o->ctx, "context length in tokens (0: the model's)")->capture_default_str();
+      sub.add_option("-t,--threads", o->threads, "compute threads (0: all cores)")->capture_default_str();
+      sub.add_option("--max-seqs", o->max_seqs, "concurrent sequences")->capture_default_str();
+      sub.add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per engine step")->capture_default_str();
+      sub.add_option("--prefill-chunk", o->prefill_chunk, "most prompt tokens of one sequence per step")->capture_default_str();
+      sub.add_option("--kv-block-size", o->kv_block_size, "tokens per KV block")->capture_default_str();
+      sub.add_option("--kv-memory", o->kv_memory, "KV cap: bytes (K/M/G suffix) or fraction of RAM")->capture_default_str();
+      sub.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable prefix caching");
+      sub.add_option("--tool-dialect", o->server.tool_dialect, "tool-call dialect (hermes, qwen_xml, none); default: from the template");
+      sub.add_option("--http-threads", o->server.n_http_threads, "HTTP worker threads (max open connections)")->capture_default_str();
+      sub.add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
+      sub.add_option("--default-max-tokens", o->server.default_max_tokens, "max_tokens when a chat request names none")->capture_default_str();
+      return [o] { return serve(*o); };
+    }});
+
+}  // namespace
+}  // namespace t9::apps

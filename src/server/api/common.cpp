@@ -1,0 +1,64 @@
+#include "server/api/common.h"
+
+namespace t9::server::api {
+
+void read_sampling(FieldReader& r, const Json& obj, const std::string& path, GenerationSpec& spec) {
+  auto& s = spec.sampling;
+  if (auto v = r.number(obj, path, "temperature", 0.0, 100.0)) s.temperature = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "top_p", 0.0, 1.0)) s.top_p = static_cast<float>(*v);
+  if (auto v = r.integer(obj, path, "top_k", 0, 1 << 20)) s.top_k = static_cast<int>(*v);
+  if (auto v = r.number(obj, path, "min_p", 0.0, 1.0)) s.min_p = static_cast<float>(*v);
+  if (auto v = r.integer(obj, path, "seed", INT64_MIN, INT64_MAX)) s.seed = static_cast<uint64_t>(*v);
+  if (auto v = r.number(obj, path, "presence_penalty", -2.0, 2.0)) s.presence_penalty = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "repetition_penalty", 0.0, 10.0)) s.repetition_penalty = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "repeat_penalty", 0.0, 10.0)) s.repetition_penalty = static_cast<float>(*v);
+  if (const Json* bias = r.object(obj, path, "logit_bias")) {
+    for (const auto& [k, v] : bias->items()) {
+      const std::string p = FieldReader::join(FieldReader::join(path, "logit_bias"), k);
+      char* end = nullptr;
+      const long id = std::strtol(k.c_str(), &end, 10);
+      if (k.empty() || *end != '\0' || id < 0) {
+        r.fail(p, "keys must be token ids");
+        return;
+      }
+      if (!v.is_number() || v.get<double>() < -100 || v.get<double>() > 100) {
+        r.fail(p, "bias must be a number in [-100, 100]");
+        return;
+      }
+      s.logit_bias.emplace_back(static_cast<engine::TokenId>(id), v.get<float>());
+    }
+  }
+}
+
+void read_stop(FieldReader& r, const Json& obj, const std::string& path, const char* key,
+               std::vector<std::string>& out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return;
+  const std::string p = FieldReader::join(path, key);
+  if (it->is_string()) {
+    if (!it->get<std::string>().empty()) out.push_back(it->get<std::string>());
+    return;
+  }
+  if (!it->is_array()) return r.fail(p, "expected a string or an array of strings");
+  if (it->size() > 16) return r.fail(p, "at most 16 stop strings");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& s = (*it)[i];
+    if (!s.is_string()) return r.fail(FieldReader::index(p, i), "expected a string");
+    if (!s.get<std::string>().empty()) out.push_back(s.get<std::string>());
+  }
+}
+
+bool check_model_name(const ServerContext& ctx, const std::string& name, Protocol p,
+                      httplib::Response& res) {
+  if (!ctx.config.strict_model_names || name.empty() || name == ctx.model.id) return true;
+  send_error(res, p, 404, "model '" + name + "' not found; this server serves '" + ctx.model.id + "'",
+             "model");
+  return false;
+}
+
+void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r) {
+  send_error(res, p, 400, r.error(), r.param());
+}
+
+}  // namespace t9::server::api

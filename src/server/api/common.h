@@ -1,0 +1,34 @@
+// Request pieces shared by the protocol adapters: sampling fields, stop strings, the model name
+// check, and the usage numbers every protocol reports.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/http_util.h"
+#include "server/server_context.h"
+
+namespace t9::server::api {
+
+// Reads temperature, top_p, top_k, min_p, seed, presence_penalty, frequency_penalty,
+// repetition_penalty (repeat_penalty for Ollama) from `obj` into spec.sampling; logit_bias as
+// {"token id": bias}.
+void read_sampling(FieldReader& r, const Json& obj, const std::string& path, GenerationSpec& spec);
+
+// "stop": a string or an array of strings (at most 16, each non-empty).
+void read_stop(FieldReader& r, const Json& obj, const std::string& path, const char* key,
+               std::vector<std::string>& out);
+
+// False (and a 404 in the protocol's shape) when strict model names are on and `name` is not the
+// served model. Otherwise any name is served by the loaded model, as llama-server does.
+bool check_model_name(const ServerContext& ctx, const std::string& name, Protocol p,
+                      httplib::Response& res);
+
+// 400 with the reader's error in the protocol's shape.
+void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r);
+
+void register_openai(httplib::Server& http, ServerContext& ctx);
+void register_anthropic(httplib::Server& http, ServerContext& ctx);
+void register_ollama(httplib::Server& http, ServerContext& ctx);
+
+}  // namespace t9::server::api

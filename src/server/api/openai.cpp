@@ -1,0 +1,397 @@
+// OpenAI adapter: POST /v1/chat/completions, POST /v1/completions, GET /v1/models.
+// Request JSON -> GenerationSpec; Generation output -> chat.completion(.chunk) / text_completion.
+#include <httplib.h>
+
+#include "server/api/common.h"
+#include "server/prompt_builder.h"
+
+namespace t9::server::api {
+namespace {
+
+constexpr Protocol kP = Protocol::kOpenAI;
+
+// OpenAI content: a string, null, or an array of parts of which only text is supported here.
+std::optional<std::string> content_text(FieldReader& r, const Json& msg, const std::string& path) {
+  auto it = msg.find("content");
+  if (it == msg.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  const std::string p = FieldReader::join(path, "content");
+  if (!it->is_array()) {
+    r.fail(p, "expected a string or an array of content parts");
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& part = (*it)[i];
+    const std::string pp = FieldReader::index(p, i);
+    auto type = r.str(part, pp, "type");
+    if (!r.ok()) return std::nullopt;
+    if (type == "text") {
+      auto t = r.str(part, pp, "text");
+      if (!t) r.fail(FieldReader::join(pp, "text"), "is required");
+      if (!r.ok()) return std::nullopt;
+      text += *t;
+    } else {
+      r.fail(FieldReader::join(pp, "type"),
+             "content part type '" + type.value_or("") + "' is not supported (text only)");
+      return std::nullopt;
+    }
+  }
+  return text;
+}
+
+// Tool-call arguments reach templates as objects (they print them with tojson), as in llama.cpp.
+Json arguments_object(const Json& args) {
+  if (!args.is_string()) return args;
+  Json parsed = Json::parse(args.get<std::string>(), nullptr, false);
+  return parsed.is_discarded() ? args : parsed;
+}
+
+// Validates OpenAI messages and turns them into the template's messages.
+Json read_messages(FieldReader& r, const Json& body) {
+  Json out = Json::array();
+  const Json* msgs = r.array(body, "", "messages");
+  if (!r.ok()) return out;
+  if (!msgs || msgs->empty()) {
+    r.fail("messages", "must be a non-empty array");
+    return out;
+  }
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const Json& m = (*msgs)[i];
+    const std::string path = FieldReader::index("messages", i);
+    if (!m.is_object()) {
+      r.fail(path, "expected an object");
+      return out;
+    }
+    auto role = r.str(m, path, "role");
+    if (!r.ok()) return out;
+    if (!role) {
+      r.fail(FieldReader::join(path, "role"), "is required");
+      return out;
+    }
+    if (*role == "developer") role = "system";
+    if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool") {
+      r.fail(FieldReader::join(path, "role"), "must be system, developer, user, assistant or tool");
+      return out;
+    }
+    auto text = content_text(r, m, path);
+    if (!r.ok()) return out;
+    Json msg = {{"role", *role}, {"content", *text}};
+    if (*role == "assistant") {
+      if (auto rc = r.str(m, path, "reasoning_content")) msg["reasoning_content"] = *rc;
+      if (const Json* calls = r.array(m, path, "tool_calls")) {
+        Json tc = Json::array();
+        for (size_t j = 0; j < calls->size(); ++j) {
+          const Json& c = (*calls)[j];
+          const std::string cp = FieldReader::index(FieldReader::join(path, "tool_calls"), j);
+          const Json* fn = r.object(c, cp, "function");
+          if (!fn) r.require(c, cp, "function");
+          if (!r.ok()) return out;
+          auto name = r.str(*fn, FieldReader::join(cp, "function"), "name");
+          if (!name) r.require(*fn, FieldReader::join(cp, "function"), "name");
+          if (!r.ok()) return out;
+          Json args = fn->contains("arguments") ? arguments_object((*fn)["arguments"]) : Json::object();
+          tc.push_back({{"id", c.value("id", "")},
+                        {"type", "function"},
+                        {"function", {{"name", *name}, {"arguments", args}}}});
+        }
+        msg["tool_calls"] = tc;
+      }
+    } else if (*role == "tool") {
+      if (auto id = r.str(m, path, "tool_call_id")) msg["tool_call_id"] = *id;
+      if (auto name = r.str(m, path, "name")) msg["name"] = *name;
+    }
+    if (!r.ok()) return out;
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+// tools + tool_choice -> the tools the template sees (none, all, or the named one).
+Json read_tools(FieldReader& r, const Json& body) {
+  const Json* tools = r.array(body, "", "tools");
+  if (!r.ok() || !tools || tools->empty()) return Json();
+  auto it = body.find("tool_choice");
+  if (it == body.end() || it->is_null()) return *tools;
+  if (it->is_string()) {
+    const std::string c = it->get<std::string>();
+    if (c == "none") return Json();
+    if (c == "auto" || c == "required") return *tools;
+    r.fail("tool_choice", "must be none, auto, required or {\"type\":\"function\",...}");
+    return Json();
+  }
+  const Json* fn = it->is_object() ? r.object(*it, "tool_choice", "function") : nullptr;
+  if (!fn || !fn->contains("name") || !(*fn)["name"].is_string()) {
+    r.fail("tool_choice", "must be none, auto, required or {\"type\":\"function\",\"function\":{\"name\":...}}");
+    return Json();
+  }
+  Json only = Json::array();
+  for (const auto& t : *tools)
+    if (t.is_object() && t.contains("function") && t["function"].value("name", "") == (*fn)["name"])
+      only.push_back(t);
+  if (only.empty()) r.fail("tool_choice.function.name", "names no tool in tools");
+  return only;
+}
+
+void read_common(FieldReader& r, const Json& body, GenerationSpec& spec, int default_max) {
+  read_sampling(r, body, "", spec);
+  read_stop(r, body, "", "stop", spec.stop);
+  spec.max_tokens = default_max;
+  if (auto v = r.integer(body, "", "max_tokens", 1, 1 << 24)) spec.max_tokens = static_cast<int>(*v);
+  if (auto v = r.integer(body, "", "max_completion_tokens", 1, 1 << 24)) spec.max_tokens = static_cast<int>(*v);
+  if (auto n = r.integer(body, "", "n", 1, 128); n && *n != 1) r.fail("n", "only n=1 is supported");
+}
+
+Json usage_json(const engine::Usage& u) {
+  return {{"prompt_tokens", u.n_prompt_tokens},
+          {"completion_tokens", u.n_generated_tokens},
+          {"total_tokens", u.n_prompt_tokens + u.n_generated_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.n_cached_prompt_tokens}}}};
+}
+
+Json logprobs_json(const std::vector<TokenLogprob>& lps) {
+  Json content = Json::array();
+  for (const auto& lp : lps) {
+    Json top = Json::array();
+    for (const auto& [t, l] : lp.top)
+      top.push_back({{"token", t}, {"logprob", l}, {"bytes", Json(std::vector<uint8_t>(t.begin(), t.end()))}});
+    content.push_back({{"token", lp.text},
+                       {"logprob", lp.logprob},
+                       {"bytes", Json(std::vector<uint8_t>(lp.text.begin(), lp.text.end()))},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+std::string finish_reason(const GenOutput& out, bool has_tool_calls) {
+  if (has_tool_calls) return "tool_calls";
+  return out.finish == Finish::kLength ? "length" : "stop";
+}
+
+class ChatStream final : public StreamFormatter {
+ public:
+  ChatStream(std::string id, std::string model, bool include_usage, bool logprobs)
+      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage),
+        logprobs_(logprobs) {}
+
+  std::string begin() override { return chunk({{"role", "assistant"}, {"content", ""}}, Json()); }
+  std::string keepalive() override { return ": keepalive\n\n"; }
+
+  std::string on_output(const GenOutput& out) override {
+    std::string s;
+    bool lp_sent = false;
+    for (const auto& e : out.events) {
+      Json delta;
+      using K = chat::ChatEvent::Kind;
+      switch (e.kind) {
+        case K::kContent: delta = {{"content", e.text}}; break;
+        case K::kReasoning: delta = {{"reasoning_content", e.text}}; break;
+        case K::kToolCallStart:
+          saw_tool_call_ = true;
+          delta = {{"tool_calls", Json::array({{{"index", e.index}, {"id", e.id}, {"type", "function"},
+                                                {"function", {{"name", e.name}, {"arguments", ""}}}}})}};
+          break;
+        case K::kToolCallArgs:
+          delta = {{"tool_calls", Json::array({{{"index", e.index}, {"function", {{"arguments", e.text}}}}})}};
+          break;
+        case K::kToolCallEnd: continue;
+      }
+      Json lp;
+      if (logprobs_ && !lp_sent && !out.logprobs.empty()) {
+        lp = logprobs_json(out.logprobs);
+        lp_sent = true;
+      }
+      s += chunk(delta, Json(), lp);
+    }
+    if (out.finish == Finish::kNone) return s;
+    if (out.finish == Finish::kError) {
+      s += "data: " + Json({{"error", {{"message", out.error}, {"type", "server_error"}}}}).dump() + "\n\n";
+    } else {
+      s += chunk(Json::object(), finish_reason(out, saw_tool_call_));
+    }
+    if (include_usage_) {
+      Json u = base();
+      u["choices"] = Json::array();
+      u["usage"] = usage_json(out.usage);
+      s += "data: " + u.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+    }
+    s += "data: [DONE]\n\n";
+    return s;
+  }
+
+ private:
+  Json base() const {
+    return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_},
+            {"model", model_}, {"system_fingerprint", "tempo9"}};
+  }
+  std::string chunk(const Json& delta, const Json& finish, const Json& logprobs = Json()) const {
+    Json c = base();
+    c["choices"] = Json::array({{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}}});
+    if (include_usage_) c["usage"] = nullptr;
+    return "data: " + c.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+  }
+  std::string id_, model_;
+  int64_t created_ = unix_seconds();
+  bool include_usage_, logprobs_;
+  bool saw_tool_call_ = false;
+};
+
+void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  std::string err;
+  auto body = parse_json_object(req.body, err);
+  if (!body) return send_error(res, kP, 400, err);
+  FieldReader r;
+  const std::string model = r.str(*body, "", "model").value_or(ctx.model.id);
+  ChatInput in;
+  in.messages = read_messages(r, *body);
+  in.tools = read_tools(r, *body);
+  if (const Json* kw = r.object(*body, "", "chat_template_kwargs")) in.kwargs = *kw;
+  const bool stream = r.boolean(*body, "", "stream").value_or(false);
+  bool include_usage = false;
+  if (const Json* so = r.object(*body, "", "stream_options"))
+    include_usage = r.boolean(*so, "stream_options", "include_usage").value_or(false);
+  const bool logprobs = r.boolean(*body, "", "logprobs").value_or(false);
+  const int top_logprobs = static_cast<int>(r.integer(*body, "", "top_logprobs", 0, 20).value_or(0));
+  if (!r.ok()) return send_bad_request(res, kP, r);
+  if (!check_model_name(ctx, model, kP, res)) return;
+
+  auto spec = chat_generation_spec(ctx, in);
+  if (!spec.ok()) return send_error(res, kP, 400, spec.message(), "messages");
+  read_common(r, *body, *spec, ctx.config.default_max_tokens);
+  if (!r.ok()) return send_bad_request(res, kP, r);
+  spec->n_top_logprobs = logprobs ? top_logprobs : -1;
+  spec->protocol = "openai";
+  auto gen = Generation::start(ctx, std::move(spec).value());
+  if (!gen.ok()) return send_error(res, kP, 400, gen.message());
+  std::shared_ptr<Generation> g = std::move(gen).value();
+  const std::string id = random_id("chatcmpl-");
+  if (stream) {
+    return stream_generation(res, "text/event-stream", g,
+                             std::make_shared<ChatStream>(id, model, include_usage, logprobs));
+  }
+  GenOutput out = collect_generation(*g, nullptr);
+  if (out.finish == Finish::kError) return send_error(res, kP, 500, out.error);
+  chat::MessageAccumulator acc;
+  acc.apply(out.events);
+  const chat::ParsedMessage& m = acc.message();
+  Json msg = {{"role", "assistant"}, {"content", m.content}};
+  if (!m.reasoning_content.empty()) msg["reasoning_content"] = m.reasoning_content;
+  if (!m.tool_calls.empty()) {
+    Json calls = Json::array();
+    for (const auto& c : m.tool_calls)
+      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    msg["tool_calls"] = calls;
+    if (m.content.empty()) msg["content"] = nullptr;
+  }
+  Json resp = {{"id", id}, {"object", "chat.completion"}, {"created", unix_seconds()}, {"model", model},
+               {"system_fingerprint", "tempo9"},
+               {"choices", Json::array({{{"index", 0}, {"message", msg},
+                                         {"logprobs", logprobs ? logprobs_json(out.logprobs) : Json()},
+                                         {"finish_reason", finish_reason(out, !m.tool_calls.empty())}}})},
+               {"usage", usage_json(out.usage)}};
+  send_json(res, resp);
+}
+
+class CompletionStream final : public StreamFormatter {
+ public:
+  CompletionStream(std::string id, std::string model, bool include_usage)
+      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage) {}
+  std::string keepalive() override { return ": keepalive\n\n"; }
+  std::string on_output(const GenOutput& out) override {
+    std::string text;
+    for (const auto& e : out.events) text += e.text;
+    std::string s;
+    if (!text.empty()) s += chunk(text, Json());
+    if (out.finish == Finish::kNone) return s;
+    s += chunk("", out.finish == Finish::kLength ? "length" : "stop");
+    if (include_usage_) {
+      Json u = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+                {"choices", Json::array()}, {"usage", usage_json(out.usage)}};
+      s += "data: " + u.dump() + "\n\n";
+    }
+    return s + "data: [DONE]\n\n";
+  }
+
+ private:
+  std::string chunk(const std::string& text, const Json& finish) const {
+    Json c = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+              {"choices", Json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+    return "data: " + c.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+  }
+  std::string id_, model_;
+  int64_t created_ = unix_seconds();
+  bool include_usage_;
+};
+
+void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  std::string err;
+  auto body = parse_json_object(req.body, err);
+  if (!body) return send_error(res, kP, 400, err);
+  FieldReader r;
+  const std::string model = r.str(*body, "", "model").value_or(ctx.model.id);
+  GenerationSpec spec;
+  auto it = body->find("prompt");
+  if (it == body->end() || it->is_null()) {
+    r.fail("prompt", "is required");
+  } else if (it->is_string()) {
+    auto ids = tokenize_prompt(ctx, it->get<std::string>());
+    if (!ids.ok()) r.fail("prompt", ids.message());
+    else spec.prompt = std::move(ids).value();
+  } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& t = (*it)[i];
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() >= static_cast<int64_t>(ctx.tokenizer->n_tokens())) {
+        r.fail(FieldReader::index("prompt", i), "not a token id of this model");
+        break;
+      }
+      spec.prompt.push_back(t.get<engine::TokenId>());
+    }
+  } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
+    auto ids = tokenize_prompt(ctx, (*it)[0].get<std::string>());
+    if (!ids.ok()) r.fail("prompt", ids.message());
+    else spec.prompt = std::move(ids).value();
+  } else {
+    r.fail("prompt", "expected a string, an array of one string, or an array of token ids");
+  }
+  const bool stream = r.boolean(*body, "", "stream").value_or(false);
+  bool include_usage = false;
+  if (const Json* so = r.object(*body, "", "stream_options"))
+    include_usage = r.boolean(*so, "stream_options", "include_usage").value_or(false);
+  read_common(r, *body, spec, 16);  // OpenAI's default for completions
+  if (!r.ok()) return send_bad_request(res, kP, r);
+  if (!check_model_name(ctx, model, kP, res)) return;
+  spec.protocol = "openai";
+  auto gen = Generation::start(ctx, std::move(spec));
+  if (!gen.ok()) return send_error(res, kP, 400, gen.message());
+  std::shared_ptr<Generation> g = std::move(gen).value();
+  const std::string id = random_id("cmpl-");
+  if (stream)
+    return stream_generation(res, "text/event-stream", g, std::make_shared<CompletionStream>(id, model, include_usage));
+  GenOutput out = collect_generation(*g, nullptr);
+  if (out.finish == Finish::kError) return send_error(res, kP, 500, out.error);
+  std::string text;
+  for (const auto& e : out.events) text += e.text;
+  send_json(res, {{"id", id}, {"object", "text_completion"}, {"created", unix_seconds()}, {"model", model},
+                  {"choices", Json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr},
+                                            {"finish_reason", out.finish == Finish::kLength ? "length" : "stop"}}})},
+                  {"usage", usage_json(out.usage)}});
+}
+
+}  // namespace
+
+void register_openai(httplib::Server& http, ServerContext& ctx) {
+  http.Post("/v1/chat/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_chat(ctx, q, s); });
+  http.Post("/chat/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_chat(ctx, q, s); });
+  http.Post("/v1/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_completion(ctx, q, s); });
+  http.Post("/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_completion(ctx, q, s); });
+  auto models = [&ctx](const httplib::Request&, httplib::Response& res) {
+    send_json(res, {{"object", "list"},
+                    {"data", Json::array({{{"id", ctx.model.id}, {"object", "model"}, {"created", unix_seconds()},
+                                           {"owned_by", "tempo9"}, {"meta", {{"n_ctx", ctx.model.n_ctx}, {"n_params", ctx.model.n_params}}}}})}});
+  };
+  http.Get("/v1/models", models);
+  http.Get("/models", models);
+}
+
+}  // namespace t9::server::api

@@ -1,0 +1,65 @@
+#include "server/prompt_builder.h"
+
+namespace t9::server {
+
+Result<std::vector<engine::TokenId>> tokenize_prompt(const ServerContext& ctx,
+                                                     const std::string& text) {
+  const tok::Tokenizer& tk = *ctx.tokenizer;
+  bool add_special = true;
+  const auto& v = tk.vocab();
+  if (v.add_bos && v.bos >= 0) {
+    const std::string& bos = v.texts[static_cast<size_t>(v.bos)];  // control tokens stored raw
+    if (!bos.empty() && text.starts_with(bos)) add_special = false;
+  }
+  tok::EncodeOptions opt;
+  opt.add_special = add_special;
+  opt.parse_special = true;
+  auto ids = tk.encode(text, opt);
+  if (!ids.ok()) return error("prompt: {}", ids.message());
+  return std::move(ids).value();
+}
+
+Result<std::string> render_chat(const ServerContext& ctx, const ChatInput& in) {
+  if (!ctx.chat_template)
+    return error("messages: the model has no chat template; use the completions endpoint");
+  chat::ChatRequest req;
+  req.messages = in.messages;
+  req.tools = in.tools;
+  req.add_generation_prompt = in.add_generation_prompt;
+  req.kwargs = in.kwargs;
+  auto text = ctx.chat_template->apply(req);
+  if (!text.ok()) return error("messages: {}", text.message());
+  return std::move(text).value();
+}
+
+namespace {
+
+// Qwen3-style templates end the generation prompt inside "<think>\n": the output then starts in
+// reasoning and only closes it.
+bool prompt_opens_reasoning(const std::string& prompt) {
+  size_t end = prompt.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return false;
+  static const std::string kOpen = "<think>";
+  return end + 1 >= kOpen.size() && prompt.compare(end + 1 - kOpen.size(), kOpen.size(), kOpen) == 0;
+}
+
+}  // namespace
+
+Result<GenerationSpec> chat_generation_spec(const ServerContext& ctx, const ChatInput& in) {
+  T9_ASSIGN_OR_RETURN(std::string text, render_chat(ctx, in));
+  GenerationSpec spec;
+  T9_ASSIGN_OR_RETURN(spec.prompt, tokenize_prompt(ctx, text));
+  spec.parse_chat = true;
+  const bool has_tools = in.tools.is_array() && !in.tools.empty();
+  spec.parser.tool_dialect = has_tools ? ctx.tool_dialect : "none";
+  spec.parser.reasoning.enabled = true;
+  spec.parser.reasoning.starts_in_reasoning = prompt_opens_reasoning(text);
+  if (has_tools) {
+    auto tools = chat::ToolSet::from_json(nlohmann::json::parse(in.tools.dump()));
+    if (!tools.ok()) return error("{}", tools.message());
+    spec.tools = std::make_shared<const chat::ToolSet>(std::move(tools).value());
+  }
+  return spec;
+}
+
+}  // namespace t9::server
