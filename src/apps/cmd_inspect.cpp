@@ -14,10 +14,10 @@
 namespace t9::apps {
 namespace {
 
-using nlohmann::json;
 using gguf::GgufFile;
 using gguf::Value;
 using gguf::ValueType;
+using nlohmann::json;
 
 json value_to_json(const Value& v) {
   return std::visit(
@@ -70,11 +70,10 @@ json summarize(const GgufFile& f) {
   j["head_count_kv"] = meta(f, arch + ".attention.head_count_kv");
   const Value* tokens = f.find("tokenizer.ggml.tokens");
   const bool tokens_ok = tokens && tokens->type == ValueType::ARRAY;
-  j["tokenizer"] = {
-      {"model", meta(f, "tokenizer.ggml.model")},
-      {"pre", meta(f, "tokenizer.ggml.pre")},
-      {"vocab_size", tokens_ok ? json(std::get<gguf::Array>(tokens->v).items.size())
-                               : json(nullptr)}};
+  j["tokenizer"] = {{"model", meta(f, "tokenizer.ggml.model")},
+                    {"pre", meta(f, "tokenizer.ggml.pre")},
+                    {"vocab_size", tokens_ok ? json(std::get<gguf::Array>(tokens->v).items.size())
+                                             : json(nullptr)}};
   j["has_chat_template"] = f.find("tokenizer.chat_template") != nullptr;
   return j;
 }
@@ -137,7 +136,8 @@ const bool registered = register_command(Command{
         // Strings from the file may be invalid UTF-8: replace, never throw.
         if (opts->json)
           std::printf("%s\n", j.dump(2, ' ', false, json::error_handler_t::replace).c_str());
-        else print_text(j);
+        else
+          print_text(j);
         return 0;
       };
     }});

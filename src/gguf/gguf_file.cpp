@@ -14,16 +14,22 @@ static_assert(std::endian::native == std::endian::little,
 
 std::string_view value_type_name(ValueType t) {
   static constexpr std::string_view kNames[kNumValueTypes] = {
-      "UINT8", "INT8",  "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
-      "BOOL",  "STRING", "ARRAY", "UINT64", "INT64",  "FLOAT64"};
+      "UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
+      "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
   const auto i = static_cast<uint32_t>(t);
   return i < kNumValueTypes ? kNames[i] : std::string_view("?");
 }
 
 bool Value::is_integer() const {
   switch (type) {
-    case ValueType::UINT8: case ValueType::INT8: case ValueType::UINT16: case ValueType::INT16:
-    case ValueType::UINT32: case ValueType::INT32: case ValueType::UINT64: case ValueType::INT64:
+    case ValueType::UINT8:
+    case ValueType::INT8:
+    case ValueType::UINT16:
+    case ValueType::INT16:
+    case ValueType::UINT32:
+    case ValueType::INT32:
+    case ValueType::UINT64:
+    case ValueType::INT64:
       return true;
     default:
       return false;
@@ -36,12 +42,25 @@ namespace {
 // allocating anything for it.
 uint64_t min_value_bytes(ValueType t) {
   switch (t) {
-    case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: return 1;
-    case ValueType::UINT16: case ValueType::INT16: return 2;
-    case ValueType::UINT32: case ValueType::INT32: case ValueType::FLOAT32: return 4;
-    case ValueType::UINT64: case ValueType::INT64: case ValueType::FLOAT64: return 8;
-    case ValueType::STRING: return 8;   // the u64 length
-    case ValueType::ARRAY: return 12;   // u32 elem type + u64 count
+    case ValueType::UINT8:
+    case ValueType::INT8:
+    case ValueType::BOOL:
+      return 1;
+    case ValueType::UINT16:
+    case ValueType::INT16:
+      return 2;
+    case ValueType::UINT32:
+    case ValueType::INT32:
+    case ValueType::FLOAT32:
+      return 4;
+    case ValueType::UINT64:
+    case ValueType::INT64:
+    case ValueType::FLOAT64:
+      return 8;
+    case ValueType::STRING:
+      return 8;  // the u64 length
+    case ValueType::ARRAY:
+      return 12;  // u32 elem type + u64 count
   }
   return 1;
 }
@@ -80,8 +99,8 @@ class Parser {
   template <typename T>
   Status read(T& out, std::string_view what) {
     if (left() < sizeof(T))
-      return fail(pos_, "{} needs {} bytes but only {} are left (file truncated?)", what,
-                  sizeof(T), left());
+      return fail(pos_, "{} needs {} bytes but only {} are left (file truncated?)", what, sizeof(T),
+                  left());
     std::memcpy(&out, bytes_.data() + pos_, sizeof(T));
     pos_ += sizeof(T);
     return {};
@@ -119,16 +138,26 @@ class Parser {
   Status read_value(ValueType t, Value& out, uint32_t depth) {
     out.type = t;
     switch (t) {
-      case ValueType::UINT8: return read_scalar<uint8_t, uint64_t>(out);
-      case ValueType::INT8: return read_scalar<int8_t, int64_t>(out);
-      case ValueType::UINT16: return read_scalar<uint16_t, uint64_t>(out);
-      case ValueType::INT16: return read_scalar<int16_t, int64_t>(out);
-      case ValueType::UINT32: return read_scalar<uint32_t, uint64_t>(out);
-      case ValueType::INT32: return read_scalar<int32_t, int64_t>(out);
-      case ValueType::UINT64: return read_scalar<uint64_t, uint64_t>(out);
-      case ValueType::INT64: return read_scalar<int64_t, int64_t>(out);
-      case ValueType::FLOAT32: return read_scalar<float, double>(out);
-      case ValueType::FLOAT64: return read_scalar<double, double>(out);
+      case ValueType::UINT8:
+        return read_scalar<uint8_t, uint64_t>(out);
+      case ValueType::INT8:
+        return read_scalar<int8_t, int64_t>(out);
+      case ValueType::UINT16:
+        return read_scalar<uint16_t, uint64_t>(out);
+      case ValueType::INT16:
+        return read_scalar<int16_t, int64_t>(out);
+      case ValueType::UINT32:
+        return read_scalar<uint32_t, uint64_t>(out);
+      case ValueType::INT32:
+        return read_scalar<int32_t, int64_t>(out);
+      case ValueType::UINT64:
+        return read_scalar<uint64_t, uint64_t>(out);
+      case ValueType::INT64:
+        return read_scalar<int64_t, int64_t>(out);
+      case ValueType::FLOAT32:
+        return read_scalar<float, double>(out);
+      case ValueType::FLOAT64:
+        return read_scalar<double, double>(out);
       case ValueType::BOOL: {
         const uint64_t at = pos_;
         uint8_t b = 0;
@@ -189,13 +218,16 @@ class Parser {
     T9_TRY(read(n_tensors, "tensor count"));
     T9_TRY(read(n_kv, "metadata count"));
     if (n_kv > left() / kMinKvBytes)
-      return fail(16, "metadata count {} is impossible: each key/value needs at least {} bytes "
-                  "and only {} bytes are left (file truncated?)", n_kv, kMinKvBytes, left());
+      return fail(16,
+                  "metadata count {} is impossible: each key/value needs at least {} bytes "
+                  "and only {} bytes are left (file truncated?)",
+                  n_kv, kMinKvBytes, left());
     if (n_tensors > left() / kMinTensorInfoBytes ||
         n_kv * kMinKvBytes + n_tensors * kMinTensorInfoBytes > left())
-      return fail(8, "tensor count {} is impossible: each tensor info needs at least {} bytes "
-                  "and only {} bytes are left after the metadata's minimum (file truncated?)", n_tensors,
-                  kMinTensorInfoBytes, left() - std::min(left(), n_kv * kMinKvBytes));
+      return fail(8,
+                  "tensor count {} is impossible: each tensor info needs at least {} bytes "
+                  "and only {} bytes are left after the metadata's minimum (file truncated?)",
+                  n_tensors, kMinTensorInfoBytes, left() - std::min(left(), n_kv * kMinKvBytes));
     f.kv_.reserve(n_kv);
     f.tensors_.reserve(n_tensors);
     n_kv_ = n_kv;
@@ -230,8 +262,7 @@ class Parser {
     if (v.type != ValueType::UINT32)
       return fail(at, "must be UINT32, found {}", value_type_name(v.type));
     const uint64_t a = std::get<uint64_t>(v.v);
-    if (a == 0 || !std::has_single_bit(a))
-      return fail(at, "alignment {} is not a power of two", a);
+    if (a == 0 || !std::has_single_bit(a)) return fail(at, "alignment {} is not a power of two", a);
     f.alignment_ = a;
     return {};
   }
@@ -317,17 +348,15 @@ class Parser {
     order.reserve(f.tensors_.size());
     for (size_t i = 0; i < f.tensors_.size(); ++i)
       if (f.tensors_[i].n_bytes > 0) order.push_back(static_cast<uint32_t>(i));
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return f.tensors_[a].offset < f.tensors_[b].offset;
-    });
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return f.tensors_[a].offset < f.tensors_[b].offset; });
     for (size_t k = 1; k < order.size(); ++k) {
       const TensorInfo& prev = f.tensors_[order[k - 1]];
       const TensorInfo& cur = f.tensors_[order[k]];
       if (prev.offset + prev.n_bytes > cur.offset) {
         ctx_ = fmt::format("tensor '{}'", cur.name);
-        return fail(offset_field_at_[order[k]],
-                    "data [{}, {}) overlaps tensor '{}' data [{}, {})", cur.offset,
-                    cur.offset + cur.n_bytes, prev.name, prev.offset,
+        return fail(offset_field_at_[order[k]], "data [{}, {}) overlaps tensor '{}' data [{}, {})",
+                    cur.offset, cur.offset + cur.n_bytes, prev.name, prev.offset,
                     prev.offset + prev.n_bytes);
       }
     }

@@ -27,17 +27,28 @@ namespace t9::gguf {
 
 // Metadata value types as stored in the file (part of the format; never renumber).
 enum class ValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 inline constexpr uint32_t kNumValueTypes = 13;
 // "UINT32", "STRING", ... as gguf-py's GGUFValueType spells them; "?" for unknown ids.
 std::string_view value_type_name(ValueType t);
 
-inline constexpr uint32_t kMagic = 0x46554747;      // "GGUF" read as a little-endian u32
-inline constexpr uint64_t kDefaultAlignment = 32;   // when `general.alignment` is absent
-inline constexpr uint32_t kMaxDims = 4;             // ggml's GGML_MAX_DIMS
-inline constexpr uint32_t kMaxArrayNesting = 16;    // arrays of arrays deeper than this: rejected
+inline constexpr uint32_t kMagic = 0x46554747;     // "GGUF" read as a little-endian u32
+inline constexpr uint64_t kDefaultAlignment = 32;  // when `general.alignment` is absent
+inline constexpr uint32_t kMaxDims = 4;            // ggml's GGML_MAX_DIMS
+inline constexpr uint32_t kMaxArrayNesting = 16;   // arrays of arrays deeper than this: rejected
 
 struct Value;
 struct Array {
@@ -79,9 +90,9 @@ struct TensorInfo {
   std::string name;
   std::vector<int64_t> ne;  // dims, ne[0] is the contiguous (fastest) one, as ggml orders them
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;      // from the start of the data section; a multiple of the alignment
-  uint64_t n_bytes = 0;     // exact size of the data (no padding)
-  int64_t n_elements = 0;   // product of ne (1 when there are no dims)
+  uint64_t offset = 0;     // from the start of the data section; a multiple of the alignment
+  uint64_t n_bytes = 0;    // exact size of the data (no padding)
+  int64_t n_elements = 0;  // product of ne (1 when there are no dims)
 };
 
 class GgufFile {

@@ -15,20 +15,32 @@ namespace {
 
 template <typename T>
 constexpr std::string_view cpp_name() {
-  if constexpr (std::is_same_v<T, bool>) return "bool";
-  else if constexpr (std::is_same_v<T, std::string>) return "string";
-  else if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
+  if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "string";
+  else if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, double>)
+    return "double";
   else if constexpr (std::is_signed_v<T>) {
-    if constexpr (sizeof(T) == 1) return "int8";
-    else if constexpr (sizeof(T) == 2) return "int16";
-    else if constexpr (sizeof(T) == 4) return "int32";
-    else return "int64";
+    if constexpr (sizeof(T) == 1)
+      return "int8";
+    else if constexpr (sizeof(T) == 2)
+      return "int16";
+    else if constexpr (sizeof(T) == 4)
+      return "int32";
+    else
+      return "int64";
   } else {
-    if constexpr (sizeof(T) == 1) return "uint8";
-    else if constexpr (sizeof(T) == 2) return "uint16";
-    else if constexpr (sizeof(T) == 4) return "uint32";
-    else return "uint64";
+    if constexpr (sizeof(T) == 1)
+      return "uint8";
+    else if constexpr (sizeof(T) == 2)
+      return "uint16";
+    else if constexpr (sizeof(T) == 4)
+      return "uint32";
+    else
+      return "uint64";
   }
 }
 
@@ -83,17 +95,16 @@ Result<std::vector<T>> GgufFile::get_array(std::string_view key) const {
   std::vector<T> out;
   out.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
-    auto r = convert<T>(items[i], [&] {
-      return fmt::format("{}: metadata key '{}' item [{}]", name_, key, i);
-    });
+    auto r = convert<T>(
+        items[i], [&] { return fmt::format("{}: metadata key '{}' item [{}]", name_, key, i); });
     if (!r.ok()) return r.error();
     out.push_back(std::move(r).value());
   }
   return out;
 }
 
-#define T9_GGUF_INSTANTIATE(T)                                           \
-  template Result<T> GgufFile::get<T>(std::string_view) const;           \
+#define T9_GGUF_INSTANTIATE(T)                                 \
+  template Result<T> GgufFile::get<T>(std::string_view) const; \
   template Result<std::vector<T>> GgufFile::get_array<T>(std::string_view) const;
 
 T9_GGUF_INSTANTIATE(bool)

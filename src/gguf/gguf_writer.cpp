@@ -13,7 +13,9 @@
 namespace t9::gguf {
 namespace {
 
-uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+uint64_t align_up(uint64_t x, uint64_t a) {
+  return (x + a - 1) / a * a;
+}
 
 class Out {
  public:
@@ -41,20 +43,30 @@ class ValueWriter {
 
   Status put(const Value& v, uint32_t depth) {
     switch (v.type) {
-      case ValueType::UINT8: return put_int<uint8_t>(v);
-      case ValueType::INT8: return put_int<int8_t>(v);
-      case ValueType::UINT16: return put_int<uint16_t>(v);
-      case ValueType::INT16: return put_int<int16_t>(v);
-      case ValueType::UINT32: return put_int<uint32_t>(v);
-      case ValueType::INT32: return put_int<int32_t>(v);
-      case ValueType::UINT64: return put_int<uint64_t>(v);
-      case ValueType::INT64: return put_int<int64_t>(v);
+      case ValueType::UINT8:
+        return put_int<uint8_t>(v);
+      case ValueType::INT8:
+        return put_int<int8_t>(v);
+      case ValueType::UINT16:
+        return put_int<uint16_t>(v);
+      case ValueType::INT16:
+        return put_int<int16_t>(v);
+      case ValueType::UINT32:
+        return put_int<uint32_t>(v);
+      case ValueType::INT32:
+        return put_int<int32_t>(v);
+      case ValueType::UINT64:
+        return put_int<uint64_t>(v);
+      case ValueType::INT64:
+        return put_int<int64_t>(v);
       case ValueType::FLOAT32:
       case ValueType::FLOAT64: {
         const auto* d = std::get_if<double>(&v.v);
         if (!d) return mismatch(v);
-        if (v.type == ValueType::FLOAT32) out_.put(static_cast<float>(*d));
-        else out_.put(*d);
+        if (v.type == ValueType::FLOAT32)
+          out_.put(static_cast<float>(*d));
+        else
+          out_.put(*d);
         return {};
       }
       case ValueType::BOOL: {
@@ -69,7 +81,8 @@ class ValueWriter {
         out_.put_string(*s);
         return {};
       }
-      case ValueType::ARRAY: return put_array(v, depth);
+      case ValueType::ARRAY:
+        return put_array(v, depth);
     }
     return error("metadata key '{}': unknown value type {}", key_, static_cast<uint32_t>(v.type));
   }
@@ -234,7 +247,8 @@ Status GgufWriter::write_file(const std::string& path) const {
   const uint64_t pad = align_up(pos, align) - pos;
   ok = ok && std::fwrite(zeros.data(), 1, pad, f.get()) == pad;
   if (!ok) return error("{}: write failed: {}", path, std::strerror(errno));
-  if (std::fclose(f.release()) != 0) return error("{}: close failed: {}", path, std::strerror(errno));
+  if (std::fclose(f.release()) != 0)
+    return error("{}: close failed: {}", path, std::strerror(errno));
   return {};
 }
 

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
   size_t n = 0;
   for (const auto& m : testing::broken_variants())
     put(mutations, std::to_string(n++) + "_" + m.label, m.bytes);
-  for (const auto& b : testing::random_flips(500, 99)) put(mutations, std::to_string(n++) + "_flip", b);
+  for (const auto& b : testing::random_flips(500, 99))
+    put(mutations, std::to_string(n++) + "_flip", b);
   std::printf("gguf_corpus: 5 seeds in %s, %zu mutated files in %s\n", seeds.c_str(), n,
               mutations.c_str());
   return 0;

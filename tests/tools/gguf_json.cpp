@@ -30,14 +30,23 @@ ValueType type_from_json(const json& j) {
 
 Value value_from_json(ValueType t, const json& v, const json* elem_type) {
   switch (t) {
-    case ValueType::UINT8: case ValueType::UINT16: case ValueType::UINT32:
+    case ValueType::UINT8:
+    case ValueType::UINT16:
+    case ValueType::UINT32:
     case ValueType::UINT64:
       return Value{t, v.get<uint64_t>()};
-    case ValueType::INT8: case ValueType::INT16: case ValueType::INT32: case ValueType::INT64:
+    case ValueType::INT8:
+    case ValueType::INT16:
+    case ValueType::INT32:
+    case ValueType::INT64:
       return Value{t, v.get<int64_t>()};
-    case ValueType::FLOAT32: case ValueType::FLOAT64: return Value{t, v.get<double>()};
-    case ValueType::BOOL: return Value::boolean(v.get<bool>());
-    case ValueType::STRING: return Value::str(v.get<std::string>());
+    case ValueType::FLOAT32:
+    case ValueType::FLOAT64:
+      return Value{t, v.get<double>()};
+    case ValueType::BOOL:
+      return Value::boolean(v.get<bool>());
+    case ValueType::STRING:
+      return Value::str(v.get<std::string>());
     case ValueType::ARRAY: {
       const ValueType et = type_from_json(*elem_type);
       std::vector<Value> items;
@@ -67,8 +76,10 @@ json value_to_json(const Value& v) {
   }
   return std::visit(
       [](const auto& x) -> json {
-        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, Array>) return nullptr;
-        else return json(x);
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, Array>)
+          return nullptr;
+        else
+          return json(x);
       },
       v.v);
 }
@@ -125,8 +136,11 @@ int dump(const char* path, bool with_data) {
   json ts = json::array();
   for (const auto& t : f->tensors()) {
     const auto bytes = f->tensor_bytes(t);
-    json tj = {{"name", t.name}, {"ne", t.ne}, {"type", type_name(t.type)},
-               {"offset", t.offset}, {"n_bytes", t.n_bytes}};
+    json tj = {{"name", t.name},
+               {"ne", t.ne},
+               {"type", type_name(t.type)},
+               {"offset", t.offset},
+               {"n_bytes", t.n_bytes}};
     if (with_data) {
       tj["data_hex"] = to_hex(bytes);
     } else {

@@ -13,8 +13,9 @@ namespace {
 
 std::string model_path(const std::string& file) {
   const char* dir = std::getenv("TEMPO9_MODELS");
-  std::string base = dir ? dir : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
-                                     "/.cache/tempo9/models";
+  std::string base =
+      dir ? dir
+          : std::string(std::getenv("HOME") ? std::getenv("HOME") : "") + "/.cache/tempo9/models";
   return base + "/" + file;
 }
 

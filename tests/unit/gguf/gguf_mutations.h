@@ -44,8 +44,8 @@ inline GgufWriter sample_writer(uint32_t alignment = 32) {
   w.set("test.f64", Value::f64(-2.25));
   w.set("test.bool", Value::boolean(true));
   w.set("test.str", Value::str("h\xC3\xA9llo"));
-  w.set("test.arr_str", Value::array(ValueType::STRING, {Value::str("a"), Value::str("bc"),
-                                                          Value::str("")}));
+  w.set("test.arr_str",
+        Value::array(ValueType::STRING, {Value::str("a"), Value::str("bc"), Value::str("")}));
   w.set("test.arr_u8", Value::array(ValueType::UINT8, {Value::u8(1), Value::u8(2)}));
   w.set("test.empty", Value::array(ValueType::FLOAT32, {}));
   w.set("test.nested",
@@ -158,9 +158,9 @@ inline Layout walk(const std::vector<uint8_t>& b) {
 }
 
 struct Mutation {
-  std::string label;          // what was changed, for test output and corpus file names
+  std::string label;  // what was changed, for test output and corpus file names
   std::vector<uint8_t> bytes;
-  std::string expect;         // a substring the error message must contain ("" = any error)
+  std::string expect;  // a substring the error message must contain ("" = any error)
 };
 
 namespace detail {
@@ -196,7 +196,8 @@ inline std::vector<Mutation> broken_variants() {
     b[i] ^= 0x20;
     add("magic_" + std::to_string(i), b, "bad magic");
   }
-  for (uint32_t v : {0u, 1u, 4u, 0xFFFFFFFFu}) add("version_" + std::to_string(v), with(good, 4, v), "version");
+  for (uint32_t v : {0u, 1u, 4u, 0xFFFFFFFFu})
+    add("version_" + std::to_string(v), with(good, 4, v), "version");
   add("version_big_endian", with(good, 4, uint32_t{0x03000000}), "big-endian");
 
   for (uint64_t n : {kHuge, uint64_t{1} << 62, uint64_t{1} << 40, uint64_t{100000}})
@@ -244,7 +245,8 @@ inline std::vector<Mutation> broken_variants() {
       add("type_" + std::to_string(id) + "_" + t.name, with(good, t.type_at, id),
           "unknown ggml type id " + std::to_string(id));
     const uint64_t off = detail::load<uint64_t>(good, t.offset_at);
-    add("offset_plus1_" + t.name, with(good, t.offset_at, off + 1), "not a multiple of the alignment");
+    add("offset_plus1_" + t.name, with(good, t.offset_at, off + 1),
+        "not a multiple of the alignment");
     add("offset_huge_" + t.name, with(good, t.offset_at, uint64_t{1} << 62), "runs past the end");
     add("offset_wrap_" + t.name, with(good, t.offset_at, kHuge - 31), "runs past the end");
   }

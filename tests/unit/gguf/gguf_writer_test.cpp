@@ -88,8 +88,9 @@ TEST(GgufWriter, RejectsBadInput) {
   std::vector<uint8_t> d(144);
   EXPECT_NE(w.add_tensor("x", {128}, GgmlType::Q4_K, d).message().find("not a multiple"),
             std::string::npos);
-  EXPECT_NE(w.add_tensor("x", {256}, GgmlType::Q4_K, std::span(d).first(100)).message().find(
-                "100 bytes given"),
+  EXPECT_NE(w.add_tensor("x", {256}, GgmlType::Q4_K, std::span(d).first(100))
+                .message()
+                .find("100 bytes given"),
             std::string::npos);
   EXPECT_TRUE(w.add_tensor("x", {256}, GgmlType::Q4_K, d).ok());
   EXPECT_NE(w.add_tensor("x", {256}, GgmlType::Q4_K, d).message().find("added twice"),
