@@ -149,7 +149,7 @@ float dot_kv_avx2(const float* q, const void* k, bool f16, int64_t n) {
   for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_kv(k, f16, i), acc);
   float total = hsum(acc);
   for (; i < n; ++i)
-    total += q[i] * (f16 ? f16_to_f32(static_cast<const uint16_t*>(k)[i])
+    total += q[i] * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(k)[i])
                          : static_cast<const float*>(k)[i]);
   return total;
 }
@@ -160,8 +160,8 @@ void axpy_kv_avx2(float w, const void* v, bool f16, int64_t n, float* acc) {
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, load_kv(v, f16, i), _mm256_loadu_ps(acc + i)));
   for (; i < n; ++i)
-    acc[i] += w * (f16 ? f16_to_f32(static_cast<const uint16_t*>(v)[i])
-                       : static_cast<const float*>(v)[i]);
+    acc[i] +=
+        w * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(v)[i]) : static_cast<const float*>(v)[i]);
 }
 
 }  // namespace

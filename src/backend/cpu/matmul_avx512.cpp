@@ -194,7 +194,7 @@ float dot_kv_avx512(const float* q, const void* k, bool f16, int64_t n) {
     acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load_kv(k, f16, i), acc);
   float total = hsum(acc);
   for (; i < n; ++i)
-    total += q[i] * (f16 ? f16_to_f32(static_cast<const uint16_t*>(k)[i])
+    total += q[i] * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(k)[i])
                          : static_cast<const float*>(k)[i]);
   return total;
 }
@@ -205,8 +205,8 @@ void axpy_kv_avx512(float w, const void* v, bool f16, int64_t n, float* acc) {
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(wv, load_kv(v, f16, i), _mm512_loadu_ps(acc + i)));
   for (; i < n; ++i)
-    acc[i] += w * (f16 ? f16_to_f32(static_cast<const uint16_t*>(v)[i])
-                       : static_cast<const float*>(v)[i]);
+    acc[i] +=
+        w * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(v)[i]) : static_cast<const float*>(v)[i]);
 }
 
 }  // namespace

@@ -72,6 +72,9 @@ const MatmulKernels& kernels_scalar();
 const MatmulKernels& kernels_avx2();
 const MatmulKernels& kernels_avx512();
 
+// CHECK-fails naming t (defined in a portable file; ISA files call it instead of T9_CHECK).
+[[noreturn]] void unsupported_weight_type(GgmlType t);
+
 // True for Q8_0, IQ4_NL, IQ4_XS (signed levels; see above).
 bool is_wide_type(GgmlType t);
 

@@ -3,6 +3,7 @@
 #define T9_ISA_NS scalar_isa
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/unpack_impl.h"
+#include "core/check.h"
 
 namespace t9::cpu {
 namespace {
@@ -62,6 +63,11 @@ const MatmulKernels& kernels_scalar() {
   static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_scalar, 1,
                                row_to_f32, dot_f32_scalar,   dot_kv_scalar,  axpy_kv_scalar};
   return k;
+}
+
+void unsupported_weight_type(GgmlType t) {
+  T9_CHECK(false, "cpu matmul: unsupported weight type {}", type_name(t));
+  __builtin_unreachable();
 }
 
 bool is_wide_type(GgmlType t) {

@@ -9,11 +9,9 @@
 #include <immintrin.h>
 #endif
 
-#include "core/check.h"
 #include "quant/blocks.h"
 #include "quant/codebooks.h"
 #include "quant/half.h"
-#include "quant/k_scales.h"
 
 #ifndef T9_ISA_NS
 #error define T9_ISA_NS before including unpack_impl.h
@@ -32,6 +30,8 @@ typedef float f32x8 __attribute__((vector_size(32), aligned(4)));
 typedef float f32x16 __attribute__((vector_size(64), aligned(4)));
 typedef uint8_t u8x8 __attribute__((vector_size(8), aligned(1)));
 typedef int8_t i8x16 __attribute__((vector_size(16), aligned(1)));
+typedef int32_t i32x8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t i32x16 __attribute__((vector_size(64), aligned(4)));
 
 template <typename V>
 inline V load_v(const void* p) {
@@ -130,7 +130,7 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
       }
       return;
     default:
-      T9_CHECK(false, "unpack: unsupported type {}", type_name(type));
+      unsupported_weight_type(type);
   }
 }
 
@@ -148,6 +148,14 @@ inline void unpack_q2_k(const BlockQ2_K& b, uint8_t* q, float* ls, float* mn, in
   }
 }
 
+// Q3_K's 16 six-bit scales (stored + 32): low 4 bits in the nibbles of bytes 0..7, high 2 bits
+// in byte 8 + j % 4 at bit 2 * (j / 4). A local copy of quant/k_scales.h's decoder (see above).
+inline int q3_k_scale(const uint8_t* s, int j) {
+  const int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | hi << 4) - 32;
+}
+
 inline void unpack_q3_k(const BlockQ3_K& b, uint8_t* q, float* ls, float* mn, int64_t e) {
   const float d = h2f(b.d);
   for (int n = 0; n < 2; ++n) {
@@ -161,7 +169,7 @@ inline void unpack_q3_k(const BlockQ3_K& b, uint8_t* q, float* ls, float* mn, in
           const int hi = (b.hmask[half * 16 + l] >> bit) & 1;
           q[o + l] = static_cast<uint8_t>(lo | hi << 2);  // stored level + 4
         }
-        const float dl = d * static_cast<float>(unpack_q3_k_scale(b.scales, is));
+        const float dl = d * static_cast<float>(q3_k_scale(b.scales, is));
         fill_scales(ls, mn, o, 16, dl, -4.0f * dl);
       }
     }
@@ -182,8 +190,8 @@ inline void unpack_q45_k(uint16_t d16, uint16_t dmin16, const uint8_t* scales, c
   u8x8 sc8, m8;
   std::memcpy(&sc8, sc_w, 8);
   std::memcpy(&m8, m_w, 8);
-  const f32x8 scf = __builtin_convertvector(sc8, f32x8) * d;
-  const f32x8 mf = __builtin_convertvector(m8, f32x8) * -dmin;
+  const f32x8 scf = __builtin_convertvector(__builtin_convertvector(sc8, i32x8), f32x8) * d;
+  const f32x8 mf = __builtin_convertvector(__builtin_convertvector(m8, i32x8), f32x8) * -dmin;
   store_v(ls + e / 16,
           __builtin_shufflevector(scf, scf, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
   store_v(mn + e / 16,
@@ -212,7 +220,8 @@ inline void unpack_q6_k(const BlockQ6_K& b, uint8_t* q, float* ls, float* mn, in
     store_v(q + o + 64, (l0 >> 4) | ((h >> 4) & 3) << 4);
     store_v(q + o + 96, (l1 >> 4) | ((h >> 6) & 3) << 4);
   }
-  const f32x16 dl = __builtin_convertvector(load_v<i8x16>(b.scales), f32x16) * d;
+  const f32x16 dl =
+      __builtin_convertvector(__builtin_convertvector(load_v<i8x16>(b.scales), i32x16), f32x16) * d;
   store_v(ls + e / 16, dl);
   store_v(mn + e / 16, dl * -32.0f);
 }
@@ -273,7 +282,10 @@ inline void quantize_act_row(const float* x, int64_t n_in, int8_t* q, float* d, 
   for (int64_t b = 0; b < n_in / 32; ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    for (int i = 0; i < 32; ++i) {
+      const float a = std::fabs(xb[i]);
+      amax = a > amax ? a : amax;
+    }
     const float db = amax / 127.0f;
     const float id = db != 0.0f ? 1.0f / db : 0.0f;
     int sum[2] = {0, 0};
@@ -298,10 +310,13 @@ inline void row_to_f32(GgmlType type, const void* row, int64_t n, float* out) {
       for (int64_t i = 0; i < n; ++i) out[i] = h2f(h[i]);
       return;
     case GgmlType::BF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(h[i]);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t u = static_cast<uint32_t>(h[i]) << 16;
+        std::memcpy(&out[i], &u, 4);
+      }
       return;
     default:
-      T9_CHECK(false, "row_to_f32: unsupported type {}", type_name(type));
+      unsupported_weight_type(type);
   }
 }
 
