@@ -188,5 +188,20 @@ TEST_F(RowOps, CopyCastsAndGetRows) {
   }
 }
 
+// TEMPO9_CPU_ISA picks the kernels when the config does not; an explicit config wins.
+TEST(CpuBackendIsa, EnvironmentAndConfigSelectIsa) {
+  ASSERT_EQ(setenv("TEMPO9_CPU_ISA", "scalar", 1), 0);
+  EXPECT_EQ(CpuBackend(CpuBackendConfig{1, std::nullopt}).isa(), CpuIsa::kScalar);
+  if (cpu_isa_supported(CpuIsa::kAvx2)) {
+    EXPECT_EQ(CpuBackend(CpuBackendConfig{1, CpuIsa::kAvx2}).isa(), CpuIsa::kAvx2);
+  }
+  ASSERT_EQ(setenv("TEMPO9_CPU_ISA", "no-such-isa", 1), 0);
+  EXPECT_EQ(CpuBackend(CpuBackendConfig{1, std::nullopt}).isa(), best_cpu_isa());
+  ASSERT_EQ(unsetenv("TEMPO9_CPU_ISA"), 0);
+  EXPECT_EQ(CpuBackend(CpuBackendConfig{1, std::nullopt}).isa(), best_cpu_isa());
+  EXPECT_EQ(parse_cpu_isa("avx512"), CpuIsa::kAvx512);
+  EXPECT_EQ(parse_cpu_isa("AVX2"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace t9::test
