@@ -144,6 +144,14 @@ TEST(Matmul, EveryTypeEveryIsaMatchesDequantizedReference) {
   }
 }
 
+// n_in 8192 puts 32 activation rows in one L2 block (cpu_matmul.cpp), so 40 rows span two blocks
+// and several column tiles; results must still match the oracle.
+TEST(Matmul, LongRowsSpanActivationBlocks) {
+  for (CpuIsa isa : supported_isas())
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::F16})
+      check_matmul_vs_oracle(t, {8192, 6, 40}, isa, /*with_bias=*/false);
+}
+
 TEST(Matmul, BiasIsAdded) {
   for (CpuIsa isa : supported_isas())
     check_matmul_vs_oracle(GgmlType::Q4_K, {256, 13, 2}, isa, true);
