@@ -36,6 +36,47 @@ Status read_merges(const gguf::GgufFile& f, Vocab& v) {
   return {};
 }
 
+// llama.cpp recognises some tokens by their text and makes them control tokens even when the
+// GGUF says otherwise (e.g. "</s>", user-defined in Gemma 3, normal in Qwen2.5): they then stop
+// generation, and with parse_special off their strings are plain text. We follow it, since
+// llama.cpp is the reference for GGUF vocabs.
+bool is_eog_text(std::string_view s) {
+  static constexpr std::string_view kEog[] = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+      "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+      "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+  for (auto e : kEog)
+    if (s == e) return true;
+  return false;
+}
+
+bool is_fim_text(std::string_view s) {
+  static constexpr std::string_view kFim[] = {
+      "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>",
+      "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>",
+      "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>",
+      "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
+      "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+  for (auto f : kFim)
+    if (s == f) return true;
+  return false;
+}
+
+void apply_special_text_rules(Vocab& v) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string& t = v.texts[i];
+    if (is_eog_text(t) || is_fim_text(t)) {
+      v.types[i] = TokenType::kControl;
+      if (v.eot == kNoToken && is_eog_text(t) && t != "</s>" && t != "<eos>")
+        v.eot = static_cast<TokenId>(i);
+    }
+    // gpt-oss: always rendered and always matched.
+    if (t == "<|channel|>" || t == "<|message|>" || t == "<|start|>" || t == "<|constrain|>")
+      v.types[i] = TokenType::kUserDefined;
+  }
+}
+
 }  // namespace
 
 Result<Vocab> vocab_from_gguf(const gguf::GgufFile& f) {
@@ -88,6 +129,7 @@ Result<Vocab> vocab_from_gguf(const gguf::GgufFile& f) {
   T9_TRY(read_flag(f, "tokenizer.ggml.add_bos_token", v.add_bos));
   T9_TRY(read_flag(f, "tokenizer.ggml.add_eos_token", v.add_eos));
   T9_TRY(read_flag(f, "tokenizer.ggml.add_space_prefix", v.add_space_prefix));
+  apply_special_text_rules(v);
   T9_TRY(v.validate());
   return v;
 }

@@ -23,6 +23,13 @@ PRE = {
 }
 
 
+# llama.cpp (llama-vocab.cpp, "control-looking token ... its type will be overridden") makes
+# these texts control tokens whatever the GGUF type; Qwen2.5 has "</s>" as a normal token. HF has
+# no such rule, so the reference is told explicitly.
+LLAMACPP_CONTROL_TEXTS = {"</s>", "<|endoftext|>", "<|im_end|>", "<|fim_prefix|>", "<|fim_suffix|>",
+                          "<|fim_middle|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}
+
+
 def hf_from_gguf(path, pre):
     fields = gguf.GGUFReader(str(path)).fields
     tokens = fields["tokenizer.ggml.tokens"].contents()
@@ -31,6 +38,7 @@ def hf_from_gguf(path, pre):
     tk = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
     tk.pre_tokenizer = pre()
     # Control (3) tokens are special; user-defined (4) are plain added tokens.
+    types = [3 if tokens[i] in LLAMACPP_CONTROL_TEXTS else t for i, t in enumerate(types)]
     tk.add_tokens([AddedToken(tokens[i], special=(t == 3), normalized=False)
                    for i, t in enumerate(types) if t in (3, 4)])
     return tk, [tokens[i] for i, t in enumerate(types) if t in (3, 4)]
