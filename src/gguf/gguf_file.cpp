@@ -68,6 +68,11 @@ uint64_t min_value_bytes(ValueType t) {
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // empty key, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // empty name, n_dims=0, type, offset
 
+// A count that fits the bytes left can still be huge in a big file (a Value is ~48 bytes, a
+// UINT8 item 1 byte): reserve at most this many items up front, then grow only as items are
+// actually parsed, so memory follows real content, not claims. Covers the 262k-token vocabs.
+constexpr uint64_t kMaxUpfrontItems = uint64_t{1} << 19;
+
 }  // namespace
 
 // One pass over the header. Every read checks the bytes left first; every count is checked
@@ -187,11 +192,11 @@ class Parser {
                   "array length {} of {} cannot fit in the {} bytes left (each item takes at "
                   "least {} bytes)",
                   count, value_type_name(arr.elem_type), left(), min_bytes);
-    arr.items.resize(count);
+    arr.items.reserve(std::min(count, kMaxUpfrontItems));
     path_.push_back(0);
     for (uint64_t i = 0; i < count; ++i) {
       path_.back() = i;
-      T9_TRY(read_value(arr.elem_type, arr.items[i], depth + 1));
+      T9_TRY(read_value(arr.elem_type, arr.items.emplace_back(), depth + 1));
     }
     path_.pop_back();
     return {};
@@ -228,8 +233,8 @@ class Parser {
                   "tensor count {} is impossible: each tensor info needs at least {} bytes "
                   "and only {} bytes are left after the metadata's minimum (file truncated?)",
                   n_tensors, kMinTensorInfoBytes, left() - std::min(left(), n_kv * kMinKvBytes));
-    f.kv_.reserve(n_kv);
-    f.tensors_.reserve(n_tensors);
+    f.kv_.reserve(std::min(n_kv, kMaxUpfrontItems));
+    f.tensors_.reserve(std::min(n_tensors, kMaxUpfrontItems));
     n_kv_ = n_kv;
     n_tensors_ = n_tensors;
     return {};
@@ -306,7 +311,7 @@ class Parser {
   }
 
   Status read_tensor_infos(GgufFile& f) {
-    offset_field_at_.reserve(n_tensors_);
+    offset_field_at_.reserve(std::min(n_tensors_, kMaxUpfrontItems));
     for (uint64_t i = 0; i < n_tensors_; ++i) {
       const uint64_t at = pos_;
       ctx_ = fmt::format("tensor info #{}", i);

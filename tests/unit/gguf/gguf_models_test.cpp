@@ -2,7 +2,8 @@
 // independent implementation), not with our reader.
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <time.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -108,12 +109,19 @@ TEST(GgufModels, GemmaScoresAndMixedTypes) {
   EXPECT_EQ(f.data_offset() + first.offset, 6525120u);
 }
 
+// CPU time of this process (user + sys): unlike wall time it does not grow when other jobs
+// share the machine.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 // The Qwen vocab has ~150k tokens and ~150k merges: parsing must stay in milliseconds.
 TEST(GgufModels, QwenParsesFast) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = cpu_ms();
   GgufFile f = open_or_fail("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms = cpu_ms() - t0;
   EXPECT_EQ(f.file_size(), 1117320768u);
   EXPECT_EQ(f.tensors().size(), 339u);
   EXPECT_EQ(f.get<std::string>("tokenizer.ggml.pre").value(), "qwen2");
@@ -126,9 +134,10 @@ TEST(GgufModels, QwenParsesFast) {
   EXPECT_EQ(out->type, GgmlType::Q6_K);
   EXPECT_EQ(out->n_bytes, 191439360u);
   EXPECT_EQ(f.data_offset() + out->offset, 5950528u);
-  // Generous bound for a loaded 2-core CI box; a typical run is ~20-40 ms.
-  EXPECT_LT(ms, 1000.0) << "parsing took " << ms << " ms";
-  std::printf("qwen open+parse: %.1f ms\n", ms);
+  // A typical run takes ~20 ms of CPU; 300 ms still leaves room for slow CI machines while
+  // catching a per-item cost gone quadratic or a copy of the tensor data.
+  EXPECT_LT(ms, 300.0) << "parsing took " << ms << " ms of CPU";
+  std::printf("qwen open+parse: %.1f ms CPU\n", ms);
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ TEST(GgufWriter, RoundTripEveryValueType) {
                                    Value::array(ValueType::INT32, {Value::i32(3)})}));
   // int32 -1 -> uint32 refused by range, -2 fits int8.
   EXPECT_FALSE(f->get<uint32_t>("test.i8").ok());
-  // Tensors: offsets follow gguf-py's layout (each tensor padded to 32 bytes).
+  // Tensors: offsets follow gguf-py's layout (each tensor padded to 32 bytes): Q4_K 2 blocks of
+  // 144 = 288 -> 288; F32 x8 = 32 -> 320; Q8_0 3 blocks of 34 = 102 -> 422, padded to 448.
   ASSERT_EQ(f->tensors().size(), 4u);
   const std::vector<uint64_t> offsets = {0, 288, 320, 448};
   const std::vector<uint32_t> seeds = {1, 2, 3, 4};
