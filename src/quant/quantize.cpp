@@ -184,6 +184,10 @@ QuantFn quant_fn(GgmlType t) {
       return quant_q5_1;
     case GgmlType::Q8_0:
       return quant_q8_0;
+    case GgmlType::Q2_K:
+      return quantize_blocks_q2_k;
+    case GgmlType::Q3_K:
+      return quantize_blocks_q3_k;
     case GgmlType::Q4_K:
       return quantize_blocks_q4_k;
     case GgmlType::Q5_K:

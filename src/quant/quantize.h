@@ -14,7 +14,7 @@
 
 namespace t9 {
 
-// True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K.
+// True for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K.
 bool can_quantize(GgmlType t);
 
 // Encodes n floats (a row, or rows back to back; blocks never straddle rows because every row

@@ -27,16 +27,21 @@ constexpr float kGroupMaxEps = 1e-15f;
 // Search grid of fit_scale_min: candidate inverse scales (nmax + rmin + rdelta * k) / range for
 // k = 0..nstep.
 struct ScaleMinSearch {
-  int nmax;      // levels are 0..nmax
-  float rmin;    // first offset added to nmax
-  float rdelta;  // step of the offset
-  int nstep;     // number of steps after the first
+  int nmax;              // levels are 0..nmax
+  float rmin;            // first offset added to nmax
+  float rdelta;          // step of the offset
+  int nstep;             // number of steps after the first
+  bool use_mad = false;  // minimise weighted absolute error instead of squared error
 };
 
-// Weighted least-squares fit of x ~ scale * L + min with L in [0, nmax] and min <= 0 (ggml's
-// make_qkx2_quants with squared error): starts from the min/max grid, then tries each candidate
-// inverse scale of the search, solving the 2x2 normal equations for (scale, min) given the
-// rounded levels, and keeps the one with the lowest weighted squared error.
+float weighted_error(float diff, bool use_mad) {
+  return use_mad ? std::fabs(diff) : diff * diff;
+}
+
+// Weighted fit of x ~ scale * L + min with L in [0, nmax] and min <= 0 (ggml's
+// make_qkx2_quants): starts from the min/max grid, then tries each candidate inverse scale of
+// the search, solving the least-squares 2x2 normal equations for (scale, min) given the rounded
+// levels, and keeps the one with the lowest weighted error (squared, or absolute for use_mad).
 // x, w, L: [n] with n <= 32. Returns scale; *neg_min = -min >= 0.
 float fit_scale_min(int n, const float* x, const float* w, uint8_t* L, float* neg_min,
                     const ScaleMinSearch& s) {
@@ -60,9 +65,8 @@ float fit_scale_min(int n, const float* x, const float* w, uint8_t* L, float* ne
   float best_error = 0;
   for (int i = 0; i < n; ++i) {
     L[i] = static_cast<uint8_t>(std::clamp(nearest_int(iscale * (x[i] - min)), 0, s.nmax));
-    float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    diff = diff * diff;
-    best_error += w[i] * diff;
+    const float diff = scale * static_cast<float>(L[i]) + min - x[i];
+    best_error += w[i] * weighted_error(diff, s.use_mad);
   }
   uint8_t Laux[32];
   for (int is = 0; is <= s.nstep; ++is) {
@@ -87,9 +91,8 @@ float fit_scale_min(int n, const float* x, const float* w, uint8_t* L, float* ne
     }
     float cur_error = 0;
     for (int i = 0; i < n; ++i) {
-      float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
-      diff = diff * diff;
-      cur_error += w[i] * diff;
+      const float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
+      cur_error += w[i] * weighted_error(diff, s.use_mad);
     }
     if (cur_error < best_error) {
       std::copy(Laux, Laux + n, L);
@@ -191,6 +194,68 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
     }
   }
   return scale;
+}
+
+// Symmetric fit for Q3_K (ggml's make_q3_quants with do_rmse): start from the grid that maps
+// the largest magnitude to level -nmax, then for up to 5 passes move single elements to the level
+// that is optimal given the others' sums, keeping a move only when it raises sumlx^2 / suml2
+// (x^2-weighted). L: [n] levels + nmax, in [0, 2 nmax - 1]. Returns the scale.
+float fit_symmetric_q3(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  const float iscale = static_cast<float>(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      const float li = static_cast<float>(L[i]);
+      float slx = sumlx - w * x[i] * li;
+      if (!(slx > 0)) continue;
+      float sl2 = suml2 - w * li * li;
+      const int new_l = std::clamp(nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+      if (new_l == L[i]) continue;
+      const float fl = static_cast<float>(new_l);
+      slx += w * x[i] * fl;
+      sl2 += w * fl * fl;
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<int8_t>(new_l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++n_changed;
+      }
+    }
+    if (n_changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Q2_K and Q3_K store 2 low bits of element 128h + 32s + l in bits 2s of qs[32h + l].
+void pack_2bit_low(const uint8_t L[kQK_K], uint8_t qs[kQK_K / 4]) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* Lh = L + 128 * h;
+      qs[32 * h + l] = static_cast<uint8_t>((Lh[l] & 3) | (Lh[l + 32] & 3) << 2 |
+                                            (Lh[l + 64] & 3) << 4 | (Lh[l + 96] & 3) << 6);
+    }
 }
 
 }  // namespace
@@ -297,6 +362,99 @@ void quantize_blocks_q8_k(const float* x, void* dst, int64_t nb) {
       y[i].bsums[j] = static_cast<int16_t>(sum);
     }
     y[i].d = 1 / iscale;
+  }
+}
+
+void quantize_blocks_q2_k(const float* x, void* dst, int64_t nb) {
+  // Absolute-error fit with weights |x| over 16-element sub-blocks; scales and mins to 4 bits.
+  constexpr ScaleMinSearch kSearch{3, -0.5f, 0.1f, 15, true};
+  constexpr float kQ4Scale = 15.f;
+  auto* y = static_cast<BlockQ2_K*>(dst);
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    uint8_t L[kQK_K];
+    float scales[16], mins[16], weights[16];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; ++j) {
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+      scales[j] = fit_scale_min(16, x + 16 * j, weights, L + 16 * j, &mins[j], kSearch);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    std::memset(y[i].scales, 0, sizeof(y[i].scales));
+    y[i].d = y[i].dmin = f32_to_f16(0.f);
+    if (max_scale > 0) {
+      const float iscale = kQ4Scale / max_scale;
+      for (int j = 0; j < 16; ++j)
+        y[i].scales[j] = static_cast<uint8_t>(nearest_int(iscale * scales[j]));
+      y[i].d = f32_to_f16(max_scale / kQ4Scale);
+    }
+    if (max_min > 0) {
+      const float iscale = kQ4Scale / max_min;
+      for (int j = 0; j < 16; ++j)
+        y[i].scales[j] |= static_cast<uint8_t>(nearest_int(iscale * mins[j]) << 4);
+      y[i].dmin = f32_to_f16(max_min / kQ4Scale);
+    }
+    const float d_all = f16_to_f32(y[i].d), dmin_all = f16_to_f32(y[i].dmin);
+    for (int j = 0; j < 16; ++j) {
+      const float d = d_all * static_cast<float>(y[i].scales[j] & 0xF);
+      if (d == 0.0f) continue;
+      const float dm = dmin_all * static_cast<float>(y[i].scales[j] >> 4);
+      for (int l = 0; l < 16; ++l) {
+        const int q = std::clamp(nearest_int((x[16 * j + l] + dm) / d), 0, 3);
+        L[16 * j + l] = static_cast<uint8_t>(q);
+      }
+    }
+    pack_2bit_low(L, y[i].qs);
+  }
+}
+
+void quantize_blocks_q3_k(const float* x, void* dst, int64_t nb) {
+  auto* y = static_cast<BlockQ3_K*>(dst);
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    int8_t L[kQK_K];
+    float scales[16];
+    float max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = fit_symmetric_q3(16, 4, x + 16 * j, L + 16 * j);
+      if (std::fabs(scales[j]) > amax) {
+        amax = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
+    }
+    std::memset(y[i].scales, 0, sizeof(y[i].scales));
+    y[i].d = f32_to_f16(0.f);
+    if (max_scale != 0.0f) {
+      // The largest scale maps to -32; sub-block scales are stored + 32 in 6 bits.
+      const float iscale = -32.f / max_scale;
+      for (int j = 0; j < 16; ++j) {
+        // ggml keeps nearest_int in an int8_t before clamping; keep that wrap-around.
+        const int8_t l8 = static_cast<int8_t>(nearest_int(iscale * scales[j]));
+        const int l = std::clamp<int>(l8, -32, 31) + 32;
+        if (j < 8)
+          y[i].scales[j] = static_cast<uint8_t>(l & 0xF);
+        else
+          y[i].scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+        y[i].scales[8 + j % 4] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+      }
+      y[i].d = f32_to_f16(1 / iscale);
+    }
+    const float d_all = f16_to_f32(y[i].d);
+    for (int j = 0; j < 16; ++j) {
+      const float d = d_all * static_cast<float>(unpack_q3_k_scale(y[i].scales, j));
+      if (d == 0.0f) continue;
+      for (int l = 0; l < 16; ++l) {
+        const int q = std::clamp(nearest_int(x[16 * j + l] / d), -4, 3);
+        L[16 * j + l] = static_cast<int8_t>(q + 4);
+      }
+    }
+    // Levels 0..7: the third bit of element e goes to bit e / 32 of hmask[e % 32].
+    uint8_t low[kQK_K];
+    std::memset(y[i].hmask, 0, sizeof(y[i].hmask));
+    for (int e = 0; e < kQK_K; ++e) {
+      if (L[e] > 3) y[i].hmask[e % 32] |= static_cast<uint8_t>(1 << (e / 32));
+      low[e] = static_cast<uint8_t>(L[e] & 3);
+    }
+    pack_2bit_low(low, y[i].qs);
   }
 }
 

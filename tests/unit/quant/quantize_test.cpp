@@ -99,6 +99,38 @@ TEST(Quantize, Q6_KGridValuesAreExact) {
   EXPECT_EQ(y, x);
 }
 
+TEST(Quantize, Q3_KGridValuesAreExact) {
+  // Sub-block values l % 8 - 4 (-4..3): the largest magnitude -4 maps to level -4, so every
+  // sub-block fits with scale 1 and the level refit has nothing to move. Scale 1 is the largest,
+  // mapped to -32: d = 1 / -32 (fp16 0xA800), every stored 6-bit scale is -32 + 32 = 0, and the
+  // levels decode back to x exactly.
+  std::vector<float> x(256);
+  for (int e = 0; e < 256; ++e) x[e] = static_cast<float>(e % 8 - 4);
+  const auto b = encode<BlockQ3_K>(GgmlType::Q3_K, x);
+  EXPECT_EQ(b.d, 0xA800);
+  for (uint8_t s : b.scales) EXPECT_EQ(s, 0);
+  std::vector<float> y(256);
+  dequantize_row(GgmlType::Q3_K, &b, y.data(), 256);
+  EXPECT_EQ(y, x);
+}
+
+TEST(Quantize, Q2_KRampIsNearlyExact) {
+  // Sub-block values l % 4: fitted with scale 1 and min 0, so the 4-bit scales are all 15
+  // (d = fp16(1/15)), mins 0 (dmin 0) and levels equal the values. Decoding multiplies by
+  // fp16(1/15) * 15 = 1 within fp16's relative 2^-11, so |error| <= 3 * 2^-11.
+  std::vector<float> x(256);
+  for (int e = 0; e < 256; ++e) x[e] = static_cast<float>(e % 4);
+  const auto b = encode<BlockQ2_K>(GgmlType::Q2_K, x);
+  EXPECT_EQ(b.d, f32_to_f16(1.0f / 15.0f));
+  EXPECT_EQ(b.dmin, 0);
+  for (uint8_t s : b.scales) EXPECT_EQ(s, 0x0F);
+  // Element 128h + 32s + l sits in bits 2s of qs[32h + l]; its level is l % 4 for every s.
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(b.qs[i], (i % 4) * 0x55) << i;
+  std::vector<float> y(256);
+  dequantize_row(GgmlType::Q2_K, &b, y.data(), 256);
+  for (int e = 0; e < 256; ++e) EXPECT_NEAR(y[e], x[e], 3 * 0x1p-11) << e;
+}
+
 TEST(Quantize, Q8_KKnownBlock) {
   // x[j] = j - 128: the largest magnitude is x[0] = -128, iscale = -127 / -128 = 0.9921875.
   std::vector<float> x(256);
@@ -119,7 +151,8 @@ TEST(Quantize, Q8_KKnownBlock) {
 TEST(Quantize, ZeroBlocksEncodeToZeros) {
   const std::vector<float> x(256, 0.0f);
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
+                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::Q8_K}) {
     std::vector<uint8_t> q(row_bytes(t, 256), 0xAB);
     quantize_row(t, x.data(), q.data(), 256);
     std::vector<float> y(256, 1.0f);
@@ -167,7 +200,8 @@ TEST(Quantize, SupportedTypesAndValidation) {
                      GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K, GgmlType::Q8_K})
     EXPECT_TRUE(can_quantize(t)) << type_name(t);
-  EXPECT_FALSE(can_quantize(GgmlType::Q2_K));
+  EXPECT_TRUE(can_quantize(GgmlType::Q2_K));
+  EXPECT_TRUE(can_quantize(GgmlType::Q3_K));
   EXPECT_FALSE(can_quantize(GgmlType::IQ4_NL));
 
   const std::vector<float> x(40, 1.0f);
