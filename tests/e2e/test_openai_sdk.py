@@ -1,0 +1,90 @@
+"""The official `openai` SDK against tempo9 serving SmolLM2 (greedy, so outputs are comparable)."""
+import openai
+import pytest
+
+MESSAGES = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+
+
+def test_chat_non_streaming(client):
+    r = client.chat.completions.create(model="gpt-4o", messages=MESSAGES, max_tokens=24, temperature=0)
+    assert r.object == "chat.completion"
+    assert r.model == "gpt-4o"  # any name is served and echoed back, like llama-server
+    c = r.choices[0]
+    assert c.message.role == "assistant"
+    assert "Paris" in c.message.content
+    assert c.finish_reason in ("stop", "length")
+    u = r.usage
+    assert u.prompt_tokens > 10 and 0 < u.completion_tokens <= 24
+    assert u.total_tokens == u.prompt_tokens + u.completion_tokens
+
+
+def test_streaming_equals_non_streaming(client):
+    kw = dict(model="m", messages=MESSAGES, max_tokens=16, temperature=0)
+    whole = client.chat.completions.create(**kw).choices[0].message.content
+    chunks = list(client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw))
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == whole
+    finals = [ch for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert len(finals) == 1
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+def test_prefix_cache_reported_in_usage(client):
+    long_system = "You are a meticulous assistant. " * 40
+    msgs = [{"role": "system", "content": long_system}, {"role": "user", "content": "Say OK."}]
+    client.chat.completions.create(model="m", messages=msgs, max_tokens=2, temperature=0)
+    r = client.chat.completions.create(model="m", messages=msgs, max_tokens=2, temperature=0)
+    cached = r.usage.prompt_tokens_details.cached_tokens
+    assert cached >= r.usage.prompt_tokens - 16, (cached, r.usage.prompt_tokens)  # all full blocks
+
+
+def test_stop_strings_and_seeded_sampling(client):
+    r = client.completions.create(model="m", prompt="The capital of France is", max_tokens=16,
+                                  temperature=0, stop=["."])
+    assert "." not in r.choices[0].text and "Paris" in r.choices[0].text
+    assert r.choices[0].finish_reason == "stop"
+    kw = dict(model="m", messages=MESSAGES, max_tokens=12, temperature=1.0, seed=1234)
+    a = client.chat.completions.create(**kw).choices[0].message.content
+    b = client.chat.completions.create(**kw).choices[0].message.content
+    assert a == b
+
+
+def test_logprobs(client):
+    r = client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=4, temperature=0,
+                                       logprobs=True, top_logprobs=3)
+    lp = r.choices[0].logprobs.content
+    assert len(lp) == r.usage.completion_tokens
+    for t in lp:
+        assert t.logprob <= 0 and len(t.top_logprobs) == 3
+        assert t.top_logprobs[0].logprob >= t.logprob - 1e-4  # greedy: the chosen token is the best
+
+
+def test_models_list(client):
+    ids = [m.id for m in client.models.list().data]
+    assert ids == ["SmolLM2-135M-Instruct.Q4_1"]
+
+
+@pytest.mark.parametrize("kwargs,param", [
+    (dict(messages=[{"role": "wizard", "content": "hi"}]), "messages[0].role"),
+    (dict(messages=[]), "messages"),
+    (dict(messages=MESSAGES, temperature=-1), "temperature"),
+    (dict(messages=MESSAGES, n=2), "n"),
+    (dict(messages=MESSAGES, max_tokens=0), "max_tokens"),
+])
+def test_errors_are_sdk_exceptions(client, kwargs, param):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", **kwargs)
+    assert e.value.status_code == 400
+    assert e.value.body["param"] == param
+
+
+def test_prompt_longer_than_context(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="m", prompt="hello " * 9000, max_tokens=4)
+    assert "8192" in str(e.value)
