@@ -10,7 +10,10 @@ test feeds exactly the same ids.
 Run with the peer venv (scripts/build_peer.sh):
   .venv-peer/bin/python scripts/golden_logits.py ~/.cache/tempo9/models/<model>.gguf \
       tests/data/model/<model>.golden.json
-Settings: F16 KV cache (llama.cpp's default), n_ctx 1024, one batch of up to 1024 tokens.
+Settings: F16 KV cache (llama.cpp's default), n_ctx 1024, one batch of up to 1024 tokens, and by
+default llama.cpp's "extra buffer types" (weight repacking, AMX) off: on our Sapphire Rapids VMs
+the AMX matmul segfaults inside llama_decode, and repacking only changes llama.cpp's memory layout
+and summation order, not what it computes (--extra-bufts turns them back on).
 """
 import argparse
 import hashlib
@@ -121,9 +124,21 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("--n-tokens", type=int, default=600)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--extra-bufts", action="store_true")
     args = ap.parse_args()
 
     import llama_cpp
+    import llama_cpp.llama_cpp as llama_c
+
+    if not args.extra_bufts:
+        defaults = llama_c.llama_model_default_params
+
+        def without_extra_bufts():
+            p = defaults()
+            p.use_extra_bufts = False
+            return p
+
+        llama_c.llama_model_default_params = without_extra_bufts
 
     llm = llama_cpp.Llama(model_path=args.model, n_ctx=1024, n_batch=1024, n_ubatch=1024,
                           logits_all=True, n_threads=args.threads, verbose=False)
@@ -143,6 +158,7 @@ def main() -> int:
         "made_by": "scripts/golden_logits.py",
         "peer": f"llama-cpp-python {llama_cpp.__version__}",
         "kv_type": "F16",
+        "extra_bufts": bool(args.extra_bufts),
         "top_k": TOP_K,
         "tokens": [int(t) for t in ids],
         "top_ids": top.astype(int).tolist(),
