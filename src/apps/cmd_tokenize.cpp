@@ -83,10 +83,13 @@ int run_timing(const tok::Tokenizer& tk, const std::string& text, tok::EncodeOpt
     if (i == 0) first_ms = ms;
     best_ms = std::min(best_ms, ms);
   }
-  std::printf("%s\n", json{{"bytes", text.size()}, {"tokens", n_tokens}, {"first_ms", first_ms},
-                            {"best_ms", best_ms}, {"runs", runs}}
-                           .dump()
-                           .c_str());
+  std::printf("%s\n", json{{"bytes", text.size()},
+                           {"tokens", n_tokens},
+                           {"first_ms", first_ms},
+                           {"best_ms", best_ms},
+                           {"runs", runs}}
+                          .dump()
+                          .c_str());
   return 0;
 }
 
@@ -126,8 +129,7 @@ int run_tokenize(const TokenizeArgs& a) {
     for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
     std::printf("\n");
   } else {
-    for (auto id : ids)
-      std::printf("%8d  %s\n", id, printable(tk->piece(id)).c_str());
+    for (auto id : ids) std::printf("%8d  %s\n", id, printable(tk->piece(id)).c_str());
     std::printf("%zu tokens\n", ids.size());
   }
   return 0;
@@ -219,7 +221,8 @@ const bool registered_tokenize = register_command(Command{
       sub.add_option("--text", a->text, "Text to tokenize (default: all of stdin)");
       sub.add_flag("--ids", a->ids_only, "Print only the ids, space-separated");
       sub.add_flag("--json", a->as_json, "Print {\"ids\": [...], \"pieces\": [...]}");
-      sub.add_flag("--jsonl", a->jsonl, "Batch: each stdin line a JSON string, each output an id array");
+      sub.add_flag("--jsonl", a->jsonl,
+                   "Batch: each stdin line a JSON string, each output an id array");
       sub.add_flag("--no-special", a->no_special, "Treat special-token strings as plain text");
       sub.add_option("--time", a->time_runs, "Benchmark: encode N times, print timings as JSON");
       sub.add_flag("--no-bos", a->no_bos, "Do not add BOS/EOS even where the vocab asks for them");

@@ -46,7 +46,7 @@ class BpeModel {
 
   const TokenMap* token_ids_ = nullptr;
   bool ignore_merges_ = false;
-  TokenId byte_token_[256];                     // id of each byte's mapped text, or kNoToken
+  TokenId byte_token_[256];                       // id of each byte's mapped text, or kNoToken
   std::unordered_map<uint64_t, Merge> merge_of_;  // (left id, right id) -> rank and result
   std::unique_ptr<Cache> cache_;
 };

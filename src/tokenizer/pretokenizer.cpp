@@ -51,13 +51,18 @@ ThreadScratch& scratch() {
 
 std::vector<std::string> pre_patterns(PreKind kind) {
   switch (kind) {
-    case PreKind::kGpt2: return {kGpt2};
-    case PreKind::kLlama3: return {kLlama3};
-    case PreKind::kQwen2: return {kQwen2};
-    case PreKind::kSmollm: return {R"(\p{N})", kGpt2};
+    case PreKind::kGpt2:
+      return {kGpt2};
+    case PreKind::kLlama3:
+      return {kLlama3};
+    case PreKind::kQwen2:
+      return {kQwen2};
+    case PreKind::kSmollm:
+      return {R"(\p{N})", kGpt2};
     case PreKind::kDefault:
       return {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"};
-    case PreKind::kCustom: return {};
+    case PreKind::kCustom:
+      return {};
   }
   return {};
 }
@@ -101,8 +106,8 @@ Status split_one(const Regex& re, std::string_view piece, std::vector<std::strin
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
   size_t pos = 0, gap_start = 0;
   while (pos < piece.size()) {
-    const int rc = pcre2_match(re.code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, s.md,
-                               s.mctx);
+    const int rc =
+        pcre2_match(re.code, subject, piece.size(), pos, PCRE2_NO_UTF_CHECK, s.md, s.mctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR msg[256];

@@ -70,7 +70,8 @@ std::vector<Fragment> SpecialTokenMatcher::split(std::string_view text, bool par
         continue;
       }
       size_t pos = 0;
-      for (size_t hit; (hit = f.text.find(s, pos)) != std::string_view::npos; pos = hit + s.size()) {
+      for (size_t hit; (hit = f.text.find(s, pos)) != std::string_view::npos;
+           pos = hit + s.size()) {
         if (hit > pos) next.push_back({f.text.substr(pos, hit - pos), kNoToken});
         next.push_back({f.text.substr(hit, s.size()), t});
       }

@@ -53,10 +53,14 @@ int byte_token_value(std::string_view s) {
   int v = 0;
   for (char c : s.substr(3, 2)) {
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else
+      return -1;
   }
   return v;
 }
@@ -101,9 +105,12 @@ Status Tokenizer::Impl::build_pieces() {
         special[i] = 1;
         pieces[i] = t;
         break;
-      case TokenType::kUserDefined: pieces[i] = t; break;
+      case TokenType::kUserDefined:
+        pieces[i] = t;
+        break;
       case TokenType::kUnused:
-      case TokenType::kUndefined: break;  // prints nothing, as llama.cpp
+      case TokenType::kUndefined:
+        break;  // prints nothing, as llama.cpp
     }
     eog[i] = special[i] && is_eog_text(t);
   }
@@ -130,8 +137,8 @@ Result<Tokenizer> Tokenizer::create(Vocab vocab) {
   m.specials.emplace(m.vocab);
   if (m.vocab.kind == VocabKind::kBpe) {
     T9_ASSIGN_OR_RETURN(m.bpe, BpeModel::create(m.vocab, m.ids));
-    const auto patterns = m.vocab.pre == PreKind::kCustom ? m.vocab.custom_patterns
-                                                           : pre_patterns(m.vocab.pre);
+    const auto patterns =
+        m.vocab.pre == PreKind::kCustom ? m.vocab.custom_patterns : pre_patterns(m.vocab.pre);
     T9_ASSIGN_OR_RETURN(auto pre, PreTokenizer::create(patterns));
     m.pre.emplace(std::move(pre));
   } else {
@@ -224,8 +231,7 @@ Result<std::string> Tokenizer::decode(std::span<const TokenId> ids, DecodeOption
   for (size_t i = 0; i < ids.size(); ++i) {
     const TokenId id = ids[i];
     if (id < 0 || static_cast<size_t>(id) >= n_tokens())
-      return error("decode: token id {} at position {} is out of range [0, {})", id, i,
-                   n_tokens());
+      return error("decode: token id {} at position {} is out of range [0, {})", id, i, n_tokens());
     if (opt.skip_special && is_special(id)) continue;
     std::string_view p = impl_->pieces[id];
     if (first && strips_leading_space() && !p.empty() && p[0] == ' ') p.remove_prefix(1);
@@ -240,6 +246,8 @@ TokenId Tokenizer::find(std::string_view token_text) const {
   return it == impl_->ids.end() ? kNoToken : it->second;
 }
 
-const Vocab& Tokenizer::vocab() const { return impl_->vocab; }
+const Vocab& Tokenizer::vocab() const {
+  return impl_->vocab;
+}
 
 }  // namespace t9::tok

@@ -41,11 +41,29 @@ Status read_merges(const gguf::GgufFile& f, Vocab& v) {
 // generation, and with parse_special off their strings are plain text. We follow it, since
 // llama.cpp is the reference for GGUF vocabs.
 bool is_eog_text(std::string_view s) {
-  static constexpr std::string_view kEog[] = {
-      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-      "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-      "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~["};
+  static constexpr std::string_view kEog[] = {"<|eot_id|>",
+                                              "<|im_end|>",
+                                              "<|end|>",
+                                              "<|return|>",
+                                              "<|call|>",
+                                              "<|flush|>",
+                                              "<|calls|>",
+                                              "<end_of_turn>",
+                                              "<|endoftext|>",
+                                              "</s>",
+                                              "<|eom_id|>",
+                                              "<EOT>",
+                                              "_<EOT>",
+                                              "[EOT]",
+                                              "[EOS]",
+                                              "<|end_of_text|>",
+                                              "<end_of_utterance>",
+                                              "<eos>",
+                                              "<turn|>",
+                                              "<|tool_response>",
+                                              "<\xEF\xBD\x9C"
+                                              "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+                                              "[e~["};
   for (auto e : kEog)
     if (s == e) return true;
   return false;
@@ -53,11 +71,12 @@ bool is_eog_text(std::string_view s) {
 
 bool is_fim_text(std::string_view s) {
   static constexpr std::string_view kFim[] = {
-      "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>",
-      "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>",
-      "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>",
-      "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
-      "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+      "<|fim_prefix|>",  "<fim-prefix>",    "<fim_prefix>",   "<PRE>",        "<|code_prefix|>",
+      "<|prefix|>",      "<|fim_suffix|>",  "<fim-suffix>",   "<fim_suffix>", "<SUF>",
+      "<|code_suffix|>", "<|suffix|>",      "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+      "<MID>",           "<|code_middle|>", "<|middle|>",     "<|fim_pad|>",  "<fim-pad>",
+      "<fim_pad>",       "<PAD>",           "[PAD]",          "<|fim_repo|>", "<|repo_name|>",
+      "<fim-repo>",      "<REPO>",          "<reponame>",     "<|file_sep|>"};
   for (auto f : kFim)
     if (s == f) return true;
   return false;

@@ -107,7 +107,9 @@ const ByteMap& byte_map() {
 }
 }  // namespace
 
-const std::string& byte_to_unicode(uint8_t b) { return byte_map().text[b]; }
+const std::string& byte_to_unicode(uint8_t b) {
+  return byte_map().text[b];
+}
 
 int unicode_to_byte(uint32_t cp) {
   if (cp < 256) {
@@ -147,8 +149,8 @@ void decompose(uint32_t cp, std::vector<uint32_t>& out) {
   }
   using nfc_data::kDecomposition;
   const auto* end = kDecomposition + nfc_data::kNumDecomposition;
-  const auto* it = std::lower_bound(kDecomposition, end, cp,
-                                    [](const auto& e, uint32_t c) { return e.cp < c; });
+  const auto* it =
+      std::lower_bound(kDecomposition, end, cp, [](const auto& e, uint32_t c) { return e.cp < c; });
   if (it == end || it->cp != cp) {
     out.push_back(cp);
     return;

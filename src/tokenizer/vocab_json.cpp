@@ -81,7 +81,8 @@ Status read_model(const json& m, Vocab& v) {
   v.ignore_merges = m.value("ignore_merges", false);
   for (const auto& [text, id_json] : m.at("vocab").items()) {
     const int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id > 10'000'000) return error("tokenizer.json model.vocab['{}']: id {}", text, id);
+    if (id < 0 || id > 10'000'000)
+      return error("tokenizer.json model.vocab['{}']: id {}", text, id);
     if (static_cast<size_t>(id) >= v.texts.size()) v.texts.resize(id + 1);
     v.texts[id] = text;
   }

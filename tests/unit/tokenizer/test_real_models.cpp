@@ -31,10 +31,10 @@ std::vector<std::string> corpus_texts() {
 }
 
 std::optional<Tokenizer> load(const std::string& what) {
-  auto r = what == "qwen3" ? Tokenizer::from_tokenizer_json_file(
-                                 std::string(TEMPO9_SHARED_DIR) +
-                                 "/fixtures/tokenizers/qwen3/tokenizer.json")
-                           : Tokenizer::from_gguf_file((models_dir() / what).string());
+  auto r = what == "qwen3"
+               ? Tokenizer::from_tokenizer_json_file(std::string(TEMPO9_SHARED_DIR) +
+                                                     "/fixtures/tokenizers/qwen3/tokenizer.json")
+               : Tokenizer::from_gguf_file((models_dir() / what).string());
   if (!r.ok()) {
     ADD_FAILURE() << what << ": " << r.message();  // a missing model fails the test
     return std::nullopt;
