@@ -157,8 +157,10 @@ class Backend {
                     const Tensor& out) = 0;
 
   // y = x @ w^T (+ bias). w: [n_out, n_in] any supported weight type; x: F32 [n_tokens, n_in];
-  // bias: F32 [n_out] or invalid; y: F32 [n_tokens, n_out]. Batch-invariant: row t of y depends
-  // only on row t of x (bitwise), never on n_tokens or the thread count.
+  // bias: F32 [n_out] or invalid; y: F32 [n_tokens, n_out], must not alias x. Batch-invariant:
+  // row t of y depends only on row t of x (bitwise), never on n_tokens or the thread count.
+  // Quantized weights use 8-bit activations (CPU: per-32 blocks), so results differ from an
+  // F32 reference by the activation rounding (tests/ops/matmul_test.cpp bounds it).
   virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
 
   // Stores this step's K and V rows in the paged pool of one layer. The pool should be F16: half
