@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "chat/tool_calls/hermes_dialect.h"
+#include "chat/tool_calls/llama3_dialect.h"
 #include "chat/tool_calls/mistral_dialect.h"
 #include "chat/tool_calls/qwen_xml_dialect.h"
 
@@ -31,10 +32,9 @@ std::unique_ptr<ToolCallDialect> make() {
 }
 
 constexpr DialectEntry kDialects[] = {
-    {"none", make<NoToolCalls>},
-    {"hermes", make<HermesDialect>},
-    {"qwen_xml", make<QwenXmlDialect>},
-    {"mistral", make<MistralDialect>},
+    {"none", make<NoToolCalls>},          {"hermes", make<HermesDialect>},
+    {"qwen_xml", make<QwenXmlDialect>},   {"mistral", make<MistralDialect>},
+    {"llama3_json", make<Llama3Dialect>},
 };
 
 std::string mistral_call_id(std::size_t /*index*/) {
@@ -63,6 +63,9 @@ std::string_view detect_tool_call_dialect(std::string_view chat_template) {
   if (has("<function=") && has("<parameter=")) return "qwen_xml";
   if (has("<tool_call>")) return "hermes";
   if (has("[TOOL_CALLS]")) return "mistral";
+  if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("\"parameters\""))) {
+    return "llama3_json";
+  }
   return "none";
 }
 

@@ -12,7 +12,7 @@
 namespace t9::chat {
 
 // "none" (all text is content), "hermes" (Qwen2.5 / Hermes JSON), "qwen_xml" (Qwen3-Coder,
-// Qwen3.5), "mistral". Unknown names are an error that lists the known ones.
+// Qwen3.5), "mistral", "llama3_json". Unknown names are an error that lists the known ones.
 Result<std::unique_ptr<ToolCallDialect>> make_tool_call_dialect(std::string_view name);
 std::vector<std::string_view> tool_call_dialect_names();
 
@@ -22,7 +22,8 @@ CallIdFn default_call_id_fn(std::string_view dialect);
 
 // The dialect a chat template teaches its model, from the markup the template renders for tool
 // calls: "<function=" with "<parameter=" -> qwen_xml, "<tool_call>" -> hermes, "[TOOL_CALLS]" ->
-// mistral, otherwise "none". A heuristic over the template source, good for our model families.
+// mistral, "<|python_tag|>" (or Llama-3 headers with "parameters") -> llama3_json, otherwise
+// "none". A heuristic over the template source, good for our model families.
 std::string_view detect_tool_call_dialect(std::string_view chat_template);
 
 }  // namespace t9::chat

@@ -37,6 +37,9 @@ class CallSink {
 
   const ToolSet& tools() const { return *tools_; }
   bool in_call() const { return in_call_; }
+  // No visible text so far, only whitespace and tool calls: for dialects whose markup only counts
+  // at the start of a message (Llama-3 JSON).
+  bool only_calls_so_far() const { return !text_.started(); }
 
   // Preconditions: begin_call only when !in_call(), call_args/end_call only when in_call().
   void begin_call(std::string_view name);

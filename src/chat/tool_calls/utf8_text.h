@@ -37,6 +37,8 @@ class TextSink {
   // Appends the part of `delta` that is certain to `out` (UTF-8 complete, sanitized).
   void append(std::string_view delta, std::string& out);
   void mark_break();
+  // Whether any non-space text has been given (emitted or held as an incomplete character).
+  bool started() const { return started_ || !utf8_tail_.empty(); }
   // End of text: a truncated UTF-8 tail becomes U+FFFD, trailing whitespace is dropped.
   void finish(std::string& out);
 

@@ -213,17 +213,19 @@ INSTANTIATE_TEST_SUITE_P(Corpus, ToolCallCorpus, ::testing::ValuesIn(corpus()),
 
 // Guards against the corpus silently not loading (the parameterized suite would then be empty).
 TEST(ToolCallCorpusFiles, AllFilesLoad) {
-  std::size_t n_hermes = 0, n_xml = 0, n_reasoning = 0, n_mistral = 0;
+  std::size_t n_hermes = 0, n_xml = 0, n_reasoning = 0, n_mistral = 0, n_llama = 0;
   for (const auto& c : corpus()) {
     n_hermes += c.dialect == "hermes";
     n_xml += c.dialect == "qwen_xml";
     n_reasoning += c.dialect == "none";
     n_mistral += c.dialect == "mistral";
+    n_llama += c.dialect == "llama3_json";
   }
   EXPECT_GE(n_hermes, 15u);
   EXPECT_GE(n_xml, 30u);
   EXPECT_GE(n_reasoning, 12u);
   EXPECT_GE(n_mistral, 9u);
+  EXPECT_GE(n_llama, 9u);
 }
 
 }  // namespace

@@ -44,6 +44,8 @@ constexpr std::string_view kFragments[] = {
     "</think>",
     "text",
     "[TOOL_CALLS]",
+    "<|python_tag|>",
+    ";",
     "[ARGS]",
     "get_weather",
     "[TOOL_CALLS]get_weather[ARGS]{\"days\": 5}",
@@ -107,7 +109,7 @@ ParsedMessage run(const std::string& dialect, bool in_reasoning, const std::stri
 
 TEST(ToolCallRandom, ChunkingNeverChangesTheResult) {
   std::mt19937 rng(20261129);  // fixed: failures must reproduce
-  for (const char* dialect : {"qwen_xml", "hermes", "mistral", "none"}) {
+  for (const char* dialect : {"qwen_xml", "hermes", "mistral", "llama3_json", "none"}) {
     int n_with_calls = 0;
     for (int n = 0; n < 300; ++n) {
       const std::string text = random_text(rng);
@@ -126,8 +128,10 @@ TEST(ToolCallRandom, ChunkingNeverChangesTheResult) {
         ASSERT_EQ(got, whole) << dialect << " text: " << text;
       }
     }
-    if (std::string_view(dialect) != "none") {
-      EXPECT_GT(n_with_calls, 50) << dialect;  // about a quarter of the texts; not vacuous
+    // Not vacuous: about a quarter of the texts hold calls; Llama-3 calls only count at the start.
+    const std::string_view d = dialect;
+    if (d != "none") {
+      EXPECT_GT(n_with_calls, d == "llama3_json" ? 5 : 50) << dialect;
     }
   }
 }

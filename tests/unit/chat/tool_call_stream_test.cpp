@@ -207,6 +207,7 @@ TEST(ToolCallDialects, DetectedFromTemplateMarkup) {
             "hermes");
   EXPECT_EQ(detect_tool_call_dialect("{{- '[TOOL_CALLS]' + tool.function.name + '[ARGS]' }}"),
             "mistral");
+  EXPECT_EQ(detect_tool_call_dialect("{{- '<|python_tag|>' + tool_call.name }}"), "llama3_json");
   EXPECT_EQ(detect_tool_call_dialect("{{ bos_token }}{% for m in messages %}{% endfor %}"), "none");
   for (auto name : tool_call_dialect_names()) {
     auto d = make_tool_call_dialect(name);
