@@ -49,6 +49,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;    // Compare operators: == != < <= > >= in notin
   bool negated = false;            // Test: `is not`
+  bool unknown = false;            // Filter/Test name the engine lacks: fails when evaluated
 };
 
 enum class StmtKind : uint8_t {

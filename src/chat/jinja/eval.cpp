@@ -288,6 +288,7 @@ Value Interpreter::get_item(const Value& obj, const Value& key) {
       break;
     case Kind::List:
     case Kind::String: {
+      if (obj.is_iterator()) break;  // not subscriptable: jinja's getitem gives undefined
       if (!key.is_int() && !key.is_bool()) break;
       int64_t i = key.to_int();
       if (obj.is_list()) {
@@ -325,7 +326,7 @@ Value Interpreter::get_item(const Value& obj, const Value& key) {
 Value Interpreter::eval_slice(const Value& obj, const Value& start, const Value& stop,
                               const Value& step) {
   if (obj.is_undefined()) fail(obj.str());
-  if (obj.is_list()) {
+  if (obj.is_list() && !obj.is_iterator()) {
     const auto& items = obj.list().items;
     std::vector<Value> out;
     for (size_t i : slice_indices(items.size(), start, stop, step)) out.push_back(items[i]);
@@ -342,7 +343,8 @@ Value Interpreter::eval_slice(const Value& obj, const Value& start, const Value&
     }
     return Value(std::move(out));
   }
-  fail("'" + std::string(obj.type_name()) + "' object is not subscriptable");
+  // jinja's getitem turns the TypeError of an unsliceable object into undefined.
+  return Value::undefined("'" + std::string(obj.type_name()) + "' object is not subscriptable");
 }
 
 std::vector<Value> Interpreter::iterate(const Value& v) {
@@ -441,7 +443,8 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
                                            : html_escape(a.str()) + b.str());
       return a.is_markup() ? Value::markup(a.str() + b.str()) : Value(a.str() + b.str());
     }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_iterator() &&
+        !b.is_iterator()) {
       std::vector<Value> items = a.list().items;
       items.insert(items.end(), b.list().items.begin(), b.list().items.end());
       return Value::new_list(std::move(items), a.is_tuple());
@@ -461,7 +464,8 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
     if (nums) return Value(a.to_double() * b.to_double());
     const Value* seq = a.is_string() || a.is_list() ? &a : &b;
     const Value* n = seq == &a ? &b : &a;
-    if ((seq->is_string() || seq->is_list()) && (n->is_int() || n->is_bool())) {
+    if ((seq->is_string() || (seq->is_list() && !seq->is_iterator())) &&
+        (n->is_int() || n->is_bool())) {
       int64_t times = std::max<int64_t>(0, n->to_int());
       if (seq->is_string()) {
         std::string out;

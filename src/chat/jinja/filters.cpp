@@ -42,7 +42,9 @@ std::string html_escape(std::string_view s) {
 int64_t length_of(const Value& v) {
   switch (v.kind()) {
     case Kind::String: return int64_t(utf8_length(v.str()));
-    case Kind::List: return int64_t(v.list().items.size());
+    case Kind::List:
+      if (v.is_iterator()) break;
+      return int64_t(v.list().items.size());
     case Kind::Dict:
       if (!v.is_namespace()) return int64_t(v.dict().items.size());
       break;
@@ -199,12 +201,13 @@ Value filter_select(Interpreter& in, const Value& seq, CallArgs& args, bool with
   test_args.args.assign(args.args.begin() + long(std::min(next, args.args.size())), args.args.end());
   test_args.kwargs = args.kwargs;
   std::vector<Value> out;
+  if (!seq.truthy()) return Value::new_iterator({});  // jinja's select_or_reject checks `if value`
   for (const Value& item : in.iterate(seq)) {
     Value v = with_attr ? attr_path(in, item, attr) : item;
     bool pass = test.empty() ? v.truthy() : in.apply_test(test, v, test_args);
     if (pass == keep) out.push_back(item);
   }
-  return Value::new_list(std::move(out));
+  return Value::new_iterator(std::move(out));
 }
 
 Value filter_map(Interpreter& in, const Value& seq, CallArgs& args) {
@@ -215,12 +218,13 @@ Value filter_map(Interpreter& in, const Value& seq, CallArgs& args) {
   const Value* attribute = nullptr;
   const Value* dflt = nullptr;
   for (const auto& [k, v] : args.kwargs) (k == "attribute" ? attribute : dflt) = &v;
+  if (!seq.truthy()) return Value::new_iterator({});  // do_map checks `if value` first
   if (attribute) {
     for (const Value& item : in.iterate(seq)) {
       Value v = attr_path(in, item, attribute->to_str());
       out.push_back(v.is_undefined() && dflt ? *dflt : v);
     }
-    return Value::new_list(std::move(out));
+    return Value::new_iterator(std::move(out));
   }
   if (args.args.empty()) fail("map requires a filter name or attribute=");
   std::string name = args.args[0].to_str();
@@ -231,7 +235,7 @@ Value filter_map(Interpreter& in, const Value& seq, CallArgs& args) {
     CallArgs a = rest;
     out.push_back(in.apply_filter(name, item, a));
   }
-  return Value::new_list(std::move(out));
+  return Value::new_iterator(std::move(out));
 }
 
 Value filter_dictsort(const Value& in, CallArgs& args) {
@@ -316,11 +320,11 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
                             a[2].is_int() ? a[2].as_int() : -1));
   }
   if (n == "items") {
-    if (in.is_undefined()) return Value::new_list();
+    if (in.is_undefined()) return Value::new_iterator({});
     if (!in.is_mapping()) fail("Can only get item pairs from a mapping.");
     std::vector<Value> out;
     for (const auto& [k, v] : in.dict().items) out.push_back(Value::new_list({k, v}, true));
-    return Value::new_list(std::move(out));
+    return Value::new_iterator(std::move(out));
   }
   if (n == "list") return Value::new_list(iterate(in));
   if (n == "join") {
@@ -335,6 +339,8 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
     return Value(std::move(out));
   }
   if (n == "first" || n == "last") {
+    if (n == "last" && in.is_iterator())
+      fail("'" + std::string(in.type_name()) + "' object is not reversible");
     std::vector<Value> items = iterate(in);
     if (items.empty())
       return Value::undefined(std::string("No ") + std::string(n) + " item, sequence was empty.");
@@ -348,6 +354,8 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
     }
     std::vector<Value> items = iterate(in);
     std::reverse(items.begin(), items.end());
+    // reversed(list) is an iterator; a generator is first turned into a list, as do_reverse does.
+    if (in.is_list() && !in.is_iterator()) return Value::new_iterator(std::move(items), "list_reverseiterator");
     return Value::new_list(std::move(items));
   }
   if (n == "map") return filter_map(*this, in, args);
@@ -379,7 +387,7 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
       seen.push_back(k);
       out.push_back(v);
     }
-    return Value::new_list(std::move(out));
+    return Value::new_iterator(std::move(out));
   }
   if (n == "dictsort") return filter_dictsort(in, args);
   if (n == "sum") {
@@ -431,7 +439,7 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
         while (int64_t(cur.size()) < size) cur.push_back(a[1]);
       out.push_back(Value::new_list(std::move(cur)));
     }
-    return Value::new_list(std::move(out));
+    return Value::new_iterator(std::move(out));
   }
   if (n == "attr") {
     auto a = args.bind("attr", {"name"});
@@ -457,7 +465,8 @@ bool Interpreter::apply_test(std::string_view n, const Value& v, CallArgs& args)
   if (n == "string") return v.is_string();
   if (n == "mapping") return v.is_mapping();
   if (n == "iterable") return v.is_string() || v.is_list() || v.is_mapping() || v.is_undefined() || v.kind() == Kind::Loop;
-  if (n == "sequence") return v.is_string() || v.is_list() || v.is_mapping() || v.is_undefined();
+  if (n == "sequence")
+    return v.is_string() || (v.is_list() && !v.is_iterator()) || v.is_mapping() || v.is_undefined();
   if (n == "callable") return v.kind() == Kind::Callable;
   if (n == "escaped") return v.is_markup();
   if (n == "sameas") {

@@ -15,6 +15,7 @@ class Parser {
   Body parse_template() {
     Body body = parse_body({});
     if (cur().type != Tok::End) fail_here("unexpected '" + cur().text + "'");
+    check_unknown();
     return body;
   }
 
@@ -95,9 +96,43 @@ class Parser {
   ExprPtr parse_test(ExprPtr e);
   void parse_call_args(Expr& call);
 
+  // jinja2 reports an unknown filter/test at compile time, except inside an `if` (test or
+  // bodies) or an inline `a if c else b`, where it fails only when evaluated.
+  void note_unknown(Expr& e);
+  void soften(Expr& e);
+  void check_unknown() const;
+
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  bool soft_ = false;
+  struct Unknown {
+    Expr* expr;
+    bool soft;
+  };
+  std::vector<Unknown> unknown_;
 };
+
+void Parser::note_unknown(Expr& e) {
+  e.unknown = true;
+  unknown_.push_back({&e, soft_});
+}
+
+void Parser::soften(Expr& e) {
+  if (e.unknown)
+    for (auto& u : unknown_)
+      if (u.expr == &e) u.soft = true;
+  for (auto& c : e.items)
+    if (c) soften(*c);
+  for (auto& kv : e.kwargs) soften(*kv.second);
+}
+
+void Parser::check_unknown() const {
+  for (const auto& u : unknown_)
+    if (!u.soft)
+      throw JinjaError{std::string("no ") + (u.expr->kind == ExprKind::Test ? "test" : "filter") +
+                           " named '" + u.expr->name + "'",
+                       u.expr->line, u.expr->col};
+}
 
 Body Parser::parse_body(std::initializer_list<const char*> end_tags) {
   Body body;
@@ -146,6 +181,10 @@ void Parser::parse_statement(Body& body) {
   if (at.type != Tok::Name) fail_here("expected a tag name, got " + describe(at));
   std::string tag = next().text;
   StmtPtr s;
+  bool saved_soft = soft_;
+  // `if` makes its frame soft; loops, macros, call/filter/with blocks open a new frame.
+  if (tag == "if") soft_ = true;
+  else if (tag != "set" && tag != "break" && tag != "continue") soft_ = false;
   if (tag == "for") s = parse_for(at);
   else if (tag == "if") s = parse_if(at);
   else if (tag == "set") s = parse_set(at);
@@ -164,11 +203,13 @@ void Parser::parse_statement(Body& body) {
     take_end_tag();
     expect_block_end();
     for (auto& st : inner) body.push_back(std::move(st));
+    soft_ = saved_soft;
     return;
   } else {
     i_ -= 1;
     fail_here("unsupported or unknown tag '" + tag + "'");
   }
+  soft_ = saved_soft;
   s->line = at.line;
   s->col = at.col;
   body.push_back(std::move(s));
@@ -310,7 +351,7 @@ StmtPtr Parser::parse_filter_block(const Token& at) {
       auto f = node(ExprKind::Filter, cur());
       f->name = expect_name();
       while (skip_op(".")) f->name += "." + expect_name();
-      if (!has_filter(f->name)) fail_here("no filter named '" + f->name + "'");
+      if (!has_filter(f->name)) note_unknown(*f);
       f->items.push_back(std::move(s->filter));
       if (is_op("(")) parse_call_args(*f);
       s->filter = std::move(f);
@@ -368,6 +409,7 @@ ExprPtr Parser::parse_condexpr() {
     c->items.push_back(std::move(e));
     c->items.push_back(parse_or());
     c->items.push_back(skip_name("else") ? parse_condexpr() : nullptr);
+    soften(*c);
     e = std::move(c);
   }
   return e;
@@ -631,7 +673,7 @@ ExprPtr Parser::parse_filter(ExprPtr e) {
   auto f = node(ExprKind::Filter, at);
   f->name = expect_name();
   while (skip_op(".")) f->name += "." + expect_name();
-  if (!has_filter(f->name)) throw JinjaError{"no filter named '" + f->name + "'", at.line, at.col};
+  if (!has_filter(f->name)) note_unknown(*f);
   f->items.push_back(std::move(e));
   if (is_op("(")) parse_call_args(*f);
   return f;
@@ -644,7 +686,7 @@ ExprPtr Parser::parse_test(ExprPtr e) {
   t->negated = skip_name("not");
   t->name = expect_name();
   while (skip_op(".")) t->name += "." + expect_name();
-  if (!has_test(t->name)) throw JinjaError{"no test named '" + t->name + "'", at.line, at.col};
+  if (!has_test(t->name)) note_unknown(*t);
   t->items.push_back(std::move(e));
   if (is_op("(")) {
     parse_call_args(*t);

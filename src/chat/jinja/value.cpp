@@ -32,6 +32,12 @@ Value Value::new_list(std::vector<Value> items, bool is_tuple) {
   return Value(std::move(l));
 }
 
+Value Value::new_iterator(std::vector<Value> items, const char* type) {
+  Value v = new_list(std::move(items));
+  v.list().iterator_type = type;
+  return v;
+}
+
 Value Value::new_dict() { return Value(std::make_shared<Dict>()); }
 
 Value Value::new_namespace() {
@@ -42,6 +48,7 @@ Value Value::new_namespace() {
 
 bool Value::is_namespace() const { return is_dict() && dict().is_namespace; }
 bool Value::is_tuple() const { return is_list() && list().is_tuple; }
+bool Value::is_iterator() const { return is_list() && list().iterator_type != nullptr; }
 
 bool Value::truthy() const {
   switch (kind_) {
@@ -51,7 +58,7 @@ bool Value::truthy() const {
     case Kind::Int: return as_int() != 0;
     case Kind::Float: return as_float() != 0.0;
     case Kind::String: return !str().empty();
-    case Kind::List: return !list().items.empty();
+    case Kind::List: return is_iterator() || !list().items.empty();
     case Kind::Dict: return is_namespace() || !dict().items.empty();
     default: return true;
   }
@@ -65,7 +72,9 @@ std::string_view Value::type_name() const {
     case Kind::Int: return "int";
     case Kind::Float: return "float";
     case Kind::String: return "str";
-    case Kind::List: return is_tuple() ? "tuple" : "list";
+    case Kind::List:
+      if (is_iterator()) return list().iterator_type;
+      return is_tuple() ? "tuple" : "list";
     case Kind::Dict: return is_namespace() ? "Namespace" : "dict";
     case Kind::Callable: return "function";
     case Kind::Loop: return "LoopContext";
@@ -165,6 +174,8 @@ void Value::append_repr(std::string& out) const {
     case Kind::String: append_string_repr(out, str()); return;
     case Kind::List: {
       const List& l = list();
+      if (l.iterator_type)  // Python prints "<generator object ... at 0x...>": no stable bytes
+        fail(std::string("printing a ") + l.iterator_type + " object is not supported");
       out += l.is_tuple ? '(' : '[';
       for (size_t i = 0; i < l.items.size(); ++i) {
         if (i) out += ", ";
@@ -240,6 +251,7 @@ bool values_equal(const Value& a, const Value& b) {
     case Kind::List: {
       const List& x = a.list();
       const List& y = b.list();
+      if (x.iterator_type || y.iterator_type) return &x == &y;
       if (x.is_tuple != y.is_tuple || x.items.size() != y.items.size()) return false;
       for (size_t i = 0; i < x.items.size(); ++i)
         if (!values_equal(x.items[i], y.items[i])) return false;
@@ -268,7 +280,8 @@ bool values_less(const Value& a, const Value& b) {
     return a.to_int() < b.to_int();
   }
   if (a.is_string() && b.is_string()) return a.str() < b.str();  // UTF-8 keeps code point order
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_iterator() &&
+      !b.is_iterator()) {
     const auto& x = a.list().items;
     const auto& y = b.list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -356,6 +369,7 @@ void append_json(std::string& out, const Value& v, const JsonOptions& opt, int d
     case Kind::Float: append_json_float(out, v.as_float()); return;
     case Kind::String: append_json_string(out, v.str(), opt.ensure_ascii); return;
     case Kind::List: {
+      if (v.is_iterator()) break;
       const auto& items = v.list().items;
       if (items.empty()) { out += "[]"; return; }
       out += '[';

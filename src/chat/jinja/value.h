@@ -56,6 +56,7 @@ class Value {
   static Value undefined(std::string hint);
   static Value markup(std::string s);  // a string marked safe (jinja Markup)
   static Value new_list(std::vector<Value> items = {}, bool is_tuple = false);
+  static Value new_iterator(std::vector<Value> items, const char* type = "generator");
   static Value new_dict();
   static Value new_namespace();
 
@@ -72,6 +73,7 @@ class Value {
   bool is_namespace() const;
   bool is_mapping() const { return is_dict() && !is_namespace(); }
   bool is_tuple() const;
+  bool is_iterator() const;
   bool is_markup() const { return markup_; }
 
   bool as_bool() const { return std::get<bool>(data_); }
@@ -108,6 +110,10 @@ class Value {
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;
+  // Non-null for what Python would hand out as a one-shot iterator ("generator" from map/select,
+  // "list_reverseiterator" from reverse): iterable, always truthy, but no len(), no indexing, not
+  // JSON-serializable and not printable, exactly where jinja2 fails on them.
+  const char* iterator_type = nullptr;
 };
 
 // Insertion-ordered like a Python dict. Lookups are linear: template dicts are small (messages,

@@ -94,6 +94,18 @@ CASES = [
     ("f_indent", "{{ text|indent }}|{{ text|indent(2, true) }}|{{ text|indent('> ', first=true, blank=true) }}", CTX),
     ("f_batch", "{{ [1, 2, 3, 4, 5]|batch(2)|list }} {{ [1, 2, 3]|batch(2, 'x')|list }}", {}),
     ("f_escape_safe", "{{ '<a href=\"x\">&</a>'|e }} {{ '<b>'|safe }} {{ '<b>'|escape|escape }} {{ ('<i>'|safe) ~ '<u>' }}", {}),
+    # generators (map/select/... return one-shot iterators in jinja2)
+    ("gen_truthy", "{{ 'yes' if ([] | select('odd')) else 'no' }} {{ none|selectattr('x')|list }} {{ none|map(attribute='x')|list }} {{ [3, 1]|reverse|list }}", {}),
+    ("gen_ops", "{{ xs|select('odd')|first }} {{ 2 in xs|map('int') }} {{ xs|map('string')|sort }} {% for x in xs|reject('odd') %}{{ loop.length }}{% endfor %}", CTX),
+    ("err_gen_length", "{{ xs|select('odd')|length }}", CTX),
+    ("err_gen_tojson", "{{ xs|map('string')|tojson }}", CTX),
+    ("gen_index", "{{ (xs|select('odd'))[0] }}", CTX),
+    ("err_gen_last", "{{ xs|select('odd')|last }}", CTX),
+    # unknown filters: compile-time errors, except inside `if` or an inline if, where jinja2
+    # fails only when they run
+    ("unknown_filter_in_if", "{% if false %}{{ x|from_json }}{% endif %}{{ 1 if true else x|nope }}ok", {}),
+    ("err_unknown_filter_in_untaken_loop", "{% for x in [] %}{{ x|from_json }}{% endfor %}", {}),
+    ("err_unknown_filter_in_if_runs", "{% if true %}{{ '1'|from_json }}{% endif %}", {}),
     # methods
     ("m_str", "{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'a b c'.split(' ', 1) }} {{ 'a b c'.rsplit(' ', 1) }} {{ 'abc'.rsplit('b') }} {{ '  x '.strip() }}|{{ 'xxhixx'.strip('x') }}|{{ '  x '.lstrip() }}|{{ '  x '.rstrip() }}|{{ 'ab'.startswith('a') }} {{ 'ab'.endswith(('x', 'b')) }} {{ 'hello'.find('l') }} {{ 'héllo'.find('l') }} {{ 'hello'.rfind('l') }} {{ 'hello'.count('l') }} {{ 'Hello World'.lower() }} {{ 'hi there'.upper() }} {{ 'hi there'.title() }} {{ 'hI tHERE'.capitalize() }} {{ 'aaa'.replace('a', 'b') }}", {}),
     ("m_str_more", "{{ '{} and {}'.format(1, 'x') }} {{ '{0}{1}{0}'.format('a', 'b') }} {{ '{name}!'.format(name='N') }} {{ '-'.join(['a', 'b']) }} {{ 'a\\nb\\r\\nc'.splitlines() }} {{ '123'.isdigit() }} {{ 'abc'.isalpha() }} {{ ' '.isspace() }} {{ 'prefix-x'.removeprefix('prefix-') }} {{ 'ab'.islower() }}", {}),
