@@ -123,8 +123,10 @@ int run_tokenize(const TokenizeArgs& a) {
   const auto& ids = r.value();
   if (a.as_json) {
     json pieces = json::array();
-    for (auto id : ids) pieces.push_back(printable(tk->piece(id)));
-    std::printf("%s\n", json{{"ids", ids}, {"pieces", pieces}}.dump().c_str());
+    for (auto id : ids) pieces.push_back(std::string(tk->piece(id)));
+    // Pieces can be part of a UTF-8 sequence: those bytes print as U+FFFD.
+    const json out{{"ids", ids}, {"pieces", pieces}};
+    std::printf("%s\n", out.dump(-1, ' ', false, json::error_handler_t::replace).c_str());
   } else if (a.ids_only) {
     for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
     std::printf("\n");
