@@ -114,8 +114,9 @@ class GgufFile {
   const Value* find(std::string_view key) const;  // null when absent
 
   // Typed accessors: an Error names the key when it is missing or has another type.
-  // T: bool, std::string, any integer type (any integer value type whose value fits T),
-  // float, double (FLOAT32 or FLOAT64).
+  // T: bool, std::string, float, double (from FLOAT32 or FLOAT64), or an integer type — the
+  // <cstdint> ones, int, long, long long and their unsigned forms (from any integer value type
+  // whose value fits T). Defined for exactly these T in gguf_metadata.cpp.
   template <typename T>
   Result<T> get(std::string_view key) const;
   template <typename T>
