@@ -61,15 +61,26 @@ inline void fill_scales(float* ls, float* mn, int64_t e, int n, float scale, flo
   }
 }
 
-inline void split_nibbles(const uint8_t* qs, uint8_t* q) {
+// The 32 codes of a legacy block: low nibbles are elements 0..15, high nibbles 16..31.
+inline u8x32 nibbles32(const uint8_t* qs) {
   const u8x16 v = load_v<u8x16>(qs);
-  store_v(q, v & 0xF);
-  store_v(q + 16, v >> 4);
+  const u8x16 lo = v & 0xF, hi = v >> 4;
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
 }
 
-// Q5 high bits: bit j of h goes to element j (as 16).
-inline void add_high_bits(uint32_t h, uint8_t* q) {
-  for (int j = 0; j < 32; ++j) q[j] |= static_cast<uint8_t>(((h >> j) & 1) << 4);
+// Q5 codes: bit j of the 32-bit qh adds 16 to element j. Byte j of hb holds byte j / 8 of qh,
+// tested against bit j % 8. Built in registers and stored once (storing the nibbles first and
+// reloading them would stall on store forwarding).
+inline void q5_codes(const uint8_t* qs, const uint8_t* qh, uint8_t* q) {
+  typedef uint8_t u8x4 __attribute__((vector_size(4), aligned(1)));
+  const u8x4 h = load_v<u8x4>(qh);
+  const u8x32 hb = __builtin_shufflevector(h, h, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2,
+                                           2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const u8x32 bit = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128,
+                     1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  const u8x32 set = (u8x32)((hb & bit) != 0);  // 0xFF where the bit is set
+  store_v(q, nibbles32(qs) | (set & 16));
 }
 
 inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8_t* q, float* ls,
@@ -80,14 +91,14 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ4_0*>(src)[i];
         const float d = h2f(b.d);
-        split_nibbles(b.qs, q + i * kQK);
+        store_v(q + i * kQK, nibbles32(b.qs));
         fill_scales(ls, mn, i * kQK, kQK, d, -8.0f * d);
       }
       return;
     case GgmlType::Q4_1:
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ4_1*>(src)[i];
-        split_nibbles(b.qs, q + i * kQK);
+        store_v(q + i * kQK, nibbles32(b.qs));
         fill_scales(ls, mn, i * kQK, kQK, h2f(b.d), h2f(b.m));
       }
       return;
@@ -95,20 +106,14 @@ inline void unpack_legacy(GgmlType type, const uint8_t* src, int64_t n_in, uint8
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ5_0*>(src)[i];
         const float d = h2f(b.d);
-        uint32_t h;
-        std::memcpy(&h, b.qh, 4);
-        split_nibbles(b.qs, q + i * kQK);
-        add_high_bits(h, q + i * kQK);
+        q5_codes(b.qs, b.qh, q + i * kQK);
         fill_scales(ls, mn, i * kQK, kQK, d, -16.0f * d);
       }
       return;
     case GgmlType::Q5_1:
       for (int64_t i = 0; i < nb; ++i) {
         const auto& b = reinterpret_cast<const BlockQ5_1*>(src)[i];
-        uint32_t h;
-        std::memcpy(&h, b.qh, 4);
-        split_nibbles(b.qs, q + i * kQK);
-        add_high_bits(h, q + i * kQK);
+        q5_codes(b.qs, b.qh, q + i * kQK);
         fill_scales(ls, mn, i * kQK, kQK, h2f(b.d), h2f(b.m));
       }
       return;
