@@ -2,11 +2,13 @@
 // token at a time, yields exactly the bytes of whole decoding. Models missing -> failure.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -73,6 +75,29 @@ TEST_P(RealModel, RoundTripAndStreaming) {
     ++n_texts;
   }
   EXPECT_GT(n_texts, 40u);
+}
+
+// One Tokenizer is shared by all HTTP threads: concurrent encodes (sharing the BPE word cache)
+// must give the single-threaded ids.
+TEST(RealModelThreads, ConcurrentEncodeMatchesSerial) {
+  const auto loaded = load("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+  ASSERT_TRUE(loaded.has_value());
+  const auto texts = corpus_texts();
+  std::vector<std::vector<TokenId>> serial;
+  for (const auto& t : texts) serial.push_back(loaded->encode(t).value());
+  std::atomic<int> n_bad{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int rep = 0; rep < 20; ++rep)
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const size_t j = (i + k * 7 + rep) % texts.size();
+          auto r = loaded->encode(texts[j]);
+          if (!r.ok() || r.value() != serial[j]) ++n_bad;
+        }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(n_bad.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RealModel,
