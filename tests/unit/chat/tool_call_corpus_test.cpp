@@ -38,7 +38,10 @@ std::string call_id(std::size_t index) {
 std::string text_of(const ordered_json& t) {
   if (t.is_string()) return t.get<std::string>();
   std::string out;
-  for (std::size_t i = 0; i < t.size(); ++i) out += (i ? "\n" : "") + t[i].get<std::string>();
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (i > 0) out += '\n';
+    out += t[i].get_ref<const std::string&>();
+  }
   return out;
 }
 
