@@ -120,6 +120,23 @@ Value Interpreter::lookup(const std::string& name) {
   return Value::undefined("'" + name + "' is undefined");
 }
 
+const Value* Interpreter::eval_ref(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Literal: return &e.value;
+    case ExprKind::Name:
+      for (Scope* s = scope_.get(); s; s = s->parent.get())
+        if (Value* v = s->find_local(e.name)) return v;
+      return context_.dict().find(std::string_view(e.name));
+    case ExprKind::GetAttr: {
+      const Value* obj = eval_ref(*e.items[0]);
+      if (!obj || !obj->is_dict()) return nullptr;
+      if (!obj->is_namespace() && (is_dict_attr(e.name) || is_dict_unsafe(e.name))) return nullptr;
+      return obj->dict().find(std::string_view(e.name));
+    }
+    default: return nullptr;
+  }
+}
+
 Value Interpreter::eval(const Expr& e) {
   try {
     return eval_inner(e);
@@ -157,7 +174,9 @@ Value Interpreter::eval_inner(const Expr& e) {
         d.dict().set(eval(*e.items[i]), eval(*e.items[i + 1]));
       return d;
     }
-    case ExprKind::GetAttr: return get_attr(eval(*e.items[0]), e.name);
+    case ExprKind::GetAttr:
+      if (const Value* v = eval_ref(e)) return *v;
+      return get_attr(eval(*e.items[0]), e.name);
     case ExprKind::GetItem: return get_item(eval(*e.items[0]), eval(*e.items[1]));
     case ExprKind::Slice: {
       Value parts[3];
@@ -172,8 +191,9 @@ Value Interpreter::eval_inner(const Expr& e) {
       return apply_filter(e.name, input, args);
     }
     case ExprKind::Test: {
-      Value v = eval(*e.items[0]);
       CallArgs args = eval_args(e, 1);
+      if (const Value* v = eval_ref(*e.items[0])) return Value(apply_test(e.name, *v, args) != e.negated);
+      Value v = eval(*e.items[0]);
       return Value(apply_test(e.name, v, args) != e.negated);
     }
     case ExprKind::Not: return Value(!eval(*e.items[0]).truthy());
@@ -200,7 +220,11 @@ Value Interpreter::eval_inner(const Expr& e) {
     case ExprKind::Compare: {
       Value left = eval(*e.items[0]);
       for (size_t i = 0; i < e.ops.size(); ++i) {
-        Value right = eval(*e.items[i + 1]);
+        const Expr& re = *e.items[i + 1];
+        if (i + 1 == e.ops.size()) {  // last operand: compare in place, nothing runs after it
+          if (const Value* r = eval_ref(re)) return Value(eval_compare(e.ops[i], left, *r));
+        }
+        Value right = eval(re);
         if (!eval_compare(e.ops[i], left, right)) return Value(false);
         left = std::move(right);
       }
@@ -344,7 +368,10 @@ Value Interpreter::eval_slice(const Value& obj, const Value& start, const Value&
     return Value(std::move(out));
   }
   // jinja's getitem turns the TypeError of an unsliceable object into undefined.
-  return Value::undefined("'" + std::string(obj.type_name()) + "' object is not subscriptable");
+  std::string msg(1, '\'');
+  msg += obj.type_name();
+  msg += "' object is not subscriptable";
+  return Value::undefined(std::move(msg));
 }
 
 std::vector<Value> Interpreter::iterate(const Value& v) {

@@ -64,7 +64,10 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
   try {
     switch (s.kind) {
       case StmtKind::Data: *out_ += s.text; break;
-      case StmtKind::Output: eval(*s.expr).append_str(*out_); break;
+      case StmtKind::Output:
+        if (const Value* v = eval_ref(*s.expr)) v->append_str(*out_);
+        else eval(*s.expr).append_str(*out_);
+        break;
       case StmtKind::If:
         for (size_t i = 0; i < s.conds.size(); ++i)
           if (eval(*s.conds[i]).truthy()) return exec(s.bodies[i]);

@@ -72,6 +72,9 @@ class Interpreter {
   Value apply_filter_chain(const Expr& chain, std::string body);
 
   Value eval_inner(const Expr& e);
+  // The stored value `e` denotes (literal, variable, dict field), without copying; null when it
+  // is not a plain stored value. The pointer is only valid until the next evaluation.
+  const Value* eval_ref(const Expr& e);
   Value eval_call(const Expr& e);
   Value eval_binary(const std::string& op, const Value& a, const Value& b);
   bool eval_compare(const std::string& op, const Value& a, const Value& b);
