@@ -11,6 +11,11 @@ single-token evals), like llama-bench's pp512 / tg128.
   .venv-peer/bin/python bench/cpu_bench.py --tempo9 build-model/tempo9 --threads 2 \
       [--models DIR] [--reps 3]
 
+llama.cpp's "extra buffer types" (weight repacking, AMX) are off unless --extra-bufts: the AMX
+matmul segfaults inside llama_decode on our Sapphire Rapids VMs (see scripts/golden_logits.py).
+Repacking speeds llama.cpp up on some types, so ratios measured without it favour tempo9; say
+which setting was used when quoting numbers.
+
 Not a test: numbers depend on the machine and its load. Prints one line per model and the
 ratios tempo9 / llama.cpp (> 1: tempo9 faster).
 """
@@ -77,11 +82,24 @@ def main() -> int:
     ap.add_argument("--n-prompt", type=int, default=512)
     ap.add_argument("--n-gen", type=int, default=128)
     ap.add_argument("--only", default="", help="substring filter on model file names")
+    ap.add_argument("--extra-bufts", action="store_true")
     args = ap.parse_args()
     import llama_cpp
+    import llama_cpp.llama_cpp as llama_c
+
+    if not args.extra_bufts:
+        defaults = llama_c.llama_model_default_params
+
+        def without_extra_bufts():
+            p = defaults()
+            p.use_extra_bufts = False
+            return p
+
+        llama_c.llama_model_default_params = without_extra_bufts
 
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} threads={args.threads} "
-          f"llama-cpp-python {llama_cpp.__version__}, best of {args.reps}")
+          f"llama-cpp-python {llama_cpp.__version__}, extra_bufts={args.extra_bufts}, "
+          f"best of {args.reps}")
     for name in MODELS:
         if args.only not in name:
             continue

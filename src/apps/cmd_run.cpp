@@ -52,7 +52,9 @@ struct RunOptions {
 };
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted.store(true); }
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+}
 
 // No SA_RESTART: a Ctrl-C while reading the chat prompt makes the read fail, so the loop ends.
 void install_sigint() {
@@ -102,7 +104,8 @@ std::string format_chat(const ChatFormat& f, const std::vector<Message>& msgs) {
   if (f.style == ChatStyle::kChatMl) {
     if (!f.default_system.empty() && (msgs.empty() || msgs[0].role != "system"))
       out += "<|im_start|>system\n" + f.default_system + "<|im_end|>\n";
-    for (const Message& m : msgs) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    for (const Message& m : msgs)
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
     return out + "<|im_start|>assistant\n";
   }
   if (f.style == ChatStyle::kGemma) {
@@ -266,9 +269,9 @@ int run(const RunOptions& opt) {
     std::fprintf(stderr, "warning: no known chat format in this model; using raw text\n");
   Runner runner(opt, **model, *tok);
   if (opt.chat) return chat_loop(runner, *tok, fmt);
-  auto ids = encode(*tok, fmt.style == ChatStyle::kRaw ? opt.prompt
-                                                       : format_chat(fmt, {{"user", opt.prompt}}),
-                    opt.raw);
+  auto ids = encode(
+      *tok, fmt.style == ChatStyle::kRaw ? opt.prompt : format_chat(fmt, {{"user", opt.prompt}}),
+      opt.raw);
   if (!ids.ok()) {
     std::fprintf(stderr, "error: %s\n", ids.message().c_str());
     return 1;
@@ -292,13 +295,15 @@ const bool registered = register_command(Command{
       sub.add_flag("--raw", opt->raw, "Plain text prompt, no chat template");
       sub.add_option("-n,--n-predict", opt->n_predict, "Tokens to generate")
           ->check(CLI::Range(1, 1 << 20));
-      sub.add_option("--temp", opt->temp, "Temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+      sub.add_option("--temp", opt->temp, "Temperature (0 = greedy)")
+          ->check(CLI::Range(0.0, 100.0));
       sub.add_option("--top-k", opt->top_k, "Top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
       sub.add_option("--top-p", opt->top_p, "Top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
       sub.add_option("--min-p", opt->min_p, "Min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
       sub.add_option("--seed", opt->seed, "Sampling seed");
       sub.add_option("--ctx", opt->ctx, "Context size in tokens")->check(CLI::Range(16, 1 << 24));
-      sub.add_flag("--ignore-eos", opt->ignore_eos, "Keep generating after end-of-generation tokens");
+      sub.add_flag("--ignore-eos", opt->ignore_eos,
+                   "Keep generating after end-of-generation tokens");
       sub.add_option("-t,--threads", opt->threads, "CPU threads (0 = all)")
           ->check(CLI::Range(0, 1024));
       return [opt] {

@@ -11,9 +11,13 @@ namespace t9::model {
 namespace {
 
 // [T, n_heads, d] viewed as [T * n_heads, d] rows for a per-head RMSNorm.
-Tensor head_rows(const Tensor& t) { return reshape(t, t.ne[0], t.ne[1] * t.ne[2]); }
+Tensor head_rows(const Tensor& t) {
+  return reshape(t, t.ne[0], t.ne[1] * t.ne[2]);
+}
 // [T, n_heads, d] viewed as [T, n_heads * d] for a matmul.
-Tensor flat(const Tensor& t) { return reshape(t, t.ne[0] * t.ne[1], t.ne[2]); }
+Tensor flat(const Tensor& t) {
+  return reshape(t, t.ne[0] * t.ne[1], t.ne[2]);
+}
 
 }  // namespace
 

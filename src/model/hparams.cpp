@@ -21,8 +21,8 @@ Result<T> key_or(const gguf::GgufFile& f, const std::string& arch, std::string_v
   return f.get<T>(full);
 }
 
-Status check_positive(const gguf::GgufFile& f, const std::string& arch, std::string_view key,
-                      int v, int max) {
+Status check_positive(const gguf::GgufFile& f, const std::string& arch, std::string_view key, int v,
+                      int max) {
   if (v <= 0 || v > max)
     return error("{}: metadata key '{}.{}' = {} is out of range (1..{})", f.name(), arch, key, v,
                  max);
@@ -36,8 +36,7 @@ Status read_rope(const gguf::GgufFile& f, HParams& hp) {
     return error("{}: '{}.rope.dimension_count' = {} must be even and in 1..head_dim ({})",
                  f.name(), a, hp.n_rot, hp.head_dim);
   T9_ASSIGN_OR_RETURN(hp.rope_freq_base, key_or<float>(f, a, "rope.freq_base", 10000.0f));
-  if (!(hp.rope_freq_base > 0.0f))
-    return error("{}: '{}.rope.freq_base' must be > 0", f.name(), a);
+  if (!(hp.rope_freq_base > 0.0f)) return error("{}: '{}.rope.freq_base' must be > 0", f.name(), a);
   T9_ASSIGN_OR_RETURN(std::string type,
                       key_or<std::string>(f, a, "rope.scaling.type", std::string("none")));
   T9_ASSIGN_OR_RETURN(float factor, key_or<float>(f, a, "rope.scaling.factor", 0.0f));
@@ -52,8 +51,8 @@ Status read_rope(const gguf::GgufFile& f, HParams& hp) {
                  f.name(), a, type);
   }
   T9_ASSIGN_OR_RETURN(hp.rope_attn_factor, key_or<float>(f, a, "rope.scaling.attn_factor", 1.0f));
-  T9_ASSIGN_OR_RETURN(hp.rope_n_ctx_orig, key_or<int>(f, a, "rope.scaling.original_context_length",
-                                                      hp.n_ctx_train));
+  T9_ASSIGN_OR_RETURN(hp.rope_n_ctx_orig,
+                      key_or<int>(f, a, "rope.scaling.original_context_length", hp.n_ctx_train));
   T9_ASSIGN_OR_RETURN(hp.yarn_beta_fast, key_or<float>(f, a, "rope.scaling.yarn_beta_fast", 32.0f));
   T9_ASSIGN_OR_RETURN(hp.yarn_beta_slow, key_or<float>(f, a, "rope.scaling.yarn_beta_slow", 1.0f));
   return {};
@@ -79,13 +78,13 @@ Result<HParams> read_hparams(const gguf::GgufFile& f) {
   if (hp.n_head % hp.n_head_kv != 0)
     return error("{}: head_count {} is not a multiple of head_count_kv {}", f.name(), hp.n_head,
                  hp.n_head_kv);
-  T9_ASSIGN_OR_RETURN(hp.head_dim, key_or<int>(f, a, "attention.key_length",
-                                               hp.n_embd / hp.n_head));
+  T9_ASSIGN_OR_RETURN(hp.head_dim,
+                      key_or<int>(f, a, "attention.key_length", hp.n_embd / hp.n_head));
   T9_TRY(check_positive(f, a, "attention.key_length", hp.head_dim, 4096));
   T9_ASSIGN_OR_RETURN(int v_len, key_or<int>(f, a, "attention.value_length", hp.head_dim));
   if (v_len != hp.head_dim)
-    return error("{}: attention.value_length {} != key_length {} is not supported", f.name(),
-                 v_len, hp.head_dim);
+    return error("{}: attention.value_length {} != key_length {} is not supported", f.name(), v_len,
+                 hp.head_dim);
   T9_ASSIGN_OR_RETURN(hp.n_ctx_train, key_or<int>(f, a, "context_length", 4096));
   T9_TRY(check_positive(f, a, "context_length", hp.n_ctx_train, 1 << 30));
   T9_ASSIGN_OR_RETURN(hp.rms_eps, key_or<float>(f, a, "attention.layer_norm_rms_epsilon", 1e-5f));

@@ -14,19 +14,19 @@ class GgufFile;
 namespace t9::model {
 
 struct HParams {
-  std::string arch;      // general.architecture: "llama", "qwen2", "qwen3", "gemma3"
-  int n_layer = 0;       // block_count
-  int n_embd = 0;        // embedding_length
-  int n_ff = 0;          // feed_forward_length
-  int n_head = 0;        // attention.head_count
-  int n_head_kv = 0;     // attention.head_count_kv (defaults to n_head)
-  int head_dim = 0;      // attention.key_length (defaults to n_embd / n_head); == value_length
-  int n_vocab = 0;       // rows of token_embd
-  int n_ctx_train = 0;   // context_length
-  float rms_eps = 1e-5f; // attention.layer_norm_rms_epsilon
+  std::string arch;       // general.architecture: "llama", "qwen2", "qwen3", "gemma3"
+  int n_layer = 0;        // block_count
+  int n_embd = 0;         // embedding_length
+  int n_ff = 0;           // feed_forward_length
+  int n_head = 0;         // attention.head_count
+  int n_head_kv = 0;      // attention.head_count_kv (defaults to n_head)
+  int head_dim = 0;       // attention.key_length (defaults to n_embd / n_head); == value_length
+  int n_vocab = 0;        // rows of token_embd
+  int n_ctx_train = 0;    // context_length
+  float rms_eps = 1e-5f;  // attention.layer_norm_rms_epsilon
 
   // RoPE
-  int n_rot = 0;                  // rope.dimension_count (defaults to head_dim)
+  int n_rot = 0;  // rope.dimension_count (defaults to head_dim)
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;   // 1 / rope.scaling.factor for linear and yarn scaling
   bool rope_yarn = false;         // rope.scaling.type == "yarn"
@@ -35,14 +35,14 @@ struct HParams {
   float yarn_beta_fast = 32.0f;   // rope.scaling.yarn_beta_fast
   float yarn_beta_slow = 1.0f;    // rope.scaling.yarn_beta_slow
 
-  int sliding_window = 0;          // attention.sliding_window (0: none)
+  int sliding_window = 0;  // attention.sliding_window (0: none)
   // attention.sliding_window_pattern: per layer, true = sliding window. Empty when the file does
   // not say, and the family's default pattern applies (gemma3: 5 local layers, then 1 global).
   std::vector<bool> swa_layers;
   float rope_freq_base_swa = 0.0f;  // rope.freq_base_swa (0: the family's default)
   float attn_scale = 0.0f;          // attention.scale, the q.k scale (0: the family's default)
-  float attn_softcap = 0.0f;       // attn_logit_softcapping (0: none)
-  float final_softcap = 0.0f;      // final_logit_softcapping (0: none)
+  float attn_softcap = 0.0f;        // attn_logit_softcapping (0: none)
+  float final_softcap = 0.0f;       // final_logit_softcapping (0: none)
 };
 
 // Reads and validates; errors name the file and the key. `n_vocab` comes from token_embd.

@@ -26,15 +26,21 @@ size_t KvPool::layer_bytes(int n_blocks) const {
          static_cast<size_t>(cfg_.block_size) * static_cast<size_t>(n_blocks);
 }
 
-size_t KvPool::bytes_allocated() const { return 2 * layer_bytes(capacity_) * k_.size(); }
+size_t KvPool::bytes_allocated() const {
+  return 2 * layer_bytes(capacity_) * k_.size();
+}
 
 Tensor KvPool::view(Buffer* buf, int n_blocks) const {
   return make_tensor(buf, 0, cfg_.type, cfg_.head_dim, cfg_.n_kv_head,
                      static_cast<int64_t>(n_blocks) * cfg_.block_size);
 }
 
-Tensor KvPool::k(int il) const { return view(k_[static_cast<size_t>(il)], n_blocks_); }
-Tensor KvPool::v(int il) const { return view(v_[static_cast<size_t>(il)], n_blocks_); }
+Tensor KvPool::k(int il) const {
+  return view(k_[static_cast<size_t>(il)], n_blocks_);
+}
+Tensor KvPool::v(int il) const {
+  return view(v_[static_cast<size_t>(il)], n_blocks_);
+}
 
 Status KvPool::reserve(int n_blocks) {
   if (n_blocks <= capacity_) {
@@ -52,10 +58,12 @@ Status KvPool::reserve(int n_blocks) {
   };
   for (size_t il = 0; il < k_.size(); ++il) {
     auto kb = backend_.alloc(layer_bytes(new_cap));
-    if (!kb.ok()) return release(), error("KV pool: growing to {} blocks: {}", new_cap, kb.message());
+    if (!kb.ok())
+      return release(), error("KV pool: growing to {} blocks: {}", new_cap, kb.message());
     nk[il] = *kb;
     auto vb = backend_.alloc(layer_bytes(new_cap));
-    if (!vb.ok()) return release(), error("KV pool: growing to {} blocks: {}", new_cap, vb.message());
+    if (!vb.ok())
+      return release(), error("KV pool: growing to {} blocks: {}", new_cap, vb.message());
     nv[il] = *vb;
   }
   // Copy the blocks in use (ids >= n_blocks_ were never handed out, nothing to keep).

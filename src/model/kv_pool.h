@@ -18,9 +18,9 @@ struct KvPoolConfig {
   int n_layer = 0;
   int n_kv_head = 0;
   int head_dim = 0;
-  int block_size = 16;             // tokens per block
-  GgmlType type = GgmlType::F16;   // F16 (default, as llama.cpp) or F32 (debugging)
-  int min_grow_blocks = 64;        // growth chunk; also at least 1/4 of the current size
+  int block_size = 16;            // tokens per block
+  GgmlType type = GgmlType::F16;  // F16 (default, as llama.cpp) or F32 (debugging)
+  int min_grow_blocks = 64;       // growth chunk; also at least 1/4 of the current size
 };
 
 class KvPool {
@@ -34,8 +34,8 @@ class KvPool {
   // Never shrinks. An Error means out of memory; the pool is then unchanged.
   Status reserve(int n_blocks);
 
-  int n_blocks() const { return n_blocks_; }    // ids usable now
-  int capacity() const { return capacity_; }    // ids backed by allocated memory
+  int n_blocks() const { return n_blocks_; }  // ids usable now
+  int capacity() const { return capacity_; }  // ids backed by allocated memory
   const KvPoolConfig& config() const { return cfg_; }
   size_t bytes_allocated() const;
   // [n_blocks * block_size, n_kv_head, head_dim] views of layer il.

@@ -14,8 +14,8 @@ Model::Model(gguf::GgufFile file, Backend& backend, const ModelConfig& cfg, HPar
       cfg_(cfg),
       hp_(std::move(hp)),
       spec_(std::move(spec)),
-      kv_(backend, KvPoolConfig{hp_.n_layer, hp_.n_head_kv, hp_.head_dim, cfg.kv_block_size,
-                                cfg.kv_type}),
+      kv_(backend,
+          KvPoolConfig{hp_.n_layer, hp_.n_head_kv, hp_.head_dim, cfg.kv_block_size, cfg.kv_type}),
       s_(std::make_unique<Scratch>()) {}
 
 Model::~Model() {

@@ -6,7 +6,9 @@ namespace t9::model {
 namespace {
 
 constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 // Lays out slots back to back; each slot is sized for `cap_rows` rows but the returned tensor
 // has `rows` rows, so offsets depend only on capacities. With buf == nullptr it only measures.

@@ -25,14 +25,13 @@ struct Wanted {
 Status check_tensor(const gguf::GgufFile& f, const gguf::TensorInfo& t, const Wanted& w) {
   const int64_t ne1 = t.ne.size() > 1 ? t.ne[1] : 1;
   for (size_t i = 2; i < t.ne.size(); ++i)
-    if (t.ne[i] != 1) return error("{}: tensor '{}' has {} dims, expected 2", f.name(), w.name,
-                                   t.ne.size());
+    if (t.ne[i] != 1)
+      return error("{}: tensor '{}' has {} dims, expected 2", f.name(), w.name, t.ne.size());
   if (t.ne.empty() || t.ne[0] != w.ne0 || ne1 != w.ne1)
     return error("{}: tensor '{}' has shape [{}], expected [{}, {}] (ne0, ne1)", f.name(), w.name,
                  fmt::join(t.ne, ", "), w.ne0, w.ne1);
   if (w.kind == Kind::kVector && t.type != GgmlType::F32)
-    return error("{}: tensor '{}' has type {}, expected F32", f.name(), w.name,
-                 type_name(t.type));
+    return error("{}: tensor '{}' has type {}, expected F32", f.name(), w.name, type_name(t.type));
   if (w.kind == Kind::kMatrix && !backend_supports_weight_type(t.type))
     return error("{}: tensor '{}' has type {}, which no backend supports", f.name(), w.name,
                  type_name(t.type));

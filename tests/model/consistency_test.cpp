@@ -54,10 +54,14 @@ void check_model(const char* file, int n_tokens) {
   expect_same(whole, run_chunked(*m, toks, 7), "chunks of 7");
 }
 
-TEST(ModelConsistency, SmolLM2WholeVsDecodeVsChunked) { check_model(testing::kSmolLM2, 40); }
+TEST(ModelConsistency, SmolLM2WholeVsDecodeVsChunked) {
+  check_model(testing::kSmolLM2, 40);
+}
 // 40 tokens with a 16-token window would exercise the sliding window only on a smaller window;
 // gemma3's 512 window is covered by the golden test. Here: GeGLU, sandwich norms, head norms.
-TEST(ModelConsistency, Gemma3WholeVsDecodeVsChunked) { check_model(testing::kGemma3, 24); }
+TEST(ModelConsistency, Gemma3WholeVsDecodeVsChunked) {
+  check_model(testing::kGemma3, 24);
+}
 
 TEST(ModelConsistency, BatchOfSequencesMatchesEachAlone) {
   auto m = load_model(testing::kSmolLM2);

@@ -20,7 +20,9 @@ inline std::string models_dir() {
   return std::string(home ? home : "") + "/.cache/tempo9/models";
 }
 
-inline std::string model_path(const std::string& file) { return models_dir() + "/" + file; }
+inline std::string model_path(const std::string& file) {
+  return models_dir() + "/" + file;
+}
 
 inline CpuBackend& cpu_backend() {
   static CpuBackend backend;  // all threads: tests are timed on 2 cores

@@ -28,7 +28,8 @@ Result<ArchSpec> build_arch(const HParams& hp) {
   for (const auto& [name, builder] : kArchs)
     if (name == hp.arch) return builder(hp);
   std::string names;
-  for (const auto& [name, builder] : kArchs) names += (names.empty() ? "" : ", ") + std::string(name);
+  for (const auto& [name, builder] : kArchs)
+    names += (names.empty() ? "" : ", ") + std::string(name);
   return error("general.architecture '{}' is not supported (supported: {})", hp.arch, names);
 }
 
