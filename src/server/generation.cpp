@@ -25,7 +25,16 @@ Generation::Generation(ServerContext& ctx, GenerationSpec spec)
     : ctx_(ctx), spec_(std::move(spec)), decoder_(*ctx.tokenizer) {}
 
 Generation::~Generation() {
-  if (!finished_) cancel();
+  if (finished_) return;
+  // The client went away before the end (its stream was dropped): cancel, and still count and log
+  // the request, as cancelled.
+  cancel();
+  finish_ = Finish::kCancelled;
+  usage_.n_prompt_tokens = static_cast<int>(spec_.prompt.size());
+  usage_.n_generated_tokens = n_generated_;
+  total_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
+  if (ctx_.metrics) ctx_.metrics->observe_request(usage_, ttft_ms_, total_ms_, finish_name(finish_));
+  log_line();
 }
 
 Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, GenerationSpec spec) {
