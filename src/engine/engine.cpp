@@ -178,8 +178,9 @@ void Engine::sample_one(Sequence& seq, RequestState& st, std::span<const float> 
     req.on_event(ev);
   }
   if (reason != FinishReason::kNone) {
-    scheduler_.finish(seq.id);
-    requests_.erase(seq.id);
+    const uint64_t id = seq.id;  // finish() destroys seq
+    scheduler_.finish(id);
+    requests_.erase(id);
   }
 }
 

@@ -78,9 +78,10 @@ bool KvCacheManager::allocate(Sequence& seq, int n_new_tokens, const PrefixMatch
     seq.block_table.push_back(prefix->blocks[i]);
   }
   if (!pool_.take(n_need, &seq.block_table)) {
-    // Storage growth failed after the capacity check; undo the adoption.
+    // Storage growth failed after the capacity check; undo the adoption (only hits were added:
+    // a sequence with a prefix starts with an empty table).
     for (int i = n_hit_blocks - 1; i >= 0; --i) pool_.unref(prefix->blocks[i]);
-    seq.block_table.clear();
+    seq.block_table.resize(seq.block_table.size() - n_hit_blocks);
     return false;
   }
   if (n_hit_blocks > 0) {

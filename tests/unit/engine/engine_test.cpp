@@ -231,6 +231,7 @@ TEST(Engine, ModelFailureFailsTheBatchAndFreesItsBlocks) {
   uint64_t b = h.submit(greedy(prompt_of(9, 9), 5));
   h.run();
   EXPECT_EQ(h.result(b).tokens, oracle(prompt_of(9, 9), 5));
+  EXPECT_EQ(h.result(b).finish, FinishReason::kLength);
 }
 
 TEST(Engine, OutOfDeviceMemoryFailsOnlyWhatCannotFit) {

@@ -171,6 +171,37 @@ TEST(KvCacheManager, AllocateIsAllOrNothingAndCountsAdoptedFreeBlocks) {
   EXPECT_TRUE(check(kv, {&b}).ok());
 }
 
+TEST(KvCacheManager, FailedGrowthLeavesARunningSequenceUntouched) {
+  KvCacheConfig c = config(8);
+  c.pool.grow_chunk_blocks = 2;
+  std::vector<int> calls;
+  KvCacheManager kv(c, [&](int n) {
+    calls.push_back(n);
+    return n <= 2;
+  });
+  Sequence a = make_seq(1, range(0, 8));
+  ASSERT_TRUE(kv.allocate(a, 8));
+  a.n_computed = 8;
+  kv.commit(a);
+  a.tokens.push_back(9);
+  // The capacity check passes (the cap says 8), then the device refuses: a keeps its blocks.
+  EXPECT_FALSE(kv.allocate(a, 1));
+  EXPECT_EQ(a.block_table, (Ids{0, 1}));
+  EXPECT_EQ(a.n_computed, 8);
+  EXPECT_EQ(calls, (std::vector<int>{2, 4, 3}));
+  EXPECT_EQ(kv.pool().max_blocks(), 2);
+  EXPECT_TRUE(check(kv, {&a}).ok());
+  // The same with a prefix hit: the adopted blocks are given back.
+  kv.free(a);
+  Sequence b = make_seq(2, range(0, 9));
+  PrefixMatch hit = kv.match_prefix(b);
+  ASSERT_EQ(hit.blocks, (Ids{0, 1}));
+  EXPECT_FALSE(kv.allocate(b, 1, &hit));
+  EXPECT_TRUE(b.block_table.empty());
+  EXPECT_EQ(kv.pool().free_queue(), (Ids{1, 0}));
+  EXPECT_TRUE(check(kv, {&b}).ok());
+}
+
 TEST(KvCacheManager, NoPrefixCacheSwitchDisablesSharing) {
   KvCacheManager kv(config(10, /*prefix_cache=*/false), nullptr);
   Sequence a = make_seq(1, range(0, 12));
