@@ -125,8 +125,14 @@ void BlockPool::unlink(BlockId b) {
   Block& blk = blocks_[b];
   T9_CHECK(blk.in_free, "block {} is not in the free queue", b);
   FreeList& l = list_of(b);
-  if (blk.prev >= 0) blocks_[blk.prev].next = blk.next; else l.head = blk.next;
-  if (blk.next >= 0) blocks_[blk.next].prev = blk.prev; else l.tail = blk.prev;
+  if (blk.prev >= 0)
+    blocks_[blk.prev].next = blk.next;
+  else
+    l.head = blk.next;
+  if (blk.next >= 0)
+    blocks_[blk.next].prev = blk.prev;
+  else
+    l.tail = blk.prev;
   blk.prev = blk.next = -1;
   blk.in_free = false;
   l.size--;
@@ -147,7 +153,8 @@ Status BlockPool::check_list(const FreeList& list, bool hashed) const {
     const Block& blk = blocks_[b];
     if (blk.prev != prev) return error("free list: bad prev link at block {}", b);
     if (blk.hashed != hashed) return error("block {} is in the wrong free list", b);
-    if (!blk.in_free || blk.ref != 0) return error("block {} in a free list has ref {}", b, blk.ref);
+    if (!blk.in_free || blk.ref != 0)
+      return error("block {} in a free list has ref {}", b, blk.ref);
   }
   if (list.tail != prev) return error("free list: tail {} but last block {}", list.tail, prev);
   if (list.size != n) return error("free list: size {} but {} blocks linked", list.size, n);

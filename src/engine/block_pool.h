@@ -24,9 +24,9 @@ namespace t9::engine {
 
 struct BlockPoolConfig {
   int block_size_tokens = 16;
-  int initial_blocks = 0;       // storage asked for up front
-  int grow_chunk_blocks = 64;   // storage grows by at least this much at a time
-  int max_blocks = 4096;        // cap on storage, in blocks
+  int initial_blocks = 0;      // storage asked for up front
+  int grow_chunk_blocks = 64;  // storage grows by at least this much at a time
+  int max_blocks = 4096;       // cap on storage, in blocks
 };
 
 // Asks the model runner to back n_blocks_total blocks (ids [0, n_blocks_total)); false = no
@@ -42,7 +42,7 @@ class BlockPool {
   int max_blocks() const { return max_blocks_; }
   int n_free() const { return uncached_.size + cached_.size; }  // ref 0 (cached or not)
   int n_cached_free() const { return cached_.size; }
-  int n_used() const { return n_blocks() - n_free(); }          // ref > 0
+  int n_used() const { return n_blocks() - n_free(); }  // ref > 0
   int n_cached() const { return static_cast<int>(hash_to_block_.size()); }
   // Blocks take() can hand out now: free ones plus storage not yet grown.
   int n_available() const { return n_free() + (max_blocks_ - n_blocks()); }
@@ -64,7 +64,7 @@ class BlockPool {
   int ref_count(BlockId b) const { return blocks_[b].ref; }
   bool is_cached(BlockId b) const { return blocks_[b].hashed; }
   uint64_t block_hash(BlockId b) const { return blocks_[b].hash; }  // valid when is_cached
-  std::vector<BlockId> free_queue() const;  // head first (tests, integrity)
+  std::vector<BlockId> free_queue() const;                          // head first (tests, integrity)
 
   // expected_refs[b] = number of block tables holding b. Checks ref counts, the free queue (exactly
   // the ref-0 blocks, uncached before cached, links consistent) and the hash map.

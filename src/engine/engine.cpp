@@ -11,7 +11,9 @@ namespace t9::engine {
 namespace {
 
 // A fixed mix so that requests without a seed still get distinct, reproducible streams.
-uint64_t default_seed(uint64_t request_id) { return request_id * 0x9e3779b97f4a7c15ULL ^ 0x7e3b0; }
+uint64_t default_seed(uint64_t request_id) {
+  return request_id * 0x9e3779b97f4a7c15ULL ^ 0x7e3b0;
+}
 
 int max_request_tokens(const EngineConfig& c) {
   int64_t kv_tokens = static_cast<int64_t>(c.kv.pool.max_blocks) * c.kv.pool.block_size_tokens;
@@ -89,8 +91,8 @@ bool Engine::step() {
     T9_CHECK(s.ok(), "engine integrity after step {}: {}", counters_.n_steps.load(), s.message());
   }
   counters_.n_steps.fetch_add(1);
-  publish_stats(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count());
+  publish_stats(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   std::lock_guard lock(mu_);
   return scheduler_.has_work() || !incoming_.empty();
 }
@@ -153,9 +155,9 @@ void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
 void Engine::sample_one(Sequence& seq, RequestState& st, std::span<const float> logits) {
   const GenerateRequest& req = st.req;
   std::span<const TokenId> all(seq.tokens);
-  SampleResult r = sample_token(logits, req.sampling, all.first(seq.n_prompt),
-                                all.subspan(seq.n_prompt), st.rng, req.logprobs,
-                                req.n_top_logprobs);
+  SampleResult r =
+      sample_token(logits, req.sampling, all.first(seq.n_prompt), all.subspan(seq.n_prompt), st.rng,
+                   req.logprobs, req.n_top_logprobs);
   seq.tokens.push_back(r.token);
   st.usage.n_generated_tokens++;
   counters_.n_generated_tokens.fetch_add(1);
@@ -272,6 +274,8 @@ EngineStats Engine::stats() const {
   return s;
 }
 
-Status Engine::check_integrity() const { return scheduler_.check_integrity(); }
+Status Engine::check_integrity() const {
+  return scheduler_.check_integrity();
+}
 
 }  // namespace t9::engine

@@ -31,7 +31,7 @@ struct EngineConfig {
   KvCacheConfig kv;
   int max_context_tokens = 4096;  // the model's context: bounds prompt + max_tokens
 #ifdef TEMPO9_DEBUG_CHECKS
-  bool check_every_step = true;   // check_integrity() after every step; abort on failure
+  bool check_every_step = true;  // check_integrity() after every step; abort on failure
 #else
   bool check_every_step = false;
 #endif
@@ -46,7 +46,7 @@ struct EngineStats {
   int64_t n_generated_tokens = 0;
   int64_t n_preemptions = 0;
   int64_t n_steps = 0;
-  int kv_blocks_total = 0;   // backed by storage
+  int kv_blocks_total = 0;  // backed by storage
   int kv_blocks_used = 0;
   int kv_blocks_cached = 0;  // unused but findable by the prefix cache
   int kv_blocks_free = 0;    // unused (cached included) + not yet grown
@@ -89,8 +89,7 @@ class Engine {
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
         n_computed_tokens{0}, n_generated_tokens{0}, n_preemptions{0}, n_steps{0};
-    std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_waiting{0},
-        n_running{0};
+    std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_waiting{0}, n_running{0};
     std::atomic<double> last_step_ms{0};
   };
 

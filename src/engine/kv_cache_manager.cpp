@@ -114,8 +114,8 @@ Status KvCacheManager::check_integrity(std::span<const Sequence* const> live) co
   for (const Sequence* s : live) {
     int n_min = (s->n_computed + bs - 1) / bs;
     if (static_cast<int>(s->block_table.size()) < n_min)
-      return error("seq {}: {} blocks cannot hold {} computed tokens", s->id,
-                   s->block_table.size(), s->n_computed);
+      return error("seq {}: {} blocks cannot hold {} computed tokens", s->id, s->block_table.size(),
+                   s->n_computed);
     for (BlockId b : s->block_table) {
       if (b < 0 || b >= pool_.n_blocks())
         return error("seq {}: block id {} out of range [0, {})", s->id, b, pool_.n_blocks());

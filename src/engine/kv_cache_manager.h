@@ -27,7 +27,7 @@ struct PrefixMatch {
 };
 
 struct KvStats {
-  int n_blocks_total = 0;   // backed by storage
+  int n_blocks_total = 0;  // backed by storage
   int n_blocks_max = 0;
   int n_blocks_used = 0;    // ref > 0
   int n_blocks_cached = 0;  // ref 0 but still findable

@@ -6,11 +6,16 @@ namespace t9::engine {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
@@ -52,8 +57,9 @@ Status validate_request(const GenerateRequest& req, int n_vocab, int max_context
   if (req.max_tokens < 1) return error("max_tokens: must be >= 1, got {}", req.max_tokens);
   int64_t n_total = static_cast<int64_t>(req.prompt.size()) + req.max_tokens;
   if (n_total > max_context_tokens)
-    return error("max_tokens: prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
-                 req.prompt.size(), req.max_tokens, max_context_tokens);
+    return error(
+        "max_tokens: prompt ({} tokens) + max_tokens ({}) exceeds the context of {} tokens",
+        req.prompt.size(), req.max_tokens, max_context_tokens);
   for (size_t i = 0; i < req.stop_token_ids.size(); ++i) {
     if (req.stop_token_ids[i] < 0 || req.stop_token_ids[i] >= n_vocab)
       return error("stop_token_ids[{}]: token id {} outside the vocabulary [0, {})", i,

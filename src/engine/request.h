@@ -58,11 +58,11 @@ struct Usage {
 struct TokenEvent {
   uint64_t request_id = 0;
   TokenId token = -1;
-  float logprob = 0.0f;                   // log p(token) under the raw model distribution
-  std::vector<TopLogprob> top_logprobs;   // [n_top_logprobs], most likely first
+  float logprob = 0.0f;                  // log p(token) under the raw model distribution
+  std::vector<TopLogprob> top_logprobs;  // [n_top_logprobs], most likely first
   FinishReason finish = FinishReason::kNone;
-  std::string error;                      // set when finish == kError
-  Usage usage;                            // running totals for this request
+  std::string error;  // set when finish == kError
+  Usage usage;        // running totals for this request
 };
 
 // Called on the engine thread: must be quick and must not block (push to a queue).
@@ -73,11 +73,11 @@ using StopHook = std::function<bool(TokenId token)>;
 struct GenerateRequest {
   std::vector<TokenId> prompt;  // [n_prompt], at least one token
   SamplingParams sampling;
-  int max_tokens = 256;         // generated tokens, >= 1
+  int max_tokens = 256;  // generated tokens, >= 1
   std::vector<TokenId> stop_token_ids;
-  StopHook stop_hook;           // optional: stop strings (see the file comment)
-  bool logprobs = false;        // fill TokenEvent::logprob
-  int n_top_logprobs = 0;       // fill TokenEvent::top_logprobs with this many (0..20)
+  StopHook stop_hook;      // optional: stop strings (see the file comment)
+  bool logprobs = false;   // fill TokenEvent::logprob
+  int n_top_logprobs = 0;  // fill TokenEvent::top_logprobs with this many (0..20)
   // Extra key for prefix-cache hashing: requests share cached blocks only with equal salts
   // (LoRA adapter id, image ids, a tenant's cache namespace).
   uint64_t cache_salt = 0;

@@ -16,7 +16,9 @@ uint64_t Rng::next_u64() {
   return z ^ (z >> 31);
 }
 
-double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Rng::uniform() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,
                               std::span<const TokenId> prompt, std::span<const TokenId> generated) {

@@ -35,7 +35,7 @@ struct Candidate {
 
 struct SampleResult {
   TokenId token = -1;
-  float logprob = 0.0f;                 // raw log p(token); filled when logprobs are asked
+  float logprob = 0.0f;                  // raw log p(token); filled when logprobs are asked
   std::vector<TopLogprob> top_logprobs;  // [n_top], most likely first
 };
 

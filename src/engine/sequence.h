@@ -19,14 +19,14 @@ struct Sequence {
   uint64_t id = 0;
   std::vector<TokenId> tokens;  // [n_total]: prompt, then generated tokens (append-only)
   int n_prompt = 0;
-  int n_computed = 0;           // leading tokens whose KV is written in block_table's blocks
+  int n_computed = 0;  // leading tokens whose KV is written in block_table's blocks
   // [ceil(n_allocated / block_size)]: block i holds the KV of tokens [i*bs, (i+1)*bs).
   std::vector<BlockId> block_table;
   // Memo of the chained hash of each FULL block of `tokens` (depends on tokens only, so it
   // survives preemption). Filled lazily by KvCacheManager.
   std::vector<uint64_t> block_hashes;
-  int n_committed_blocks = 0;   // leading blocks of block_table already registered as cached
-  uint64_t cache_salt = 0;      // GenerateRequest::cache_salt
+  int n_committed_blocks = 0;  // leading blocks of block_table already registered as cached
+  uint64_t cache_salt = 0;     // GenerateRequest::cache_salt
   SeqStatus status = SeqStatus::kWaiting;
   int n_cached_prompt_tokens = -1;  // prefix hit within the prompt at first admission; -1 before
   int n_preemptions = 0;

@@ -29,7 +29,9 @@ BlockPoolConfig config(int chunk, int max_blocks, int initial = 0) {
   return c;
 }
 
-Status check(const BlockPool& pool, std::vector<int> refs) { return pool.check_integrity(refs); }
+Status check(const BlockPool& pool, std::vector<int> refs) {
+  return pool.check_integrity(refs);
+}
 
 TEST(BlockPool, ReservesNothingUntilAskedThenGrowsInChunks) {
   Recorder rec;

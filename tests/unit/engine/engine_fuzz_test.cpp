@@ -98,7 +98,8 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov) {
   FakeModelRunner runner(kVocab, block_size);
   // Sometimes the device runs out before the configured cap.
   if (uni(0, 2) == 0) runner.grow_limit_blocks = uni(2, cfg.kv.pool.max_blocks / 2);
-  const int capacity_tokens = std::min(runner.grow_limit_blocks, cfg.kv.pool.max_blocks) * block_size;
+  const int capacity_tokens =
+      std::min(runner.grow_limit_blocks, cfg.kv.pool.max_blocks) * block_size;
   Engine engine(cfg, runner);
   std::vector<std::vector<TokenId>> bases;
   for (int b = 0; b < 4; ++b) {
@@ -178,9 +179,11 @@ TEST(EngineFuzz, RandomTrafficKeepsInvariantsAndExactOutputs) {
     run_fuzz(seed, 400, &cov);
     if (HasFatalFailure()) return;
   }
-  std::printf("requests %ld preemptions %ld cached prompt tokens %ld cancelled %ld stopped %ld "
-              "errors %ld\n", cov.n_requests, cov.n_preemptions, cov.n_cached_prompt_tokens,
-              cov.n_cancelled, cov.n_stopped, cov.n_errors);
+  std::printf(
+      "requests %ld preemptions %ld cached prompt tokens %ld cancelled %ld stopped %ld "
+      "errors %ld\n",
+      cov.n_requests, cov.n_preemptions, cov.n_cached_prompt_tokens, cov.n_cancelled, cov.n_stopped,
+      cov.n_errors);
   EXPECT_GT(cov.n_requests, 3000);  // accepted ones; a few are too long for the cache
   EXPECT_GT(cov.n_preemptions, 0);
   EXPECT_GT(cov.n_cached_prompt_tokens, 0);

@@ -56,7 +56,8 @@ class FakeModelRunner : public ModelRunner {
     for (TokenId t : history) h = mix(h ^ (static_cast<uint64_t>(t) + 0x9e37));
     for (int v = 0; v < n_vocab; ++v)
       out[v] = static_cast<float>(mix(h + static_cast<uint64_t>(v) * 0x9e3779b97f4a7c15ULL) >> 40) /
-                   static_cast<float>(1 << 24) * 8.0f - 4.0f;
+                   static_cast<float>(1 << 24) * 8.0f -
+               4.0f;
   }
 
   static TokenId reference_greedy(std::span<const TokenId> history, int n_vocab) {

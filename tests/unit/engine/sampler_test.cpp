@@ -62,9 +62,9 @@ TEST(Sampler, MinPKeepsTokensAboveAFractionOfTheTopProbability) {
 TEST(Sampler, TopKThenTopPThenMinPCompose) {
   auto l = logits_of({0.3, 0.25, 0.2, 0.15, 0.1});
   SamplingParams p = temp1();
-  p.top_k = 4;    // {0.3, 0.25, 0.2, 0.15} / 0.9
-  p.top_p = 0.6f; // 0.333 + 0.278 = 0.611 >= 0.6: {0, 1}
-  p.min_p = 0.9f; // 0.25 / 0.3 = 0.83 < 0.9: {0}
+  p.top_k = 4;     // {0.3, 0.25, 0.2, 0.15} / 0.9
+  p.top_p = 0.6f;  // 0.333 + 0.278 = 0.611 >= 0.6: {0, 1}
+  p.min_p = 0.9f;  // 0.25 / 0.3 = 0.83 < 0.9: {0}
   EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0}));
   p.min_p = 0.8f;
   EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0, 1}));
@@ -108,7 +108,7 @@ TEST(Sampler, GreedyTakesTheArgmaxAfterBiasAndPenalties) {
   p.temperature = 0.0f;
   Rng rng(1);
   EXPECT_EQ(sample_token(l, p, {}, {}, rng, false, 0).token, 1);  // tie: lower id
-  p.repetition_penalty = 4.0f;  // 3 / 4 < 2
+  p.repetition_penalty = 4.0f;                                    // 3 / 4 < 2
   EXPECT_EQ(sample_token(l, p, {}, std::vector<TokenId>{1, 2}, rng, false, 0).token, 3);
   p = SamplingParams{};
   p.temperature = 0.0f;
