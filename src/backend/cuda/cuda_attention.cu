@@ -1,0 +1,343 @@
+// CUDA RoPE, KV writes and paged attention (stage 1: straightforward, correctness first).
+//
+// Attention: one 128-thread block per (query row, head). Keys are taken in position order in
+// tiles of kKeyTile: each warp scores every 4th key of the tile (lanes split head_dim, then a
+// warp tree), then every thread folds the tile into its own output dims with an online softmax
+// (running max and sum, rescaled per tile). The order of every reduction is fixed by the block
+// shape and the key positions, so a row's result never depends on the other sequences.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace t9 {
+namespace cuda {
+namespace {
+
+constexpr int kAttnThreads = 128;
+constexpr int kKeyTile = 64;
+constexpr int kMaxDimsPerThread = 4;  // head_dim <= 512
+
+// Host-computed RoPE constants: identical float values to the CPU backend's rope_cache.
+struct RopeConsts {
+  int n_rot;
+  bool neox;
+  float theta_scale, freq_scale, ext_factor, mscale, low, high;
+};
+
+struct KvGeom {
+  int n_kv_head, head_dim, block_size;
+  int64_t n_tables, n_slots;
+  int64_t nb1, nb2;  // cache strides: one kv head, one slot
+};
+
+// ---- kernels ----
+
+__device__ __forceinline__ float yarn_ramp(float low, float high, int i0) {
+  const float y = __fdiv_rn(static_cast<float>(i0 / 2) - low, fmaxf(0.001f, high - low));
+  return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+// One block per (token, head) row; threads over rotated pairs, then the pass-through tail.
+// Products are rounded one by one (no FMA contraction) as in the CPU reference.
+__global__ void rope_kernel(TensorDesc x, const int32_t* __restrict__ pos, RopeConsts rc,
+                            TensorDesc out) {
+  const int64_t r = blockIdx.x;
+  const int64_t t = r / x.ne1;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  float* yr = reinterpret_cast<float*>(out.row(r));
+  const int half = rc.n_rot / 2;
+  for (int k = threadIdx.x; k < half; k += blockDim.x) {
+    const int i0 = 2 * k;
+    float theta_extrap = static_cast<float>(pos[t]);
+    for (int s = 0; s < k; ++s) theta_extrap = __fmul_rn(theta_extrap, rc.theta_scale);
+    const float theta_interp = __fmul_rn(rc.freq_scale, theta_extrap);
+    float theta = theta_interp;
+    if (rc.ext_factor != 0.0f) {
+      const float mix = __fmul_rn(yarn_ramp(rc.low, rc.high, i0), rc.ext_factor);
+      theta = __fadd_rn(__fmul_rn(theta_interp, 1.0f - mix), __fmul_rn(theta_extrap, mix));
+    }
+    const float c = __fmul_rn(cosf(theta), rc.mscale), s = __fmul_rn(sinf(theta), rc.mscale);
+    const int a = rc.neox ? k : i0, b = rc.neox ? k + half : i0 + 1;
+    const float x0 = xr[a], x1 = xr[b];
+    yr[a] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    yr[b] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+  }
+  if (yr != xr)
+    for (int64_t i = rc.n_rot + threadIdx.x; i < x.ne0; i += blockDim.x) yr[i] = xr[i];
+}
+
+// The sequence whose rows [q_begin, q_begin + n_q) hold row r, or -1. Flags sequences whose rows
+// fall outside the batch of n_rows.
+__device__ int find_seq(const AttnSeq* seqs, int n_seqs, int64_t r, int64_t n_rows,
+                        unsigned* err) {
+  int found = -1;
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq s = seqs[i];
+    if (s.q_begin < 0 || s.n_q < 0 || static_cast<int64_t>(s.q_begin) + s.n_q > n_rows) {
+      atomicOr(err, kErrSeqRows);
+      continue;
+    }
+    if (found < 0 && r >= s.q_begin && r < s.q_begin + s.n_q) found = i;
+  }
+  return found;
+}
+
+// Pool slot of position p of sequence s, or -1 (flagged) when the table or the pool is too short.
+__device__ __forceinline__ int64_t kv_slot(const AttnSeq& s, const int32_t* tables, KvGeom g,
+                                           int64_t p, unsigned* err) {
+  const int64_t ti = s.block_table_offset + p / g.block_size;
+  if (ti < 0 || ti >= g.n_tables) {
+    atomicOr(err, kErrKvSlot);
+    return -1;
+  }
+  const int64_t slot = static_cast<int64_t>(tables[ti]) * g.block_size + p % g.block_size;
+  if (slot < 0 || slot >= g.n_slots) {
+    atomicOr(err, kErrKvSlot);
+    return -1;
+  }
+  return slot;
+}
+
+// One block per token row of k/v; threads over (kv head, dim).
+template <bool kF16>
+__global__ void write_kv_kernel(TensorDesc k, TensorDesc v, char* k_cache, char* v_cache,
+                                const AttnSeq* __restrict__ seqs, int n_seqs,
+                                const int32_t* __restrict__ tables, KvGeom g, unsigned* err) {
+  const int64_t r = blockIdx.x;
+  const int si = find_seq(seqs, n_seqs, r, k.ne2, err);
+  if (si < 0) return;
+  const AttnSeq s = seqs[si];
+  const int64_t slot = kv_slot(s, tables, g, s.n_past + (r - s.q_begin), err);
+  if (slot < 0) return;
+  const int n = g.n_kv_head * g.head_dim;
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    const int h = e / g.head_dim, d = e % g.head_dim;
+    const int64_t src_row = r * g.n_kv_head + h;
+    const float kv[2] = {reinterpret_cast<const float*>(k.row(src_row))[d],
+                         reinterpret_cast<const float*>(v.row(src_row))[d]};
+    char* dst[2] = {k_cache, v_cache};
+    for (int w = 0; w < 2; ++w) {
+      char* p = dst[w] + slot * g.nb2 + h * g.nb1;
+      if constexpr (kF16)
+        reinterpret_cast<__half*>(p)[d] = __float2half_rn(kv[w]);
+      else
+        reinterpret_cast<float*>(p)[d] = kv[w];
+    }
+  }
+}
+
+template <bool kF16>
+__device__ __forceinline__ float kv_load(const char* row, int d) {
+  if constexpr (kF16)
+    return __half2float(reinterpret_cast<const __half*>(row)[d]);
+  else
+    return reinterpret_cast<const float*>(row)[d];
+}
+
+template <bool kF16>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_kernel(TensorDesc q, const char* k_cache, const char* v_cache,
+                     const AttnSeq* __restrict__ seqs, int n_seqs,
+                     const int32_t* __restrict__ tables, KvGeom g, int n_head, float scale,
+                     float softcap, int window, TensorDesc out, unsigned* err) {
+  __shared__ float s_q[kAttnThreads * kMaxDimsPerThread];
+  __shared__ float s_score[kKeyTile];
+  __shared__ int64_t s_slot[kKeyTile];
+  const int64_t r = blockIdx.x;
+  const int h = blockIdx.y;
+  const int si = find_seq(seqs, n_seqs, r, q.ne2, err);
+  if (si < 0) return;  // a row no sequence owns is left as it is (as on the CPU)
+  const AttnSeq s = seqs[si];
+  const int64_t pos = s.n_past + (r - s.q_begin);
+  const int64_t lo = window > 0 ? max64(0, pos - window + 1) : 0;
+  const int kvh = h / (n_head / g.n_kv_head);
+  const int hd = g.head_dim;
+  const float* qr = reinterpret_cast<const float*>(q.row(r * n_head + h));
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) s_q[d] = qr[d];
+  __syncthreads();
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float acc[kMaxDimsPerThread] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t t0 = lo; t0 <= pos; t0 += kKeyTile) {
+    const int n_keys = static_cast<int>(min64(kKeyTile, pos + 1 - t0));
+    for (int kk = warp; kk < n_keys; kk += kAttnThreads / 32) {
+      const int64_t slot = kv_slot(s, tables, g, t0 + kk, err);
+      float dot = 0.0f;
+      if (slot >= 0) {
+        const char* kr = k_cache + slot * g.nb2 + kvh * g.nb1;
+        for (int d = lane; d < hd; d += 32) dot = fmaf(s_q[d], kv_load<kF16>(kr, d), dot);
+      }
+      dot = warp_sum(dot) * scale;
+      if (softcap > 0.0f) dot = softcap * tanhf(dot / softcap);
+      if (lane == 0) {
+        s_score[kk] = slot >= 0 ? dot : -INFINITY;
+        s_slot[kk] = slot;
+      }
+    }
+    __syncthreads();
+    float tile_max = -INFINITY;
+    for (int kk = 0; kk < n_keys; ++kk) tile_max = fmaxf(tile_max, s_score[kk]);
+    const float m_new = fmaxf(m, tile_max);
+    const float corr = m == -INFINITY ? 0.0f : expf(m - m_new);
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < kMaxDimsPerThread; ++i) acc[i] *= corr;
+    for (int kk = 0; kk < n_keys; ++kk) {
+      if (s_slot[kk] < 0) continue;
+      const float w = expf(s_score[kk] - m_new);
+      l += w;
+      const char* vr = v_cache + s_slot[kk] * g.nb2 + kvh * g.nb1;
+#pragma unroll
+      for (int i = 0; i < kMaxDimsPerThread; ++i) {
+        const int d = threadIdx.x + i * kAttnThreads;
+        if (d < hd) acc[i] = fmaf(w, kv_load<kF16>(vr, d), acc[i]);
+      }
+    }
+    m = m_new;
+    __syncthreads();  // s_score/s_slot are rewritten by the next tile
+  }
+  float* o = reinterpret_cast<float*>(out.row(r * n_head + h));
+#pragma unroll
+  for (int i = 0; i < kMaxDimsPerThread; ++i) {
+    const int d = threadIdx.x + i * kAttnThreads;
+    if (d < hd) o[d] = acc[i] / l;
+  }
+}
+
+// ---- launchers ----
+
+float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+  return static_cast<float>(n_dims) *
+         std::log(static_cast<float>(n_ctx_orig) / (n_rot * 2.0f * static_cast<float>(M_PI))) /
+         (2.0f * std::log(base));
+}
+
+RopeConsts rope_consts(const RopeParams& p) {
+  RopeConsts rc{};
+  rc.n_rot = p.n_rot;
+  rc.neox = p.layout == RopeLayout::kNeox;
+  rc.theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  rc.freq_scale = p.freq_scale;
+  rc.ext_factor = p.ext_factor;
+  rc.mscale = p.attn_factor;
+  if (p.ext_factor != 0.0f) {
+    rc.low =
+        std::max(0.0f, std::floor(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+    rc.high = std::min(static_cast<float>(p.n_rot - 1),
+                       std::ceil(yarn_corr_dim(p.n_rot, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+    rc.mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  }
+  return rc;
+}
+
+const AttnSeq* seq_table(const Tensor& seqs, const AttnParams& p) {
+  T9_CHECK(seqs.type == GgmlType::I32 && seqs.ne[0] == 4 && seqs.n_rows() == p.n_seqs &&
+               seqs.is_contiguous(),
+           "seqs must be I32 [n_seqs={}, 4]", p.n_seqs);
+  return reinterpret_cast<const AttnSeq*>(base_ptr(seqs));
+}
+
+void check_cache(const Tensor& c, const AttnParams& p, const char* what) {
+  T9_CHECK(c.type == GgmlType::F16 || c.type == GgmlType::F32, "{} must be F16 or F32", what);
+  T9_CHECK(c.ne[0] == p.head_dim && c.ne[1] == p.n_kv_head && c.is_contiguous(),
+           "{} must be [slots, n_kv_head={}, head_dim={}]", what, p.n_kv_head, p.head_dim);
+  T9_CHECK(p.block_size > 0 && c.ne[2] % p.block_size == 0, "{}: slots not whole blocks", what);
+}
+
+KvGeom kv_geom(const Tensor& cache, const Tensor& block_tables, const AttnParams& p) {
+  T9_CHECK(block_tables.type == GgmlType::I32 && block_tables.is_contiguous(),
+           "block_tables must be contiguous I32");
+  return {p.n_kv_head,
+          p.head_dim,
+          p.block_size,
+          block_tables.n_elements(),
+          cache.ne[2],
+          static_cast<int64_t>(cache.nb[1]),
+          static_cast<int64_t>(cache.nb[2])};
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
+                       const Tensor& out) {
+  cuda::check_f32_rows(x, "rope x");
+  cuda::check_f32_rows(out, "rope out");
+  cuda::check_same_shape(x, out, "rope");
+  const int64_t head_dim = x.ne[0], n_tok = x.ne[2];
+  T9_CHECK(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= head_dim, "rope: n_rot {}", p.n_rot);
+  T9_CHECK(positions.type == GgmlType::I32 && positions.n_elements() == n_tok &&
+               positions.is_contiguous(),
+           "rope: positions must be I32 [{}]", n_tok);
+  T9_CHECK(x.ne[3] == 1, "rope: x must be [n_tokens, n_heads, head_dim]");
+  if (x.n_rows() == 0) return;
+  cuda::rope_kernel<<<static_cast<unsigned>(x.n_rows()), 64, 0, stream_>>>(
+      cuda::desc(x), reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)),
+      cuda::rope_consts(p), cuda::desc(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache,
+                           const Tensor& v_cache, const Tensor& seqs, const Tensor& block_tables,
+                           const AttnParams& p) {
+  cuda::check_cache(k_cache, p, "k_cache");
+  cuda::check_cache(v_cache, p, "v_cache");
+  T9_CHECK(k_cache.type == v_cache.type, "write_kv: k and v pools differ in type");
+  cuda::check_f32_rows(k, "write_kv k");
+  cuda::check_f32_rows(v, "write_kv v");
+  T9_CHECK(k.ne[0] == p.head_dim && k.ne[1] == p.n_kv_head && v.ne == k.ne, "write_kv: k/v shape");
+  const AttnSeq* s = cuda::seq_table(seqs, p);
+  const auto* tables = reinterpret_cast<const int32_t*>(cuda::base_ptr(block_tables));
+  const cuda::KvGeom g = cuda::kv_geom(k_cache, block_tables, p);
+  if (k.ne[2] == 0 || p.n_seqs == 0) return;
+  const unsigned blocks = static_cast<unsigned>(k.ne[2]);
+  if (k_cache.type == GgmlType::F16)
+    cuda::write_kv_kernel<true><<<blocks, 128, 0, stream_>>>(
+        cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s,
+        p.n_seqs, tables, g, err_word_);
+  else
+    cuda::write_kv_kernel<false><<<blocks, 128, 0, stream_>>>(
+        cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s,
+        p.n_seqs, tables, g, err_word_);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                            const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
+                            const Tensor& out) {
+  cuda::check_cache(k_cache, p, "k_cache");
+  cuda::check_cache(v_cache, p, "v_cache");
+  T9_CHECK(k_cache.type == v_cache.type, "attention: k and v pools differ in type");
+  cuda::check_f32_rows(q, "attention q");
+  cuda::check_f32_rows(out, "attention out");
+  cuda::check_same_shape(q, out, "attention");
+  T9_CHECK(q.ne[0] == p.head_dim && q.ne[1] == p.n_head, "attention: q must be [n, {}, {}]",
+           p.n_head, p.head_dim);
+  T9_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0, "attention: n_head {} n_kv_head {}",
+           p.n_head, p.n_kv_head);
+  T9_CHECK(p.head_dim <= cuda::kAttnThreads * cuda::kMaxDimsPerThread,
+           "attention: head_dim {} above {}", p.head_dim,
+           cuda::kAttnThreads * cuda::kMaxDimsPerThread);
+  const AttnSeq* s = cuda::seq_table(seqs, p);
+  const auto* tables = reinterpret_cast<const int32_t*>(cuda::base_ptr(block_tables));
+  const cuda::KvGeom g = cuda::kv_geom(k_cache, block_tables, p);
+  if (q.ne[2] == 0 || p.n_seqs == 0) return;
+  T9_CHECK(q.ne[2] <= 0x7fffffff && p.n_head <= 65535, "attention: launch grid");
+  const dim3 grid(static_cast<unsigned>(q.ne[2]), static_cast<unsigned>(p.n_head));
+  if (k_cache.type == GgmlType::F16)
+    cuda::attention_kernel<true><<<grid, cuda::kAttnThreads, 0, stream_>>>(
+        cuda::desc(q), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
+        p.n_head, p.scale, p.softcap, p.sliding_window, cuda::desc(out), err_word_);
+  else
+    cuda::attention_kernel<false><<<grid, cuda::kAttnThreads, 0, stream_>>>(
+        cuda::desc(q), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
+        p.n_head, p.scale, p.softcap, p.sliding_window, cuda::desc(out), err_word_);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace t9

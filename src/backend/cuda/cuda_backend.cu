@@ -1,0 +1,454 @@
+// CUDA backend: device memory, the stream, and the row-wise ops (get_rows, norms, elementwise,
+// sampling helpers, copy). Matmul is in cuda_matmul.cu; RoPE, KV writes and attention in
+// cuda_attention.cu.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_quant.cuh"
+
+namespace t9 {
+namespace cuda {
+namespace {
+
+enum class EwOp { kAdd, kMul, kSwiGLU, kGeGLU, kScale, kSilu, kGelu, kSoftcap };
+
+// ---- kernels ----
+
+__device__ __forceinline__ float silu(float v) {
+  return v / (1.0f + expf(-v));
+}
+
+// ggml's GELU tanh approximation (as backend/cpu).
+__device__ __forceinline__ float gelu_tanh(float v) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * v * (1.0f + kCoef * v * v)));
+}
+
+// out[r, i] = op(a[r, i], b[b_bcast ? 0 : r, i]) (b unused by the unary ops). One thread per
+// element; a and out may alias (each element is read before its own write).
+__global__ void elementwise_kernel(EwOp op, TensorDesc a, TensorDesc b, bool b_bcast, float param,
+                                   TensorDesc out, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int64_t r = e / a.ne0, i = e % a.ne0;
+  const float x = reinterpret_cast<const float*>(a.row(r))[i];
+  float bv = 0.0f;
+  if (op == EwOp::kAdd || op == EwOp::kMul || op == EwOp::kSwiGLU || op == EwOp::kGeGLU)
+    bv = reinterpret_cast<const float*>(b.row(b_bcast ? 0 : r))[i];
+  float y;
+  switch (op) {
+    case EwOp::kAdd:
+      y = x + bv;
+      break;
+    case EwOp::kMul:
+      y = x * bv;
+      break;
+    case EwOp::kSwiGLU:
+      y = silu(x) * bv;
+      break;
+    case EwOp::kGeGLU:
+      y = gelu_tanh(x) * bv;
+      break;
+    case EwOp::kScale:
+      y = x * param;
+      break;
+    case EwOp::kSilu:
+      y = silu(x);
+      break;
+    case EwOp::kGelu:
+      y = gelu_tanh(x);
+      break;
+    default:  // kSoftcap
+      y = param * tanhf(x / param);
+      break;
+  }
+  reinterpret_cast<float*>(out.row(r))[i] = y;
+}
+
+// One block per row. The sum of squares is kept in double like the CPU reference.
+__global__ void rms_norm_kernel(TensorDesc x, const float* __restrict__ w, float eps,
+                                float weight_bias, TensorDesc out) {
+  __shared__ double scratch[32];
+  const int64_t r = blockIdx.x;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  float* yr = reinterpret_cast<float*>(out.row(r));
+  double ss = 0.0;
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x)
+    ss += static_cast<double>(xr[i]) * xr[i];
+  ss = block_sum(ss, scratch);
+  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(x.ne0) + eps));
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x)
+    yr[i] = xr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
+}
+
+// One block per row: max, then the sum of exp in double, then the scaled write (out may be x).
+__global__ void softmax_kernel(TensorDesc x, TensorDesc out) {
+  __shared__ float fscratch[32];
+  __shared__ double dscratch[32];
+  const int64_t r = blockIdx.x;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  float* yr = reinterpret_cast<float*>(out.row(r));
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) mx = fmaxf(mx, xr[i]);
+  mx = block_max(mx, fscratch);
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) sum += expf(xr[i] - mx);
+  sum = block_sum(sum, dscratch);
+  const float inv = static_cast<float>(1.0 / sum);
+  __syncthreads();  // every read of x above happens before any write when out aliases x
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) yr[i] = expf(xr[i] - mx) * inv;
+}
+
+// Candidate (v, i) ranks before (bv, bi): larger value, then lower index.
+__device__ __forceinline__ bool ranks_before(float v, int64_t i, float bv, int64_t bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+// Block-wide best (v, i) under ranks_before; every thread gets it.
+__device__ void block_best(float* v, int64_t* i, float* sv, int64_t* si) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, *v, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, *i, o);
+    if (ranks_before(ov, oi, *v, *i)) *v = ov, *i = oi;
+  }
+  __syncthreads();
+  if (lane == 0) sv[warp] = *v, si[warp] = *i;
+  __syncthreads();
+  *v = -INFINITY;
+  *i = INT64_MAX;
+  for (int w = 0; w < n_warps; ++w)
+    if (ranks_before(sv[w], si[w], *v, *i)) *v = sv[w], *i = si[w];
+}
+
+// One block per row: argmax (lowest index among equal maxima, like the CPU's first-max scan).
+__global__ void argmax_kernel(TensorDesc x, int32_t* __restrict__ out) {
+  __shared__ float sv[32];
+  __shared__ int64_t si[32];
+  const int64_t r = blockIdx.x;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x)
+    if (ranks_before(xr[i], i, bv, bi)) bv = xr[i], bi = i;
+  block_best(&bv, &bi, sv, si);
+  // A row of only -inf/NaN leaves bi unset: the CPU returns 0 then.
+  if (threadIdx.x == 0) out[r] = bi == INT64_MAX ? 0 : static_cast<int32_t>(bi);
+}
+
+// One block per row; k passes, each taking the best element ranked after the previous pick.
+// O(k * n) reads per row: fine for sampling's small k (stage 1).
+__global__ void top_k_kernel(TensorDesc x, int k, TensorDesc ids, TensorDesc values) {
+  __shared__ float sv[32];
+  __shared__ int64_t si[32];
+  const int64_t r = blockIdx.x;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  auto* io = reinterpret_cast<int32_t*>(ids.row(r));
+  auto* vo = reinterpret_cast<float*>(values.row(r));
+  float pv = INFINITY;
+  int64_t pi = -1;
+  for (int it = 0; it < k; ++it) {
+    float bv = -INFINITY;
+    int64_t bi = INT64_MAX;
+    for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x) {
+      const float v = xr[i];
+      if (ranks_before(pv, pi, v, i) && ranks_before(v, i, bv, bi)) bv = v, bi = i;
+    }
+    block_best(&bv, &bi, sv, si);
+    if (bi == INT64_MAX) bi = 0;  // only when fewer than k orderable values remain
+    if (threadIdx.x == 0) {
+      io[it] = static_cast<int32_t>(bi);
+      vo[it] = xr[bi];
+    }
+    pv = bv;
+    pi = bi;
+  }
+}
+
+// One thread per (id, 32-element chunk). Out-of-range ids flag kErrGetRowsId and leave the row.
+template <GgmlType T>
+__global__ void get_rows_kernel(TensorDesc table, const int32_t* __restrict__ ids, int64_t n_ids,
+                                TensorDesc out, unsigned* err) {
+  const int64_t n_chunks = (table.ne0 + 31) / 32;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n_ids * n_chunks) return;
+  const int64_t i = e / n_chunks, c = e % n_chunks;
+  const int32_t id = ids[i];
+  if (id < 0 || id >= table.ne1) {
+    atomicOr(err, kErrGetRowsId);
+    return;
+  }
+  float v[32];
+  dequant_chunk<T>(reinterpret_cast<const uint8_t*>(table.base + id * table.nb1), c, table.ne0, v);
+  float* yr = reinterpret_cast<float*>(out.row(i)) + 32 * c;
+  const int64_t lim = min64(32, table.ne0 - 32 * c);
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+    if (j < lim) yr[j] = v[j];
+}
+
+__device__ __forceinline__ float load_any(GgmlType t, const char* row, int64_t i) {
+  if (t == GgmlType::F16) return f16_load(row + 2 * i);
+  if (t == GgmlType::BF16) return bf16_load(row + 2 * i);
+  return reinterpret_cast<const float*>(row)[i];
+}
+
+__global__ void copy_kernel(TensorDesc x, GgmlType xt, TensorDesc out, GgmlType ot, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int64_t r = e / x.ne0, i = e % x.ne0;
+  const float v = load_any(xt, x.row(r), i);
+  char* dst = out.row(r);
+  if (ot == GgmlType::F16)
+    reinterpret_cast<__half*>(dst)[i] = __float2half_rn(v);
+  else if (ot == GgmlType::BF16)
+    reinterpret_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16_rn(v);
+  else
+    reinterpret_cast<float*>(dst)[i] = v;
+}
+
+// ---- launchers ----
+
+constexpr int kThreads = 256;
+
+void launch_elementwise(EwOp op, const Tensor& a, const Tensor* b, float param, const Tensor& out,
+                        cudaStream_t stream) {
+  const int64_t n = a.n_elements();
+  if (n == 0) return;
+  const bool bcast = b != nullptr && b->n_rows() == 1;
+  elementwise_kernel<<<grid_1d(n, kThreads), kThreads, 0, stream>>>(
+      op, desc(a), b != nullptr ? desc(*b) : desc(a), bcast, param, desc(out), n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void check_binary(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
+  check_f32_rows(a, what);
+  check_f32_rows(b, what);
+  check_f32_rows(out, what);
+  check_same_shape(a, out, what);
+  T9_CHECK(b.ne[0] == a.ne[0] && (b.n_rows() == 1 || b.ne == a.ne),
+           "{}: b must be a's shape or one row", what);
+}
+
+void check_unary(const Tensor& x, const Tensor& out, const char* what) {
+  check_f32_rows(x, what);
+  check_f32_rows(out, what);
+  check_same_shape(x, out, what);
+}
+
+unsigned row_grid(const Tensor& t) {
+  T9_CHECK(t.n_rows() <= 0x7fffffff, "{} rows exceed the launch grid", t.n_rows());
+  return static_cast<unsigned>(t.n_rows());
+}
+
+}  // namespace
+}  // namespace cuda
+
+using cuda::EwOp;
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
+  const int n = cuda_device_count();
+  T9_CHECK(device_ >= 0 && device_ < n, "CUDA device {} of {}", device_, n);
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  device_name_ = fmt::format("{}, sm_{}{}", prop.name, prop.major, prop.minor);
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+  CUDA_CHECK(cudaMalloc(&err_word_, sizeof(unsigned)));
+  CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
+}
+
+CudaBackend::~CudaBackend() {
+  // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
+  (void)cudaStreamSynchronize(stream_);
+  (void)cudaFree(err_word_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const {
+  return fmt::format("cuda ({})", device_name_);
+}
+
+// ---- memory ----
+
+Result<Buffer*> CudaBackend::alloc(size_t n_bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(n_bytes, 1));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return error("cuda backend: cannot allocate {} bytes: {}", n_bytes, cudaGetErrorString(e));
+  }
+  return new Buffer{p, n_bytes, true};
+}
+
+void CudaBackend::free(Buffer* buf) {
+  if (buf == nullptr) return;
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued ops may still use it
+  if (buf->owned) CUDA_CHECK(cudaFree(buf->device_ptr));
+  delete buf;
+}
+
+Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
+  T9_ASSIGN_OR_RETURN(Buffer * buf, alloc(n_bytes));
+  CUDA_CHECK(cudaMemcpy(buf->device_ptr, host, n_bytes, cudaMemcpyHostToDevice));
+  return buf;
+}
+
+void CudaBackend::upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) {
+  T9_CHECK(dst != nullptr && offset + n_bytes <= dst->n_bytes, "upload past the buffer end");
+  if (n_bytes == 0) return;
+  // From pageable memory the runtime stages the bytes before returning, so `host` may be reused
+  // at once (backend.h's contract) while the copy stays ordered on the stream.
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst->device_ptr) + offset, host, n_bytes,
+                             cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::download(const Buffer* src, size_t offset, void* host, size_t n_bytes) {
+  T9_CHECK(src != nullptr && offset + n_bytes <= src->n_bytes, "download past the buffer end");
+  if (n_bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const char*>(src->device_ptr) + offset, n_bytes,
+                             cudaMemcpyDeviceToHost, stream_));
+}
+
+void CudaBackend::sync() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  unsigned err = 0;
+  CUDA_CHECK(cudaMemcpy(&err, err_word_, sizeof(err), cudaMemcpyDeviceToHost));
+  if (err != 0) CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
+  T9_CHECK(err == 0, "cuda kernel reported bad indices (bits {:#x}: 1 kv slot/block table, "
+           "2 get_rows id, 4 AttnSeq rows)", err);
+}
+
+// ---- row ops ----
+
+void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  T9_CHECK(ids.type == GgmlType::I32 && ids.nb[0] == 4 && ids.is_contiguous(),
+           "get_rows: ids must be contiguous I32");
+  cuda::check_f32_rows(out, "get_rows out");
+  T9_CHECK(out.ne[0] == table.ne[0] && out.n_rows() == ids.n_elements(), "get_rows: shapes");
+  T9_CHECK(table.ne[2] == 1 && table.ne[3] == 1, "get_rows: table must be 2-D");
+  const int64_t n_ids = ids.n_elements(), n_chunks = (table.ne[0] + 31) / 32;
+  if (n_ids == 0) return;
+  const auto* id = reinterpret_cast<const int32_t*>(cuda::base_ptr(ids));
+  cuda::dispatch_weight_type(table.type, [&](auto tag) {
+    constexpr GgmlType T = decltype(tag)::value;
+    cuda::get_rows_kernel<T><<<cuda::grid_1d(n_ids * n_chunks, 128), 128, 0, stream_>>>(
+        cuda::desc(table), id, n_ids, cuda::desc(out), err_word_);
+  });
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
+                           const Tensor& out) {
+  cuda::check_unary(x, out, "rms_norm");
+  const float* w = nullptr;
+  if (weight.valid()) {
+    cuda::check_f32_rows(weight, "rms_norm weight");
+    T9_CHECK(weight.ne[0] == x.ne[0], "rms_norm weight has {} elements, rows {}", weight.ne[0],
+             x.ne[0]);
+    w = reinterpret_cast<const float*>(cuda::base_ptr(weight));
+  }
+  if (x.n_rows() == 0) return;
+  cuda::rms_norm_kernel<<<cuda::row_grid(x), cuda::kThreads, 0, stream_>>>(
+      cuda::desc(x), w, eps, weight_bias, cuda::desc(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  cuda::check_binary(a, b, out, "add");
+  cuda::launch_elementwise(EwOp::kAdd, a, &b, 0.0f, out, stream_);
+}
+
+void CudaBackend::mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  cuda::check_binary(a, b, out, "mul");
+  cuda::launch_elementwise(EwOp::kMul, a, &b, 0.0f, out, stream_);
+}
+
+void CudaBackend::scale(const Tensor& x, float s, const Tensor& out) {
+  cuda::check_unary(x, out, "scale");
+  cuda::launch_elementwise(EwOp::kScale, x, nullptr, s, out, stream_);
+}
+
+void CudaBackend::unary(const Tensor& x, UnaryKind kind, const Tensor& out) {
+  cuda::check_unary(x, out, "unary");
+  cuda::launch_elementwise(kind == UnaryKind::kSilu ? EwOp::kSilu : EwOp::kGelu, x, nullptr, 0.0f,
+                           out, stream_);
+}
+
+void CudaBackend::softcap(const Tensor& x, float c, const Tensor& out) {
+  T9_CHECK(c > 0.0f, "softcap {} must be positive", c);
+  cuda::check_unary(x, out, "softcap");
+  cuda::launch_elementwise(EwOp::kSoftcap, x, nullptr, c, out, stream_);
+}
+
+void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) {
+  T9_CHECK(up.ne == gate.ne, "glu: gate and up shapes differ");
+  cuda::check_binary(gate, up, out, "glu");
+  cuda::launch_elementwise(kind == GluKind::kSwiGLU ? EwOp::kSwiGLU : EwOp::kGeGLU, gate, &up,
+                           0.0f, out, stream_);
+}
+
+// ---- sampling helpers ----
+
+void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
+  cuda::check_f32_rows(logits, "argmax logits");
+  T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows() && out.is_contiguous(),
+           "argmax: out");
+  if (logits.n_rows() == 0) return;
+  cuda::argmax_kernel<<<cuda::row_grid(logits), 1024, 0, stream_>>>(
+      cuda::desc(logits), reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {
+  cuda::check_f32_rows(logits, "top_k logits");
+  cuda::check_f32_rows(values, "top_k values");
+  T9_CHECK(k > 0 && k <= logits.ne[0], "top_k: k {} of {}", k, logits.ne[0]);
+  T9_CHECK(ids.type == GgmlType::I32 && ids.ne[0] == k && ids.n_rows() == logits.n_rows() &&
+               values.ne[0] == k && values.n_rows() == logits.n_rows(),
+           "top_k: out shapes");
+  if (logits.n_rows() == 0) return;
+  cuda::top_k_kernel<<<cuda::row_grid(logits), 1024, 0, stream_>>>(
+      cuda::desc(logits), k, cuda::desc(ids), cuda::desc(values));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
+  cuda::check_unary(x, out, "softmax");
+  if (x.n_rows() == 0) return;
+  cuda::softmax_kernel<<<cuda::row_grid(x), 1024, 0, stream_>>>(cuda::desc(x), cuda::desc(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::copy(const Tensor& x, const Tensor& out) {
+  T9_CHECK(x.n_elements() == out.n_elements() && x.ne[0] == out.ne[0], "copy: shapes differ");
+  auto ok = [](GgmlType t) {
+    return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
+  };
+  T9_CHECK(ok(x.type) && ok(out.type), "copy {} -> {}", type_name(x.type), type_name(out.type));
+  const int64_t n = x.n_elements();
+  if (n == 0) return;
+  cuda::copy_kernel<<<cuda::grid_1d(n, cuda::kThreads), cuda::kThreads, 0, stream_>>>(
+      cuda::desc(x), x.type, cuda::desc(out), out.type, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace t9

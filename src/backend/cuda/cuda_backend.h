@@ -1,0 +1,75 @@
+// The CUDA backend (Hopper, sm_90): device memory from cudaMalloc, every op enqueued on one
+// stream in call order. Plain C++ header (no CUDA includes) so model code and tests compiled by
+// the host compiler can use it; only built when TEMPO9_HAVE_CUDA is defined.
+//
+// Numerics against the CPU backend (tests/ops/cuda_ops_test.cpp bounds each):
+//   - matmul multiplies dequantized weights by F32 activations (no 8-bit activation rounding), so
+//     it is closer to the F32 reference than the CPU path; the reduction order per output is
+//     fixed (lane-strided 32-element chunks, then a warp tree), so a row's result does not depend
+//     on the other rows: batch-invariant, bitwise.
+//   - attention is one thread block per (query row, head) with an online softmax over tiles of
+//     keys in position order: deterministic and independent of the other sequences.
+//   - index errors a CPU op would T9_CHECK (block tables, get_rows ids) are flagged by the kernels
+//     and reported by the next sync() as a T9_CHECK failure.
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+
+struct CUstream_st;  // cudaStream_t without the CUDA headers
+
+namespace t9 {
+
+struct CudaBackendConfig {
+  int device = 0;
+};
+
+// Number of CUDA devices visible (0 when there is no driver or no GPU).
+int cuda_device_count();
+
+class CudaBackend final : public Backend {
+ public:
+  // CHECKs that the device exists.
+  explicit CudaBackend(const CudaBackendConfig& cfg = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override;
+  Result<Buffer*> alloc(size_t n_bytes) override;
+  void free(Buffer* buf) override;
+  Result<Buffer*> upload_weights(const void* host, size_t n_bytes) override;
+  void upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) override;
+  void download(const Buffer* src, size_t offset, void* host, size_t n_bytes) override;
+  void sync() override;
+
+  void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
+                const Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void scale(const Tensor& x, float s, const Tensor& out) override;
+  void unary(const Tensor& x, UnaryKind kind, const Tensor& out) override;
+  void softcap(const Tensor& x, float c, const Tensor& out) override;
+  void glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) override;
+  void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
+            const Tensor& out) override;
+  void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) override;
+  void write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                const Tensor& seqs, const Tensor& block_tables, const AttnParams& p) override;
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
+                 const Tensor& block_tables, const AttnParams& p, const Tensor& out) override;
+  void argmax(const Tensor& logits, const Tensor& out) override;
+  void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) override;
+  void softmax(const Tensor& x, const Tensor& out) override;
+  void copy(const Tensor& x, const Tensor& out) override;
+
+ private:
+  int device_ = 0;
+  CUstream_st* stream_ = nullptr;
+  unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
+  std::string device_name_;
+};
+
+}  // namespace t9

@@ -1,0 +1,143 @@
+// Internal to the CUDA backend: error checking, tensor addressing on the device, fp16/bf16 loads,
+// warp and block reductions. Included only by src/backend/cuda/*.cu.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "core/check.h"
+
+// Every CUDA runtime call and every launch goes through CUDA_CHECK: an error is a broken invariant
+// of our own code (bad launch shape, device fault), reported with file and line like T9_CHECK.
+#define CUDA_CHECK(expr)                                                                     \
+  do {                                                                                       \
+    const cudaError_t t9_cuda_err_ = (expr);                                                 \
+    T9_CHECK(t9_cuda_err_ == cudaSuccess, "CUDA error {} ({}) from {}",                      \
+             cudaGetErrorName(t9_cuda_err_), cudaGetErrorString(t9_cuda_err_), #expr);       \
+  } while (0)
+
+// After a <<<...>>> launch: catches bad configurations at once (asynchronous faults surface at
+// the next sync()).
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+namespace t9::cuda {
+
+// Device-side error codes, OR-ed into the backend's error word by kernels that find an index out
+// of range (a caller bug the CPU backend would T9_CHECK); sync() turns a non-zero word into a
+// T9_CHECK failure.
+enum DeviceError : unsigned {
+  kErrKvSlot = 1u,       // block table index or pool slot out of range
+  kErrGetRowsId = 2u,    // get_rows id out of range
+  kErrSeqRows = 4u,      // AttnSeq rows outside the batch
+};
+
+// A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are
+// contiguous for every op (backend.h).
+struct TensorDesc {
+  char* base;
+  int64_t ne0, ne1, ne2, ne3;
+  int64_t nb1, nb2, nb3;
+
+  __device__ __forceinline__ int64_t n_rows() const { return ne1 * ne2 * ne3; }
+  // Row r, a flat index over (ne1, ne2, ne3) like cpu::row_ptr.
+  __device__ __forceinline__ char* row(int64_t r) const {
+    const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
+    return base + i1 * nb1 + i2 * nb2 + i3 * nb3;
+  }
+};
+
+inline char* base_ptr(const Tensor& t) {
+  T9_CHECK(t.valid(), "op given an unset tensor");
+  return static_cast<char*>(t.buf->device_ptr) + t.offset;
+}
+
+inline TensorDesc desc(const Tensor& t) {
+  return {base_ptr(t),
+          t.ne[0],
+          t.ne[1],
+          t.ne[2],
+          t.ne[3],
+          static_cast<int64_t>(t.nb[1]),
+          static_cast<int64_t>(t.nb[2]),
+          static_cast<int64_t>(t.nb[3])};
+}
+
+inline void check_f32_rows(const Tensor& t, const char* what) {
+  T9_CHECK(t.type == GgmlType::F32, "{} must be F32, is {}", what, type_name(t.type));
+  T9_CHECK(t.nb[0] == 4, "{} rows must be contiguous", what);
+}
+
+inline void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
+  T9_CHECK(a.ne == b.ne, "{}: shape [{},{},{},{}] vs [{},{},{},{}]", what, a.ne[3], a.ne[2],
+           a.ne[1], a.ne[0], b.ne[3], b.ne[2], b.ne[1], b.ne[0]);
+}
+
+inline unsigned grid_1d(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  T9_CHECK(blocks > 0 && blocks <= 0x7fffffff, "grid of {} blocks", blocks);
+  return static_cast<unsigned>(blocks);
+}
+
+// ---- device helpers ----
+
+__device__ __forceinline__ float f16_load(const void* p) {
+  return __half2float(*static_cast<const __half*>(p));
+}
+__device__ __forceinline__ float bf16_load(const void* p) {
+  return __bfloat162float(*static_cast<const __nv_bfloat16*>(p));
+}
+__device__ __forceinline__ uint16_t u16_load(const uint8_t* p) {
+  return *reinterpret_cast<const uint16_t*>(p);  // callers pass 2-byte-aligned fields
+}
+__device__ __forceinline__ float f16_bits(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `scratch` holds 32 values of T. The order is fixed by the block shape, so results are
+// deterministic run to run.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : T(0);
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < n_warps ? scratch[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+}  // namespace t9::cuda

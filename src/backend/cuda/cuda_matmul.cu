@@ -1,0 +1,139 @@
+// CUDA matmul: y = x @ w^T (+ bias) reading quantized weight blocks directly.
+//
+// One warp per output column (weight row) and group of up to kTokTile activation rows. Lane l
+// dequantizes 32-element chunks l, l + 32, ... of the weight row once and dots each with every
+// row of its group, so the weight bytes are read once per group. Per output the sum order is
+// fixed (chunk sums in lane order, then an xor-shuffle tree), whatever the group size or n_tokens:
+// batch-invariant bit for bit. Stage 1: correctness first; no tensor cores (see docs/CUDA.md).
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_quant.cuh"
+
+namespace t9 {
+namespace cuda {
+namespace {
+
+constexpr int kTokTile = 8;       // activation rows per warp (weights reused this many times)
+constexpr int kWarpsPerBlock = 4;  // output columns per block
+
+// ---- kernels ----
+
+// Dot of the 32 dequantized weights v with x[32c .. 32c + 32); four partial sums in a fixed order.
+template <bool kGuard>
+__device__ __forceinline__ float chunk_dot(const float* v, const float* xr, int64_t c, int64_t n,
+                                           bool x_vec) {
+  float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const float* xc = xr + 32 * c;
+  if (!kGuard && x_vec) {
+#pragma unroll
+    for (int j = 0; j < 32; j += 4) {
+      const float4 xv = *reinterpret_cast<const float4*>(xc + j);
+      p[0] = fmaf(v[j], xv.x, p[0]);
+      p[1] = fmaf(v[j + 1], xv.y, p[1]);
+      p[2] = fmaf(v[j + 2], xv.z, p[2]);
+      p[3] = fmaf(v[j + 3], xv.w, p[3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const float xv = (!kGuard || 32 * c + j < n) ? xc[j] : 0.0f;
+      p[j % 4] = fmaf(v[j], xv, p[j % 4]);
+    }
+  }
+  return (p[0] + p[1]) + (p[2] + p[3]);
+}
+
+template <GgmlType T, int kTile>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    matmul_kernel(const uint8_t* __restrict__ w, int64_t w_row_bytes, int64_t n_in, int64_t n_out,
+                  TensorDesc x, TensorDesc y, const float* __restrict__ bias, int64_t n_tok,
+                  bool x_vec) {
+  const int lane = threadIdx.x % 32;
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  if (o >= n_out) return;
+  const int nt = static_cast<int>(min64(kTile, n_tok - t0));
+  const uint8_t* wr = w + o * w_row_bytes;
+  const float* xr[kTile];
+#pragma unroll
+  for (int t = 0; t < kTile; ++t)
+    xr[t] = reinterpret_cast<const float*>(x.row(t < nt ? t0 + t : t0));
+  float acc[kTile];
+#pragma unroll
+  for (int t = 0; t < kTile; ++t) acc[t] = 0.0f;
+
+  const int64_t n_chunks = (n_in + 31) / 32;
+  float v[32];
+  for (int64_t c = lane; c < n_chunks; c += 32) {
+    dequant_chunk<T>(wr, c, n_in, v);
+    const bool tail = kIsFloat<T> && 32 * c + 32 > n_in;
+#pragma unroll
+    for (int t = 0; t < kTile; ++t) {
+      if (t < nt)
+        acc[t] += tail ? chunk_dot<true>(v, xr[t], c, n_in, false)
+                       : chunk_dot<false>(v, xr[t], c, n_in, x_vec);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kTile; ++t) {
+    const float s = warp_sum(acc[t]);
+    if (lane == 0 && t < nt) {
+      float* yr = reinterpret_cast<float*>(y.row(t0 + t));
+      yr[o] = bias != nullptr ? s + bias[o] : s;
+    }
+  }
+}
+
+// ---- launchers ----
+
+template <GgmlType T>
+void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
+                   cudaStream_t stream) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  const TensorDesc xd = desc(x), yd = desc(y);
+  const bool x_vec = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
+                     xd.nb2 % 16 == 0 && xd.nb3 % 16 == 0;
+  const float* b = bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr;
+  const auto* wp = reinterpret_cast<const uint8_t*>(base_ptr(w));
+  const int tile = n_tok == 1 ? 1 : kTokTile;
+  const int64_t groups = (n_tok + tile - 1) / tile;
+  T9_CHECK(groups <= 65535, "matmul: {} activation rows exceed the launch grid", n_tok);
+  const dim3 grid(grid_1d(n_out, kWarpsPerBlock), static_cast<unsigned>(groups));
+  const int threads = kWarpsPerBlock * 32;
+  if (tile == 1)
+    matmul_kernel<T, 1><<<grid, threads, 0, stream>>>(wp, static_cast<int64_t>(w.nb[1]), n_in,
+                                                      n_out, xd, yd, b, n_tok, x_vec);
+  else
+    matmul_kernel<T, kTokTile><<<grid, threads, 0, stream>>>(
+        wp, static_cast<int64_t>(w.nb[1]), n_in, n_out, xd, yd, b, n_tok, x_vec);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
+  cuda::check_f32_rows(x, "matmul x");
+  cuda::check_f32_rows(y, "matmul y");
+  T9_CHECK(backend_supports_weight_type(w.type), "matmul: weight type {}", type_name(w.type));
+  T9_CHECK(w.ne[2] == 1 && w.ne[3] == 1, "matmul: weights must be 2-D");
+  T9_CHECK(w.nb[1] == row_bytes(w.type, n_in), "matmul: weight rows must be packed");
+  T9_CHECK(x.ne[0] == n_in, "matmul: x rows have {} elements, weights {}", x.ne[0], n_in);
+  T9_CHECK(y.ne[0] == n_out && y.n_rows() == x.n_rows(), "matmul: y must be [{}, {}]", x.n_rows(),
+           n_out);
+  T9_CHECK(!traits(w.type).quantized || n_in % 32 == 0, "matmul: n_in {} not a multiple of 32",
+           n_in);
+  if (bias.valid()) {
+    cuda::check_f32_rows(bias, "matmul bias");
+    T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
+  }
+  if (x.n_rows() == 0 || n_out == 0) return;
+  cuda::dispatch_weight_type(w.type, [&](auto tag) {
+    cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, stream_);
+  });
+}
+
+}  // namespace t9
