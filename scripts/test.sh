@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --models all || { echo "test.sh: setup failed" >&2; exit 1; }
 export TEMPO9_MODELS="${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}"
 export TEMPO9_BIN="$PWD/build/tempo9"
+export TEMPO9_BINARY_DIR="$PWD/build"
 status=0
 
 echo "== C++ tests (ctest)"
@@ -20,6 +21,7 @@ fi
 
 echo "== Python tests (pytest)"
 py_dirs=()
+# Parity with Python references first, then the live server with the real SDKs.
 for d in tests/py tests/e2e; do [[ -d $d ]] && py_dirs+=("$d"); done
 .venv/bin/python -m pytest -q "${py_dirs[@]}" 2>&1
 rc=$?
