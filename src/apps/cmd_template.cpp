@@ -89,7 +89,8 @@ Result<std::string> run(const Options& o) {
       T9_ASSIGN_OR_RETURN(std::string s, tmpl.apply(req));
       bytes = s.size();
     }
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "rendered %zu bytes, %d renders, mean %.1f us per render\n", bytes,
                  o.repeat, us / o.repeat);
   }
@@ -100,7 +101,8 @@ const bool registered = register_command(Command{
     "template", "Render a chat template (from a GGUF or a .jinja file) over messages",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<Options>();
-      auto* model = sub.add_option("--model", o->model, "GGUF file whose tokenizer.chat_template to use");
+      auto* model =
+          sub.add_option("--model", o->model, "GGUF file whose tokenizer.chat_template to use");
       auto* tmpl = sub.add_option("--template", o->template_file, "Jinja template file");
       model->excludes(tmpl);
       sub.add_option("--messages", o->messages_file, "JSON file: messages array")->required();

@@ -56,9 +56,10 @@ Result<std::string> ChatTemplate::apply(const ChatRequest& req) const {
   d.set(Value("tools"), jinja::from_json(req.tools));
   d.set(Value("documents"), Value());
   d.set(Value("add_generation_prompt"), Value(req.add_generation_prompt));
-  const std::pair<const char*, const std::string*> special[] = {
-      {"bos_token", &tokens_.bos_token}, {"eos_token", &tokens_.eos_token},
-      {"unk_token", &tokens_.unk_token}, {"pad_token", &tokens_.pad_token}};
+  const std::pair<const char*, const std::string*> special[] = {{"bos_token", &tokens_.bos_token},
+                                                                {"eos_token", &tokens_.eos_token},
+                                                                {"unk_token", &tokens_.unk_token},
+                                                                {"pad_token", &tokens_.pad_token}};
   for (const auto& [name, tok] : special)
     if (!tok->empty()) d.set(Value(name), Value(*tok));
   for (const auto& [k, v] : req.kwargs.items()) d.set(Value(k), jinja::from_json(v));

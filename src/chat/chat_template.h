@@ -27,7 +27,7 @@ struct ChatRequest {
   Json messages = Json::array();  // [{role, content, tool_calls?, reasoning_content?, ...}]
   Json tools;                     // OpenAI function tools array, or null for none
   bool add_generation_prompt = true;
-  Json kwargs = Json::object();   // enable_thinking, ... (override special tokens when equal)
+  Json kwargs = Json::object();  // enable_thinking, ... (override special tokens when equal)
 };
 
 class ChatTemplate {

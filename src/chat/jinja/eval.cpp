@@ -56,12 +56,23 @@ std::string html_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -122,7 +133,8 @@ Value Interpreter::lookup(const std::string& name) {
 
 const Value* Interpreter::eval_ref(const Expr& e) {
   switch (e.kind) {
-    case ExprKind::Literal: return &e.value;
+    case ExprKind::Literal:
+      return &e.value;
     case ExprKind::Name:
       for (Scope* s = scope_.get(); s; s = s->parent.get())
         if (Value* v = s->find_local(e.name)) return v;
@@ -133,7 +145,8 @@ const Value* Interpreter::eval_ref(const Expr& e) {
       if (!obj->is_namespace() && (is_dict_attr(e.name) || is_dict_unsafe(e.name))) return nullptr;
       return obj->dict().find(std::string_view(e.name));
     }
-    default: return nullptr;
+    default:
+      return nullptr;
   }
 }
 
@@ -159,8 +172,10 @@ CallArgs Interpreter::eval_args(const Expr& call, size_t first_arg) {
 
 Value Interpreter::eval_inner(const Expr& e) {
   switch (e.kind) {
-    case ExprKind::Literal: return e.value;
-    case ExprKind::Name: return lookup(e.name);
+    case ExprKind::Literal:
+      return e.value;
+    case ExprKind::Name:
+      return lookup(e.name);
     case ExprKind::List:
     case ExprKind::Tuple: {
       std::vector<Value> items;
@@ -177,14 +192,16 @@ Value Interpreter::eval_inner(const Expr& e) {
     case ExprKind::GetAttr:
       if (const Value* v = eval_ref(e)) return *v;
       return get_attr(eval(*e.items[0]), e.name);
-    case ExprKind::GetItem: return get_item(eval(*e.items[0]), eval(*e.items[1]));
+    case ExprKind::GetItem:
+      return get_item(eval(*e.items[0]), eval(*e.items[1]));
     case ExprKind::Slice: {
       Value parts[3];
       for (int i = 0; i < 3; ++i)
         if (e.items[size_t(i) + 1]) parts[i] = eval(*e.items[size_t(i) + 1]);
       return eval_slice(eval(*e.items[0]), parts[0], parts[1], parts[2]);
     }
-    case ExprKind::Call: return eval_call(e);
+    case ExprKind::Call:
+      return eval_call(e);
     case ExprKind::Filter: {
       Value input = eval(*e.items[0]);
       CallArgs args = eval_args(e, 1);
@@ -192,11 +209,13 @@ Value Interpreter::eval_inner(const Expr& e) {
     }
     case ExprKind::Test: {
       CallArgs args = eval_args(e, 1);
-      if (const Value* v = eval_ref(*e.items[0])) return Value(apply_test(e.name, *v, args) != e.negated);
+      if (const Value* v = eval_ref(*e.items[0]))
+        return Value(apply_test(e.name, *v, args) != e.negated);
       Value v = eval(*e.items[0]);
       return Value(apply_test(e.name, v, args) != e.negated);
     }
-    case ExprKind::Not: return Value(!eval(*e.items[0]).truthy());
+    case ExprKind::Not:
+      return Value(!eval(*e.items[0]).truthy());
     case ExprKind::Neg:
     case ExprKind::Pos: {
       Value v = eval(*e.items[0]);
@@ -208,7 +227,8 @@ Value Interpreter::eval_inner(const Expr& e) {
       if (e.kind == ExprKind::Pos) return v.is_bool() ? Value(v.to_int()) : v;
       return v.is_float() ? Value(-v.as_float()) : Value(-v.to_int());
     }
-    case ExprKind::Binary: return eval_binary(e.name, eval(*e.items[0]), eval(*e.items[1]));
+    case ExprKind::Binary:
+      return eval_binary(e.name, eval(*e.items[0]), eval(*e.items[1]));
     case ExprKind::And: {
       Value a = eval(*e.items[0]);
       return a.truthy() ? eval(*e.items[1]) : a;
@@ -273,7 +293,8 @@ Value Interpreter::call(const Value& fn, CallArgs& args) {
 
 Value Interpreter::get_attr(const Value& obj, std::string_view name) {
   switch (obj.kind()) {
-    case Kind::Undefined: fail(obj.str());
+    case Kind::Undefined:
+      fail(obj.str());
     case Kind::Dict:
       if (obj.is_namespace()) {
         if (const Value* v = obj.dict().find(name)) return *v;
@@ -285,10 +306,10 @@ Value Interpreter::get_attr(const Value& obj, std::string_view name) {
       break;
     case Kind::String: {
       static const char* methods[] = {
-          "startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "lower",
-          "upper", "title", "capitalize", "replace", "find", "rfind", "count", "format", "join",
-          "splitlines", "isdigit", "isalpha", "isalnum", "isspace", "islower", "isupper",
-          "removeprefix", "removesuffix", "index", "rindex"};
+          "startswith", "endswith", "split",   "rsplit",       "strip",        "lstrip",  "rstrip",
+          "lower",      "upper",    "title",   "capitalize",   "replace",      "find",    "rfind",
+          "count",      "format",   "join",    "splitlines",   "isdigit",      "isalpha", "isalnum",
+          "isspace",    "islower",  "isupper", "removeprefix", "removesuffix", "index",   "rindex"};
       for (const char* m : methods)
         if (name == m) return bound_method(obj, name);
       break;
@@ -297,15 +318,18 @@ Value Interpreter::get_attr(const Value& obj, std::string_view name) {
       if (is_list_unsafe(name)) unsafe(obj, name);
       if (name == "index" || name == "count" || name == "copy") return bound_method(obj, name);
       break;
-    case Kind::Loop: return loop_attr(obj, name);
-    default: break;
+    case Kind::Loop:
+      return loop_attr(obj, name);
+    default:
+      break;
   }
   return Value::undefined(no_attr(obj, name));
 }
 
 Value Interpreter::get_item(const Value& obj, const Value& key) {
   switch (obj.kind()) {
-    case Kind::Undefined: fail(obj.str());
+    case Kind::Undefined:
+      fail(obj.str());
     case Kind::Dict:
       if (obj.is_namespace()) break;
       if (const Value* v = obj.dict().find(key)) return *v;
@@ -328,18 +352,21 @@ Value Interpreter::get_item(const Value& obj, const Value& key) {
       if (is_ascii(s)) {
         int64_t n = int64_t(s.size());
         if (i < 0) i += n;
-        if (i < 0 || i >= n) return Value::undefined("str object has no element " + std::to_string(key.to_int()));
+        if (i < 0 || i >= n)
+          return Value::undefined("str object has no element " + std::to_string(key.to_int()));
         return Value(std::string(1, s[size_t(i)]));
       }
       auto cps = utf8_decode(s);
       int64_t n = int64_t(cps.size());
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return Value::undefined("str object has no element " + std::to_string(key.to_int()));
+      if (i < 0 || i >= n)
+        return Value::undefined("str object has no element " + std::to_string(key.to_int()));
       std::string out;
       utf8_append(out, cps[size_t(i)]);
       return Value(std::move(out));
     }
-    default: break;
+    default:
+      break;
   }
   if (key.is_string()) return get_attr(obj, key.str());  // jinja falls back to getattr
   std::string k;
@@ -376,7 +403,8 @@ Value Interpreter::eval_slice(const Value& obj, const Value& start, const Value&
 
 std::vector<Value> Interpreter::iterate(const Value& v) {
   switch (v.kind()) {
-    case Kind::List: return v.list().items;
+    case Kind::List:
+      return v.list().items;
     case Kind::Dict: {
       if (v.is_namespace()) break;
       std::vector<Value> keys;
@@ -393,8 +421,10 @@ std::vector<Value> Interpreter::iterate(const Value& v) {
       }
       return out;
     }
-    case Kind::Undefined: return {};
-    default: break;
+    case Kind::Undefined:
+      return {};
+    default:
+      break;
   }
   fail("'" + std::string(v.type_name()) + "' object is not iterable");
 }
@@ -477,8 +507,8 @@ Value Interpreter::eval_binary(const std::string& op, const Value& a, const Valu
       return Value::new_list(std::move(items), a.is_tuple());
     }
     if (a.is_string() || b.is_string())
-      fail("can only concatenate str (not \"" +
-           std::string((a.is_string() ? b : a).type_name()) + "\") to str");
+      fail("can only concatenate str (not \"" + std::string((a.is_string() ? b : a).type_name()) +
+           "\") to str");
     type_error("+", a, b);
   }
   if (op == "-") {

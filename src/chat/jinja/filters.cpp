@@ -12,28 +12,42 @@
 namespace t9::jinja {
 namespace {
 
-const char* kFilters[] = {
-    "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e",
-    "escape", "first", "float", "indent", "int", "items", "join", "last", "length", "list",
-    "lower", "map", "max", "min", "reject", "rejectattr", "replace", "reverse", "round", "safe",
-    "select", "selectattr", "sort", "string", "sum", "title", "tojson", "trim", "unique", "upper",
-    "wordcount"};
+const char* kFilters[] = {"abs",    "attr",       "batch",    "capitalize", "center",   "count",
+                          "d",      "default",    "dictsort", "e",          "escape",   "first",
+                          "float",  "indent",     "int",      "items",      "join",     "last",
+                          "length", "list",       "lower",    "map",        "max",      "min",
+                          "reject", "rejectattr", "replace",  "reverse",    "round",    "safe",
+                          "select", "selectattr", "sort",     "string",     "sum",      "title",
+                          "tojson", "trim",       "unique",   "upper",      "wordcount"};
 const char* kTests[] = {
-    "defined", "undefined", "none", "boolean", "false", "true", "integer", "float", "number",
-    "string", "mapping", "iterable", "sequence", "callable", "sameas", "escaped", "lower",
-    "upper", "even", "odd", "divisibleby", "eq", "equalto", "==", "ne", "!=", "lt", "<",
-    "lessthan", "le", "<=", "gt", ">", "greaterthan", "ge", ">=", "in", "filter", "test"};
+    "defined",  "undefined", "none",   "boolean", "false",    "true",        "integer",
+    "float",    "number",    "string", "mapping", "iterable", "sequence",    "callable",
+    "sameas",   "escaped",   "lower",  "upper",   "even",     "odd",         "divisibleby",
+    "eq",       "equalto",   "==",     "ne",      "!=",       "lt",          "<",
+    "lessthan", "le",        "<=",     "gt",      ">",        "greaterthan", "ge",
+    ">=",       "in",        "filter", "test"};
 
 std::string html_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -41,15 +55,18 @@ std::string html_escape(std::string_view s) {
 
 int64_t length_of(const Value& v) {
   switch (v.kind()) {
-    case Kind::String: return int64_t(utf8_length(v.str()));
+    case Kind::String:
+      return int64_t(utf8_length(v.str()));
     case Kind::List:
       if (v.is_iterator()) break;
       return int64_t(v.list().items.size());
     case Kind::Dict:
       if (!v.is_namespace()) return int64_t(v.dict().items.size());
       break;
-    case Kind::Undefined: return 0;
-    default: break;
+    case Kind::Undefined:
+      return 0;
+    default:
+      break;
   }
   fail("object of type '" + std::string(v.type_name()) + "' has no len()");
 }
@@ -74,7 +91,9 @@ Value attr_path(Interpreter& in, const Value& item, const std::string& path) {
   }
 }
 
-bool as_flag(const Value& v) { return !v.is_undefined() && v.truthy(); }
+bool as_flag(const Value& v) {
+  return !v.is_undefined() && v.truthy();
+}
 
 Value filter_tojson(const Value& in, CallArgs& args) {
   auto a = args.bind("tojson", {"ensure_ascii", "indent", "separators", "sort_keys"});
@@ -82,9 +101,12 @@ Value filter_tojson(const Value& in, CallArgs& args) {
   opt.ensure_ascii = as_flag(a[0]);
   if (!a[1].is_undefined() && !a[1].is_none()) {
     opt.has_indent = true;
-    if (a[1].is_string()) opt.indent = a[1].str();
-    else if (a[1].is_int()) opt.indent = std::string(size_t(std::max<int64_t>(0, a[1].as_int())), ' ');
-    else fail("tojson: indent must be an int or a string");
+    if (a[1].is_string())
+      opt.indent = a[1].str();
+    else if (a[1].is_int())
+      opt.indent = std::string(size_t(std::max<int64_t>(0, a[1].as_int())), ' ');
+    else
+      fail("tojson: indent must be an int or a string");
     opt.item_sep = ",";
   }
   if (a[2].is_list() && a[2].list().items.size() == 2 && a[2].list().items[0].is_string() &&
@@ -102,8 +124,10 @@ Value filter_tojson(const Value& in, CallArgs& args) {
 
 Value filter_indent(const Value& in, CallArgs& args) {
   auto a = args.bind("indent", {"width", "first", "blank"});
-  std::string ind = a[0].is_string() ? a[0].str()
-                                     : std::string(size_t(a[0].is_undefined() ? 4 : std::max<int64_t>(0, a[0].to_int())), ' ');
+  std::string ind =
+      a[0].is_string()
+          ? a[0].str()
+          : std::string(size_t(a[0].is_undefined() ? 4 : std::max<int64_t>(0, a[0].to_int())), ' ');
   std::string s = in.to_str() + "\n";
   std::vector<std::string> lines = py_splitlines(s);
   std::string out;
@@ -198,7 +222,8 @@ Value filter_select(Interpreter& in, const Value& seq, CallArgs& args, bool with
   std::string test;
   if (next < args.args.size()) test = args.args[next++].to_str();
   CallArgs test_args;
-  test_args.args.assign(args.args.begin() + long(std::min(next, args.args.size())), args.args.end());
+  test_args.args.assign(args.args.begin() + long(std::min(next, args.args.size())),
+                        args.args.end());
   test_args.kwargs = args.kwargs;
   std::vector<Value> out;
   if (!seq.truthy()) return Value::new_iterator({});  // jinja's select_or_reject checks `if value`
@@ -268,7 +293,8 @@ Value filter_title(const Value& in) {
 Value min_max(Interpreter& in, const Value& seq, CallArgs& args, bool want_max) {
   auto a = args.bind(want_max ? "max" : "min", {"case_sensitive", "attribute"});
   std::vector<Value> items = in.iterate(seq);
-  if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
+  if (items.empty())
+    return Value::undefined(std::string("No aggregated item, sequence was empty."));
   size_t best = 0;
   auto key = [&](size_t i) {
     Value k = a[1].is_string() ? attr_path(in, items[i], a[1].str()) : items[i];
@@ -304,7 +330,8 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
   if (n == "length" || n == "count") return Value(length_of(in));
   if (n == "string") return in.is_string() ? in : Value(in.to_str());
   if (n == "safe") return Value::markup(in.to_str());
-  if (n == "escape" || n == "e") return in.is_markup() ? in : Value::markup(html_escape(in.to_str()));
+  if (n == "escape" || n == "e")
+    return in.is_markup() ? in : Value::markup(html_escape(in.to_str()));
   if (n == "trim") {
     auto a = args.bind("trim", {"chars"});
     std::string s = in.to_str();
@@ -316,8 +343,8 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
   if (n == "title") return filter_title(in);
   if (n == "replace") {
     auto a = args.bind("replace", {"old", "new", "count"});
-    return Value(py_replace(in.to_str(), a[0].to_str(), a[1].to_str(),
-                            a[2].is_int() ? a[2].as_int() : -1));
+    return Value(
+        py_replace(in.to_str(), a[0].to_str(), a[1].to_str(), a[2].is_int() ? a[2].as_int() : -1));
   }
   if (n == "items") {
     if (in.is_undefined()) return Value::new_iterator({});
@@ -355,7 +382,8 @@ Value Interpreter::apply_filter(std::string_view n, const Value& in, CallArgs& a
     std::vector<Value> items = iterate(in);
     std::reverse(items.begin(), items.end());
     // reversed(list) is an iterator; a generator is first turned into a list, as do_reverse does.
-    if (in.is_list() && !in.is_iterator()) return Value::new_iterator(std::move(items), "list_reverseiterator");
+    if (in.is_list() && !in.is_iterator())
+      return Value::new_iterator(std::move(items), "list_reverseiterator");
     return Value::new_list(std::move(items));
   }
   if (n == "map") return filter_map(*this, in, args);
@@ -464,7 +492,9 @@ bool Interpreter::apply_test(std::string_view n, const Value& v, CallArgs& args)
   if (n == "number") return v.is_number();
   if (n == "string") return v.is_string();
   if (n == "mapping") return v.is_mapping();
-  if (n == "iterable") return v.is_string() || v.is_list() || v.is_mapping() || v.is_undefined() || v.kind() == Kind::Loop;
+  if (n == "iterable")
+    return v.is_string() || v.is_list() || v.is_mapping() || v.is_undefined() ||
+           v.kind() == Kind::Loop;
   if (n == "sequence")
     return v.is_string() || (v.is_list() && !v.is_iterator()) || v.is_mapping() || v.is_undefined();
   if (n == "callable") return v.kind() == Kind::Callable;
@@ -481,7 +511,8 @@ bool Interpreter::apply_test(std::string_view n, const Value& v, CallArgs& args)
   if (n == "lower" || n == "upper") {
     bool handled = false;
     CallArgs none;
-    return call_method(Value(v.to_str()), n == "lower" ? "islower" : "isupper", none, handled).truthy();
+    return call_method(Value(v.to_str()), n == "lower" ? "islower" : "isupper", none, handled)
+        .truthy();
   }
   if (n == "even" || n == "odd") {
     if (!v.is_int() && !v.is_bool()) fail("test '" + std::string(n) + "' needs an integer");

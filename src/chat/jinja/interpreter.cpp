@@ -18,8 +18,10 @@ Value* Scope::find_local(std::string_view name) {
 }
 
 void Scope::set(std::string_view name, Value v) {
-  if (Value* cur = find_local(name)) *cur = std::move(v);
-  else vars.emplace_back(std::string(name), std::move(v));
+  if (Value* cur = find_local(name))
+    *cur = std::move(v);
+  else
+    vars.emplace_back(std::string(name), std::move(v));
 }
 
 bool value_contains(const Value& c, const Value& item) {
@@ -32,13 +34,18 @@ bool value_contains(const Value& c, const Value& item) {
       for (const Value& v : c.list().items)
         if (values_equal(v, item)) return true;
       return false;
-    case Kind::Dict: return c.dict().find(item) != nullptr;
-    case Kind::Undefined: return false;
-    default: fail("argument of type '" + std::string(c.type_name()) + "' is not iterable");
+    case Kind::Dict:
+      return c.dict().find(item) != nullptr;
+    case Kind::Undefined:
+      return false;
+    default:
+      fail("argument of type '" + std::string(c.type_name()) + "' is not iterable");
   }
 }
 
-std::string to_display(const Value& v) { return v.to_str(); }
+std::string to_display(const Value& v) {
+  return v.to_str();
+}
 
 Interpreter::Interpreter(const Value& context) : context_(context) {}
 
@@ -63,25 +70,37 @@ Interpreter::Flow Interpreter::exec(const Body& body) {
 Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
   try {
     switch (s.kind) {
-      case StmtKind::Data: *out_ += s.text; break;
+      case StmtKind::Data:
+        *out_ += s.text;
+        break;
       case StmtKind::Output:
-        if (const Value* v = eval_ref(*s.expr)) v->append_str(*out_);
-        else eval(*s.expr).append_str(*out_);
+        if (const Value* v = eval_ref(*s.expr))
+          v->append_str(*out_);
+        else
+          eval(*s.expr).append_str(*out_);
         break;
       case StmtKind::If:
         for (size_t i = 0; i < s.conds.size(); ++i)
           if (eval(*s.conds[i]).truthy()) return exec(s.bodies[i]);
         return exec(s.else_body);
-      case StmtKind::For: return exec_for(s);
-      case StmtKind::Set: exec_set(s); break;
+      case StmtKind::For:
+        return exec_for(s);
+      case StmtKind::Set:
+        exec_set(s);
+        break;
       case StmtKind::SetBlock: {
         std::string body = render_to_string(s.bodies[0], scope_);
-        Value v = s.filter ? apply_filter_chain(*s.filter, std::move(body)) : Value(std::move(body));
+        Value v =
+            s.filter ? apply_filter_chain(*s.filter, std::move(body)) : Value(std::move(body));
         scope_->set(s.targets[0], std::move(v));
         break;
       }
-      case StmtKind::Macro: exec_macro(s); break;
-      case StmtKind::CallBlock: exec_call_block(s); break;
+      case StmtKind::Macro:
+        exec_macro(s);
+        break;
+      case StmtKind::CallBlock:
+        exec_call_block(s);
+        break;
       case StmtKind::FilterBlock: {
         std::string body = render_to_string(s.bodies[0], scope_);
         apply_filter_chain(*s.filter, std::move(body)).append_str(*out_);
@@ -97,8 +116,10 @@ Interpreter::Flow Interpreter::exec_stmt(const Stmt& s) {
         scope_ = saved;
         return f;
       }
-      case StmtKind::Break: return Flow::Break;
-      case StmtKind::Continue: return Flow::Continue;
+      case StmtKind::Break:
+        return Flow::Break;
+      case StmtKind::Continue:
+        return Flow::Continue;
     }
   } catch (JinjaError& e) {
     if (e.line == 0) {
@@ -117,9 +138,12 @@ void Interpreter::bind_targets(Scope& scope, const std::vector<std::string>& tar
     return;
   }
   std::vector<Value> parts;
-  if (item.is_list()) parts = item.list().items;
-  else if (item.is_string() || item.is_dict()) parts = iterate(item);
-  else fail("cannot unpack non-iterable " + std::string(item.type_name()) + " object");
+  if (item.is_list())
+    parts = item.list().items;
+  else if (item.is_string() || item.is_dict())
+    parts = iterate(item);
+  else
+    fail("cannot unpack non-iterable " + std::string(item.type_name()) + " object");
   if (parts.size() != targets.size())
     fail(parts.size() < targets.size()
              ? "not enough values to unpack (expected " + std::to_string(targets.size()) +
@@ -139,7 +163,8 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s) {
     items = &owned;
   }
   ScopePtr saved = scope_;
-  if (s.cond) {  // `for x in xs if cond`: filtered before the loop, so loop.length counts kept items
+  if (s.cond) {  // `for x in xs if cond`: filtered before the loop, so loop.length counts kept
+                 // items
     std::vector<Value> kept;
     for (const Value& item : *items) {
       auto sc = std::make_shared<Scope>();
@@ -177,14 +202,17 @@ void Interpreter::exec_set(const Stmt& s) {
   Value v = eval(*s.expr);
   if (s.target_is_attr) {
     Value ns = lookup(s.targets[0]);
-    if (!ns.is_namespace()) fail("can't assign attribute '" + s.text + "' on a non-namespace object");
+    if (!ns.is_namespace())
+      fail("can't assign attribute '" + s.text + "' on a non-namespace object");
     if (!s.text.empty() && s.text[0] == '_')
       fail("Chat templates cannot store underscore-prefixed attributes on a namespace");
     ns.dict().set(Value(s.text), std::move(v));
     return;
   }
-  if (s.targets.size() == 1) scope_->set(s.targets[0], std::move(v));
-  else bind_targets(*scope_, s.targets, v);
+  if (s.targets.size() == 1)
+    scope_->set(s.targets[0], std::move(v));
+  else
+    bind_targets(*scope_, s.targets, v);
 }
 
 std::string Interpreter::render_to_string(const Body& body, ScopePtr scope) {
@@ -240,8 +268,10 @@ Value Interpreter::invoke_macro(const MacroDef& m, CallArgs& a) {
   const auto& params = *m.params;
   std::vector<Value> varargs;
   for (size_t i = 0; i < a.args.size(); ++i) {
-    if (i < params.size()) sc->set(params[i].name, a.args[i]);
-    else varargs.push_back(a.args[i]);
+    if (i < params.size())
+      sc->set(params[i].name, a.args[i]);
+    else
+      varargs.push_back(a.args[i]);
   }
   Value kwargs = Value::new_dict();
   for (auto& [k, v] : a.kwargs) {
@@ -252,8 +282,10 @@ Value Interpreter::invoke_macro(const MacroDef& m, CallArgs& a) {
         fail("macro '" + m.name + "' got multiple values for argument '" + k + "'");
       is_param = true;
     }
-    if (is_param || k == "caller") sc->set(k, v);
-    else kwargs.dict().set(Value(k), v);
+    if (is_param || k == "caller")
+      sc->set(k, v);
+    else
+      kwargs.dict().set(Value(k), v);
   }
   ScopePtr saved = scope_;
   scope_ = sc;
@@ -271,6 +303,5 @@ Value Interpreter::invoke_macro(const MacroDef& m, CallArgs& a) {
   --depth_;
   return Value(std::move(out));
 }
-
 
 }  // namespace t9::jinja

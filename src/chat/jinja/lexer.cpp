@@ -8,10 +8,18 @@
 namespace t9::jinja {
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_name_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool is_name_char(char c) {
+  return is_name_start(c) || is_digit(c);
+}
 
 // \r\n and \r become \n; one trailing newline is dropped (keep_trailing_newline=False).
 std::string normalize_source(std::string_view src) {
@@ -122,9 +130,12 @@ std::vector<Token> Lexer::run() {
     size_t raw_end = kind == '%' ? match_raw(t, "raw", &raw_sign) : 0;
     if (raw_end) {
       size_t end_tag;
-      if (s_.compare(raw_end, 3, "-%}") == 0) end_tag = skip_ws(raw_end + 3);
-      else if (s_.compare(raw_end, 2, "%}") == 0) end_tag = raw_end + 2;
-      else end_tag = 0;
+      if (s_.compare(raw_end, 3, "-%}") == 0)
+        end_tag = skip_ws(raw_end + 3);
+      else if (s_.compare(raw_end, 2, "%}") == 0)
+        end_tag = raw_end + 2;
+      else
+        end_tag = 0;
       if (end_tag) {
         emit_data(pos, t, raw_sign, true);
         line_starting_ = s_[end_tag - 1] == '\n';
@@ -141,8 +152,10 @@ std::vector<Token> Lexer::run() {
         }
         if (q == std::string::npos) error_at(t, "Missing end of raw directive");
         emit_data(end_tag, q, end_sign, true);
-        if (s_[after] == '+') after += 3;
-        else if (s_[after] == '-') after = skip_ws(after + 3);
+        if (s_[after] == '+')
+          after += 3;
+        else if (s_[after] == '-')
+          after = skip_ws(after + 3);
         else {
           after += 2;
           if (opt_.trim_blocks && after < s_.size() && s_[after] == '\n') ++after;
@@ -161,8 +174,10 @@ std::vector<Token> Lexer::run() {
       if (q == std::string::npos) error_at(t, "Missing end of comment tag");
       char csign = (q > p && (s_[q - 1] == '-' || s_[q - 1] == '+')) ? s_[q - 1] : 0;
       size_t end = q + 2;
-      if (csign == '-') end = skip_ws(end);
-      else if (csign != '+' && opt_.trim_blocks && end < s_.size() && s_[end] == '\n') ++end;
+      if (csign == '-')
+        end = skip_ws(end);
+      else if (csign != '+' && opt_.trim_blocks && end < s_.size() && s_[end] == '\n')
+        ++end;
       line_starting_ = s_[end - 1] == '\n';
       pos = end;
       continue;
@@ -181,8 +196,9 @@ size_t Lexer::lex_tag(size_t p, bool is_block) {
   size_t start = p;
   while (true) {
     p = skip_ws(p);
-    if (p >= s_.size()) error_at(start, is_block ? "unexpected end of template, expected '%}'"
-                                                 : "unexpected end of template, expected '}}'");
+    if (p >= s_.size())
+      error_at(start, is_block ? "unexpected end of template, expected '%}'"
+                               : "unexpected end of template, expected '}}'");
     if (brackets.empty()) {
       const char* end = is_block ? "%}" : "}}";
       if (s_.compare(p, 2, end) == 0) {
@@ -218,9 +234,9 @@ size_t Lexer::lex_token(size_t p) {
     emit(Tok::Name, s_.substr(p, e - p), p);
     return e;
   }
-  static const char* ops[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%", "~",
-                              "[",  "]",  "(",  ")",  "{",  "}",  "=", ">", "<", ".", ":", "|",
-                              ",",  ";"};
+  static const char* ops[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/",
+                              "*",  "%",  "~",  "[",  "]",  "(",  ")", "{", "}",
+                              "=",  ">",  "<",  ".",  ":",  "|",  ",", ";"};
   for (const char* op : ops) {
     size_t n = std::strlen(op);
     if (s_.compare(p, n, op) == 0) {
@@ -240,8 +256,10 @@ size_t Lexer::lex_string(size_t p) {
     char32_t v = 0;
     for (int k = 0; k < n; ++k) {
       char h = s_[at + size_t(k)];
-      int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+      int d = is_digit(h)              ? h - '0'
+              : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+              : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                       : -1;
       if (d < 0) error_at(at, "truncated \\x/\\u escape in string");
       v = v * 16 + char32_t(d);
     }
@@ -260,21 +278,52 @@ size_t Lexer::lex_string(size_t p) {
     char e = s_[i + 1];
     i += 2;
     switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'v': out += '\v'; break;
-      case '\n': break;  // line continuation
-      case 'x': utf8_append(out, hex(i, 2)); i += 2; break;
-      case 'u': utf8_append(out, hex(i, 4)); i += 4; break;
-      case 'U': utf8_append(out, hex(i, 8)); i += 8; break;
-      case 'N': error_at(i - 2, "\\N{...} escapes are not supported");
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      case '\n':
+        break;  // line continuation
+      case 'x':
+        utf8_append(out, hex(i, 2));
+        i += 2;
+        break;
+      case 'u':
+        utf8_append(out, hex(i, 4));
+        i += 4;
+        break;
+      case 'U':
+        utf8_append(out, hex(i, 8));
+        i += 8;
+        break;
+      case 'N':
+        error_at(i - 2, "\\N{...} escapes are not supported");
       default:
         if (e >= '0' && e <= '7') {
           char32_t v = char32_t(e - '0');
@@ -293,7 +342,9 @@ size_t Lexer::lex_string(size_t p) {
 
 size_t Lexer::lex_number(size_t p) {
   auto digits = [&](size_t i) {
-    while (i < s_.size() && (is_digit(s_[i]) || (s_[i] == '_' && i + 1 < s_.size() && is_digit(s_[i + 1])))) ++i;
+    while (i < s_.size() &&
+           (is_digit(s_[i]) || (s_[i] == '_' && i + 1 < s_.size() && is_digit(s_[i + 1]))))
+      ++i;
     return i;
   };
   size_t e = digits(p);

@@ -17,10 +17,10 @@ enum class Tok : uint8_t {
   BlockBegin,  // {%
   BlockEnd,    // %}
   Name,
-  String,      // value already unescaped
+  String,  // value already unescaped
   Int,
   Float,
-  Op,          // operator or punctuation, text in `text`
+  Op,  // operator or punctuation, text in `text`
   End,
 };
 

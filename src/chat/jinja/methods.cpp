@@ -10,10 +10,10 @@ namespace {
 
 // Python unsupported-but-real str methods fail loudly instead of rendering as undefined.
 bool is_other_str_method(std::string_view n) {
-  static const char* names[] = {"isnumeric", "isdecimal", "istitle", "isidentifier", "swapcase",
-                                "casefold", "center", "ljust", "rjust", "zfill", "partition",
-                                "rpartition", "expandtabs", "encode", "format_map", "maketrans",
-                                "translate", "isascii", "isprintable"};
+  static const char* names[] = {
+      "isnumeric",  "isdecimal", "istitle",   "isidentifier", "swapcase",   "casefold",   "center",
+      "ljust",      "rjust",     "zfill",     "partition",    "rpartition", "expandtabs", "encode",
+      "format_map", "maketrans", "translate", "isascii",      "isprintable"};
   for (const char* m : names)
     if (n == m) return true;
   return false;
@@ -36,7 +36,9 @@ size_t cp_to_byte(std::string_view s, int64_t cp) {
   return i;
 }
 
-int64_t byte_to_cp(std::string_view s, size_t b) { return int64_t(utf8_length(s.substr(0, b))); }
+int64_t byte_to_cp(std::string_view s, size_t b) {
+  return int64_t(utf8_length(s.substr(0, b)));
+}
 
 Value str_find(const std::string& s, const std::vector<Value>& a, bool reverse, bool must) {
   const std::string& sub = need_str(a[0], "find");
@@ -59,7 +61,8 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
   auto one = [&](const Value& v) {
     const std::string& x = need_str(v, prefix ? "startswith" : "endswith");
     if (x.size() > s.size()) return false;
-    return prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+    return prefix ? s.compare(0, x.size(), x) == 0
+                  : s.compare(s.size() - x.size(), x.size(), x) == 0;
   };
   if (affix.is_list()) {
     for (const Value& v : affix.list().items)
@@ -76,13 +79,22 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
   for (size_t i = 0; i < fmt.size(); ++i) {
     char c = fmt[i];
     if (c == '}') {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      else fail("Single '}' encountered in format string");
+      if (i + 1 < fmt.size() && fmt[i + 1] == '}')
+        ++i;
+      else
+        fail("Single '}' encountered in format string");
       out += '}';
       continue;
     }
-    if (c != '{') { out += c; continue; }
-    if (i + 1 < fmt.size() && fmt[i + 1] == '{') { out += '{'; ++i; continue; }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
     size_t close = fmt.find('}', i);
     if (close == std::string::npos) fail("Single '{' encountered in format string");
     std::string field = fmt.substr(i + 1, close - i - 1);
@@ -95,7 +107,8 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
     if (field.find(':') != std::string::npos) fail("format specs in str.format are not supported");
     const Value* v = nullptr;
     if (field.empty()) {
-      if (auto_index >= a.args.size()) fail("Replacement index " + std::to_string(auto_index) + " out of range");
+      if (auto_index >= a.args.size())
+        fail("Replacement index " + std::to_string(auto_index) + " out of range");
       v = &a.args[auto_index++];
     } else if (std::isdigit(uint8_t(field[0]))) {
       size_t k = size_t(std::stoul(field));
@@ -106,8 +119,10 @@ std::string str_format(const std::string& fmt, const CallArgs& a) {
         if (name == field) v = &val;
       if (!v) fail("KeyError: '" + field + "'");
     }
-    if (conv == 'r') v->append_repr(out);
-    else v->append_str(out);
+    if (conv == 'r')
+      v->append_repr(out);
+    else
+      v->append_str(out);
   }
   return out;
 }
@@ -137,7 +152,8 @@ Value string_method(Interpreter& in, const std::string& s, std::string_view n, C
     auto a = args.bind(n, {"sep", "maxsplit"});
     int64_t maxsplit = a[1].is_int() ? a[1].as_int() : -1;
     std::vector<Value> out;
-    for (auto& part : py_split(s, opt_str(a[0]), maxsplit, n == "rsplit")) out.emplace_back(std::move(part));
+    for (auto& part : py_split(s, opt_str(a[0]), maxsplit, n == "rsplit"))
+      out.emplace_back(std::move(part));
     return Value::new_list(std::move(out));
   }
   if (n == "strip" || n == "lstrip" || n == "rstrip") {
@@ -193,7 +209,8 @@ Value string_method(Interpreter& in, const std::string& s, std::string_view n, C
   }
   if (n == "isdigit") return str_is(s, [](char32_t c) { return c >= '0' && c <= '9'; });
   if (n == "isspace") return str_is(s, is_space);
-  if (n == "isalpha") return str_is(s, [](char32_t c) { return is_alnum(c) && !(c >= '0' && c <= '9'); });
+  if (n == "isalpha")
+    return str_is(s, [](char32_t c) { return is_alnum(c) && !(c >= '0' && c <= '9'); });
   if (n == "isalnum") return str_is(s, is_alnum);
   if (n == "islower" || n == "isupper") {
     bool any_cased = false;
@@ -278,7 +295,8 @@ Value fn_range(Interpreter&, CallArgs& a) {
     if (!v.is_int() && !v.is_bool())
       fail("'" + std::string(v.type_name()) + "' object cannot be interpreted as an integer");
   int64_t start = 0, stop, step = 1;
-  if (a.args.size() == 1) stop = a.args[0].to_int();
+  if (a.args.size() == 1)
+    stop = a.args[0].to_int();
   else {
     start = a.args[0].to_int();
     stop = a.args[1].to_int();
@@ -334,16 +352,15 @@ Value fn_strftime_now(Interpreter&, CallArgs& a) {
 
 Value Interpreter::global(std::string_view name) {
   static const Value range = make_builtin("range", fn_range);
-  static const Value dict = make_builtin("dict", [](Interpreter& in, CallArgs& a) {
-    return fn_dict_like(in, a, false);
-  });
-  static const Value ns = make_builtin("namespace", [](Interpreter& in, CallArgs& a) {
-    return fn_dict_like(in, a, true);
-  });
-  static const Value raise = make_builtin("raise_exception", [](Interpreter&, CallArgs& a) -> Value {
-    auto b = a.bind("raise_exception", {"message"});
-    fail("template raised an exception: " + b[0].to_str());
-  });
+  static const Value dict =
+      make_builtin("dict", [](Interpreter& in, CallArgs& a) { return fn_dict_like(in, a, false); });
+  static const Value ns = make_builtin(
+      "namespace", [](Interpreter& in, CallArgs& a) { return fn_dict_like(in, a, true); });
+  static const Value raise =
+      make_builtin("raise_exception", [](Interpreter&, CallArgs& a) -> Value {
+        auto b = a.bind("raise_exception", {"message"});
+        fail("template raised an exception: " + b[0].to_str());
+      });
   static const Value strftime = make_builtin("strftime_now", fn_strftime_now);
   if (name == "range") return range;
   if (name == "dict") return dict;

@@ -40,11 +40,16 @@ class Parser {
   }
   static std::string describe(const Token& t) {
     switch (t.type) {
-      case Tok::End: return "end of template";
-      case Tok::BlockEnd: return "'%}'";
-      case Tok::VarEnd: return "'}}'";
-      case Tok::Data: return "template data";
-      default: return "'" + t.text + "'";
+      case Tok::End:
+        return "end of template";
+      case Tok::BlockEnd:
+        return "'%}'";
+      case Tok::VarEnd:
+        return "'}}'";
+      case Tok::Data:
+        return "template data";
+      default:
+        return "'" + t.text + "'";
     }
   }
   void expect_op(const char* op) {
@@ -183,15 +188,24 @@ void Parser::parse_statement(Body& body) {
   StmtPtr s;
   bool saved_soft = soft_;
   // `if` makes its frame soft; loops, macros, call/filter/with blocks open a new frame.
-  if (tag == "if") soft_ = true;
-  else if (tag != "set" && tag != "break" && tag != "continue") soft_ = false;
-  if (tag == "for") s = parse_for(at);
-  else if (tag == "if") s = parse_if(at);
-  else if (tag == "set") s = parse_set(at);
-  else if (tag == "macro") s = parse_macro(at);
-  else if (tag == "call") s = parse_call_block(at);
-  else if (tag == "filter") s = parse_filter_block(at);
-  else if (tag == "with") s = parse_with(at);
+  if (tag == "if")
+    soft_ = true;
+  else if (tag != "set" && tag != "break" && tag != "continue")
+    soft_ = false;
+  if (tag == "for")
+    s = parse_for(at);
+  else if (tag == "if")
+    s = parse_if(at);
+  else if (tag == "set")
+    s = parse_set(at);
+  else if (tag == "macro")
+    s = parse_macro(at);
+  else if (tag == "call")
+    s = parse_call_block(at);
+  else if (tag == "filter")
+    s = parse_filter_block(at);
+  else if (tag == "with")
+    s = parse_with(at);
   else if (tag == "break" || tag == "continue") {
     s = std::make_unique<Stmt>();
     s->kind = tag == "break" ? StmtKind::Break : StmtKind::Continue;
@@ -482,9 +496,8 @@ ExprPtr Parser::parse_binary(int level) {
       {"+", "-"}, {"~"}, {"*", "/", "//", "%"}, {"**"}};
   auto sub = [&]() { return level == 3 ? parse_unary(true) : parse_binary(level + 1); };
   ExprPtr e = sub();
-  while (cur().type == Tok::Op &&
-         std::find(ops[size_t(level)].begin(), ops[size_t(level)].end(), cur().text) !=
-             ops[size_t(level)].end()) {
+  while (cur().type == Tok::Op && std::find(ops[size_t(level)].begin(), ops[size_t(level)].end(),
+                                            cur().text) != ops[size_t(level)].end()) {
     auto b = node(ExprKind::Binary, cur());
     b->name = next().text;
     b->items.push_back(std::move(e));
@@ -516,9 +529,12 @@ ExprPtr Parser::parse_primary() {
       ++i_;
       auto lit = node(ExprKind::Literal, at);
       const std::string& n = at.text;
-      if (n == "true" || n == "True") lit->value = Value(true);
-      else if (n == "false" || n == "False") lit->value = Value(false);
-      else if (n == "none" || n == "None") lit->value = Value();
+      if (n == "true" || n == "True")
+        lit->value = Value(true);
+      else if (n == "false" || n == "False")
+        lit->value = Value(false);
+      else if (n == "none" || n == "None")
+        lit->value = Value();
       else {
         auto nm = node(ExprKind::Name, at);
         nm->name = n;
@@ -589,7 +605,8 @@ ExprPtr Parser::parse_primary() {
         return d;
       }
       break;
-    default: break;
+    default:
+      break;
   }
   fail_here("unexpected " + describe(at));
 }
@@ -723,6 +740,8 @@ void Parser::parse_call_args(Expr& call) {
 
 }  // namespace
 
-Body parse(const std::vector<Token>& tokens) { return Parser(tokens).parse_template(); }
+Body parse(const std::vector<Token>& tokens) {
+  return Parser(tokens).parse_template();
+}
 
 }  // namespace t9::jinja

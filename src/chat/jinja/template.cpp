@@ -37,15 +37,20 @@ Result<std::string> Template::render(const Value& context) const {
 Value from_json(const nlohmann::ordered_json& j) {
   using T = nlohmann::ordered_json::value_t;
   switch (j.type()) {
-    case T::null: return Value();
-    case T::boolean: return Value(j.get<bool>());
-    case T::number_integer: return Value(j.get<int64_t>());
+    case T::null:
+      return Value();
+    case T::boolean:
+      return Value(j.get<bool>());
+    case T::number_integer:
+      return Value(j.get<int64_t>());
     case T::number_unsigned: {
       auto u = j.get<uint64_t>();
       return u > uint64_t(INT64_MAX) ? Value(double(u)) : Value(int64_t(u));
     }
-    case T::number_float: return Value(j.get<double>());
-    case T::string: return Value(j.get_ref<const std::string&>());
+    case T::number_float:
+      return Value(j.get<double>());
+    case T::string:
+      return Value(j.get_ref<const std::string&>());
     case T::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -58,7 +63,8 @@ Value from_json(const nlohmann::ordered_json& j) {
       for (const auto& [k, v] : j.items()) d.dict().set(Value(k), from_json(v));
       return d;
     }
-    default: return Value();
+    default:
+      return Value();
   }
 }
 

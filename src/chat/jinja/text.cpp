@@ -126,7 +126,9 @@ char32_t to_lower(char32_t c) {
   return c;
 }
 
-bool is_cased(char32_t c) { return to_upper(c) != c || to_lower(c) != c; }
+bool is_cased(char32_t c) {
+  return to_upper(c) != c || to_lower(c) != c;
+}
 
 bool is_alnum(char32_t c) {
   return (c >= '0' && c <= '9') || is_cased(c) || (c >= 0x80 && !is_space(c) && c > 0x2fff);
@@ -221,7 +223,8 @@ std::vector<std::string> split_whitespace(std::string_view s, int64_t maxsplit, 
   }
   size_t n = size_t(maxsplit);
   if (!from_right) {
-    for (size_t k = 0; k < n; ++k) out.emplace_back(s.substr(runs[k].first, runs[k].second - runs[k].first));
+    for (size_t k = 0; k < n; ++k)
+      out.emplace_back(s.substr(runs[k].first, runs[k].second - runs[k].first));
     std::string rest(py_strip(s.substr(runs[n].first), nullptr, false, true));
     out.push_back(rest);
   } else {
@@ -271,7 +274,10 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     size_t i = 0;
     int64_t n = 0;
     while (i < s.size()) {
-      if (count < 0 || n < count) { out += repl; ++n; }
+      if (count < 0 || n < count) {
+        out += repl;
+        ++n;
+      }
       size_t b = i;
       utf8_next(s, i);
       out.append(s.substr(b, i - b));

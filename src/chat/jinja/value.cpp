@@ -10,7 +10,9 @@
 
 namespace t9::jinja {
 
-void fail(std::string message) { throw JinjaError{std::move(message)}; }
+void fail(std::string message) {
+  throw JinjaError{std::move(message)};
+}
 
 Value Value::undefined(std::string hint) {
   Value v;
@@ -38,7 +40,9 @@ Value Value::new_iterator(std::vector<Value> items, const char* type) {
   return v;
 }
 
-Value Value::new_dict() { return Value(std::make_shared<Dict>()); }
+Value Value::new_dict() {
+  return Value(std::make_shared<Dict>());
+}
 
 Value Value::new_namespace() {
   auto d = std::make_shared<Dict>();
@@ -46,38 +50,61 @@ Value Value::new_namespace() {
   return Value(std::move(d));
 }
 
-bool Value::is_namespace() const { return is_dict() && dict().is_namespace; }
-bool Value::is_tuple() const { return is_list() && list().is_tuple; }
-bool Value::is_iterator() const { return is_list() && list().iterator_type != nullptr; }
+bool Value::is_namespace() const {
+  return is_dict() && dict().is_namespace;
+}
+bool Value::is_tuple() const {
+  return is_list() && list().is_tuple;
+}
+bool Value::is_iterator() const {
+  return is_list() && list().iterator_type != nullptr;
+}
 
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::Undefined:
-    case Kind::None: return false;
-    case Kind::Bool: return as_bool();
-    case Kind::Int: return as_int() != 0;
-    case Kind::Float: return as_float() != 0.0;
-    case Kind::String: return !str().empty();
-    case Kind::List: return is_iterator() || !list().items.empty();
-    case Kind::Dict: return is_namespace() || !dict().items.empty();
-    default: return true;
+    case Kind::None:
+      return false;
+    case Kind::Bool:
+      return as_bool();
+    case Kind::Int:
+      return as_int() != 0;
+    case Kind::Float:
+      return as_float() != 0.0;
+    case Kind::String:
+      return !str().empty();
+    case Kind::List:
+      return is_iterator() || !list().items.empty();
+    case Kind::Dict:
+      return is_namespace() || !dict().items.empty();
+    default:
+      return true;
   }
 }
 
 std::string_view Value::type_name() const {
   switch (kind_) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::None: return "NoneType";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::Float: return "float";
-    case Kind::String: return "str";
+    case Kind::Undefined:
+      return "Undefined";
+    case Kind::None:
+      return "NoneType";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Int:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::String:
+      return "str";
     case Kind::List:
       if (is_iterator()) return list().iterator_type;
       return is_tuple() ? "tuple" : "list";
-    case Kind::Dict: return is_namespace() ? "Namespace" : "dict";
-    case Kind::Callable: return "function";
-    case Kind::Loop: return "LoopContext";
+    case Kind::Dict:
+      return is_namespace() ? "Namespace" : "dict";
+    case Kind::Callable:
+      return "function";
+    case Kind::Loop:
+      return "LoopContext";
   }
   return "object";
 }
@@ -91,17 +118,31 @@ std::string Value::to_str() const {
 
 void Value::append_str(std::string& out) const {
   switch (kind_) {
-    case Kind::Undefined: return;
-    case Kind::String: out += str(); return;
-    case Kind::Callable: out += "<function " + callable().name + ">"; return;
-    case Kind::Loop: out += "<LoopContext " + std::to_string(loop().index0 + 1) + ">"; return;
-    default: append_repr(out);
+    case Kind::Undefined:
+      return;
+    case Kind::String:
+      out += str();
+      return;
+    case Kind::Callable:
+      out += "<function " + callable().name + ">";
+      return;
+    case Kind::Loop:
+      out += "<LoopContext " + std::to_string(loop().index0 + 1) + ">";
+      return;
+    default:
+      append_repr(out);
   }
 }
 
 void append_float_repr(std::string& out, double v) {
-  if (std::isnan(v)) { out += "nan"; return; }
-  if (std::isinf(v)) { out += v < 0 ? "-inf" : "inf"; return; }
+  if (std::isnan(v)) {
+    out += "nan";
+    return;
+  }
+  if (std::isinf(v)) {
+    out += v < 0 ? "-inf" : "inf";
+    return;
+  }
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
   std::string_view sci(buf, r.ptr - buf);  // "-d.ddde+XX", shortest round-trip digits
@@ -115,7 +156,10 @@ void append_float_repr(std::string& out, double v) {
   if (neg) out += '-';
   if (exp10 < -4 || exp10 >= 16) {
     out += digits[0];
-    if (digits.size() > 1) { out += '.'; out.append(digits, 1, std::string::npos); }
+    if (digits.size() > 1) {
+      out += '.';
+      out.append(digits, 1, std::string::npos);
+    }
     char eb[16];
     std::snprintf(eb, sizeof eb, "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
     out += eb;
@@ -147,10 +191,15 @@ void append_string_repr(std::string& out, std::string_view s) {
     size_t start = i;
     char32_t c = utf8_next(s, i);
     char buf[16];
-    if (c == char32_t(q) || c == '\\') { out += '\\'; out += char(c); }
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == char32_t(q) || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20 || (c >= 0x7f && c <= 0xa0) || c == 0xad) {
       std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(c));
       out += buf;
@@ -166,12 +215,23 @@ void append_string_repr(std::string& out, std::string_view s) {
 
 void Value::append_repr(std::string& out) const {
   switch (kind_) {
-    case Kind::Undefined: return;
-    case Kind::None: out += "None"; return;
-    case Kind::Bool: out += as_bool() ? "True" : "False"; return;
-    case Kind::Int: out += std::to_string(as_int()); return;
-    case Kind::Float: append_float_repr(out, as_float()); return;
-    case Kind::String: append_string_repr(out, str()); return;
+    case Kind::Undefined:
+      return;
+    case Kind::None:
+      out += "None";
+      return;
+    case Kind::Bool:
+      out += as_bool() ? "True" : "False";
+      return;
+    case Kind::Int:
+      out += std::to_string(as_int());
+      return;
+    case Kind::Float:
+      append_float_repr(out, as_float());
+      return;
+    case Kind::String:
+      append_string_repr(out, str());
+      return;
     case Kind::List: {
       const List& l = list();
       if (l.iterator_type)  // Python prints "<generator object ... at 0x...>": no stable bytes
@@ -199,7 +259,8 @@ void Value::append_repr(std::string& out) const {
       if (d.is_namespace) out += '>';
       return;
     }
-    default: append_str(out);
+    default:
+      append_str(out);
   }
 }
 
@@ -232,7 +293,8 @@ std::vector<Value> CallArgs::bind(std::string_view fn,
   for (size_t i = 0; i < args.size(); ++i) out[i] = args[i];
   for (const auto& [k, v] : kwargs) {
     auto it = std::find(names.begin(), names.end(), k);
-    if (it == names.end()) fail(std::string(fn) + "() got an unexpected keyword argument '" + k + "'");
+    if (it == names.end())
+      fail(std::string(fn) + "() got an unexpected keyword argument '" + k + "'");
     out[size_t(it - names.begin())] = v;
   }
   return out;
@@ -246,8 +308,10 @@ bool values_equal(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Kind::Undefined:
-    case Kind::None: return true;
-    case Kind::String: return a.str() == b.str();
+    case Kind::None:
+      return true;
+    case Kind::String:
+      return a.str() == b.str();
     case Kind::List: {
       const List& x = a.list();
       const List& y = b.list();
@@ -268,9 +332,12 @@ bool values_equal(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Kind::Callable: return &a.callable() == &b.callable();
-    case Kind::Loop: return &a.loop() == &b.loop();
-    default: return false;
+    case Kind::Callable:
+      return &a.callable() == &b.callable();
+    case Kind::Loop:
+      return &a.loop() == &b.loop();
+    default:
+      return false;
   }
 }
 
@@ -306,14 +373,29 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
     char32_t c = utf8_next(s, i);
     char buf[16];
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || (ensure_ascii && c > 0x7e)) {
       if (c > 0xffff) {  // UTF-16 surrogate pair, as json.dumps writes it
@@ -332,18 +414,25 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
 }
 
 void append_json_float(std::string& out, double v) {
-  if (std::isnan(v)) out += "NaN";
-  else if (std::isinf(v)) out += v < 0 ? "-Infinity" : "Infinity";
-  else append_float_repr(out, v);
+  if (std::isnan(v))
+    out += "NaN";
+  else if (std::isinf(v))
+    out += v < 0 ? "-Infinity" : "Infinity";
+  else
+    append_float_repr(out, v);
 }
 
 // json.dumps turns str/int/float/bool/None keys into strings.
 std::string json_key(const Value& k) {
   switch (k.kind()) {
-    case Kind::String: return k.str();
-    case Kind::Bool: return k.as_bool() ? "true" : "false";
-    case Kind::None: return "null";
-    case Kind::Int: return std::to_string(k.as_int());
+    case Kind::String:
+      return k.str();
+    case Kind::Bool:
+      return k.as_bool() ? "true" : "false";
+    case Kind::None:
+      return "null";
+    case Kind::Int:
+      return std::to_string(k.as_int());
     case Kind::Float: {
       std::string s;
       append_json_float(s, k.as_float());
@@ -363,15 +452,28 @@ void newline_indent(std::string& out, const JsonOptions& opt, int depth) {
 
 void append_json(std::string& out, const Value& v, const JsonOptions& opt, int depth) {
   switch (v.kind()) {
-    case Kind::None: out += "null"; return;
-    case Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
-    case Kind::Int: out += std::to_string(v.as_int()); return;
-    case Kind::Float: append_json_float(out, v.as_float()); return;
-    case Kind::String: append_json_string(out, v.str(), opt.ensure_ascii); return;
+    case Kind::None:
+      out += "null";
+      return;
+    case Kind::Bool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case Kind::Int:
+      out += std::to_string(v.as_int());
+      return;
+    case Kind::Float:
+      append_json_float(out, v.as_float());
+      return;
+    case Kind::String:
+      append_json_string(out, v.str(), opt.ensure_ascii);
+      return;
     case Kind::List: {
       if (v.is_iterator()) break;
       const auto& items = v.list().items;
-      if (items.empty()) { out += "[]"; return; }
+      if (items.empty()) {
+        out += "[]";
+        return;
+      }
       out += '[';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += opt.item_sep;
@@ -386,7 +488,10 @@ void append_json(std::string& out, const Value& v, const JsonOptions& opt, int d
       if (v.is_namespace()) break;
       std::vector<const std::pair<Value, Value>*> items;
       for (const auto& kv : v.dict().items) items.push_back(&kv);
-      if (items.empty()) { out += "{}"; return; }
+      if (items.empty()) {
+        out += "{}";
+        return;
+      }
       std::vector<std::string> keys;
       for (auto* kv : items) keys.push_back(json_key(kv->first));
       std::vector<size_t> order(items.size());
@@ -406,7 +511,8 @@ void append_json(std::string& out, const Value& v, const JsonOptions& opt, int d
       out += '}';
       return;
     }
-    default: break;
+    default:
+      break;
   }
   fail("Object of type " + std::string(v.type_name()) + " is not JSON serializable");
 }

@@ -24,7 +24,16 @@ struct JinjaError {
 [[noreturn]] void fail(std::string message);
 
 enum class Kind : uint8_t {
-  Undefined, None, Bool, Int, Float, String, List, Dict, Callable, Loop,
+  Undefined,
+  None,
+  Bool,
+  Int,
+  Float,
+  String,
+  List,
+  Dict,
+  Callable,
+  Loop,
 };
 
 class Value;
@@ -40,17 +49,17 @@ using LoopPtr = std::shared_ptr<LoopState>;
 class Value {
  public:
   Value() : kind_(Kind::None) {}
-  Value(bool b) : kind_(Kind::Bool), data_(b) {}  // NOLINT: implicit by design
-  Value(int v) : kind_(Kind::Int), data_(int64_t{v}) {}  // NOLINT
-  Value(int64_t v) : kind_(Kind::Int), data_(v) {}  // NOLINT
-  Value(double v) : kind_(Kind::Float), data_(v) {}  // NOLINT
+  Value(bool b) : kind_(Kind::Bool), data_(b) {}                      // NOLINT: implicit by design
+  Value(int v) : kind_(Kind::Int), data_(int64_t{v}) {}               // NOLINT
+  Value(int64_t v) : kind_(Kind::Int), data_(v) {}                    // NOLINT
+  Value(double v) : kind_(Kind::Float), data_(v) {}                   // NOLINT
   Value(std::string s) : kind_(Kind::String), data_(std::move(s)) {}  // NOLINT
   Value(std::string_view s) : kind_(Kind::String), data_(std::string(s)) {}  // NOLINT
-  Value(const char* s) : kind_(Kind::String), data_(std::string(s)) {}  // NOLINT
-  Value(ListPtr l) : kind_(Kind::List), data_(std::move(l)) {}  // NOLINT
-  Value(DictPtr d) : kind_(Kind::Dict), data_(std::move(d)) {}  // NOLINT
-  Value(CallablePtr c) : kind_(Kind::Callable), data_(std::move(c)) {}  // NOLINT
-  Value(LoopPtr l) : kind_(Kind::Loop), data_(std::move(l)) {}  // NOLINT
+  Value(const char* s) : kind_(Kind::String), data_(std::string(s)) {}       // NOLINT
+  Value(ListPtr l) : kind_(Kind::List), data_(std::move(l)) {}               // NOLINT
+  Value(DictPtr d) : kind_(Kind::Dict), data_(std::move(d)) {}               // NOLINT
+  Value(CallablePtr c) : kind_(Kind::Callable), data_(std::move(c)) {}       // NOLINT
+  Value(LoopPtr l) : kind_(Kind::Loop), data_(std::move(l)) {}               // NOLINT
 
   // An undefined value; `hint` is the UndefinedError message used when it is misused.
   static Value undefined(std::string hint);
@@ -66,7 +75,9 @@ class Value {
   bool is_bool() const { return kind_ == Kind::Bool; }
   bool is_int() const { return kind_ == Kind::Int; }
   bool is_float() const { return kind_ == Kind::Float; }
-  bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
+  bool is_number() const {
+    return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool;
+  }
   bool is_string() const { return kind_ == Kind::String; }
   bool is_list() const { return kind_ == Kind::List; }  // list or tuple
   bool is_dict() const { return kind_ == Kind::Dict; }  // dict or namespace
@@ -79,7 +90,9 @@ class Value {
   bool as_bool() const { return std::get<bool>(data_); }
   int64_t as_int() const { return std::get<int64_t>(data_); }
   double as_float() const { return std::get<double>(data_); }
-  const std::string& str() const { return std::get<std::string>(data_); }  // String or Undefined hint
+  const std::string& str() const {
+    return std::get<std::string>(data_);
+  }  // String or Undefined hint
   List& list() const { return *std::get<ListPtr>(data_); }
   Dict& dict() const { return *std::get<DictPtr>(data_); }
   const ListPtr& list_ptr() const { return std::get<ListPtr>(data_); }
@@ -154,7 +167,8 @@ struct LoopState {
 
 // Equality as Python ==: 1 == 1.0 == True, list == list elementwise, dict by keys and values.
 bool values_equal(const Value& a, const Value& b);
-// Python <: numbers, strings (code point order), lists and tuples lexicographically. Fails otherwise.
+// Python <: numbers, strings (code point order), lists and tuples lexicographically. Fails
+// otherwise.
 bool values_less(const Value& a, const Value& b);
 
 // Python's float repr: shortest round-trip digits, exponent form outside [1e-4, 1e16).

@@ -33,7 +33,8 @@ TEST(ChatTemplate, NormalizesMessagesLikeTransformers) {
 
 TEST(ChatTemplate, ReasoningAliasPrefersReasoningContent) {
   auto t = ChatTemplate::create(
-      "{% for m in messages %}{{ m.reasoning_content }}|{{ m.thinking }}|{{ m.reasoning }};{% endfor %}");
+      "{% for m in messages %}{{ m.reasoning_content }}|{{ m.thinking }}|{{ m.reasoning }};{% "
+      "endfor %}");
   ASSERT_TRUE(t.ok());
   ChatRequest req;
   req.messages = Json::parse(R"([{"role": "assistant", "content": "x", "thinking": "t1"},

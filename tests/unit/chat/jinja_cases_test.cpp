@@ -26,8 +26,8 @@ TEST(JinjaCases, MatchJinja2) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const std::string src = c["template"].get<std::string>();
     auto tmpl = Template::parse(src);
-    Result<std::string> out = tmpl.ok() ? tmpl->render(from_json(c["context"]))
-                                        : Result<std::string>(tmpl.error());
+    Result<std::string> out =
+        tmpl.ok() ? tmpl->render(from_json(c["context"])) : Result<std::string>(tmpl.error());
     if (c.value("error", false)) {
       EXPECT_FALSE(out.ok()) << "jinja2 raised " << c["python_error"] << " but we rendered "
                              << (out.ok() ? *out : "");

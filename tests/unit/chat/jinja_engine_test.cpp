@@ -10,7 +10,9 @@
 namespace t9::jinja {
 namespace {
 
-Value ctx(const char* json) { return from_json(nlohmann::ordered_json::parse(json)); }
+Value ctx(const char* json) {
+  return from_json(nlohmann::ordered_json::parse(json));
+}
 
 std::string render_ok(const std::string& src, const char* json = "{}") {
   auto t = Template::parse(src);
@@ -67,7 +69,8 @@ TEST(JinjaEngine, RenderErrorsNamePosition) {
 
 TEST(JinjaEngine, UnsupportedPythonFeaturesFailLoudly) {
   // Real Python str methods we do not implement must not render as undefined.
-  EXPECT_EQ(render_error("{{ 'a'.zfill(3) }}"), "line 1, column 7: str method 'zfill' is not supported");
+  EXPECT_EQ(render_error("{{ 'a'.zfill(3) }}"),
+            "line 1, column 7: str method 'zfill' is not supported");
   EXPECT_EQ(render_error("{{ '%s' % 1 }}"),
             "line 1, column 9: printf-style '%' string formatting is not supported");
 }
@@ -75,7 +78,8 @@ TEST(JinjaEngine, UnsupportedPythonFeaturesFailLoudly) {
 TEST(JinjaEngine, TemplateIsReusableAndThreadSafe) {
   auto t = Template::parse("{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}");
   ASSERT_TRUE(t.ok());
-  Value c = ctx(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
+  Value c = ctx(
+      R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
   std::vector<std::thread> threads;
   std::vector<std::string> outs(4);
   for (int i = 0; i < 4; ++i)
