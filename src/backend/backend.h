@@ -111,6 +111,34 @@ enum class GluKind {
 
 enum class UnaryKind { kSilu, kGeluTanh };
 
+// Per-sequence metadata of the recurrent-state ops (ssm_conv, gated_delta_net), uploaded as an I32
+// tensor [n_seqs, 4] (exactly these fields, in this order). Sequence s owns token rows
+// [q_begin, q_begin + n_q) of the batch and state slot `slot` of every recurrent layer; reset != 0
+// means its state starts from zero this step (a fresh sequence) instead of the stored one.
+struct RecurrentSeq {
+  int32_t q_begin;
+  int32_t n_q;
+  int32_t slot;
+  int32_t reset;
+};
+static_assert(sizeof(RecurrentSeq) == 16);
+
+// Gated DeltaNet (Qwen3-Next / Qwen3.5 linear attention) shapes and options.
+struct GdnParams {
+  int n_k_heads = 0;  // query/key heads
+  int n_v_heads = 0;  // value heads (a multiple of n_k_heads)
+  int d_k = 0;        // key head size (the state has d_k rows per value head)
+  int d_v = 0;        // value head size
+  // Which key head value head h reads: false = grouped, h / (n_v / n_k) (HF order, qwen3next
+  // files); true = tiled, h % n_k (llama.cpp's converter reorders Qwen3.5 V heads this way).
+  bool v_heads_tiled = false;
+  int chunk_size = 64;  // tokens per chunk of the chunked-parallel form
+  // A sequence with at least this many tokens in the step uses the chunked form; fewer use the
+  // token-by-token recurrence (decode). Both compute the same function (rounding aside).
+  int min_chunked_tokens = 2;
+  float l2_eps = 1e-6f;  // q, k are L2-normalised: x / sqrt(sum x^2 + eps)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -191,6 +219,66 @@ class Backend {
   virtual void softmax(const Tensor& x, const Tensor& out) = 0;
   // out = cast(x): same element count, types among F32, F16, BF16.
   virtual void copy(const Tensor& x, const Tensor& out) = 0;
+
+  // ---- mixture of experts, gating, recurrent layers ----
+  // Not every backend has these yet (CUDA: later); the defaults abort with the op's name, so a
+  // model that needs them fails loudly instead of computing garbage.
+
+  // Router: per row of logits F32 [n, n_expert]: p = softmax(row); ids I32 [n, k] = the k largest
+  // p (descending; ties: lower index first); weights F32 [n, k] = those p, divided by their sum
+  // when `normalize` (norm_topk_prob).
+  virtual void moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
+                         const Tensor& weights) {
+    (void)logits, (void)k, (void)normalize, (void)ids, (void)weights;
+    T9_CHECK(false, "backend {} has no moe_route", name());
+  }
+  // Expert matmul: out[t, j, :] = w[ids[t, j]] @ x[t, x.ne[1] == 1 ? 0 : j, :]. w: [n_expert,
+  // n_out, n_in] any matmul weight type; x: F32 [n, 1 or k, n_in]; ids: I32 [n, k]; out: F32
+  // [n, k, n_out] (must not alias x). Grouped dispatch: each expert named in ids runs one matmul
+  // over all rows routed to it. Batch-invariant like matmul (a row never depends on the others).
+  virtual void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out) {
+    (void)w, (void)x, (void)ids, (void)out;
+    T9_CHECK(false, "backend {} has no matmul_id", name());
+  }
+  // out[t, :] = sum_j weights[t, j] * y[t, j, :], summed in rank order j = 0, 1, .. k-1 (a fixed
+  // order per token: batch-invariant). y: F32 [n, k, d]; weights: F32 [n, k]; out: F32 [n, d].
+  virtual void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
+    (void)y, (void)weights, (void)out;
+    T9_CHECK(false, "backend {} has no moe_combine", name());
+  }
+  // out = a * sigmoid(g): g has a's shape, or one value per row of a (g: [rows, 1]). out may be a.
+  virtual void mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
+    (void)a, (void)g, (void)out;
+    T9_CHECK(false, "backend {} has no mul_sigmoid", name());
+  }
+  // Causal depthwise conv1d over time, then SiLU, continuing each sequence's rolling state.
+  // x: F32 [n_tokens, C]; w: F32 [C, K] (ggml ne {K, C}); state: F32 [n_slots, K - 1, C] (the
+  // sequence's last K - 1 inputs, oldest first); seqs: I32 [n_seqs, 4] (RecurrentSeq); out: F32
+  // [n_tokens, C], must not alias x. With xx = state rows then this step's rows:
+  // out[t, c] = silu(sum_i w[c, i] * xx[t + i, c]); afterwards state = the last K - 1 rows of xx.
+  virtual void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& seqs,
+                        const Tensor& out) {
+    (void)x, (void)w, (void)state, (void)seqs, (void)out;
+    T9_CHECK(false, "backend {} has no ssm_conv", name());
+  }
+  // Gated delta rule per sequence and value head h, continuing the state S [d_k, d_v]:
+  //   q, k = l2norm(q), l2norm(k) (key head of h per p.v_heads_tiled), q *= 1/sqrt(d_k)
+  //   g = A[h] * softplus(a + dt_bias[h]) (A = -exp(A_log) <= 0), beta = sigmoid(b)
+  //   S = exp(g) S;  S += k (beta (v - S^T k))^T;  out = S^T q
+  // computed token by token, or in the chunked-parallel (WY/UT) form for sequences with at least
+  // p.min_chunked_tokens tokens (chunks of p.chunk_size from the sequence's first row).
+  // q, k: F32 [n_tokens, n_k_heads, d_k]; v: F32 [n_tokens, n_v_heads, d_v] (views with strided
+  // higher dims are fine); a, b: F32 [n_tokens, r, n_v_heads / r] for any r (the value heads in
+  // order); A, dt_bias: F32 [n_v_heads]; state: F32 [n_slots, n_v_heads, d_k, d_v];
+  // seqs: I32 [n_seqs, 4] (RecurrentSeq); out: F32 [n_tokens, n_v_heads, d_v].
+  virtual void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
+                               const Tensor& b, const Tensor& A, const Tensor& dt_bias,
+                               const Tensor& state, const Tensor& seqs, const GdnParams& p,
+                               const Tensor& out) {
+    (void)q, (void)k, (void)v, (void)a, (void)b, (void)A, (void)dt_bias, (void)state, (void)seqs;
+    (void)p, (void)out;
+    T9_CHECK(false, "backend {} has no gated_delta_net", name());
+  }
 };
 
 // True when `matmul` and `get_rows` accept weights of type t on every backend.

@@ -68,6 +68,18 @@ class CpuBackend final : public Backend {
   void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) override;
   void softmax(const Tensor& x, const Tensor& out) override;
   void copy(const Tensor& x, const Tensor& out) override;
+  // cpu_moe.cpp
+  void moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
+                 const Tensor& weights) override;
+  void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out) override;
+  void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override;
+  void mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) override;
+  // cpu_gdn.cpp
+  void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& seqs,
+                const Tensor& out) override;
+  void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
+                       const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& state,
+                       const Tensor& seqs, const GdnParams& p, const Tensor& out) override;
 
  private:
   void matmul_int(const Tensor& w, const Tensor& x, const Tensor& y);
