@@ -19,6 +19,10 @@ struct ForwardSeq {
   // Block i holds the KV of positions [i*block_size, (i+1)*block_size). Covers n_past + n_tokens.
   std::span<const BlockId> block_table;
   bool need_logits = false;  // produce logits for this sequence's last token
+  // The engine's sequence id (Sequence::id, never 0 for a real sequence). Runners of models
+  // with per-sequence recurrent state (hybrid Gated DeltaNet models) key that state by it;
+  // 0 = not supplied.
+  uint64_t seq_id = 0;
 };
 
 struct ForwardBatch {
@@ -48,6 +52,8 @@ class ModelRunner {
   // Backs KV block ids [0, n_blocks_total) with storage, keeping the existing blocks' contents.
   // False = out of memory; the engine then evicts and preempts instead of growing.
   virtual bool grow_kv_blocks(int n_blocks_total) = 0;
+  // The sequence finished (or was dropped): per-sequence model state keyed by seq_id can go.
+  virtual void release_sequence(uint64_t seq_id) { (void)seq_id; }
 };
 
 inline int ForwardBatch::n_logit_rows() const {

@@ -14,6 +14,9 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
     q.n_past = s.n_past;
     q.block_table = s.block_table;
     q.logits = s.need_logits ? LogitRows::kLast : LogitRows::kNone;
+    if (model_.recurrent()) {
+      T9_ASSIGN_OR_RETURN(q.state_slot, state_slot(s));
+    }
     seqs_.push_back(q);
   }
   Batch b;
@@ -26,6 +29,30 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
   out.n_rows = lg.n_rows;
   out.n_vocab = lg.n_vocab;
   return out;
+}
+
+// The state continues from the slot's contents; n_past == 0 restarts it (Model::forward). A
+// prefix-cache hit (n_past > 0 on a sequence never seen) needs a restored checkpoint, which the
+// engine does not provide yet: refuse rather than compute from a wrong state.
+Result<int> EngineRunner::state_slot(const engine::ForwardSeq& s) {
+  if (s.seq_id == 0)
+    return error("hybrid model: the engine did not supply ForwardSeq::seq_id for the recurrent "
+                 "state");
+  if (auto it = slots_.find(s.seq_id); it != slots_.end()) return it->second;
+  if (s.n_past != 0)
+    return error("hybrid model: sequence {} starts at position {} without a recurrent-state "
+                 "checkpoint",
+                 s.seq_id, s.n_past);
+  T9_ASSIGN_OR_RETURN(int slot, model_.recurrent()->acquire());
+  slots_.emplace(s.seq_id, slot);
+  return slot;
+}
+
+void EngineRunner::release_sequence(uint64_t seq_id) {
+  auto it = slots_.find(seq_id);
+  if (it == slots_.end()) return;
+  model_.recurrent()->release(it->second);
+  slots_.erase(it);
 }
 
 bool EngineRunner::grow_kv_blocks(int n_blocks_total) {

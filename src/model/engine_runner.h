@@ -3,6 +3,8 @@
 // ForwardBatch into the model's Batch.
 #pragma once
 
+#include <unordered_map>
+
 #include "engine/model_runner.h"
 #include "model/model.h"
 
@@ -14,10 +16,15 @@ class EngineRunner final : public engine::ModelRunner {
   int n_vocab() const override { return model_.n_vocab(); }
   Result<engine::ForwardOutput> run(const engine::ForwardBatch& batch) override;
   bool grow_kv_blocks(int n_blocks_total) override;
+  void release_sequence(uint64_t seq_id) override;
 
  private:
+  Result<int> state_slot(const engine::ForwardSeq& s);
+
   Model& model_;
   std::vector<SeqInput> seqs_;  // reused between steps
+  // Hybrid models: engine sequence id -> RecurrentState slot, taken on first sight.
+  std::unordered_map<uint64_t, int> slots_;
 };
 
 }  // namespace t9::model

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/gated_deltanet.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/scratch.h"
 
 namespace t9::model {
@@ -24,14 +26,56 @@ Tensor flat(const Tensor& t) {
 void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   (void)n_tokens;
   const LayerWeights& L = w_.layers[static_cast<size_t>(il)];
-  const LayerSpec& ls = spec_.layers[static_cast<size_t>(il)];
   Scratch& s = *s_;
   Backend& be = backend_;
   const float eps = hp_.rms_eps, nb = spec_.norm_weight_bias;
 
-  // ---- attention block ----
+  // ---- attention or Gated DeltaNet block ----
   be.rms_norm(s.x, L.attn_norm, eps, nb, s.h);
-  be.matmul(L.wq, s.h, L.bq, flat(s.q));
+  if (const int ri = rec_index_[static_cast<size_t>(il)]; ri >= 0)
+    gated_deltanet(be, hp_, spec_, L, *xs_, rs_->conv(ri), rs_->delta(ri), s.h, s.o);
+  else
+    run_attention(il, n_seqs, max_ctx);
+  if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_attn_norm, eps, nb, s.o);
+  be.add(s.x, s.o, s.x);
+
+  // ---- MLP block ----
+  be.rms_norm(s.x, L.ffn_norm, eps, nb, s.h);
+  if (spec_.moe) {
+    moe_ffn(be, hp_, L, *xs_, s.h, s.o);
+  } else {
+    be.matmul(L.ffn_gate, s.h, Tensor{}, s.gate);
+    be.matmul(L.ffn_up, s.h, Tensor{}, s.up);
+    be.glu(s.gate, s.up, spec_.glu, s.gate);
+    be.matmul(L.ffn_down, s.gate, Tensor{}, s.o);
+  }
+  if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_ffw_norm, eps, nb, s.o);
+  be.add(s.x, s.o, s.x);
+}
+
+// Attention over s.h into s.o (before the residual add).
+void Model::run_attention(int il, int n_seqs, int max_ctx) {
+  const LayerWeights& L = w_.layers[static_cast<size_t>(il)];
+  const LayerSpec& ls = spec_.layers[static_cast<size_t>(il)];
+  Scratch& s = *s_;
+  Backend& be = backend_;
+  const float eps = hp_.rms_eps, nb = spec_.norm_weight_bias;
+  Tensor gate;  // gated attention: [T, n_head, d] view of the gate halves
+  if (spec_.gated_attn) {
+    // attn_q rows hold [query(d), gate(d)] per head: split by strided views.
+    be.matmul(L.wq, s.h, L.bq, xs_->qg);
+    Tensor qv = s.q;
+    qv.buf = xs_->qg.buf;
+    qv.offset = xs_->qg.offset;
+    qv.nb[1] = static_cast<size_t>(2 * hp_.head_dim) * 4;
+    qv.nb[2] = xs_->qg.nb[1];
+    qv.nb[3] = qv.nb[2] * static_cast<size_t>(qv.ne[2]);
+    be.copy(qv, s.q);
+    gate = qv;
+    gate.offset += static_cast<size_t>(hp_.head_dim) * 4;
+  } else {
+    be.matmul(L.wq, s.h, L.bq, flat(s.q));
+  }
   be.matmul(L.wk, s.h, L.bk, flat(s.k));
   be.matmul(L.wv, s.h, L.bv, flat(s.v));
   if (spec_.qk_norm) {
@@ -64,21 +108,11 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
                                      : 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   ap.softcap = hp_.attn_softcap;
   ap.sliding_window = ls.sliding_window;
-  const Tensor kc = kv_.k(il), vc = kv_.v(il);
+  const Tensor kc = kv_.k(ls.kv_layer), vc = kv_.v(ls.kv_layer);
   be.write_kv(s.k, s.v, kc, vc, s.seqs, s.tables, ap);
   be.attention(s.q, kc, vc, s.seqs, s.tables, ap, s.attn);
+  if (gate.valid()) be.mul_sigmoid(s.attn, gate, s.attn);
   be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);
-  if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_attn_norm, eps, nb, s.o);
-  be.add(s.x, s.o, s.x);
-
-  // ---- MLP block ----
-  be.rms_norm(s.x, L.ffn_norm, eps, nb, s.h);
-  be.matmul(L.ffn_gate, s.h, Tensor{}, s.gate);
-  be.matmul(L.ffn_up, s.h, Tensor{}, s.up);
-  be.glu(s.gate, s.up, spec_.glu, s.gate);
-  be.matmul(L.ffn_down, s.gate, Tensor{}, s.o);
-  if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_ffw_norm, eps, nb, s.o);
-  be.add(s.x, s.o, s.x);
 }
 
 Result<Logits> Model::compute_logits(const Batch& b) {

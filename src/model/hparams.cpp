@@ -58,6 +58,53 @@ Status read_rope(const gguf::GgufFile& f, HParams& hp) {
   return {};
 }
 
+// Expert and Gated DeltaNet keys; all optional (0 = the feature is absent), checked together.
+Status read_moe_ssm(const gguf::GgufFile& f, HParams& hp) {
+  const std::string& a = hp.arch;
+  constexpr int kMax = 1 << 20;
+  struct IntKey {
+    const char* key;
+    int* dst;
+  };
+  const IntKey keys[] = {
+      {"expert_count", &hp.n_expert},
+      {"expert_used_count", &hp.n_expert_used},
+      {"expert_feed_forward_length", &hp.n_ff_exp},
+      {"expert_shared_feed_forward_length", &hp.n_ff_shexp},
+      {"ssm.conv_kernel", &hp.ssm_d_conv},
+      {"ssm.state_size", &hp.ssm_d_state},
+      {"ssm.group_count", &hp.ssm_n_group},
+      {"ssm.time_step_rank", &hp.ssm_dt_rank},
+      {"ssm.inner_size", &hp.ssm_d_inner},
+      {"full_attention_interval", &hp.full_attn_interval},
+      {"nextn_predict_layers", &hp.n_nextn},
+  };
+  for (const IntKey& k : keys) {
+    T9_ASSIGN_OR_RETURN(*k.dst, key_or<int>(f, a, k.key, 0));
+    if (*k.dst < 0 || *k.dst > kMax)
+      return error("{}: '{}.{}' = {} is out of range", f.name(), a, k.key, *k.dst);
+  }
+  T9_ASSIGN_OR_RETURN(hp.expert_weights_norm, key_or<bool>(f, a, "expert_weights_norm", true));
+  if (hp.n_expert > 0 && (hp.n_expert_used < 1 || hp.n_expert_used > hp.n_expert ||
+                          hp.n_ff_exp < 1))
+    return error("{}: {} experts need expert_used_count in 1..{} and expert_feed_forward_length",
+                 f.name(), hp.n_expert, hp.n_expert);
+  if (hp.n_expert == 0 && hp.n_ff == 0)
+    return error("{}: metadata key '{}.feed_forward_length' is missing", f.name(), a);
+  if (hp.n_nextn >= hp.n_layer)
+    return error("{}: nextn_predict_layers {} >= block_count {}", f.name(), hp.n_nextn,
+                 hp.n_layer);
+  if (hp.full_attn_interval > 0) {
+    const int nk = hp.ssm_n_group, nv = hp.ssm_dt_rank;
+    if (hp.ssm_d_conv < 2 || hp.ssm_d_state < 1 || nk < 1 || nv < 1 || nv % nk != 0 ||
+        hp.ssm_d_inner < 1 || hp.ssm_d_inner % nv != 0)
+      return error("{}: Gated DeltaNet keys are inconsistent (ssm.conv_kernel {}, state_size {}, "
+                   "group_count {}, time_step_rank {}, inner_size {})",
+                   f.name(), hp.ssm_d_conv, hp.ssm_d_state, nk, nv, hp.ssm_d_inner);
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<HParams> read_hparams(const gguf::GgufFile& f) {
@@ -69,8 +116,10 @@ Result<HParams> read_hparams(const gguf::GgufFile& f) {
   T9_TRY(check_positive(f, a, "block_count", hp.n_layer, 4096));
   T9_ASSIGN_OR_RETURN(hp.n_embd, key_or<int>(f, a, "embedding_length", std::nullopt));
   T9_TRY(check_positive(f, a, "embedding_length", hp.n_embd, kMaxDim));
-  T9_ASSIGN_OR_RETURN(hp.n_ff, key_or<int>(f, a, "feed_forward_length", std::nullopt));
-  T9_TRY(check_positive(f, a, "feed_forward_length", hp.n_ff, kMaxDim));
+  // MoE files (qwen35moe) may have no dense FFN length at all; read_moe_ssm() checks the pair.
+  T9_ASSIGN_OR_RETURN(hp.n_ff, key_or<int>(f, a, "feed_forward_length", 0));
+  if (hp.n_ff < 0 || hp.n_ff > kMaxDim)
+    return error("{}: '{}.feed_forward_length' = {} is out of range", f.name(), a, hp.n_ff);
   T9_ASSIGN_OR_RETURN(hp.n_head, key_or<int>(f, a, "attention.head_count", std::nullopt));
   T9_TRY(check_positive(f, a, "attention.head_count", hp.n_head, 4096));
   T9_ASSIGN_OR_RETURN(hp.n_head_kv, key_or<int>(f, a, "attention.head_count_kv", hp.n_head));
@@ -108,6 +157,8 @@ Result<HParams> read_hparams(const gguf::GgufFile& f) {
   T9_ASSIGN_OR_RETURN(hp.final_softcap, key_or<float>(f, a, "final_logit_softcapping", 0.0f));
   if (hp.attn_softcap < 0.0f || hp.final_softcap < 0.0f)
     return error("{}: logit softcapping values must be >= 0", f.name());
+
+  T9_TRY(read_moe_ssm(f, hp));
 
   const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd || embd->ne.size() != 2)

@@ -43,6 +43,27 @@ struct HParams {
   float attn_scale = 0.0f;          // attention.scale, the q.k scale (0: the family's default)
   float attn_softcap = 0.0f;        // attn_logit_softcapping (0: none)
   float final_softcap = 0.0f;       // final_logit_softcapping (0: none)
+
+  // Mixture of experts (qwen3moe, qwen3next, qwen35moe); n_expert == 0: dense FFN.
+  int n_expert = 0;                  // expert_count
+  int n_expert_used = 0;             // expert_used_count (top-k)
+  int n_ff_exp = 0;                  // expert_feed_forward_length
+  int n_ff_shexp = 0;                // expert_shared_feed_forward_length (0: no shared expert)
+  bool expert_weights_norm = true;   // expert_weights_norm: renormalise the top-k weights
+
+  // Gated DeltaNet layers (qwen3next, qwen35, qwen35moe; llama.cpp's ssm.* keys).
+  int ssm_d_conv = 0;            // ssm.conv_kernel (conv1d taps)
+  int ssm_d_state = 0;           // ssm.state_size = key head size d_k
+  int ssm_n_group = 0;           // ssm.group_count = key heads
+  int ssm_dt_rank = 0;           // ssm.time_step_rank = value heads
+  int ssm_d_inner = 0;           // ssm.inner_size = value heads * value head size
+  int full_attn_interval = 0;    // full_attention_interval: layer il is attention iff (il+1) % n == 0
+  int n_nextn = 0;               // nextn_predict_layers: trailing MTP blocks, not run by forward()
+
+  bool is_recurrent(int il) const {
+    return full_attn_interval > 0 && (il + 1) % full_attn_interval != 0;
+  }
+  int n_layer_main() const { return n_layer - n_nextn; }  // blocks of the forward pass
 };
 
 // Reads and validates; errors name the file and the key. `n_vocab` comes from token_embd.

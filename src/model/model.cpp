@@ -14,12 +14,28 @@ Model::Model(gguf::GgufFile file, Backend& backend, const ModelConfig& cfg, HPar
       cfg_(cfg),
       hp_(std::move(hp)),
       spec_(std::move(spec)),
-      kv_(backend,
-          KvPoolConfig{hp_.n_layer, hp_.n_head_kv, hp_.head_dim, cfg.kv_block_size, cfg.kv_type}),
-      s_(std::make_unique<Scratch>()) {}
+      kv_(backend, KvPoolConfig{spec_.n_kv_layers, hp_.n_head_kv, hp_.head_dim, cfg.kv_block_size,
+                                cfg.kv_type}),
+      s_(std::make_unique<Scratch>()),
+      xs_(std::make_unique<ExtraScratch>()) {
+  // Hybrid models: recurrent layers keep per-sequence state instead of KV.
+  int n_rec = 0;
+  for (const LayerSpec& l : spec_.layers) rec_index_.push_back(l.recurrent ? n_rec++ : -1);
+  if (n_rec > 0) {
+    RecurrentStateConfig rc;
+    rc.n_layers = n_rec;
+    rc.conv_rows = hp_.ssm_d_conv - 1;
+    rc.conv_dim = 2 * hp_.ssm_n_group * hp_.ssm_d_state + hp_.ssm_d_inner;
+    rc.n_v_heads = hp_.ssm_dt_rank;
+    rc.d_k = hp_.ssm_d_state;
+    rc.d_v = hp_.ssm_d_inner / hp_.ssm_dt_rank;
+    rs_ = std::make_unique<RecurrentState>(backend, rc);
+  }
+}
 
 Model::~Model() {
   s_->release(backend_);
+  xs_->release(backend_);
   free_weights(w_, backend_);
 }
 
@@ -62,6 +78,13 @@ Status Model::validate(const Batch& b) const {
       if (q.block_table[i] < 0 || q.block_table[i] >= kv_.n_blocks())
         return error("batch: sequence {} block {} = {} is not a backed KV block (0..{})", s, i,
                      q.block_table[i], kv_.n_blocks() - 1);
+    if (rs_ && !rs_->in_use(q.state_slot))
+      return error("batch: sequence {} has recurrent state slot {}, which is not taken", s,
+                   q.state_slot);
+    for (size_t s2 = 0; rs_ && s2 < s; ++s2)
+      if (b.seqs[s2].state_slot == q.state_slot)
+        return error("batch: sequences {} and {} share recurrent state slot {}", s2, s,
+                     q.state_slot);
   }
   if (expected_first != n_tokens)
     return error("batch: sequences cover {} of {} tokens", expected_first, n_tokens);
@@ -98,11 +121,27 @@ Result<Logits> Model::forward(const Batch& b) {
   T9_TRY(s_->reserve(backend_, hp_, cfg_, n_tokens, n_seqs, n_block_ids));
   s_->shape(n_tokens, n_seqs, n_block_ids);
   upload_inputs(b, positions);
+  if (rs_ || spec_.moe || spec_.gated_attn) {
+    T9_TRY(xs_->reserve(backend_, hp_, spec_, n_tokens, n_seqs));
+    if (rs_) upload_recurrent_seqs(b);
+  }
 
   backend_.get_rows(w_.token_embd, s_->ids, s_->x);
   if (spec_.embd_scale != 1.0f) backend_.scale(s_->x, spec_.embd_scale, s_->x);
-  for (int il = 0; il < hp_.n_layer; ++il) run_layer(il, n_tokens, n_seqs, max_ctx);
+  for (int il = 0; il < hp_.n_layer_main(); ++il) run_layer(il, n_tokens, n_seqs, max_ctx);
+  if (rs_)
+    for (const SeqInput& q : b.seqs) rs_->set_fresh(q.state_slot, false);
   return compute_logits(b);
+}
+
+void Model::upload_recurrent_seqs(const Batch& b) {
+  std::vector<RecurrentSeq> rs;
+  for (const SeqInput& q : b.seqs) {
+    // A sequence with no history starts from zero whatever the slot held before.
+    const bool reset = rs_->fresh(q.state_slot) || q.n_past == 0;
+    rs.push_back({q.first_token, q.n_tokens, q.state_slot, reset ? 1 : 0});
+  }
+  backend_.upload(xs_->rseqs.buf, xs_->rseqs.offset, rs.data(), rs.size() * sizeof(RecurrentSeq));
 }
 
 }  // namespace t9::model

@@ -15,7 +15,9 @@
 #include "gguf/gguf_file.h"
 #include "model/arch/arch.h"
 #include "model/hparams.h"
+#include "model/extra_scratch.h"
 #include "model/kv_pool.h"
+#include "model/recurrent_state.h"
 #include "model/weights.h"
 
 namespace t9::model {
@@ -30,6 +32,10 @@ struct SeqInput {
   // n_past + n_tokens and name blocks below kv().n_blocks().
   std::span<const int32_t> block_table;
   LogitRows logits = LogitRows::kNone;
+  // Hybrid models (recurrent() != null): this sequence's slot in the RecurrentState, holding
+  // its state after n_past tokens (a fresh slot, or n_past == 0, starts from zero). Ignored by
+  // attention-only models.
+  int state_slot = -1;
 };
 
 struct Batch {
@@ -72,6 +78,8 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   Backend& backend() { return backend_; }
   KvPool& kv() { return kv_; }
+  // The Gated DeltaNet state store of a hybrid model; null for attention-only models.
+  RecurrentState* recurrent() { return rs_.get(); }
   int n_vocab() const { return hp_.n_vocab; }
 
   // Writes the batch's K/V into its blocks and returns the requested logits. Bad input (token id
@@ -86,6 +94,8 @@ class Model {
   Status ensure_scratch(int n_tokens, int n_seqs, int n_block_ids);
   void upload_inputs(const Batch& batch, const std::vector<int32_t>& positions);
   void run_layer(int il, int n_tokens, int n_seqs, int max_ctx);
+  void run_attention(int il, int n_seqs, int max_ctx);
+  void upload_recurrent_seqs(const Batch& batch);
   Result<Logits> compute_logits(const Batch& batch);
 
   gguf::GgufFile file_;
@@ -96,6 +106,9 @@ class Model {
   Weights w_;
   KvPool kv_;
   std::unique_ptr<Scratch> s_;
+  std::unique_ptr<ExtraScratch> xs_;   // MoE / gated attention / Gated DeltaNet activations
+  std::unique_ptr<RecurrentState> rs_;  // hybrid models only
+  std::vector<int> rec_index_;          // [n_layer_main]: index among recurrent layers, or -1
 };
 
 }  // namespace t9::model

@@ -14,15 +14,23 @@ Status Session::ensure_blocks(int n_ctx) {
   return {};
 }
 
+Session::~Session() {
+  if (state_slot_ >= 0) model_.recurrent()->release(state_slot_);
+}
+
 Result<Logits> Session::feed(std::span<const int32_t> tokens, LogitRows rows) {
   if (tokens.empty()) return error("session: no tokens to feed");
   T9_TRY(ensure_blocks(n_past_ + static_cast<int>(tokens.size())));
+  if (model_.recurrent() && state_slot_ < 0) {
+    T9_ASSIGN_OR_RETURN(state_slot_, model_.recurrent()->acquire());
+  }
   SeqInput seq;
   seq.first_token = 0;
   seq.n_tokens = static_cast<int>(tokens.size());
   seq.n_past = n_past_;
   seq.block_table = blocks_;
   seq.logits = rows;
+  seq.state_slot = state_slot_;  // after reset(), n_past 0 restarts the state from zero
   Batch b;
   b.tokens = tokens;
   b.seqs = std::span<const SeqInput>(&seq, 1);

@@ -13,6 +13,9 @@ namespace t9::model {
 class Session {
  public:
   explicit Session(Model& model) : model_(model) {}
+  ~Session();  // gives back the recurrent-state slot (hybrid models)
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   // Appends `tokens` (positions n_past() ...) and returns their logits (kLast: one row).
   Result<Logits> feed(std::span<const int32_t> tokens, LogitRows rows = LogitRows::kLast);
@@ -26,6 +29,7 @@ class Session {
   Model& model_;
   std::vector<int32_t> blocks_;
   int n_past_ = 0;
+  int state_slot_ = -1;  // hybrid models: taken on the first feed
 };
 
 }  // namespace t9::model

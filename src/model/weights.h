@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -31,13 +33,38 @@ struct LayerWeights {
   Tensor ffn_up;          // [F, E]
   Tensor ffn_down;        // [E, F]
   Tensor post_ffw_norm;   // F32 [E] (sandwich_norms) or invalid
+  // (gated_attn: wq is [n_head * 2d, E], per head [query(d), gate(d)]; ffn_norm is the file's
+  // post_attention_norm.)
+
+  // Mixture of experts (spec.moe); X = n_expert, Fe = n_ff_exp, Fs = n_ff_shexp.
+  Tensor ffn_gate_inp;                          // [X, E] router
+  Tensor ffn_gate_exps, ffn_up_exps;            // [X, Fe, E]
+  Tensor ffn_down_exps;                         // [X, E, Fe]
+  Tensor ffn_gate_shexp, ffn_up_shexp;          // [Fs, E] (n_ff_shexp > 0) or invalid
+  Tensor ffn_down_shexp;                        // [E, Fs]
+  Tensor ffn_gate_inp_shexp;                    // [1, E] shared-expert gate
+
+  // Gated DeltaNet (LayerSpec::recurrent); nk/nv key/value heads, dk/dv head sizes,
+  // Cd = conv channels = 2 nk dk + nv dv, K = conv taps.
+  Tensor ssm_qkv;         // attn_qkv [Cd, E]: q (nk dk), k (nk dk), v (nv dv)
+  Tensor ssm_z;           // attn_gate [nv dv, E]: the output gate z
+  Tensor ssm_ba;          // [2 nv, E] grouped per key head: b x (nv/nk), a x (nv/nk) (fused_ba)
+  Tensor ssm_beta;        // [nv, E] (separate b/a)
+  Tensor ssm_alpha;       // [nv, E]
+  Tensor ssm_conv1d;      // F32 [Cd, K]
+  Tensor ssm_a;           // F32 [nv] = -exp(A_log)
+  Tensor ssm_dt;          // F32 [nv] dt bias
+  Tensor ssm_norm;        // F32 [dv] gated RMSNorm weight (plain w)
+  Tensor ssm_out;         // [E, nv dv]
 };
 
 struct Weights {
   Tensor token_embd;   // [n_vocab, E]
   Tensor output_norm;  // F32 [E]
   Tensor output;       // [n_vocab, E]; token_embd itself when the file has no output.weight
-  std::vector<LayerWeights> layers;  // [n_layer]
+  std::vector<LayerWeights> layers;  // [n_layer_main]
+  // Multi-token-prediction (nextn) blocks kept as loaded, by GGUF name; not run by forward().
+  std::vector<std::pair<std::string, Tensor>> nextn;
   std::vector<Buffer*> buffers;      // owned by the backend; free with free_weights()
 };
 

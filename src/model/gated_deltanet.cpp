@@ -1,0 +1,56 @@
+#include "model/gated_deltanet.h"
+
+namespace t9::model {
+namespace {
+
+// Columns [first, first + n_heads * d) of a [T, C] tensor as a [T, n_heads, d] view.
+Tensor head_view(const Tensor& t, int64_t first, int64_t n_heads, int64_t d) {
+  Tensor v = t;
+  v.offset = t.offset + static_cast<size_t>(first) * 4;
+  v.ne = {d, n_heads, t.ne[1], 1};
+  v.nb = {4, static_cast<size_t>(d) * 4, t.nb[1], t.nb[1] * static_cast<size_t>(t.ne[1])};
+  return v;
+}
+
+}  // namespace
+
+void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const LayerWeights& L,
+                    const ExtraScratch& s, const Tensor& conv_state, const Tensor& delta_state,
+                    const Tensor& h, const Tensor& out) {
+  const int64_t nk = hp.ssm_n_group, nv = hp.ssm_dt_rank, dk = hp.ssm_d_state;
+  const int64_t dv = hp.ssm_d_inner / nv, r = nv / nk;
+  be.matmul(L.ssm_qkv, h, Tensor{}, s.mixed);
+  be.matmul(L.ssm_z, h, Tensor{}, s.z);
+  Tensor b, a;
+  if (spec.gdn_fused_ba) {
+    // Per key head: b for its r value heads, then a for them ([T, nk, r] views).
+    be.matmul(L.ssm_ba, h, Tensor{}, s.ba);
+    b = head_view(s.ba, 0, nk, r);
+    b.nb[1] = static_cast<size_t>(2 * r) * 4;
+    a = b;
+    a.offset += static_cast<size_t>(r) * 4;
+  } else {
+    be.matmul(L.ssm_beta, h, Tensor{}, s.bb);
+    be.matmul(L.ssm_alpha, h, Tensor{}, s.aa);
+    b = head_view(s.bb, 0, 1, nv);
+    a = head_view(s.aa, 0, 1, nv);
+  }
+  be.ssm_conv(s.mixed, L.ssm_conv1d, conv_state, s.rseqs, s.conv);
+  const Tensor q = head_view(s.conv, 0, nk, dk);
+  const Tensor k = head_view(s.conv, nk * dk, nk, dk);
+  const Tensor v = head_view(s.conv, 2 * nk * dk, nv, dv);
+  GdnParams p;
+  p.n_k_heads = static_cast<int>(nk);
+  p.n_v_heads = static_cast<int>(nv);
+  p.d_k = static_cast<int>(dk);
+  p.d_v = static_cast<int>(dv);
+  p.v_heads_tiled = spec.gdn_v_heads_tiled;
+  be.gated_delta_net(q, k, v, a, b, L.ssm_a, L.ssm_dt, delta_state, s.rseqs, p, s.core);
+  // Gated RMSNorm per value head: norm(core) * w * silu(z).
+  const Tensor rows = reshape(s.core, dv, nv * s.core.ne[2]);
+  be.rms_norm(rows, L.ssm_norm, hp.rms_eps, 0.0f, rows);
+  be.glu(reshape(s.z, dv, rows.ne[1]), rows, GluKind::kSwiGLU, rows);
+  be.matmul(L.ssm_out, reshape(s.core, nv * dv, s.core.ne[2]), Tensor{}, out);
+}
+
+}  // namespace t9::model

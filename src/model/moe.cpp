@@ -1,0 +1,26 @@
+#include "model/moe.h"
+
+namespace t9::model {
+
+void moe_ffn(Backend& be, const HParams& hp, const LayerWeights& L, const ExtraScratch& s,
+             const Tensor& h, const Tensor& out) {
+  const int64_t T = h.ne[1];
+  be.matmul(L.ffn_gate_inp, h, Tensor{}, s.router);
+  be.moe_route(s.router, hp.n_expert_used, hp.expert_weights_norm, s.ids, s.wts);
+  const Tensor x = reshape(h, h.ne[0], 1, T);  // [T, 1, E]: every rank reads the token's row
+  be.matmul_id(L.ffn_gate_exps, x, s.ids, s.eg);
+  be.matmul_id(L.ffn_up_exps, x, s.ids, s.eu);
+  be.glu(s.eg, s.eu, GluKind::kSwiGLU, s.eg);
+  be.matmul_id(L.ffn_down_exps, s.eg, s.ids, s.ed);
+  be.moe_combine(s.ed, s.wts, out);
+  if (!L.ffn_gate_shexp.valid()) return;
+  be.matmul(L.ffn_gate_shexp, h, Tensor{}, s.sg);
+  be.matmul(L.ffn_up_shexp, h, Tensor{}, s.su);
+  be.glu(s.sg, s.su, GluKind::kSwiGLU, s.sg);
+  be.matmul(L.ffn_down_shexp, s.sg, Tensor{}, s.so);
+  be.matmul(L.ffn_gate_inp_shexp, h, Tensor{}, s.sgate);
+  be.mul_sigmoid(s.so, s.sgate, s.so);
+  be.add(out, s.so, out);
+}
+
+}  // namespace t9::model
