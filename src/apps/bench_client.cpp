@@ -126,7 +126,7 @@ Json to_json(const RequestRecord& r) {
           {"round", r.round},
           {"agent", r.agent},
           {"turn", r.turn},
-          {"words_sent", r.words_sent},
+          {"approx_tokens_sent", r.approx_tokens_sent},
           {"start_ms", r.start_ms},
           {"ttft_ms", r.ttft_ms},
           {"e2e_ms", r.e2e_ms},

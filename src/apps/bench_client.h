@@ -32,7 +32,7 @@ Result<Target> parse_loopback_url(const std::string& url);
 struct RequestRecord {
   std::string target;      // Target::label
   int round = 0, agent = 0, turn = 0;  // turn is 1-based
-  int words_sent = 0;      // pseudo-words in the prompt (the workload's approximate token count)
+  int approx_tokens_sent = 0;      // approx_tokens() of the messages sent
   double start_ms = 0;     // since the run started
   double ttft_ms = -1;     // to the first chunk carrying generated text (-1: none arrived)
   double e2e_ms = -1;      // to the end of the stream

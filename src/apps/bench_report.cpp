@@ -47,7 +47,7 @@ std::vector<Row> table_rows(int n_turns) {
   rows.push_back({"cached prompt tokens", [](const Summary& s) { return double(s.cached_tokens); }, 0});
   rows.push_back({"completion tokens", [](const Summary& s) { return double(s.completion_tokens); }, 0});
   rows.push_back({"cached-token share", [](const Summary& s) { return s.cached_share; }, 3});
-  rows.push_back({"prompt tokens per pseudo-word", [](const Summary& s) { return s.tokens_per_word; }, 3});
+  rows.push_back({"prompt tokens / approx tokens sent", [](const Summary& s) { return s.tokens_per_approx; }, 3});
   rows.push_back({"wall s", [](const Summary& s) { return s.busy_s; }, 1});
   rows.push_back({"effective tok/s (in+out)", [](const Summary& s) { return s.effective_tok_s; }, 1});
   rows.push_back({"generated tok/s", [](const Summary& s) { return s.generated_tok_s; }, 2});
@@ -113,7 +113,7 @@ Summary summarize(const TargetRun& run, int n_turns) {
     s.prompt_tokens += r.prompt_tokens;
     s.cached_tokens += r.cached_tokens;
     s.completion_tokens += r.completion_tokens;
-    s.words_sent += r.words_sent;
+    s.approx_tokens_sent += r.approx_tokens_sent;
     if (r.ttft_ms >= 0) ttft.push_back(r.ttft_ms);
     e2e.push_back(r.e2e_ms);
     for (double d : r.itl_ms()) itl.push_back(d);
@@ -126,7 +126,7 @@ Summary summarize(const TargetRun& run, int n_turns) {
     s.generated_tok_s = static_cast<double>(s.completion_tokens) / s.busy_s;
   }
   s.cached_share = share(s.cached_tokens, s.prompt_tokens);
-  s.tokens_per_word = share(s.prompt_tokens, s.words_sent);
+  s.tokens_per_approx = share(s.prompt_tokens, s.approx_tokens_sent);
   for (int t = 1; t <= n_turns; ++t) s.turns.push_back(turn_stats(run, t));
   return s;
 }
@@ -148,11 +148,11 @@ Json to_json(const Summary& s) {
           {"prompt_tokens", s.prompt_tokens},
           {"cached_tokens", s.cached_tokens},
           {"completion_tokens", s.completion_tokens},
-          {"words_sent", s.words_sent},
+          {"approx_tokens_sent", s.approx_tokens_sent},
           {"effective_tok_s", s.effective_tok_s},
           {"generated_tok_s", s.generated_tok_s},
           {"cached_share", s.cached_share},
-          {"tokens_per_word", s.tokens_per_word},
+          {"tokens_per_approx", s.tokens_per_approx},
           {"ttft_ms", to_json(s.ttft_ms)},
           {"e2e_ms", to_json(s.e2e_ms)},
           {"itl_ms", to_json(s.itl_ms)},

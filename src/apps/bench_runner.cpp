@@ -57,7 +57,7 @@ void run_agent(const WorkloadSpec& spec, const Target& target, int round, int ag
     r.round = round;
     r.agent = agent;
     r.turn = turn;
-    r.words_sent = conv.last_words_sent();
+    r.approx_tokens_sent = conv.last_approx_tokens();
     client.chat(body, t0, gate.deadline, r);
     const bool ok = r.ok();
     if (ok) conv.add_reply(r.reply);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <type_traits>
 #include <string_view>
 
@@ -34,7 +35,7 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-// One tool definition as JSON text, ≈ 40 words once split on spaces.
+// One tool definition as JSON text, ≈ 95 approximate tokens.
 std::string tool_definition(uint64_t seed, int index) {
   uint64_t s = seed;
   auto word = [&] { return std::string(kWords[splitmix64(s) % kWords.size()]); };
@@ -64,30 +65,34 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   return splitmix64(s);
 }
 
-std::string pseudo_text(uint64_t seed, int n_words) {
+std::string pseudo_text(uint64_t seed, int n_tokens) {
   uint64_t s = seed;
   std::string out;
-  out.reserve(static_cast<size_t>(n_words) * 5);
+  out.reserve(static_cast<size_t>(n_tokens) * 5);
   int since_period = 0;
-  for (int i = 0; i < n_words; ++i) {
-    if (i > 0) out += ' ';
+  for (int n = 0; n < n_tokens; ++n) {
+    if (!out.empty()) out += ' ';
     out += kWords[splitmix64(s) % kWords.size()];
-    // Sentences of 8..15 words keep the text tokenizing like prose rather than one long run.
-    if (++since_period >= 8 && (splitmix64(s) % 8 == 0 || since_period >= 15)) {
+    // Sentences of 8..15 words keep the text tokenizing like prose rather than one long run; the
+    // period is a piece (a token) of its own.
+    if (++since_period >= 8 && n + 1 < n_tokens && (splitmix64(s) % 8 == 0 || since_period >= 15)) {
       out += '.';
       since_period = 0;
+      ++n;
     }
   }
   return out;
 }
 
-int count_words(const std::string& text) {
+int approx_tokens(const std::string& text) {
+  // Runs of letters/digits and runs of punctuation: within 10% of BPE counts for both the prose
+  // and the JSON tool definitions made here (SmolLM2: 91 pieces vs 103 tokens for one tool).
   int n = 0;
-  bool in_word = false;
-  for (char c : text) {
-    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
-    if (!space && !in_word) ++n;
-    in_word = !space;
+  int prev = 0;  // 0 space, 1 alnum, 2 punctuation
+  for (unsigned char c : text) {
+    const int cls = std::isspace(c) ? 0 : (std::isalnum(c) ? 1 : 2);
+    if (cls != 0 && cls != prev) ++n;
+    prev = cls;
   }
   return n;
 }
@@ -95,12 +100,12 @@ int count_words(const std::string& text) {
 std::string system_prompt(const WorkloadSpec& spec, int round, int agent) {
   const uint64_t base = mix_seed(spec.seed + static_cast<uint64_t>(round), spec.shared_system ? 0 : agent + 1);
   std::string out = "Run " + spec.run_id + ". You are a coding agent. You can call these tools:\n";
-  // About a third of the budget goes to tool definitions, the rest to guidelines prose.
+  // About a third of the budget goes to tool definitions (~95 tokens each), the rest to prose.
   const int tool_budget = spec.system_tokens / 3;
-  for (int i = 0; i < 64 && count_words(out) + 40 <= tool_budget; ++i)
+  for (int i = 0; i < 64 && approx_tokens(out) + 95 <= tool_budget; ++i)
     out += tool_definition(mix_seed(base, 1, static_cast<uint64_t>(i)), i) + "\n";
   out += "Guidelines:\n";
-  const int rest = spec.system_tokens - count_words(out);
+  const int rest = spec.system_tokens - approx_tokens(out);
   if (rest > 0) out += pseudo_text(mix_seed(base, 2), rest);
   return out;
 }
@@ -122,10 +127,10 @@ Json AgentConversation::request(int turn, const std::string& model, const std::s
 
   Json messages = Json::array();
   messages.push_back({{"role", "system"}, {"content", salt.empty() ? system_ : salt + "\n" + system_}});
-  last_words_ = count_words(messages[0]["content"].get_ref<const std::string&>());
+  last_approx_ = approx_tokens(messages[0]["content"].get_ref<const std::string&>());
   for (const auto& m : history_) {
     messages.push_back(message_json(m));
-    last_words_ += count_words(m.content);
+    last_approx_ += approx_tokens(m.content);
   }
   return {{"model", model},
           {"messages", std::move(messages)},

@@ -3,11 +3,12 @@
 // assistant replies each server produced itself.
 //
 // An agent's request for turn t (1-based) is
-//   [system: run header + tool definitions + guidelines (≈ system_tokens words)]
+//   [system: run header + tool definitions + guidelines (≈ system_tokens tokens)]
 //   [turn 1 message][assistant reply 1] ... [turn t message]
-// where each turn message has ≈ turn_tokens pseudo-words and turn >= 2 messages are tool results
-// (role "tool") when tool_results is set. Word counts approximate token counts: the pseudo-words
-// are common short English words, mostly one BPE token each; the report measures the true ratio.
+// where each turn message has ≈ turn_tokens tokens and turn >= 2 messages are tool results (role
+// "tool") when tool_results is set. Sizes are approximate: approx_tokens() counts word and
+// punctuation runs, and the pseudo-words are common short English words (one BPE token each in
+// the usual vocabularies); the report measures the true ratio from the servers' usage.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,8 +25,8 @@ struct WorkloadSpec {
   std::string name = "agents";  // agents | cold | single | the spec file's name
   int n_agents = 4;             // concurrent agents (= concurrency)
   int n_turns = 3;              // requests per agent per round, each re-sending the history
-  int system_tokens = 10000;    // ≈ words of the system prompt (tool definitions included)
-  int turn_tokens = 300;        // ≈ words appended per turn
+  int system_tokens = 10000;    // ≈ tokens of the system prompt (tool definitions included)
+  int turn_tokens = 300;        // ≈ tokens appended per turn
   int gen_tokens = 128;         // max_tokens per request (ignore_eos is also sent)
   int n_rounds = 1;             // rounds run one after another; round r uses seed + r
   uint64_t seed = 1;
@@ -50,8 +51,8 @@ Status validate(const WorkloadSpec& spec);
 
 nlohmann::json to_json(const WorkloadSpec& spec);
 
-// `n_words` space-separated pseudo-words, a pure function of `seed`; sentences end with '.'.
-std::string pseudo_text(uint64_t seed, int n_words);
+// Pseudo-prose of `n_tokens` approximate tokens (words and periods), a pure function of `seed`.
+std::string pseudo_text(uint64_t seed, int n_tokens);
 
 // Mixes several values into one 64-bit seed (splitmix64 steps).
 uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0);
@@ -73,20 +74,21 @@ class AgentConversation {
   // Appends the assistant reply of the turn just sent, so the next turn re-sends it.
   void add_reply(const std::string& reply);
 
-  // Pseudo-words sent in the last request (system + all messages): the "approximate tokens".
-  int last_words_sent() const { return last_words_; }
+  // approx_tokens() of the last request's messages (system + history), before any chat template.
+  int last_approx_tokens() const { return last_approx_; }
 
  private:
   const WorkloadSpec& spec_;
   int round_, agent_;
   std::string system_;
   std::vector<ChatMessage> history_;  // after the system message
-  int last_words_ = 0;
+  int last_approx_ = 0;
 };
 
 // The system prompt for (round, agent): run header, tool definitions as JSON text, guidelines.
 std::string system_prompt(const WorkloadSpec& spec, int round, int agent);
 
-int count_words(const std::string& text);
+// The workload's token estimate: runs of letters/digits plus runs of other non-space characters.
+int approx_tokens(const std::string& text);
 
 }  // namespace t9::apps::bench
