@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/chat_setup.h"
 #include "apps/command.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
@@ -65,59 +66,6 @@ void install_sigint() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-struct Message {
-  std::string role;
-  std::string content;
-};
-
-enum class ChatStyle { kRaw, kChatMl, kGemma };
-
-struct ChatFormat {
-  ChatStyle style = ChatStyle::kRaw;
-  std::string default_system;  // ChatML templates that insert a system turn when none is given
-};
-
-ChatFormat detect_chat_format(const gguf::GgufFile& file, const tok::Tokenizer& tok) {
-  ChatFormat f;
-  const std::string tmpl = file.get_or<std::string>("tokenizer.chat_template", "");
-  if (tmpl.find("<|im_start|>") != std::string::npos) {
-    f.style = ChatStyle::kChatMl;
-    const std::string marker = "<|im_start|>system\\n";  // as written inside a Jinja string
-    const size_t at = tmpl.find(marker);
-    if (at != std::string::npos) {
-      const size_t begin = at + marker.size();
-      const size_t end = tmpl.find("<|im_end|>", begin);
-      // Only a literal default (no Jinja expression inside) is taken.
-      if (end != std::string::npos) {
-        std::string text = tmpl.substr(begin, end - begin);
-        if (text.find_first_of("{}'\"+") == std::string::npos) f.default_system = text;
-      }
-    }
-  } else if (tok.find("<start_of_turn>") != tok::kNoToken) {
-    f.style = ChatStyle::kGemma;
-  }
-  return f;
-}
-
-std::string format_chat(const ChatFormat& f, const std::vector<Message>& msgs) {
-  std::string out;
-  if (f.style == ChatStyle::kChatMl) {
-    if (!f.default_system.empty() && (msgs.empty() || msgs[0].role != "system"))
-      out += "<|im_start|>system\n" + f.default_system + "<|im_end|>\n";
-    for (const Message& m : msgs)
-      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    return out + "<|im_start|>assistant\n";
-  }
-  if (f.style == ChatStyle::kGemma) {
-    for (const Message& m : msgs)
-      out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" +
-             m.content + "<end_of_turn>\n";
-    return out + "<start_of_turn>model\n";
-  }
-  for (const Message& m : msgs) out += m.content;
-  return out;
-}
-
 // A terminal progress bar on stderr (only when stderr is a TTY).
 model::LoadProgress progress_bar() {
   if (!isatty(STDERR_FILENO)) return {};
@@ -133,8 +81,7 @@ class Runner {
  public:
   Runner(const RunOptions& opt, model::Model& m, tok::Tokenizer& tok)
       : opt_(opt), model_(m), tok_(tok), runner_(m), engine_(engine_config(opt, m), runner_) {
-    for (size_t id = 0; id < tok.n_tokens(); ++id)
-      if (tok.is_eog(static_cast<tok::TokenId>(id))) eog_.push_back(static_cast<int>(id));
+    for (tok::TokenId id : eog_token_ids(tok)) eog_.push_back(id);
   }
 
   // Generates a reply to `prompt_ids`, streaming it to stdout; returns the text.
@@ -219,23 +166,35 @@ class Runner {
   std::vector<int32_t> eog_;
 };
 
-Result<std::vector<int32_t>> encode(const tok::Tokenizer& tok, const std::string& text, bool raw) {
-  // Raw prompts are plain text: control-token strings in them are not special.
-  return tok.encode(text, {.add_special = true, .parse_special = !raw});
+// The prompt for a conversation: the model's chat template, or (raw, or a base model without a
+// template) the user turns' text as it is — control-token strings in raw text are not special.
+Result<std::vector<int32_t>> encode_turns(const tok::Tokenizer& tok,
+                                          const chat::ChatTemplate* tmpl,
+                                          const chat::Json& history) {
+  if (!tmpl) {
+    std::string text;
+    for (const auto& m : history)
+      if (m["role"] == "user") text += m["content"].get<std::string>();
+    return tok.encode(text, {.add_special = true, .parse_special = false});
+  }
+  chat::ChatRequest req;
+  req.messages = history;
+  T9_ASSIGN_OR_RETURN(std::string prompt, tmpl->apply(req));
+  return tok.encode_prompt(prompt);
 }
 
-int chat_loop(Runner& runner, const tok::Tokenizer& tok, const ChatFormat& fmt) {
-  std::vector<Message> history;
+int chat_loop(Runner& runner, const tok::Tokenizer& tok, const chat::ChatTemplate* tmpl) {
+  chat::Json history = chat::Json::array();
   for (;;) {
     std::fprintf(stderr, "> ");
     std::string line;
     if (!std::getline(std::cin, line) || g_interrupted.load()) break;
     if (line.empty()) continue;
-    history.push_back({"user", line});
-    auto ids = encode(tok, format_chat(fmt, history), false);
+    history.push_back({{"role", "user"}, {"content", line}});
+    auto ids = encode_turns(tok, tmpl, history);
     if (!ids.ok()) {
       std::fprintf(stderr, "error: %s\n", ids.message().c_str());
-      history.pop_back();
+      history.erase(history.size() - 1);
       continue;
     }
     auto reply = runner.generate(*ids);
@@ -243,7 +202,7 @@ int chat_loop(Runner& runner, const tok::Tokenizer& tok, const ChatFormat& fmt) 
       std::fprintf(stderr, "error: %s\n", reply.message().c_str());
       return 1;
     }
-    history.push_back({"assistant", *reply});
+    history.push_back({{"role", "assistant"}, {"content", *reply}});
   }
   std::fprintf(stderr, "\n");
   return 0;
@@ -264,14 +223,16 @@ int run(const RunOptions& opt) {
     std::fprintf(stderr, "error: %s\n", tok.message().c_str());
     return 1;
   }
-  const ChatFormat fmt = opt.raw ? ChatFormat{} : detect_chat_format((*model)->file(), *tok);
-  if (!opt.raw && fmt.style == ChatStyle::kRaw)
-    std::fprintf(stderr, "warning: no known chat format in this model; using raw text\n");
+  auto tmpl = load_chat_template((*model)->file(), *tok);
+  if (!tmpl.ok()) {
+    std::fprintf(stderr, "error: %s\n", tmpl.message().c_str());
+    return 1;
+  }
+  const chat::ChatTemplate* t = opt.raw || !tmpl->has_value() ? nullptr : &**tmpl;
+  if (!opt.raw && !t) std::fprintf(stderr, "note: the model has no chat template; using raw text\n");
   Runner runner(opt, **model, *tok);
-  if (opt.chat) return chat_loop(runner, *tok, fmt);
-  auto ids = encode(
-      *tok, fmt.style == ChatStyle::kRaw ? opt.prompt : format_chat(fmt, {{"user", opt.prompt}}),
-      opt.raw);
+  if (opt.chat) return chat_loop(runner, *tok, t);
+  auto ids = encode_turns(*tok, t, chat::Json::array({{{"role", "user"}, {"content", opt.prompt}}}));
   if (!ids.ok()) {
     std::fprintf(stderr, "error: %s\n", ids.message().c_str());
     return 1;

@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <thread>
 
+#include "apps/chat_setup.h"
 #include "apps/command.h"
 #include "backend/cpu/cpu_backend.h"
 #include "chat/chat_template.h"
+#include "chat/tool_calls/dialects.h"
 #include "core/log.h"
 #include "model/engine_runner.h"
 #include "model/model.h"
@@ -55,13 +57,6 @@ Result<size_t> parse_memory(const std::string& s) {
   return static_cast<size_t>(v * mult);
 }
 
-// Picks the tool-call dialect the chat template teaches the model.
-std::string dialect_from_template(const std::string& tmpl) {
-  if (tmpl.find("<function=") != std::string::npos) return "qwen_xml";
-  if (tmpl.find("<tool_call>") != std::string::npos) return "hermes";
-  return "none";
-}
-
 std::string quant_label(const gguf::GgufFile& f) {
   static const char* kFileTypes[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_1_SOME_F16", "Q4_2", "Q4_3",
                                      "Q8_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L",
@@ -94,16 +89,10 @@ int serve(ServeOptions& opt) {
   }
   const tok::Tokenizer& tk = *tokenizer;
   const std::string tmpl_src = m.file().get_or<std::string>("tokenizer.chat_template", "");
-  std::optional<chat::ChatTemplate> tmpl;
-  if (!tmpl_src.empty()) {
-    const auto& v = tk.vocab();
-    auto text_of = [&](tok::TokenId id) { return id >= 0 ? v.texts[static_cast<size_t>(id)] : std::string(); };
-    auto t = chat::ChatTemplate::create(tmpl_src, {text_of(v.bos), text_of(v.eos), text_of(v.unk), text_of(v.pad)});
-    if (!t.ok()) {
-      std::fprintf(stderr, "tempo9 serve: chat template: %s\n", t.message().c_str());
-      return 1;
-    }
-    tmpl.emplace(std::move(t).value());
+  auto tmpl = load_chat_template(m.file(), tk);
+  if (!tmpl.ok()) {
+    std::fprintf(stderr, "tempo9 serve: %s\n", tmpl.message().c_str());
+    return 1;
   }
 
   const int n_ctx = opt.ctx > 0 ? opt.ctx : m.hparams().n_ctx_train;
@@ -131,11 +120,10 @@ int serve(ServeOptions& opt) {
   ctx.config = opt.server;
   ctx.engine = &eng;
   ctx.tokenizer = &tk;
-  ctx.chat_template = tmpl ? &*tmpl : nullptr;
-  ctx.tool_dialect = opt.server.tool_dialect.empty() ? dialect_from_template(tmpl_src) : opt.server.tool_dialect;
+  ctx.chat_template = tmpl->has_value() ? &**tmpl : nullptr;
+  ctx.tool_dialect = opt.server.tool_dialect.empty() ? std::string(chat::detect_tool_call_dialect(tmpl_src)) : opt.server.tool_dialect;
   ctx.metrics = &metrics;
-  for (size_t id = 0; id < tk.n_tokens(); ++id)
-    if (tk.is_eog(static_cast<tok::TokenId>(id))) ctx.eog_ids.push_back(static_cast<tok::TokenId>(id));
+  ctx.eog_ids = eog_token_ids(tk);
   auto& mi = ctx.model;
   mi.file_path = opt.model_path;
   mi.id = opt.server.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string() : opt.server.model_alias;

@@ -9,6 +9,15 @@ namespace t9::server {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+chat::ChatEvent content_event(std::string text) {
+  chat::ChatEvent e;
+  e.kind = chat::ChatEvent::Kind::kContent;
+  e.text = std::move(text);
+  return e;
+}
+}  // namespace
+
 const char* finish_name(Finish f) {
   switch (f) {
     case Finish::kNone: return "none";
@@ -169,7 +178,7 @@ void Generation::emit_text(std::string text, GenOutput& out) {
   if (parser_) {
     parser_->feed(ready, out.events);
   } else {
-    out.events.push_back(chat::ChatEvent{chat::ChatEvent::Kind::kContent, std::move(ready)});
+    out.events.push_back(content_event(std::move(ready)));
   }
 }
 
@@ -182,7 +191,7 @@ void Generation::finish(Finish f, GenOutput& out, const engine::Usage& usage) {
     held_.clear();
     if (!tail.empty()) {
       if (parser_) parser_->feed(tail, out.events);
-      else out.events.push_back(chat::ChatEvent{chat::ChatEvent::Kind::kContent, std::move(tail)});
+      else out.events.push_back(content_event(std::move(tail)));
     }
   }
   if (parser_) parser_->finish(out.events);

@@ -4,17 +4,7 @@ namespace t9::server {
 
 Result<std::vector<engine::TokenId>> tokenize_prompt(const ServerContext& ctx,
                                                      const std::string& text) {
-  const tok::Tokenizer& tk = *ctx.tokenizer;
-  bool add_special = true;
-  const auto& v = tk.vocab();
-  if (v.add_bos && v.bos >= 0) {
-    const std::string& bos = v.texts[static_cast<size_t>(v.bos)];  // control tokens stored raw
-    if (!bos.empty() && text.starts_with(bos)) add_special = false;
-  }
-  tok::EncodeOptions opt;
-  opt.add_special = add_special;
-  opt.parse_special = true;
-  auto ids = tk.encode(text, opt);
+  auto ids = ctx.tokenizer->encode_prompt(text);
   if (!ids.ok()) return error("prompt: {}", ids.message());
   return std::move(ids).value();
 }

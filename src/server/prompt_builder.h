@@ -18,9 +18,8 @@ struct ChatInput {
   bool add_generation_prompt = true;
 };
 
-// Tokenizes a prompt the template (or the client) already formatted. BOS is added when the vocab
-// asks for it, unless the text already starts with the BOS token's text (templates that print
-// bos_token themselves).
+// Tokenizes a prompt the template (or the client) already formatted (Tokenizer::encode_prompt);
+// errors name the prompt.
 Result<std::vector<engine::TokenId>> tokenize_prompt(const ServerContext& ctx,
                                                      const std::string& text);
 

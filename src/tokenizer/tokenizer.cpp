@@ -250,4 +250,14 @@ const Vocab& Tokenizer::vocab() const {
   return impl_->vocab;
 }
 
+Result<std::vector<TokenId>> Tokenizer::encode_prompt(std::string_view text) const {
+  const Vocab& v = vocab();
+  bool add_special = true;
+  if (v.add_bos && v.bos >= 0) {
+    const std::string& bos = v.texts[static_cast<size_t>(v.bos)];  // control tokens stored raw
+    if (!bos.empty() && text.starts_with(bos)) add_special = false;
+  }
+  return encode(text, {.add_special = add_special, .parse_special = true});
+}
+
 }  // namespace t9::tok

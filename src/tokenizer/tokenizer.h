@@ -43,6 +43,10 @@ class Tokenizer {
 
   // Invalid UTF-8 input is an Error naming the byte offset (never replaced silently).
   Result<std::vector<TokenId>> encode(std::string_view text, EncodeOptions opt = {}) const;
+  // A prompt a chat template rendered (control tokens parsed): BOS is added when the vocab asks
+  // for it, unless the text already starts with the BOS token's text (templates that print
+  // bos_token themselves), so it is never doubled.
+  Result<std::vector<TokenId>> encode_prompt(std::string_view text) const;
 
   // The bytes a token contributes to decoded text (GPT-2 bytes un-mapped, ▁ as space, <0xNN> as
   // its byte); empty for unused tokens. May be part of a UTF-8 sequence.
