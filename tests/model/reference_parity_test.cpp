@@ -153,5 +153,13 @@ INSTANTIATE_TEST_SUITE_P(Dense, ReferenceParity,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
                          [](const auto& info) { return info.param; });
 
+// MoE (qwen3moe, qwen3next, qwen35moe: routed experts, shared expert) and hybrid Gated DeltaNet
+// (qwen3next, qwen35, qwen35moe: 3 linear-attention layers then 1 gated attention layer). The
+// whole pass runs the chunked delta rule (160 tokens = chunks of 64, 64, 32, as the reference);
+// token by token runs the recurrent form.
+INSTANTIATE_TEST_SUITE_P(MoeHybrid, ReferenceParity,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35", "qwen35moe"),
+                         [](const auto& info) { return info.param; });
+
 }  // namespace
 }  // namespace t9

@@ -7,6 +7,7 @@
 #include <map>
 #include <regex>
 
+#include "core/log.h"
 #include "gguf/gguf_writer.h"
 #include "model/convert/safetensors.h"
 #include "quant/quantize.h"
@@ -29,7 +30,16 @@ constexpr ArchSpec kArchs[] = {
     {"llama", "llama", true, 0.0f},          {"qwen2", "qwen2", false, 0.0f},
     {"qwen3", "qwen3", false, 0.0f},         {"qwen3_moe", "qwen3moe", false, 0.0f},
     {"gemma3_text", "gemma3", false, 1.0f},  {"gemma3", "gemma3", false, 1.0f},
+    // Qwen3-Next family: HF RMSNorm is x * (1 + w); llama.cpp stores w + 1 (except the gated
+    // linear_attn.norm, a plain weight).
+    {"qwen3_next", "qwen3next", false, 1.0f},
+    {"qwen3_5_text", "qwen35", false, 1.0f},
+    {"qwen3_5_moe_text", "qwen35moe", false, 1.0f},
 };
+
+bool is_hybrid(const std::string& arch) {
+  return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
+}
 
 const ArchSpec* find_arch(const std::string& model_type) {
   for (const auto& a : kArchs)
@@ -72,6 +82,25 @@ std::string gguf_name(const std::string& arch, const std::string& hf) {
       {"mlp.down_proj.weight", "ffn_down.weight"},
       {"mlp.gate.weight", "ffn_gate_inp.weight"},
   };
+  static const std::map<std::string, std::string> kHybrid = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"linear_attn.in_proj_ba.weight", "ssm_ba.weight"},
+      {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
+      {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
+      {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+      {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
+      {"linear_attn.A_log", "ssm_a"},
+      {"linear_attn.dt_bias", "ssm_dt.bias"},
+      {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},
+      {"linear_attn.norm.weight", "ssm_norm.weight"},
+      {"linear_attn.out_proj.weight", "ssm_out.weight"},
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+  };
+  if (is_hybrid(arch))
+    if (auto it = kHybrid.find(rest); it != kHybrid.end()) return blk + it->second;
   if (gemma) {
     if (rest == "post_attention_layernorm.weight") return blk + "post_attention_norm.weight";
     if (rest == "pre_feedforward_layernorm.weight") return blk + "ffn_norm.weight";
@@ -95,6 +124,53 @@ std::vector<float> permute_qk(const std::vector<float>& w, int64_t n_rows, int64
         std::copy_n(&w[src * n_cols], n_cols, &out[dst * n_cols]);
       }
   return out;
+}
+
+// Linear-attention head geometry from config.json.
+struct LinearHeads {
+  int64_t nk = 0, nv = 0, dk = 0, dv = 0;
+  int64_t r() const { return nv / nk; }
+};
+
+// Moves blocks of `block` rows of a [nk * r * block, cols] slab from HF's grouped order (key head
+// g, then its value heads j) to llama.cpp's tiled order (j, then g), as its Qwen3.5 converter
+// does (_LinearAttentionVReorderBase) so that ggml can broadcast key heads by tiling.
+void tile_v_rows(float* rows, const LinearHeads& h, int64_t block, int64_t cols) {
+  const int64_t n = h.nv * block * cols;
+  std::vector<float> tmp(rows, rows + n);
+  for (int64_t g = 0; g < h.nk; ++g)
+    for (int64_t j = 0; j < h.r(); ++j)
+      std::copy_n(&tmp[((g * h.r() + j) * block) * cols], block * cols,
+                  rows + ((j * h.nk + g) * block) * cols);
+}
+
+// The same reorder on the columns of a [n_rows, nv * block] matrix (out_proj's input dim).
+void tile_v_cols(std::vector<float>& w, const LinearHeads& h, int64_t block, int64_t n_rows) {
+  const int64_t n_cols = h.nv * block;
+  std::vector<float> tmp(w);
+  for (int64_t row = 0; row < n_rows; ++row)
+    for (int64_t g = 0; g < h.nk; ++g)
+      for (int64_t j = 0; j < h.r(); ++j)
+        std::copy_n(&tmp[row * n_cols + (g * h.r() + j) * block], block,
+                    &w[row * n_cols + (j * h.nk + g) * block]);
+}
+
+// Qwen3-Next in_proj_qkvz rows are grouped per key head [q(dk), k(dk), v(r dv), z(r dv)]; llama.cpp
+// splits them into attn_qkv (all q, all k, all v) and attn_gate (all z).
+void split_qkvz(const std::vector<float>& w, const LinearHeads& h, int64_t cols,
+                std::vector<float>& qkv, std::vector<float>& z) {
+  const int64_t per = 2 * h.dk + 2 * h.r() * h.dv;
+  qkv.clear();
+  z.clear();
+  auto part = [&](std::vector<float>& out, int64_t first, int64_t n) {
+    for (int64_t g = 0; g < h.nk; ++g)
+      out.insert(out.end(), w.begin() + (g * per + first) * cols,
+                 w.begin() + (g * per + first + n) * cols);
+  };
+  part(qkv, 0, h.dk);
+  part(qkv, h.dk, h.dk);
+  part(qkv, 2 * h.dk, h.r() * h.dv);
+  part(z, 2 * h.dk + h.r() * h.dv, h.r() * h.dv);
 }
 
 Status add_f32_tensor(gguf::GgufWriter& w, const std::string& name, std::vector<int64_t> ne,
@@ -136,6 +212,42 @@ Result<int64_t> expert_count(const json& cfg) {
   return cfg_int(cfg, "num_local_experts");
 }
 
+Result<LinearHeads> linear_heads(const json& cfg) {
+  LinearHeads h;
+  T9_ASSIGN_OR_RETURN(h.nk, cfg_int(cfg, "linear_num_key_heads"));
+  T9_ASSIGN_OR_RETURN(h.nv, cfg_int(cfg, "linear_num_value_heads"));
+  T9_ASSIGN_OR_RETURN(h.dk, cfg_int(cfg, "linear_key_head_dim"));
+  T9_ASSIGN_OR_RETURN(h.dv, cfg_int(cfg, "linear_value_head_dim"));
+  if (h.nk <= 0 || h.nv <= 0 || h.nv % h.nk != 0 || h.dk <= 0 || h.dv <= 0)
+    return error("config.json: linear attention heads {} (key) / {} (value) are inconsistent",
+                 h.nk, h.nv);
+  return h;
+}
+
+// llama.cpp's ssm.* keys for Gated DeltaNet layers and the attention-layer interval.
+Status write_linear_attention(gguf::GgufWriter& w, const std::string& a, const json& cfg,
+                              int64_t n_layer) {
+  T9_ASSIGN_OR_RETURN(LinearHeads h, linear_heads(cfg));
+  T9_ASSIGN_OR_RETURN(int64_t k_conv, cfg_int(cfg, "linear_conv_kernel_dim"));
+  w.set(a + ".ssm.conv_kernel", u32(k_conv));
+  w.set(a + ".ssm.state_size", u32(h.dk));
+  w.set(a + ".ssm.group_count", u32(h.nk));
+  w.set(a + ".ssm.time_step_rank", u32(h.nv));
+  w.set(a + ".ssm.inner_size", u32(h.nv * h.dv));
+  int64_t interval = cfg.value("full_attention_interval", 4);
+  if (cfg.contains("layer_types")) {  // must be periodic: attention exactly every interval-th
+    const json& lt = cfg["layer_types"];
+    interval = 0;
+    for (int64_t il = 0; il < n_layer && interval == 0; ++il)
+      if (lt.at(il) == "full_attention") interval = il + 1;
+    for (int64_t il = 0; il < n_layer; ++il)
+      if ((lt.at(il) == "full_attention") != (interval > 0 && (il + 1) % interval == 0))
+        return error("config.json: layer_types is not periodic (layer {})", il);
+  }
+  w.set(a + ".full_attention_interval", u32(interval));
+  return {};
+}
+
 Status write_metadata(gguf::GgufWriter& w, const ArchSpec& spec, const json& cfg,
                       const ConvertOptions& opt) {
   const std::string a = spec.gguf_arch;
@@ -144,7 +256,9 @@ Status write_metadata(gguf::GgufWriter& w, const ArchSpec& spec, const json& cfg
   T9_ASSIGN_OR_RETURN(int64_t n_head, cfg_int(cfg, "num_attention_heads"));
   const int64_t n_head_kv = cfg.value("num_key_value_heads", n_head);
   const int64_t head_dim = cfg.value("head_dim", n_embd / n_head);
-  const double partial = cfg.value("partial_rotary_factor", 1.0);
+  double partial = cfg.value("partial_rotary_factor", 1.0);
+  if (!cfg.contains("partial_rotary_factor") && cfg.contains("rope_parameters"))
+    partial = cfg["rope_parameters"].value("partial_rotary_factor", 1.0);
 
   w.set("general.architecture", str(a));
   w.set("general.name", str(opt.name.empty() ? cfg.value("model_type", a) + " (converted)" : opt.name));
@@ -182,7 +296,8 @@ Status write_metadata(gguf::GgufWriter& w, const ArchSpec& spec, const json& cfg
   } else {
     w.set(a + ".rope.freq_base", f32(rope_theta(cfg, nullptr)));
   }
-  if (a == "qwen3moe") {
+  if (is_hybrid(a)) T9_TRY(write_linear_attention(w, a, cfg, n_layer));
+  if (a == "qwen3moe" || cfg.contains("num_experts") || cfg.contains("num_local_experts")) {
     T9_ASSIGN_OR_RETURN(int64_t n_expert, expert_count(cfg));
     T9_ASSIGN_OR_RETURN(int64_t n_used, cfg_int(cfg, "num_experts_per_tok"));
     T9_ASSIGN_OR_RETURN(int64_t n_ff_exp, cfg_int(cfg, "moe_intermediate_size"));
@@ -190,6 +305,9 @@ Status write_metadata(gguf::GgufWriter& w, const ArchSpec& spec, const json& cfg
     w.set(a + ".expert_used_count", u32(n_used));
     w.set(a + ".expert_feed_forward_length", u32(n_ff_exp));
     w.set(a + ".expert_weights_norm", boolean(cfg.value("norm_topk_prob", true)));
+    if (cfg.value("shared_expert_intermediate_size", 0) > 0)
+      w.set(a + ".expert_shared_feed_forward_length",
+            u32(cfg["shared_expert_intermediate_size"].get<int64_t>()));
   }
   return {};
 }
@@ -219,6 +337,34 @@ Status add_experts(gguf::GgufWriter& w, const SafetensorsFile& st, int64_t n_lay
   return {};
 }
 
+// llama.cpp's value transformations of Gated DeltaNet tensors (GGUF names, ggml ne order):
+// ssm_a = -exp(A_log), conv1d [C, 1, K] -> [C, K], and for Qwen3.5 the tiled V-head order.
+Status transform_linear_attention(const std::string& name, const LinearHeads& h, bool tile,
+                                  std::vector<float>& v, std::vector<int64_t>& ne) {
+  if (name.ends_with(".ssm_a"))
+    for (float& x : v) x = -std::exp(x);
+  if (name.ends_with("ssm_conv1d.weight")) {
+    if (ne.size() != 3 || ne[1] != 1) return error("{}: conv1d weight must be [C, 1, K]", name);
+    ne = {ne[0], ne[2]};
+  }
+  if (!tile) return {};
+  const int64_t cols = ne[0];
+  if (name.ends_with("attn_qkv.weight")) {
+    tile_v_rows(v.data() + 2 * h.nk * h.dk * cols, h, h.dv, cols);
+  } else if (name.ends_with("attn_gate.weight")) {
+    tile_v_rows(v.data(), h, h.dv, cols);
+  } else if (name.ends_with("ssm_beta.weight") || name.ends_with("ssm_alpha.weight")) {
+    tile_v_rows(v.data(), h, 1, cols);
+  } else if (name.ends_with(".ssm_a") || name.ends_with("ssm_dt.bias")) {
+    tile_v_rows(v.data(), h, 1, 1);
+  } else if (name.ends_with("ssm_conv1d.weight")) {
+    tile_v_rows(v.data() + 2 * h.nk * h.dk * cols, h, h.dv, cols);
+  } else if (name.ends_with("ssm_out.weight")) {
+    tile_v_cols(v, h, h.dv, ne[1]);
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::string> gguf_arch_for(const std::string& hf_model_type) {
@@ -238,13 +384,38 @@ Status convert_hf_to_gguf(const ConvertOptions& opt) {
   const int64_t n_head = cfg.value("num_attention_heads", 1);
   const int64_t n_head_kv = cfg.value("num_key_value_heads", n_head);
 
+  const std::string arch = spec->gguf_arch;
+  LinearHeads heads;
+  if (is_hybrid(arch)) {
+    T9_ASSIGN_OR_RETURN(heads, linear_heads(cfg));
+  }
+  // llama.cpp reorders Qwen3.5 (not Qwen3-Next) value heads to the tiled order.
+  const bool tile = (arch == "qwen35" || arch == "qwen35moe") && heads.nk != heads.nv;
+  int n_mtp = 0;
   for (const auto& [hf, t] : st.tensors()) {
     if (hf.find(".mlp.experts.") != std::string::npos) continue;  // stacked below
-    const std::string name = gguf_name(spec->gguf_arch, hf);
-    if (name.empty()) return error("{}: tensor '{}' has no GGUF mapping", opt.hf_dir, hf);
+    if (hf.starts_with("mtp.")) {  // as llama.cpp's converter: MTP blocks are not converted
+      ++n_mtp;
+      continue;
+    }
     T9_ASSIGN_OR_RETURN(std::vector<float> v, st.to_f32(hf));
     std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());  // row-major -> ggml order
-    const bool is_norm = name.find("norm.weight") != std::string::npos;
+    if (hf.ends_with("linear_attn.in_proj_qkvz.weight")) {
+      std::vector<float> qkv, z;
+      split_qkvz(v, heads, t.shape[1], qkv, z);
+      const std::string blk = hf.substr(0, hf.find("linear_attn")).replace(0, 13, "blk.");
+      const int64_t cols = t.shape[1];
+      T9_TRY(add_f32_tensor(w, blk + "attn_qkv.weight",
+                            {cols, static_cast<int64_t>(qkv.size()) / cols}, qkv, opt.weight_type));
+      T9_TRY(add_f32_tensor(w, blk + "attn_gate.weight",
+                            {cols, static_cast<int64_t>(z.size()) / cols}, z, opt.weight_type));
+      continue;
+    }
+    const std::string name = gguf_name(arch, hf);
+    if (name.empty()) return error("{}: tensor '{}' has no GGUF mapping", opt.hf_dir, hf);
+    if (is_hybrid(arch)) T9_TRY(transform_linear_attention(name, heads, tile, v, ne));
+    const bool is_norm = name.find("norm.weight") != std::string::npos &&
+                         name.find("ssm_norm") == std::string::npos;
     if (is_norm && spec->norm_shift != 0.0f)
       for (float& x : v) x += spec->norm_shift;
     if (spec->permute_qk && t.shape.size() == 2) {
@@ -254,10 +425,12 @@ Status convert_hf_to_gguf(const ConvertOptions& opt) {
     const GgmlType type = t.shape.size() >= 2 ? opt.weight_type : GgmlType::F32;
     T9_TRY(add_f32_tensor(w, name, ne, v, type));
   }
-  if (spec->gguf_arch == std::string("qwen3moe")) {
+  if (cfg.contains("num_experts") || cfg.contains("num_local_experts")) {
     T9_ASSIGN_OR_RETURN(int64_t n_expert, expert_count(cfg));
     T9_TRY(add_experts(w, st, cfg.value("num_hidden_layers", 0), n_expert, opt.weight_type));
   }
+  if (n_mtp > 0)
+    T9_LOG_WARN("{}: {} MTP (mtp.*) tensors not converted (as llama.cpp)", opt.hf_dir, n_mtp);
   return w.write_file(opt.out_path);
 }
 
