@@ -83,6 +83,7 @@ class CpuBackend final : public Backend {
 
  private:
   void matmul_int(const Tensor& w, const Tensor& x, const Tensor& y);
+  void matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t n_tok, const Tensor& y);
   void matmul_float(const Tensor& w, const Tensor& x, const Tensor& y);
   std::vector<uint8_t>& thread_scratch(int thread, size_t n_bytes);
 

@@ -76,6 +76,10 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
     }
   });
 
+  if (n_tok <= k.max_cols && k.dot_fused != nullptr && k.fused_supported(w.type, n_in)) {
+    matmul_fused(w, act.row(0), n_tok, y);
+    return;
+  }
   const bool wide = cpu::is_wide_type(w.type);
   const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
   const size_t per_row = static_cast<size_t>(n_in + n_in / 4 + n_in / 4);  // q, ls, mn bytes
@@ -109,6 +113,35 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
             std::copy(out + c * kTileRows, out + c * kTileRows + nr, cpu::f32_row(y, tok + c) + o0);
         }
       }
+    }
+  });
+}
+
+// Few activation rows (one column tile): the ISA's fused kernel reads the weight blocks directly;
+// its results equal the unpack path's bit for bit (matmul_kernels.h).
+void CpuBackend::matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t n_tok,
+                              const Tensor& y) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
+  const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
+  const cpu::MatmulKernels& k = *kernels_;
+  cpu::ActRow xs[kMaxCols];
+  for (int64_t c = 0; c < n_tok; ++c)
+    xs[c] = {first.q + c * n_in, first.d + c * (n_in / 32), first.s16 + c * (n_in / 16)};
+  pool_.run_on_all([&](int t, int n_threads) {
+    int64_t g0, g1;
+    split(n_groups, t, n_threads, &g0, &g1);
+    if (g0 >= g1) return;
+    auto* mn = reinterpret_cast<float*>(
+        thread_scratch(t, static_cast<size_t>(n_in / 16) * 4 * kTileRows).data());
+    float out[kTileRows * kMaxCols];
+    const uint8_t* rows[kTileRows];
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t o0 = g * kTileRows;
+      const int nr = static_cast<int>(std::min<int64_t>(kTileRows, n_out - o0));
+      for (int r = 0; r < nr; ++r) rows[r] = cpu::row_ptr(w, o0 + r);
+      k.dot_fused(w.type, nr, rows, static_cast<int>(n_tok), xs, n_in, mn, out);
+      for (int64_t c = 0; c < n_tok; ++c)
+        std::copy(out + c * kTileRows, out + c * kTileRows + nr, cpu::f32_row(y, c) + o0);
     }
   });
 }

@@ -9,6 +9,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #define T9_ISA_NS avx512_isa
+#include "backend/cpu/avx512_common.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/unpack_impl.h"
 
@@ -16,23 +17,7 @@ namespace t9::cpu {
 namespace {
 
 using namespace avx512_isa;
-
-inline float hsum(__m512 v) {
-  const __m256 lo = _mm512_castps512_ps256(v);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  const __m256 s8 = _mm256_add_ps(lo, hi);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float hsum256(__m256 s8) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using namespace avx512_common;
 
 // Per-lane scales of a 64-element step: lane l (elements 4l..4l+3) gets ls[l / 4].
 inline __m512 expand_scales(const float* ls) {
@@ -45,16 +30,6 @@ inline __m256 expand_scales_256(const float* ls) {
   const __m256 two =
       _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ls))));
   return _mm256_permutevar8x32_ps(two, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-}
-
-inline float offset_dot(const float* mn, const float* s16, int64_t n_g) {
-  __m512 macc = _mm512_setzero_ps();
-  int64_t g = 0;
-  for (; g + 16 <= n_g; g += 16)
-    macc = _mm512_fmadd_ps(_mm512_loadu_ps(mn + g), _mm512_loadu_ps(s16 + g), macc);
-  float m = hsum(macc);
-  for (; g < n_g; ++g) m += mn[g] * s16[g];
-  return m;
 }
 
 // kRows weight rows x kCols activation rows. Each pair's accumulator sees the same instruction
@@ -71,8 +46,7 @@ void dot_int_tile(const UnpackedRow* w, const ActRow* x, int64_t n_in, float* ou
     __m512 dx[kCols];
     for (int c = 0; c < kCols; ++c) {
       xq[c] = _mm512_loadu_si512(x[c].q + i);
-      dx[c] =
-          _mm512_insertf32x8(_mm512_set1_ps(x[c].d[i / 32]), _mm256_set1_ps(x[c].d[i / 32 + 1]), 1);
+      dx[c] = act_scales(x[c].d + i / 32);
       init[c] = _mm512_setzero_si512();
       if constexpr (kWide)  // -128 * sum(x) per lane undoes the +128 bias of wide weights
         init[c] = _mm512_sub_epi32(init[c], _mm512_dpbusd_epi32(init[c], bias, xq[c]));
@@ -212,8 +186,16 @@ void axpy_kv_avx512(float w, const void* v, bool f16, int64_t n, float* acc) {
 }  // namespace
 
 const MatmulKernels& kernels_avx512() {
-  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_avx512, 4,
-                               row_to_f32, dot_f32_avx512,   dot_kv_avx512,  axpy_kv_avx512};
+  static const MatmulKernels k{unpack_row,
+                               quantize_act_row,
+                               dot_int_avx512,
+                               4,
+                               row_to_f32,
+                               dot_f32_avx512,
+                               dot_kv_avx512,
+                               axpy_kv_avx512,
+                               fused_supported_avx512,
+                               dot_fused_avx512};
   return k;
 }
 

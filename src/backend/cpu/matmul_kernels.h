@@ -66,7 +66,19 @@ struct MatmulKernels {
   float (*dot_kv)(const float* q, const void* k, bool f16, int64_t n);
   // acc += w * v.
   void (*axpy_kv)(float w, const void* v, bool f16, int64_t n, float* acc);
+
+  // Optional fused path for few activation rows (null where the ISA has none): dots weight rows
+  // straight from their blocks, bit-identical to unpack + dot_int (so the path choice never
+  // changes a result). fused_supported says which (type, n_in) it takes; dot_fused's arguments
+  // are dot_int's with n_w raw row pointers, and mn is scratch for n_w * n_in / 16 floats.
+  bool (*fused_supported)(GgmlType type, int64_t n_in);
+  void (*dot_fused)(GgmlType type, int n_w, const uint8_t* const* w, int n_x, const ActRow* x,
+                    int64_t n_in, float* mn, float* out);
 };
+
+bool fused_supported_avx512(GgmlType type, int64_t n_in);
+void dot_fused_avx512(GgmlType type, int n_w, const uint8_t* const* w, int n_x, const ActRow* x,
+                      int64_t n_in, float* mn, float* out);
 
 const MatmulKernels& kernels_scalar();
 const MatmulKernels& kernels_avx2();

@@ -1,0 +1,291 @@
+// Fused AVX-512 kernels for few activation rows (decode): each 64-element step builds the weight
+// codes and group scales straight from the quantized blocks in registers, instead of unpacking
+// whole rows to memory first (matmul_kernels.h). The codes, scales and offsets are exactly the
+// unpacked ones and the float operations are the unpack kernel's (matmul_avx512.cpp) in the same
+// order, so both paths give bit-identical outputs: a row's result does not depend on which path
+// its batch size selected.
+#include <immintrin.h>
+
+// GCC 12 false positives inside AVX-512 intrinsics (see matmul_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <cstring>
+
+#include "backend/cpu/avx512_common.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "quant/blocks.h"
+
+namespace t9::cpu {
+namespace {
+
+using namespace avx512_common;
+
+inline float h2f(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m512i low4(__m512i v) {
+  return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
+}
+
+// A weight format as seen by the fused tile: begin() is called at the start of every kSpan
+// elements (decodes the span's scales, writes its n/16 group offsets to mn), then codes() and
+// scales() give step j (elements 64j..64j+63 of the span): the 64 unpacked codes and the
+// per-lane group scale (lane l covers elements 4l..4l+3, group 4l / 16).
+
+// Legacy 32-element blocks, two per step. kQh: offset of the 32-bit high-bit mask (Q5), -1 none;
+// kM: offset of the fp16 min (Q4_1/Q5_1), -1 none; kZero: the code of level 0 for the _0 types.
+template <int kBytes, int kQs, int kQh, int kM, int kZero>
+struct LegacyNibbles {
+  static constexpr int kSpan = 64;
+  static constexpr bool kWide = false;
+  struct State {
+    const uint8_t* b;
+    __m512 ls;
+  };
+  static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
+    s.b = row + e / 32 * kBytes;
+    const float d0 = h2f(s.b), d1 = h2f(s.b + kBytes);
+    s.ls = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+    float m0, m1;
+    if constexpr (kM >= 0) {
+      m0 = h2f(s.b + kM);
+      m1 = h2f(s.b + kBytes + kM);
+    } else {
+      m0 = -static_cast<float>(kZero) * d0;
+      m1 = -static_cast<float>(kZero) * d1;
+    }
+    _mm_storeu_ps(mn + e / 16, _mm_setr_ps(m0, m0, m1, m1));
+  }
+  static __m512i codes(const State& s, int) {
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + kQs));
+    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + kBytes + kQs));
+    // 128-bit lanes [q0, q0, q1, q1]: low nibbles of a block are its elements 0..15, high 16..31.
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(q0, q0)),
+                                         _mm256_set_m128i(q1, q1), 1);
+    __m512i v = low4(_mm512_mask_blend_epi64(0xCC, z, _mm512_srli_epi16(z, 4)));
+    if constexpr (kQh >= 0) {  // bit j of a block's qh adds 16 to its element j
+      uint32_t h0, h1;
+      std::memcpy(&h0, s.b + kQh, 4);
+      std::memcpy(&h1, s.b + kBytes + kQh, 4);
+      const __mmask64 m =
+          _cvtu64_mask64(static_cast<uint64_t>(h0) | static_cast<uint64_t>(h1) << 32);
+      v = _mm512_mask_add_epi8(v, m, v, _mm512_set1_epi8(16));
+    }
+    return v;
+  }
+  static __m512 scales(const State& s, int) { return s.ls; }
+};
+
+using Q4_0Fmt = LegacyNibbles<sizeof(BlockQ4_0), 2, -1, -1, 8>;
+using Q4_1Fmt = LegacyNibbles<sizeof(BlockQ4_1), 4, -1, 2, 0>;
+using Q5_0Fmt = LegacyNibbles<sizeof(BlockQ5_0), 6, 2, -1, 16>;
+using Q5_1Fmt = LegacyNibbles<sizeof(BlockQ5_1), 8, 4, 2, 0>;
+
+struct Q8_0Fmt {
+  static constexpr int kSpan = 64;
+  static constexpr bool kWide = true;
+  struct State {
+    const uint8_t* b;
+    __m512 ls;
+  };
+  static void begin(State& s, const uint8_t* row, int64_t e, float*) {
+    constexpr int kBytes = sizeof(BlockQ8_0);
+    s.b = row + e / 32 * kBytes;
+    s.ls = _mm512_insertf32x8(_mm512_set1_ps(h2f(s.b)), _mm256_set1_ps(h2f(s.b + kBytes)), 1);
+  }
+  static __m512i codes(const State& s, int) {
+    const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b + 2));
+    const __m256i q1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b + 36));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+  }
+  static __m512 scales(const State& s, int) { return s.ls; }
+};
+
+// Q4_K: 8 (scale, min) pairs of 6 bits, each pair covering 32 elements (two groups); step j
+// holds the low nibbles of qs[32j..32j+31] then their high nibbles.
+struct Q4_KFmt {
+  static constexpr int kSpan = 256;
+  static constexpr bool kWide = false;
+  struct State {
+    const uint8_t* qs;
+    alignas(32) float sc[8];
+  };
+  static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
+    const uint8_t* b = row + e / 256 * sizeof(BlockQ4_K);
+    const float d = h2f(b), dmin = h2f(b + 2);
+    uint32_t a[3];
+    std::memcpy(a, b + 4, 12);
+    const __m128i sc8 =
+        _mm_setr_epi32(static_cast<int>(a[0] & 0x3F3F3F3Fu),
+                       static_cast<int>((a[2] & 0x0F0F0F0Fu) | ((a[0] >> 2) & 0x30303030u)), 0, 0);
+    const __m128i m8 = _mm_setr_epi32(
+        static_cast<int>(a[1] & 0x3F3F3F3Fu),
+        static_cast<int>(((a[2] >> 4) & 0x0F0F0F0Fu) | ((a[1] >> 2) & 0x30303030u)), 0, 0);
+    const __m256 scf =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc8)), _mm256_set1_ps(d));
+    const __m256 mf =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m8)), _mm256_set1_ps(-dmin));
+    _mm256_store_ps(s.sc, scf);
+    const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    _mm512_storeu_ps(mn + e / 16, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(mf)));
+    s.qs = b + 16;
+  }
+  static __m512i codes(const State& s, int j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.qs + 32 * j));
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    return low4(z);
+  }
+  static __m512 scales(const State& s, int j) { return act_scales(s.sc + 2 * j); }
+};
+
+// Q6_K: codes are the stored level + 32 (0..63); 16 int8 scales, one per group.
+struct Q6_KFmt {
+  static constexpr int kSpan = 256;
+  static constexpr bool kWide = false;
+  struct State {
+    const uint8_t* b;
+    alignas(64) float dl[16];
+  };
+  static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
+    s.b = row + e / 256 * sizeof(BlockQ6_K);
+    const __m512 d = _mm512_set1_ps(h2f(s.b + 208));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + 192));
+    const __m512 dl = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), d);
+    _mm512_store_ps(s.dl, dl);
+    _mm512_storeu_ps(mn + e / 16, _mm512_mul_ps(dl, _mm512_set1_ps(-32.0f)));
+  }
+  static __m512i codes(const State& s, int j) {
+    const int n = j >> 1;  // 128-element half
+    const __m512i l = _mm512_loadu_si512(s.b + n * 64);
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b + 128 + n * 32));
+    const __m512i hh = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    if (j & 1) return _mm512_or_si512(low4(_mm512_srli_epi16(l, 4)), _mm512_and_si512(hh, m30));
+    return _mm512_or_si512(low4(l), _mm512_and_si512(_mm512_slli_epi16(hh, 4), m30));
+  }
+  static __m512 scales(const State& s, int j) {
+    const __m512 four = _mm512_castps128_ps512(_mm_load_ps(s.dl + 4 * j));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                 four);
+  }
+};
+
+// kRows weight rows x kCols activation rows; per (row, column) pair the instruction sequence of
+// dot_int_tile in matmul_avx512.cpp. mn: kRows * n_in / 16 floats of scratch.
+template <class F, int kRows, int kCols>
+void fused_tile(const uint8_t* const* w, const ActRow* x, int64_t n_in, float* mn, float* out) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  const int64_t n_g = n_in / 16;
+  __m512 acc[kCols][kRows];
+  for (int c = 0; c < kCols; ++c)
+    for (int r = 0; r < kRows; ++r) acc[c][r] = _mm512_setzero_ps();
+  typename F::State st[kRows];
+  for (int64_t e = 0; e < n_in; e += F::kSpan) {
+    for (int r = 0; r < kRows; ++r) F::begin(st[r], w[r], e, mn + r * n_g);
+    for (int j = 0; j < F::kSpan / 64; ++j) {
+      const int64_t i = e + 64 * j;
+      __m512i xq[kCols], init[kCols];
+      __m512 dx[kCols];
+      for (int c = 0; c < kCols; ++c) {
+        xq[c] = _mm512_loadu_si512(x[c].q + i);
+        dx[c] = act_scales(x[c].d + i / 32);
+        init[c] = _mm512_setzero_si512();
+        if constexpr (F::kWide)
+          init[c] = _mm512_sub_epi32(init[c], _mm512_dpbusd_epi32(init[c], bias, xq[c]));
+      }
+      for (int r = 0; r < kRows; ++r) {
+        __m512i wq = F::codes(st[r], j);
+        if constexpr (F::kWide) wq = _mm512_xor_si512(wq, bias);
+        const __m512 ls = F::scales(st[r], j);
+        for (int c = 0; c < kCols; ++c) {
+          const __m512i p = _mm512_dpbusd_epi32(init[c], wq, xq[c]);
+          acc[c][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(ls, dx[c]), acc[c][r]);
+        }
+      }
+    }
+  }
+  for (int c = 0; c < kCols; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      // + 0.0f: the unpack kernel's (empty) 32-element tail sum, kept so signed zeros agree.
+      float total = hsum(acc[c][r]) + 0.0f;
+      if constexpr (!F::kWide) total += offset_dot(mn + r * n_g, x[c].s16, n_g);
+      out[c * kTileRows + r] = total;
+    }
+  }
+}
+
+template <class F, int kCols>
+void fused_rows(int n_w, const uint8_t* const* w, const ActRow* x, int64_t n_in, float* mn,
+                float* out) {
+  switch (n_w) {
+    case 4:
+      return fused_tile<F, 4, kCols>(w, x, n_in, mn, out);
+    case 3:
+      return fused_tile<F, 3, kCols>(w, x, n_in, mn, out);
+    case 2:
+      return fused_tile<F, 2, kCols>(w, x, n_in, mn, out);
+    default:
+      return fused_tile<F, 1, kCols>(w, x, n_in, mn, out);
+  }
+}
+
+template <class F>
+void fused_cols(int n_w, const uint8_t* const* w, int n_x, const ActRow* x, int64_t n_in, float* mn,
+                float* out) {
+  switch (n_x) {
+    case 4:
+      return fused_rows<F, 4>(n_w, w, x, n_in, mn, out);
+    case 3:
+      return fused_rows<F, 3>(n_w, w, x, n_in, mn, out);
+    case 2:
+      return fused_rows<F, 2>(n_w, w, x, n_in, mn, out);
+    default:
+      return fused_rows<F, 1>(n_w, w, x, n_in, mn, out);
+  }
+}
+
+}  // namespace
+
+bool fused_supported_avx512(GgmlType type, int64_t n_in) {
+  switch (type) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::Q8_0:
+      return n_in % 64 == 0;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+      return n_in % 256 == 0;
+    default:
+      return false;
+  }
+}
+
+void dot_fused_avx512(GgmlType type, int n_w, const uint8_t* const* w, int n_x, const ActRow* x,
+                      int64_t n_in, float* mn, float* out) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return fused_cols<Q4_0Fmt>(n_w, w, n_x, x, n_in, mn, out);
+    case GgmlType::Q4_1:
+      return fused_cols<Q4_1Fmt>(n_w, w, n_x, x, n_in, mn, out);
+    case GgmlType::Q5_0:
+      return fused_cols<Q5_0Fmt>(n_w, w, n_x, x, n_in, mn, out);
+    case GgmlType::Q5_1:
+      return fused_cols<Q5_1Fmt>(n_w, w, n_x, x, n_in, mn, out);
+    case GgmlType::Q8_0:
+      return fused_cols<Q8_0Fmt>(n_w, w, n_x, x, n_in, mn, out);
+    case GgmlType::Q4_K:
+      return fused_cols<Q4_KFmt>(n_w, w, n_x, x, n_in, mn, out);
+    case GgmlType::Q6_K:
+      return fused_cols<Q6_KFmt>(n_w, w, n_x, x, n_in, mn, out);
+    default:
+      unsupported_weight_type(type);
+  }
+}
+
+}  // namespace t9::cpu
