@@ -78,21 +78,34 @@ void Engine::intake() {
 }
 
 bool Engine::step() {
-  auto t0 = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  const auto t0 = Clock::now();
   intake();
   StepPlan plan = scheduler_.schedule();
   note_plan(plan);
+  auto t_run = Clock::now(), t_post = t_run;
   if (!plan.empty()) {
-    Result<ForwardOutput> out = runner_.run(make_batch(plan));
+    ForwardBatch batch = make_batch(plan);
+    t_run = Clock::now();
+    Result<ForwardOutput> out = runner_.run(batch);
+    t_post = Clock::now();
     postprocess(plan, out);
   }
+  const auto t_done = Clock::now();
   if (config_.check_every_step) {
     Status s = check_integrity();
     T9_CHECK(s.ok(), "engine integrity after step {}: {}", counters_.n_steps.load(), s.message());
   }
   counters_.n_steps.fetch_add(1);
-  publish_stats(
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  const double step_ms = ms(t0, Clock::now());
+  counters_.total_step_ms.fetch_add(step_ms);
+  counters_.total_schedule_ms.fetch_add(ms(t0, t_run));
+  counters_.total_model_ms.fetch_add(ms(t_run, t_post));
+  counters_.total_postprocess_ms.fetch_add(ms(t_post, t_done));
+  publish_stats(step_ms);
   std::lock_guard lock(mu_);
   return scheduler_.has_work() || !incoming_.empty();
 }
@@ -271,6 +284,10 @@ EngineStats Engine::stats() const {
   s.n_waiting = counters_.n_waiting.load();
   s.n_running = counters_.n_running.load();
   s.last_step_ms = counters_.last_step_ms.load();
+  s.total_step_ms = counters_.total_step_ms.load();
+  s.total_schedule_ms = counters_.total_schedule_ms.load();
+  s.total_model_ms = counters_.total_model_ms.load();
+  s.total_postprocess_ms = counters_.total_postprocess_ms.load();
   return s;
 }
 

@@ -53,6 +53,14 @@ struct EngineStats {
   int n_waiting = 0;         // queue depth, incl. submitted but not yet taken in
   int n_running = 0;
   double last_step_ms = 0;
+  // Cumulative wall time of step() and its parts, for the scheduler-overhead figure
+  // (schedule + postprocess vs step): schedule = intake, schedule(), plan bookkeeping and batch
+  // building; model = ModelRunner::run; postprocess = KV commit, sampling and events. The step
+  // total also holds the optional integrity check.
+  double total_step_ms = 0;
+  double total_schedule_ms = 0;
+  double total_model_ms = 0;
+  double total_postprocess_ms = 0;
 };
 
 class Engine {
@@ -91,6 +99,8 @@ class Engine {
         n_computed_tokens{0}, n_generated_tokens{0}, n_preemptions{0}, n_steps{0};
     std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_waiting{0}, n_running{0};
     std::atomic<double> last_step_ms{0};
+    std::atomic<double> total_step_ms{0}, total_schedule_ms{0}, total_model_ms{0},
+        total_postprocess_ms{0};
   };
 
   void intake();

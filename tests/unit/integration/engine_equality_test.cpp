@@ -1,0 +1,224 @@
+// Greedy output is a contract (ARCHITECTURE.md rule 7), checked with the real SmolLM2 model on
+// the CPU backend: at temperature 0 a request's tokens are identical alone or batched, with a cold
+// or a warm prefix cache, with any prefill chunk size, and across preemptions. The reference for
+// every comparison is the same prompt run alone, whole-prompt prefill, in a fresh engine.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "unit/integration/real_engine.h"
+
+namespace t9::integration {
+namespace {
+
+constexpr int kGen = 24;  // tokens generated per request
+
+// Eight prompts of different lengths (tokenized: roughly 3 to 70 tokens), no shared 16-token
+// prefix, so that (a) compares batching alone and not prefix sharing.
+const std::vector<std::string>& short_texts() {
+  static const std::vector<std::string> t = {
+      "The capital of France is",
+      "def fibonacci(n):",
+      "Once upon a time, in a small village at the edge of a dark forest, there lived an old "
+      "woodcutter and his",
+      "Water boils at",
+      "List three prime numbers greater than ten and explain why each of them is prime:",
+      "In 1969, the Apollo 11 mission landed the first humans on the Moon. The astronauts "
+      "were Neil Armstrong, Buzz Aldrin and Michael Collins. Armstrong stepped onto the lunar "
+      "surface first and said",
+      "SELECT name, age FROM users WHERE",
+      "Photosynthesis is the process by which green plants use sunlight, water and carbon "
+      "dioxide to make glucose and oxygen. It takes place mainly in the leaves, inside small "
+      "structures called chloroplasts, which contain a green pigment named chlorophyll. The "
+      "overall reaction can be written as",
+  };
+  return t;
+}
+
+// About 200 tokens: long enough that 16- and 128-token chunks split it several times.
+std::string long_text() {
+  return "The history of computing begins long before electronic machines. Early tools such as "
+         "the abacus helped merchants add and subtract, and in the seventeenth century Blaise "
+         "Pascal built a mechanical calculator with gears. Charles Babbage later designed the "
+         "Analytical Engine, a general purpose machine programmed with punched cards, and Ada "
+         "Lovelace wrote what many consider the first program for it. In the twentieth century, "
+         "Alan Turing described an abstract machine that could compute anything computable, and "
+         "during the Second World War engineers built electronic computers to break codes and "
+         "calculate artillery tables. The invention of the transistor in 1947 and of the "
+         "integrated circuit a decade later made computers smaller, cheaper and faster. By the "
+         "1980s personal computers had reached homes and schools, and the internet soon "
+         "connected them. Today a phone in a pocket is more powerful than the room-sized "
+         "machines of the past. The next chapter of this story is";
+}
+
+class EngineEquality : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    Result<RealModel*> rm = smollm2();
+    if (!rm.ok()) {
+      load_error_ = new std::string(rm.message());
+      return;
+    }
+    rm_ = *rm;
+  }
+
+  void SetUp() override { ASSERT_NE(rm_, nullptr) << "model needed: " << *load_error_; }
+
+  static std::vector<TokenId> encode(const std::string& text) {
+    auto ids = rm_->tokenizer->encode(text);
+    EXPECT_TRUE(ids.ok()) << ids.message();
+    return ids.ok() ? *ids : std::vector<TokenId>{};
+  }
+
+  static std::vector<std::vector<TokenId>> short_prompts() {
+    std::vector<std::vector<TokenId>> p;
+    for (const std::string& t : short_texts()) p.push_back(encode(t));
+    return p;
+  }
+
+  // The reference: `prompt` alone in a fresh engine, whole-prompt prefill; memoized per prompt.
+  static const std::vector<TokenId>& alone(const std::vector<TokenId>& prompt) {
+    static std::map<std::vector<TokenId>, std::vector<TokenId>> memo;
+    auto it = memo.find(prompt);
+    if (it != memo.end()) return it->second;
+    EngineSession s(*rm_, EngineSetup{});
+    std::vector<Output> out = s.run({prompt}, kGen);
+    EXPECT_EQ(out[0].finish, engine::FinishReason::kLength) << out[0].error;
+    EXPECT_EQ(out[0].tokens.size(), static_cast<size_t>(kGen));
+    return memo.emplace(prompt, out[0].tokens).first->second;
+  }
+
+  // Every output finished by length with exactly the reference's tokens.
+  static void expect_same_as_alone(const std::vector<std::vector<TokenId>>& prompts,
+                                   const std::vector<Output>& outs, const char* what) {
+    ASSERT_EQ(outs.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(outs[i].finish, engine::FinishReason::kLength)
+          << what << " #" << i << ": " << outs[i].error;
+      EXPECT_EQ(outs[i].tokens, alone(prompts[i]))
+          << what << ": request #" << i << " (" << prompts[i].size() << " prompt tokens)";
+    }
+  }
+
+  static std::string lengths(const std::vector<std::vector<TokenId>>& prompts) {
+    std::string s;
+    for (const auto& p : prompts) s += (s.empty() ? "" : ",") + std::to_string(p.size());
+    return s;
+  }
+
+  static inline RealModel* rm_ = nullptr;
+  static inline std::string* load_error_ = nullptr;
+};
+
+// (a) Eight requests submitted together run in the same steps (prefills batched together, then
+// 8-row decodes) and must produce what each produces alone.
+TEST_F(EngineEquality, AloneEqualsBatchedWithSevenOthers) {
+  const auto prompts = short_prompts();
+  for (const auto& p : prompts) alone(p);  // references first, each in its own engine
+  EngineSession s(*rm_, EngineSetup{});
+  std::vector<Output> outs = s.run(prompts, kGen);
+  expect_same_as_alone(prompts, outs, "batched");
+  const engine::EngineStats st = s.stats();
+  // All eight were admitted in the first step, so decode steps carried 8 sequences:
+  // 1 prefill step (which samples the first token) + (kGen - 1) decode steps.
+  EXPECT_EQ(st.n_generated_tokens, 8 * kGen);
+  EXPECT_EQ(st.n_steps, kGen);
+  std::printf(
+      "[ compared ] %zu requests (prompt tokens %s), %d tokens each: alone == batched "
+      "(%lld steps)\n",
+      prompts.size(), lengths(prompts).c_str(), kGen, static_cast<long long>(st.n_steps));
+}
+
+// (b) The same prompt twice in one engine: the second run takes the prompt's full blocks from
+// the prefix cache, computes only the rest, and generates the same tokens.
+TEST_F(EngineEquality, WarmPrefixCacheEqualsCold) {
+  const std::vector<TokenId> prompt = encode(long_text());
+  const int n = static_cast<int>(prompt.size());
+  ASSERT_GT(n, 150);
+  EngineSession s(*rm_, EngineSetup{});
+  std::vector<Output> cold = s.run({prompt}, kGen);
+  const engine::EngineStats after_cold = s.stats();
+  std::vector<Output> warm = s.run({prompt}, kGen);
+  const engine::EngineStats after_warm = s.stats();
+
+  const int bs = rm_->model->config().kv_block_size;
+  // The cache holds whole blocks only and always leaves the last prompt token to compute (its
+  // logits are needed), so the hit is the full blocks of the first n - 1 tokens.
+  const int expect_cached = (n - 1) / bs * bs;
+  EXPECT_EQ(cold[0].usage.n_cached_prompt_tokens, 0);
+  EXPECT_EQ(warm[0].usage.n_cached_prompt_tokens, expect_cached);
+  // The model computed the uncached prompt suffix, then one token per decode step after the first.
+  EXPECT_EQ(after_warm.n_computed_tokens - after_cold.n_computed_tokens,
+            n - expect_cached + kGen - 1);
+  EXPECT_EQ(after_cold.n_computed_tokens, n + kGen - 1);
+  EXPECT_EQ(cold[0].tokens, alone(prompt));
+  EXPECT_EQ(warm[0].tokens, cold[0].tokens);
+  std::printf(
+      "[ compared ] 1 request, %d prompt tokens, %d tokens: cold == warm (warm: %d "
+      "cached, %lld computed)\n",
+      n, kGen, warm[0].usage.n_cached_prompt_tokens,
+      static_cast<long long>(after_warm.n_computed_tokens - after_cold.n_computed_tokens));
+}
+
+// (c) Chunked prefill: 16 and 128 tokens per step vs the whole prompt in one step.
+TEST_F(EngineEquality, PrefillChunkSizesAgree) {
+  const std::vector<TokenId> prompt = encode(long_text());
+  const int n = static_cast<int>(prompt.size());
+  ASSERT_GT(n, 128);  // so that 128 splits it too
+  const std::vector<TokenId>& whole = alone(prompt);
+  for (int chunk : {16, 128}) {
+    EngineSetup setup;
+    setup.prefill_chunk_tokens = chunk;
+    EngineSession s(*rm_, setup);
+    std::vector<Output> outs = s.run({prompt}, kGen);
+    EXPECT_EQ(outs[0].tokens, whole) << "prefill chunk " << chunk;
+    // ceil(n / chunk) prefill steps, then kGen - 1 decode steps.
+    EXPECT_EQ(s.stats().n_steps, (n + chunk - 1) / chunk + kGen - 1) << "prefill chunk " << chunk;
+  }
+  std::printf(
+      "[ compared ] 1 request, %d prompt tokens, %d tokens: prefill chunk 16 == 128 == "
+      "whole prompt\n",
+      n, kGen);
+}
+
+// (d) KV memory for about a third of the batch: sequences are preempted (their blocks freed)
+// and recomputed later, partly from the prefix cache, and must still match.
+TEST_F(EngineEquality, PreemptionKeepsGreedyOutput) {
+  const auto prompts = short_prompts();
+  int longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, static_cast<int>(p.size()));
+  const int bs = rm_->model->config().kv_block_size;
+  EngineSetup setup;
+  // Room for the longest request alone (it must fit to be served at all) plus one block.
+  setup.max_blocks = (longest + kGen + bs - 1) / bs + 1;
+  EngineSession s(*rm_, setup);
+  std::vector<Output> outs = s.run(prompts, kGen);
+  expect_same_as_alone(prompts, outs, "preempted");
+  const engine::EngineStats st = s.stats();
+  EXPECT_GT(st.n_preemptions, 0) << "the test must force preemption";
+  EXPECT_LE(st.kv_blocks_total, setup.max_blocks);
+  std::printf(
+      "[ compared ] %zu requests, %d tokens each, KV capped at %d blocks of %d: "
+      "alone == batched with %lld preemptions\n",
+      prompts.size(), kGen, setup.max_blocks, bs, static_cast<long long>(st.n_preemptions));
+}
+
+// The step-time counters the scheduler-overhead benchmark reads add up.
+TEST_F(EngineEquality, StepTimeCountersAddUp) {
+  EngineSession s(*rm_, EngineSetup{});
+  s.run({encode(short_texts()[0])}, 4);
+  const engine::EngineStats st = s.stats();
+  EXPECT_GT(st.total_model_ms, 0.0);
+  EXPECT_GT(st.total_schedule_ms, 0.0);
+  EXPECT_GT(st.total_postprocess_ms, 0.0);
+  // The parts are disjoint intervals of each step.
+  EXPECT_LE(st.total_schedule_ms + st.total_model_ms + st.total_postprocess_ms,
+            st.total_step_ms * (1 + 1e-9));
+}
+
+}  // namespace
+}  // namespace t9::integration
