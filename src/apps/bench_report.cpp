@@ -135,15 +135,15 @@ Json to_json(const Summary& s) {
   Json turns = Json::array();
   for (const auto& t : s.turns)
     turns.push_back({{"turn", t.turn},
-                     {"requests", t.n_requests},
+                     {"n_requests", t.n_requests},
                      {"mean_prompt_tokens", t.mean_prompt_tokens},
                      {"cached_share", t.cached_share},
                      {"ttft_ms", to_json(t.ttft_ms)},
                      {"e2e_ms", to_json(t.e2e_ms)}});
   return {{"label", s.label},
           {"url", s.url},
-          {"requests", s.n_requests},
-          {"errors", s.n_errors},
+          {"n_requests", s.n_requests},
+          {"n_errors", s.n_errors},
           {"wall_s", s.busy_s},
           {"prompt_tokens", s.prompt_tokens},
           {"cached_tokens", s.cached_tokens},

@@ -1,0 +1,105 @@
+"""`tempo9 bench` against the live SmolLM2 server: a tiny agents run (K=2 agents, T=2 turns,
+S~300 system tokens, U~50 per turn, G=8 generated) whose JSON report must be self-consistent, an
+A/B compare run (the same server twice) whose report carries both targets and the ratios, and
+bad invocations that must fail cleanly before any load is sent."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("TEMPO9_BIN", str(ROOT / "build" / "tempo9"))
+
+K, T, R, S, U, G = 2, 2, 1, 300, 50, 8
+
+
+def run_bench(*args, timeout=600):
+    return subprocess.run([BIN, "bench", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def tiny_agents(server, tmp_path, *extra):
+    out = tmp_path / "report.json"
+    p = run_bench("agents", "--url", server.url, "--agents", str(K), "--turns", str(T), "--rounds", str(R),
+                  "--system-tokens", str(S), "--turn-tokens", str(U), "--gen-tokens", str(G),
+                  "--max-seconds", "400", "--json", str(out), *extra)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p, json.loads(out.read_text())
+
+
+def check_target(t):
+    reqs = t["requests"]
+    # Every (round, agent, turn) ran exactly once, without errors.
+    assert len(reqs) == K * T * R == t["n_requests"]
+    assert sorted((r["round"], r["agent"], r["turn"]) for r in reqs) == [
+        (rd, a, tn) for rd in range(R) for a in range(K) for tn in range(1, T + 1)]
+    assert t["n_errors"] == 0
+    assert all(r["error"] is None and r["http_status"] == 200 for r in reqs), [r["error"] for r in reqs]
+    # Per-request usage adds up to the summary's totals.
+    for key in ("prompt_tokens", "cached_tokens", "completion_tokens"):
+        assert all(r[key] >= 0 for r in reqs)
+        assert sum(r[key] for r in reqs) == t[key], key
+    for r in reqs:
+        assert 0 <= r["ttft_ms"] <= r["e2e_ms"]
+        assert 1 <= r["completion_tokens"] <= G  # max_tokens = G caps it; ignore_eos may not be honoured
+        assert r["cached_tokens"] <= r["prompt_tokens"]
+        assert len(r["chunk_ms"]) >= 1 and r["chunk_ms"][0] == r["ttft_ms"]
+        assert len(r["itl_ms"]) == len(r["chunk_ms"]) - 1
+    by_key = {(r["round"], r["agent"], r["turn"]): r for r in reqs}
+    for rd in range(R):
+        for a in range(K):
+            for tn in range(2, T + 1):
+                prev, cur = by_key[(rd, a, tn - 1)], by_key[(rd, a, tn)]
+                # Turn t re-sends turn t-1's prompt and reply, then more: the prompt grows, and the
+                # prefix cache serves the previous prompt up to block granularity (tempo9 blocks
+                # are 16 tokens; 64 leaves room for a partial last block and template tail tokens).
+                assert cur["prompt_tokens"] > prev["prompt_tokens"] + prev["completion_tokens"]
+                assert cur["cached_tokens"] > 0
+                assert cur["cached_tokens"] >= prev["prompt_tokens"] - 64, (prev, cur)
+    per_turn = {p["turn"]: p for p in t["per_turn"]}
+    assert sorted(per_turn) == list(range(1, T + 1))
+    assert all(per_turn[tn]["n_requests"] == K * R for tn in per_turn)
+    # The workload's approximate sizes are real sizes: prompt tokens over approximate tokens sent
+    # (chat-template tokens included) stays near 1 (measured 1.08 on SmolLM2).
+    assert 0.8 < t["tokens_per_approx"] < 1.3, t["tokens_per_approx"]
+
+
+def test_agents_report_is_consistent(server, tmp_path):
+    p, rep = tiny_agents(server, tmp_path)
+    assert rep["workload"]["agents"] == K and rep["workload"]["turns"] == T and rep["workload"]["rounds"] == R
+    assert rep["stop_reason"] is None
+    assert len(rep["targets"]) == 1
+    t = rep["targets"][0]
+    assert t["url"] == server.url
+    check_target(t)
+    assert t["wall_s"] > 0
+    assert abs(t["effective_tok_s"] - (t["prompt_tokens"] + t["completion_tokens"]) / t["wall_s"]) < 1e-6 * t["effective_tok_s"] + 1e-9
+    assert "| errors | 0 |" in p.stdout
+    assert f"| requests | {K * T * R} |" in p.stdout
+
+
+def test_compare_runs_both_targets(server, tmp_path):
+    p, rep = tiny_agents(server, tmp_path, "--compare", server.url)
+    assert [t["label"] for t in rep["targets"]] == ["A", "B"]
+    for t in rep["targets"]:
+        check_target(t)
+    ratio = rep["ratio_a_over_b"]
+    a, b = rep["targets"]
+    assert ratio["requests"] == 1.0
+    assert abs(ratio["prompt tokens"] - a["prompt_tokens"] / b["prompt_tokens"]) < 1e-9
+    # A then B per round: B's phase starts after A's ended.
+    assert b["phases"][0]["start_ms"] >= a["phases"][0]["end_ms"]
+    assert "| metric | A | B | A/B |" in p.stdout
+
+
+def test_non_loopback_url_is_rejected():
+    p = run_bench("agents", "--url", "http://10.1.2.3:8080", timeout=30)
+    assert p.returncode == 2
+    assert "is not loopback" in p.stderr
+
+
+def test_bad_spec_field_is_named(tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"agents": 2, "turnz": 3}))
+    p = run_bench("agents", "--url", "http://127.0.0.1:9", "--spec", str(spec), timeout=30)
+    assert p.returncode == 2
+    assert "spec field 'turnz': unknown" in p.stderr
