@@ -50,7 +50,8 @@ bool apply_payload(const std::string& payload, Clock::time_point t_req, RequestR
   if (payload == "[DONE]") return false;
   Json j = Json::parse(payload, nullptr, false);
   if (j.is_discarded() || !j.is_object()) {
-    if (r.error.empty()) r.error = "stream: a data event is not a JSON object: " + payload.substr(0, 120);
+    if (r.error.empty())
+      r.error = "stream: a data event is not a JSON object: " + payload.substr(0, 120);
     return true;
   }
   if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
@@ -106,12 +107,15 @@ Result<Target> parse_loopback_url(const std::string& url) {
   t.port = 80;
   if (!port_text.empty()) {
     auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), t.port);
-    if (ec != std::errc() || p != port_text.data() + port_text.size() || t.port < 1 || t.port > 65535)
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || t.port < 1 ||
+        t.port > 65535)
       return error("--url '{}': port '{}' is not a number in 1..65535", url, port_text);
   }
   if (!is_loopback_host(t.host))
-    return error("--url '{}': host '{}' is not loopback (localhost, 127.x.x.x, [::1]); the bench only "
-                 "loads servers on this machine", url, t.host);
+    return error(
+        "--url '{}': host '{}' is not loopback (localhost, 127.x.x.x, [::1]); the bench only "
+        "loads servers on this machine",
+        url, t.host);
   return t;
 }
 
@@ -169,7 +173,9 @@ struct StreamClient::Impl {
 };
 
 StreamClient::StreamClient(const Target& target) : impl_(new Impl(target)) {}
-StreamClient::~StreamClient() { delete impl_; }
+StreamClient::~StreamClient() {
+  delete impl_;
+}
 
 void StreamClient::chat(const Json& body, Clock::time_point t0, Clock::time_point deadline,
                         RequestRecord& r) {
@@ -203,11 +209,16 @@ void StreamClient::chat(const Json& body, Clock::time_point t0, Clock::time_poin
   auto res = impl_->cli.send(req);
   r.e2e_ms = ms_between(t_req, Clock::now());
   if (!r.error.empty()) return;
-  if (past_deadline) r.error = "stopped at the --max-seconds deadline";
-  else if (!res) r.error = "HTTP: " + httplib::to_string(res.error());
-  else if (r.http_status != 200) r.error = fmt::format("HTTP {}: {}", r.http_status, raw.substr(0, 300));
-  else if (!done) r.error = "stream ended without [DONE]";
-  else if (r.prompt_tokens < 0 || r.completion_tokens < 0) r.error = "no usage in the stream";
+  if (past_deadline)
+    r.error = "stopped at the --max-seconds deadline";
+  else if (!res)
+    r.error = "HTTP: " + httplib::to_string(res.error());
+  else if (r.http_status != 200)
+    r.error = fmt::format("HTTP {}: {}", r.http_status, raw.substr(0, 300));
+  else if (!done)
+    r.error = "stream ended without [DONE]";
+  else if (r.prompt_tokens < 0 || r.completion_tokens < 0)
+    r.error = "no usage in the stream";
 }
 
 }  // namespace t9::apps::bench

@@ -25,17 +25,18 @@ struct Target {
 };
 
 // Accepts http://HOST[:PORT][/] where HOST is loopback (localhost, 127.0.0.0/8, [::1]); anything
-// else (another host, https, a path) is an error saying why: the bench must not load remote servers.
+// else (another host, https, a path) is an error saying why: the bench must not load remote
+// servers.
 Result<Target> parse_loopback_url(const std::string& url);
 
 // One request as measured. Token counts are the server's usage numbers (-1: not reported).
 struct RequestRecord {
-  std::string target;      // Target::label
+  std::string target;                  // Target::label
   int round = 0, agent = 0, turn = 0;  // turn is 1-based
-  int approx_tokens_sent = 0;      // approx_tokens() of the messages sent
-  double start_ms = 0;     // since the run started
-  double ttft_ms = -1;     // to the first chunk carrying generated text (-1: none arrived)
-  double e2e_ms = -1;      // to the end of the stream
+  int approx_tokens_sent = 0;          // approx_tokens() of the messages sent
+  double start_ms = 0;                 // since the run started
+  double ttft_ms = -1;           // to the first chunk carrying generated text (-1: none arrived)
+  double e2e_ms = -1;            // to the end of the stream
   std::vector<double> chunk_ms;  // arrival of each text chunk, since the request started
   int64_t prompt_tokens = -1, cached_tokens = -1, completion_tokens = -1;
   std::string finish_reason;

@@ -11,9 +11,13 @@ namespace {
 
 using Json = nlohmann::json;
 
-double share(int64_t part, int64_t whole) { return whole > 0 ? static_cast<double>(part) / whole : 0; }
+double share(int64_t part, int64_t whole) {
+  return whole > 0 ? static_cast<double>(part) / whole : 0;
+}
 
-Json to_json(const Percentiles& p) { return {{"n", p.n}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}}; }
+Json to_json(const Percentiles& p) {
+  return {{"n", p.n}, {"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+}
 
 struct Row {
   std::string name;
@@ -28,13 +32,21 @@ std::vector<Row> table_rows(int n_turns) {
   };
   for (int t = 1; t <= n_turns; ++t) {
     auto field = [turn, t](double (*f)(const TurnStats&)) {
-      return [turn, t, f](const Summary& s) { const TurnStats* ts = turn(s, t); return ts ? f(*ts) : 0.0; };
+      return [turn, t, f](const Summary& s) {
+        const TurnStats* ts = turn(s, t);
+        return ts ? f(*ts) : 0.0;
+      };
     };
-    rows.push_back({fmt::format("turn {} prompt tokens (mean)", t), field([](const TurnStats& x) { return x.mean_prompt_tokens; }), 0});
-    rows.push_back({fmt::format("turn {} cached share", t), field([](const TurnStats& x) { return x.cached_share; }), 3});
-    rows.push_back({fmt::format("turn {} TTFT p50 ms", t), field([](const TurnStats& x) { return x.ttft_ms.p50; }), 1});
-    rows.push_back({fmt::format("turn {} TTFT p90 ms", t), field([](const TurnStats& x) { return x.ttft_ms.p90; }), 1});
-    rows.push_back({fmt::format("turn {} TTFT p99 ms", t), field([](const TurnStats& x) { return x.ttft_ms.p99; }), 1});
+    rows.push_back({fmt::format("turn {} prompt tokens (mean)", t),
+                    field([](const TurnStats& x) { return x.mean_prompt_tokens; }), 0});
+    rows.push_back({fmt::format("turn {} cached share", t),
+                    field([](const TurnStats& x) { return x.cached_share; }), 3});
+    rows.push_back({fmt::format("turn {} TTFT p50 ms", t),
+                    field([](const TurnStats& x) { return x.ttft_ms.p50; }), 1});
+    rows.push_back({fmt::format("turn {} TTFT p90 ms", t),
+                    field([](const TurnStats& x) { return x.ttft_ms.p90; }), 1});
+    rows.push_back({fmt::format("turn {} TTFT p99 ms", t),
+                    field([](const TurnStats& x) { return x.ttft_ms.p99; }), 1});
   }
   rows.push_back({"TTFT p50 ms (all turns)", [](const Summary& s) { return s.ttft_ms.p50; }, 1});
   rows.push_back({"E2E p50 ms", [](const Summary& s) { return s.e2e_ms.p50; }, 1});
@@ -44,12 +56,16 @@ std::vector<Row> table_rows(int n_turns) {
   rows.push_back({"requests", [](const Summary& s) { return double(s.n_requests); }, 0});
   rows.push_back({"errors", [](const Summary& s) { return double(s.n_errors); }, 0});
   rows.push_back({"prompt tokens", [](const Summary& s) { return double(s.prompt_tokens); }, 0});
-  rows.push_back({"cached prompt tokens", [](const Summary& s) { return double(s.cached_tokens); }, 0});
-  rows.push_back({"completion tokens", [](const Summary& s) { return double(s.completion_tokens); }, 0});
+  rows.push_back(
+      {"cached prompt tokens", [](const Summary& s) { return double(s.cached_tokens); }, 0});
+  rows.push_back(
+      {"completion tokens", [](const Summary& s) { return double(s.completion_tokens); }, 0});
   rows.push_back({"cached-token share", [](const Summary& s) { return s.cached_share; }, 3});
-  rows.push_back({"prompt tokens / approx tokens sent", [](const Summary& s) { return s.tokens_per_approx; }, 3});
+  rows.push_back({"prompt tokens / approx tokens sent",
+                  [](const Summary& s) { return s.tokens_per_approx; }, 3});
   rows.push_back({"wall s", [](const Summary& s) { return s.busy_s; }, 1});
-  rows.push_back({"effective tok/s (in+out)", [](const Summary& s) { return s.effective_tok_s; }, 1});
+  rows.push_back(
+      {"effective tok/s (in+out)", [](const Summary& s) { return s.effective_tok_s; }, 1});
   rows.push_back({"generated tok/s", [](const Summary& s) { return s.generated_tok_s; }, 2});
   return rows;
 }
@@ -160,9 +176,10 @@ Json to_json(const Summary& s) {
 }
 
 std::string format_table(const WorkloadSpec& spec, const std::vector<Summary>& sums) {
-  std::string out = fmt::format("workload {}: agents={} turns={} system~{} turn~{} gen={} rounds={} seed={}\n",
-                                spec.name, spec.n_agents, spec.n_turns, spec.system_tokens,
-                                spec.turn_tokens, spec.gen_tokens, spec.n_rounds, spec.seed);
+  std::string out =
+      fmt::format("workload {}: agents={} turns={} system~{} turn~{} gen={} rounds={} seed={}\n",
+                  spec.name, spec.n_agents, spec.n_turns, spec.system_tokens, spec.turn_tokens,
+                  spec.gen_tokens, spec.n_rounds, spec.seed);
   for (const auto& s : sums) out += fmt::format("  {} = {}\n", s.label, s.url);
   out += "\n| metric |";
   for (const auto& s : sums) out += fmt::format(" {} |", s.label);
@@ -173,7 +190,8 @@ std::string format_table(const WorkloadSpec& spec, const std::vector<Summary>& s
   for (const Row& row : table_rows(spec.n_turns)) {
     out += fmt::format("| {} |", row.name);
     for (const auto& s : sums) out += fmt::format(" {:.{}f} |", row.get(s), row.decimals);
-    if (sums.size() == 2) out += fmt::format(" {} |", ratio_text(row.get(sums[0]), row.get(sums[1])));
+    if (sums.size() == 2)
+      out += fmt::format(" {} |", ratio_text(row.get(sums[0]), row.get(sums[1])));
     out += "\n";
   }
   return out;
@@ -194,12 +212,13 @@ Json report_json(const WorkloadSpec& spec, const RunLimits& limits, const RunRes
     t["requests"] = reqs;
     targets.push_back(std::move(t));
   }
-  Json j = {{"tool", "tempo9 bench"},
-            {"workload", to_json(spec)},
-            {"limits", {{"max_requests", limits.max_requests}, {"max_seconds", limits.max_seconds}}},
-            {"wall_s", run.wall_s},
-            {"stop_reason", run.stop_reason.empty() ? Json() : Json(run.stop_reason)},
-            {"targets", targets}};
+  Json j = {
+      {"tool", "tempo9 bench"},
+      {"workload", to_json(spec)},
+      {"limits", {{"max_requests", limits.max_requests}, {"max_seconds", limits.max_seconds}}},
+      {"wall_s", run.wall_s},
+      {"stop_reason", run.stop_reason.empty() ? Json() : Json(run.stop_reason)},
+      {"targets", targets}};
   if (sums.size() == 2) {
     Json ratio = Json::object();
     for (const Row& row : table_rows(spec.n_turns)) {

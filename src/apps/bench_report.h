@@ -35,9 +35,9 @@ struct Summary {
   int n_requests = 0, n_errors = 0;
   double busy_s = 0;  // wall time of this target's phases (the throughput denominator)
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0, approx_tokens_sent = 0;
-  double effective_tok_s = 0;  // (prompt + completion tokens) / busy_s
-  double generated_tok_s = 0;  // completion tokens / busy_s
-  double cached_share = 0;     // cached / prompt tokens
+  double effective_tok_s = 0;    // (prompt + completion tokens) / busy_s
+  double generated_tok_s = 0;    // completion tokens / busy_s
+  double cached_share = 0;       // cached / prompt tokens
   double tokens_per_approx = 0;  // prompt tokens / approx tokens sent (template included)
   Percentiles ttft_ms, e2e_ms, itl_ms;
   std::vector<TurnStats> turns;

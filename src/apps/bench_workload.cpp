@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <type_traits>
 #include <string_view>
+#include <type_traits>
 
 namespace t9::apps::bench {
 namespace {
@@ -14,19 +14,19 @@ using Json = nlohmann::json;
 // Common short English words: with a leading space each is one token in GPT-2-style and
 // SentencePiece vocabularies, so word counts stay close to token counts.
 constexpr std::array<std::string_view, 128> kWords = {
-    "the",    "of",    "and",   "to",    "in",    "is",    "was",   "it",    "for",   "on",
-    "are",    "as",    "with",  "his",   "they",  "at",    "be",    "this",  "have",  "from",
-    "or",     "one",   "had",   "by",    "word",  "but",   "not",   "what",  "all",   "were",
-    "we",     "when",  "your",  "can",   "said",  "there", "use",   "an",    "each",  "which",
-    "she",    "do",    "how",   "their", "if",    "will",  "up",    "other", "about", "out",
-    "many",   "then",  "them",  "these", "so",    "some",  "her",   "would", "make",  "like",
-    "him",    "into",  "time",  "has",   "look",  "two",   "more",  "write", "go",    "see",
-    "number", "no",    "way",   "could", "people", "my",   "than",  "first", "water", "been",
-    "call",   "who",   "oil",   "its",   "now",   "find",  "long",  "down",  "day",   "did",
-    "get",    "come",  "made",  "may",   "part",  "file",  "code",  "test",  "run",   "build",
-    "list",   "value", "error", "line",  "data",  "user",  "name",  "path",  "read",  "open",
-    "close",  "start", "stop",  "check", "send",  "text",  "page",  "order", "set",   "new",
-    "old",    "last",  "next",  "small", "large", "fast",  "slow",  "good"};
+    "the",    "of",    "and",   "to",    "in",     "is",    "was",  "it",    "for",   "on",
+    "are",    "as",    "with",  "his",   "they",   "at",    "be",   "this",  "have",  "from",
+    "or",     "one",   "had",   "by",    "word",   "but",   "not",  "what",  "all",   "were",
+    "we",     "when",  "your",  "can",   "said",   "there", "use",  "an",    "each",  "which",
+    "she",    "do",    "how",   "their", "if",     "will",  "up",   "other", "about", "out",
+    "many",   "then",  "them",  "these", "so",     "some",  "her",  "would", "make",  "like",
+    "him",    "into",  "time",  "has",   "look",   "two",   "more", "write", "go",    "see",
+    "number", "no",    "way",   "could", "people", "my",    "than", "first", "water", "been",
+    "call",   "who",   "oil",   "its",   "now",    "find",  "long", "down",  "day",   "did",
+    "get",    "come",  "made",  "may",   "part",   "file",  "code", "test",  "run",   "build",
+    "list",   "value", "error", "line",  "data",   "user",  "name", "path",  "read",  "open",
+    "close",  "start", "stop",  "check", "send",   "text",  "page", "order", "set",   "new",
+    "old",    "last",  "next",  "small", "large",  "fast",  "slow", "good"};
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -52,7 +52,9 @@ std::string tool_definition(uint64_t seed, int index) {
   return tool.dump();
 }
 
-Json message_json(const ChatMessage& m) { return {{"role", m.role}, {"content", m.content}}; }
+Json message_json(const ChatMessage& m) {
+  return {{"role", m.role}, {"content", m.content}};
+}
 
 }  // namespace
 
@@ -98,7 +100,8 @@ int approx_tokens(const std::string& text) {
 }
 
 std::string system_prompt(const WorkloadSpec& spec, int round, int agent) {
-  const uint64_t base = mix_seed(spec.seed + static_cast<uint64_t>(round), spec.shared_system ? 0 : agent + 1);
+  const uint64_t base =
+      mix_seed(spec.seed + static_cast<uint64_t>(round), spec.shared_system ? 0 : agent + 1);
   std::string out = "Run " + spec.run_id + ". You are a coding agent. You can call these tools:\n";
   // About a third of the budget goes to tool definitions (~95 tokens each), the rest to prose.
   const int tool_budget = spec.system_tokens / 3;
@@ -118,7 +121,8 @@ Json AgentConversation::request(int turn, const std::string& model, const std::s
   ChatMessage msg;
   if (turn >= 2 && spec_.tool_results) {
     msg.role = "tool";
-    msg.content = "Result of call " + std::to_string(turn - 1) + ": " + pseudo_text(s, spec_.turn_tokens);
+    msg.content =
+        "Result of call " + std::to_string(turn - 1) + ": " + pseudo_text(s, spec_.turn_tokens);
   } else {
     msg.role = "user";
     msg.content = pseudo_text(s, spec_.turn_tokens);
@@ -126,7 +130,8 @@ Json AgentConversation::request(int turn, const std::string& model, const std::s
   history_.push_back(std::move(msg));
 
   Json messages = Json::array();
-  messages.push_back({{"role", "system"}, {"content", salt.empty() ? system_ : salt + "\n" + system_}});
+  messages.push_back(
+      {{"role", "system"}, {"content", salt.empty() ? system_ : salt + "\n" + system_}});
   last_approx_ = approx_tokens(messages[0]["content"].get_ref<const std::string&>());
   for (const auto& m : history_) {
     messages.push_back(message_json(m));
@@ -197,9 +202,10 @@ Result<WorkloadSpec> parse_spec_json(const std::string& text, WorkloadSpec s) {
       "rounds", "seed",   "shared_system", "salt_per_request", "tool_results", "temperature"};
   for (const auto& [key, _] : j.items())
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
-      return error("spec field '{}': unknown (known: name, agents, turns, system_tokens, turn_tokens, "
-                   "gen_tokens, rounds, seed, shared_system, salt_per_request, tool_results, temperature)",
-                   key);
+      return error(
+          "spec field '{}': unknown (known: name, agents, turns, system_tokens, turn_tokens, "
+          "gen_tokens, rounds, seed, shared_system, salt_per_request, tool_results, temperature)",
+          key);
   T9_TRY(read_field(j, "name", s.name));
   T9_TRY(read_field(j, "agents", s.n_agents));
   T9_TRY(read_field(j, "turns", s.n_turns));

@@ -30,9 +30,9 @@ struct WorkloadSpec {
   int gen_tokens = 128;         // max_tokens per request (ignore_eos is also sent)
   int n_rounds = 1;             // rounds run one after another; round r uses seed + r
   uint64_t seed = 1;
-  bool shared_system = true;     // all agents of a round share one system prompt (else one each)
-  bool salt_per_request = false; // a unique salt opens every prompt: no prefix is shared
-  bool tool_results = true;      // turn >= 2 messages have role "tool" (else "user")
+  bool shared_system = true;      // all agents of a round share one system prompt (else one each)
+  bool salt_per_request = false;  // a unique salt opens every prompt: no prefix is shared
+  bool tool_results = true;       // turn >= 2 messages have role "tool" (else "user")
   double temperature = 0.0;
   std::string run_id;  // opens every system prompt so a rerun cannot reuse an earlier run's cache
 };

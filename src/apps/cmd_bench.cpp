@@ -55,7 +55,8 @@ Result<WorkloadSpec> build_spec(const BenchOptions& o) {
   if (o.o_temp->count()) s.temperature = f.temperature;
   s.run_id = o.run_id;
   if (s.run_id.empty())
-    s.run_id = fmt::format("{:x}", std::chrono::system_clock::now().time_since_epoch().count() & 0xffffffffffull);
+    s.run_id = fmt::format(
+        "{:x}", std::chrono::system_clock::now().time_since_epoch().count() & 0xffffffffffull);
   T9_TRY(bench::validate(s));
   return s;
 }
@@ -66,7 +67,8 @@ Status probe_target(bench::Target& t, const std::string& model) {
   cli.set_connection_timeout(5, 0);
   cli.set_read_timeout(30, 0);
   auto res = cli.Get("/v1/models");
-  if (!res) return error("{}: cannot reach the server ({})", t.url, httplib::to_string(res.error()));
+  if (!res)
+    return error("{}: cannot reach the server ({})", t.url, httplib::to_string(res.error()));
   if (res->status != 200) return error("{}: GET /v1/models answered HTTP {}", t.url, res->status);
   t.model = model;
   if (t.model.empty()) {
@@ -95,15 +97,18 @@ std::string find_plot_script() {
 std::string find_python(const std::string& script) {
   if (const char* e = std::getenv("TEMPO9_PYTHON")) return e;
   std::error_code ec;
-  const fs::path venv = fs::absolute(script, ec).parent_path().parent_path() / ".venv" / "bin" / "python";
+  const fs::path venv =
+      fs::absolute(script, ec).parent_path().parent_path() / ".venv" / "bin" / "python";
   return fs::exists(venv, ec) ? venv.string() : "python3";
 }
 
 int run_plot(const std::string& json_path, const std::string& png_path) {
   const std::string script = find_plot_script();
   if (script.empty()) {
-    std::fprintf(stderr, "tempo9 bench: bench/plot_bench.py not found (set TEMPO9_BENCH_PLOT); run it "
-                         "yourself: python bench/plot_bench.py %s %s\n", json_path.c_str(), png_path.c_str());
+    std::fprintf(stderr,
+                 "tempo9 bench: bench/plot_bench.py not found (set TEMPO9_BENCH_PLOT); run it "
+                 "yourself: python bench/plot_bench.py %s %s\n",
+                 json_path.c_str(), png_path.c_str());
     return 1;
   }
   std::string python = find_python(script);
@@ -155,7 +160,8 @@ int bench_main(const BenchOptions& o) {
 
   std::string json_path = o.json_file;
   if (json_path.empty() && !o.plot_file.empty())
-    json_path = (fs::temp_directory_path() / fmt::format("tempo9-bench-{}.json", getpid())).string();
+    json_path =
+        (fs::temp_directory_path() / fmt::format("tempo9-bench-{}.json", getpid())).string();
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << bench::report_json(*spec, o.limits, run, sums).dump(1) << "\n";
@@ -172,28 +178,40 @@ int bench_main(const BenchOptions& o) {
 }
 
 const bool registered = register_command(Command{
-    "bench", "Agent-shaped load against OpenAI-compatible servers on this machine (and A/B compare)",
+    "bench",
+    "Agent-shaped load against OpenAI-compatible servers on this machine (and A/B compare)",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<BenchOptions>();
       WorkloadSpec& f = o->flags;
       sub.add_option("workload", o->workload, "agents | cold | single")->capture_default_str();
-      sub.add_option("--url", o->url, "server A, http://127.0.0.1:PORT (loopback only)")->required();
+      sub.add_option("--url", o->url, "server A, http://127.0.0.1:PORT (loopback only)")
+          ->required();
       sub.add_option("--compare", o->compare_url, "server B: same workload, A then B each round");
-      sub.add_option("--model", o->model, "model field of the requests (default: first of /v1/models)");
-      sub.add_option("--spec", o->spec_file, "JSON workload spec overlaid on the preset")->check(CLI::ExistingFile);
+      sub.add_option("--model", o->model,
+                     "model field of the requests (default: first of /v1/models)");
+      sub.add_option("--spec", o->spec_file, "JSON workload spec overlaid on the preset")
+          ->check(CLI::ExistingFile);
       o->o_agents = sub.add_option("-k,--agents", f.n_agents, "concurrent agents (default 4)");
       o->o_turns = sub.add_option("--turns", f.n_turns, "turns per agent per round (default 3)");
-      o->o_system = sub.add_option("--system-tokens", f.system_tokens, "shared system prompt size (default 10000)");
-      o->o_turn = sub.add_option("--turn-tokens", f.turn_tokens, "tokens appended per turn (default 300)");
-      o->o_gen = sub.add_option("--gen-tokens", f.gen_tokens, "tokens generated per turn (default 128)");
+      o->o_system = sub.add_option("--system-tokens", f.system_tokens,
+                                   "shared system prompt size (default 10000)");
+      o->o_turn =
+          sub.add_option("--turn-tokens", f.turn_tokens, "tokens appended per turn (default 300)");
+      o->o_gen =
+          sub.add_option("--gen-tokens", f.gen_tokens, "tokens generated per turn (default 128)");
       o->o_rounds = sub.add_option("--rounds", f.n_rounds, "rounds (default 1)");
       o->o_seed = sub.add_option("--seed", f.seed, "workload seed (default 1)");
-      o->o_temp = sub.add_option("--temperature", f.temperature, "sampling temperature (default 0)");
-      sub.add_option("--run-id", o->run_id, "text opening every system prompt (default: from the clock)");
+      o->o_temp =
+          sub.add_option("--temperature", f.temperature, "sampling temperature (default 0)");
+      sub.add_option("--run-id", o->run_id,
+                     "text opening every system prompt (default: from the clock)");
       sub.add_option("--json", o->json_file, "write every request and the summaries as JSON");
-      sub.add_option("--plot", o->plot_file, "PNG: TTFT by turn and throughput over time (bench/plot_bench.py)");
-      sub.add_option("--max-seconds", o->limits.max_seconds, "stop starting requests after this")->capture_default_str();
-      sub.add_option("--max-requests", o->limits.max_requests, "stop after this many requests")->capture_default_str();
+      sub.add_option("--plot", o->plot_file,
+                     "PNG: TTFT by turn and throughput over time (bench/plot_bench.py)");
+      sub.add_option("--max-seconds", o->limits.max_seconds, "stop starting requests after this")
+          ->capture_default_str();
+      sub.add_option("--max-requests", o->limits.max_requests, "stop after this many requests")
+          ->capture_default_str();
       return [o] { return bench_main(*o); };
     }});
 
