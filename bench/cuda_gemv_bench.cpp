@@ -1,0 +1,105 @@
+// CUDA matmul timing (stage 1, one batched run, no tuning): decode GEMV per weight type against
+// the measured device-to-device copy bandwidth, plus a few multi-row shapes. Host clock around N
+// enqueued calls between two syncs (each call is >10 us, above the launch rate), weights rotated
+// over enough copies to exceed the 60 MB L2. Built by scripts/device_test_ops.sh.
+#include <chrono>
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/check.h"
+
+namespace {
+
+using t9::GgmlType;
+using Clock = std::chrono::steady_clock;
+
+double seconds_per_call(t9::Backend& be, int n, const std::function<void(int)>& call) {
+  call(0);  // warm-up
+  be.sync();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) call(i);
+  be.sync();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / n;
+}
+
+t9::Buffer* must(t9::Result<t9::Buffer*> r) {
+  T9_CHECK(r.ok(), "alloc: {}", r.message());
+  return *r;
+}
+
+}  // namespace
+
+int main() {
+  using namespace t9;
+  CudaBackend be;
+  std::printf("device: %s\n", be.name().c_str());
+  std::mt19937_64 rng(12345);
+
+  // Copy ceiling: 2 GiB device to device, bytes read + written.
+  const size_t copy_bytes = size_t{2} << 30;
+  Buffer* a = must(be.alloc(copy_bytes));
+  Buffer* b = must(be.alloc(copy_bytes));
+  Tensor ta = make_tensor(a, 0, GgmlType::F16, copy_bytes / 2 / 4096, 4096);
+  Tensor tb = make_tensor(b, 0, GgmlType::F16, copy_bytes / 2 / 4096, 4096);
+  std::vector<uint8_t> junk(copy_bytes / 64);
+  for (auto& x : junk) x = static_cast<uint8_t>(rng() & 0x3B);  // finite fp16 values
+  for (size_t off = 0; off < copy_bytes; off += junk.size()) be.upload(a, off, junk.data(), junk.size());
+  const double t_copy = seconds_per_call(be, 10, [&](int) { be.copy(ta, tb); });
+  const double copy_gbs = 2.0 * copy_bytes / t_copy / 1e9;
+  std::printf("copy (F16->F16 kernel) 2 GiB: %.3f ms, %.0f GB/s (read + write)\n", t_copy * 1e3,
+              copy_gbs);
+  be.free(a);
+  be.free(b);
+
+  struct Shape {
+    int64_t n_in, n_out, n_tok;
+  };
+  const GgmlType types[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0,
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
+                            GgmlType::BF16, GgmlType::F32};
+  std::printf("%-6s %6s %6s %4s %10s %9s %7s %9s\n", "type", "n_in", "n_out", "tok", "us/call",
+              "GB/s", "%copy", "GFLOP/s");
+  for (GgmlType t : types) {
+    for (const Shape s : {Shape{4096, 14336, 1}, Shape{14336, 4096, 1}, Shape{4096, 14336, 8},
+                          Shape{4096, 14336, 512}}) {
+      if (s.n_tok == 512 && t != GgmlType::Q4_K && t != GgmlType::F16) continue;
+      const size_t wbytes = row_bytes(t, s.n_in) * static_cast<size_t>(s.n_out);
+      const int copies = static_cast<int>(std::max<size_t>(2, (200u << 20) / wbytes + 1));
+      std::vector<uint8_t> host(wbytes);
+      for (auto& x : host) x = static_cast<uint8_t>(rng());
+      if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16)
+        for (size_t i = 0; i + 1 < host.size(); i += 2) host[i + 1] &= 0x3B;  // finite values
+      std::vector<Buffer*> wb;
+      std::vector<Tensor> w;
+      for (int c = 0; c < copies; ++c) {
+        wb.push_back(must(be.upload_weights(host.data(), wbytes)));
+        w.push_back(make_tensor(wb.back(), 0, t, s.n_in, s.n_out));
+      }
+      Buffer* xb = must(be.alloc(static_cast<size_t>(s.n_in * s.n_tok) * 4));
+      Buffer* yb = must(be.alloc(static_cast<size_t>(s.n_out * s.n_tok) * 4));
+      std::vector<float> x(static_cast<size_t>(s.n_in * s.n_tok));
+      for (auto& v : x) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
+      be.upload(xb, 0, x.data(), x.size() * 4);
+      Tensor xt = make_tensor(xb, 0, GgmlType::F32, s.n_in, s.n_tok);
+      Tensor yt = make_tensor(yb, 0, GgmlType::F32, s.n_out, s.n_tok);
+      const int n = s.n_tok >= 512 ? 5 : 60;
+      const double sec = seconds_per_call(
+          be, n, [&](int i) { be.matmul(w[static_cast<size_t>(i % copies)], xt, Tensor{}, yt); });
+      const double bytes = static_cast<double>(wbytes) + 4.0 * s.n_tok * (s.n_in + s.n_out);
+      const double gbs = bytes / sec / 1e9;
+      const double gflops = 2.0 * s.n_in * s.n_out * s.n_tok / sec / 1e9;
+      std::printf("%-6s %6lld %6lld %4lld %10.1f %9.0f %6.0f%% %9.0f\n",
+                  std::string(type_name(t)).c_str(), static_cast<long long>(s.n_in),
+                  static_cast<long long>(s.n_out), static_cast<long long>(s.n_tok), sec * 1e6,
+                  gbs, 100.0 * gbs / copy_gbs, gflops);
+      for (Buffer* p : wb) be.free(p);
+      be.free(xb);
+      be.free(yb);
+    }
+  }
+  return 0;
+}

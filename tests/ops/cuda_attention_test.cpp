@@ -1,0 +1,238 @@
+// CUDA write_kv + paged attention vs a dense double-precision reference over the cache-rounded
+// K/V (shuffled block tables, GQA, sliding window, soft-capping, F16 and F32 pools, head_dim up
+// to 256), the pools vs the CPU backend's bit for bit, and batch invariance. Compiled to nothing
+// without CUDA.
+#ifdef TEMPO9_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "ops_test_util.h"
+#include "quant/half.h"
+
+namespace t9::test {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);
+
+struct Seq {
+  int n_past, n_q;
+};
+
+struct Case {
+  AttnParams p;
+  std::vector<Seq> seqs;
+  GgmlType cache;
+};
+
+struct Data {
+  std::vector<float> k, v, q;  // k, v: [n_ctx_rows, n_kv, hd] of every sequence; q: [rows, n_head, hd]
+  std::vector<int32_t> tables;
+  std::vector<AttnSeq> write_meta, attn_meta;
+  int kv_rows = 0, q_rows = 0;
+};
+
+constexpr int kPoolBlocks = 40;
+
+Data make_data(std::mt19937_64& rng, const Case& c) {
+  std::vector<int32_t> ids(kPoolBlocks);
+  for (int i = 0; i < kPoolBlocks; ++i) ids[static_cast<size_t>(i)] = i;
+  std::shuffle(ids.begin(), ids.end(), rng);
+  Data d;
+  size_t next = 0;
+  const AttnParams& p = c.p;
+  for (const Seq& s : c.seqs) {
+    const int ctx = s.n_past + s.n_q;
+    const int off = static_cast<int>(d.tables.size());
+    d.write_meta.push_back({d.kv_rows, ctx, 0, off});
+    d.attn_meta.push_back({d.q_rows, s.n_q, s.n_past, off});
+    for (int b = 0; b < (ctx + p.block_size - 1) / p.block_size; ++b)
+      d.tables.push_back(ids.at(next++));
+    d.kv_rows += ctx;
+    d.q_rows += s.n_q;
+  }
+  d.k = random_floats(rng, static_cast<size_t>(d.kv_rows * p.n_kv_head * p.head_dim));
+  d.v = random_floats(rng, static_cast<size_t>(d.kv_rows * p.n_kv_head * p.head_dim));
+  // Large queries spread the logits over ~10 so softmax, window and softcap all matter.
+  d.q = random_floats(rng, static_cast<size_t>(d.q_rows * p.n_head * p.head_dim), -3.0f, 3.0f);
+  return d;
+}
+
+std::vector<int32_t> as_ints(const std::vector<AttnSeq>& m) {
+  std::vector<int32_t> v(m.size() * 4);
+  std::memcpy(v.data(), m.data(), v.size() * 4);
+  return v;
+}
+
+struct Result2 {
+  std::vector<float> out;
+  std::vector<uint8_t> kpool, vpool;
+};
+
+Result2 run(Backend& be, const Case& c, const Data& d) {
+  DeviceArena ar(be);
+  AttnParams p = c.p;
+  p.n_seqs = static_cast<int>(c.seqs.size());
+  Tensor kc = ar.poisoned(c.cache, p.head_dim, p.n_kv_head, kPoolBlocks * p.block_size);
+  Tensor vc = ar.poisoned(c.cache, p.head_dim, p.n_kv_head, kPoolBlocks * p.block_size);
+  Tensor bt = ar.from_host(d.tables, GgmlType::I32, static_cast<int64_t>(d.tables.size()));
+  be.write_kv(ar.from_host(d.k, GgmlType::F32, p.head_dim, p.n_kv_head, d.kv_rows),
+              ar.from_host(d.v, GgmlType::F32, p.head_dim, p.n_kv_head, d.kv_rows), kc, vc,
+              ar.from_host(as_ints(d.write_meta), GgmlType::I32, 4, p.n_seqs), bt, p);
+  Tensor out = ar.poisoned(GgmlType::F32, p.head_dim, p.n_head, d.q_rows);
+  be.attention(ar.from_host(d.q, GgmlType::F32, p.head_dim, p.n_head, d.q_rows), kc, vc,
+               ar.from_host(as_ints(d.attn_meta), GgmlType::I32, 4, p.n_seqs), bt, p, out);
+  return {ar.download<float>(out), ar.download<uint8_t>(kc), ar.download<uint8_t>(vc)};
+}
+
+float round_cache(float x, GgmlType t) {
+  return t == GgmlType::F16 ? f16_to_f32(f32_to_f16(x)) : x;
+}
+
+// Checks every output against a double reference. Error budget per (row, head), u = 2^-24:
+// each logit is a head_dim-term float dot, scaled, maybe soft-capped: off by at most
+// ds = (head_dim + 4) u * scale * sum|q k| (tanh and the scale are 1-Lipschitz). Normalized
+// softmax weights then move by <= 2 ds relatively; the float sums over n keys (weights, V,
+// per-tile rescaling) add <= (2 n + tiles + 4) u relative; |v| <= 1 bounds the output's scale.
+void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got) {
+  const AttnParams& p = c.p;
+  const int group = p.n_head / p.n_kv_head;
+  double worst = 0.0;
+  for (size_t si = 0; si < c.seqs.size(); ++si) {
+    const AttnSeq& w = d.write_meta[si];
+    const AttnSeq& a = d.attn_meta[si];
+    for (int j = 0; j < a.n_q; ++j) {
+      const int pos = a.n_past + j;
+      const int lo = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+      for (int h = 0; h < p.n_head; ++h) {
+        const float* q = &d.q[static_cast<size_t>(((a.q_begin + j) * p.n_head + h) * p.head_dim)];
+        std::vector<double> sc;
+        double max_abs_dot = 0.0;
+        for (int kp = lo; kp <= pos; ++kp) {
+          const size_t kr =
+              static_cast<size_t>(((w.q_begin + kp) * p.n_kv_head + h / group) * p.head_dim);
+          double dot = 0.0, adot = 0.0;
+          for (int e = 0; e < p.head_dim; ++e) {
+            const double t = double(q[e]) * round_cache(d.k[kr + static_cast<size_t>(e)], c.cache);
+            dot += t;
+            adot += std::fabs(t);
+          }
+          dot *= p.scale;
+          if (p.softcap > 0) dot = p.softcap * std::tanh(dot / p.softcap);
+          sc.push_back(dot);
+          max_abs_dot = std::max(max_abs_dot, adot * p.scale);
+        }
+        const double mx = *std::max_element(sc.begin(), sc.end());
+        std::vector<double> ref(static_cast<size_t>(p.head_dim), 0.0);
+        double sum = 0.0;
+        for (int kp = lo; kp <= pos; ++kp) {
+          const double wt = std::exp(sc[static_cast<size_t>(kp - lo)] - mx);
+          sum += wt;
+          const size_t vr =
+              static_cast<size_t>(((w.q_begin + kp) * p.n_kv_head + h / group) * p.head_dim);
+          for (int e = 0; e < p.head_dim; ++e)
+            ref[static_cast<size_t>(e)] += wt * round_cache(d.v[vr + static_cast<size_t>(e)], c.cache);
+        }
+        const int n = pos - lo + 1;
+        const double ds = (p.head_dim + 4) * kU * max_abs_dot;
+        const double tol = 2 * ds + (2 * n + n / 64 + 8) * kU;
+        for (int e = 0; e < p.head_dim; ++e) {
+          const double r = ref[static_cast<size_t>(e)] / sum;
+          const float g =
+              got[static_cast<size_t>(((a.q_begin + j) * p.n_head + h) * p.head_dim + e)];
+          ASSERT_LE(std::fabs(g - r), tol) << "seq " << si << " q " << j << " head " << h
+                                           << " dim " << e << " got " << g << " ref " << r;
+          worst = std::max(worst, std::fabs(g - r) / tol);
+        }
+      }
+    }
+  }
+  std::printf("[cuda attention] head_dim %d worst err/bound %.3g\n", p.head_dim, worst);
+  EXPECT_GT(worst, 0.0);
+}
+
+void check_case(const Case& c) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  auto rng = test_rng();
+  const Data d = make_data(rng, c);
+  CudaBackend gpu;
+  CpuBackend cpu(CpuBackendConfig{2, std::nullopt});
+  const Result2 g = run(gpu, c, d);
+  const Result2 h = run(cpu, c, d);
+  // write_kv stores the same rounded values in the same slots (unwritten slots keep the poison).
+  EXPECT_EQ(g.kpool, h.kpool);
+  EXPECT_EQ(g.vpool, h.vpool);
+  check_vs_dense(c, d, g.out);
+}
+
+Case base(GgmlType cache, int head_dim) {
+  Case c;
+  c.p.n_head = 8;
+  c.p.n_kv_head = 2;
+  c.p.head_dim = head_dim;
+  c.p.block_size = 16;
+  c.p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  // Chunked prefill, a fresh prompt, a decode step past several tiles of 64 keys, and another
+  // chunk: contexts up to 201 keys over 13 blocks.
+  c.seqs = {{20, 3}, {0, 9}, {200, 1}, {131, 4}};
+  c.cache = cache;
+  c.p.max_ctx = 201;
+  return c;
+}
+
+TEST(CudaAttention, F16PoolGqaHeadDims) {
+  for (int hd : {64, 128, 256}) {
+    SCOPED_TRACE(hd);
+    check_case(base(GgmlType::F16, hd));
+  }
+}
+
+TEST(CudaAttention, SlidingWindowSoftcapF32Pool) {
+  Case c = base(GgmlType::F32, 128);
+  c.p.sliding_window = 70;
+  c.p.softcap = 5.0f;
+  check_case(c);
+}
+
+TEST(CudaAttention, MultiQueryOneKvHead) {
+  Case c = base(GgmlType::F16, 64);
+  c.p.n_kv_head = 1;
+  c.p.sliding_window = 17;
+  check_case(c);
+}
+
+// A sequence's output is the same bits whether it runs alone or after other sequences.
+TEST(CudaAttention, BatchInvariant) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  auto rng = test_rng();
+  const Case both = base(GgmlType::F16, 128);
+  const Data d = make_data(rng, both);
+  CudaBackend gpu;
+  const auto batched = run(gpu, both, d).out;
+  // Alone: the last sequence, its K/V rows and queries moved to the front.
+  Case one = both;
+  one.seqs = {both.seqs.back()};
+  Data d1;
+  const AttnSeq& w = d.write_meta.back();
+  const AttnSeq& a = d.attn_meta.back();
+  const size_t kv_row = static_cast<size_t>(both.p.n_kv_head * both.p.head_dim);
+  const size_t q_row = static_cast<size_t>(both.p.n_head * both.p.head_dim);
+  d1.k.assign(d.k.begin() + w.q_begin * kv_row, d.k.begin() + (w.q_begin + w.n_q) * kv_row);
+  d1.v.assign(d.v.begin() + w.q_begin * kv_row, d.v.begin() + (w.q_begin + w.n_q) * kv_row);
+  d1.q.assign(d.q.begin() + a.q_begin * q_row, d.q.begin() + (a.q_begin + a.n_q) * q_row);
+  d1.tables = d.tables;
+  d1.write_meta = {{0, w.n_q, 0, w.block_table_offset}};
+  d1.attn_meta = {{0, a.n_q, a.n_past, a.block_table_offset}};
+  d1.kv_rows = w.n_q;
+  d1.q_rows = a.n_q;
+  const auto alone = run(gpu, one, d1).out;
+  for (size_t i = 0; i < alone.size(); ++i)
+    ASSERT_EQ(float_bits(alone[i]), float_bits(batched[a.q_begin * q_row + i])) << i;
+  ASSERT_FALSE(std::isnan(alone[0]));
+}
+
+}  // namespace
+}  // namespace t9::test
+
+#endif  // TEMPO9_HAVE_CUDA

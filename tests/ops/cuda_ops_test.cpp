@@ -1,0 +1,403 @@
+// CUDA backend ops vs the CPU backend and the quant/dequantize.h oracle, on fresh random inputs
+// (seed printed; TEMPO9_TEST_SEED reproduces), outputs NaN-poisoned before every op. Compiled to
+// nothing without CUDA; on a CUDA build with no GPU the tests fail (they never skip).
+#ifdef TEMPO9_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "ops_test_util.h"
+#include "quant/dequantize.h"
+#include "quant/half.h"
+
+namespace t9::test {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
+
+const GgmlType kWeightTypes[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                 GgmlType::Q8_0,  GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                                 GgmlType::Q5_K,  GgmlType::Q6_K, GgmlType::IQ4_NL,
+                                 GgmlType::IQ4_XS, GgmlType::F16, GgmlType::BF16, GgmlType::F32};
+
+class Cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+    be_ = std::make_unique<CudaBackend>();
+  }
+  std::unique_ptr<CudaBackend> be_;
+  CpuBackend cpu_{CpuBackendConfig{2, std::nullopt}};
+};
+
+// Offsets of each format's fp16 scales (quant/blocks.h); the other bytes stay random codes.
+std::vector<int> scale_offsets(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+      return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return {0, 2};
+    case GgmlType::Q2_K:
+      return {80, 82};
+    case GgmlType::Q3_K:
+      return {108};
+    case GgmlType::Q6_K:
+      return {208};
+    default:
+      return {};
+  }
+}
+
+// Random weights [n_out, n_in] with realistic fp16 scales (dequantized values O(0.01..1)).
+std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in,
+                                    int64_t n_out) {
+  std::vector<uint8_t> w(row_bytes(t, n_in) * static_cast<size_t>(n_out));
+  if (!traits(t).quantized) {
+    const auto v = random_floats(rng, static_cast<size_t>(n_in * n_out));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t == GgmlType::F32) {
+        std::memcpy(&w[4 * i], &v[i], 4);
+      } else {
+        const uint16_t h = t == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+        std::memcpy(&w[2 * i], &h, 2);
+      }
+    }
+    return w;
+  }
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const auto& tr = traits(t);
+  const float mag = tr.block_elems == 256 ? 0.004f : 0.05f;
+  std::uniform_real_distribution<float> scale(0.25f * mag, mag);
+  for (size_t blk = 0; blk < w.size() / tr.block_bytes; ++blk) {
+    for (int off : scale_offsets(t)) {
+      const float v = (rng() & 1) && off == 0 ? -scale(rng) : scale(rng);  // mins stay >= 0
+      const uint16_t h = f32_to_f16(v);
+      std::memcpy(&w[blk * tr.block_bytes + static_cast<size_t>(off)], &h, 2);
+    }
+  }
+  return w;
+}
+
+// ---- matmul ----
+
+struct MatmulCase {
+  int64_t n_in, n_out, n_tok;
+  bool bias;
+};
+
+// y vs a double reference over the oracle-dequantized weights. The CUDA kernel multiplies by F32
+// activations (no 8-bit rounding) and sums in some fixed order, so the only error is float
+// accumulation: at most (n_in + 2) roundings of u relative to sum|w*x| + |y| for ANY order,
+// plus the bias add. Returns the worst err / bound.
+double check_matmul(CudaBackend& be, std::mt19937_64& rng, GgmlType t, const MatmulCase& c) {
+  DeviceArena arena(be);
+  const auto wb = random_weights(rng, t, c.n_in, c.n_out);
+  const auto x = random_floats(rng, static_cast<size_t>(c.n_in * c.n_tok), -2.0f, 2.0f);
+  const auto bias = random_floats(rng, static_cast<size_t>(c.n_out));
+  Tensor yt = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
+  be.matmul(arena.weights(wb, t, c.n_in, c.n_out), arena.from_host(x, GgmlType::F32, c.n_in, c.n_tok),
+            c.bias ? arena.from_host(bias, GgmlType::F32, c.n_out) : Tensor{}, yt);
+  const auto y = arena.download<float>(yt);
+  std::vector<float> wf(static_cast<size_t>(c.n_in * c.n_out));
+  dequantize_row(t, wb.data(), wf.data(), c.n_in * c.n_out);
+  double worst = 0.0;
+  for (int64_t tok = 0; tok < c.n_tok; ++tok) {
+    for (int64_t o = 0; o < c.n_out; ++o) {
+      double ref = c.bias ? bias[static_cast<size_t>(o)] : 0.0, abs_sum = 0.0;
+      for (int64_t k = 0; k < c.n_in; ++k) {
+        const double p = static_cast<double>(wf[static_cast<size_t>(o * c.n_in + k)]) *
+                         x[static_cast<size_t>(tok * c.n_in + k)];
+        ref += p;
+        abs_sum += std::fabs(p);
+      }
+      const double bound = (c.n_in + 2) * kU * (abs_sum + std::fabs(ref));
+      const float got = y[static_cast<size_t>(tok * c.n_out + o)];
+      const double err = std::fabs(got - ref);
+      EXPECT_LE(err, bound) << type_name(t) << " [" << c.n_tok << "x" << c.n_in << "] tok " << tok
+                            << " out " << o << " got " << got << " ref " << ref;
+      if (!(err <= bound)) return INFINITY;
+      worst = std::max(worst, err / bound);
+    }
+  }
+  return worst;
+}
+
+TEST_F(Cuda, MatmulEveryTypeMatchesDequantizedReference) {
+  auto rng = test_rng();
+  for (GgmlType t : kWeightTypes) {
+    SCOPED_TRACE(type_name(t));
+    double worst = 0.0;
+    // Decode (1 row), a partial token tile (5), several tiles with a tail (19); 37 and 67
+    // outputs leave partial blocks of 4 warps; 1024 gives each lane a whole number of chunks,
+    // 512 and 768 leave lanes idle.
+    for (const MatmulCase& c : {MatmulCase{1024, 67, 1, false}, MatmulCase{512, 37, 5, false},
+                                MatmulCase{768, 9, 19, true}, MatmulCase{4096, 8, 2, true}})
+      worst = std::max(worst, check_matmul(*be_, rng, t, c));
+    if (!traits(t).quantized)  // float weights take any row length: a 32-element tail
+      worst = std::max(worst, check_matmul(*be_, rng, t, {100, 7, 3, true}));
+    std::printf("[cuda matmul] %-7s worst err/bound %.3g\n", std::string(type_name(t)).c_str(), worst);
+    EXPECT_GT(worst, 0.0) << "outputs equal to the reference everywhere: inputs are not random?";
+  }
+}
+
+// Row 3 of 8 and of 19 (two kernel shapes: one tile and several) equals that row alone (the
+// 1-row kernel), bit for bit.
+TEST_F(Cuda, MatmulBatchInvariant) {
+  auto rng = test_rng();
+  const int64_t n_in = 768, n_out = 70;
+  for (GgmlType t : kWeightTypes) {
+    SCOPED_TRACE(type_name(t));
+    DeviceArena arena(*be_);
+    const auto wb = random_weights(rng, t, n_in, n_out);
+    Tensor w = arena.weights(wb, t, n_in, n_out);
+    const auto x = random_floats(rng, static_cast<size_t>(n_in * 19), -3.0f, 3.0f);
+    std::vector<float> x3(x.begin() + 3 * n_in, x.begin() + 4 * n_in);
+    Tensor ya = arena.poisoned(GgmlType::F32, n_out, 1);
+    be_->matmul(w, arena.from_host(x3, GgmlType::F32, n_in, 1), Tensor{}, ya);
+    const auto alone = arena.download<float>(ya);
+    for (int64_t n_tok : {8, 19}) {
+      std::vector<float> xb(x.begin(), x.begin() + n_tok * n_in);
+      Tensor yb = arena.poisoned(GgmlType::F32, n_out, n_tok);
+      be_->matmul(w, arena.from_host(xb, GgmlType::F32, n_in, n_tok), Tensor{}, yb);
+      const auto batch = arena.download<float>(yb);
+      for (int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(float_bits(alone[static_cast<size_t>(o)]),
+                  float_bits(batch[static_cast<size_t>(3 * n_out + o)]))
+            << "n_tok " << n_tok << " out " << o;
+    }
+    ASSERT_FALSE(std::isnan(alone[0]));
+  }
+}
+
+// ---- get_rows, copy ----
+
+// Dequantization is exact arithmetic on the same fp16 scales with the oracle's rounding order
+// (no fused multiply-adds), so rows match the oracle bit for bit.
+TEST_F(Cuda, GetRowsEveryTypeBitExact) {
+  auto rng = test_rng();
+  const int64_t n_embd = 512, n_vocab = 23;
+  for (GgmlType t : kWeightTypes) {
+    SCOPED_TRACE(type_name(t));
+    DeviceArena arena(*be_);
+    const auto wb = random_weights(rng, t, n_embd, n_vocab);
+    std::vector<int32_t> ids = {22, 0, 5, 5, 17};
+    Tensor out = arena.poisoned(GgmlType::F32, n_embd, 5);
+    be_->get_rows(arena.weights(wb, t, n_embd, n_vocab),
+                  arena.from_host(ids, GgmlType::I32, 5), out);
+    const auto got = arena.download<float>(out);
+    std::vector<float> ref(static_cast<size_t>(n_embd));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      dequantize_row(t, wb.data() + row_bytes(t, n_embd) * static_cast<size_t>(ids[i]),
+                     ref.data(), n_embd);
+      for (int64_t e = 0; e < n_embd; ++e)
+        ASSERT_EQ(float_bits(got[i * n_embd + e]), float_bits(ref[e])) << "row " << i << " " << e;
+    }
+  }
+}
+
+using CudaDeathTest = Cuda;
+
+TEST_F(CudaDeathTest, GetRowsBadIdFailsAtSync) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        CudaBackend be;
+        DeviceArena arena(be);
+        std::vector<float> table(64 * 4, 1.0f);
+        Tensor tt = arena.from_host(table, GgmlType::F32, 64, 4);
+        Tensor out = arena.poisoned(GgmlType::F32, 64, 1);
+        be.get_rows(tt, arena.from_host(std::vector<int32_t>{4}, GgmlType::I32, 1), out);
+        be.sync();
+      },
+      "bad indices");
+}
+
+// Casts round to nearest even on both backends: bit-exact, also from a strided view.
+TEST_F(Cuda, CopyCastsBitExact) {
+  auto rng = test_rng();
+  DeviceArena ga(*be_), ca(cpu_);
+  const auto x = random_floats(rng, 96 * 10, -70000.0f, 70000.0f);  // beyond fp16's range too
+  for (GgmlType to : {GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+    Tensor gx = view_rows(ga.from_host(x, GgmlType::F32, 96, 10), 2, 5);
+    Tensor cx = view_rows(ca.from_host(x, GgmlType::F32, 96, 10), 2, 5);
+    Tensor gy = ga.poisoned(to, 96, 5), cy = ca.poisoned(to, 96, 5);
+    be_->copy(gx, gy);
+    cpu_.copy(cx, cy);
+    Tensor gback = ga.poisoned(GgmlType::F32, 96, 5);
+    be_->copy(gy, gback);
+    EXPECT_EQ(ga.download<uint8_t>(gy), ca.download<uint8_t>(cy)) << type_name(to);
+    Tensor cback = ca.poisoned(GgmlType::F32, 96, 5);
+    cpu_.copy(cy, cback);
+    EXPECT_EQ(ga.download<uint8_t>(gback), ca.download<uint8_t>(cback)) << type_name(to);
+  }
+}
+
+// ---- row ops vs the CPU backend ----
+
+// |got - ref| <= rel * |ref| + abs, element by element.
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double rel,
+                  double abs, const char* what) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - ref[i]), rel * std::fabs(ref[i]) + abs)
+        << what << " element " << i << " got " << got[i] << " ref " << ref[i];
+}
+
+TEST_F(Cuda, ElementwiseMatchCpu) {
+  auto rng = test_rng();
+  DeviceArena ga(*be_), ca(cpu_);
+  const int64_t d = 300, n = 7;
+  const auto a = random_floats(rng, d * n, -4.0f, 4.0f);
+  const auto b = random_floats(rng, d * n, -4.0f, 4.0f);
+  const auto row = random_floats(rng, d, -2.0f, 2.0f);
+  auto run = [&](auto&& op) {
+    Tensor gy = ga.poisoned(GgmlType::F32, d, n), cy = ca.poisoned(GgmlType::F32, d, n);
+    op(*be_, ga, gy);
+    op(cpu_, ca, cy);
+    return std::pair{ga.download<float>(gy), ca.download<float>(cy)};
+  };
+  // add/mul/scale are single IEEE operations: bit-exact.
+  for (int which = 0; which < 5; ++which) {
+    auto [g, c] = run([&](Backend& be, DeviceArena& ar, const Tensor& y) {
+      Tensor at = ar.from_host(a, GgmlType::F32, d, n);
+      if (which == 0) be.add(at, ar.from_host(b, GgmlType::F32, d, n), y);
+      if (which == 1) be.add(at, ar.from_host(row, GgmlType::F32, d), y);
+      if (which == 2) be.mul(at, ar.from_host(b, GgmlType::F32, d, n), y);
+      if (which == 3) be.mul(at, ar.from_host(row, GgmlType::F32, d), y);
+      if (which == 4) be.scale(at, 0.37f, y);
+    });
+    expect_close(g, c, 0.0, 0.0, "add/mul/scale");
+  }
+  // Transcendentals: CUDA's expf/tanhf are within 2 ulp, glibc's within 1, so each differs by
+  // <= 3 ulp (4e-7 relative); silu/gelu/glu chain 2-3 of them, and 1 + tanh near -1 turns a
+  // tanh ulp into an absolute 1.2e-7 * |x| (|x| <= 4). 4e-6 relative + 2e-6 absolute is > 2x that.
+  for (int which = 0; which < 5; ++which) {
+    auto [g, c] = run([&](Backend& be, DeviceArena& ar, const Tensor& y) {
+      Tensor at = ar.from_host(a, GgmlType::F32, d, n);
+      Tensor bt = ar.from_host(b, GgmlType::F32, d, n);
+      if (which == 0) be.unary(at, UnaryKind::kSilu, y);
+      if (which == 1) be.unary(at, UnaryKind::kGeluTanh, y);
+      if (which == 2) be.glu(at, bt, GluKind::kSwiGLU, y);
+      if (which == 3) be.glu(at, bt, GluKind::kGeGLU, y);
+      if (which == 4) be.softcap(at, 3.0f, y);
+    });
+    expect_close(g, c, 4e-6, 2e-6, "activation");
+  }
+}
+
+TEST_F(Cuda, RmsNormSoftmaxMatchCpu) {
+  auto rng = test_rng();
+  DeviceArena ga(*be_), ca(cpu_);
+  const int64_t d = 2048 + 96, n = 5;
+  const auto x = random_floats(rng, d * n, -3.0f, 3.0f);
+  const auto w = random_floats(rng, d);
+  for (int which = 0; which < 4; ++which) {
+    std::vector<float> out[2];
+    int i = 0;
+    for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+      DeviceArena& ar = i == 0 ? ga : ca;
+      Tensor xt = ar.from_host(x, GgmlType::F32, d, n);
+      Tensor y = which == 3 ? xt : ar.poisoned(GgmlType::F32, d, n);  // softmax in place
+      if (which == 0) be->rms_norm(xt, ar.from_host(w, GgmlType::F32, d), 1e-6f, 1.0f, y);
+      if (which == 1) be->rms_norm(xt, Tensor{}, 1e-5f, 0.0f, y);
+      if (which >= 2) be->softmax(xt, y);
+      out[i++] = ar.download<float>(y);
+    }
+    // rms_norm: both sum squares in double, so 1/rms agrees to 1 ulp; two products add 2 ulp.
+    // softmax: expf within 2 ulp (glibc 1), the double sums agree, the float scale adds 1 ulp.
+    expect_close(out[0], out[1], which < 2 ? 5e-7 : 8e-7, 0.0, which < 2 ? "rms_norm" : "softmax");
+  }
+}
+
+TEST_F(Cuda, ArgmaxTopKExactWithTies) {
+  auto rng = test_rng();
+  DeviceArena ga(*be_), ca(cpu_);
+  const int64_t v = 50000, n = 3, k = 40;
+  auto x = random_floats(rng, v * n, -10.0f, 10.0f);
+  // Row 1: the max appears three times (lowest index wins); row 2: ties inside the top k.
+  x[v + 41234] = 11.0f, x[v + 777] = 11.0f, x[v + 49999] = 11.0f;
+  for (int64_t i : {100, 200, 300, 40000}) x[2 * v + i] = 9.5f;
+  std::vector<int32_t> am[2], ids[2];
+  std::vector<float> vals[2];
+  int i = 0;
+  for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+    DeviceArena& ar = i == 0 ? ga : ca;
+    Tensor xt = ar.from_host(x, GgmlType::F32, v, n);
+    Tensor a = ar.poisoned(GgmlType::I32, n), it = ar.poisoned(GgmlType::I32, k, n),
+           vt = ar.poisoned(GgmlType::F32, k, n);
+    be->argmax(xt, a);
+    be->top_k(xt, static_cast<int>(k), it, vt);
+    am[i] = ar.download<int32_t>(a);
+    ids[i] = ar.download<int32_t>(it);
+    vals[i++] = ar.download<float>(vt);
+  }
+  EXPECT_EQ(am[0], am[1]);
+  EXPECT_EQ(am[0][1], 777);
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_EQ(vals[0], vals[1]);
+}
+
+// ---- rope ----
+
+// Both backends build theta with the same float operations; only cos/sin differ (CUDA <= 2 ulp,
+// glibc <= 1), so each output moves by <= (|x0| + |x1|) * mscale * 3 ulp plus a rounding of the
+// rotation; 16 u (u = 2^-24) covers it.
+void check_rope(CudaBackend& gpu, CpuBackend& cpu, const RopeParams& p, int64_t head_dim,
+                bool in_place) {
+  auto rng = test_rng();
+  DeviceArena ga(gpu), ca(cpu);
+  const int64_t n_heads = 5, n_tok = 9;
+  const auto x = random_floats(rng, n_tok * n_heads * head_dim, -2.0f, 2.0f);
+  std::vector<int32_t> pos(n_tok);
+  for (auto& v : pos) v = static_cast<int32_t>(rng() % 8000);
+  std::vector<float> out[2];
+  int i = 0;
+  for (Backend* be : {static_cast<Backend*>(&gpu), static_cast<Backend*>(&cpu)}) {
+    DeviceArena& ar = i == 0 ? ga : ca;
+    Tensor xt = ar.from_host(x, GgmlType::F32, head_dim, n_heads, n_tok);
+    Tensor y = in_place ? xt : ar.poisoned(GgmlType::F32, head_dim, n_heads, n_tok);
+    be->rope(xt, ar.from_host(pos, GgmlType::I32, n_tok), p, y);
+    out[i++] = ar.download<float>(y);
+  }
+  float mscale = p.attn_factor;
+  if (p.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / p.freq_scale);
+  for (size_t e = 0; e < x.size(); e += 2) {
+    // Pairs are (e, e+1) or (e, e+n_rot/2); bound with the row's two largest inputs.
+    const size_t row = e / static_cast<size_t>(head_dim) * static_cast<size_t>(head_dim);
+    const double xmax = std::fabs(*std::max_element(
+        x.begin() + static_cast<ptrdiff_t>(row), x.begin() + static_cast<ptrdiff_t>(row + head_dim),
+        [](float p0, float p1) { return std::fabs(p0) < std::fabs(p1); }));
+    const double tol = 2 * xmax * mscale * 16 * kU;
+    ASSERT_NEAR(out[0][e], out[1][e], tol) << "element " << e;
+    ASSERT_NEAR(out[0][e + 1], out[1][e + 1], tol) << "element " << e + 1;
+  }
+}
+
+TEST_F(Cuda, RopeMatchesCpu) {
+  RopeParams p;
+  p.n_rot = 64;
+  check_rope(*be_, cpu_, p, 64, false);  // llama, normal layout
+  p.layout = RopeLayout::kNeox;
+  p.n_rot = 32;
+  p.freq_base = 1e6f;
+  p.freq_scale = 0.25f;
+  check_rope(*be_, cpu_, p, 128, true);  // partial rotary, linear scaling, in place
+  p.n_rot = 128;
+  p.freq_scale = 0.125f;
+  p.ext_factor = 1.0f;
+  p.n_ctx_orig = 4096;
+  check_rope(*be_, cpu_, p, 128, false);  // YaRN
+}
+
+}  // namespace
+}  // namespace t9::test
+
+#endif  // TEMPO9_HAVE_CUDA
