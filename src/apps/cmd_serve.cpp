@@ -181,6 +181,7 @@ const bool registered = register_command(Command{
       sub.add_option("--tool-dialect", o->server.tool_dialect, "tool-call dialect (hermes, qwen_xml, none); default: from the template");
       sub.add_option("--http-threads", o->server.n_http_threads, "HTTP worker threads (max open connections)")->capture_default_str();
       sub.add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
+      sub.add_option("--max-queued", o->server.max_queued, "waiting requests before new ones get 503")->capture_default_str();
       sub.add_option("--default-max-tokens", o->server.default_max_tokens, "max_tokens when a chat request names none")->capture_default_str();
       return [o] { return serve(*o); };
     }});

@@ -27,6 +27,7 @@ struct ServerConfig {
   int read_timeout_s = 600;
   int write_timeout_s = 600;
   int default_max_tokens = 4096;   // when a request names none (OpenAI chat, Ollama)
+  int max_queued = 1024;           // more requests waiting for the engine -> 503 (overload)
   std::string tool_dialect;        // override of the dialect chosen from the template
 };
 

@@ -285,9 +285,8 @@ void handle_messages(ServerContext& ctx, const httplib::Request& req, httplib::R
   spec->max_tokens = static_cast<int>(*max_tokens);
   spec->protocol = "anthropic";
   const int n_prompt = static_cast<int>(spec->prompt.size());
-  auto gen = Generation::start(ctx, std::move(spec).value());
-  if (!gen.ok()) return send_error(res, kP, 400, gen.message());
-  std::shared_ptr<Generation> g = std::move(gen).value();
+  std::shared_ptr<Generation> g = start_generation(ctx, std::move(spec).value(), kP, res);
+  if (!g) return;
   const std::string id = random_id("msg_");
   if (q.stream)
     return stream_generation(res, "text/event-stream", g, std::make_shared<MessagesStream>(id, q.model, n_prompt));

@@ -57,6 +57,21 @@ bool check_model_name(const ServerContext& ctx, const std::string& name, Protoco
   return false;
 }
 
+std::shared_ptr<Generation> start_generation(ServerContext& ctx, GenerationSpec spec, Protocol p,
+                                             httplib::Response& res) {
+  if (ctx.engine->stats().n_waiting >= ctx.config.max_queued) {
+    send_error(res, p, 503, fmt::format("server overloaded: {} requests are waiting; retry later",
+                                        ctx.config.max_queued));
+    return nullptr;
+  }
+  auto gen = Generation::start(ctx, std::move(spec));
+  if (!gen.ok()) {
+    send_error(res, p, 400, gen.message());
+    return nullptr;
+  }
+  return std::move(gen).value();
+}
+
 void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r) {
   send_error(res, p, 400, r.error(), r.param());
 }

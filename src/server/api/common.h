@@ -24,6 +24,12 @@ void read_stop(FieldReader& r, const Json& obj, const std::string& path, const c
 bool check_model_name(const ServerContext& ctx, const std::string& name, Protocol p,
                       httplib::Response& res);
 
+// Starts the generation, or answers the error in the protocol's shape and returns null: 503 with
+// Retry-After when more than config.max_queued requests already wait for the engine (overload),
+// 400 when the request cannot be served (e.g. the prompt does not fit the context).
+std::shared_ptr<Generation> start_generation(ServerContext& ctx, GenerationSpec spec, Protocol p,
+                                             httplib::Response& res);
+
 // 400 with the reader's error in the protocol's shape.
 void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r);
 

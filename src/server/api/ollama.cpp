@@ -163,9 +163,8 @@ void run(ServerContext& ctx, httplib::Response& res, GenerationSpec spec, const 
          bool stream, bool chat) {
   spec.protocol = "ollama";
   Timing timing;
-  auto gen = Generation::start(ctx, std::move(spec));
-  if (!gen.ok()) return send_error(res, kP, 400, gen.message());
-  std::shared_ptr<Generation> g = std::move(gen).value();
+  std::shared_ptr<Generation> g = start_generation(ctx, std::move(spec), kP, res);
+  if (!g) return;
   if (stream) return stream_generation(res, "application/x-ndjson", g, std::make_shared<NdjsonStream>(model, chat, g));
   GenOutput out = collect_generation(*g, nullptr);
   if (out.finish == Finish::kError) return send_error(res, kP, 500, out.error);

@@ -261,9 +261,8 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   if (!r.ok()) return send_bad_request(res, kP, r);
   spec->n_top_logprobs = logprobs ? top_logprobs : -1;
   spec->protocol = "openai";
-  auto gen = Generation::start(ctx, std::move(spec).value());
-  if (!gen.ok()) return send_error(res, kP, 400, gen.message());
-  std::shared_ptr<Generation> g = std::move(gen).value();
+  std::shared_ptr<Generation> g = start_generation(ctx, std::move(spec).value(), kP, res);
+  if (!g) return;
   const std::string id = random_id("chatcmpl-");
   if (stream) {
     return stream_generation(res, "text/event-stream", g,
@@ -362,9 +361,8 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
   if (!r.ok()) return send_bad_request(res, kP, r);
   if (!check_model_name(ctx, model, kP, res)) return;
   spec.protocol = "openai";
-  auto gen = Generation::start(ctx, std::move(spec));
-  if (!gen.ok()) return send_error(res, kP, 400, gen.message());
-  std::shared_ptr<Generation> g = std::move(gen).value();
+  std::shared_ptr<Generation> g = start_generation(ctx, std::move(spec), kP, res);
+  if (!g) return;
   const std::string id = random_id("cmpl-");
   if (stream)
     return stream_generation(res, "text/event-stream", g, std::make_shared<CompletionStream>(id, model, include_usage));
