@@ -186,6 +186,13 @@ def bench_overhead(args):
     out = []
     for line in p.stdout.splitlines():
         parts = line.split()
+        if parts and parts[0] == "prefill_profile":
+            rec = dict(kv.split("=", 1) for kv in parts[1:])
+            rec["record"] = "prefill_profile"
+            out.append(rec)
+            print(f"in-process prefill of {rec['prompt_tokens']} tokens in chunks of {rec['chunk']}: "
+                  f"{rec['prefill_tok_s']} tok/s; model ms per chunk {rec['step_model_ms']}",
+                  flush=True)
         if parts and parts[0] == "engine_bench":
             rec = dict(kv.split("=", 1) for kv in parts[1:])
             out.append(rec)

@@ -164,6 +164,33 @@ TEST_F(EngineEquality, WarmPrefixCacheEqualsCold) {
       static_cast<long long>(after_warm.n_computed_tokens - after_cold.n_computed_tokens));
 }
 
+// (b') A second turn: prompt = first prompt + its generated tokens + a new question. The warm
+// engine reuses blocks whose KV was written during decode (generated tokens), not only prompt
+// blocks; the answer must equal the cold one.
+TEST_F(EngineEquality, SecondTurnReusesGeneratedBlocks) {
+  const std::vector<TokenId> p1 = encode(short_texts()[7]);
+  EngineSession warm(*rm_, EngineSetup{});
+  std::vector<Output> t1 = warm.run({p1}, kGen);
+  std::vector<TokenId> p2 = p1;
+  p2.insert(p2.end(), t1[0].tokens.begin(), t1[0].tokens.end());
+  const std::vector<TokenId> q = encode(" Now explain it to a child:");
+  p2.insert(p2.end(), q.begin(), q.end());
+  std::vector<Output> t2 = warm.run({p2}, kGen);
+
+  const int bs = rm_->model->config().kv_block_size;
+  // Turn 1 wrote KV for all its tokens but the last generated one (never fed back), and the
+  // cache keeps whole blocks of those.
+  const int n_written = static_cast<int>(p1.size()) + kGen - 1;
+  EXPECT_EQ(t2[0].usage.n_cached_prompt_tokens, n_written / bs * bs);
+  EXPECT_GT(n_written / bs * bs, static_cast<int>(p1.size()) / bs * bs)
+      << "the hit must include a block holding generated tokens";
+  EXPECT_EQ(t2[0].tokens, alone(p2));
+  std::printf(
+      "[ compared ] turn 2 (%zu prompt tokens, %d from the cache, incl. turn 1's "
+      "generated tokens), %d tokens: warm == cold\n",
+      p2.size(), t2[0].usage.n_cached_prompt_tokens, kGen);
+}
+
 // (c) Chunked prefill: 16 and 128 tokens per step vs the whole prompt in one step.
 TEST_F(EngineEquality, PrefillChunkSizesAgree) {
   const std::vector<TokenId> prompt = encode(long_text());

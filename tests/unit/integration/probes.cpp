@@ -5,6 +5,8 @@
 #include <sstream>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "model/engine_runner.h"
 #include "unit/integration/real_engine.h"
 
@@ -107,6 +109,34 @@ void bench_point(RealModel& rm, int n_concurrent, int n_prompt, int n_gen) {
   std::fflush(stdout);
 }
 
+// Prefill of one n_prompt-token prompt in `chunk`-token steps: model time of each step, to see
+// how a chunk's cost grows with the context before it (attention) against the fixed part.
+void prefill_profile(RealModel& rm, int n_prompt, int chunk) {
+  EngineSetup setup;
+  setup.prefill_chunk_tokens = chunk;
+  setup.max_batch_tokens = chunk;
+  setup.integrity_checks = false;
+  EngineSession s(rm, setup);
+  engine::GenerateRequest req =
+      greedy_request(synthetic_prompt(n_prompt, 77, rm.model->n_vocab()), 1);
+  if (!s.engine().submit(std::move(req)).ok()) return;
+  std::string per_step;
+  double last_ms = 0;
+  const auto t0 = Clock::now();
+  for (bool more = true; more;) {
+    more = s.engine().step();
+    const double ms = s.stats().total_model_ms;
+    per_step += fmt::format("{}{:.0f}", per_step.empty() ? "" : ",", ms - last_ms);
+    last_ms = ms;
+  }
+  const double wall_s = seconds_since(t0);
+  std::printf(
+      "prefill_profile prompt_tokens=%d chunk=%d wall_s=%.3f prefill_tok_s=%.2f "
+      "step_model_ms=%s\n",
+      n_prompt, chunk, wall_s, n_prompt / wall_s, per_step.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int engine_bench_main(int n_gen) {
@@ -116,6 +146,7 @@ int engine_bench_main(int n_gen) {
     return 1;
   }
   for (int c : {1, 4, 8}) bench_point(**rm, c, 64, n_gen);
+  prefill_profile(**rm, 1024, 256);
   return 0;
 }
 
