@@ -4,7 +4,9 @@
 // Usage: matmul_bench [isa...] [decode|prefill] [type]   (default: best ISA, both, 3 types)
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <vector>
 
@@ -28,6 +30,12 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n_in, int64_t n_out) {
   return w;
 }
 
+double cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 double bench(CpuBackend& be, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_tok) {
   const auto wb = random_weights(t, n_in, n_out);
   Buffer* wbuf = *be.upload_weights(wb.data(), wb.size());
@@ -41,6 +49,15 @@ double bench(CpuBackend& be, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_
                xt = make_tensor(xbuf, 0, GgmlType::F32, n_in, n_tok),
                y = make_tensor(ybuf, 0, GgmlType::F32, n_out, n_tok);
   be.matmul(w, xt, Tensor{}, y);  // warm up
+  // T9_BENCH_ITERS=n: exactly n calls, timed in process CPU time (all threads), which unlike
+  // wall time hardly moves when other jobs load the machine (the dev VM has no cycle counters).
+  if (const char* n = std::getenv("T9_BENCH_ITERS")) {
+    const int iters = std::atoi(n);
+    const double c0 = cpu_s();
+    for (int it = 0; it < iters; ++it) be.matmul(w, xt, Tensor{}, y);
+    be.free(wbuf), be.free(xbuf), be.free(ybuf);
+    return (cpu_s() - c0) / iters;
+  }
   int iters = 0;
   const auto t0 = std::chrono::steady_clock::now();
   double secs = 0;
@@ -59,25 +76,35 @@ int main(int argc, char** argv) {
   std::vector<CpuIsa> isas;
   std::vector<int64_t> toks = {1, 512};
   std::vector<GgmlType> types = {GgmlType::Q4_K, GgmlType::Q4_1, GgmlType::Q8_0};
+  std::vector<int> threads_list = {1, 2};
+  bool only_shape = false;
+  int64_t shape_in = 0, shape_out = 0;
   for (int i = 1; i < argc; ++i) {
     if (auto isa = parse_cpu_isa(argv[i])) isas.push_back(*isa);
     if (std::strcmp(argv[i], "decode") == 0) toks = {1};
     if (std::strcmp(argv[i], "prefill") == 0) toks = {512};
     if (auto t = type_from_name(argv[i])) types = {*t};
+    if (std::strcmp(argv[i], "1t") == 0) threads_list = {1};
+    if (std::strncmp(argv[i], "shape=", 6) == 0) {  // shape=N_INxN_OUT
+      only_shape = true;
+      std::sscanf(argv[i] + 6, "%ldx%ld", &shape_in, &shape_out);
+    }
   }
   if (isas.empty()) isas.push_back(best_cpu_isa());
   struct Shape {
     int64_t n_in, n_out;
   };
-  const Shape shapes[] = {{576, 1536}, {1536, 576}, {1536, 8960}, {8960, 1536}};
+  const Shape shapes[] = {{576, 1536}, {1536, 576},  {1536, 8960}, {8960, 1536},
+                          {640, 2048}, {576, 49152}, {640, 262144}};
   std::printf("%-7s %-6s %5s %5s %4s %3s %10s %9s %8s\n", "isa", "type", "n_in", "n_out", "tok",
               "thr", "ms", "GFLOP/s", "GB/s(W)");
   for (CpuIsa isa : isas) {
     for (GgmlType t : types) {
       for (const Shape& s : shapes) {
         if (s.n_in % traits(t).block_elems) continue;
+        if (only_shape && (s.n_in != shape_in || s.n_out != shape_out)) continue;
         for (int64_t n_tok : toks) {
-          for (int threads : {1, 2}) {
+          for (int threads : threads_list) {
             CpuBackend be(CpuBackendConfig{threads, isa});
             const double sec = bench(be, t, s.n_in, s.n_out, n_tok);
             const double gflops = 2.0 * s.n_in * s.n_out * n_tok / sec * 1e-9;
