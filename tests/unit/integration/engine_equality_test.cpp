@@ -119,6 +119,10 @@ class EngineEquality : public ::testing::Test {
 TEST_F(EngineEquality, AloneEqualsBatchedWithSevenOthers) {
   const auto prompts = short_prompts();
   for (const auto& p : prompts) alone(p);  // references first, each in its own engine
+  // Guard against comparing garbage: the model must answer the first prompt correctly.
+  auto text = rm_->tokenizer->decode(alone(prompts[0]));
+  ASSERT_TRUE(text.ok()) << text.message();
+  EXPECT_EQ(text->rfind(" Paris", 0), 0u) << "'" << short_texts()[0] << "' -> '" << *text << "'";
   EngineSession s(*rm_, EngineSetup{});
   std::vector<Output> outs = s.run(prompts, kGen);
   expect_same_as_alone(prompts, outs, "batched");
