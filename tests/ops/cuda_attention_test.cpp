@@ -27,7 +27,8 @@ struct Case {
 };
 
 struct Data {
-  std::vector<float> k, v, q;  // k, v: [n_ctx_rows, n_kv, hd] of every sequence; q: [rows, n_head, hd]
+  std::vector<float> k, v,
+      q;  // k, v: [n_ctx_rows, n_kv, hd] of every sequence; q: [rows, n_head, hd]
   std::vector<int32_t> tables;
   std::vector<AttnSeq> write_meta, attn_meta;
   int kv_rows = 0, q_rows = 0;
@@ -132,7 +133,8 @@ void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got)
           const size_t vr =
               static_cast<size_t>(((w.q_begin + kp) * p.n_kv_head + h / group) * p.head_dim);
           for (int e = 0; e < p.head_dim; ++e)
-            ref[static_cast<size_t>(e)] += wt * round_cache(d.v[vr + static_cast<size_t>(e)], c.cache);
+            ref[static_cast<size_t>(e)] +=
+                wt * round_cache(d.v[vr + static_cast<size_t>(e)], c.cache);
         }
         const int n = pos - lo + 1;
         const double ds = (p.head_dim + 4) * kU * max_abs_dot;
@@ -141,8 +143,8 @@ void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got)
           const double r = ref[static_cast<size_t>(e)] / sum;
           const float g =
               got[static_cast<size_t>(((a.q_begin + j) * p.n_head + h) * p.head_dim + e)];
-          ASSERT_LE(std::fabs(g - r), tol) << "seq " << si << " q " << j << " head " << h
-                                           << " dim " << e << " got " << g << " ref " << r;
+          ASSERT_LE(std::fabs(g - r), tol) << "seq " << si << " q " << j << " head " << h << " dim "
+                                           << e << " got " << g << " ref " << r;
           worst = std::max(worst, std::fabs(g - r) / tol);
         }
       }

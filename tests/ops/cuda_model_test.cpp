@@ -77,7 +77,8 @@ struct ModelRun {
 };
 
 // Whole sequence in one pass (kAll) and token by token (kLast).
-ModelRun run_model(Backend& be, const std::string& gguf, GgmlType kv, const std::vector<int32_t>& toks) {
+ModelRun run_model(Backend& be, const std::string& gguf, GgmlType kv,
+                   const std::vector<int32_t>& toks) {
   model::ModelConfig cfg;
   cfg.kv_type = kv;
   auto m = model::Model::load(gguf, be, cfg);
@@ -122,14 +123,16 @@ TEST_P(CudaModel, MatchesTransformersAndCpu) {
     ASSERT_EQ(g.stepped.size(), g.whole.size());
     const int n_vocab = static_cast<int>(g.whole.size()) / n_pos;
     const auto ref = read_npy(dir + "/logits.npy", g.whole.size());
-    const Cmp gw = compare(g.whole, ref, n_pos, n_vocab), gs = compare(g.stepped, ref, n_pos, n_vocab);
+    const Cmp gw = compare(g.whole, ref, n_pos, n_vocab),
+              gs = compare(g.stepped, ref, n_pos, n_vocab);
     const Cmp cw = compare(c.whole, ref, n_pos, n_vocab);
     const Cmp gc = compare(g.whole, c.whole, n_pos, n_vocab);
-    std::printf("[cuda model %s %s] vs transformers: whole top-1 %d/%d max|d| %.2e mean|d| %.2e; "
-                "stepped max|d| %.2e | cpu vs transformers mean|d| %.2e | cuda vs cpu max|d| "
-                "%.2e top-1 %d/%d\n",
-                arch.c_str(), std::string(type_name(wt)).c_str(), gw.top1, n_pos, gw.max_abs,
-                gw.mean_abs, gs.max_abs, cw.mean_abs, gc.max_abs, gc.top1, n_pos);
+    std::printf(
+        "[cuda model %s %s] vs transformers: whole top-1 %d/%d max|d| %.2e mean|d| %.2e; "
+        "stepped max|d| %.2e | cpu vs transformers mean|d| %.2e | cuda vs cpu max|d| "
+        "%.2e top-1 %d/%d\n",
+        arch.c_str(), std::string(type_name(wt)).c_str(), gw.top1, n_pos, gw.max_abs, gw.mean_abs,
+        gs.max_abs, cw.mean_abs, gc.max_abs, gc.top1, n_pos);
     // Every op is batch-invariant and attention reads the same K/V, so one pass and token by
     // token give the same bits.
     EXPECT_EQ(g.whole, g.stepped);

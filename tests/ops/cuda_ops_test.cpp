@@ -16,10 +16,10 @@ namespace {
 
 constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
 
-const GgmlType kWeightTypes[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                 GgmlType::Q8_0,  GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                                 GgmlType::Q5_K,  GgmlType::Q6_K, GgmlType::IQ4_NL,
-                                 GgmlType::IQ4_XS, GgmlType::F16, GgmlType::BF16, GgmlType::F32};
+const GgmlType kWeightTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,
+                                 GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
+                                 GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                 GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
 
 class Cuda : public ::testing::Test {
  protected:
@@ -57,8 +57,7 @@ std::vector<int> scale_offsets(GgmlType t) {
 }
 
 // Random weights [n_out, n_in] with realistic fp16 scales (dequantized values O(0.01..1)).
-std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in,
-                                    int64_t n_out) {
+std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in, int64_t n_out) {
   std::vector<uint8_t> w(row_bytes(t, n_in) * static_cast<size_t>(n_out));
   if (!traits(t).quantized) {
     const auto v = random_floats(rng, static_cast<size_t>(n_in * n_out));
@@ -103,7 +102,8 @@ double check_matmul(CudaBackend& be, std::mt19937_64& rng, GgmlType t, const Mat
   const auto x = random_floats(rng, static_cast<size_t>(c.n_in * c.n_tok), -2.0f, 2.0f);
   const auto bias = random_floats(rng, static_cast<size_t>(c.n_out));
   Tensor yt = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
-  be.matmul(arena.weights(wb, t, c.n_in, c.n_out), arena.from_host(x, GgmlType::F32, c.n_in, c.n_tok),
+  be.matmul(arena.weights(wb, t, c.n_in, c.n_out),
+            arena.from_host(x, GgmlType::F32, c.n_in, c.n_tok),
             c.bias ? arena.from_host(bias, GgmlType::F32, c.n_out) : Tensor{}, yt);
   const auto y = arena.download<float>(yt);
   std::vector<float> wf(static_cast<size_t>(c.n_in * c.n_out));
@@ -143,7 +143,8 @@ TEST_F(Cuda, MatmulEveryTypeMatchesDequantizedReference) {
       worst = std::max(worst, check_matmul(*be_, rng, t, c));
     if (!traits(t).quantized)  // float weights take any row length: a 32-element tail
       worst = std::max(worst, check_matmul(*be_, rng, t, {100, 7, 3, true}));
-    std::printf("[cuda matmul] %-7s worst err/bound %.3g\n", std::string(type_name(t)).c_str(), worst);
+    std::printf("[cuda matmul] %-7s worst err/bound %.3g\n", std::string(type_name(t)).c_str(),
+                worst);
     EXPECT_GT(worst, 0.0) << "outputs equal to the reference everywhere: inputs are not random?";
   }
 }
@@ -190,13 +191,13 @@ TEST_F(Cuda, GetRowsEveryTypeBitExact) {
     const auto wb = random_weights(rng, t, n_embd, n_vocab);
     std::vector<int32_t> ids = {22, 0, 5, 5, 17};
     Tensor out = arena.poisoned(GgmlType::F32, n_embd, 5);
-    be_->get_rows(arena.weights(wb, t, n_embd, n_vocab),
-                  arena.from_host(ids, GgmlType::I32, 5), out);
+    be_->get_rows(arena.weights(wb, t, n_embd, n_vocab), arena.from_host(ids, GgmlType::I32, 5),
+                  out);
     const auto got = arena.download<float>(out);
     std::vector<float> ref(static_cast<size_t>(n_embd));
     for (size_t i = 0; i < ids.size(); ++i) {
-      dequantize_row(t, wb.data() + row_bytes(t, n_embd) * static_cast<size_t>(ids[i]),
-                     ref.data(), n_embd);
+      dequantize_row(t, wb.data() + row_bytes(t, n_embd) * static_cast<size_t>(ids[i]), ref.data(),
+                     n_embd);
       for (int64_t e = 0; e < n_embd; ++e)
         ASSERT_EQ(float_bits(got[i * n_embd + e]), float_bits(ref[e])) << "row " << i << " " << e;
     }

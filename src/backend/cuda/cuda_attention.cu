@@ -72,8 +72,7 @@ __global__ void rope_kernel(TensorDesc x, const int32_t* __restrict__ pos, RopeC
 
 // The sequence whose rows [q_begin, q_begin + n_q) hold row r, or -1. Flags sequences whose rows
 // fall outside the batch of n_rows.
-__device__ int find_seq(const AttnSeq* seqs, int n_seqs, int64_t r, int64_t n_rows,
-                        unsigned* err) {
+__device__ int find_seq(const AttnSeq* seqs, int n_seqs, int64_t r, int64_t n_rows, unsigned* err) {
   int found = -1;
   for (int i = 0; i < n_seqs; ++i) {
     const AttnSeq s = seqs[i];
@@ -297,13 +296,13 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cac
   if (k.ne[2] == 0 || p.n_seqs == 0) return;
   const unsigned blocks = static_cast<unsigned>(k.ne[2]);
   if (k_cache.type == GgmlType::F16)
-    cuda::write_kv_kernel<true><<<blocks, 128, 0, stream_>>>(
-        cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s,
-        p.n_seqs, tables, g, err_word_);
+    cuda::write_kv_kernel<true>
+        <<<blocks, 128, 0, stream_>>>(cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache),
+                                      cuda::base_ptr(v_cache), s, p.n_seqs, tables, g, err_word_);
   else
-    cuda::write_kv_kernel<false><<<blocks, 128, 0, stream_>>>(
-        cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s,
-        p.n_seqs, tables, g, err_word_);
+    cuda::write_kv_kernel<false>
+        <<<blocks, 128, 0, stream_>>>(cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache),
+                                      cuda::base_ptr(v_cache), s, p.n_seqs, tables, g, err_word_);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -333,8 +333,10 @@ void CudaBackend::sync() {
   unsigned err = 0;
   CUDA_CHECK(cudaMemcpy(&err, err_word_, sizeof(err), cudaMemcpyDeviceToHost));
   if (err != 0) CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
-  T9_CHECK(err == 0, "cuda kernel reported bad indices (bits {:#x}: 1 kv slot/block table, "
-           "2 get_rows id, 4 AttnSeq rows)", err);
+  T9_CHECK(err == 0,
+           "cuda kernel reported bad indices (bits {:#x}: 1 kv slot/block table, "
+           "2 get_rows id, 4 AttnSeq rows)",
+           err);
 }
 
 // ---- row ops ----
@@ -402,8 +404,8 @@ void CudaBackend::softcap(const Tensor& x, float c, const Tensor& out) {
 void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) {
   T9_CHECK(up.ne == gate.ne, "glu: gate and up shapes differ");
   cuda::check_binary(gate, up, out, "glu");
-  cuda::launch_elementwise(kind == GluKind::kSwiGLU ? EwOp::kSwiGLU : EwOp::kGeGLU, gate, &up,
-                           0.0f, out, stream_);
+  cuda::launch_elementwise(kind == GluKind::kSwiGLU ? EwOp::kSwiGLU : EwOp::kGeGLU, gate, &up, 0.0f,
+                           out, stream_);
 }
 
 // ---- sampling helpers ----

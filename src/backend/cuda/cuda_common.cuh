@@ -13,11 +13,11 @@
 
 // Every CUDA runtime call and every launch goes through CUDA_CHECK: an error is a broken invariant
 // of our own code (bad launch shape, device fault), reported with file and line like T9_CHECK.
-#define CUDA_CHECK(expr)                                                                     \
-  do {                                                                                       \
-    const cudaError_t t9_cuda_err_ = (expr);                                                 \
-    T9_CHECK(t9_cuda_err_ == cudaSuccess, "CUDA error {} ({}) from {}",                      \
-             cudaGetErrorName(t9_cuda_err_), cudaGetErrorString(t9_cuda_err_), #expr);       \
+#define CUDA_CHECK(expr)                                                               \
+  do {                                                                                 \
+    const cudaError_t t9_cuda_err_ = (expr);                                           \
+    T9_CHECK(t9_cuda_err_ == cudaSuccess, "CUDA error {} ({}) from {}",                \
+             cudaGetErrorName(t9_cuda_err_), cudaGetErrorString(t9_cuda_err_), #expr); \
   } while (0)
 
 // After a <<<...>>> launch: catches bad configurations at once (asynchronous faults surface at
@@ -30,9 +30,9 @@ namespace t9::cuda {
 // of range (a caller bug the CPU backend would T9_CHECK); sync() turns a non-zero word into a
 // T9_CHECK failure.
 enum DeviceError : unsigned {
-  kErrKvSlot = 1u,       // block table index or pool slot out of range
-  kErrGetRowsId = 2u,    // get_rows id out of range
-  kErrSeqRows = 4u,      // AttnSeq rows outside the batch
+  kErrKvSlot = 1u,     // block table index or pool slot out of range
+  kErrGetRowsId = 2u,  // get_rows id out of range
+  kErrSeqRows = 4u,    // AttnSeq rows outside the batch
 };
 
 // A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are
@@ -97,8 +97,12 @@ __device__ __forceinline__ float f16_bits(uint16_t h) {
   return __half2float(__ushort_as_half(h));
 }
 
-__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-__device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+__device__ __forceinline__ int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -15,7 +15,7 @@ namespace t9 {
 namespace cuda {
 namespace {
 
-constexpr int kTokTile = 8;       // activation rows per warp (weights reused this many times)
+constexpr int kTokTile = 8;        // activation rows per warp (weights reused this many times)
 constexpr int kWarpsPerBlock = 4;  // output columns per block
 
 // ---- kernels ----
@@ -106,8 +106,8 @@ void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const T
     matmul_kernel<T, 1><<<grid, threads, 0, stream>>>(wp, static_cast<int64_t>(w.nb[1]), n_in,
                                                       n_out, xd, yd, b, n_tok, x_vec);
   else
-    matmul_kernel<T, kTokTile><<<grid, threads, 0, stream>>>(
-        wp, static_cast<int64_t>(w.nb[1]), n_in, n_out, xd, yd, b, n_tok, x_vec);
+    matmul_kernel<T, kTokTile><<<grid, threads, 0, stream>>>(wp, static_cast<int64_t>(w.nb[1]),
+                                                             n_in, n_out, xd, yd, b, n_tok, x_vec);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -131,9 +131,8 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, c
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
   }
   if (x.n_rows() == 0 || n_out == 0) return;
-  cuda::dispatch_weight_type(w.type, [&](auto tag) {
-    cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, stream_);
-  });
+  cuda::dispatch_weight_type(
+      w.type, [&](auto tag) { cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, stream_); });
 }
 
 }  // namespace t9

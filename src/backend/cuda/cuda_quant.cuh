@@ -16,11 +16,11 @@ static __constant__ int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -1
 
 template <GgmlType T>
 struct QTraits;
-#define T9_QTRAITS(type, blk_elems, blk_bytes)      \
-  template <>                                       \
-  struct QTraits<GgmlType::type> {                  \
-    static constexpr int kBlockElems = blk_elems;   \
-    static constexpr int kBlockBytes = blk_bytes;   \
+#define T9_QTRAITS(type, blk_elems, blk_bytes)    \
+  template <>                                     \
+  struct QTraits<GgmlType::type> {                \
+    static constexpr int kBlockElems = blk_elems; \
+    static constexpr int kBlockBytes = blk_bytes; \
   }
 T9_QTRAITS(F32, 1, 4);
 T9_QTRAITS(F16, 1, 2);
@@ -89,9 +89,9 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
     } else {
       // Byte j: element j in the low nibble, j + 16 in the high one.
       constexpr int kQs = T == GgmlType::Q4_0 || T == GgmlType::IQ4_NL ? 2
-                          : T == GgmlType::Q4_1                      ? 4
-                          : T == GgmlType::Q5_0                      ? 6
-                                                                     : 8;
+                          : T == GgmlType::Q4_1                        ? 4
+                          : T == GgmlType::Q5_0                        ? 6
+                                                                       : 8;
       const uint8_t* qs = b + kQs;
       [[maybe_unused]] float m = 0.0f;
       [[maybe_unused]] uint32_t qh = 0;
@@ -196,9 +196,9 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
 template <typename Fn>
 void dispatch_weight_type(GgmlType t, Fn&& fn) {
   switch (t) {
-#define T9_CASE(type)                                           \
-  case GgmlType::type:                                          \
-    fn(std::integral_constant<GgmlType, GgmlType::type>{});     \
+#define T9_CASE(type)                                       \
+  case GgmlType::type:                                      \
+    fn(std::integral_constant<GgmlType, GgmlType::type>{}); \
     return;
     T9_CASE(F32)
     T9_CASE(F16)
