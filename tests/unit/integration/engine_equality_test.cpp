@@ -195,6 +195,35 @@ TEST_F(EngineEquality, SecondTurnReusesGeneratedBlocks) {
       p2.size(), t2[0].usage.n_cached_prompt_tokens, kGen);
 }
 
+// (b'') Sharing with a sequence that is still running: A's first two 64-token chunks are in the
+// cache when B (same prompt) and C (same first 100 tokens, another ending) arrive; they adopt
+// A's blocks (ref count 2-3) while A keeps computing and decoding.
+TEST_F(EngineEquality, PrefixSharedWithRunningSequence) {
+  const std::vector<TokenId> a = encode(long_text());
+  std::vector<TokenId> c(a.begin(), a.begin() + 100);
+  const std::vector<TokenId> tail = encode(" In short, the future of computing is");
+  c.insert(c.end(), tail.begin(), tail.end());
+  EngineSetup setup;
+  setup.prefill_chunk_tokens = 64;
+  EngineSession s(*rm_, setup);
+  auto out_a = s.submit(a, kGen);
+  s.engine().step();
+  s.engine().step();  // A has computed (and the cache holds) 128 tokens = 8 blocks
+  auto out_b = s.submit(a, kGen);
+  auto out_c = s.submit(c, kGen);
+  s.engine().run_until_idle();
+  const int bs = rm_->model->config().kv_block_size;
+  EXPECT_EQ(out_b->usage.n_cached_prompt_tokens, 128);
+  EXPECT_EQ(out_c->usage.n_cached_prompt_tokens, 100 / bs * bs);  // blocks before the fork
+  EXPECT_EQ(out_a->tokens, alone(a));
+  EXPECT_EQ(out_b->tokens, alone(a));
+  EXPECT_EQ(out_c->tokens, alone(c));
+  std::printf(
+      "[ compared ] 3 requests sharing a prefix with a running one (%d and %d tokens "
+      "adopted), %d tokens each: shared == alone\n",
+      out_b->usage.n_cached_prompt_tokens, out_c->usage.n_cached_prompt_tokens, kGen);
+}
+
 // (c) Chunked prefill: 16 and 128 tokens per step vs the whole prompt in one step.
 TEST_F(EngineEquality, PrefillChunkSizesAgree) {
   const std::vector<TokenId> prompt = encode(long_text());

@@ -65,22 +65,24 @@ EngineSession::EngineSession(RealModel& rm, const EngineSetup& setup)
       engine_(std::make_unique<engine::Engine>(
           make_engine_config(setup, rm.model->config().kv_block_size), *runner_)) {}
 
+std::shared_ptr<Output> EngineSession::submit(const std::vector<TokenId>& prompt, int max_tokens) {
+  auto out = std::make_shared<Output>();
+  engine::GenerateRequest r = greedy_request(prompt, max_tokens);
+  r.on_event = [out](const engine::TokenEvent& ev) {
+    if (ev.token >= 0) out->tokens.push_back(ev.token);
+    out->finish = ev.finish;
+    out->error = ev.error;
+    out->usage = ev.usage;
+  };
+  Result<uint64_t> id = engine_->submit(std::move(r));
+  if (!id.ok()) out->error = "submit: " + id.message();
+  return out;
+}
+
 std::vector<Output> EngineSession::run(const std::vector<std::vector<TokenId>>& prompts,
                                        int max_tokens) {
   std::vector<std::shared_ptr<Output>> outs;
-  for (const auto& p : prompts) {
-    auto out = std::make_shared<Output>();
-    engine::GenerateRequest r = greedy_request(p, max_tokens);
-    r.on_event = [out](const engine::TokenEvent& ev) {
-      if (ev.token >= 0) out->tokens.push_back(ev.token);
-      out->finish = ev.finish;
-      out->error = ev.error;
-      out->usage = ev.usage;
-    };
-    Result<uint64_t> id = engine_->submit(std::move(r));
-    if (!id.ok()) out->error = "submit: " + id.message();
-    outs.push_back(out);
-  }
+  for (const auto& p : prompts) outs.push_back(submit(p, max_tokens));
   engine_->run_until_idle();
   std::vector<Output> result;
   for (const auto& o : outs) result.push_back(*o);

@@ -62,6 +62,8 @@ class EngineSession {
  public:
   EngineSession(RealModel& rm, const EngineSetup& setup);
   std::vector<Output> run(const std::vector<std::vector<TokenId>>& prompts, int max_tokens);
+  // Queues one greedy request; its Output fills in as the engine steps.
+  std::shared_ptr<Output> submit(const std::vector<TokenId>& prompt, int max_tokens);
   engine::EngineStats stats() const { return engine_->stats(); }
   engine::Engine& engine() { return *engine_; }
 
