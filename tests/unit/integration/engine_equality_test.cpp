@@ -106,7 +106,10 @@ class EngineEquality : public ::testing::Test {
 
   static std::string lengths(const std::vector<std::vector<TokenId>>& prompts) {
     std::string s;
-    for (const auto& p : prompts) s += (s.empty() ? "" : ",") + std::to_string(p.size());
+    for (const auto& p : prompts) {
+      if (!s.empty()) s.push_back(',');
+      s.append(std::to_string(p.size()));
+    }
     return s;
   }
 
