@@ -22,11 +22,24 @@ int max_request_tokens(const EngineConfig& c) {
 
 }  // namespace
 
+namespace {
+
+EngineConfig adapted_to(EngineConfig config, const ModelRunner& runner) {
+  if (runner.has_recurrent_state() && config.kv.enable_prefix_cache) {
+    T9_LOG_WARN("prefix cache off: this model keeps recurrent state, and recurrent-state "
+                "checkpoints are not stored yet");
+    config.kv.enable_prefix_cache = false;
+  }
+  return config;
+}
+
+}  // namespace
+
 Engine::Engine(const EngineConfig& config, ModelRunner& runner)
-    : config_(config),
+    : config_(adapted_to(config, runner)),
       runner_(runner),
-      kv_(config.kv, [this](int n_total) { return runner_.grow_kv_blocks(n_total); }),
-      scheduler_(config.scheduler, kv_) {
+      kv_(config_.kv, [this](int n_total) { return runner_.grow_kv_blocks(n_total); }),
+      scheduler_(config_.scheduler, kv_) {
   publish_stats(0);
 }
 
@@ -133,7 +146,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
   for (const ScheduledSeq& ss : plan.seqs) {
     const Sequence& s = *ss.seq;
     b.seqs.push_back({static_cast<int>(b.tokens.size()), ss.n_tokens, ss.n_past,
-                      std::span<const BlockId>(s.block_table), ss.need_logits});
+                      std::span<const BlockId>(s.block_table), ss.need_logits, s.id});
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(s.tokens[ss.n_past + i]);
       b.positions.push_back(ss.n_past + i);
@@ -212,6 +225,7 @@ void Engine::finish(uint64_t id, FinishReason reason, const std::string& err) {
     it->second.req.on_event(ev);
   }
   if (reason == FinishReason::kError) T9_LOG_WARN("request {} failed: {}", id, err);
+  runner_.release_sequence(id);
   scheduler_.finish(id);
   requests_.erase(it);
 }

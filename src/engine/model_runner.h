@@ -54,6 +54,10 @@ class ModelRunner {
   virtual bool grow_kv_blocks(int n_blocks_total) = 0;
   // The sequence finished (or was dropped): per-sequence model state keyed by seq_id can go.
   virtual void release_sequence(uint64_t seq_id) { (void)seq_id; }
+  // True for models with per-sequence recurrent state (Gated DeltaNet hybrids). Until the prefix
+  // cache stores recurrent-state checkpoints, the engine turns prefix reuse off for them: a
+  // cached KV prefix without the matching state would compute from a wrong state.
+  virtual bool has_recurrent_state() const { return false; }
 };
 
 inline int ForwardBatch::n_logit_rows() const {

@@ -17,6 +17,7 @@ class EngineRunner final : public engine::ModelRunner {
   Result<engine::ForwardOutput> run(const engine::ForwardBatch& batch) override;
   bool grow_kv_blocks(int n_blocks_total) override;
   void release_sequence(uint64_t seq_id) override;
+  bool has_recurrent_state() const override { return model_.recurrent() != nullptr; }
 
  private:
   Result<int> state_slot(const engine::ForwardSeq& s);
