@@ -4,7 +4,8 @@
 // (tests run every path this way).
 //
 // Threading never changes results: matmul splits output columns (weight rows) over threads and
-// attention splits (query row, head) pairs, never a reduction.
+// attention splits (query row, head) pairs, never a reduction; chunks of that work go to whichever
+// thread claims them first (work_pool.h), which cannot change a value either.
 #pragma once
 
 #include <memory>
@@ -14,7 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/matmul_kernels.h"
-#include "core/thread_pool.h"
+#include "backend/cpu/work_pool.h"
 
 namespace t9 {
 
@@ -87,7 +88,7 @@ class CpuBackend final : public Backend {
   void matmul_float(const Tensor& w, const Tensor& x, const Tensor& y);
   std::vector<uint8_t>& thread_scratch(int thread, size_t n_bytes);
 
-  ThreadPool pool_;
+  cpu::WorkPool pool_;
   CpuIsa isa_ = CpuIsa::kScalar;
   const cpu::MatmulKernels* kernels_ = nullptr;
   std::vector<uint8_t> act_scratch_;                  // quantized activation rows

@@ -28,10 +28,16 @@ struct ActLayout {
   }
 };
 
-// Static split of n_items over n_threads (deterministic; see ThreadPool::parallel_for).
-void split(int64_t n_items, int t, int n_threads, int64_t* begin, int64_t* end) {
-  *begin = n_items * t / n_threads;
-  *end = n_items * (t + 1) / n_threads;
+// Contiguous range `c` of n_chunks over n_items.
+void split(int64_t n_items, int64_t c, int64_t n_chunks, int64_t* begin, int64_t* end) {
+  *begin = n_items * c / n_chunks;
+  *end = n_items * (c + 1) / n_chunks;
+}
+
+// Chunks of weight-row groups per matmul: several per thread, so a thread that the OS delays
+// leaves its share to the others (work_pool.h) instead of holding everyone up.
+int64_t n_chunks_for(int64_t n_groups, int n_threads) {
+  return std::min<int64_t>(n_groups, 8 * static_cast<int64_t>(n_threads));
 }
 
 }  // namespace
@@ -84,9 +90,10 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
   const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
   const size_t per_row = static_cast<size_t>(n_in + n_in / 4 + n_in / 4);  // q, ls, mn bytes
   const int64_t block = act_block_rows(n_in);
-  pool_.run_on_all([&](int t, int n_threads) {
+  const int64_t n_chunks = n_chunks_for(n_groups, pool_.n_threads());
+  pool_.run_chunks(n_chunks, [&](int64_t chunk, int t) {
     int64_t g0, g1;
-    split(n_groups, t, n_threads, &g0, &g1);
+    split(n_groups, chunk, n_chunks, &g0, &g1);
     if (g0 >= g1) return;
     uint8_t* s = thread_scratch(t, per_row * kTileRows).data();
     cpu::UnpackedRow rows[kTileRows];
@@ -127,9 +134,10 @@ void CpuBackend::matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t
   cpu::ActRow xs[kMaxCols];
   for (int64_t c = 0; c < n_tok; ++c)
     xs[c] = {first.q + c * n_in, first.d + c * (n_in / 32), first.s16 + c * (n_in / 16)};
-  pool_.run_on_all([&](int t, int n_threads) {
+  const int64_t n_chunks = n_chunks_for(n_groups, pool_.n_threads());
+  pool_.run_chunks(n_chunks, [&](int64_t chunk, int t) {
     int64_t g0, g1;
-    split(n_groups, t, n_threads, &g0, &g1);
+    split(n_groups, chunk, n_chunks, &g0, &g1);
     if (g0 >= g1) return;
     auto* mn = reinterpret_cast<float*>(
         thread_scratch(t, static_cast<size_t>(n_in / 16) * 4 * kTileRows).data());
@@ -151,9 +159,10 @@ void CpuBackend::matmul_float(const Tensor& w, const Tensor& x, const Tensor& y)
   const int64_t n_groups = (n_out + kTileRows - 1) / kTileRows;
   const int64_t block = act_block_rows(n_in * 4);
   const cpu::MatmulKernels& k = *kernels_;
-  pool_.run_on_all([&](int t, int n_threads) {
+  const int64_t n_chunks = n_chunks_for(n_groups, pool_.n_threads());
+  pool_.run_chunks(n_chunks, [&](int64_t chunk, int t) {
     int64_t g0, g1;
-    split(n_groups, t, n_threads, &g0, &g1);
+    split(n_groups, chunk, n_chunks, &g0, &g1);
     if (g0 >= g1) return;
     auto* s = reinterpret_cast<float*>(
         thread_scratch(t, static_cast<size_t>(n_in) * 4 * kTileRows).data());
