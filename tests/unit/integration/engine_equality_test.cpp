@@ -15,7 +15,7 @@
 namespace t9::integration {
 namespace {
 
-constexpr int kGen = 24;  // tokens generated per request
+constexpr int kGen = 16;  // tokens generated per request
 
 // Eight prompts of different lengths (tokenized: roughly 3 to 70 tokens), no shared 16-token
 // prefix, so that (a) compares batching alone and not prefix sharing.
