@@ -59,6 +59,24 @@ int main() {
       be.free(wbuf), be.free(xbuf), be.free(ybuf);
     }
   }
+  // The AVX-512 activation quantizer must write the portable one's bytes (ties included: inputs
+  // that are multiples of 0.5 after scaling by 127 / amax).
+  {
+    const int64_t n = 4096;
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = i % 3 ? std::uniform_real_distribution<float>(-5, 5)(rng)
+                   : static_cast<float>(static_cast<int>(rng() % 255) - 127) * 0.5f;
+    std::vector<int8_t> qa(n), qb(n);
+    std::vector<float> da(n / 32), db(n / 32), sa(n / 16), sb(n / 16);
+    cpu::kernels_scalar().quantize_act(x.data(), n, qa.data(), da.data(), sa.data());
+    cpu::kernels_avx512().quantize_act(x.data(), n, qb.data(), db.data(), sb.data());
+    if (qa != qb || std::memcmp(da.data(), db.data(), da.size() * 4) != 0 ||
+        std::memcmp(sa.data(), sb.data(), sa.size() * 4) != 0) {
+      std::printf("MISMATCH quantize_act avx512 vs scalar\n");
+      ++bad;
+    }
+  }
   std::printf(bad ? "FAIL: %d mismatches\n" : "OK: fused == unpack bitwise\n", bad);
   return bad != 0;
 }

@@ -2,6 +2,7 @@
 // unpacks them once per block of activation rows and runs the ISA kernel over that block. Threads
 // own disjoint groups of weight rows (output columns); reductions are never split.
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_util.h"
@@ -27,6 +28,16 @@ struct ActLayout {
     return {q + t * n_in, d + t * (n_in / 32), s16 + t * (n_in / 16)};
   }
 };
+
+// Copies one tile row of nr outputs; a fixed-size copy for whole tiles (std::copy of a run-time
+// length became a memcpy call per tile, 6% of a prefill).
+inline void store_outputs(const float* out, int nr, float* y) {
+  if (nr == kTileRows) {
+    std::memcpy(y, out, sizeof(float) * kTileRows);
+    return;
+  }
+  for (int r = 0; r < nr; ++r) y[r] = out[r];
+}
 
 // Contiguous range `c` of n_chunks over n_items.
 void split(int64_t n_items, int64_t c, int64_t n_chunks, int64_t* begin, int64_t* end) {
@@ -117,7 +128,7 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
           for (int c = 0; c < nc; ++c) xs[c] = act.row(tok + c);
           k.dot_int(nr, rows, wide, nc, xs, n_in, out);
           for (int c = 0; c < nc; ++c)
-            std::copy(out + c * kTileRows, out + c * kTileRows + nr, cpu::f32_row(y, tok + c) + o0);
+            store_outputs(out + c * kTileRows, nr, cpu::f32_row(y, tok + c) + o0);
         }
       }
     }
@@ -149,7 +160,7 @@ void CpuBackend::matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t
       for (int r = 0; r < nr; ++r) rows[r] = cpu::row_ptr(w, o0 + r);
       k.dot_fused(w.type, nr, rows, static_cast<int>(n_tok), xs, n_in, mn, out);
       for (int64_t c = 0; c < n_tok; ++c)
-        std::copy(out + c * kTileRows, out + c * kTileRows + nr, cpu::f32_row(y, c) + o0);
+        store_outputs(out + c * kTileRows, nr, cpu::f32_row(y, c) + o0);
     }
   });
 }
@@ -183,7 +194,7 @@ void CpuBackend::matmul_float(const Tensor& w, const Tensor& x, const Tensor& y)
         }
         for (int64_t tok = tb; tok < te; ++tok) {
           k.dot_f32(nr, rows, cpu::f32_row(x, tok), n_in, out);
-          std::copy(out, out + nr, cpu::f32_row(y, tok) + o0);
+          store_outputs(out, nr, cpu::f32_row(y, tok) + o0);
         }
       }
     }

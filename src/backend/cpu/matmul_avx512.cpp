@@ -124,6 +124,26 @@ void dot_int_avx512(int n_w, const UnpackedRow* w, bool wide, int n_x, const Act
   dot_int_cols<false>(n_w, w, n_x, x, n_in, out);
 }
 
+// quantize_act_row (unpack_impl.h) with intrinsics, same results: the max is exact, x * id is
+// the same float product, and cvtps_epi32 rounds to nearest-even like nearbyint.
+void quantize_act_avx512(const float* x, int64_t n_in, int8_t* q, float* d, float* s16) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax =
+        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, _mm512_set1_ps(id)));
+    const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32), _mm512_cvtsepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + 16), _mm512_cvtsepi32_epi8(i1));
+    d[b] = db;
+    s16[2 * b] = db * static_cast<float>(_mm512_reduce_add_epi32(i0));
+    s16[2 * b + 1] = db * static_cast<float>(_mm512_reduce_add_epi32(i1));
+  }
+}
+
 template <int kRows>
 void dot_f32_tile(const float* const* w, const float* x, int64_t n_in, float* out) {
   __m512 acc[kRows];
@@ -187,7 +207,7 @@ void axpy_kv_avx512(float w, const void* v, bool f16, int64_t n, float* acc) {
 
 const MatmulKernels& kernels_avx512() {
   static const MatmulKernels k{unpack_row,
-                               quantize_act_row,
+                               quantize_act_avx512,
                                dot_int_avx512,
                                4,
                                row_to_f32,
