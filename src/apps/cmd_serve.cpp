@@ -112,10 +112,11 @@ int serve(ServeOptions& opt) {
   ecfg.kv.pool.block_size_tokens = opt.kv_block_size;
   ecfg.kv.pool.max_blocks = static_cast<int>(std::max<size_t>(*kv_bytes / bytes_per_block, 16));
   ecfg.kv.enable_prefix_cache = !opt.no_prefix_cache;
+  server::Metrics metrics;
+  ecfg.on_step = [&metrics](double step_ms) { metrics.observe_step(step_ms); };
   model::EngineRunner runner(m);
   engine::Engine eng(ecfg, runner);
 
-  server::Metrics metrics;
   server::ServerContext ctx;
   ctx.config = opt.server;
   ctx.engine = &eng;

@@ -119,6 +119,7 @@ bool Engine::step() {
   counters_.total_model_ms.fetch_add(ms(t_run, t_post));
   counters_.total_postprocess_ms.fetch_add(ms(t_post, t_done));
   publish_stats(step_ms);
+  if (config_.on_step) config_.on_step(step_ms);
   std::lock_guard lock(mu_);
   return scheduler_.has_work() || !incoming_.empty();
 }

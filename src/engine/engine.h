@@ -8,6 +8,8 @@
 // calls step() (tests, `tempo9 run`).
 #pragma once
 
+#include <functional>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -30,6 +32,9 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   KvCacheConfig kv;
   int max_context_tokens = 4096;  // the model's context: bounds prompt + max_tokens
+  // Called on the engine thread after every step with its duration (metrics histograms); must be
+  // quick and must not block.
+  std::function<void(double step_ms)> on_step;
 #ifdef TEMPO9_DEBUG_CHECKS
   bool check_every_step = true;  // check_integrity() after every step; abort on failure
 #else

@@ -75,6 +75,12 @@ std::string Metrics::render(const engine::EngineStats& s) const {
   gauge("tempo9_queue_depth", "Requests waiting for the engine.", s.n_waiting);
   gauge("tempo9_running_sequences", "Sequences running.", s.n_running);
   gauge("tempo9_last_step_seconds", "Duration of the last engine step.", s.last_step_ms / 1000.0);
+  out += "# HELP tempo9_engine_time_seconds_total Engine step time by part (schedule, model, "
+         "postprocess; overhead = schedule + postprocess).\n# TYPE tempo9_engine_time_seconds_total counter\n";
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"schedule\"}} {}\n", s.total_schedule_ms / 1000.0);
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"model\"}} {}\n", s.total_model_ms / 1000.0);
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"postprocess\"}} {}\n", s.total_postprocess_ms / 1000.0);
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"step\"}} {}\n", s.total_step_ms / 1000.0);
   ttft_s_.render("tempo9_time_to_first_token_seconds", "Time to first token.", out);
   e2e_s_.render("tempo9_request_duration_seconds", "Request duration, end to end.", out);
   step_ms_.render("tempo9_engine_step_seconds", "Engine step duration.", out);
