@@ -165,9 +165,12 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
   const int64_t hd = p.head_dim;
   const cpu::MatmulKernels& kern = *kernels_;
   const bool k_f16 = k_cache.type == GgmlType::F16, v_f16 = v_cache.type == GgmlType::F16;
-  pool_.run_on_all([&](int t, int n_threads) {
-    const int64_t n_tasks = n_rows * p.n_head;
-    const int64_t b = n_tasks * t / n_threads, e = n_tasks * (t + 1) / n_threads;
+  // Causal rows grow in cost down the batch: many small chunks, claimed dynamically, keep the
+  // threads evenly loaded (a static halving gave one thread 3/4 of a prefill's work).
+  const int64_t n_tasks = n_rows * p.n_head;
+  const int64_t n_chunks = std::min<int64_t>(n_tasks, 16 * static_cast<int64_t>(pool_.n_threads()));
+  pool_.run_chunks(n_chunks, [&](int64_t chunk, int) {
+    const int64_t b = n_tasks * chunk / n_chunks, e = n_tasks * (chunk + 1) / n_chunks;
     std::vector<float> scores, acc(static_cast<size_t>(hd));
     int64_t row = -1, first_of_seq = 0;
     for (int64_t task = b; task < e; ++task) {
@@ -185,26 +188,31 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
           p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1) : 0;
       const float* qr = cpu::f32_row(q, (sq.q_begin + j) * p.n_head + h);
       scores.resize(static_cast<size_t>(pos - lo + 1));
+      // Rows of one KV block are consecutive pool slots: the table lookup (and its bounds
+      // checks) runs once per block, not per key.
+      const auto for_each_key = [&](const Tensor& cache, auto&& fn) {
+        const uint8_t* base = cpu::base_ptr(cache) + (h / group) * cache.nb[1];
+        for (int64_t kp = lo; kp <= pos;) {
+          const int64_t end = std::min<int64_t>(pos, (kp / p.block_size + 1) * p.block_size - 1);
+          const int64_t slot0 =
+              kv_slot(sq, tables, block_tables.n_elements(), cache.ne[2], p, kp) - kp;
+          for (; kp <= end; ++kp) fn(kp, base + (slot0 + kp) * cache.nb[2]);
+        }
+      };
       float mx = -INFINITY;
-      for (int64_t kp = lo; kp <= pos; ++kp) {
-        const int64_t slot = kv_slot(sq, tables, block_tables.n_elements(), k_cache.ne[2], p, kp);
-        const uint8_t* kr =
-            cpu::base_ptr(k_cache) + slot * k_cache.nb[2] + (h / group) * k_cache.nb[1];
+      for_each_key(k_cache, [&](int64_t kp, const uint8_t* kr) {
         float sc = kern.dot_kv(qr, kr, k_f16, hd) * p.scale;
         if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
         scores[static_cast<size_t>(kp - lo)] = sc;
         mx = std::max(mx, sc);
-      }
+      });
       std::fill(acc.begin(), acc.end(), 0.0f);
       float sum = 0.0f;
-      for (int64_t kp = lo; kp <= pos; ++kp) {
+      for_each_key(v_cache, [&](int64_t kp, const uint8_t* vr) {
         const float w = std::exp(scores[static_cast<size_t>(kp - lo)] - mx);
         sum += w;
-        const int64_t slot = kv_slot(sq, tables, block_tables.n_elements(), v_cache.ne[2], p, kp);
-        const uint8_t* vr =
-            cpu::base_ptr(v_cache) + slot * v_cache.nb[2] + (h / group) * v_cache.nb[1];
         kern.axpy_kv(w, vr, v_f16, hd, acc.data());
-      }
+      });
       float* o = cpu::f32_row(out, (sq.q_begin + j) * p.n_head + h);
       for (int64_t i = 0; i < hd; ++i) o[i] = acc[static_cast<size_t>(i)] / sum;
     }

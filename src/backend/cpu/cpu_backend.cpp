@@ -7,6 +7,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <sys/mman.h>
+
 #include "backend/cpu/cpu_util.h"
 #include "core/log.h"
 #include "quant/dequantize.h"
@@ -99,8 +101,14 @@ std::vector<uint8_t>& CpuBackend::thread_scratch(int thread, size_t n_bytes) {
 // ---- memory ----
 
 Result<Buffer*> CpuBackend::alloc(size_t n_bytes) {
-  const size_t rounded = (std::max<size_t>(n_bytes, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
+  // Buffers of 2 MiB and more (activations of a prefill) get transparent huge pages: matmul
+  // writes y a row (n_out floats, often > 4 KiB) apart per activation row, and with 4 KiB pages
+  // nearly every such store missed the TLB.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = n_bytes >= kHuge ? kHuge : 64;
+  const size_t rounded = (std::max<size_t>(n_bytes, 1) + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
+  if (p != nullptr && align == kHuge) madvise(p, rounded, MADV_HUGEPAGE);  // a hint; may fail
   if (p == nullptr) return error("cpu backend: cannot allocate {} bytes", n_bytes);
   return new Buffer{p, n_bytes, true};
 }
@@ -217,6 +225,15 @@ void CpuBackend::scale(const Tensor& x, float s, const Tensor& out) {
 }
 
 void CpuBackend::unary(const Tensor& x, UnaryKind kind, const Tensor& out) {
+  if (kernels_->glu_row != nullptr) {
+    check_f32_rows(x, "unary x");
+    check_f32_rows(out, "unary out");
+    check_same_shape(x, out, "unary");
+    for (int64_t r = 0; r < x.n_rows(); ++r)
+      kernels_->glu_row(kind == UnaryKind::kGeluTanh, f32_row(x, r), nullptr, x.ne[0],
+                        f32_row(out, r));
+    return;
+  }
   if (kind == UnaryKind::kSilu)
     unary_op(x, out, "silu", silu);
   else
@@ -230,6 +247,14 @@ void CpuBackend::softcap(const Tensor& x, float c, const Tensor& out) {
 
 void CpuBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) {
   T9_CHECK(up.ne == gate.ne, "glu: gate and up shapes differ");
+  if (kernels_->glu_row != nullptr) {
+    for (const Tensor* t : {&gate, &up, &out}) check_f32_rows(*t, "glu");
+    check_same_shape(gate, out, "glu");
+    for (int64_t r = 0; r < gate.n_rows(); ++r)
+      kernels_->glu_row(kind == GluKind::kGeGLU, f32_row(gate, r), f32_row(up, r), gate.ne[0],
+                        f32_row(out, r));
+    return;
+  }
   if (kind == GluKind::kSwiGLU)
     binary_op(gate, up, out, "swiglu", [](float g, float u) { return silu(g) * u; });
   else

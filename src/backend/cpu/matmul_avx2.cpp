@@ -167,8 +167,9 @@ void axpy_kv_avx2(float w, const void* v, bool f16, int64_t n, float* acc) {
 }  // namespace
 
 const MatmulKernels& kernels_avx2() {
-  static const MatmulKernels k{unpack_row,   quantize_act_row, dot_int_avx2, 2,       row_to_f32,
-                               dot_f32_avx2, dot_kv_avx2,      axpy_kv_avx2, nullptr, nullptr};
+  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_avx2, 2,
+                               row_to_f32, dot_f32_avx2,     dot_kv_avx2,  axpy_kv_avx2,
+                               nullptr,    nullptr,          nullptr};
   return k;
 }
 

@@ -215,7 +215,8 @@ const MatmulKernels& kernels_avx512() {
                                dot_kv_avx512,
                                axpy_kv_avx512,
                                fused_supported_avx512,
-                               dot_fused_avx512};
+                               dot_fused_avx512,
+                               act_glu_avx512};
   return k;
 }
 

@@ -74,11 +74,17 @@ struct MatmulKernels {
   bool (*fused_supported)(GgmlType type, int64_t n_in);
   void (*dot_fused)(GgmlType type, int n_w, const uint8_t* const* w, int n_x, const ActRow* x,
                     int64_t n_in, float* mn, float* out);
+
+  // Optional (null: the portable loop): out[i] = act(g[i]) * (u ? u[i] : 1) over n elements,
+  // act = ggml's tanh GELU when gelu, else SiLU.
+  void (*glu_row)(bool gelu, const float* g, const float* u, int64_t n, float* out);
 };
 
 bool fused_supported_avx512(GgmlType type, int64_t n_in);
 void dot_fused_avx512(GgmlType type, int n_w, const uint8_t* const* w, int n_x, const ActRow* x,
                       int64_t n_in, float* mn, float* out);
+
+void act_glu_avx512(bool gelu, const float* g, const float* u, int64_t n, float* out);
 
 const MatmulKernels& kernels_scalar();
 const MatmulKernels& kernels_avx2();

@@ -62,7 +62,7 @@ void axpy_kv_scalar(float w, const void* v, bool f16, int64_t n, float* acc) {
 const MatmulKernels& kernels_scalar() {
   static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_scalar, 1,
                                row_to_f32, dot_f32_scalar,   dot_kv_scalar,  axpy_kv_scalar,
-                               nullptr,    nullptr};
+                               nullptr,    nullptr,          nullptr};
   return k;
 }
 
