@@ -166,7 +166,9 @@ std::vector<std::string> SseSplitter::feed(const char* data, size_t n) {
 
 struct StreamClient::Impl {
   explicit Impl(const Target& t) : cli(t.host, t.port) {
-    cli.set_keep_alive(true);
+    // A fresh connection per request: llama-server may close a kept-alive socket between an
+    // agent's turns, which would surface as a spurious read error on the next request.
+    cli.set_keep_alive(false);
     cli.set_connection_timeout(5, 0);
   }
   httplib::Client cli;

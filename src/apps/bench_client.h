@@ -53,7 +53,7 @@ nlohmann::json to_json(const RequestRecord& r);
 
 // Sends POST /v1/chat/completions with `body` (which must ask for streaming with usage) and
 // records the stream. Never throws; failures (connect, HTTP status, an error event, no usage, the
-// deadline) land in RequestRecord::error. Keeps its connection between calls; one per thread.
+// deadline) land in RequestRecord::error. One connection per request; one client per thread.
 class StreamClient {
  public:
   explicit StreamClient(const Target& target);

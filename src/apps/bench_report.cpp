@@ -33,8 +33,9 @@ std::vector<Row> table_rows(int n_turns) {
   for (int t = 1; t <= n_turns; ++t) {
     auto field = [turn, t](double (*f)(const TurnStats&)) {
       return [turn, t, f](const Summary& s) {
+        // A turn no request finished has no value (NaN prints as "-"), not a zero latency.
         const TurnStats* ts = turn(s, t);
-        return ts ? f(*ts) : 0.0;
+        return ts && ts->n_requests > 0 ? f(*ts) : std::nan("");
       };
     };
     rows.push_back({fmt::format("turn {} prompt tokens (mean)", t),
@@ -68,6 +69,10 @@ std::vector<Row> table_rows(int n_turns) {
       {"effective tok/s (in+out)", [](const Summary& s) { return s.effective_tok_s; }, 1});
   rows.push_back({"generated tok/s", [](const Summary& s) { return s.generated_tok_s; }, 2});
   return rows;
+}
+
+std::string value_text(double v, int decimals) {
+  return std::isnan(v) ? std::string("-") : fmt::format("{:.{}f}", v, decimals);
 }
 
 std::string ratio_text(double a, double b) {
@@ -189,7 +194,7 @@ std::string format_table(const WorkloadSpec& spec, const std::vector<Summary>& s
   out += "\n";
   for (const Row& row : table_rows(spec.n_turns)) {
     out += fmt::format("| {} |", row.name);
-    for (const auto& s : sums) out += fmt::format(" {:.{}f} |", row.get(s), row.decimals);
+    for (const auto& s : sums) out += fmt::format(" {} |", value_text(row.get(s), row.decimals));
     if (sums.size() == 2)
       out += fmt::format(" {} |", ratio_text(row.get(sums[0]), row.get(sums[1])));
     out += "\n";
@@ -222,8 +227,8 @@ Json report_json(const WorkloadSpec& spec, const RunLimits& limits, const RunRes
   if (sums.size() == 2) {
     Json ratio = Json::object();
     for (const Row& row : table_rows(spec.n_turns)) {
-      const double b = row.get(sums[1]);
-      ratio[row.name] = b != 0 ? Json(row.get(sums[0]) / b) : Json();
+      const double r = row.get(sums[0]) / row.get(sums[1]);
+      ratio[row.name] = std::isfinite(r) ? Json(r) : Json();
     }
     j["ratio_a_over_b"] = ratio;
   }
