@@ -22,13 +22,13 @@ stage() {
       -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 \
       -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20
   fi
-  ninja -C "$BUILD" -j2 test_ops
+  ninja -C "$BUILD" -j2 test_cuda_ops
   rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/shared/fixtures/reference"
   g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/cuda_gemv_bench.cpp" \
     -o "$STAGE/bin/cuda_gemv_bench" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
     "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
     "$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a" -ldl -lrt -lpthread
-  cp "$BUILD/tests/test_ops" "$STAGE/bin/"
+  cp "$BUILD/tests/test_cuda_ops" "$STAGE/bin/"
   # Every shared library except the C/C++ runtime (the device image has newer ones).
   for bin in "$STAGE"/bin/*; do
     ldd "$bin" | awk '/=> \//{print $3}' |
@@ -52,11 +52,11 @@ device() {
   mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv 2>&1 | tee "$OUT/gpu.txt"
-  "$STAGE/bin/test_ops" --gtest_filter='Cuda*:*/CudaModel.*' --gtest_color=no 2>&1 |
+  "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda*:*/CudaModel.*' --gtest_color=no 2>&1 |
     tee "$OUT/test_ops.log"
   local rc=${PIPESTATUS[0]}
   # Memory checker on one quick pass of the kernels (Firecracker machines support it).
-  timeout 240 compute-sanitizer --tool memcheck --print-limit 20 "$STAGE/bin/test_ops" \
+  timeout 240 compute-sanitizer --tool memcheck --print-limit 20 "$STAGE/bin/test_cuda_ops" \
     --gtest_filter='Cuda.GetRows*:Cuda.Elementwise*:Cuda.RmsNorm*:Cuda.ArgmaxTopK*:Cuda.Rope*:CudaAttention.SlidingWindow*:Cuda.MatmulBatch*' \
     --gtest_color=no >"$OUT/memcheck.log" 2>&1
   echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tail -3 | tr '\n' ' ')"
