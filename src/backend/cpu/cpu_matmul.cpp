@@ -25,8 +25,9 @@ struct ActLayout {
   int8_t* q;
   float* d;
   float* s16;
+  float* dx16;
   cpu::ActRow row(int64_t t) const {
-    return {q + t * n_in, d + t * (n_in / 32), s16 + t * (n_in / 16)};
+    return {q + t * n_in, d + t * (n_in / 32), s16 + t * (n_in / 16), dx16 + t * (n_in / 64 * 16)};
   }
 };
 
@@ -80,10 +81,12 @@ void CpuBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
 void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   const size_t q_bytes = static_cast<size_t>(n_tok * n_in);
-  act_scratch_.resize(q_bytes + static_cast<size_t>(n_tok * (n_in / 32 + n_in / 16)) * 4 + 64);
+  const int64_t n_floats = n_tok * (n_in / 32 + n_in / 16 + n_in / 64 * 16);
+  act_scratch_.resize(q_bytes + static_cast<size_t>(n_floats) * 4 + 64);
   uint8_t* base = act_scratch_.data();
   auto* d = reinterpret_cast<float*>(base + (q_bytes + 3) / 4 * 4);
-  const ActLayout act{n_in, reinterpret_cast<int8_t*>(base), d, d + n_tok * (n_in / 32)};
+  float* s16 = d + n_tok * (n_in / 32);
+  const ActLayout act{n_in, reinterpret_cast<int8_t*>(base), d, s16, s16 + n_tok * (n_in / 16)};
   const cpu::MatmulKernels& k = *kernels_;
   T9_CHECK(k.max_cols >= 1 && k.max_cols <= kMaxCols, "kernel tile of {} columns", k.max_cols);
   pool_.parallel_for(n_tok, 1, [&](int64_t t0, int64_t t1) {
@@ -91,6 +94,9 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
       const cpu::ActRow r = act.row(t);
       k.quantize_act(cpu::f32_row(x, t), n_in, const_cast<int8_t*>(r.q), const_cast<float*>(r.d),
                      const_cast<float*>(r.s16));
+      auto* lanes = const_cast<float*>(r.dx16);
+      for (int64_t s = 0; s < n_in / 64; ++s)
+        for (int l = 0; l < 16; ++l) lanes[s * 16 + l] = r.d[2 * s + l / 8];
     }
   });
 
@@ -152,7 +158,8 @@ void CpuBackend::matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t
   const cpu::MatmulKernels& k = *kernels_;
   cpu::ActRow xs[kMaxCols];
   for (int64_t c = 0; c < n_tok; ++c)
-    xs[c] = {first.q + c * n_in, first.d + c * (n_in / 32), first.s16 + c * (n_in / 16)};
+    xs[c] = {first.q + c * n_in, first.d + c * (n_in / 32), first.s16 + c * (n_in / 16),
+             first.dx16 + c * (n_in / 64 * 16)};
   const int64_t n_chunks = n_chunks_for(n_groups, pool_.n_threads());
   pool_.run_chunks(n_chunks, [&](int64_t chunk, int t) {
     int64_t g0, g1;

@@ -46,7 +46,7 @@ void dot_int_tile(const UnpackedRow* w, const ActRow* x, int64_t n_in, float* ou
     __m512 dx[kCols];
     for (int c = 0; c < kCols; ++c) {
       xq[c] = _mm512_loadu_si512(x[c].q + i);
-      dx[c] = act_scales(x[c].d + i / 32);
+      dx[c] = _mm512_loadu_ps(x[c].dx16 + i / 4);  // = act_scales(x[c].d + i / 32)
       init[c] = _mm512_setzero_si512();
       if constexpr (kWide)  // -128 * sum(x) per lane undoes the +128 bias of wide weights
         init[c] = _mm512_sub_epi32(init[c], _mm512_dpbusd_epi32(init[c], bias, xq[c]));

@@ -44,6 +44,10 @@ struct ActRow {
   const int8_t* q;
   const float* d;
   const float* s16;
+  // [n_in / 64][16]: d laid out as the AVX-512 kernel's lanes want it per 64-element step (lanes
+  // 0..7 d[2s], 8..15 d[2s + 1]), filled once per call so the tile loads it instead of building
+  // it for every weight-row group.
+  const float* dx16;
 };
 
 struct MatmulKernels {
