@@ -46,6 +46,7 @@ def test_cache_read_tokens_on_repeat(client):
 
 def test_stop_sequences(client):
     r = client.messages.create(model="c", max_tokens=32, extra_body={"temperature": 0}, stop_sequences=["Paris"],
+                               system="You are a helpful assistant.",
                                messages=[{"role": "user", "content": "What is the capital of France?"}])
     assert r.stop_reason == "stop_sequence" and r.stop_sequence == "Paris"
     assert "Paris" not in r.content[0].text

@@ -9,7 +9,8 @@ def client(server):
 
 
 def test_chat_non_streaming(client):
-    r = client.chat(model="smollm2", messages=[{"role": "user", "content": "What is the capital of France?"}],
+    r = client.chat(model="smollm2", messages=[{"role": "system", "content": "You are a helpful assistant."},
+                                               {"role": "user", "content": "What is the capital of France?"}],
                     options={"temperature": 0, "num_predict": 24}, stream=False)
     assert r.message.role == "assistant" and "Paris" in r.message.content
     assert r.done and r.done_reason in ("stop", "length")

@@ -100,6 +100,22 @@ struct Delta {
   Json tool_calls = Json::array();
 };
 
+// One NDJSON line (or the whole non-streaming reply) without the done fields: /api/chat puts the
+// text in message{content, thinking, tool_calls}, /api/generate in response/thinking.
+Json chunk_json(const std::string& model, bool chat, const Delta& d) {
+  Json j = {{"model", model}, {"created_at", rfc3339_now()}};
+  if (chat) {
+    Json msg = {{"role", "assistant"}, {"content", d.content}};
+    if (!d.thinking.empty()) msg["thinking"] = d.thinking;
+    if (!d.tool_calls.empty()) msg["tool_calls"] = d.tool_calls;
+    j["message"] = msg;
+  } else {
+    j["response"] = d.content;
+    if (!d.thinking.empty()) j["thinking"] = d.thinking;
+  }
+  return j;
+}
+
 class CallBuffer {
  public:
   void apply(const chat::ChatEvent& e, Delta& d) {
@@ -138,16 +154,7 @@ class NdjsonStream final : public StreamFormatter {
 
  private:
   std::string line(const Delta& d, const GenOutput* fin) const {
-    Json j = {{"model", model_}, {"created_at", rfc3339_now()}};
-    if (chat_) {
-      Json msg = {{"role", "assistant"}, {"content", d.content}};
-      if (!d.thinking.empty()) msg["thinking"] = d.thinking;
-      if (!d.tool_calls.empty()) msg["tool_calls"] = d.tool_calls;
-      j["message"] = msg;
-    } else {
-      j["response"] = d.content;
-      if (!d.thinking.empty()) j["thinking"] = d.thinking;
-    }
+    Json j = chunk_json(model_, chat_, d);
     if (fin) j.update(done_fields(*fin, *gen_, timing_));
     else j["done"] = false;
     return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -171,16 +178,7 @@ void run(ServerContext& ctx, httplib::Response& res, GenerationSpec spec, const 
   Delta d;
   CallBuffer calls;
   for (const auto& e : out.events) calls.apply(e, d);
-  Json j = {{"model", model}, {"created_at", rfc3339_now()}};
-  if (chat) {
-    Json msg = {{"role", "assistant"}, {"content", d.content}};
-    if (!d.thinking.empty()) msg["thinking"] = d.thinking;
-    if (!d.tool_calls.empty()) msg["tool_calls"] = d.tool_calls;
-    j["message"] = msg;
-  } else {
-    j["response"] = d.content;
-    if (!d.thinking.empty()) j["thinking"] = d.thinking;
-  }
+  Json j = chunk_json(model, chat, d);
   j.update(done_fields(out, *g, timing));
   send_json(res, j);
 }
