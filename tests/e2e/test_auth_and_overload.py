@@ -5,7 +5,7 @@ import ollama
 import openai
 import pytest
 
-from conftest import SMOLLM2, Server
+from live_server import SMOLLM2, Server
 
 
 @pytest.fixture(scope="module")
