@@ -92,9 +92,11 @@ void BlockPool::set_hash(BlockId b, uint64_t hash) {
 
 void BlockPool::evict_hash(BlockId b) {
   Block& blk = blocks_[b];
-  hash_to_block_.erase(blk.hash);
+  const uint64_t hash = blk.hash;
+  hash_to_block_.erase(hash);
   blk.hashed = false;
   blk.hash = 0;
+  if (on_evict_) on_evict_(hash);
 }
 
 void BlockPool::push_front(BlockId b) {

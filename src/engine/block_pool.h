@@ -57,6 +57,9 @@ class BlockPool {
 
   // The cached block holding this chained hash, if any.
   std::optional<BlockId> find(uint64_t hash) const;
+  // Called with a block's hash when eviction (take() reusing a cached block) forgets it, so that
+  // what hangs off the hash (a recurrent-state checkpoint) goes with it.
+  void set_on_evict(std::function<void(uint64_t hash)> fn) { on_evict_ = std::move(fn); }
   // Mutates: registers a full in-use block under its hash. No-op when the hash is already mapped
   // (another sequence computed the same content first) or the block already has a hash.
   void set_hash(BlockId b, uint64_t hash);
@@ -102,6 +105,7 @@ class BlockPool {
   FreeList uncached_;  // the free queue's head part; grown blocks join its tail
   FreeList cached_;    // LRU: head = least recently freed
   std::unordered_map<uint64_t, BlockId> hash_to_block_;
+  std::function<void(uint64_t)> on_evict_;
 };
 
 }  // namespace t9::engine

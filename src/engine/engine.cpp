@@ -25,10 +25,12 @@ int max_request_tokens(const EngineConfig& c) {
 namespace {
 
 EngineConfig adapted_to(EngineConfig config, const ModelRunner& runner) {
-  if (runner.has_recurrent_state() && config.kv.enable_prefix_cache) {
-    T9_LOG_WARN("prefix cache off: this model keeps recurrent state, and recurrent-state "
-                "checkpoints are not stored yet");
-    config.kv.enable_prefix_cache = false;
+  config.kv.recurrent_checkpoints = runner.has_recurrent_state();
+  const size_t bytes = runner.state_checkpoint_bytes();
+  if (config.kv.recurrent_checkpoints && bytes > 0 && config.state_checkpoint_budget_bytes > 0) {
+    // At least 2, so that a shared prefix and a sequence's own end can both be kept.
+    const int64_t n = config.state_checkpoint_budget_bytes / static_cast<int64_t>(bytes);
+    config.kv.max_state_checkpoints = static_cast<int>(std::clamp<int64_t>(n, 2, 1 << 20));
   }
   return config;
 }
@@ -107,6 +109,8 @@ bool Engine::step() {
     t_post = Clock::now();
     postprocess(plan, out);
   }
+  if (std::vector<uint64_t> dropped = kv_.take_dropped_checkpoints(); !dropped.empty())
+    runner_.drop_checkpoints(dropped);
   const auto t_done = Clock::now();
   if (config_.check_every_step) {
     Status s = check_integrity();
@@ -147,7 +151,8 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
   for (const ScheduledSeq& ss : plan.seqs) {
     const Sequence& s = *ss.seq;
     b.seqs.push_back({static_cast<int>(b.tokens.size()), ss.n_tokens, ss.n_past,
-                      std::span<const BlockId>(s.block_table), ss.need_logits, s.id});
+                      std::span<const BlockId>(s.block_table), ss.need_logits, s.id,
+                      ss.restore_checkpoint, ss.save_checkpoint});
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(s.tokens[ss.n_past + i]);
       b.positions.push_back(ss.n_past + i);
@@ -168,7 +173,11 @@ void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
                       out->n_vocab, n_rows, runner_.n_vocab());
   if (!err.empty()) {
     // The KV of this step is unknown: fail its requests rather than risk corrupt outputs.
-    for (const ScheduledSeq& ss : plan.seqs) finish(ss.seq->id, FinishReason::kError, err);
+    for (const ScheduledSeq& ss : plan.seqs) {
+      if (ss.save_checkpoint != 0 && ss.save_checkpoint != ss.seq->rolling_checkpoint)
+        kv_.drop_checkpoint(ss.save_checkpoint);
+      finish(ss.seq->id, FinishReason::kError, err);
+    }
     return;
   }
   scheduler_.on_computed(plan);
@@ -207,8 +216,8 @@ void Engine::sample_one(Sequence& seq, RequestState& st, std::span<const float> 
     req.on_event(ev);
   }
   if (reason != FinishReason::kNone) {
-    const uint64_t id = seq.id;  // finish() destroys seq
-    scheduler_.finish(id);
+    const uint64_t id = seq.id;  // end_sequence() destroys seq
+    end_sequence(id, /*keep_state=*/true);
     requests_.erase(id);
   }
 }
@@ -226,9 +235,13 @@ void Engine::finish(uint64_t id, FinishReason reason, const std::string& err) {
     it->second.req.on_event(ev);
   }
   if (reason == FinishReason::kError) T9_LOG_WARN("request {} failed: {}", id, err);
-  runner_.release_sequence(id);
-  scheduler_.finish(id);
+  end_sequence(id, reason != FinishReason::kError);
   requests_.erase(it);
+}
+
+void Engine::end_sequence(uint64_t id, bool keep_state) {
+  scheduler_.finish(id, keep_state);
+  runner_.release_sequence(id);
 }
 
 int Engine::run_until_idle(int max_steps) {
@@ -273,6 +286,7 @@ void Engine::publish_stats(double step_ms) {
   counters_.kv_used.store(kv.n_blocks_used);
   counters_.kv_cached.store(kv.n_blocks_cached);
   counters_.kv_free.store(kv.n_blocks_free);
+  counters_.n_checkpoints.store(kv.n_state_checkpoints);
   int n_incoming;
   {
     std::lock_guard lock(mu_);
@@ -296,6 +310,7 @@ EngineStats Engine::stats() const {
   s.kv_blocks_used = counters_.kv_used.load();
   s.kv_blocks_cached = counters_.kv_cached.load();
   s.kv_blocks_free = counters_.kv_free.load();
+  s.n_state_checkpoints = counters_.n_checkpoints.load();
   s.n_waiting = counters_.n_waiting.load();
   s.n_running = counters_.n_running.load();
   s.last_step_ms = counters_.last_step_ms.load();

@@ -32,6 +32,9 @@ struct EngineConfig {
   SchedulerConfig scheduler;
   KvCacheConfig kv;
   int max_context_tokens = 4096;  // the model's context: bounds prompt + max_tokens
+  // Recurrent models: memory for cached state checkpoints (sets kv.max_state_checkpoints from
+  // the runner's state_checkpoint_bytes(); 0 keeps kv.max_state_checkpoints as given).
+  int64_t state_checkpoint_budget_bytes = int64_t{1} << 30;
   // Called on the engine thread after every step with its duration (metrics histograms); must be
   // quick and must not block.
   std::function<void(double step_ms)> on_step;
@@ -55,6 +58,7 @@ struct EngineStats {
   int kv_blocks_used = 0;
   int kv_blocks_cached = 0;  // unused but findable by the prefix cache
   int kv_blocks_free = 0;    // unused (cached included) + not yet grown
+  int n_state_checkpoints = 0;  // cached recurrent-state checkpoints (hybrid models)
   int n_waiting = 0;         // queue depth, incl. submitted but not yet taken in
   int n_running = 0;
   double last_step_ms = 0;
@@ -102,7 +106,8 @@ class Engine {
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
         n_computed_tokens{0}, n_generated_tokens{0}, n_preemptions{0}, n_steps{0};
-    std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_waiting{0}, n_running{0};
+    std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_checkpoints{0},
+        n_waiting{0}, n_running{0};
     std::atomic<double> last_step_ms{0};
     std::atomic<double> total_step_ms{0}, total_schedule_ms{0}, total_model_ms{0},
         total_postprocess_ms{0};
@@ -114,6 +119,8 @@ class Engine {
   void postprocess(const StepPlan& plan, Result<ForwardOutput>& out);
   void sample_one(Sequence& seq, RequestState& st, std::span<const float> logits);
   void finish(uint64_t id, FinishReason reason, const std::string& err = {});
+  // Frees the sequence's blocks and model state (keep_state: its checkpoint may be published).
+  void end_sequence(uint64_t id, bool keep_state);
   void publish_stats(double step_ms);
   void loop();
 

@@ -20,7 +20,11 @@ uint64_t hash_block(uint64_t parent_hash, uint64_t salt, std::span<const TokenId
 }
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config, GrowFn grow)
-    : config_(config), pool_(config.pool, std::move(grow)) {}
+    : config_(config),
+      pool_(config.pool, std::move(grow)),
+      ckpts_(config.recurrent_checkpoints ? config.max_state_checkpoints : 0) {
+  pool_.set_on_evict([this](uint64_t hash) { ckpts_.erase(hash); });
+}
 
 KvStats KvCacheManager::stats() const {
   KvStats s;
@@ -29,6 +33,7 @@ KvStats KvCacheManager::stats() const {
   s.n_blocks_used = pool_.n_used();
   s.n_blocks_cached = pool_.n_cached_free();
   s.n_blocks_free = pool_.n_available();
+  s.n_state_checkpoints = ckpts_.size();
   return s;
 }
 
@@ -47,12 +52,21 @@ PrefixMatch KvCacheManager::match_prefix(Sequence& seq) const {
   // (n_total - 1) / bs full blocks at most: the last token is always recomputed.
   int n_max_blocks = (seq.n_total() - 1) / block_size();
   ensure_hashes(seq, n_max_blocks);
+  size_t n_usable = 0;  // blocks a hit may adopt: all, or up to the last one with a checkpoint
   for (int i = 0; i < n_max_blocks; ++i) {
     auto b = pool_.find(seq.block_hashes[i]);
     if (!b) break;
     m.blocks.push_back(*b);
+    if (!checkpoints_enabled()) {
+      n_usable = m.blocks.size();
+    } else if (auto c = ckpts_.find(seq.block_hashes[i])) {
+      n_usable = m.blocks.size();
+      m.checkpoint = *c;
+    }
   }
-  m.n_tokens = static_cast<int>(m.blocks.size()) * block_size();
+  m.n_kv_tokens = static_cast<int>(m.blocks.size()) * block_size();
+  m.blocks.resize(n_usable);
+  m.n_tokens = static_cast<int>(n_usable) * block_size();
   return m;
 }
 
@@ -101,7 +115,67 @@ void KvCacheManager::commit(Sequence& seq) {
   seq.n_committed_blocks = n_full;
 }
 
-void KvCacheManager::free(Sequence& seq) {
+void KvCacheManager::plan_checkpoints(Sequence& seq, const PrefixMatch& prefix) {
+  seq.checkpoint_positions.clear();
+  if (!checkpoints_enabled()) return;
+  const int bs = block_size();
+  if (prefix.n_tokens > 0) {
+    seq.restore_checkpoint = prefix.checkpoint;
+    ckpts_.touch(seq.block_hashes[prefix.n_tokens / bs - 1]);
+  }
+  // The branch point first: the next sequence sharing this cached KV prefix (another agent with
+  // the same system prompt) then finds a checkpoint where the prefixes part.
+  if (prefix.n_kv_tokens > prefix.n_tokens) seq.checkpoint_positions.push_back(prefix.n_kv_tokens);
+  const int prompt_end = seq.n_prompt / bs * bs;
+  if (prompt_end > std::max(prefix.n_tokens, prefix.n_kv_tokens))
+    seq.checkpoint_positions.push_back(prompt_end);
+}
+
+int KvCacheManager::cut_at_checkpoint(const Sequence& seq, int n_past, int n_tokens) const {
+  for (int p : seq.checkpoint_positions)
+    if (p > n_past && p < n_past + n_tokens) return p - n_past;
+  return n_tokens;
+}
+
+uint64_t KvCacheManager::checkpoint_for_step(Sequence& seq, int end) {
+  if (!checkpoints_enabled()) return 0;
+  if (std::find(seq.checkpoint_positions.begin(), seq.checkpoint_positions.end(), end) !=
+      seq.checkpoint_positions.end())
+    return ckpts_.new_id();
+  if (end % block_size() != 0) return 0;
+  if (seq.rolling_checkpoint == 0) seq.rolling_checkpoint = ckpts_.new_id();
+  return seq.rolling_checkpoint;
+}
+
+void KvCacheManager::on_checkpoint_saved(Sequence& seq, int end, uint64_t id) {
+  if (id == seq.rolling_checkpoint) {
+    seq.rolling_position = end;
+    return;
+  }
+  std::erase(seq.checkpoint_positions, end);
+  publish(seq, end, id);
+}
+
+void KvCacheManager::publish(const Sequence& seq, int end, uint64_t id) {
+  const int i = end / block_size() - 1;
+  if (i < 0 || i >= seq.n_committed_blocks || !pool_.find(seq.block_hashes[i])) {
+    ckpts_.drop(id);
+    return;
+  }
+  ckpts_.insert(seq.block_hashes[i], id);
+}
+
+void KvCacheManager::free(Sequence& seq, bool keep_state) {
+  if (seq.rolling_checkpoint != 0) {
+    if (keep_state && seq.rolling_position > 0)
+      publish(seq, seq.rolling_position, seq.rolling_checkpoint);
+    else
+      ckpts_.drop(seq.rolling_checkpoint);
+  }
+  seq.rolling_checkpoint = 0;
+  seq.rolling_position = 0;
+  seq.restore_checkpoint = 0;
+  seq.checkpoint_positions.clear();
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) pool_.unref(*it);
   seq.block_table.clear();
   seq.n_computed = 0;
@@ -134,7 +208,12 @@ Status KvCacheManager::check_integrity(std::span<const Sequence* const> live) co
         return error("seq {}: block {} at index {} is cached under another hash", s->id, b, i);
     }
   }
-  return pool_.check_integrity(refs);
+  T9_TRY(pool_.check_integrity(refs));
+  if (ckpts_.size() > std::max(ckpts_.max_size(), 0))
+    return error("{} state checkpoints over the budget of {}", ckpts_.size(), ckpts_.max_size());
+  for (uint64_t hash : ckpts_.block_hashes())
+    if (!pool_.find(hash)) return error("state checkpoint of evicted block hash {:#x}", hash);
+  return {};
 }
 
 }  // namespace t9::engine

@@ -13,25 +13,35 @@
 #include "core/result.h"
 #include "engine/block_pool.h"
 #include "engine/sequence.h"
+#include "engine/state_checkpoints.h"
 
 namespace t9::engine {
 
 struct KvCacheConfig {
   BlockPoolConfig pool;
   bool enable_prefix_cache = true;  // false: no hashing, no sharing (the no_prefix_cache switch)
+  // The model keeps per-sequence recurrent state (ModelRunner::has_recurrent_state): a prefix
+  // hit must also restore a state checkpoint (StateCheckpoints), so hits end only where one is.
+  bool recurrent_checkpoints = false;
+  int max_state_checkpoints = 64;  // cached checkpoints kept at most (LRU beyond)
 };
 
 struct PrefixMatch {
   std::vector<BlockId> blocks;  // cached blocks for the sequence's first blocks, in order
   int n_tokens = 0;             // blocks.size() * block_size
+  // Recurrent models: the state checkpoint after n_tokens (0 when n_tokens == 0), and the cached
+  // KV prefix before trimming to a checkpoint (where the next checkpoint is worth taking).
+  uint64_t checkpoint = 0;
+  int n_kv_tokens = 0;
 };
 
 struct KvStats {
   int n_blocks_total = 0;  // backed by storage
   int n_blocks_max = 0;
-  int n_blocks_used = 0;    // ref > 0
-  int n_blocks_cached = 0;  // ref 0 but still findable
-  int n_blocks_free = 0;    // ref 0 (cached included) + not yet grown
+  int n_blocks_used = 0;        // ref > 0
+  int n_blocks_cached = 0;      // ref 0 but still findable
+  int n_blocks_free = 0;        // ref 0 (cached included) + not yet grown
+  int n_state_checkpoints = 0;  // cached recurrent-state checkpoints
 };
 
 // Chained hash of one full block (exposed for tests).
@@ -43,6 +53,9 @@ class KvCacheManager {
 
   int block_size() const { return pool_.block_size(); }
   bool prefix_cache_enabled() const { return config_.enable_prefix_cache; }
+  bool checkpoints_enabled() const {
+    return config_.enable_prefix_cache && config_.recurrent_checkpoints;
+  }
   const BlockPool& pool() const { return pool_; }
   KvStats stats() const;
 
@@ -59,9 +72,27 @@ class KvCacheManager {
   // Mutates: registers every full block below n_computed as cached (call after a step).
   void commit(Sequence& seq);
 
+  // --- Recurrent-state checkpoints (checkpoints_enabled() only; see Sequence) ---
+  // Mutates: after admission with `prefix`, takes its checkpoint as seq's restore_checkpoint and
+  // plans seq.checkpoint_positions.
+  void plan_checkpoints(Sequence& seq, const PrefixMatch& prefix);
+  // n_tokens cut so that a step starting at n_past stops at the next planned position.
+  int cut_at_checkpoint(const Sequence& seq, int n_past, int n_tokens) const;
+  // Mutates: the checkpoint id a step ending at `end` saves the state into: a new one at a
+  // planned position, the sequence's rolling one at other block boundaries, else 0.
+  uint64_t checkpoint_for_step(Sequence& seq, int end);
+  // Mutates: the step ending at `end` ran and saved into `id` (after commit(seq)).
+  void on_checkpoint_saved(Sequence& seq, int end, uint64_t id);
+  // Mutates: a step's snapshot that will never be published (its step failed).
+  void drop_checkpoint(uint64_t id) { ckpts_.drop(id); }
+  // Mutates: checkpoint ids the runner can free now (evicted, superseded or unpublished).
+  std::vector<uint64_t> take_dropped_checkpoints() { return ckpts_.take_dropped(); }
+
   // Mutates: releases seq's blocks (last block first, so a sequence's tail is evicted before
   // its shared head) and resets n_computed to 0. Cached blocks stay findable until evicted.
-  void free(Sequence& seq);
+  // With `keep_state` the sequence's rolling checkpoint is published for later hits (false when
+  // a failed step may have left it half written).
+  void free(Sequence& seq, bool keep_state = true);
 
   // Ref counts equal the number of block tables holding each block, the free queue holds
   // exactly the ref-0 blocks, the hash map is consistent, tables cover n_computed.
@@ -69,9 +100,12 @@ class KvCacheManager {
 
  private:
   void ensure_hashes(Sequence& seq, int n_full_blocks) const;
+  // Stores checkpoint `id` for the block ending at `end` (or drops it if that block is gone).
+  void publish(const Sequence& seq, int end, uint64_t id);
 
   KvCacheConfig config_;
   BlockPool pool_;
+  StateCheckpoints ckpts_;
 };
 
 }  // namespace t9::engine

@@ -3,6 +3,7 @@
 // batch's tokens into the given blocks and returns logits for the sequences that need them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -23,6 +24,12 @@ struct ForwardSeq {
   // with per-sequence recurrent state (hybrid Gated DeltaNet models) key that state by it;
   // 0 = not supplied.
   uint64_t seq_id = 0;
+  // Recurrent models (has_recurrent_state()), ids of state checkpoints, 0 = none:
+  // load this checkpoint into the sequence's state before computing (a prefix hit: n_past is
+  // where it was taken), and after computing save the state into this one (creating or
+  // overwriting it). The engine frees ids with drop_checkpoints().
+  uint64_t restore_checkpoint = 0;
+  uint64_t save_checkpoint = 0;
 };
 
 struct ForwardBatch {
@@ -54,10 +61,14 @@ class ModelRunner {
   virtual bool grow_kv_blocks(int n_blocks_total) = 0;
   // The sequence finished (or was dropped): per-sequence model state keyed by seq_id can go.
   virtual void release_sequence(uint64_t seq_id) { (void)seq_id; }
-  // True for models with per-sequence recurrent state (Gated DeltaNet hybrids). Until the prefix
-  // cache stores recurrent-state checkpoints, the engine turns prefix reuse off for them: a
+  // True for models with per-sequence recurrent state (Gated DeltaNet hybrids). The engine then
+  // pairs every prefix hit with a state checkpoint (ForwardSeq::restore/save_checkpoint): a
   // cached KV prefix without the matching state would compute from a wrong state.
   virtual bool has_recurrent_state() const { return false; }
+  // Bytes one state checkpoint holds (for the checkpoint budget); 0 when unknown.
+  virtual size_t state_checkpoint_bytes() const { return 0; }
+  // The engine will never restore these checkpoints again: their memory can go.
+  virtual void drop_checkpoints(std::span<const uint64_t> ids) { (void)ids; }
 };
 
 inline int ForwardBatch::n_logit_rows() const {

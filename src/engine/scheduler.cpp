@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/check.h"
 
@@ -24,18 +25,27 @@ Sequence* Scheduler::find(uint64_t id) {
   return it == seqs_.end() ? nullptr : it->second.get();
 }
 
-void Scheduler::finish(uint64_t id) {
+void Scheduler::finish(uint64_t id, bool keep_state) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   Sequence* s = it->second.get();
-  kv_.free(*s);
+  kv_.free(*s, keep_state);
   std::erase(running_, s);
   std::erase(waiting_, s);
   seqs_.erase(it);
 }
 
 int Scheduler::chunk_for(const Sequence& seq, int n_past, int budget) const {
-  return std::min({seq.n_total() - n_past, budget, config_.prefill_chunk_tokens});
+  int n = std::min({seq.n_total() - n_past, budget, config_.prefill_chunk_tokens});
+  return kv_.cut_at_checkpoint(seq, n_past, n);
+}
+
+// The plan entry for computing seq's next n_tokens (blocks already allocated).
+ScheduledSeq Scheduler::scheduled(Sequence* s, int n) {
+  ScheduledSeq ss{s, s->n_computed, n, s->n_computed + n == s->n_total()};
+  ss.restore_checkpoint = std::exchange(s->restore_checkpoint, 0);
+  ss.save_checkpoint = kv_.checkpoint_for_step(*s, s->n_computed + n);
+  return ss;
 }
 
 void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
@@ -77,7 +87,7 @@ bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
       }
     }
     if (!scheduled) break;  // s was the last running sequence
-    plan.seqs.push_back({s, s->n_computed, n, s->n_computed + n == s->n_total()});
+    plan.seqs.push_back(this->scheduled(s, n));
     plan.n_tokens += n;
     budget -= n;
     ++i;
@@ -101,7 +111,11 @@ void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
       s->n_cached_prompt_tokens = std::min(hit.n_tokens, s->n_prompt);
     s->status = SeqStatus::kRunning;
     running_.push_back(s);
-    plan.seqs.push_back({s, s->n_computed, n, s->n_computed + n == s->n_total()});
+    kv_.plan_checkpoints(*s, hit);
+    // The plan may stop the first chunk earlier (at a checkpoint position); blocks allocated for
+    // the rest stay with the sequence for its next step.
+    n = std::min(n, kv_.cut_at_checkpoint(*s, s->n_computed, n));
+    plan.seqs.push_back(scheduled(s, n));
     plan.n_tokens += n;
     budget -= n;
   }
@@ -119,6 +133,8 @@ void Scheduler::on_computed(const StepPlan& plan) {
     T9_CHECK(ss.seq->n_computed == ss.n_past, "seq {} moved during the step", ss.seq->id);
     ss.seq->n_computed += ss.n_tokens;
     kv_.commit(*ss.seq);
+    if (ss.save_checkpoint != 0)
+      kv_.on_checkpoint_saved(*ss.seq, ss.seq->n_computed, ss.save_checkpoint);
   }
 }
 

@@ -33,6 +33,10 @@ struct ScheduledSeq {
   int n_past = 0;
   int n_tokens = 0;
   bool need_logits = false;  // the chunk reaches the end of the sequence: sample the next token
+  // Recurrent models: load this checkpoint into the sequence's state before the step (a prefix
+  // hit), and save the state after the step into that one (0: none). See StateCheckpoints.
+  uint64_t restore_checkpoint = 0;
+  uint64_t save_checkpoint = 0;
 };
 
 struct StepPlan {
@@ -51,7 +55,8 @@ class Scheduler {
   void add(std::unique_ptr<Sequence> seq);
   Sequence* find(uint64_t id);
   // Mutates: frees the blocks and destroys the sequence (finished, cancelled or failed).
-  void finish(uint64_t id);
+  // keep_state = false when a failed step may have left its recurrent state half written.
+  void finish(uint64_t id, bool keep_state = true);
 
   // Mutates: plans the next step and allocates its blocks.
   StepPlan schedule();
@@ -70,6 +75,7 @@ class Scheduler {
   void preempt(Sequence* seq, StepPlan& plan);
   void fail(Sequence* seq, StepPlan& plan);
   int chunk_for(const Sequence& seq, int n_past, int budget) const;
+  ScheduledSeq scheduled(Sequence* seq, int n_tokens);
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

@@ -31,6 +31,17 @@ struct Sequence {
   int n_cached_prompt_tokens = -1;  // prefix hit within the prompt at first admission; -1 before
   int n_preemptions = 0;
 
+  // Models with recurrent state (KvCacheConfig::recurrent_checkpoints), see StateCheckpoints:
+  // positions (multiples of the block size, ascending) where a step must end so that the state
+  // there is saved as a shareable checkpoint: the end of the longest cached KV prefix (a branch
+  // point, e.g. a shared system prompt) and the prompt's last block boundary.
+  std::vector<int> checkpoint_positions;
+  uint64_t restore_checkpoint = 0;  // to load into the state before the next step (a prefix hit)
+  // This sequence's own latest state snapshot at a block boundary (decode passes one every
+  // block): published into the cache when the sequence finishes or is preempted.
+  uint64_t rolling_checkpoint = 0;
+  int rolling_position = 0;  // tokens the rolling checkpoint covers; 0 = none yet
+
   int n_total() const { return static_cast<int>(tokens.size()); }
   int n_generated() const { return n_total() - n_prompt; }
   int n_pending() const { return n_total() - n_computed; }  // tokens still to compute

@@ -24,6 +24,7 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
   b.positions = batch.positions;
   b.seqs = seqs_;
   T9_ASSIGN_OR_RETURN(Logits lg, model_.forward(b));
+  if (model_.recurrent()) T9_TRY(save_checkpoints(batch));
   engine::ForwardOutput out;
   out.logits = std::move(lg.data);
   out.n_rows = lg.n_rows;
@@ -31,21 +32,52 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
   return out;
 }
 
-// The state continues from the slot's contents; n_past == 0 restarts it (Model::forward). A
-// prefix-cache hit (n_past > 0 on a sequence never seen) needs a restored checkpoint, which the
-// engine does not provide yet: refuse rather than compute from a wrong state.
+// The state continues from the slot's contents, or from a restored checkpoint (a prefix hit);
+// n_past == 0 restarts it (Model::forward). A sequence first seen at n_past > 0 without a
+// checkpoint would compute from a wrong state: refused.
 Result<int> EngineRunner::state_slot(const engine::ForwardSeq& s) {
   if (s.seq_id == 0)
-    return error("hybrid model: the engine did not supply ForwardSeq::seq_id for the recurrent "
-                 "state");
-  if (auto it = slots_.find(s.seq_id); it != slots_.end()) return it->second;
-  if (s.n_past != 0)
-    return error("hybrid model: sequence {} starts at position {} without a recurrent-state "
-                 "checkpoint",
-                 s.seq_id, s.n_past);
-  T9_ASSIGN_OR_RETURN(int slot, model_.recurrent()->acquire());
-  slots_.emplace(s.seq_id, slot);
+    return error(
+        "hybrid model: the engine did not supply ForwardSeq::seq_id for the recurrent "
+        "state");
+  RecurrentState& rs = *model_.recurrent();
+  int slot = -1;
+  if (auto it = slots_.find(s.seq_id); it != slots_.end()) {
+    slot = it->second;
+  } else {
+    if (s.n_past != 0 && s.restore_checkpoint == 0)
+      return error(
+          "hybrid model: sequence {} starts at position {} without a recurrent-state "
+          "checkpoint",
+          s.seq_id, s.n_past);
+    T9_ASSIGN_OR_RETURN(slot, rs.acquire());
+    slots_.emplace(s.seq_id, slot);
+  }
+  if (s.restore_checkpoint != 0) {
+    auto ck = checkpoints_.find(s.restore_checkpoint);
+    if (ck == checkpoints_.end())
+      return error("hybrid model: sequence {}: state checkpoint {} is unknown", s.seq_id,
+                   s.restore_checkpoint);
+    T9_TRY(rs.restore(slot, ck->second));
+  }
   return slot;
+}
+
+Status EngineRunner::save_checkpoints(const engine::ForwardBatch& batch) {
+  for (const engine::ForwardSeq& s : batch.seqs) {
+    if (s.save_checkpoint == 0) continue;
+    model_.recurrent()->snapshot(slots_.at(s.seq_id), checkpoints_[s.save_checkpoint]);
+  }
+  return {};
+}
+
+size_t EngineRunner::state_checkpoint_bytes() const {
+  const RecurrentState* rs = model_.recurrent();
+  return rs ? rs->slot_floats() * sizeof(float) : 0;
+}
+
+void EngineRunner::drop_checkpoints(std::span<const uint64_t> ids) {
+  for (uint64_t id : ids) checkpoints_.erase(id);
 }
 
 void EngineRunner::release_sequence(uint64_t seq_id) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <unordered_map>
+#include <vector>
 
 #include "engine/model_runner.h"
 #include "model/model.h"
@@ -18,14 +19,19 @@ class EngineRunner final : public engine::ModelRunner {
   bool grow_kv_blocks(int n_blocks_total) override;
   void release_sequence(uint64_t seq_id) override;
   bool has_recurrent_state() const override { return model_.recurrent() != nullptr; }
+  size_t state_checkpoint_bytes() const override;
+  void drop_checkpoints(std::span<const uint64_t> ids) override;
 
  private:
   Result<int> state_slot(const engine::ForwardSeq& s);
+  Status save_checkpoints(const engine::ForwardBatch& batch);
 
   Model& model_;
   std::vector<SeqInput> seqs_;  // reused between steps
   // Hybrid models: engine sequence id -> RecurrentState slot, taken on first sight.
   std::unordered_map<uint64_t, int> slots_;
+  // State checkpoints by id (host memory, RecurrentState::snapshot layout).
+  std::unordered_map<uint64_t, std::vector<float>> checkpoints_;
 };
 
 }  // namespace t9::model

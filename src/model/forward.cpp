@@ -33,7 +33,8 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   // ---- attention or Gated DeltaNet block ----
   be.rms_norm(s.x, L.attn_norm, eps, nb, s.h);
   if (const int ri = rec_index_[static_cast<size_t>(il)]; ri >= 0)
-    gated_deltanet(be, hp_, spec_, L, *xs_, rs_->conv(ri), rs_->delta(ri), s.h, s.o);
+    gated_deltanet(be, hp_, spec_, L, *xs_, rs_->conv(ri), rs_->delta(ri), s.h,
+                   cfg_.gdn_min_chunked_tokens, s.o);
   else
     run_attention(il, n_seqs, max_ctx);
   if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_attn_norm, eps, nb, s.o);

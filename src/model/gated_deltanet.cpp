@@ -16,7 +16,7 @@ Tensor head_view(const Tensor& t, int64_t first, int64_t n_heads, int64_t d) {
 
 void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const LayerWeights& L,
                     const ExtraScratch& s, const Tensor& conv_state, const Tensor& delta_state,
-                    const Tensor& h, const Tensor& out) {
+                    const Tensor& h, int min_chunked_tokens, const Tensor& out) {
   const int64_t nk = hp.ssm_n_group, nv = hp.ssm_dt_rank, dk = hp.ssm_d_state;
   const int64_t dv = hp.ssm_d_inner / nv, r = nv / nk;
   be.matmul(L.ssm_qkv, h, Tensor{}, s.mixed);
@@ -45,6 +45,7 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
   p.d_k = static_cast<int>(dk);
   p.d_v = static_cast<int>(dv);
   p.v_heads_tiled = spec.gdn_v_heads_tiled;
+  p.min_chunked_tokens = min_chunked_tokens;
   be.gated_delta_net(q, k, v, a, b, L.ssm_a, L.ssm_dt, delta_state, s.rseqs, p, s.core);
   // Gated RMSNorm per value head: norm(core) * w * silu(z).
   const Tensor rows = reshape(s.core, dv, nv * s.core.ne[2]);

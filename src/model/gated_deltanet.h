@@ -14,9 +14,10 @@
 namespace t9::model {
 
 // h: F32 [T, E] normed input; out: F32 [T, E]. conv_state / delta_state: this layer's
-// RecurrentState tensors; s.rseqs names each sequence's rows and slot.
+// RecurrentState tensors; s.rseqs names each sequence's rows and slot. min_chunked_tokens:
+// GdnParams::min_chunked_tokens (ModelConfig::gdn_min_chunked_tokens).
 void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const LayerWeights& L,
                     const ExtraScratch& s, const Tensor& conv_state, const Tensor& delta_state,
-                    const Tensor& h, const Tensor& out);
+                    const Tensor& h, int min_chunked_tokens, const Tensor& out);
 
 }  // namespace t9::model

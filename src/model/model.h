@@ -61,6 +61,14 @@ struct ModelConfig {
   // Rows of the output projection computed per backend call (bounds the logits scratch:
   // gemma3's 262144-entry vocabulary costs 1 MiB per row).
   int max_logit_rows_per_call = 64;
+  // Hybrid models: steps giving a sequence at least this many tokens run the chunked-parallel
+  // delta rule, others the token-by-token recurrence. The default keeps every step recurrent:
+  // then a sequence's logits are bitwise the same however its tokens are split into steps
+  // (rule 7 of docs/ARCHITECTURE.md), which is what makes prefix-cache hits — a restored state
+  // checkpoint plus the suffix — give exactly the outputs of an uncached run. On the CPU the
+  // recurrence costs about the same FLOPs as the chunked form (~4 d_k d_v per token and head);
+  // the chunked form pays on tensor cores. Tests set 2 to exercise it.
+  int gdn_min_chunked_tokens = 1 << 30;
 };
 
 class Model {

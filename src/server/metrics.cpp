@@ -71,6 +71,8 @@ std::string Metrics::render(const engine::EngineStats& s) const {
   gauge("tempo9_kv_blocks_total", "KV blocks backed by storage.", s.kv_blocks_total);
   gauge("tempo9_kv_blocks_used", "KV blocks held by sequences.", s.kv_blocks_used);
   gauge("tempo9_kv_blocks_cached", "Unused KV blocks kept for the prefix cache.", s.kv_blocks_cached);
+  gauge("tempo9_state_checkpoints", "Recurrent-state checkpoints kept for the prefix cache (hybrid models).",
+        s.n_state_checkpoints);
   gauge("tempo9_kv_blocks_free", "KV blocks free (cached included) or not yet grown.", s.kv_blocks_free);
   gauge("tempo9_queue_depth", "Requests waiting for the engine.", s.n_waiting);
   gauge("tempo9_running_sequences", "Sequences running.", s.n_running);

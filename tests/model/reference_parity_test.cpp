@@ -114,7 +114,8 @@ TEST_P(ReferenceParity, MatchesTransformersLogits) {
 
   CpuBackend backend;
   model::ModelConfig cfg;
-  cfg.kv_type = GgmlType::F32;  // isolate the forward pass from KV rounding
+  cfg.kv_type = GgmlType::F32;      // isolate the forward pass from KV rounding
+  cfg.gdn_min_chunked_tokens = 2;   // hybrids: the whole pass runs the chunked form, as the reference
   auto m = model::Model::load(gguf.string(), backend, cfg);
   ASSERT_TRUE(m.ok()) << m.message();
   const int n_vocab = (*m)->n_vocab();
@@ -198,6 +199,7 @@ TEST_P(ChunkConsistency, WholeChunkedAndStepwiseAgree) {
   CpuBackend backend;
   model::ModelConfig cfg;
   cfg.kv_type = GgmlType::F32;
+  cfg.gdn_min_chunked_tokens = 2;  // steps of >= 2 tokens take the chunked form
   auto m = model::Model::load(gguf.string(), backend, cfg);
   ASSERT_TRUE(m.ok()) << m.message();
   const int n_vocab = (*m)->n_vocab(), n_pos = static_cast<int>(tokens.size());
@@ -241,6 +243,25 @@ TEST_P(ChunkConsistency, WholeChunkedAndStepwiseAgree) {
   auto second = (*m)->forward(b);
   ASSERT_TRUE(second.ok()) << second.message();
   EXPECT_EQ(first->data, second->data);
+  fs::remove(gguf);
+}
+
+// With the default configuration (the recurrence in every step) the hybrids keep rule 7 of
+// docs/ARCHITECTURE.md: the same bits however the tokens are split into steps. The prefix cache
+// relies on it for exact outputs after a restored checkpoint.
+TEST_P(ChunkConsistency, DefaultConfigIsBitwiseSplitInvariant) {
+  const std::string arch = GetParam();
+  const std::string dir = fixture_dir(arch);
+  const fs::path gguf = fs::temp_directory_path() / ("t9-split-" + arch + "-" +
+                                                     std::to_string(::getpid()) + ".gguf");
+  ASSERT_TRUE(convert::convert_hf_to_gguf({dir, gguf.string(), GgmlType::Q8_0, ""}).ok());
+  std::ifstream rf(dir + "/reference.json");
+  const auto tokens = nlohmann::json::parse(rf)["tokens"].get<std::vector<int32_t>>();
+  CpuBackend backend;
+  auto m = model::Model::load(gguf.string(), backend, model::ModelConfig{});
+  ASSERT_TRUE(m.ok()) << m.message();
+  const std::vector<float> whole = feed_in_chunks(**m, tokens, static_cast<int>(tokens.size()));
+  for (int chunk : {64, 7, 1}) EXPECT_EQ(feed_in_chunks(**m, tokens, chunk), whole) << chunk;
   fs::remove(gguf);
 }
 

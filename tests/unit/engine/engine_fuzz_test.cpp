@@ -90,12 +90,18 @@ struct Coverage {
           n_errors = 0, n_requests = 0;
 };
 
-void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov) {
+// recurrent: the fake runner plays a hybrid model (recurrent state, checkpointed prefix hits).
+void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = false) {
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int block_size = std::array{1, 2, 4, 8}[uni(0, 3)];
   EngineConfig cfg = random_config(rng, block_size);
   FakeModelRunner runner(kVocab, block_size);
+  runner.recurrent = recurrent;
+  if (recurrent) {
+    cfg.state_checkpoint_budget_bytes = 0;  // the count below is the budget
+    cfg.kv.max_state_checkpoints = uni(0, 8);
+  }
   // Sometimes the device runs out before the configured cap.
   if (uni(0, 2) == 0) runner.grow_limit_blocks = uni(2, cfg.kv.pool.max_blocks / 2);
   const int capacity_tokens =
@@ -146,6 +152,8 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov) {
   cov->n_preemptions += st.n_preemptions;
   cov->n_cached_prompt_tokens += st.n_cached_prompt_tokens;
   cov->n_requests += st.n_requests;
+  EXPECT_EQ(runner.n_checkpoints_held(), st.n_state_checkpoints) << "seed " << seed;
+  EXPECT_EQ(runner.n_states_held(), 0) << "seed " << seed;
   EXPECT_EQ(engine.kv().pool().n_free(), engine.kv().pool().n_blocks()) << "seed " << seed;
   for (const auto& [id, t] : all) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed << " request " << id);
@@ -190,6 +198,22 @@ TEST(EngineFuzz, RandomTrafficKeepsInvariantsAndExactOutputs) {
   EXPECT_GT(cov.n_cancelled, 0);
   EXPECT_GT(cov.n_stopped, 0);
   EXPECT_GT(cov.n_errors, 0);
+}
+
+// The same traffic on a model with recurrent state: every prefix hit restores a checkpoint, which
+// the fake runner verifies against the KV; any wrong restore fails a request, and the check
+// above accepts errors only for requests that cannot fit.
+TEST(EngineFuzz, RecurrentModelRandomTrafficKeepsInvariantsAndExactOutputs) {
+  Coverage cov;
+  for (uint32_t seed = 101; seed <= 112; ++seed) {
+    run_fuzz(seed, 400, &cov, /*recurrent=*/true);
+    if (HasFatalFailure()) return;
+  }
+  std::printf("recurrent: requests %ld preemptions %ld cached prompt tokens %ld\n", cov.n_requests,
+              cov.n_preemptions, cov.n_cached_prompt_tokens);
+  EXPECT_GT(cov.n_requests, 3000);
+  EXPECT_GT(cov.n_preemptions, 0);
+  EXPECT_GT(cov.n_cached_prompt_tokens, 0);
 }
 
 }  // namespace

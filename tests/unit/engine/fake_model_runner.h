@@ -4,11 +4,18 @@
 // bookkeeping bug (wrong block, stale eviction, bad prefix hit, wrong position) changes the
 // output, and reference_logits() — the same function on the history given directly, no KV —
 // is the oracle tests compare against.
+//
+// With `recurrent` set it also plays a hybrid model: each sequence carries a recurrent state (a
+// hash chain over every token it computed, in order, and their count), restarted at n_past == 0,
+// loaded from / saved to checkpoints as ForwardSeq asks. Before a sequence's logits the state
+// must equal the hash chain of the token history read back from the KV, else run() fails: a
+// checkpoint restored at the wrong position or for other tokens cannot go unnoticed.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/model_runner.h"
@@ -20,6 +27,15 @@ class FakeModelRunner : public ModelRunner {
   FakeModelRunner(int n_vocab, int block_size) : n_vocab_(n_vocab), block_size_(block_size) {}
 
   int n_vocab() const override { return n_vocab_; }
+  bool has_recurrent_state() const override { return recurrent; }
+  size_t state_checkpoint_bytes() const override { return recurrent ? sizeof(State) : 0; }
+  void drop_checkpoints(std::span<const uint64_t> ids) override {
+    for (uint64_t id : ids) checkpoints_.erase(id);
+  }
+  void release_sequence(uint64_t seq_id) override { states_.erase(seq_id); }
+  // Checkpoints the runner still holds (the engine must drop every one it stops using).
+  int n_checkpoints_held() const { return static_cast<int>(checkpoints_.size()); }
+  int n_states_held() const { return static_cast<int>(states_.size()); }
 
   bool grow_kv_blocks(int n_blocks_total) override {
     grow_calls.push_back(n_blocks_total);
@@ -39,6 +55,7 @@ class FakeModelRunner : public ModelRunner {
     out.n_vocab = n_vocab_;
     for (const ForwardSeq& s : batch.seqs) {
       T9_TRY(write_kv(batch, s));
+      if (recurrent) T9_TRY(advance_state(batch, s));
       n_tokens_computed += s.n_tokens;
       if (!s.need_logits) continue;
       std::vector<TokenId> history;
@@ -60,6 +77,13 @@ class FakeModelRunner : public ModelRunner {
                4.0f;
   }
 
+  // The recurrent state after a token history (what advance_state computes token by token).
+  static uint64_t state_hash(std::span<const TokenId> history) {
+    uint64_t h = 0x6a09e667u;
+    for (TokenId t : history) h = mix(h ^ (static_cast<uint64_t>(t) * 0x2545f4914f6cdd1dULL + 1));
+    return h;
+  }
+
   static TokenId reference_greedy(std::span<const TokenId> history, int n_vocab) {
     std::vector<float> l(n_vocab);
     reference_logits(history, n_vocab, l.data());
@@ -79,6 +103,8 @@ class FakeModelRunner : public ModelRunner {
     return out;
   }
 
+  bool recurrent = false;           // play a hybrid model with per-sequence recurrent state
+  int64_t n_restores = 0;           // checkpoints loaded (prefix hits of a recurrent model)
   int grow_limit_blocks = 1 << 30;  // grow_kv_blocks beyond this fails (out of "memory")
   bool fail_next_run = false;
   int64_t n_runs = 0;
@@ -112,6 +138,44 @@ class FakeModelRunner : public ModelRunner {
     return {};
   }
 
+  struct State {
+    uint64_t hash = 0;
+    int n_tokens = 0;
+  };
+
+  Status advance_state(const ForwardBatch& b, const ForwardSeq& s) {
+    if (s.seq_id == 0) return error("recurrent model without a seq_id");
+    State st;
+    if (s.restore_checkpoint != 0) {
+      auto it = checkpoints_.find(s.restore_checkpoint);
+      if (it == checkpoints_.end())
+        return error("seq {}: restore of unknown checkpoint {}", s.seq_id, s.restore_checkpoint);
+      st = it->second;
+      n_restores++;
+    } else if (s.n_past == 0) {
+      st.hash = state_hash({});
+    } else if (auto it = states_.find(s.seq_id); it != states_.end()) {
+      st = it->second;
+    } else {
+      return error("seq {} continues at {} without a state", s.seq_id, s.n_past);
+    }
+    if (st.n_tokens != s.n_past)
+      return error("seq {}: state after {} tokens for a step at {}", s.seq_id, st.n_tokens,
+                   s.n_past);
+    for (int i = 0; i < s.n_tokens; ++i) {
+      const TokenId t = b.tokens[s.first_token + i];
+      st.hash = mix(st.hash ^ (static_cast<uint64_t>(t) * 0x2545f4914f6cdd1dULL + 1));
+      st.n_tokens++;
+    }
+    std::vector<TokenId> history;
+    T9_TRY(read_kv(s, st.n_tokens, &history));
+    if (st.hash != state_hash(history))
+      return error("seq {}: recurrent state disagrees with the KV history", s.seq_id);
+    states_[s.seq_id] = st;
+    if (s.save_checkpoint != 0) checkpoints_[s.save_checkpoint] = st;
+    return {};
+  }
+
   Status read_kv(const ForwardSeq& s, int n, std::vector<TokenId>* history) const {
     for (int pos = 0; pos < n; ++pos) {
       T9_ASSIGN_OR_RETURN(size_t idx, slot(s, pos));
@@ -124,6 +188,8 @@ class FakeModelRunner : public ModelRunner {
   int n_vocab_;
   int block_size_;
   std::vector<TokenId> kv_;  // [n_blocks * block_size]: the token id stored in each slot
+  std::unordered_map<uint64_t, State> states_;       // seq_id -> state
+  std::unordered_map<uint64_t, State> checkpoints_;  // checkpoint id -> saved state
 };
 
 }  // namespace t9::engine::testing
