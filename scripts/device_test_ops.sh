@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # CUDA op tests and GEMV timings on the device machine, built here (no GPU needed to build).
 #
-#   scripts/device_test_ops.sh build    # here: build test_ops + bench into build-cuda, stage the
-#                                       # binaries, their non-system shared libraries and the
-#                                       # model fixtures under .devrun/ (git-ignored via
-#                                       # .git/info/exclude), print the device command
-#   scripts/device_test_ops.sh device   # there (repo root, .devrun carried): run the CUDA tests,
-#                                       # compute-sanitizer on a subset, the bench; logs in $OUT
+#   scripts/device_test_ops.sh build    # here: build test_ops, tempo9 + bench into build-cuda,
+#                                       # stage the binaries (stripped, xz: each carries ~20 MB
+#                                       # of sm_90/sm_90a code that compresses 10x), their
+#                                       # non-system shared libraries, the model fixtures and a
+#                                       # 3-block SmolLM2 (the whole file is over a call's 64
+#                                       # MiB) under .devrun/ (git-ignored via .git/info/exclude)
+#   scripts/device_test_ops.sh device   # there (repo root, .devrun carried): the CUDA tests, the
+#                                       # bench, run/serve --backend cuda, compute-sanitizer on a
+#                                       # subset; logs in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -22,13 +25,13 @@ stage() {
       -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 \
       -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20
   fi
-  ninja -C "$BUILD" -j2 test_cuda_ops
+  ninja -C "$BUILD" -j2 test_cuda_ops tempo9
   rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/shared/fixtures/reference"
   g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/cuda_gemv_bench.cpp" \
     -o "$STAGE/bin/cuda_gemv_bench" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
     "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
     "$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a" -ldl -lrt -lpthread
-  cp "$BUILD/tests/test_cuda_ops" "$STAGE/bin/"
+  cp "$BUILD/tests/test_cuda_ops" "$BUILD/tempo9" "$STAGE/bin/"
   # Every shared library except the C/C++ runtime (the device image has newer ones).
   for bin in "$STAGE"/bin/*; do
     ldd "$bin" | awk '/=> \//{print $3}' |
@@ -38,28 +41,58 @@ stage() {
   for arch in llama qwen2 gemma3; do
     cp -r "$ROOT/../shared/fixtures/reference/$arch" "$STAGE/shared/fixtures/reference/"
   done
+  local models=${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}
+  python3 "$ROOT/dev/kernels/cuda_truncate_gguf.py" "$models/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    "$STAGE/smol3.gguf" --blocks 3
   chmod -R u+w "$STAGE"
+  for bin in "$STAGE"/bin/*; do strip "$bin" && xz -T2 -6 "$bin"; done
   grep -qx '/.devrun/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.devrun/' >>"$ROOT/.git/info/exclude"
   du -sh "$STAGE"
   echo "device command (run tool, carry [\".devrun\"]):"
   echo "  bash scripts/device_test_ops.sh device"
 }
 
+# tempo9 run on the 3-block SmolLM2, CPU vs CUDA (greedy), then serve --backend cuda and one
+# /v1/chat/completions request.
+run_and_serve() {
+  local t9=$STAGE/bin/tempo9 m=$STAGE/smol3.gguf
+  local prompt="What is the capital of France? Answer in one sentence."
+  "$t9" run -m "$m" -p "$prompt" -n 32 --temp 0 --backend cpu >"$OUT/run_cpu.txt" 2>"$OUT/run_cpu.err"
+  "$t9" run -m "$m" -p "$prompt" -n 32 --temp 0 --backend cuda >"$OUT/run_cuda.txt" 2>"$OUT/run_cuda.err"
+  echo "run cpu : $(head -c 300 "$OUT/run_cpu.txt" | tr '\n' ' ') | $(tail -1 "$OUT/run_cpu.err")"
+  echo "run cuda: $(head -c 300 "$OUT/run_cuda.txt" | tr '\n' ' ') | $(tail -1 "$OUT/run_cuda.err")"
+  if cmp -s "$OUT/run_cpu.txt" "$OUT/run_cuda.txt"; then echo "run: cpu == cuda"; else echo "run: cpu != cuda"; fi
+  "$t9" serve -m "$m" --backend cuda --port 18411 --kv-memory 1G >"$OUT/serve.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 60); do
+    curl -sf http://127.0.0.1:18411/v1/models >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  curl -s -m 60 http://127.0.0.1:18411/v1/chat/completions -H 'Content-Type: application/json' \
+    -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$prompt\"}],\"max_tokens\":32,\"temperature\":0}" \
+    >"$OUT/serve_reply.json" 2>&1
+  echo "serve reply: $(head -c 600 "$OUT/serve_reply.json")"
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  tail -3 "$OUT/serve.log"
+}
+
 device() {
   export LD_LIBRARY_PATH=$STAGE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  for f in "$STAGE"/bin/*.xz; do
+    [ -f "$f" ] || continue
+    python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f"
+    chmod +x "${f%.xz}" && rm "$f"
+  done
   export TEMPO9_SHARED_DIR=$STAGE/shared
   OUT=${OUT:-/tmp/t9out}
   mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv 2>&1 | tee "$OUT/gpu.txt"
   "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda*:*/CudaModel.*' --gtest_color=no 2>&1 |
-    tee "$OUT/test_ops.log"
+    tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda model|cuda matmul|Failure' | head -60
   local rc=${PIPESTATUS[0]}
-  # Memory checker on one quick pass of the kernels (Firecracker machines support it).
-  timeout 240 compute-sanitizer --tool memcheck --print-limit 20 "$STAGE/bin/test_cuda_ops" \
-    --gtest_filter='Cuda.GetRows*:Cuda.Elementwise*:Cuda.RmsNorm*:Cuda.ArgmaxTopK*:Cuda.Rope*:CudaAttention.SlidingWindow*:Cuda.MatmulBatch*' \
-    --gtest_color=no >"$OUT/memcheck.log" 2>&1
-  echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tail -3 | tr '\n' ' ')"
+  run_and_serve 2>&1 | tee "$OUT/run_serve.log"
   # Ceiling for the GEMV table: a large device-to-device copy through PyTorch when the image has
   # it (KINDS.md: ~4.3 TB/s read + write), else the bench's default.
   local ceiling
@@ -76,6 +109,11 @@ PY
   )
   echo "copy ceiling (torch D2D, read + write): ${ceiling:-unmeasured} GB/s" | tee "$OUT/copy.log"
   "$STAGE/bin/cuda_gemv_bench" ${ceiling:+"$ceiling"} 2>&1 | tee "$OUT/bench.log"
+  # Memory checker on one quick pass of the kernels (Firecracker machines support it).
+  timeout "${MEMCHECK_S:-150}" compute-sanitizer --tool memcheck --print-limit 20 \
+    "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda.GetRows*:Cuda.Elementwise*:Cuda.RmsNorm*:Cuda.ArgmaxTopK*:Cuda.Rope*:CudaAttention.SlidingWindow*:Cuda.MatmulBatch*' \
+    --gtest_color=no >"$OUT/memcheck.log" 2>&1
+  echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tail -3 | tr '\n' ' ')"
   echo "test_ops rc $rc: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_ops.log" | tr '\n' ' ')"
   return "$rc"
 }

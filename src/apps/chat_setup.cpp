@@ -1,5 +1,10 @@
 #include "apps/chat_setup.h"
 
+#include "backend/cpu/cpu_backend.h"
+#ifdef TEMPO9_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace t9::apps {
 
 Result<std::optional<chat::ChatTemplate>> load_chat_template(const gguf::GgufFile& file,
@@ -21,6 +26,24 @@ std::vector<tok::TokenId> eog_token_ids(const tok::Tokenizer& tokenizer) {
   for (size_t id = 0; id < tokenizer.n_tokens(); ++id)
     if (tokenizer.is_eog(static_cast<tok::TokenId>(id))) ids.push_back(static_cast<tok::TokenId>(id));
   return ids;
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads) {
+  if (name == "cpu") {
+    CpuBackendConfig cfg;
+    cfg.n_threads = threads;
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(cfg));
+  }
+  if (name == "cuda") {
+#ifdef TEMPO9_HAVE_CUDA
+    if (cuda_device_count() == 0) return error("--backend cuda: no CUDA device found");
+    return std::unique_ptr<Backend>(std::make_unique<CudaBackend>());
+#else
+    return error("--backend cuda: this tempo9 was built without CUDA (configure with nvcc on "
+                 "PATH, -DTEMPO9_CUDA=ON)");
+#endif
+  }
+  return error("--backend: unknown backend '{}' (cpu or cuda)", name);
 }
 
 }  // namespace t9::apps

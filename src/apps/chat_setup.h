@@ -3,8 +3,12 @@
 // token ids that stop every request.
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "backend/backend.h"
 
 #include "chat/chat_template.h"
 #include "gguf/gguf_file.h"
@@ -17,5 +21,10 @@ Result<std::optional<chat::ChatTemplate>> load_chat_template(const gguf::GgufFil
                                                              const tok::Tokenizer& tokenizer);
 
 std::vector<tok::TokenId> eog_token_ids(const tok::Tokenizer& tokenizer);
+
+// The compute backend named by --backend: "cpu" (`threads` workers, 0 = all cores) or "cuda"
+// (device 0: weights, KV pool and activations in GPU memory). An error names the reason when the
+// name is unknown, the binary was built without CUDA, or no CUDA device is visible.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
 
 }  // namespace t9::apps

@@ -49,6 +49,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;
   int ctx = 4096;
   int threads = 0;
+  std::string backend = "cpu";
   bool ignore_eos = false;
 };
 
@@ -210,10 +211,12 @@ int chat_loop(Runner& runner, const tok::Tokenizer& tok, const chat::ChatTemplat
 
 int run(const RunOptions& opt) {
   install_sigint();
-  CpuBackendConfig bcfg;
-  bcfg.n_threads = opt.threads;
-  CpuBackend backend(bcfg);
-  auto model = model::Model::load(opt.model, backend, {}, progress_bar());
+  auto backend = make_backend(opt.backend, opt.threads);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "error: %s\n", backend.message().c_str());
+    return 1;
+  }
+  auto model = model::Model::load(opt.model, **backend, {}, progress_bar());
   if (!model.ok()) {
     std::fprintf(stderr, "error: %s\n", model.message().c_str());
     return 1;
@@ -265,6 +268,8 @@ const bool registered = register_command(Command{
       sub.add_option("--ctx", opt->ctx, "Context size in tokens")->check(CLI::Range(16, 1 << 24));
       sub.add_flag("--ignore-eos", opt->ignore_eos,
                    "Keep generating after end-of-generation tokens");
+      sub.add_option("--backend", opt->backend, "Compute backend: cpu or cuda")
+          ->check(CLI::IsMember({"cpu", "cuda"}));
       sub.add_option("-t,--threads", opt->threads, "CPU threads (0 = all)")
           ->check(CLI::Range(0, 1024));
       return [opt] {

@@ -1,5 +1,6 @@
-// `tempo9 serve -m MODEL.gguf [--host H] [--port P] ...`: loads the model on the CPU backend, starts
-// the engine thread, and serves OpenAI, Anthropic and Ollama on one port until SIGINT/SIGTERM.
+// `tempo9 serve -m MODEL.gguf [--host H] [--port P] ...`: loads the model on the CPU backend
+// (--backend cuda: the GPU), starts the engine thread, and serves OpenAI, Anthropic and Ollama
+// on one port until SIGINT/SIGTERM.
 // The seed's spelling `tempo9 --gguf MODEL --port 11435` is the same command (see main.cpp).
 #include <signal.h>
 #include <sys/sysinfo.h>
@@ -30,6 +31,7 @@ struct ServeOptions {
   server::ServerConfig server;
   int ctx = 0;                // 0: the model's training context
   int threads = 0;
+  std::string backend = "cpu";
   int max_seqs = 64;
   int max_batch_tokens = 2048;
   int prefill_chunk = 512;
@@ -72,7 +74,12 @@ void on_signal(int) { g_stop = 1; }
 
 int serve(ServeOptions& opt) {
   ::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not kill the server
-  CpuBackend backend(CpuBackendConfig{opt.threads, std::nullopt});
+  auto be = make_backend(opt.backend, opt.threads);
+  if (!be.ok()) {
+    std::fprintf(stderr, "tempo9 serve: %s\n", be.message().c_str());
+    return 1;
+  }
+  Backend& backend = **be;
   model::ModelConfig mcfg;
   mcfg.kv_block_size = opt.kv_block_size;
   T9_LOG_INFO("loading {}", opt.model_path);
@@ -173,6 +180,7 @@ const bool registered = register_command(Command{
       sub.add_flag("--strict-model-names", o->server.strict_model_names, "unknown model names get the protocol's 404");
       sub.add_option("-c,--ctx", o->ctx, "context length in tokens (0: the model's)")->capture_default_str();
       sub.add_option("-t,--threads", o->threads, "compute threads (0: all cores)")->capture_default_str();
+      sub.add_option("--backend", o->backend, "compute backend: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
       sub.add_option("--max-seqs", o->max_seqs, "concurrent sequences")->capture_default_str();
       sub.add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per engine step")->capture_default_str();
       sub.add_option("--prefill-chunk", o->prefill_chunk, "most prompt tokens of one sequence per step")->capture_default_str();

@@ -143,9 +143,11 @@ TEST_P(CudaModel, MatchesTransformersAndCpu) {
       EXPECT_LT(gw.max_abs, 1e-4);
       EXPECT_LT(gs.max_abs, 1e-4);
     } else {
-      // Q8_0: the CPU also rounds activations to 8 bits, CUDA does not, so CUDA must be at
-      // least as close to the fp32 model (10% slack for which errors happen to cancel).
-      EXPECT_LE(gw.mean_abs, 1.1 * cw.mean_abs);
+      // Q8_0: CUDA and the CPU round activations to int8 per 32 the same way (the dominant
+      // error beside the weights'); the sums run in other orders and CUDA's attention and
+      // norms are not rounded the same, so CUDA must be about as close to the fp32 model as
+      // the CPU: 25% slack for which rounding errors happen to cancel.
+      EXPECT_LE(gw.mean_abs, 1.25 * cw.mean_abs);
       EXPECT_GT(gw.mean_abs, 0.0);  // the weights really were rounded
     }
     fs::remove(gguf);

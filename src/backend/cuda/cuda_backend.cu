@@ -278,6 +278,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
 
 CudaBackend::~CudaBackend() {
   // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
+  if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, stream_);
   (void)cudaStreamSynchronize(stream_);
   (void)cudaFree(err_word_);
   (void)cudaStreamDestroy(stream_);
@@ -291,7 +292,9 @@ std::string CudaBackend::name() const {
 
 Result<Buffer*> CudaBackend::alloc(size_t n_bytes) {
   void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(n_bytes, 1));
+  // 16 spare bytes: the matmul kernels copy whole 16-byte granules, up to 15 bytes past a
+  // weight row's end (cuda_gemv.cu).
+  const cudaError_t e = cudaMalloc(&p, n_bytes + 16);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     return error("cuda backend: cannot allocate {} bytes: {}", n_bytes, cudaGetErrorString(e));

@@ -3,16 +3,18 @@
 // the host compiler can use it; only built when TEMPO9_HAVE_CUDA is defined.
 //
 // Numerics against the CPU backend (tests/ops/cuda_ops_test.cpp bounds each):
-//   - matmul multiplies dequantized weights by F32 activations (no 8-bit activation rounding), so
-//     it is closer to the F32 reference than the CPU path; the reduction order per output is
-//     fixed (lane-strided 32-element chunks, then a warp tree), so a row's result does not depend
-//     on the other rows: batch-invariant, bitwise.
+//   - matmul: Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K weights multiply activations rounded to int8 per 32
+//     elements exactly as the CPU backend rounds them (cuda_gemv.cuh); the other quantized types
+//     multiply dequantized weights by F32 activations, as do F16/BF16/F32. The reduction order
+//     per output depends only on n_in, so a row's result does not depend on the other rows:
+//     batch-invariant, bitwise.
 //   - attention is one thread block per (query row, head) with an online softmax over tiles of
 //     keys in position order: deterministic and independent of the other sequences.
 //   - index errors a CPU op would T9_CHECK (block tables, get_rows ids) are flagged by the kernels
 //     and reported by the next sync() as a T9_CHECK failure.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "backend/backend.h"
@@ -21,12 +23,25 @@ struct CUstream_st;  // cudaStream_t without the CUDA headers
 
 namespace t9 {
 
+namespace cuda {
+// Device scratch (activation codes for the quantized matmul), grown in stream order.
+struct Scratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  void* reserve(size_t n, CUstream_st* stream);
+};
+}  // namespace cuda
+
 struct CudaBackendConfig {
   int device = 0;
 };
 
 // Number of CUDA devices visible (0 when there is no driver or no GPU).
 int cuda_device_count();
+
+// True for the weight types whose matmul rounds activations to int8 per 32 elements (d = amax /
+// 127, q = rint(x * (1 / d)), the CPU backend's rounding) before the dot products.
+bool cuda_matmul_int8_activations(GgmlType t);
 
 class CudaBackend final : public Backend {
  public:
@@ -69,6 +84,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   CUstream_st* stream_ = nullptr;
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
+  cuda::Scratch scratch_;
   std::string device_name_;
 };
 

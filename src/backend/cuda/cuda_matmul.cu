@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_quant.cuh"
 
 namespace t9 {
@@ -131,6 +132,7 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, c
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
   }
   if (x.n_rows() == 0 || n_out == 0) return;
+  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, stream_)) return;
   cuda::dispatch_weight_type(
       w.type, [&](auto tag) { cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, stream_); });
 }

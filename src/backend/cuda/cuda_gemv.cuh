@@ -1,0 +1,27 @@
+// Internal to the CUDA backend: the stage-2 matmul kernels (cuda_gemv.cu), used by
+// CudaBackend::matmul for every row count when they take the weight type and layout.
+//
+//   - Quantized weights (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K): activations are first rounded to
+//     int8 per 32-element block exactly as the CPU backend does (d = amax / 127, q =
+//     rint(x * (1 / d))), then each lane takes a fixed set of weight "units" (one 32-element block,
+//     or 64 elements of a 256-element super-block) from a copy of the weight bytes that the warp
+//     staged in shared memory with coalesced 16-byte cp.async loads, and dots them with dp4a.
+//   - Float weights (F16, BF16, F32) with 16-byte-aligned rows: F32 activations, 16-byte weight
+//     loads straight from global memory, fmaf in a fixed order.
+// In both, the sum order of an output depends only on n_in (units are assigned to lanes by
+// index, token rows never mix), so a row's result does not depend on the other rows of the call.
+#pragma once
+
+#include <cstddef>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace t9::cuda {
+
+// True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment
+// of w / x needs the stage-1 kernel (cuda_matmul.cu). Shapes are checked by the caller.
+bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
+                        Scratch& scratch, cudaStream_t stream);
+
+}  // namespace t9::cuda
