@@ -11,7 +11,9 @@ namespace {
 using gguf::Value;
 using gguf::ValueType;
 
-Value u32(int64_t v) { return Value::u32(static_cast<uint32_t>(v)); }
+Value u32(int64_t v) {
+  return Value::u32(static_cast<uint32_t>(v));
+}
 
 void add_moe_keys(gguf::GgufWriter& w, const std::string& a, const SynthShape& s) {
   w.set(a + ".expert_count", u32(s.n_expert));
@@ -62,8 +64,7 @@ Status add_model_metadata(gguf::GgufWriter& w, const SynthShape& s, SynthQuant q
   if (a == "gemma3") {
     w.set(a + ".attention.sliding_window", u32(s.sliding_window));
     w.set(a + ".rope.freq_base_swa", Value::f32(s.rope_freq_base_swa));
-    w.set(a + ".attention.scale",
-          Value::f32(1.0f / std::sqrt(static_cast<float>(s.head_dim))));
+    w.set(a + ".attention.scale", Value::f32(1.0f / std::sqrt(static_cast<float>(s.head_dim))));
   }
   if (s.n_expert > 0) add_moe_keys(w, a, s);
   if (s.is_hybrid()) add_hybrid_keys(w, a, s);

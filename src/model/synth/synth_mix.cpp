@@ -25,8 +25,17 @@ bool quantizable(const TensorPlan& t) {
          !has(t.name, "ssm_conv1d");
 }
 
-enum class Category { kOutput, kTokenEmbd, kAttnQkv, kAttnV, kAttnK, kAttnQ, kAttnOut, kFfnDown,
-                      kOther };
+enum class Category {
+  kOutput,
+  kTokenEmbd,
+  kAttnQkv,
+  kAttnV,
+  kAttnK,
+  kAttnQ,
+  kAttnOut,
+  kFfnDown,
+  kOther
+};
 
 Category category(const std::string& n) {
   if (n == "output.weight") return Category::kOutput;
@@ -36,7 +45,7 @@ Category category(const std::string& n) {
   if (has(n, "attn_k.weight")) return Category::kAttnK;
   if (has(n, "attn_q.weight")) return Category::kAttnQ;
   if (has(n, "attn_output.weight")) return Category::kAttnOut;
-  if (has(n, "ffn_up")) return Category::kOther;    // (only IQ mixes change ffn_up/gate)
+  if (has(n, "ffn_up")) return Category::kOther;  // (only IQ mixes change ffn_up/gate)
   if (has(n, "ffn_gate")) return Category::kOther;
   if (has(n, "ffn_down")) return Category::kFfnDown;
   return Category::kOther;
@@ -48,14 +57,22 @@ bool use_more_bits(int i_layer, int n_layers) {
 
 GgmlType default_type(SynthQuant q) {
   switch (q) {
-    case SynthQuant::F32: return GgmlType::F32;
-    case SynthQuant::F16: return GgmlType::F16;
-    case SynthQuant::BF16: return GgmlType::BF16;
-    case SynthQuant::Q8_0: return GgmlType::Q8_0;
-    case SynthQuant::Q4_0: return GgmlType::Q4_0;
-    case SynthQuant::Q6_K: return GgmlType::Q6_K;
-    case SynthQuant::Q4_K_M: return GgmlType::Q4_K;
-    case SynthQuant::Q3_K_M: return GgmlType::Q3_K;
+    case SynthQuant::F32:
+      return GgmlType::F32;
+    case SynthQuant::F16:
+      return GgmlType::F16;
+    case SynthQuant::BF16:
+      return GgmlType::BF16;
+    case SynthQuant::Q8_0:
+      return GgmlType::Q8_0;
+    case SynthQuant::Q4_0:
+      return GgmlType::Q4_0;
+    case SynthQuant::Q6_K:
+      return GgmlType::Q6_K;
+    case SynthQuant::Q4_K_M:
+      return GgmlType::Q4_K;
+    case SynthQuant::Q3_K_M:
+      return GgmlType::Q3_K;
   }
   return GgmlType::F32;
 }
@@ -123,11 +140,20 @@ GgmlType mixed_type(MixState& st, const TensorPlan& tp, bool tied, GgmlType t) {
 GgmlType fallback(GgmlType t, int64_t ne0) {
   if (ne0 % traits(t).block_elems == 0) return t;
   switch (t) {
-    case GgmlType::Q3_K: t = GgmlType::Q4_0; break;
-    case GgmlType::Q4_K: t = GgmlType::Q5_0; break;
-    case GgmlType::Q5_K: t = GgmlType::Q5_1; break;
-    case GgmlType::Q6_K: t = GgmlType::Q8_0; break;
-    default: break;
+    case GgmlType::Q3_K:
+      t = GgmlType::Q4_0;
+      break;
+    case GgmlType::Q4_K:
+      t = GgmlType::Q5_0;
+      break;
+    case GgmlType::Q5_K:
+      t = GgmlType::Q5_1;
+      break;
+    case GgmlType::Q6_K:
+      t = GgmlType::Q8_0;
+      break;
+    default:
+      break;
   }
   return ne0 % traits(t).block_elems == 0 ? t : GgmlType::F16;
 }

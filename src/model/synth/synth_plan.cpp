@@ -136,9 +136,9 @@ struct QuantName {
 };
 
 constexpr QuantName kQuants[] = {
-    {SynthQuant::F32, "F32", 0},       {SynthQuant::F16, "F16", 1},
-    {SynthQuant::BF16, "BF16", 32},    {SynthQuant::Q8_0, "Q8_0", 7},
-    {SynthQuant::Q4_0, "Q4_0", 2},     {SynthQuant::Q6_K, "Q6_K", 18},
+    {SynthQuant::F32, "F32", 0},        {SynthQuant::F16, "F16", 1},
+    {SynthQuant::BF16, "BF16", 32},     {SynthQuant::Q8_0, "Q8_0", 7},
+    {SynthQuant::Q4_0, "Q4_0", 2},      {SynthQuant::Q6_K, "Q6_K", 18},
     {SynthQuant::Q4_K_M, "Q4_K_M", 15}, {SynthQuant::Q3_K_M, "Q3_K_M", 12},
 };
 

@@ -184,7 +184,8 @@ Status read_moe_keys(const json& cfg, const std::string& path, SynthShape& s) {
 }
 
 Status read_linear_keys(const json& cfg, const std::string& path, SynthShape& s) {
-  T9_ASSIGN_OR_RETURN(s.full_attn_interval, get_int(cfg, path, "full_attention_interval", false, 4));
+  T9_ASSIGN_OR_RETURN(s.full_attn_interval,
+                      get_int(cfg, path, "full_attention_interval", false, 4));
   T9_ASSIGN_OR_RETURN(s.ssm_d_conv, get_int(cfg, path, "linear_conv_kernel_dim", true));
   T9_ASSIGN_OR_RETURN(s.ssm_d_state, get_int(cfg, path, "linear_key_head_dim", true));
   T9_ASSIGN_OR_RETURN(s.ssm_n_group, get_int(cfg, path, "linear_num_key_heads", true));
@@ -220,8 +221,7 @@ Result<SynthShape> preset_shape(const std::string& arch, const std::string& pres
       return error("synth: preset '{}' is a {} model, not {}", preset, s.arch, arch);
     return s;
   }
-  return error("synth: unknown preset '{}' (known: {})", preset,
-               fmt::join(preset_names(), ", "));
+  return error("synth: unknown preset '{}' (known: {})", preset, fmt::join(preset_names(), ", "));
 }
 
 Result<SynthShape> shape_from_hf_config(const std::string& arch, const std::string& path) {

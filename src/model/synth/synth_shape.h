@@ -21,8 +21,8 @@ struct SynthShape {
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  int n_rot = 0;          // rotary dims (partial rotary: < head_dim)
-  int n_vocab = 0;        // rows of token_embd (>= the tokenizer's real tokens; padded)
+  int n_rot = 0;    // rotary dims (partial rotary: < head_dim)
+  int n_vocab = 0;  // rows of token_embd (>= the tokenizer's real tokens; padded)
   int n_ctx_train = 4096;
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-6f;

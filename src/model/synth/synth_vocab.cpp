@@ -17,10 +17,10 @@ constexpr int32_t kNormal = 1, kControl = 3, kUnused = 5;
 // Merges as byte-level strings ("Ġ" is the space byte); each merge's result becomes a token, and
 // later merges may use earlier results (rank = position).
 constexpr const char* kMerges[] = {
-    "Ġ t", "h e", "i n", "e r", "a n", "o n", "Ġ a", "r e", "Ġ s", "e n", "Ġt he", "Ġ w",
-    "o r", "a t", "Ġ c", "i s", "e s", "i t", "Ġ o", "Ġ b", "a l", "Ġ f", "Ġ p", "Ġ m",
-    "in g", "e d", "Ġ in", "o u", "Ġ d", "l e", "Ġo f", "Ġa n", "Ġan d", "Ġt o", "Ġ h", "s t",
-    "i c", "Ġ l", "a r", "Ġ i", "Ġ e", "l l", "Ġ 1", "Ġ 2", "Ġ =", "Ġ (", "Ġ {", "Ċ Ċ",
+    "Ġ t",  "h e", "i n",  "e r", "a n", "o n", "Ġ a",  "r e",  "Ġ s",   "e n",  "Ġt he", "Ġ w",
+    "o r",  "a t", "Ġ c",  "i s", "e s", "i t", "Ġ o",  "Ġ b",  "a l",   "Ġ f",  "Ġ p",   "Ġ m",
+    "in g", "e d", "Ġ in", "o u", "Ġ d", "l e", "Ġo f", "Ġa n", "Ġan d", "Ġt o", "Ġ h",   "s t",
+    "i c",  "Ġ l", "a r",  "Ġ i", "Ġ e", "l l", "Ġ 1",  "Ġ 2",  "Ġ =",   "Ġ (",  "Ġ {",   "Ċ Ċ",
 };
 
 constexpr const char* kSpecials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};

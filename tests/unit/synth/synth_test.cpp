@@ -39,8 +39,8 @@ SynthOptions tiny(const std::string& arch, SynthQuant q, uint64_t seed) {
 std::string write_tiny(const std::string& arch, SynthQuant q, uint64_t seed, int threads = 0) {
   SynthOptions opt = tiny(arch, q, seed);
   opt.n_threads = threads;
-  const std::string path = temp_path(fmt::format("{}_{}_{}_{}.gguf", arch, quant_name(q), seed,
-                                                 threads));
+  const std::string path =
+      temp_path(fmt::format("{}_{}_{}_{}.gguf", arch, quant_name(q), seed, threads));
   Status st = write_synth_gguf(opt, path);
   EXPECT_TRUE(st.ok()) << st.message();
   return path;
@@ -65,8 +65,8 @@ void check_loads_and_runs(const std::string& arch, SynthQuant q) {
   int n_recurrent = 0;
   for (const auto& l : (*m)->spec().layers) n_recurrent += l.recurrent ? 1 : 0;
   if (shape.is_hybrid()) {
-    EXPECT_GE(n_recurrent, 2);                  // several Gated DeltaNet layers
-    EXPECT_GE(hp.n_layer - n_recurrent, 1);     // and at least one gated-attention layer
+    EXPECT_GE(n_recurrent, 2);               // several Gated DeltaNet layers
+    EXPECT_GE(hp.n_layer - n_recurrent, 1);  // and at least one gated-attention layer
   } else {
     EXPECT_EQ(n_recurrent, 0);
   }
@@ -225,10 +225,10 @@ TEST(Synth, RealPresetsHaveThePublishedParameterCounts) {
     double params;
   };
   const Want wants[] = {
-      {"qwen3-8b", 8.19e9},        // Qwen3-8B: 8.2B (6.95B non-embedding)
-      {"llama-3.1-8b", 8.03e9},    // Llama 3.1 8B: 8.03B
-      {"qwen3-30b-a3b", 30.5e9},   // Qwen3-30B-A3B: 30.5B
-      {"qwen3.5-35b-a3b", 35e9},   // Qwen3.5-35B-A3B: 35B
+      {"qwen3-8b", 8.19e9},       // Qwen3-8B: 8.2B (6.95B non-embedding)
+      {"llama-3.1-8b", 8.03e9},   // Llama 3.1 8B: 8.03B
+      {"qwen3-30b-a3b", 30.5e9},  // Qwen3-30B-A3B: 30.5B
+      {"qwen3.5-35b-a3b", 35e9},  // Qwen3.5-35B-A3B: 35B
   };
   std::vector<std::string> names = preset_names();
   EXPECT_EQ(names.size(), std::size(wants) + 1);  // + tiny
@@ -247,9 +247,9 @@ TEST(Synth, RealPresetsHaveThePublishedParameterCounts) {
 }
 
 TEST(Synth, BadArgumentsAreErrors) {
-  EXPECT_FALSE(preset_shape("llama", "qwen3-8b").ok());      // preset of another arch
-  EXPECT_FALSE(preset_shape("mamba", "tiny").ok());          // unsupported arch
-  EXPECT_FALSE(preset_shape("llama", "huge").ok());          // unknown preset
+  EXPECT_FALSE(preset_shape("llama", "qwen3-8b").ok());  // preset of another arch
+  EXPECT_FALSE(preset_shape("mamba", "tiny").ok());      // unsupported arch
+  EXPECT_FALSE(preset_shape("llama", "huge").ok());      // unknown preset
   EXPECT_FALSE(quant_from_name("Q2_K").ok());
   SynthOptions opt = tiny("llama", SynthQuant::Q8_0, 1);
   opt.shape.n_vocab = 100;  // below the tokenizer's tokens
