@@ -246,6 +246,44 @@ TEST(Synth, RealPresetsHaveThePublishedParameterCounts) {
   }
 }
 
+// A nested Qwen3.5-MoE style config.json (text_config) gives the hybrid MoE shape it describes.
+TEST(Synth, ShapeFromHfConfig) {
+  const std::string path = temp_path("config.json");
+  std::ofstream(path) << R"({"model_type": "qwen3_5_moe", "text_config": {
+    "num_hidden_layers": 8, "hidden_size": 512, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 1000,
+    "rope_parameters": {"rope_theta": 5000000, "partial_rotary_factor": 0.25},
+    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+    "shared_expert_intermediate_size": 256, "full_attention_interval": 4,
+    "linear_conv_kernel_dim": 4, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 8}})";
+  auto s = shape_from_hf_config("qwen35moe", path);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(s->n_layer, 8);
+  EXPECT_EQ(s->n_embd, 512);
+  EXPECT_EQ(s->head_dim, 128);
+  EXPECT_EQ(s->n_rot, 32);
+  EXPECT_EQ(s->n_vocab, 1000);
+  EXPECT_EQ(s->rope_freq_base, 5000000.0f);
+  EXPECT_EQ(s->n_expert, 8);
+  EXPECT_EQ(s->n_ff_shexp, 256);
+  EXPECT_EQ(s->ssm_dt_rank, 8);
+  EXPECT_TRUE(s->is_recurrent(2));
+  EXPECT_FALSE(s->is_recurrent(3));
+  // Written and loaded: 6 Gated DeltaNet and 2 attention layers, the config's vocabulary.
+  SynthOptions opt;
+  opt.shape = *s;
+  opt.quant = SynthQuant::Q8_0;
+  const std::string gguf = temp_path("config.gguf");
+  ASSERT_TRUE(write_synth_gguf(opt, gguf).ok());
+  auto m = model::Model::load(gguf, backend());
+  ASSERT_TRUE(m.ok()) << m.message();
+  EXPECT_EQ((*m)->n_vocab(), 1000);
+  EXPECT_EQ((*m)->spec().n_kv_layers, 2);
+  std::filesystem::remove(path);
+  std::filesystem::remove(gguf);
+}
+
 TEST(Synth, BadArgumentsAreErrors) {
   EXPECT_FALSE(preset_shape("llama", "qwen3-8b").ok());  // preset of another arch
   EXPECT_FALSE(preset_shape("mamba", "tiny").ok());      // unsupported arch
