@@ -132,7 +132,7 @@ std::vector<SeqData> make_data(std::mt19937_64& rng, const AttnCase& s, int n_po
   return out;
 }
 
-void check_against_dense(const AttnCase& s) {
+void check_against_dense(const AttnCase& s, double tol = 1e-4) {
   auto rng = test_rng();
   const int n_pool_blocks = 24;
   const auto data = make_data(rng, s, n_pool_blocks);
@@ -150,7 +150,7 @@ void check_against_dense(const AttnCase& s) {
             // Worst case: each logit (head_dim float products, |q.k| * scale <= 17) is off by
             // <= head_dim * u * 17 ~ 3e-5, moving the softmax weights by that relatively; the
             // float V sum over <= 64 keys adds 64 u. |v| <= 1, so 1e-4 bounds it.
-            ASSERT_NEAR(got[(row * p.n_head + h) * p.head_dim + e], ref[e], 1e-4)
+            ASSERT_NEAR(got[(row * p.n_head + h) * p.head_dim + e], ref[e], tol)
                 << "seq " << i << " q " << j << " head " << h << " dim " << e;
           }
         }
@@ -190,11 +190,10 @@ TEST(Attention, MultiQueryHeads) {
   check_against_dense(s);
 }
 
-// A sequence's output rows are bitwise the same alone, in a batch, and with 1 or 2 threads.
-TEST(Attention, BatchAndThreadInvariant) {
+// A sequence's output rows are bitwise the same alone, in a batch, and with 1 or 2 threads (the
+// thread count also changes how queries are grouped into tasks).
+void check_invariant(const AttnCase& s) {
   auto rng = test_rng();
-  AttnCase s = base_setup(GgmlType::F16);
-  s.p.sliding_window = 30;
   const auto data = make_data(rng, s, 24);
   for (CpuIsa isa : supported_isas()) {
     SCOPED_TRACE(cpu_isa_name(isa));
@@ -211,6 +210,40 @@ TEST(Attention, BatchAndThreadInvariant) {
       ASSERT_EQ(float_bits(single[i]), float_bits(batched2[i])) << i;
     ASSERT_FALSE(std::isnan(single[0]));
   }
+}
+
+TEST(Attention, BatchAndThreadInvariant) {
+  AttnCase s = base_setup(GgmlType::F16);
+  s.p.sliding_window = 30;
+  check_invariant(s);
+}
+
+// Qwen2.5-like GQA (6 query heads per KV head, head_dim 128): a 45-row prefill chunk fills tasks
+// of 60 query vectors and one of 30 (four and two vectors of lanes in the AVX-512 kernel), a
+// decode row a task of 6 (one vector).
+AttnCase wide_gqa_setup() {
+  AttnCase s;
+  s.p.n_head = 12;
+  s.p.n_kv_head = 2;
+  s.p.head_dim = 128;
+  s.p.block_size = 16;
+  s.p.scale = 1.0f / std::sqrt(128.0f);
+  s.seqs = {{60, 45}, {90, 1}};
+  s.cache_type = GgmlType::F16;
+  s.p.max_ctx = 105;
+  return s;
+}
+
+TEST(Attention, WideGqaMatchesDense) {
+  // Per logit, head_dim float products with |scale q.k| <= 34 err by <= 128 u 34 ~ 2.6e-4 in the
+  // worst case (random signs keep it far smaller); the V sum over <= 105 keys adds 105 u.
+  check_against_dense(wide_gqa_setup(), 3e-4);
+}
+
+TEST(Attention, WideGqaBatchAndThreadInvariant) {
+  AttnCase s = wide_gqa_setup();
+  s.p.sliding_window = 50;
+  check_invariant(s);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // CPU RoPE, KV writes and paged attention.
 //
-// Attention runs one (query row, head) pair per task: scores over the visible keys in position
-// order, then softmax and the V sum in the same order. Nothing depends on other sequences or on
-// how tasks are spread over threads, so the result is batch-invariant and thread-invariant.
+// Attention runs in tasks of up to 64 query vectors of one sequence that share a KV head
+// (attn_kernels.h): each key and value row is read once per task. Each query's arithmetic is
+// fixed by its own position and keys, whatever task or thread it lands in, so the result is
+// batch-invariant and thread-invariant.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -153,69 +155,77 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
            p.n_head, p.n_kv_head);
   const AttnSeq* s = seq_table(seqs, p);
   const auto* tables = reinterpret_cast<const int32_t*>(cpu::base_ptr(block_tables));
-  // Tasks: (sequence, query j, head) flattened in batch order.
-  std::vector<int32_t> task_seq;
+  const int64_t n_tables = block_tables.n_elements();
+  const int64_t group = p.n_head / p.n_kv_head;
+  T9_CHECK(v_cache.ne[2] == k_cache.ne[2], "attention: k_cache and v_cache slot counts differ");
+  const int64_t n_blocks_k = k_cache.ne[2] / p.block_size;
+  // Tasks (attn_kernels.h): one sequence, one KV head, `rows` query rows x `heads` of its query
+  // heads. The split never changes a result; it only sizes the work: whole GQA groups and
+  // several rows share each key row load, unless that leaves too few tasks for the threads
+  // (single-sequence decode), then one head per task.
+  struct TaskRef {
+    int seq;
+    int32_t row0, n_rows;
+    int32_t kv_head, head0, n_heads;
+  };
+  std::vector<TaskRef> tasks;
+  int64_t n_rows_total = 0;
   for (int i = 0; i < p.n_seqs; ++i) {
     T9_CHECK(s[i].q_begin >= 0 && s[i].n_q >= 0 && s[i].q_begin + s[i].n_q <= q.ne[2],
              "seq {}: rows [{}, +{}) of {}", i, s[i].q_begin, s[i].n_q, q.ne[2]);
-    for (int j = 0; j < s[i].n_q; ++j) task_seq.push_back(i);
-  }
-  const int64_t n_rows = static_cast<int64_t>(task_seq.size());
-  const int64_t group = p.n_head / p.n_kv_head;
-  const int64_t hd = p.head_dim;
-  const cpu::MatmulKernels& kern = *kernels_;
-  const bool k_f16 = k_cache.type == GgmlType::F16, v_f16 = v_cache.type == GgmlType::F16;
-  // Causal rows grow in cost down the batch: many small chunks, claimed dynamically, keep the
-  // threads evenly loaded (a static halving gave one thread 3/4 of a prefill's work).
-  const int64_t n_tasks = n_rows * p.n_head;
-  const int64_t n_chunks = std::min<int64_t>(n_tasks, 16 * static_cast<int64_t>(pool_.n_threads()));
-  pool_.run_chunks(n_chunks, [&](int64_t chunk, int) {
-    const int64_t b = n_tasks * chunk / n_chunks, e = n_tasks * (chunk + 1) / n_chunks;
-    std::vector<float> scores, acc(static_cast<size_t>(hd));
-    int64_t row = -1, first_of_seq = 0;
-    for (int64_t task = b; task < e; ++task) {
-      const int64_t r = task / p.n_head, h = task % p.n_head;
-      const AttnSeq& sq = s[task_seq[static_cast<size_t>(r)]];
-      if (r != row) {
-        row = r;
-        first_of_seq =
-            std::lower_bound(task_seq.begin(), task_seq.end(), task_seq[static_cast<size_t>(r)]) -
-            task_seq.begin();
-      }
-      const int64_t j = r - first_of_seq;
-      const int64_t pos = sq.n_past + j;
-      const int64_t lo =
-          p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1) : 0;
-      const float* qr = cpu::f32_row(q, (sq.q_begin + j) * p.n_head + h);
-      scores.resize(static_cast<size_t>(pos - lo + 1));
-      // Rows of one KV block are consecutive pool slots: the table lookup (and its bounds
-      // checks) runs once per block, not per key.
-      const auto for_each_key = [&](const Tensor& cache, auto&& fn) {
-        const uint8_t* base = cpu::base_ptr(cache) + (h / group) * cache.nb[1];
-        for (int64_t kp = lo; kp <= pos;) {
-          const int64_t end = std::min<int64_t>(pos, (kp / p.block_size + 1) * p.block_size - 1);
-          const int64_t slot0 =
-              kv_slot(sq, tables, block_tables.n_elements(), cache.ne[2], p, kp) - kp;
-          for (; kp <= end; ++kp) fn(kp, base + (slot0 + kp) * cache.nb[2]);
-        }
-      };
-      float mx = -INFINITY;
-      for_each_key(k_cache, [&](int64_t kp, const uint8_t* kr) {
-        float sc = kern.dot_kv(qr, kr, k_f16, hd) * p.scale;
-        if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
-        scores[static_cast<size_t>(kp - lo)] = sc;
-        mx = std::max(mx, sc);
-      });
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      float sum = 0.0f;
-      for_each_key(v_cache, [&](int64_t kp, const uint8_t* vr) {
-        const float w = std::exp(scores[static_cast<size_t>(kp - lo)] - mx);
-        sum += w;
-        kern.axpy_kv(w, vr, v_f16, hd, acc.data());
-      });
-      float* o = cpu::f32_row(out, (sq.q_begin + j) * p.n_head + h);
-      for (int64_t i = 0; i < hd; ++i) o[i] = acc[static_cast<size_t>(i)] / sum;
+    if (s[i].n_q == 0) continue;
+    n_rows_total += s[i].n_q;
+    // Every block the sequence's keys live in, checked once here (the kernels do not check).
+    const int64_t n_keys = s[i].n_past + s[i].n_q;
+    for (int64_t b = 0; b < (n_keys + p.block_size - 1) / p.block_size; ++b) {
+      const int64_t ti = s[i].block_table_offset + b;
+      T9_CHECK(ti >= 0 && ti < n_tables, "block table index {} of {}", ti, n_tables);
+      T9_CHECK(tables[ti] >= 0 && tables[ti] < n_blocks_k, "kv block {} of {}", tables[ti],
+               n_blocks_k);
     }
+  }
+  const int64_t want_tasks = 2 * static_cast<int64_t>(pool_.n_threads());
+  const bool split_heads = group > cpu::kAttnMaxQ || n_rows_total * p.n_kv_head < want_tasks;
+  const int32_t heads = split_heads ? 1 : static_cast<int32_t>(group);
+  const int32_t rows = std::max<int32_t>(1, cpu::kAttnMaxQ / heads);
+  for (int i = 0; i < p.n_seqs; ++i)
+    for (int32_t r0 = 0; r0 < s[i].n_q; r0 += rows)
+      for (int32_t g = 0; g < p.n_kv_head; ++g)
+        for (int32_t h0 = 0; h0 < group; h0 += heads)
+          tasks.push_back({i, r0, std::min(rows, s[i].n_q - r0), g,
+                           static_cast<int32_t>(g * group + h0), heads});
+  const cpu::MatmulKernels& kern = *kernels_;
+  // Causal tasks grow in cost down the batch: claimed one at a time, they keep threads even.
+  pool_.run_chunks(static_cast<int64_t>(tasks.size()), [&](int64_t ti, int) {
+    const TaskRef& tr = tasks[static_cast<size_t>(ti)];
+    const AttnSeq& sq = s[tr.seq];
+    cpu::AttnTask t;
+    t.head_dim = p.head_dim;
+    t.block_ids = tables + sq.block_table_offset;
+    t.block_size = p.block_size;
+    if ((p.block_size & (p.block_size - 1)) == 0)
+      t.block_shift = std::countr_zero(static_cast<unsigned>(p.block_size));
+    t.k_base = cpu::base_ptr(k_cache) + tr.kv_head * k_cache.nb[1];
+    t.v_base = cpu::base_ptr(v_cache) + tr.kv_head * v_cache.nb[1];
+    t.k_stride = k_cache.nb[2];
+    t.v_stride = v_cache.nb[2];
+    t.k_f16 = k_cache.type == GgmlType::F16;
+    t.v_f16 = v_cache.type == GgmlType::F16;
+    t.scale = p.scale;
+    t.softcap = p.softcap;
+    for (int32_t j = tr.row0; j < tr.row0 + tr.n_rows; ++j) {
+      const int32_t pos = sq.n_past + j;
+      const int32_t lo = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+      for (int32_t h = tr.head0; h < tr.head0 + tr.n_heads; ++h) {
+        const int64_t r = static_cast<int64_t>(sq.q_begin + j) * p.n_head + h;
+        t.q[t.n_q] = cpu::f32_row(q, r);
+        t.out[t.n_q] = cpu::f32_row(out, r);
+        t.lo[t.n_q] = lo;
+        t.pos[t.n_q] = pos;
+        t.n_q++;
+      }
+    }
+    kern.attn_task(t);
   });
 }
 

@@ -5,6 +5,7 @@
 #define T9_ISA_NS avx2_isa
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/unpack_impl.h"
+#include "backend/cpu/attn_impl.h"
 
 namespace t9::cpu {
 namespace {
@@ -135,41 +136,12 @@ void dot_f32_avx2(int n_w, const float* const* w, const float* x, int64_t n_in, 
   }
 }
 
-inline __m256 load_kv(const void* row, bool f16, int64_t i) {
-  if (f16) {
-    const auto* h = static_cast<const uint16_t*>(row);
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
-  }
-  return _mm256_loadu_ps(static_cast<const float*>(row) + i);
-}
-
-float dot_kv_avx2(const float* q, const void* k, bool f16, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_kv(k, f16, i), acc);
-  float total = hsum(acc);
-  for (; i < n; ++i)
-    total += q[i] * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(k)[i])
-                         : static_cast<const float*>(k)[i]);
-  return total;
-}
-
-void axpy_kv_avx2(float w, const void* v, bool f16, int64_t n, float* acc) {
-  const __m256 wv = _mm256_set1_ps(w);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, load_kv(v, f16, i), _mm256_loadu_ps(acc + i)));
-  for (; i < n; ++i)
-    acc[i] +=
-        w * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(v)[i]) : static_cast<const float*>(v)[i]);
-}
-
 }  // namespace
 
 const MatmulKernels& kernels_avx2() {
-  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_avx2, 2,
-                               row_to_f32, dot_f32_avx2,     dot_kv_avx2,  axpy_kv_avx2,
-                               nullptr,    nullptr,          nullptr};
+  static const MatmulKernels k{unpack_row, quantize_act_row,   dot_int_avx2, 2,
+                               row_to_f32, dot_f32_avx2,       attn_task_portable, nullptr,
+                               nullptr,    nullptr};
   return k;
 }
 

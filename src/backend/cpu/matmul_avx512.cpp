@@ -173,36 +173,6 @@ void dot_f32_avx512(int n_w, const float* const* w, const float* x, int64_t n_in
   }
 }
 
-inline __m512 load_kv(const void* row, bool f16, int64_t i) {
-  if (f16) {
-    const auto* h = static_cast<const uint16_t*>(row);
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)));
-  }
-  return _mm512_loadu_ps(static_cast<const float*>(row) + i);
-}
-
-float dot_kv_avx512(const float* q, const void* k, bool f16, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load_kv(k, f16, i), acc);
-  float total = hsum(acc);
-  for (; i < n; ++i)
-    total += q[i] * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(k)[i])
-                         : static_cast<const float*>(k)[i]);
-  return total;
-}
-
-void axpy_kv_avx512(float w, const void* v, bool f16, int64_t n, float* acc) {
-  const __m512 wv = _mm512_set1_ps(w);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(wv, load_kv(v, f16, i), _mm512_loadu_ps(acc + i)));
-  for (; i < n; ++i)
-    acc[i] +=
-        w * (f16 ? _cvtsh_ss(static_cast<const uint16_t*>(v)[i]) : static_cast<const float*>(v)[i]);
-}
-
 }  // namespace
 
 const MatmulKernels& kernels_avx512() {
@@ -212,8 +182,7 @@ const MatmulKernels& kernels_avx512() {
                                4,
                                row_to_f32,
                                dot_f32_avx512,
-                               dot_kv_avx512,
-                               axpy_kv_avx512,
+                               attn_task_avx512,
                                fused_supported_avx512,
                                dot_fused_avx512,
                                act_glu_avx512};

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu/attn_kernels.h"
 #include "quant/types.h"
 
 namespace t9::cpu {
@@ -65,11 +66,9 @@ struct MatmulKernels {
   // out[r] = dot(w[r], x) in float for r < n_w (n_w <= kTileRows).
   void (*dot_f32)(int n_w, const float* const* w, const float* x, int64_t n_in, float* out);
 
-  // Attention inner loops over one K or V row of n elements (F16 when f16, else F32).
-  // Returns dot(q, k) with a fixed per-ISA summation order.
-  float (*dot_kv)(const float* q, const void* k, bool f16, int64_t n);
-  // acc += w * v.
-  void (*axpy_kv)(float w, const void* v, bool f16, int64_t n, float* acc);
+  // Attention for one task: up to kAttnMaxQ queries of one sequence sharing a KV head
+  // (attn_kernels.h).
+  void (*attn_task)(const AttnTask& t);
 
   // Optional fused path for few activation rows (null where the ISA has none): dots weight rows
   // straight from their blocks, bit-identical to unpack + dot_int (so the path choice never

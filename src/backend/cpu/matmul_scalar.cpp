@@ -3,6 +3,7 @@
 #define T9_ISA_NS scalar_isa
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/unpack_impl.h"
+#include "backend/cpu/attn_impl.h"
 #include "core/check.h"
 
 namespace t9::cpu {
@@ -43,26 +44,12 @@ void dot_f32_scalar(int n_w, const float* const* w, const float* x, int64_t n_in
   }
 }
 
-float kv_at(const void* row, bool f16, int64_t i) {
-  return f16 ? f16_to_f32(static_cast<const uint16_t*>(row)[i]) : static_cast<const float*>(row)[i];
-}
-
-float dot_kv_scalar(const float* q, const void* k, bool f16, int64_t n) {
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n; ++i) acc += q[i] * kv_at(k, f16, i);
-  return acc;
-}
-
-void axpy_kv_scalar(float w, const void* v, bool f16, int64_t n, float* acc) {
-  for (int64_t i = 0; i < n; ++i) acc[i] += w * kv_at(v, f16, i);
-}
-
 }  // namespace
 
 const MatmulKernels& kernels_scalar() {
-  static const MatmulKernels k{unpack_row, quantize_act_row, dot_int_scalar, 1,
-                               row_to_f32, dot_f32_scalar,   dot_kv_scalar,  axpy_kv_scalar,
-                               nullptr,    nullptr,          nullptr};
+  static const MatmulKernels k{unpack_row,     quantize_act_row, dot_int_scalar, 1,
+                               row_to_f32,     dot_f32_scalar,   attn_task_portable, nullptr,
+                               nullptr,        nullptr};
   return k;
 }
 
