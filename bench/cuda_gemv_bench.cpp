@@ -3,14 +3,18 @@
 // enqueued calls between two syncs (each call is >10 us, above the launch rate), weights rotated
 // over enough copies to exceed the 60 MB L2. Built by scripts/device_test_ops.sh.
 //
-//   cuda_gemv_bench [copy_ceiling_GBps]   # %copy column relative to it (default: 4263, a 4 GiB
-//                                         # torch device-to-device copy on an H200 here)
+//   cuda_gemv_bench [copy_ceiling_GBps [TYPE]]  # %copy column relative to it (default: 4263, a
+//                                               # 4 GiB torch device-to-device copy on an H200
+//                                               # here); TYPE: only that weight type (for ncu)
+// Lines with n_out 64 time a call whose weights are ~0.1-0.3 MB: what one matmul costs beside its
+// bytes (launches, the activation quantizer, one DRAM round trip).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -69,12 +73,15 @@ int main(int argc, char** argv) {
                             GgmlType::BF16, GgmlType::F32};
   std::printf("%-6s %6s %6s %4s %10s %9s %7s %9s\n", "type", "n_in", "n_out", "tok", "us/call",
               "GB/s", "%copy", "GFLOP/s");
+  const std::string only = argc > 2 ? argv[2] : "";
   for (GgmlType t : types) {
-    for (const Shape s : {Shape{4096, 14336, 1}, Shape{14336, 4096, 1}, Shape{4096, 14336, 8},
-                          Shape{4096, 14336, 512}}) {
+    if (!only.empty() && only != type_name(t)) continue;
+    for (const Shape s : {Shape{4096, 14336, 1}, Shape{14336, 4096, 1}, Shape{4096, 64, 1},
+                          Shape{4096, 14336, 8}, Shape{4096, 14336, 512}}) {
       if (s.n_tok == 512 && t != GgmlType::Q4_K && t != GgmlType::F16) continue;
       const size_t wbytes = row_bytes(t, s.n_in) * static_cast<size_t>(s.n_out);
-      const int copies = static_cast<int>(std::max<size_t>(2, (200u << 20) / wbytes + 1));
+      const int copies =
+          static_cast<int>(std::clamp<size_t>((200u << 20) / wbytes + 1, 2, 64));
       std::vector<uint8_t> host(wbytes);
       for (auto& x : host) x = static_cast<uint8_t>(rng());
       if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16)

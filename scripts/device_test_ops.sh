@@ -57,12 +57,14 @@ stage() {
 run_and_serve() {
   local t9=$STAGE/bin/tempo9 m=$STAGE/smol3.gguf
   local prompt="What is the capital of France? Answer in one sentence."
-  "$t9" run -m "$m" -p "$prompt" -n 32 --temp 0 --backend cpu >"$OUT/run_cpu.txt" 2>"$OUT/run_cpu.err"
-  "$t9" run -m "$m" -p "$prompt" -n 32 --temp 0 --backend cuda >"$OUT/run_cuda.txt" 2>"$OUT/run_cuda.err"
-  echo "run cpu : $(head -c 300 "$OUT/run_cpu.txt" | tr '\n' ' ') | $(tail -1 "$OUT/run_cpu.err")"
-  echo "run cuda: $(head -c 300 "$OUT/run_cuda.txt" | tr '\n' ' ') | $(tail -1 "$OUT/run_cuda.err")"
-  if cmp -s "$OUT/run_cpu.txt" "$OUT/run_cuda.txt"; then echo "run: cpu == cuda"; else echo "run: cpu != cuda"; fi
-  "$t9" serve -m "$m" --backend cuda --port 18411 --kv-memory 1G >"$OUT/serve.log" 2>&1 &
+  local tmp=/tmp/t9run
+  mkdir -p $tmp
+  "$t9" run -m "$m" -p "$prompt" -n 32 --temp 0 --backend cpu >$tmp/cpu.txt 2>$tmp/cpu.err
+  "$t9" run -m "$m" -p "$prompt" -n 32 --temp 0 --backend cuda >$tmp/cuda.txt 2>$tmp/cuda.err
+  echo "run cpu : $(head -c 300 $tmp/cpu.txt | tr '\n' ' ') | $(tail -1 $tmp/cpu.err)"
+  echo "run cuda: $(head -c 300 $tmp/cuda.txt | tr '\n' ' ') | $(tail -1 $tmp/cuda.err)"
+  if cmp -s $tmp/cpu.txt $tmp/cuda.txt; then echo "run: cpu == cuda"; else echo "run: cpu != cuda"; fi
+  "$t9" serve -m "$m" --backend cuda --port 18411 --kv-memory 1G >$tmp/serve.log 2>&1 &
   local pid=$!
   for _ in $(seq 60); do
     curl -sf http://127.0.0.1:18411/v1/models >/dev/null 2>&1 && break
@@ -70,11 +72,11 @@ run_and_serve() {
   done
   curl -s -m 60 http://127.0.0.1:18411/v1/chat/completions -H 'Content-Type: application/json' \
     -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$prompt\"}],\"max_tokens\":32,\"temperature\":0}" \
-    >"$OUT/serve_reply.json" 2>&1
-  echo "serve reply: $(head -c 600 "$OUT/serve_reply.json")"
+    >$tmp/reply.json 2>&1
+  echo "serve reply: $(head -c 600 $tmp/reply.json)"
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
-  tail -3 "$OUT/serve.log"
+  tail -3 $tmp/serve.log
 }
 
 device() {
@@ -88,7 +90,7 @@ device() {
   OUT=${OUT:-/tmp/t9out}
   mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
-    --format=csv 2>&1 | tee "$OUT/gpu.txt"
+    --format=csv 2>&1 | tee "$OUT/bench.log"
   "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda*:*/CudaModel.*' --gtest_color=no 2>&1 |
     tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda model|cuda matmul|Failure' | head -60
   local rc=${PIPESTATUS[0]}
@@ -107,8 +109,16 @@ for _ in range(10):
 print(round(2 * (4 << 30) / sorted(ts)[5] / 1e6))
 PY
   )
-  echo "copy ceiling (torch D2D, read + write): ${ceiling:-unmeasured} GB/s" | tee "$OUT/copy.log"
-  "$STAGE/bin/cuda_gemv_bench" ${ceiling:+"$ceiling"} 2>&1 | tee "$OUT/bench.log"
+  echo "copy ceiling (torch D2D, read + write): ${ceiling:-unmeasured} GB/s" | tee -a "$OUT/bench.log"
+  "$STAGE/bin/cuda_gemv_bench" ${ceiling:+"$ceiling"} 2>&1 | tee -a "$OUT/bench.log"
+  # A/B: one-row calls with the activation quantizer as its own kernel (not fused).
+  TEMPO9_CUDA_UNFUSED=1 "$STAGE/bin/cuda_gemv_bench" ${ceiling:-4263} 2>&1 | grep -E ' 1 ' |
+    sed 's/^/unfused /' | tee -a "$OUT/bench.log"
+  # Hardware counters of two Q4_K decode GEMV launches (Firecracker machines allow ncu).
+  timeout "${NCU_S:-90}" ncu --clock-control none -k regex:gemv_q_kernel -s 3 -c 2 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+    "$STAGE/bin/cuda_gemv_bench" ${ceiling:-4263} Q4_K >"$OUT/ncu.log" 2>&1
+  grep -E 'Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Block Limit' "$OUT/ncu.log" | head -40
   # Memory checker on one quick pass of the kernels (Firecracker machines support it).
   timeout "${MEMCHECK_S:-150}" compute-sanitizer --tool memcheck --print-limit 20 \
     "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda.GetRows*:Cuda.Elementwise*:Cuda.RmsNorm*:Cuda.ArgmaxTopK*:Cuda.Rope*:CudaAttention.SlidingWindow*:Cuda.MatmulBatch*' \

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_quant.cuh"
@@ -40,22 +41,28 @@ struct ActBlock {
 
 // ---- activation quantization ----
 
-// One warp per 32-element block, lane = element; the CPU backend's quantize_act_row rounding:
-// d = amax / 127, q = rint(x * (1 / d)) (both IEEE-rounded, no contraction).
-__global__ void quantize_act_kernel(TensorDesc x, int64_t n_in, int64_t n_blocks,
-                                    int8_t* __restrict__ xq, ActBlock* __restrict__ xb) {
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (g >= n_blocks) return;  // uniform per warp
-  const int lane = threadIdx.x % 32;
-  const int64_t per_row = n_in / 32, r = g / per_row, b = g % per_row;
-  const float v = reinterpret_cast<const float*>(x.row(r))[32 * b + lane];
+// One 32-element block, lane = element; the CPU backend's quantize_act_row rounding: d = amax /
+// 127, q = rint(x * (1 / d)) (both IEEE-rounded, no contraction). The separate kernel and the
+// fused decode path both call this, so their codes are the same bits.
+__device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t* xq, ActBlock* xb) {
+  const float v = x[lane];
   const float amax = warp_max(fabsf(v));
   const float d = __fdiv_rn(amax, 127.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
   const int q = max(-128, min(127, __float2int_rn(__fmul_rn(v, id))));
-  xq[r * n_in + 32 * b + lane] = static_cast<int8_t>(q);
+  xq[lane] = static_cast<int8_t>(q);
   const int s = __reduce_add_sync(0xffffffffu, q);
-  if (lane == 0) xb[g] = ActBlock{d, s};
+  if (lane == 0) *xb = ActBlock{d, s};
+}
+
+// One warp per 32-element block of every row.
+__global__ void quantize_act_kernel(TensorDesc x, int64_t n_in, int64_t n_blocks,
+                                    int8_t* __restrict__ xq, ActBlock* __restrict__ xb) {
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (g >= n_blocks) return;  // uniform per warp
+  const int64_t per_row = n_in / 32, r = g / per_row, b = g % per_row;
+  quantize_block(reinterpret_cast<const float*>(x.row(r)) + 32 * b, threadIdx.x % 32,
+                 xq + r * n_in + 32 * b, xb + g);
 }
 
 // ---- shared-memory and bit helpers ----
@@ -66,6 +73,12 @@ __device__ __forceinline__ uint16_t lds16(const uint8_t* p) {
 // A 32-bit word at a 2-byte-aligned shared address.
 __device__ __forceinline__ uint32_t lds32(const uint8_t* p) {
   return static_cast<uint32_t>(lds16(p)) | static_cast<uint32_t>(lds16(p + 2)) << 16;
+}
+// The same word with one 32-bit access where p is 4-byte aligned (uniform across a warp for
+// formats whose block size is a multiple of 4: Q4_1, Q4_K).
+__device__ __forceinline__ uint32_t lds32_a4(const uint8_t* p) {
+  if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
+  return lds32(p);
 }
 __device__ __forceinline__ float f16(uint16_t h) {
   return __half2float(__ushort_as_half(h));
@@ -87,8 +100,9 @@ __device__ __forceinline__ int dot4(const int* w, int4 x, int acc) {
   acc = __dp4a(w[2], x.z, acc);
   return __dp4a(w[3], x.w, acc);
 }
+// Generic load: x is in global memory, or in shared memory on the fused decode path.
 __device__ __forceinline__ int4 ldx(const int8_t* p) {
-  return __ldg(reinterpret_cast<const int4*>(p));
+  return *reinterpret_cast<const int4*>(p);
 }
 
 // ---- per-type units ----
@@ -152,7 +166,8 @@ struct UnitNibble : UnitShape<T, 32> {
     [[maybe_unused]] const uint32_t qh = T == GgmlType::Q5_0 ? lds32(b + 2) : 0u;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint32_t v = lds32(b + kQs + 4 * k);
+      const uint32_t v =
+          T == GgmlType::Q4_1 ? lds32_a4(b + kQs + 4 * k) : lds32(b + kQs + 4 * k);
       uint32_t lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
       if constexpr (T == GgmlType::Q5_0) {
         lo |= spread4(qh >> (4 * k)) << 4;
@@ -206,7 +221,7 @@ struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
     w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      const uint32_t v = lds32(b + 16 + 32 * p + 4 * k);
+      const uint32_t v = lds32_a4(b + 16 + 32 * p + 4 * k);
       w.q[k] = static_cast<int>(v & 0x0F0F0F0Fu);
       w.q[k + 8] = static_cast<int>((v >> 4) & 0x0F0F0F0Fu);
     }
@@ -287,8 +302,9 @@ template <typename U>
 struct QArgs {
   const uint8_t* w;
   int64_t row_bytes, n_out, n_units, n_in, n_tok;
-  const int8_t* xq;
+  const int8_t* xq;  // null: fused decode (kTok == 1), the block quantizes row 0 of x itself
   const ActBlock* xb;
+  TensorDesc x;
   TensorDesc y;
   const float* bias;
 };
@@ -319,19 +335,35 @@ __global__ void __launch_bounds__(kWarps * 32)
     gemv_q_kernel(QArgs<Unit<T>> a) {
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int kWeightSmem = kWarps * 2 * kRows * U::kLoads * 512;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   uint8_t* bufs = smem + warp * 2 * kRows * U::kLoads * 512;
   const int64_t n_groups = (a.n_out + kRows - 1) / kRows;
   const int64_t n_seg = (a.n_units + U::kSegUnits - 1) / U::kSegUnits;
   const int64_t g0 = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarps;
-  if (g0 >= n_groups) return;  // uniform per warp
-  const int64_t n_items = ((n_groups - 1 - g0) / stride + 1) * n_seg;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
 
-  stage(a, g0, 0, bufs, lane);
-  cp_async_commit();
+  if (g0 < n_groups) {
+    stage(a, g0, 0, bufs, lane);  // the first weights are in flight while x is quantized
+    cp_async_commit();
+  }
+  const int8_t* xq_all = a.xq;
+  const ActBlock* xb_all = a.xb;
+  if (kTok == 1 && a.xq == nullptr) {
+    // Fused decode: x (one row) rounded to int8 into shared memory behind the weight buffers.
+    auto* xq_s = reinterpret_cast<int8_t*>(smem + kWeightSmem);
+    auto* xb_s = reinterpret_cast<ActBlock*>(smem + kWeightSmem + ((a.n_in + 15) & ~int64_t{15}));
+    const float* xr = reinterpret_cast<const float*>(a.x.row(0));
+    for (int64_t b = warp; b < a.n_in / 32; b += kWarps)
+      quantize_block(xr + 32 * b, lane, xq_s + 32 * b, xb_s + b);
+    __syncthreads();
+    xq_all = xq_s;
+    xb_all = xb_s;
+  }
+  if (g0 >= n_groups) return;  // uniform per warp (after the block barrier above)
+  const int64_t n_items = ((n_groups - 1 - g0) / stride + 1) * n_seg;
   float acc[kRows][kTok];
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
@@ -367,8 +399,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
         if (t >= nt) break;
-        const int8_t* xq = a.xq + (t0 + t) * a.n_in;
-        const ActBlock* xb = a.xb + (t0 + t) * (a.n_in / 32);
+        const int8_t* xq = xq_all + (t0 + t) * a.n_in;
+        const ActBlock* xb = xb_all + (t0 + t) * (a.n_in / 32);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[r][t] = __fadd_rn(acc[r][t], U::dot(wu[r], xq, xb, u));
       }
@@ -493,25 +525,41 @@ int tok_tile(int64_t n_tok) {
   return n_tok == 1 ? 1 : n_tok <= 4 ? 4 : 8;
 }
 
+// Bytes of shared memory for x on the fused decode path (0 when x is quantized separately).
+int64_t fused_x_smem(int64_t n_in) {
+  return ((n_in + 15) & ~int64_t{15}) + (n_in / 32) * static_cast<int64_t>(sizeof(ActBlock));
+}
+constexpr int64_t kMaxFusedXSmem = 96 << 10;  // n_in up to ~85k: every model we load
+
 template <GgmlType T, int kTok>
 void launch_q(const QArgs<Unit<T>>& a, cudaStream_t stream) {
   using U = Unit<T>;
-  constexpr int kSmem = kWarps * 2 * kRows * U::kLoads * 512;
-  static const int blocks_per_sm = [] {
+  constexpr int kWeightSmem = kWarps * 2 * kRows * U::kLoads * 512;
+  const int64_t x_smem = a.xq == nullptr ? fused_x_smem(a.n_in) : 0;
+  const int smem = static_cast<int>(kWeightSmem + x_smem);
+  static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(gemv_q_kernel<T, kTok>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kWeightSmem + kMaxFusedXSmem)));
+    return true;
+  }();
+  (void)attr_set;
+  // Resident blocks for this shared-memory size (cached: n_in repeats across a model's calls).
+  static thread_local int cached_smem = -1, cached_blocks = 1;
+  if (smem != cached_smem) {
     int n = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemv_q_kernel<T, kTok>,
-                                                             kWarps * 32, kSmem));
-    return std::max(n, 1);
-  }();
+                                                             kWarps * 32, smem));
+    cached_smem = smem;
+    cached_blocks = std::max(n, 1);
+  }
   const int64_t n_groups = (a.n_out + kRows - 1) / kRows;
   const int64_t blocks = std::min<int64_t>((n_groups + kWarps - 1) / kWarps,
-                                           static_cast<int64_t>(blocks_per_sm) * sm_count());
+                                           static_cast<int64_t>(cached_blocks) * sm_count());
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   gemv_q_kernel<T, kTok><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
-                           kWarps * 32, kSmem, stream>>>(a);
+                           kWarps * 32, smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -519,24 +567,31 @@ template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
            Scratch& scratch, cudaStream_t stream) {
   const int64_t n_in = w.ne[0], n_tok = x.n_rows();
-  const size_t q_bytes = (static_cast<size_t>(n_in * n_tok) + 255) & ~size_t{255};
-  const int64_t n_blocks = n_tok * (n_in / 32);
-  auto* base = static_cast<uint8_t*>(
-      scratch.reserve(q_bytes + static_cast<size_t>(n_blocks) * sizeof(ActBlock), stream));
-  auto* xq = reinterpret_cast<int8_t*>(base);
-  auto* xb = reinterpret_cast<ActBlock*>(base + q_bytes);
-  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(desc(x), n_in, n_blocks, xq, xb);
-  CUDA_CHECK_LAUNCH();
   QArgs<Unit<T>> a{reinterpret_cast<const uint8_t*>(base_ptr(w)),
                    static_cast<int64_t>(w.nb[1]),
                    w.ne[1],
                    n_in / Unit<T>::kElems,
                    n_in,
                    n_tok,
-                   xq,
-                   xb,
+                   nullptr,
+                   nullptr,
+                   desc(x),
                    desc(y),
                    bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr};
+  // TEMPO9_CUDA_UNFUSED=1 (read once): quantize x in its own kernel for one row too (bench A/B).
+  static const bool unfused = std::getenv("TEMPO9_CUDA_UNFUSED") != nullptr;
+  if (n_tok == 1 && !unfused && fused_x_smem(n_in) <= kMaxFusedXSmem)
+    return launch_q<T, 1>(a, stream);
+  const size_t q_bytes = (static_cast<size_t>(n_in * n_tok) + 255) & ~size_t{255};
+  const int64_t n_blocks = n_tok * (n_in / 32);
+  auto* base = static_cast<uint8_t*>(
+      scratch.reserve(q_bytes + static_cast<size_t>(n_blocks) * sizeof(ActBlock), stream));
+  a.xq = reinterpret_cast<int8_t*>(base);
+  a.xb = reinterpret_cast<ActBlock*>(base + q_bytes);
+  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(desc(x), n_in, n_blocks,
+                                                               const_cast<int8_t*>(a.xq),
+                                                               const_cast<ActBlock*>(a.xb));
+  CUDA_CHECK_LAUNCH();
   switch (tok_tile(n_tok)) {
     case 1:
       return launch_q<T, 1>(a, stream);
