@@ -296,6 +296,24 @@ Status write_metadata(gguf::GgufWriter& w, const ArchSpec& spec, const json& cfg
   } else {
     w.set(a + ".rope.freq_base", f32(rope_theta(cfg, nullptr)));
   }
+  if (a == "qwen35" || a == "qwen35moe") {
+    // Qwen3.5 declares interleaved M-RoPE and llama.cpp requires its sections. For text all
+    // sections see the same position, so any split gives the plain NeoX rotation we compute;
+    // the config's own mrope_section when it has one, else Qwen3.5's 11:11:10 proportion.
+    const json rp = cfg.value("rope_parameters", json::object());
+    std::vector<int32_t> sec;
+    if (rp.contains("mrope_section") && rp["mrope_section"].is_array())
+      for (const auto& v : rp["mrope_section"]) sec.push_back(v.get<int32_t>());
+    const int pairs = static_cast<int>(head_dim * partial) / 2;
+    if (sec.empty()) {
+      const int s0 = (pairs * 11 + 31) / 32;
+      sec = {s0, s0, pairs - 2 * s0};
+    }
+    sec.resize(4, 0);
+    std::vector<Value> vals;
+    for (int32_t v : sec) vals.push_back(Value::i32(v));
+    w.set(a + ".rope.dimension_sections", Value::array(ValueType::INT32, std::move(vals)));
+  }
   if (is_hybrid(a)) T9_TRY(write_linear_attention(w, a, cfg, n_layer));
   if (a == "qwen3moe" || cfg.contains("num_experts") || cfg.contains("num_local_experts")) {
     T9_ASSIGN_OR_RETURN(int64_t n_expert, expert_count(cfg));
