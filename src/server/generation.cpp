@@ -66,7 +66,7 @@ Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, Genera
   req.prompt = g->spec_.prompt;
   req.sampling = g->spec_.sampling;
   req.max_tokens = g->spec_.max_tokens;
-  req.stop_token_ids = ctx.eog_ids;
+  if (!g->spec_.ignore_eos) req.stop_token_ids = ctx.eog_ids;
   req.logprobs = g->spec_.n_top_logprobs >= 0;
   req.n_top_logprobs = std::max(0, g->spec_.n_top_logprobs);
   req.on_event = g->channel_->callback();

@@ -26,6 +26,7 @@ struct GenerationSpec {
   std::vector<engine::TokenId> prompt;
   engine::SamplingParams sampling;
   int max_tokens = 256;
+  bool ignore_eos = false;        // keep generating past end-of-generation tokens (llama-server's)
   std::vector<std::string> stop;  // stop strings
   int n_top_logprobs = -1;        // -1: no logprobs; 0..20: logprob of each token + top-n
   bool parse_chat = false;        // false: all text is content (completions APIs)

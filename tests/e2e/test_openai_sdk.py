@@ -55,6 +55,18 @@ def test_stop_strings_and_seeded_sampling(client):
     assert a == b
 
 
+def test_ignore_eos_generates_to_max_tokens(client):
+    msgs = [{"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Say OK."}]
+    # The short answer ends at the end-of-turn token well before 48 tokens ...
+    r = client.chat.completions.create(model="m", messages=msgs, max_tokens=48, temperature=0)
+    assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens < 48
+    # ... and with llama-server's ignore_eos it runs to exactly max_tokens.
+    r = client.chat.completions.create(model="m", messages=msgs, max_tokens=48, temperature=0,
+                                       extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 48
+
+
 def test_logprobs(client):
     r = client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=4, temperature=0,
                                        logprobs=True, top_logprobs=3)

@@ -13,6 +13,7 @@ void read_sampling(FieldReader& r, const Json& obj, const std::string& path, Gen
   if (auto v = r.number(obj, path, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = static_cast<float>(*v);
   if (auto v = r.number(obj, path, "repetition_penalty", 0.0, 10.0)) s.repetition_penalty = static_cast<float>(*v);
   if (auto v = r.number(obj, path, "repeat_penalty", 0.0, 10.0)) s.repetition_penalty = static_cast<float>(*v);
+  if (auto v = r.boolean(obj, path, "ignore_eos")) spec.ignore_eos = *v;
   if (const Json* bias = r.object(obj, path, "logit_bias")) {
     for (const auto& [k, v] : bias->items()) {
       const std::string p = FieldReader::join(FieldReader::join(path, "logit_bias"), k);
