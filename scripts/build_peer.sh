@@ -62,8 +62,13 @@ build_binaries() {
   local src=$ROOT/.peer/src
   rm -rf "$src" && mkdir -p "$src"
   tar -xzf "$SDIST" -C "$src" --strip-components=1
-  local cuda=OFF
-  command -v nvcc >/dev/null 2>&1 && cuda=ON
+  # CUDA only where a GPU can run it (nvcc alone is not enough: this dev box has nvcc, no GPU);
+  # PEER_CUDA=ON|OFF overrides, e.g. to build the CUDA peer here for the device.
+  local cuda=${PEER_CUDA:-OFF}
+  if [[ -z ${PEER_CUDA:-} ]] && command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 &&
+    nvidia-smi -L >/dev/null 2>&1; then
+    cuda=ON
+  fi
   cmake -S "$src/vendor/llama.cpp" -B "$ROOT/.peer/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DGGML_CUDA=$cuda -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF
