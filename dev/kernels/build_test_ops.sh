@@ -17,3 +17,6 @@ g++ -o "$B/manual/test_ops" "$B"/manual/*_test.o $LIBS -lgtest -lgtest_main
 if [ -f dev/kernels/matmul_bench.cpp ]; then
   g++ $FLAGS -O3 dev/kernels/matmul_bench.cpp -o "$B/manual/matmul_bench" $LIBS
 fi
+if [ -f dev/kernels/attn_bench.cpp ]; then
+  g++ $FLAGS -O3 dev/kernels/attn_bench.cpp -o "$B/manual/attn_bench" $LIBS
+fi
