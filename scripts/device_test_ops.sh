@@ -111,11 +111,11 @@ PY
   )
   echo "copy ceiling (torch D2D, read + write): ${ceiling:-unmeasured} GB/s" | tee -a "$OUT/bench.log"
   "$STAGE/bin/cuda_gemv_bench" ${ceiling:+"$ceiling"} 2>&1 | tee -a "$OUT/bench.log"
-  # A/B: one-row calls with the activation quantizer as its own kernel (not fused).
-  TEMPO9_CUDA_UNFUSED=1 "$STAGE/bin/cuda_gemv_bench" ${ceiling:-4263} 2>&1 | grep -E ' 1 ' |
-    sed 's/^/unfused /' | tee -a "$OUT/bench.log"
+  # A/B: Q4_K through the shared-memory staged kernel instead of the direct one.
+  TEMPO9_CUDA_STAGED=1 "$STAGE/bin/cuda_gemv_bench" ${ceiling:-4263} Q4_K 2>&1 |
+    grep -E '^Q4_K' | sed 's/^/staged /' | tee -a "$OUT/bench.log"
   # Hardware counters of two Q4_K decode GEMV launches (Firecracker machines allow ncu).
-  timeout "${NCU_S:-90}" ncu --clock-control none -k regex:gemv_q_kernel -s 3 -c 2 \
+  timeout "${NCU_S:-90}" ncu --clock-control none -k regex:gemv_q4k_direct -s 3 -c 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
     "$STAGE/bin/cuda_gemv_bench" ${ceiling:-4263} Q4_K >"$OUT/ncu.log" 2>&1
   grep -E 'Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Block Limit' "$OUT/ncu.log" | head -40

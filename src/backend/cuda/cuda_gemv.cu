@@ -424,6 +424,97 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// ---- Q4_K straight from global memory ----
+// 144-byte super-blocks keep 16-byte alignment, so a lane loads its unit with three 16-byte
+// loads (header, two halves of qs; the four lanes of a super-block read 144 contiguous bytes)
+// and no shared-memory staging limits the warps in flight. Lane l takes units l, l + 32, ...
+// in the order the staged kernel does, and decodes and dots them with the same arithmetic, so
+// both kernels give the same bits.
+
+// Byte i (0..11) of the scales held in words s0..s2, without indexing a register array.
+__device__ __forceinline__ int scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
+  const uint32_t w = i < 4 ? s0 : i < 8 ? s1 : s2;
+  return static_cast<int>((w >> (8 * (i & 3))) & 0xFFu);
+}
+
+__device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_global(const uint8_t* blk, int p) {
+  Unit<GgmlType::Q4_K>::W w;
+  const uint4 h = __ldg(reinterpret_cast<const uint4*>(blk));
+  const uint4 qa = __ldg(reinterpret_cast<const uint4*>(blk + 16 + 32 * p));
+  const uint4 qb = __ldg(reinterpret_cast<const uint4*>(blk + 32 + 32 * p));
+  const float d = f16(static_cast<uint16_t>(h.x & 0xFFFFu));
+  const float dmin = f16(static_cast<uint16_t>(h.x >> 16));
+  float sv[2], mv[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {  // k_scale_min (quant/k_scales.h) for sub-block j = 2p + k
+    const int j = 2 * p + k;
+    int sc, mn;
+    if (j < 4) {
+      sc = scale_byte(h.y, h.z, h.w, j) & 63;
+      mn = scale_byte(h.y, h.z, h.w, j + 4) & 63;
+    } else {
+      sc = (scale_byte(h.y, h.z, h.w, j + 4) & 0xF) | (scale_byte(h.y, h.z, h.w, j - 4) >> 6) << 4;
+      mn = (scale_byte(h.y, h.z, h.w, j + 4) >> 4) | (scale_byte(h.y, h.z, h.w, j) >> 6) << 4;
+    }
+    sv[k] = __fmul_rn(d, static_cast<float>(sc));
+    mv[k] = __fmul_rn(dmin, static_cast<float>(mn));
+  }
+  w.s0 = sv[0], w.m0 = mv[0], w.s1 = sv[1], w.m1 = mv[1];
+  const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    w.q[k] = static_cast<int>(q[k] & 0x0F0F0F0Fu);
+    w.q[k + 8] = static_cast<int>((q[k] >> 4) & 0x0F0F0F0Fu);
+  }
+  return w;
+}
+
+template <int kTok>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_q4k_direct_kernel(QArgs<Unit<GgmlType::Q4_K>> a) {
+  using U = Unit<GgmlType::Q4_K>;
+  const int lane = threadIdx.x % 32;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
+  if (g * kRows >= a.n_out) return;  // uniform per warp
+  float acc[kRows][kTok];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) acc[r][t] = 0.0f;
+#pragma unroll 2
+  for (int64_t u = lane; u < a.n_units; u += 32) {
+    U::W wu[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t o = min64(g * kRows + r, a.n_out - 1);
+      wu[r] = load_q4k_global(a.w + o * a.row_bytes + (u / 4) * U::kBlockBytes,
+                              static_cast<int>(u % 4));
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+      if (t >= nt) break;
+      const int8_t* xq = a.xq + (t0 + t) * a.n_in;
+      const ActBlock* xb = a.xb + (t0 + t) * (a.n_in / 32);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r][t] = __fadd_rn(acc[r][t], U::dot(wu[r], xq, xb, u));
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t o = g * kRows + r;
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) {
+      const float s = warp_sum(acc[r][t]);
+      if (lane == 0 && t < nt && o < a.n_out) {
+        float* yr = reinterpret_cast<float*>(a.y.row(t0 + t));
+        yr[o] = a.bias != nullptr ? __fadd_rn(s, a.bias[o]) : s;
+      }
+    }
+  }
+}
+
 // ---- the float kernel ----
 
 template <GgmlType T>
@@ -563,6 +654,16 @@ void launch_q(const QArgs<Unit<T>>& a, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
+template <int kTok>
+void launch_q4k_direct(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream) {
+  const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
+  T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
+  const dim3 grid(grid_1d((a.n_out + kRows - 1) / kRows, kWarps),
+                  static_cast<unsigned>(tok_groups));
+  gemv_q4k_direct_kernel<kTok><<<grid, kWarps * 32, 0, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
 template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
            Scratch& scratch, cudaStream_t stream) {
@@ -578,9 +679,15 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
                    desc(x),
                    desc(y),
                    bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr};
-  // TEMPO9_CUDA_UNFUSED=1 (read once): quantize x in its own kernel for one row too (bench A/B).
-  static const bool unfused = std::getenv("TEMPO9_CUDA_UNFUSED") != nullptr;
-  if (n_tok == 1 && !unfused && fused_x_smem(n_in) <= kMaxFusedXSmem)
+  // Q4_K rows on 16-byte boundaries: the direct kernel (TEMPO9_CUDA_STAGED=1: the staged one).
+  static const bool staged = std::getenv("TEMPO9_CUDA_STAGED") != nullptr;
+  const bool direct = T == GgmlType::Q4_K && !staged && a.row_bytes % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+  // TEMPO9_CUDA_FUSED=1 (read once): one-row calls quantize x inside the staged GEMV, one
+  // launch. Measured slower (every block re-quantizes all of x before its first weights: Q4_K
+  // 14336 -> 4096 took 66 us fused vs 24 us with the separate quantizer), so off by default.
+  static const bool fused = std::getenv("TEMPO9_CUDA_FUSED") != nullptr;
+  if (n_tok == 1 && fused && !direct && fused_x_smem(n_in) <= kMaxFusedXSmem)
     return launch_q<T, 1>(a, stream);
   const size_t q_bytes = (static_cast<size_t>(n_in * n_tok) + 255) & ~size_t{255};
   const int64_t n_blocks = n_tok * (n_in / 32);
@@ -592,6 +699,18 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
                                                                const_cast<int8_t*>(a.xq),
                                                                const_cast<ActBlock*>(a.xb));
   CUDA_CHECK_LAUNCH();
+  if constexpr (T == GgmlType::Q4_K) {
+    if (direct) {
+      switch (tok_tile(n_tok)) {
+        case 1:
+          return launch_q4k_direct<1>(a, stream);
+        case 4:
+          return launch_q4k_direct<4>(a, stream);
+        default:
+          return launch_q4k_direct<8>(a, stream);
+      }
+    }
+  }
   switch (tok_tile(n_tok)) {
     case 1:
       return launch_q<T, 1>(a, stream);
