@@ -111,6 +111,13 @@ PY
   )
   echo "copy ceiling (torch D2D, read + write): ${ceiling:-unmeasured} GB/s" | tee -a "$OUT/bench.log"
   "$STAGE/bin/cuda_gemv_bench" ${ceiling:+"$ceiling"} 2>&1 | tee -a "$OUT/bench.log"
+  # Q4_K decode variants (rows per warp, register cap): the matmul tests, then the bench.
+  for v in r2b8 r1b8 r4b4; do
+    TEMPO9_CUDA_Q4K=$v "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda.Matmul*' --gtest_color=no \
+      2>&1 | grep -E '^\[  (PASSED|FAILED) ' | sed "s/^/$v /" | tee -a "$OUT/bench.log"
+    TEMPO9_CUDA_Q4K=$v "$STAGE/bin/cuda_gemv_bench" ${ceiling:-4263} Q4_K 2>&1 |
+      grep -E '^Q4_K .* 1 ' | sed "s/^/$v /" | tee -a "$OUT/bench.log"
+  done
   # A/B: Q4_K through the shared-memory staged kernel instead of the direct one.
   TEMPO9_CUDA_STAGED=1 "$STAGE/bin/cuda_gemv_bench" ${ceiling:-4263} Q4_K 2>&1 |
     grep -E '^Q4_K' | sed 's/^/staged /' | tee -a "$OUT/bench.log"

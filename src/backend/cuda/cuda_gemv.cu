@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_quant.cuh"
@@ -469,9 +470,11 @@ __device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_global(const uint8_t
   return w;
 }
 
-template <int kTok>
-__global__ void __launch_bounds__(kWarps * 32)
+// kR weight rows per warp; kMinBlocks caps registers so that many blocks fit on an SM.
+template <int kTok, int kR = kRows, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     gemv_q4k_direct_kernel(QArgs<Unit<GgmlType::Q4_K>> a) {
+  constexpr int kRows = kR;  // shadows the file-wide default
   using U = Unit<GgmlType::Q4_K>;
   const int lane = threadIdx.x % 32;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -654,14 +657,26 @@ void launch_q(const QArgs<Unit<T>>& a, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-template <int kTok>
+template <int kTok, int kR = kRows, int kMinBlocks = 1>
 void launch_q4k_direct(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream) {
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  const dim3 grid(grid_1d((a.n_out + kRows - 1) / kRows, kWarps),
-                  static_cast<unsigned>(tok_groups));
-  gemv_q4k_direct_kernel<kTok><<<grid, kWarps * 32, 0, stream>>>(a);
+  const dim3 grid(grid_1d((a.n_out + kR - 1) / kR, kWarps), static_cast<unsigned>(tok_groups));
+  gemv_q4k_direct_kernel<kTok, kR, kMinBlocks><<<grid, kWarps * 32, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH();
+}
+
+// One-row Q4_K variants for measurement (TEMPO9_CUDA_Q4K=r2b8|r1b8|r4b4; default: 2 rows per
+// warp, no register cap). Same unit order and arithmetic: same bits.
+void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream) {
+  static const std::string v = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_Q4K");
+    return std::string(e != nullptr ? e : "");
+  }();
+  if (v == "r2b8") return launch_q4k_direct<1, 2, 8>(a, stream);
+  if (v == "r1b8") return launch_q4k_direct<1, 1, 8>(a, stream);
+  if (v == "r4b4") return launch_q4k_direct<1, 4, 4>(a, stream);
+  launch_q4k_direct<1>(a, stream);
 }
 
 template <GgmlType T>
@@ -703,7 +718,7 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
     if (direct) {
       switch (tok_tile(n_tok)) {
         case 1:
-          return launch_q4k_direct<1>(a, stream);
+          return launch_q4k_decode(a, stream);
         case 4:
           return launch_q4k_direct<4>(a, stream);
         default:
