@@ -80,8 +80,7 @@ int main(int argc, char** argv) {
                           Shape{4096, 14336, 8}, Shape{4096, 14336, 512}}) {
       if (s.n_tok == 512 && t != GgmlType::Q4_K && t != GgmlType::F16) continue;
       const size_t wbytes = row_bytes(t, s.n_in) * static_cast<size_t>(s.n_out);
-      const int copies =
-          static_cast<int>(std::clamp<size_t>((200u << 20) / wbytes + 1, 2, 64));
+      const int copies = static_cast<int>(std::clamp<size_t>((200u << 20) / wbytes + 1, 2, 64));
       std::vector<uint8_t> host(wbytes);
       for (auto& x : host) x = static_cast<uint8_t>(rng());
       if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16)

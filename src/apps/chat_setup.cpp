@@ -39,8 +39,9 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threa
     if (cuda_device_count() == 0) return error("--backend cuda: no CUDA device found");
     return std::unique_ptr<Backend>(std::make_unique<CudaBackend>());
 #else
-    return error("--backend cuda: this tempo9 was built without CUDA (configure with nvcc on "
-                 "PATH, -DTEMPO9_CUDA=ON)");
+    return error(
+        "--backend cuda: this tempo9 was built without CUDA (configure with nvcc on "
+        "PATH, -DTEMPO9_CUDA=ON)");
 #endif
   }
   return error("--backend: unknown backend '{}' (cpu or cuda)", name);

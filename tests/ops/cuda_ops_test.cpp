@@ -125,9 +125,8 @@ double check_matmul(CudaBackend& be, std::mt19937_64& rng, GgmlType t, const Mat
   be.matmul(arena.weights(wb, t, c.n_in, c.n_out),
             arena.from_host(x, GgmlType::F32, c.n_in, c.n_tok),
             c.bias ? arena.from_host(bias, GgmlType::F32, c.n_out) : Tensor{}, yt);
-  const std::vector<double> xr = cuda_matmul_int8_activations(t)
-                                     ? int8_rounded(x)
-                                     : std::vector<double>(x.begin(), x.end());
+  const std::vector<double> xr =
+      cuda_matmul_int8_activations(t) ? int8_rounded(x) : std::vector<double>(x.begin(), x.end());
   const auto y = arena.download<float>(yt);
   std::vector<float> wf(static_cast<size_t>(c.n_in * c.n_out));
   dequantize_row(t, wb.data(), wf.data(), c.n_in * c.n_out);

@@ -167,8 +167,7 @@ struct UnitNibble : UnitShape<T, 32> {
     [[maybe_unused]] const uint32_t qh = T == GgmlType::Q5_0 ? lds32(b + 2) : 0u;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint32_t v =
-          T == GgmlType::Q4_1 ? lds32_a4(b + kQs + 4 * k) : lds32(b + kQs + 4 * k);
+      const uint32_t v = T == GgmlType::Q4_1 ? lds32_a4(b + kQs + 4 * k) : lds32(b + kQs + 4 * k);
       uint32_t lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
       if constexpr (T == GgmlType::Q5_0) {
         lo |= spread4(qh >> (4 * k)) << 4;
@@ -190,8 +189,8 @@ struct UnitNibble : UnitShape<T, 32> {
     const int s = dot4(w.q + 4, ldx(xq + 32 * u + 16), dot4(w.q, ldx(xq + 32 * u), 0));
     const ActBlock a = xb[u];
     if constexpr (T == GgmlType::Q4_1)  // sum (d q + m) x = d sum(q x) + m sum(x)
-      return __fmul_rn(a.d, __fmaf_rn(w.d, static_cast<float>(s),
-                                      __fmul_rn(w.m, static_cast<float>(a.isum))));
+      return __fmul_rn(
+          a.d, __fmaf_rn(w.d, static_cast<float>(s), __fmul_rn(w.m, static_cast<float>(a.isum))));
     return __fmul_rn(__fmul_rn(w.d, a.d), static_cast<float>(s));
   }
 };
@@ -332,8 +331,7 @@ __device__ __forceinline__ void stage(const QArgs<U>& a, int64_t g, int64_t seg,
 }
 
 template <GgmlType T, int kTok>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_q_kernel(QArgs<Unit<T>> a) {
+__global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(QArgs<Unit<T>> a) {
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kWeightSmem = kWarps * 2 * kRows * U::kLoads * 512;
@@ -390,10 +388,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const int64_t o = g * kRows + r;
-        const int skew = static_cast<int>(
-            reinterpret_cast<uintptr_t>(a.w + min64(o, a.n_out - 1) * a.row_bytes +
-                                        seg * U::kSegBytes) &
-            15);
+        const int skew =
+            static_cast<int>(reinterpret_cast<uintptr_t>(a.w + min64(o, a.n_out - 1) * a.row_bytes +
+                                                         seg * U::kSegBytes) &
+                             15);
         wu[r] = U::load(buf + r * U::kLoads * 512 + skew + (lu / U::kPerBlock) * U::kBlockBytes,
                         lu % U::kPerBlock);
       }
@@ -518,91 +516,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
 }
 
-// ---- the float kernel ----
-
-template <GgmlType T>
-__device__ __forceinline__ void unpack16(uint4 v, float* f) {
-  if constexpr (T == GgmlType::F32) {
-    f[0] = __uint_as_float(v.x), f[1] = __uint_as_float(v.y);
-    f[2] = __uint_as_float(v.z), f[3] = __uint_as_float(v.w);
-  } else {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (T == GgmlType::F16) {
-        f[2 * i] = f16(static_cast<uint16_t>(words[i] & 0xFFFFu));
-        f[2 * i + 1] = f16(static_cast<uint16_t>(words[i] >> 16));
-      } else {
-        f[2 * i] = __uint_as_float(words[i] << 16);
-        f[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
-      }
-    }
-  }
-}
-
-// One warp per kRows rows; lane l takes 16-byte units l, l + 32, ...; per unit a fixed-order
-// sum in four partial chains, then added to the row's accumulator.
-template <GgmlType T, int kTok>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_f_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_out, TensorDesc x,
-                  TensorDesc y, const float* __restrict__ bias, int64_t n_tok) {
-  constexpr int kE = T == GgmlType::F32 ? 4 : 8;  // elements per 16-byte unit
-  const int lane = threadIdx.x % 32;
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
-  const int nt = static_cast<int>(min64(kTok, n_tok - t0));
-  if (g * kRows >= n_out) return;
-  const int64_t n_units = row_bytes / 16;
-  const float4* xrow[kTok];
-#pragma unroll
-  for (int t = 0; t < kTok; ++t)
-    xrow[t] = reinterpret_cast<const float4*>(x.row(t0 + (t < nt ? t : 0)));
-  float acc[kRows][kTok];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < kTok; ++t) acc[r][t] = 0.0f;
-#pragma unroll 4
-  for (int64_t u = lane; u < n_units; u += 32) {
-    float wf[kRows][kE];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t o = min64(g * kRows + r, n_out - 1);
-      unpack16<T>(__ldg(reinterpret_cast<const uint4*>(w + o * row_bytes) + u), wf[r]);
-    }
-#pragma unroll
-    for (int t = 0; t < kTok; ++t) {
-      if (t >= nt) break;
-      const float4* xr = xrow[t] + u * (kE / 4);
-      float xf[kE];
-#pragma unroll
-      for (int i = 0; i < kE / 4; ++i) {
-        const float4 v = __ldg(xr + i);
-        xf[4 * i] = v.x, xf[4 * i + 1] = v.y, xf[4 * i + 2] = v.z, xf[4 * i + 3] = v.w;
-      }
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < kE; ++i) p[i % 4] = __fmaf_rn(wf[r][i], xf[i], p[i % 4]);
-        acc[r][t] = __fadd_rn(acc[r][t], __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t o = g * kRows + r;
-#pragma unroll
-    for (int t = 0; t < kTok; ++t) {
-      const float s = warp_sum(acc[r][t]);
-      if (lane == 0 && t < nt && o < n_out) {
-        float* yr = reinterpret_cast<float*>(y.row(t0 + t));
-        yr[o] = bias != nullptr ? __fadd_rn(s, bias[o]) : s;
-      }
-    }
-  }
-}
-
 // ---- launchers ----
 
 int sm_count() {
@@ -680,8 +593,8 @@ void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream
 }
 
 template <GgmlType T>
-void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-           Scratch& scratch, cudaStream_t stream) {
+void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Scratch& scratch,
+           cudaStream_t stream) {
   const int64_t n_in = w.ne[0], n_tok = x.n_rows();
   QArgs<Unit<T>> a{reinterpret_cast<const uint8_t*>(base_ptr(w)),
                    static_cast<int64_t>(w.nb[1]),
@@ -710,9 +623,8 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
       scratch.reserve(q_bytes + static_cast<size_t>(n_blocks) * sizeof(ActBlock), stream));
   a.xq = reinterpret_cast<int8_t*>(base);
   a.xb = reinterpret_cast<ActBlock*>(base + q_bytes);
-  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(desc(x), n_in, n_blocks,
-                                                               const_cast<int8_t*>(a.xq),
-                                                               const_cast<ActBlock*>(a.xb));
+  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(
+      desc(x), n_in, n_blocks, const_cast<int8_t*>(a.xq), const_cast<ActBlock*>(a.xb));
   CUDA_CHECK_LAUNCH();
   if constexpr (T == GgmlType::Q4_K) {
     if (direct) {
@@ -734,38 +646,6 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
     default:
       return launch_q<T, 8>(a, stream);
   }
-}
-
-template <GgmlType T, int kTok>
-void launch_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-              cudaStream_t stream) {
-  const int64_t n_out = w.ne[1], n_tok = x.n_rows();
-  const int64_t tok_groups = (n_tok + kTok - 1) / kTok;
-  T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", n_tok);
-  const dim3 grid(grid_1d((n_out + kRows - 1) / kRows, kWarps),
-                  static_cast<unsigned>(tok_groups));
-  gemv_f_kernel<T, kTok><<<grid, kWarps * 32, 0, stream>>>(
-      reinterpret_cast<const uint8_t*>(base_ptr(w)), static_cast<int64_t>(w.nb[1]), n_out,
-      desc(x), desc(y), bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
-      n_tok);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <GgmlType T>
-void run_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-           cudaStream_t stream) {
-  switch (tok_tile(x.n_rows())) {
-    case 1:
-      return launch_f<T, 1>(w, x, bias, y, stream);
-    case 4:
-      return launch_f<T, 4>(w, x, bias, y, stream);
-    default:
-      return launch_f<T, 8>(w, x, bias, y, stream);
-  }
-}
-
-bool aligned16(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(base_ptr(t)) % 16 == 0;
 }
 
 }  // namespace
@@ -801,16 +681,8 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
       return true;
     case GgmlType::F16:
     case GgmlType::BF16:
-    case GgmlType::F32: {
-      // 16-byte weight units and float4 activation loads: rows and x rows 16-byte aligned.
-      const bool ok = w.nb[1] % 16 == 0 && aligned16(w) && aligned16(x) && x.nb[1] % 16 == 0 &&
-                      x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0;
-      if (!ok) return false;
-      if (w.type == GgmlType::F16) run_f<GgmlType::F16>(w, x, bias, y, stream);
-      if (w.type == GgmlType::BF16) run_f<GgmlType::BF16>(w, x, bias, y, stream);
-      if (w.type == GgmlType::F32) run_f<GgmlType::F32>(w, x, bias, y, stream);
-      return true;
-    }
+    case GgmlType::F32:
+      return launch_float_matmul(w, x, bias, y, stream);
     default:
       return false;
   }
@@ -821,8 +693,8 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
 namespace t9 {
 
 bool cuda_matmul_int8_activations(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 ||
-         t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 ||
+         t == GgmlType::Q4_K || t == GgmlType::Q6_K;
 }
 
 }  // namespace t9

@@ -24,4 +24,8 @@ namespace t9::cuda {
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                         Scratch& scratch, cudaStream_t stream);
 
+// The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
+bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
+                         cudaStream_t stream);
+
 }  // namespace t9::cuda
