@@ -1,6 +1,18 @@
 #include "model/engine_runner.h"
 
+#include "core/check.h"
+
 namespace t9::model {
+
+EngineRunner::EngineRunner(Model& model) : model_(model) {
+  T9_CHECK(model_.claim_for_engine(),
+           "a second engine on one model: both would write the same KV blocks and state slots");
+}
+
+EngineRunner::~EngineRunner() {
+  for (const auto& [seq_id, slot] : slots_) model_.recurrent()->release(slot);
+  model_.release_from_engine();
+}
 
 Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batch) {
   if (batch.block_size != model_.config().kv_block_size)

@@ -13,7 +13,11 @@ namespace t9::model {
 
 class EngineRunner final : public engine::ModelRunner {
  public:
-  explicit EngineRunner(Model& model) : model_(model) {}
+  // CHECK-fails when another EngineRunner already drives `model` (see Model::claim_for_engine).
+  explicit EngineRunner(Model& model);
+  ~EngineRunner() override;
+  EngineRunner(const EngineRunner&) = delete;
+  EngineRunner& operator=(const EngineRunner&) = delete;
   int n_vocab() const override { return model_.n_vocab(); }
   Result<engine::ForwardOutput> run(const engine::ForwardBatch& batch) override;
   bool grow_kv_blocks(int n_blocks_total) override;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -88,6 +89,10 @@ class Model {
   KvPool& kv() { return kv_; }
   // The Gated DeltaNet state store of a hybrid model; null for attention-only models.
   RecurrentState* recurrent() { return rs_.get(); }
+  // At most one engine at a time may drive a model: an engine owns the model's KV block ids and
+  // state slots, so two would overwrite each other's KV. EngineRunner claims and releases it.
+  bool claim_for_engine() { return !std::exchange(engine_claimed_, true); }
+  void release_from_engine() { engine_claimed_ = false; }
   int n_vocab() const { return hp_.n_vocab; }
 
   // Writes the batch's K/V into its blocks and returns the requested logits. Bad input (token id
@@ -98,6 +103,7 @@ class Model {
  private:
   Model(gguf::GgufFile file, Backend& backend, const ModelConfig& cfg, HParams hp, ArchSpec spec);
   struct Scratch;
+  bool engine_claimed_ = false;
   Status validate(const Batch& batch) const;
   Status ensure_scratch(int n_tokens, int n_seqs, int n_block_ids);
   void upload_inputs(const Batch& batch, const std::vector<int32_t>& positions);

@@ -85,11 +85,14 @@ class EngineEquality : public ::testing::Test {
   }
 
   // The reference: `prompt` alone in a fresh engine, whole-prompt prefill; memoized per prompt.
+  // It runs on a second instance of the model, so a test's own engine may stay alive meanwhile.
   static const std::vector<TokenId>& alone(const std::vector<TokenId>& prompt) {
     static std::map<std::vector<TokenId>, std::vector<TokenId>> memo;
     auto it = memo.find(prompt);
     if (it != memo.end()) return it->second;
-    EngineSession s(*rm_, EngineSetup{});
+    Result<RealModel*> twin = smollm2_twin();
+    EXPECT_TRUE(twin.ok()) << twin.message();
+    EngineSession s(**twin, EngineSetup{});
     std::vector<Output> out = s.run({prompt}, kGen);
     EXPECT_EQ(out[0].finish, engine::FinishReason::kLength) << out[0].error;
     EXPECT_EQ(out[0].tokens.size(), static_cast<size_t>(kGen));

@@ -39,6 +39,14 @@ Result<RealModel*> smollm2() {
   return loaded->get();
 }
 
+Result<RealModel*> smollm2_twin() {
+  static std::once_flag once;
+  static Result<std::unique_ptr<RealModel>> loaded = error("not loaded");
+  std::call_once(once, [] { loaded = load_smollm2(); });
+  if (!loaded.ok()) return error("{}: {}", model_path(kSmolLM2), loaded.message());
+  return loaded->get();
+}
+
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size) {
   engine::EngineConfig c;
   c.scheduler.prefill_chunk_tokens = s.prefill_chunk_tokens;

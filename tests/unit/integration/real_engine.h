@@ -33,6 +33,9 @@ struct RealModel {
   std::unique_ptr<tok::Tokenizer> tokenizer;
 };
 Result<RealModel*> smollm2();
+// A second, independent instance of the same model (its own KV pool): for reference runs while
+// an engine on smollm2() is alive (one engine per model at a time, see Model::claim_for_engine).
+Result<RealModel*> smollm2_twin();
 
 // An engine configuration the way `tempo9 run` builds one, with test switches.
 struct EngineSetup {
