@@ -279,6 +279,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
 CudaBackend::~CudaBackend() {
   // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
   if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, stream_);
+  if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, stream_);
   (void)cudaStreamSynchronize(stream_);
   (void)cudaFree(err_word_);
   (void)cudaStreamDestroy(stream_);

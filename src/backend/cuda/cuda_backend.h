@@ -80,11 +80,27 @@ class CudaBackend final : public Backend {
   void softmax(const Tensor& x, const Tensor& out) override;
   void copy(const Tensor& x, const Tensor& out) override;
 
+  // Mixture of experts, gating, recurrent layers (cuda_moe.cu, cuda_gdn.cu). matmul_id waits for
+  // the stream once per call (it groups rows by expert on the host); gated_delta_net always runs
+  // the token-by-token recurrence (p.min_chunked_tokens is ignored: same function, other
+  // rounding). Bad RecurrentSeq rows or slots are flagged like AttnSeq rows (bit 4 at sync()).
+  void moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
+                 const Tensor& weights) override;
+  void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out) override;
+  void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override;
+  void mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) override;
+  void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& seqs,
+                const Tensor& out) override;
+  void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
+                       const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& state,
+                       const Tensor& seqs, const GdnParams& p, const Tensor& out) override;
+
  private:
   int device_ = 0;
   CUstream_st* stream_ = nullptr;
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
   cuda::Scratch scratch_;
+  cuda::Scratch moe_scratch_;  // matmul_id's packed rows (matmul itself uses scratch_)
   std::string device_name_;
 };
 

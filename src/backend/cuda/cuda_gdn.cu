@@ -1,0 +1,255 @@
+// CUDA ops of Gated DeltaNet layers: the short causal conv1d with its rolling state (ssm_conv)
+// and the gated delta rule in its token-by-token form (gated_delta_net). Same contracts and
+// per-element arithmetic order as backend/cpu/cpu_gdn.cpp (gdn_recurrent); the chunked-parallel
+// form is not implemented here, so every step runs the recurrence (the model's default, see
+// ModelConfig::gdn_min_chunked_tokens). Each sequence's work is independent of the others and of
+// how its tokens were split into steps: results are deterministic and batch-invariant.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace t9 {
+namespace cuda {
+namespace {
+
+constexpr int kMaxConvK = 8;       // ssm_conv kernel widths compiled (Qwen3-Next/3.5 use 4)
+constexpr int kConvThreads = 128;  // channels per block
+
+__device__ __forceinline__ float silu(float v) {
+  return v / (1.0f + expf(-v));
+}
+__device__ __forceinline__ float sigmoid(float v) {
+  return 1.0f / (1.0f + expf(-v));
+}
+// torch.nn.functional.softplus (beta 1, threshold 20), as the CPU.
+__device__ __forceinline__ float softplus(float v) {
+  return v > 20.0f ? v : log1pf(expf(v));
+}
+
+// Sequence metadata in range for a batch of n_tok rows and n_slots state slots.
+__device__ __forceinline__ bool seq_ok(const RecurrentSeq& s, int64_t n_tok, int64_t n_slots) {
+  return s.slot >= 0 && s.slot < n_slots && s.q_begin >= 0 && s.n_q >= 0 &&
+         static_cast<int64_t>(s.q_begin) + s.n_q <= n_tok;
+}
+
+// One thread per (sequence, channel): the K - 1 state values and the K weights in registers;
+// walks the sequence's tokens in order, window[i] = xx[t + i]; out = silu(sum_i w[i] * xx[t + i])
+// summed i = 0 .. K-1 from 0 (the CPU's order); afterwards the last K - 1 inputs are the state.
+template <int K>
+__global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, int64_t n_slots,
+                                const RecurrentSeq* __restrict__ seqs, TensorDesc out,
+                                unsigned* err) {
+  const RecurrentSeq s = seqs[blockIdx.y];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= x.ne0) return;
+  if (!seq_ok(s, x.n_rows(), n_slots)) {
+    if (c == 0) atomicOr(err, kErrSeqRows);
+    return;
+  }
+  float win[K], wc[K];
+  const float* wr = reinterpret_cast<const float*>(w.row(c));
+#pragma unroll
+  for (int i = 0; i < K; ++i) wc[i] = wr[i];
+  const int64_t st0 = static_cast<int64_t>(s.slot) * (K - 1);
+#pragma unroll
+  for (int i = 0; i < K - 1; ++i)
+    win[i] = s.reset ? 0.0f : reinterpret_cast<const float*>(state.row(st0 + i))[c];
+  for (int t = 0; t < s.n_q; ++t) {
+    const int64_t r = static_cast<int64_t>(s.q_begin) + t;
+    win[K - 1] = reinterpret_cast<const float*>(x.row(r))[c];
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < K; ++i) sum = fmaf(wc[i], win[i], sum);
+    reinterpret_cast<float*>(out.row(r))[c] = silu(sum);
+#pragma unroll
+    for (int i = 0; i < K - 1; ++i) win[i] = win[i + 1];
+  }
+#pragma unroll
+  for (int i = 0; i < K - 1; ++i) reinterpret_cast<float*>(state.row(st0 + i))[c] = win[i];
+}
+
+struct GdnDims {
+  int nk, nv, dk, dv;
+  bool tiled;
+  float eps, q_scale;
+};
+
+// Element h of the value heads of token tok in a [n_tokens, r, n_v / r] tensor (cpu_gdn.cpp).
+__device__ __forceinline__ float head_value(const TensorDesc& t, int64_t tok, int64_t h) {
+  return reinterpret_cast<const float*>(t.row(tok * t.ne1 + h / t.ne0))[h % t.ne0];
+}
+
+// One block per (value head h = blockIdx.x, sequence blockIdx.y); thread j owns column j of the
+// state S [dk, dv] (kept in shared memory, so each thread touches only its own column and the
+// state needs no synchronisation). Per token, as gdn_recurrent on the CPU:
+//   q, k of the key head -> shared; every thread sums their squares in order i = 0 .. dk-1 and
+//   normalises on the fly (x * (scale / sqrt(ss + eps)), the CPU's single rounding);
+//   S *= exp(g); delta = (v - S^T k) * beta; S += k delta^T; out = S^T q.
+// Shared memory: S, then q and k of the current token.
+__global__ void gdn_recurrent_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a,
+                                     TensorDesc b, const float* __restrict__ A,
+                                     const float* __restrict__ dt, float* __restrict__ state,
+                                     int64_t n_slots, const RecurrentSeq* __restrict__ seqs,
+                                     GdnDims p, TensorDesc out, int64_t n_tok, unsigned* err) {
+  extern __shared__ float sh[];
+  const int dk = p.dk, dv = p.dv, h = blockIdx.x, j = threadIdx.x, nt = blockDim.x;
+  float* S = sh;
+  float* qs = S + dk * dv;
+  float* ks = qs + dk;
+  const RecurrentSeq s = seqs[blockIdx.y];
+  if (!seq_ok(s, n_tok, n_slots)) {  // uniform over the block: no barrier is skipped by some
+    if (j == 0 && h == 0) atomicOr(err, kErrSeqRows);
+    return;
+  }
+  const int kh = p.tiled ? h % p.nk : h / (p.nv / p.nk);
+  float* Sg = state + (static_cast<int64_t>(s.slot) * p.nv + h) * dk * dv;
+  for (int i = j; i < dk * dv; i += nt) S[i] = s.reset ? 0.0f : Sg[i];
+  const float Ah = A[h], dth = dt[h];
+  __syncthreads();
+  for (int t = 0; t < s.n_q; ++t) {
+    const int64_t r = static_cast<int64_t>(s.q_begin) + t;
+    const float* qr = reinterpret_cast<const float*>(q.row(r * p.nk + kh));
+    const float* kr = reinterpret_cast<const float*>(k.row(r * p.nk + kh));
+    for (int i = j; i < dk; i += nt) qs[i] = qr[i], ks[i] = kr[i];
+    __syncthreads();
+    if (j < dv) {
+      float ssq = 0.0f, ssk = 0.0f;
+      for (int i = 0; i < dk; ++i) {
+        ssq = fmaf(qs[i], qs[i], ssq);
+        ssk = fmaf(ks[i], ks[i], ssk);
+      }
+      const float inv_q = p.q_scale / sqrtf(ssq + p.eps), inv_k = 1.0f / sqrtf(ssk + p.eps);
+      const float decay = expf(Ah * softplus(head_value(a, r, h) + dth));
+      const float beta = sigmoid(head_value(b, r, h));
+      float mem = 0.0f;
+      for (int i = 0; i < dk; ++i) {
+        const float sv = S[i * dv + j] * decay;
+        S[i * dv + j] = sv;
+        mem = fmaf(sv, ks[i] * inv_k, mem);
+      }
+      const float vj = reinterpret_cast<const float*>(v.row(r * p.nv + h))[j];
+      const float delta = (vj - mem) * beta;
+      float o = 0.0f;
+      for (int i = 0; i < dk; ++i) {
+        const float sv = fmaf(ks[i] * inv_k, delta, S[i * dv + j]);
+        S[i * dv + j] = sv;
+        o = fmaf(sv, qs[i] * inv_q, o);
+      }
+      reinterpret_cast<float*>(out.row(r * p.nv + h))[j] = o;
+    }
+    __syncthreads();  // q, k of this token are read by all before the next token's load
+  }
+  for (int i = j; i < dk * dv; i += nt) Sg[i] = S[i];
+}
+
+const RecurrentSeq* seqs_ptr(const Tensor& seqs) {
+  T9_CHECK(seqs.type == GgmlType::I32 && seqs.ne[0] == 4 && seqs.is_contiguous(),
+           "recurrent seqs must be I32 [n_seqs, 4]");
+  return reinterpret_cast<const RecurrentSeq*>(base_ptr(seqs));
+}
+
+template <int K>
+void launch_conv(const Tensor& x, const Tensor& w, const Tensor& state, int64_t n_slots,
+                 const RecurrentSeq* seqs, unsigned n_seqs, const Tensor& out, unsigned* err,
+                 cudaStream_t stream) {
+  const dim3 grid(grid_1d(x.ne[0], kConvThreads), n_seqs);
+  ssm_conv_kernel<K><<<grid, kConvThreads, 0, stream>>>(desc(x), desc(w), desc(state), n_slots,
+                                                        seqs, desc(out), err);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state,
+                           const Tensor& seqs, const Tensor& out) {
+  cuda::check_f32_rows(x, "ssm_conv x");
+  cuda::check_f32_rows(w, "ssm_conv w");
+  cuda::check_f32_rows(state, "ssm_conv state");
+  cuda::check_f32_rows(out, "ssm_conv out");
+  const int64_t K = w.ne[0], C = w.ne[1];
+  T9_CHECK(K >= 2 && x.ne[0] == C && out.ne[0] == C && out.n_rows() == x.n_rows(),
+           "ssm_conv: x, out must be [n, {}] for a kernel of {}", C, K);
+  T9_CHECK(K <= cuda::kMaxConvK, "ssm_conv: kernel width {} (CUDA takes 2..{})", K,
+           cuda::kMaxConvK);
+  T9_CHECK(state.ne[0] == C && state.ne[1] == K - 1, "ssm_conv: state must be [slots, {}, {}]",
+           K - 1, C);
+  const RecurrentSeq* sp = cuda::seqs_ptr(seqs);
+  const int64_t n_seqs = seqs.ne[1], n_slots = state.ne[2] * state.ne[3];
+  T9_CHECK(n_seqs <= 65535, "ssm_conv: {} sequences exceed the launch grid", n_seqs);
+  if (n_seqs == 0 || C == 0) return;
+  const auto ns = static_cast<unsigned>(n_seqs);
+  switch (K) {
+    case 2:
+      return cuda::launch_conv<2>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+    case 3:
+      return cuda::launch_conv<3>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+    case 4:
+      return cuda::launch_conv<4>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+    case 5:
+      return cuda::launch_conv<5>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+    case 6:
+      return cuda::launch_conv<6>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+    case 7:
+      return cuda::launch_conv<7>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+    default:
+      return cuda::launch_conv<8>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+  }
+}
+
+void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& a, const Tensor& b, const Tensor& A,
+                                  const Tensor& dt_bias, const Tensor& state, const Tensor& seqs,
+                                  const GdnParams& p, const Tensor& out) {
+  for (const Tensor* t : {&q, &k, &v, &a, &b, &A, &dt_bias, &state, &out})
+    cuda::check_f32_rows(*t, "gated_delta_net input");
+  const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v;
+  T9_CHECK(nk > 0 && nv > 0 && nv % nk == 0, "gated_delta_net: {} v heads, {} k heads", nv, nk);
+  T9_CHECK(dk > 0 && dv > 0 && dv <= 1024, "gated_delta_net: d_k {}, d_v {} (d_v <= 1024)", dk, dv);
+  const int64_t n = q.ne[2];
+  T9_CHECK(q.ne[0] == dk && q.ne[1] == nk && q.ne[3] == 1 && k.ne == q.ne,
+           "gated_delta_net: q, k shape");
+  T9_CHECK(v.ne[0] == dv && v.ne[1] == nv && v.ne[2] == n && v.ne[3] == 1,
+           "gated_delta_net: v shape");
+  T9_CHECK(out.ne[0] == dv && out.ne[1] == nv && out.ne[2] == n && out.ne[3] == 1,
+           "gated_delta_net: out shape");
+  T9_CHECK(a.ne[0] * a.ne[1] == nv && a.ne[2] == n && a.ne[3] == 1 && b.ne == a.ne,
+           "gated_delta_net: a, b shape");
+  T9_CHECK(A.n_elements() == nv && dt_bias.n_elements() == nv && A.is_contiguous() &&
+               dt_bias.is_contiguous(),
+           "gated_delta_net: A, dt_bias");
+  T9_CHECK(state.ne[0] == dv && state.ne[1] == dk && state.ne[2] == nv && state.is_contiguous(),
+           "gated_delta_net: state must be [slots, {}, {}, {}]", nv, dk, dv);
+  const RecurrentSeq* sp = cuda::seqs_ptr(seqs);
+  const int64_t n_seqs = seqs.ne[1];
+  T9_CHECK(n_seqs <= 65535, "gated_delta_net: {} sequences exceed the launch grid", n_seqs);
+  const size_t smem = static_cast<size_t>(dk * dv + 2 * dk) * sizeof(float);
+  // H200: 227 KiB of shared memory per block with the opt-in (d_k = d_v = 128 takes 65 KiB).
+  T9_CHECK(smem <= 227 * 1024, "gated_delta_net: a {}x{} state does not fit shared memory", dk, dv);
+  if (n_seqs == 0) return;
+  if (smem > 48 * 1024)
+    CUDA_CHECK(cudaFuncSetAttribute(cuda::gdn_recurrent_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+  const cuda::GdnDims dims{static_cast<int>(nk),
+                           static_cast<int>(nv),
+                           static_cast<int>(dk),
+                           static_cast<int>(dv),
+                           p.v_heads_tiled,
+                           p.l2_eps,
+                           1.0f / std::sqrt(static_cast<float>(dk))};
+  const int threads = static_cast<int>((dv + 31) / 32 * 32);
+  const dim3 grid(static_cast<unsigned>(nv), static_cast<unsigned>(n_seqs));
+  cuda::gdn_recurrent_kernel<<<grid, threads, smem, stream_>>>(
+      cuda::desc(q), cuda::desc(k), cuda::desc(v), cuda::desc(a), cuda::desc(b),
+      reinterpret_cast<const float*>(cuda::base_ptr(A)),
+      reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
+      reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims, cuda::desc(out), n,
+      err_word_);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace t9

@@ -1,0 +1,252 @@
+// CUDA mixture-of-experts ops: routing (softmax + top-k), grouped expert matmul, the weighted
+// combination, and the sigmoid gate of gated attention and the shared expert. Same contracts and
+// per-row arithmetic order as backend/cpu/cpu_moe.cpp.
+//
+// matmul_id groups the (token, rank) rows by expert on the host: it downloads ids (one stream
+// synchronisation per call), gathers the rows into expert order with one kernel, runs the
+// ordinary CudaBackend::matmul once per used expert on its contiguous slice of rows, and scatters
+// the results back with one kernel. Every weight type and kernel path of matmul is reused, and
+// matmul is batch-invariant, so a row's bits equal a plain matmul of that row with its expert's
+// matrix and never depend on the other rows. The host round trip is the simple first cut: it
+// stalls the stream once per call and rules out CUDA-graph capture (docs/CUDA.md, next steps).
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+
+namespace t9 {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float sigmoid(float v) {
+  return 1.0f / (1.0f + expf(-v));
+}
+
+// (v, i) ranks before (bv, bi): larger value, then lower index (the CPU's first-max scan).
+__device__ __forceinline__ bool ranks_before(float v, int i, float bv, int bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+// One warp per row of logits [n, n_expert]; p (n_expert floats) in dynamic shared memory.
+// softmax as the CPU: max, exp(x - max) stored as float, their sum in double, one float
+// reciprocal; then k passes of argmax over the untaken p (taken ones set to -inf, below any p);
+// weights divided by their float sum in rank order when `normalize`.
+__global__ void moe_route_kernel(TensorDesc logits, int k, bool normalize, TensorDesc ids,
+                                 TensorDesc weights) {
+  extern __shared__ float p[];
+  const int64_t r = blockIdx.x;
+  const int lane = threadIdx.x, n = static_cast<int>(logits.ne0);
+  const float* x = reinterpret_cast<const float*>(logits.row(r));
+  float mx = -INFINITY;
+  for (int e = lane; e < n; e += 32) mx = fmaxf(mx, x[e]);
+  mx = warp_max(mx);
+  double sum = 0.0;
+  for (int e = lane; e < n; e += 32) {
+    const float pe = expf(x[e] - mx);
+    p[e] = pe;
+    sum += pe;
+  }
+  sum = warp_sum(sum);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int e = lane; e < n; e += 32) p[e] *= inv;
+  __syncwarp();
+  auto* id = reinterpret_cast<int32_t*>(ids.row(r));
+  auto* w = reinterpret_cast<float*>(weights.row(r));
+  float picked = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int e = lane; e < n; e += 32)
+      if (ranks_before(p[e], e, bv, bi)) bv = p[e], bi = e;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ranks_before(ov, oi, bv, bi)) bv = ov, bi = oi;
+    }
+    // A row whose p are all NaN leaves bi unset; take expert 0 so ids stay in range.
+    if (bi == 0x7fffffff) bi = 0;
+    __syncwarp();  // every lane has read p before lane 0 marks the pick
+    if (lane == 0) {
+      id[j] = bi;
+      w[j] = p[bi];
+      picked += p[bi];
+      p[bi] = -INFINITY;
+    }
+    __syncwarp();
+  }
+  if (lane == 0 && normalize)
+    for (int j = 0; j < k; ++j) w[j] /= picked;
+}
+
+// Row copy through an index list: dst row pairs[2i + 1] (or i) <- src row pairs[2i] (or i).
+// `gather`: x rows -> packed buffer rows i; otherwise packed rows i -> out rows. One block per
+// row, threads over the row's elements.
+__global__ void moe_rows_kernel(TensorDesc src, TensorDesc dst, const int32_t* __restrict__ pairs,
+                                bool gather) {
+  const int64_t i = blockIdx.x;
+  const int64_t s = gather ? pairs[2 * i] : i, d = gather ? i : pairs[2 * i + 1];
+  const float* from = reinterpret_cast<const float*>(src.row(s));
+  float* to = reinterpret_cast<float*>(dst.row(d));
+  for (int64_t e = threadIdx.x; e < src.ne0; e += blockDim.x) to[e] = from[e];
+}
+
+// out[t, i] = sum_j w[t, j] * y[t, j, i], j = 0 .. k-1 in order (one fused multiply-add each).
+__global__ void moe_combine_kernel(TensorDesc y, TensorDesc weights, TensorDesc out, int64_t k,
+                                   int64_t n_elems) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n_elems) return;
+  const int64_t d = out.ne0, t = e / d, i = e % d;
+  const float* w = reinterpret_cast<const float*>(weights.row(t));
+  float o = w[0] * reinterpret_cast<const float*>(y.row(t * k))[i];
+  for (int64_t j = 1; j < k; ++j)
+    o = fmaf(w[j], reinterpret_cast<const float*>(y.row(t * k + j))[i], o);
+  reinterpret_cast<float*>(out.row(t))[i] = o;
+}
+
+// out = a * sigmoid(g), g per element or one per row; out may alias a (each element is read
+// before its own write).
+__global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, TensorDesc out,
+                                   int64_t n_elems) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n_elems) return;
+  const int64_t r = e / a.ne0, i = e % a.ne0;
+  const float gv = reinterpret_cast<const float*>(g.row(r))[per_row ? 0 : i];
+  const float av = reinterpret_cast<const float*>(a.row(r))[i];
+  reinterpret_cast<float*>(out.row(r))[i] = av * sigmoid(gv);
+}
+
+unsigned rows_grid(int64_t n) {
+  T9_CHECK(n > 0 && n <= 0x7fffffff, "{} rows exceed the launch grid", n);
+  return static_cast<unsigned>(n);
+}
+
+// Expert e of w [n_expert, n_out, n_in] as a 2-D [n_out, n_in] weight tensor.
+Tensor expert_view(const Tensor& w, int64_t e) {
+  Tensor we = w;
+  we.offset = w.offset + static_cast<size_t>(e) * w.nb[2];
+  we.ne = {w.ne[0], w.ne[1], 1, 1};
+  we.nb[3] = we.nb[2] = w.nb[1] * static_cast<size_t>(w.ne[1]);
+  return we;
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
+                            const Tensor& weights) {
+  cuda::check_f32_rows(logits, "moe_route logits");
+  cuda::check_f32_rows(weights, "moe_route weights");
+  const int64_t n = logits.n_rows(), n_expert = logits.ne[0];
+  T9_CHECK(k >= 1 && k <= n_expert, "moe_route: k = {} of {} experts", k, n_expert);
+  // p lives in shared memory: 48 KiB without an opt-in.
+  T9_CHECK(n_expert <= 12288, "moe_route: {} experts (at most 12288)", n_expert);
+  T9_CHECK(ids.type == GgmlType::I32 && ids.nb[0] == 4 && ids.ne[0] == k && ids.n_rows() == n,
+           "moe_route: ids must be I32 [{}, {}]", n, k);
+  T9_CHECK(weights.ne[0] == k && weights.n_rows() == n, "moe_route: weights must be [{}, {}]", n,
+           k);
+  if (n == 0) return;
+  cuda::moe_route_kernel<<<cuda::rows_grid(n), 32, static_cast<size_t>(n_expert) * 4, stream_>>>(
+      cuda::desc(logits), k, normalize, cuda::desc(ids), cuda::desc(weights));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
+                            const Tensor& out) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
+  cuda::check_f32_rows(x, "matmul_id x");
+  cuda::check_f32_rows(out, "matmul_id out");
+  T9_CHECK(w.ne[3] == 1, "matmul_id: weights must be [n_expert, n_out, n_in]");
+  T9_CHECK(ids.type == GgmlType::I32 && ids.ne[2] == 1 && ids.ne[3] == 1 && ids.is_contiguous(),
+           "matmul_id: ids must be contiguous I32 [n, k]");
+  const int64_t k = ids.ne[0], n = ids.ne[1], xk = x.ne[1];
+  T9_CHECK(x.ne[0] == n_in && x.ne[2] == n && x.ne[3] == 1 && (xk == 1 || xk == k),
+           "matmul_id: x must be [{}, 1 or {}, {}]", n, k, n_in);
+  T9_CHECK(out.ne[0] == n_out && out.ne[1] == k && out.ne[2] == n && out.ne[3] == 1,
+           "matmul_id: out must be [{}, {}, {}]", n, k, n_out);
+  const int64_t m = n * k;
+  if (m == 0 || n_out == 0) return;
+  T9_CHECK(m <= 0x7fffffff, "matmul_id: {} rows", m);
+  // The grouping needs the ids on the host: wait for the router.
+  std::vector<int32_t> id(static_cast<size_t>(m));
+  CUDA_CHECK(cudaMemcpyAsync(id.data(), cuda::base_ptr(ids), id.size() * 4, cudaMemcpyDeviceToHost,
+                             stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Counting sort by expert, rows in (token, rank) order within an expert (as the CPU).
+  std::vector<int64_t> first(static_cast<size_t>(n_expert) + 1, 0);
+  for (int64_t r = 0; r < m; ++r) {
+    T9_CHECK(id[r] >= 0 && id[r] < n_expert, "matmul_id: expert id {} of {}", id[r], n_expert);
+    ++first[static_cast<size_t>(id[r]) + 1];
+  }
+  for (int64_t e = 0; e < n_expert; ++e) first[e + 1] += first[e];
+  std::vector<int32_t> pairs(static_cast<size_t>(2 * m));  // (x row, out row) in expert order
+  std::vector<int64_t> fill(first.begin(), first.end() - 1);
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t at = fill[static_cast<size_t>(id[r])]++;
+    pairs[2 * at] = static_cast<int32_t>(xk == 1 ? r / k : r);
+    pairs[2 * at + 1] = static_cast<int32_t>(r);
+  }
+  // Scratch: packed x [m, n_in], packed y [m, n_out], then the index pairs; 256-byte aligned
+  // parts so the packed rows keep the alignment the fast matmul paths look for.
+  auto align = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t xb = align(static_cast<size_t>(m * n_in) * 4);
+  const size_t yb = align(static_cast<size_t>(m * n_out) * 4);
+  char* base = static_cast<char*>(moe_scratch_.reserve(xb + yb + pairs.size() * 4, stream_));
+  Buffer sbuf{base, xb + yb + pairs.size() * 4, false};
+  // Pageable source: the runtime stages the bytes before returning (see upload()).
+  CUDA_CHECK(cudaMemcpyAsync(base + xb + yb, pairs.data(), pairs.size() * 4, cudaMemcpyHostToDevice,
+                             stream_));
+  const auto* dpairs = reinterpret_cast<const int32_t*>(base + xb + yb);
+  const Tensor xs = make_tensor(&sbuf, 0, GgmlType::F32, n_in, m);
+  const Tensor ys = make_tensor(&sbuf, xb, GgmlType::F32, n_out, m);
+  cuda::moe_rows_kernel<<<cuda::rows_grid(m), 128, 0, stream_>>>(cuda::desc(x), cuda::desc(xs),
+                                                                 dpairs, true);
+  CUDA_CHECK_LAUNCH();
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const int64_t rows = first[e + 1] - first[e];
+    if (rows == 0) continue;
+    matmul(cuda::expert_view(w, e), view_rows(xs, first[e], rows), Tensor{},
+           view_rows(ys, first[e], rows));
+  }
+  cuda::moe_rows_kernel<<<cuda::rows_grid(m), 128, 0, stream_>>>(cuda::desc(ys), cuda::desc(out),
+                                                                 dpairs, false);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
+  cuda::check_f32_rows(y, "moe_combine y");
+  cuda::check_f32_rows(weights, "moe_combine weights");
+  cuda::check_f32_rows(out, "moe_combine out");
+  const int64_t d = y.ne[0], k = y.ne[1], n = y.ne[2];
+  T9_CHECK(k >= 1 && y.ne[3] == 1, "moe_combine: y must be [n, k >= 1, d]");
+  T9_CHECK(weights.ne[0] == k && weights.n_rows() == n, "moe_combine: weights must be [{}, {}]", n,
+           k);
+  T9_CHECK(out.ne[0] == d && out.n_rows() == n, "moe_combine: out must be [{}, {}]", n, d);
+  const int64_t n_elems = n * d;
+  if (n_elems == 0) return;
+  cuda::moe_combine_kernel<<<cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads, 0, stream_>>>(
+      cuda::desc(y), cuda::desc(weights), cuda::desc(out), k, n_elems);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
+  cuda::check_f32_rows(a, "mul_sigmoid a");
+  cuda::check_f32_rows(g, "mul_sigmoid g");
+  cuda::check_f32_rows(out, "mul_sigmoid out");
+  cuda::check_same_shape(a, out, "mul_sigmoid");
+  const bool per_row = g.ne[0] == 1 && a.ne[0] != 1;
+  T9_CHECK(g.n_rows() == a.n_rows() && (per_row || g.ne[0] == a.ne[0]),
+           "mul_sigmoid: g must be a's shape or [rows, 1]");
+  const int64_t n_elems = a.n_elements();
+  if (n_elems == 0) return;
+  // Row r of g is its own flat row r (TensorDesc::row), as cpu::f32_row(g, r).
+  cuda::mul_sigmoid_kernel<<<cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads, 0, stream_>>>(
+      cuda::desc(a), cuda::desc(g), per_row, cuda::desc(out), n_elems);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace t9

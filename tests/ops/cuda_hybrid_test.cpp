@@ -1,0 +1,655 @@
+// CUDA ops of the MoE and hybrid (Gated DeltaNet) models vs the CPU backend: moe_route,
+// matmul_id, moe_combine, mul_sigmoid, ssm_conv, gated_delta_net, on fresh random inputs (seed
+// printed; TEMPO9_TEST_SEED reproduces), outputs NaN-poisoned; then the hybrid reference models
+// (qwen3next, qwen35moe) whole on CUDA vs transformers and the CPU. Compiled to nothing without
+// CUDA; on a CUDA build with no GPU the tests fail (they never skip).
+#ifdef TEMPO9_HAVE_CUDA
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "model/convert/hf_convert.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "ops_test_util.h"
+#include "quant/dequantize.h"
+#include "quant/half.h"
+
+namespace t9::test {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
+
+class CudaHybrid : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+    be_ = std::make_unique<CudaBackend>();
+  }
+  std::unique_ptr<CudaBackend> be_;
+  CpuBackend cpu_{CpuBackendConfig{2, std::nullopt}};
+};
+
+// ---- moe_route ----
+
+// Logits on a grid of 1/16 (exact in float; neighbours' probabilities differ by e^(1/16), far
+// beyond rounding, so both backends must pick the same ids) plus exact ties: in every third row
+// the largest logit is copied to another expert (the lower index must come first).
+std::vector<float> router_logits(std::mt19937_64& rng, int64_t n, int64_t n_expert) {
+  std::vector<float> out(static_cast<size_t>(n * n_expert));
+  std::vector<int> perm(static_cast<size_t>(n_expert));
+  for (int64_t r = 0; r < n; ++r) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    float* row = &out[static_cast<size_t>(r * n_expert)];
+    for (int64_t e = 0; e < n_expert; ++e)
+      row[e] = static_cast<float>(perm[static_cast<size_t>(e)] - n_expert / 2) / 16.0f;
+    if (r % 3 == 0) {
+      const int64_t top = std::max_element(row, row + n_expert) - row;
+      row[(top + 1 + static_cast<int64_t>(rng() % (n_expert - 1))) % n_expert] = row[top];
+    }
+  }
+  return out;
+}
+
+TEST_F(CudaHybrid, MoeRouteMatchesCpu) {
+  auto rng = test_rng();
+  struct Case {
+    int64_t n_expert;
+    int k;
+    bool normalize;
+  };
+  const int64_t n = 37;
+  for (const Case& c : {Case{8, 2, true}, Case{64, 8, false}, Case{128, 8, true},
+                        Case{256, 1, true}, Case{60, 60, false}}) {
+    SCOPED_TRACE(fmt::format("{} experts, k {}, normalize {}", c.n_expert, c.k, c.normalize));
+    const auto logits = router_logits(rng, n, c.n_expert);
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<std::vector<float>> wts;
+    for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+      DeviceArena arena(*be);
+      const Tensor it = arena.poisoned(GgmlType::I32, c.k, n);
+      const Tensor wt = arena.poisoned(GgmlType::F32, c.k, n);
+      be->moe_route(arena.from_host(logits, GgmlType::F32, c.n_expert, n), c.k, c.normalize, it,
+                    wt);
+      ids.push_back(arena.download<int32_t>(it));
+      wts.push_back(arena.download<float>(wt));
+    }
+    EXPECT_EQ(ids[0], ids[1]);
+    // p = exp(x - max) / sum: CUDA's expf is within 2 ulp, glibc's within 1; the double sum,
+    // the float reciprocal and product round once each side; normalising divides by a float sum
+    // of k terms (k roundings). So each side is within (6 + k) u of exact, relatively.
+    const double rel = 2.0 * (6 + c.k) * kU;
+    for (size_t i = 0; i < wts[0].size(); ++i)
+      ASSERT_LE(std::fabs(wts[0][i] - wts[1][i]), rel * std::fabs(wts[1][i]))
+          << "row " << i / c.k << " rank " << i % c.k;
+  }
+}
+
+// ---- matmul_id ----
+
+// Offsets of each format's fp16 scales (quant/blocks.h) among random code bytes.
+std::vector<int> scale_offsets(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q8_0:
+      return {0};
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return {0, 2};
+    case GgmlType::Q6_K:
+      return {208};
+    default:
+      return {};
+  }
+}
+
+// Random weights [rows, n_in] with realistic scales (dequantized values O(0.01..1)).
+std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in, int64_t rows) {
+  std::vector<uint8_t> w(row_bytes(t, n_in) * static_cast<size_t>(rows));
+  if (!traits(t).quantized) {
+    const auto v = random_floats(rng, static_cast<size_t>(n_in * rows));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t == GgmlType::F32) {
+        std::memcpy(&w[4 * i], &v[i], 4);
+      } else {
+        const uint16_t h = t == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+        std::memcpy(&w[2 * i], &h, 2);
+      }
+    }
+    return w;
+  }
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const auto& tr = traits(t);
+  const float mag = tr.block_elems == 256 ? 0.004f : 0.05f;
+  std::uniform_real_distribution<float> scale(0.25f * mag, mag);
+  for (size_t blk = 0; blk < w.size() / tr.block_bytes; ++blk) {
+    for (int off : scale_offsets(t)) {
+      const float v = (rng() & 1) && off == 0 ? -scale(rng) : scale(rng);  // mins stay >= 0
+      const uint16_t h = f32_to_f16(v);
+      std::memcpy(&w[blk * tr.block_bytes + static_cast<size_t>(off)], &h, 2);
+    }
+  }
+  return w;
+}
+
+// Expert e of [n_expert, n_out, n_in] weights as a 2-D tensor (what matmul_id multiplies by).
+Tensor expert(const Tensor& w, int64_t e) {
+  Tensor v = w;
+  v.offset = w.offset + static_cast<size_t>(e) * w.nb[2];
+  v.ne[2] = 1;
+  v.nb[3] = v.nb[2];
+  return v;
+}
+
+struct IdCase {
+  int64_t n, k, xk;
+  bool distinct;  // each token's k experts distinct (a router's); else repeats allowed
+};
+
+std::vector<int32_t> random_ids(std::mt19937_64& rng, const IdCase& c, int n_expert) {
+  std::vector<int32_t> ids(static_cast<size_t>(c.n * c.k));
+  std::vector<int32_t> perm(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < c.n; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int64_t j = 0; j < c.k; ++j)
+      ids[static_cast<size_t>(t * c.k + j)] =
+          c.distinct ? perm[static_cast<size_t>(j)] : static_cast<int32_t>(rng() % n_expert);
+  }
+  return ids;
+}
+
+// matmul_id on CUDA: (1) every (token, rank) row is bit for bit CUDA's dense matmul of that x
+// row with its expert's matrix (grouping must not change a row's arithmetic); (2) within
+// tests/ops/matmul_test.cpp's bound of a double reference over the dequantized weights and the
+// unrounded x: per 32-block the int8 activation rounding moves the dot by at most amax/254 *
+// sum|w| (1% slack), plus (n_in + 2) u (sum|w x| + |y|) of float accumulation in any order;
+// (3) within twice that of the CPU's matmul_id (each side is within the bound of the reference).
+void check_matmul_id(CudaBackend& be, CpuBackend& cpu, std::mt19937_64& rng, GgmlType t,
+                     const IdCase& c) {
+  const int64_t n_in = 256, n_out = 40, n_expert = 6;
+  const auto wb = random_weights(rng, t, n_in, n_out * n_expert);
+  const auto x = random_floats(rng, static_cast<size_t>(c.n * c.xk * n_in), -2.0f, 2.0f);
+  const auto ids = random_ids(rng, c, n_expert);
+  std::vector<float> got[2];
+  Backend* bes[2] = {&be, &cpu};
+  for (int side = 0; side < 2; ++side) {
+    DeviceArena arena(*bes[side]);
+    const Tensor w = reshape(arena.weights(wb, t, n_in, n_out * n_expert), n_in, n_out, n_expert);
+    const Tensor out = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
+    bes[side]->matmul_id(w, arena.from_host(x, GgmlType::F32, n_in, c.xk, c.n),
+                         arena.from_host(ids, GgmlType::I32, c.k, c.n), out);
+    got[side] = arena.download<float>(out);
+  }
+  // (1) dense CUDA matmul of all x rows with each expert.
+  DeviceArena arena(be);
+  const Tensor w = reshape(arena.weights(wb, t, n_in, n_out * n_expert), n_in, n_out, n_expert);
+  const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, c.n * c.xk);
+  std::vector<std::vector<float>> dense;
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const Tensor y = arena.poisoned(GgmlType::F32, n_out, c.n * c.xk);
+    be.matmul(expert(w, e), xt, Tensor{}, y);
+    dense.push_back(arena.download<float>(y));
+  }
+  std::vector<float> wf(static_cast<size_t>(n_in * n_out * n_expert));
+  dequantize_row(t, wb.data(), wf.data(), static_cast<int64_t>(wf.size()));
+  double worst = 0.0;
+  for (int64_t t_ = 0; t_ < c.n; ++t_) {
+    for (int64_t j = 0; j < c.k; ++j) {
+      const int32_t e = ids[static_cast<size_t>(t_ * c.k + j)];
+      const int64_t xr = t_ * c.xk + (c.xk == 1 ? 0 : j);
+      for (int64_t o = 0; o < n_out; ++o) {
+        const float g = got[0][static_cast<size_t>((t_ * c.k + j) * n_out + o)];
+        const float cp = got[1][static_cast<size_t>((t_ * c.k + j) * n_out + o)];
+        ASSERT_EQ(float_bits(g), float_bits(dense[e][static_cast<size_t>(xr * n_out + o)]))
+            << "tok " << t_ << " rank " << j << " out " << o;
+        const float* wr = &wf[static_cast<size_t>((e * n_out + o) * n_in)];
+        const float* xv = &x[static_cast<size_t>(xr * n_in)];
+        double ref = 0.0, abs_sum = 0.0, q_bound = 0.0;
+        for (int64_t b = 0; b < n_in / 32; ++b) {
+          double amax = 0.0, wabs = 0.0;
+          for (int64_t i = 32 * b; i < 32 * b + 32; ++i) {
+            ref += static_cast<double>(wr[i]) * xv[i];
+            abs_sum += std::fabs(static_cast<double>(wr[i]) * xv[i]);
+            amax = std::max(amax, std::fabs(static_cast<double>(xv[i])));
+            wabs += std::fabs(wr[i]);
+          }
+          if (traits(t).quantized) q_bound += 1.01 * amax / 254.0 * wabs;
+        }
+        const double bound = q_bound + (n_in + 2) * kU * (abs_sum + std::fabs(ref));
+        ASSERT_LE(std::fabs(g - ref), bound) << "tok " << t_ << " rank " << j << " out " << o;
+        ASSERT_LE(std::fabs(g - cp), 2 * bound) << "tok " << t_ << " rank " << j << " out " << o;
+        worst = std::max(worst, std::fabs(g - ref) / bound);
+      }
+    }
+  }
+  EXPECT_GT(worst, 0.0) << "equal to the double reference everywhere: inputs not random?";
+}
+
+TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
+  auto rng = test_rng();
+  // Q4_0/Q8_0/Q6_K: staged int8 kernels; Q4_K: direct int8 kernel; Q5_K: stage-1 kernel
+  // (F32 activations); F16/F32: float kernel.
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::F16, GgmlType::F32}) {
+    SCOPED_TRACE(type_name(t));
+    // Decode (one token, 4 of 6 experts), the down projection's x [n, k, n_in] with repeated
+    // experts, a prefill batch where every expert gets several rows (tiles of 8 and partial).
+    for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{7, 2, 2, false}, IdCase{33, 4, 1, true}})
+      check_matmul_id(*be_, cpu_, rng, t, c);
+  }
+}
+
+// ---- moe_combine, mul_sigmoid ----
+
+TEST_F(CudaHybrid, MoeCombineMatchesCpu) {
+  auto rng = test_rng();
+  const int64_t n = 19, d = 200;
+  for (int64_t k : {1, 8}) {
+    const auto y = random_floats(rng, static_cast<size_t>(n * k * d), -3.0f, 3.0f);
+    const auto w = random_floats(rng, static_cast<size_t>(n * k), 0.0f, 1.0f);
+    std::vector<float> got[2];
+    Backend* bes[2] = {be_.get(), &cpu_};
+    for (int side = 0; side < 2; ++side) {
+      DeviceArena arena(*bes[side]);
+      const Tensor out = arena.poisoned(GgmlType::F32, d, n);
+      bes[side]->moe_combine(arena.from_host(y, GgmlType::F32, d, k, n),
+                             arena.from_host(w, GgmlType::F32, k, n), out);
+      got[side] = arena.download<float>(out);
+    }
+    // k products summed in rank order: each side within 2k u sum_j |w_j y_j| of exact (one
+    // rounding per product and per add; a fused multiply-add only drops one).
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < d; ++i) {
+        double mag = 0.0;
+        for (int64_t j = 0; j < k; ++j)
+          mag += std::fabs(static_cast<double>(w[t * k + j]) * y[(t * k + j) * d + i]);
+        const size_t at = static_cast<size_t>(t * d + i);
+        ASSERT_LE(std::fabs(got[0][at] - got[1][at]), 4.0 * k * kU * mag) << "k " << k;
+      }
+  }
+}
+
+TEST_F(CudaHybrid, MulSigmoidMatchesCpu) {
+  auto rng = test_rng();
+  const int64_t rows = 23, d = 96;
+  const auto a = random_floats(rng, static_cast<size_t>(rows * d), -3.0f, 3.0f);
+  for (bool per_row : {false, true}) {
+    for (bool in_place : {false, true}) {
+      const int64_t gd = per_row ? 1 : d;
+      const auto g = random_floats(rng, static_cast<size_t>(rows * gd), -10.0f, 10.0f);
+      std::vector<float> got[2];
+      Backend* bes[2] = {be_.get(), &cpu_};
+      for (int side = 0; side < 2; ++side) {
+        DeviceArena arena(*bes[side]);
+        const Tensor at = arena.from_host(a, GgmlType::F32, d, rows);
+        const Tensor out = in_place ? at : arena.poisoned(GgmlType::F32, d, rows);
+        bes[side]->mul_sigmoid(at, arena.from_host(g, GgmlType::F32, gd, rows), out);
+        got[side] = arena.download<float>(out);
+      }
+      // exp (2 ulp on CUDA, 1 in glibc), 1 + e, the division and the product round once each:
+      // each side within 6 u of exact, relatively.
+      for (size_t i = 0; i < got[0].size(); ++i)
+        ASSERT_LE(std::fabs(got[0][i] - got[1][i]), 12 * kU * std::fabs(got[1][i]))
+            << "per_row " << per_row << " in_place " << in_place << " at " << i;
+    }
+  }
+}
+
+// ---- ssm_conv ----
+
+// Three sequences in one batch (rows out of slot order, one fresh, one continuing a random state,
+// one of a single token) and an empty fresh one, K = 4 (Qwen) and 3; C = 200 leaves a partial
+// block of channels. The new state is pure data movement: bitwise equal to the CPU's. Outputs:
+// K fused products per channel (each side within K u sum|w x| of exact) through silu (slope
+// <= 1.1, plus a few ulps of its own): 2.2 K u sum|w x| + 8 u |out|.
+TEST_F(CudaHybrid, SsmConvMatchesCpu) {
+  auto rng = test_rng();
+  const int64_t C = 200, n_tok = 19, n_slots = 5;
+  for (int64_t K : {4, 3}) {
+    SCOPED_TRACE(fmt::format("K {}", K));
+    const auto x = random_floats(rng, static_cast<size_t>(n_tok * C), -2.0f, 2.0f);
+    const auto w = random_floats(rng, static_cast<size_t>(C * K));
+    const auto state0 = random_floats(rng, static_cast<size_t>(n_slots * (K - 1) * C), -2.0f, 2.0f);
+    const std::vector<int32_t> seqs{6,  13, 3, 0,   // rows [6, 19) continue slot 3
+                                    0,  5,  2, 1,   // rows [0, 5) fresh in slot 2
+                                    5,  1,  0, 0,   // row 5 continues slot 0
+                                    19, 0,  4, 1};  // no rows, fresh slot 4: zeroed
+    std::vector<float> out[2], state[2];
+    Backend* bes[2] = {be_.get(), &cpu_};
+    for (int side = 0; side < 2; ++side) {
+      DeviceArena arena(*bes[side]);
+      const Tensor st = arena.from_host(state0, GgmlType::F32, C, K - 1, n_slots);
+      const Tensor ot = arena.poisoned(GgmlType::F32, C, n_tok);
+      bes[side]->ssm_conv(arena.from_host(x, GgmlType::F32, C, n_tok),
+                          arena.from_host(w, GgmlType::F32, K, C), st,
+                          arena.from_host(seqs, GgmlType::I32, 4, 4), ot);
+      out[side] = arena.download<float>(ot);
+      state[side] = arena.download<float>(st);
+    }
+    for (size_t i = 0; i < state[0].size(); ++i)
+      ASSERT_EQ(float_bits(state[0][i]), float_bits(state[1][i])) << "state element " << i;
+    // Slot 1 is untouched; slot 4 zeroed.
+    EXPECT_EQ(state[0][static_cast<size_t>((K - 1) * C)], state0[static_cast<size_t>((K - 1) * C)]);
+    EXPECT_EQ(state[0][static_cast<size_t>(4 * (K - 1) * C)], 0.0f);
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t c = 0; c < C; ++c) {
+        // Rebuild sum|w x| from the CPU's view: the inputs of row t (state rows before it are
+        // bounded by 2, like x), so K * 2 * max|w| bounds it.
+        double mag = 0.0;
+        for (int64_t i = 0; i < K; ++i) mag += 2.0 * std::fabs(w[static_cast<size_t>(c * K + i)]);
+        const size_t at = static_cast<size_t>(t * C + c);
+        ASSERT_LE(std::fabs(out[0][at] - out[1][at]),
+                  2.2 * K * kU * mag + 8 * kU * std::fabs(out[1][at]))
+            << "tok " << t << " channel " << c;
+      }
+  }
+}
+
+// ---- gated_delta_net ----
+
+struct GdnCase {
+  int nk, nv, dk, dv;
+  bool tiled;
+};
+
+struct GdnInputs {
+  int64_t n_tok;
+  std::vector<float> q, k, v, a, b, A, dt;
+};
+
+GdnInputs gdn_inputs(std::mt19937_64& rng, const GdnCase& c, int64_t n_tok) {
+  GdnInputs in{n_tok, {}, {}, {}, {}, {}, {}, {}};
+  const auto n = static_cast<size_t>(n_tok);
+  in.q = random_floats(rng, n * c.nk * c.dk);
+  in.k = random_floats(rng, n * c.nk * c.dk);
+  in.v = random_floats(rng, n * c.nv * c.dv);
+  in.a = random_floats(rng, n * c.nv, -3.0f, 3.0f);
+  in.b = random_floats(rng, n * c.nv, -3.0f, 3.0f);
+  in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);  // -exp(A_log) < 0
+  in.dt = random_floats(rng, static_cast<size_t>(c.nv));
+  return in;
+}
+
+// Runs gated_delta_net for the sequences `seqs` (RecurrentSeq rows over the token rows
+// [row0, row0 + n) of `in`) on `be`, continuing `state` (host copy, updated); returns out rows.
+std::vector<float> run_gdn(Backend& be, const GdnCase& c, const GdnInputs& in, int64_t row0,
+                           int64_t n, const std::vector<int32_t>& seqs, std::vector<float>& state) {
+  DeviceArena arena(be);
+  auto part = [&](const std::vector<float>& v, int64_t per_row) {
+    return std::vector<float>(v.begin() + row0 * per_row, v.begin() + (row0 + n) * per_row);
+  };
+  const int64_t n_slots = static_cast<int64_t>(state.size()) / (c.nv * c.dk * c.dv);
+  const Tensor st = arena.from_host(state, GgmlType::F32, c.dv, c.dk, c.nv, n_slots);
+  const Tensor out = arena.poisoned(GgmlType::F32, c.dv, c.nv, n);
+  GdnParams p;
+  p.n_k_heads = c.nk, p.n_v_heads = c.nv, p.d_k = c.dk, p.d_v = c.dv, p.v_heads_tiled = c.tiled;
+  p.min_chunked_tokens = 1 << 30;  // the CPU's recurrent form (CUDA has only that one)
+  // a, b as [n, 2, nv / 2] (the fused-ba layout's row split) to exercise head addressing.
+  be.gated_delta_net(
+      arena.from_host(part(in.q, c.nk * c.dk), GgmlType::F32, c.dk, c.nk, n),
+      arena.from_host(part(in.k, c.nk * c.dk), GgmlType::F32, c.dk, c.nk, n),
+      arena.from_host(part(in.v, c.nv * c.dv), GgmlType::F32, c.dv, c.nv, n),
+      arena.from_host(part(in.a, c.nv), GgmlType::F32, c.nv / 2, 2, n),
+      arena.from_host(part(in.b, c.nv), GgmlType::F32, c.nv / 2, 2, n),
+      arena.from_host(in.A, GgmlType::F32, c.nv), arena.from_host(in.dt, GgmlType::F32, c.nv), st,
+      arena.from_host(seqs, GgmlType::I32, 4, static_cast<int64_t>(seqs.size() / 4)), p, out);
+  state = arena.download<float>(st);
+  return arena.download<float>(out);
+}
+
+// Error bound for outputs and states after T tokens. |k| = 1 and 0 < beta < 1 make each update
+// S <- exp(g) (I - beta k k^T) S + beta k v^T non-expansive, so rounding errors do not grow; each
+// token adds at most ~2 (d_k + d_v) u of the values' magnitude per side (d_k-term dot products,
+// one rounding per update). Both sides: 4 (T + 2) (d_k + d_v) u times max(1, max|value|). A
+// wrong decay, head mapping or reset moves results by O(0.1).
+double gdn_bound(const GdnCase& c, int64_t T, const std::vector<float>& ref) {
+  double mx = 1.0;
+  for (float f : ref) mx = std::max(mx, static_cast<double>(std::fabs(f)));
+  return 4.0 * static_cast<double>(T + 2) * (c.dk + c.dv) * kU * mx;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double bound,
+                  const char* what) {
+  ASSERT_EQ(got.size(), ref.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    ASSERT_LE(d, bound) << what << " element " << i << " got " << got[i] << " ref " << ref[i];
+    worst = std::max(worst, d);
+  }
+  std::printf("[cuda gdn] %s max|d| %.3g (bound %.3g)\n", what, worst, bound);
+}
+
+// Three sequences in one batch: a fresh one (random garbage in its slot must be ignored), one
+// continuing a random state, one single decode token; slot 1 unused (must stay as it was).
+// Shapes: the tiny fixtures' (16x16, grouped heads), Qwen3.5's tiled heads, and 128x128 heads
+// (65 KiB of shared memory: the opt-in path).
+TEST_F(CudaHybrid, GatedDeltaNetMatchesCpuRecurrent) {
+  auto rng = test_rng();
+  for (const GdnCase& c : {GdnCase{2, 4, 16, 16, false}, GdnCase{2, 6, 32, 24, true},
+                           GdnCase{1, 2, 128, 128, false}}) {
+    SCOPED_TRACE(fmt::format("nk {} nv {} dk {} dv {} tiled {}", c.nk, c.nv, c.dk, c.dv, c.tiled));
+    const int64_t n_tok = 30, n_slots = 4;
+    const GdnInputs in = gdn_inputs(rng, c, n_tok);
+    const std::vector<int32_t> seqs{0,  17, 2, 1,   // fresh in slot 2
+                                    17, 12, 0, 0,   // continues slot 0
+                                    29, 1,  3, 0};  // one token, slot 3
+    const auto state0 =
+        random_floats(rng, static_cast<size_t>(n_slots * c.nv * c.dk * c.dv), -0.5f, 0.5f);
+    std::vector<float> sg = state0, sc = state0;
+    const auto og = run_gdn(*be_, c, in, 0, n_tok, seqs, sg);
+    const auto oc = run_gdn(cpu_, c, in, 0, n_tok, seqs, sc);
+    expect_close(og, oc, gdn_bound(c, 17, oc), "out");
+    expect_close(sg, sc, gdn_bound(c, 17, sc), "state");
+    const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv);
+    for (size_t i = slot; i < 2 * slot; ++i) ASSERT_EQ(float_bits(sg[i]), float_bits(state0[i]));
+  }
+}
+
+// The same 24 tokens of two sequences fed in steps of 1, of 7 and whole, state carried in the
+// slots: on CUDA every split gives the same bits, outputs and final state (the recurrence runs
+// token by token whatever the step, and the state between steps is the same floats the kernel
+// keeps in shared memory); the result matches the CPU (fed token by token) within gdn_bound.
+TEST_F(CudaHybrid, GatedDeltaNetStepsCarryState) {
+  auto rng = test_rng();
+  const GdnCase c{2, 4, 64, 32, true};
+  const int64_t T = 24;
+  const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), row = c.nv * c.dv;
+  // Token t of sequence s is input row 2t + s; sequence 0 uses slot 2, sequence 1 slot 0 (both
+  // start fresh over garbage), slot 1 is never touched.
+  const GdnInputs in = gdn_inputs(rng, c, 2 * T);
+  const std::vector<float> garbage = random_floats(rng, 3 * slot);
+  std::vector<std::vector<float>> outs, states;
+  for (int64_t step : {int64_t{1}, int64_t{7}, T}) {
+    std::vector<float> state = garbage, out(static_cast<size_t>(2 * T) * row);
+    for (int64_t t0 = 0; t0 < T; t0 += step) {
+      const int64_t n = std::min(step, T - t0);
+      // This step's batch: sequence 0's n rows, then sequence 1's.
+      auto pick = [&](const std::vector<float>& v, int64_t per) {
+        std::vector<float> r;
+        for (int s = 0; s < 2; ++s)
+          for (int64_t t = t0; t < t0 + n; ++t)
+            r.insert(r.end(), v.begin() + (2 * t + s) * per, v.begin() + (2 * t + s + 1) * per);
+        return r;
+      };
+      GdnInputs part = in;
+      part.q = pick(in.q, c.nk * c.dk), part.k = pick(in.k, c.nk * c.dk);
+      part.v = pick(in.v, c.nv * c.dv), part.a = pick(in.a, c.nv), part.b = pick(in.b, c.nv);
+      const int32_t fresh = t0 == 0, n32 = static_cast<int32_t>(n);
+      const std::vector<int32_t> seqs{0, n32, 2, fresh, n32, n32, 0, fresh};
+      const auto o = run_gdn(*be_, c, part, 0, 2 * n, seqs, state);
+      for (int s = 0; s < 2; ++s)
+        for (int64_t t = 0; t < n; ++t)
+          std::copy_n(o.begin() + static_cast<int64_t>((s * n + t) * row), row,
+                      out.begin() + static_cast<int64_t>((2 * (t0 + t) + s) * row));
+    }
+    outs.push_back(out);
+    states.push_back(state);
+  }
+  EXPECT_EQ(outs[0], outs[1]) << "steps of 1 vs 7";
+  EXPECT_EQ(outs[0], outs[2]) << "steps of 1 vs whole";
+  EXPECT_EQ(states[0], states[1]) << "steps of 1 vs 7";
+  EXPECT_EQ(states[0], states[2]) << "steps of 1 vs whole";
+  std::vector<float> sc = garbage, oc;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t fresh = t == 0;
+    const std::vector<int32_t> seqs{0, 1, 2, fresh, 1, 1, 0, fresh};
+    const auto o = run_gdn(cpu_, c, in, 2 * t, 2, seqs, sc);
+    oc.insert(oc.end(), o.begin(), o.end());
+  }
+  expect_close(outs[2], oc, gdn_bound(c, T, oc), "stepped out vs cpu");
+  expect_close(states[2], sc, gdn_bound(c, T, sc), "stepped state vs cpu");
+}
+
+// ---- whole hybrid models ----
+
+namespace fs = std::filesystem;
+
+std::string fixture_dir(const std::string& arch) {
+  const char* env = std::getenv("TEMPO9_SHARED_DIR");
+  return std::string(env != nullptr ? env : TEMPO9_SHARED_DIR) + "/fixtures/reference/" + arch;
+}
+
+// Little-endian float32 C-order .npy (the fixtures' logits).
+std::vector<float> read_npy(const std::string& path, size_t n_expected) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << "missing " << path;
+  char magic[8];
+  f.read(magic, 8);
+  uint16_t hlen = 0;
+  f.read(reinterpret_cast<char*>(&hlen), 2);
+  f.seekg(10 + hlen);
+  std::vector<float> v(n_expected);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n_expected * 4));
+  EXPECT_TRUE(f.good()) << path << " holds fewer than " << n_expected << " floats";
+  return v;
+}
+
+struct Cmp {
+  int top1 = 0;
+  double max_abs = 0.0, mean_abs = 0.0;
+};
+
+Cmp compare(const std::vector<float>& a, const std::vector<float>& b, int n_pos, int n_vocab) {
+  Cmp c;
+  for (int p = 0; p < n_pos; ++p) {
+    const float* x = a.data() + static_cast<size_t>(p) * n_vocab;
+    const float* y = b.data() + static_cast<size_t>(p) * n_vocab;
+    int ax = 0, ay = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+      if (x[i] > x[ax]) ax = i;
+      if (y[i] > y[ay]) ay = i;
+      const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
+      c.max_abs = std::max(c.max_abs, std::isnan(d) ? INFINITY : d);
+      c.mean_abs += d;
+    }
+    c.top1 += ax == ay;
+  }
+  c.mean_abs /= static_cast<double>(n_pos) * n_vocab;
+  return c;
+}
+
+struct ModelRun {
+  std::vector<float> whole, stepped;
+};
+
+// Whole sequence in one pass and token by token, default ModelConfig (the recurrent delta rule
+// in every step) but for the KV type.
+ModelRun run_model(Backend& be, const std::string& gguf, GgmlType kv,
+                   const std::vector<int32_t>& toks) {
+  model::ModelConfig cfg;
+  cfg.kv_type = kv;
+  auto m = model::Model::load(gguf, be, cfg);
+  EXPECT_TRUE(m.ok()) << m.message();
+  if (!m.ok()) return {};
+  ModelRun r;
+  {
+    model::Session whole(**m);
+    auto all = whole.feed(toks, model::LogitRows::kAll);
+    EXPECT_TRUE(all.ok()) << all.message();
+    if (all.ok()) r.whole = all->data;
+  }
+  model::Session step(**m);
+  for (int32_t t : toks) {
+    auto l = step.feed(std::span<const int32_t>(&t, 1), model::LogitRows::kLast);
+    EXPECT_TRUE(l.ok()) << l.message();
+    if (!l.ok()) break;
+    r.stepped.insert(r.stepped.end(), l->data.begin(), l->data.end());
+  }
+  return r;
+}
+
+class CudaHybridModel : public ::testing::TestWithParam<const char*> {};
+
+// The tiny random qwen3next / qwen35moe models (3 Gated DeltaNet layers, 1 gated attention
+// layer, routed + shared experts; fixtures README) on CUDA vs transformers and the CPU.
+TEST_P(CudaHybridModel, MatchesTransformersAndCpu) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  const std::string arch = GetParam(), dir = fixture_dir(arch);
+  std::ifstream rf(dir + "/reference.json");
+  ASSERT_TRUE(rf.good()) << "missing fixture " << dir;
+  const auto toks = nlohmann::json::parse(rf)["tokens"].get<std::vector<int32_t>>();
+  const int n_pos = static_cast<int>(toks.size());
+  CudaBackend gpu;
+  CpuBackend cpu;
+  for (GgmlType wt : {GgmlType::F32, GgmlType::Q8_0}) {
+    SCOPED_TRACE(type_name(wt));
+    const fs::path gguf = fs::temp_directory_path() /
+                          fmt::format("t9-cudahyb-{}-{}-{}.gguf", arch, type_name(wt), ::getpid());
+    ASSERT_TRUE(convert::convert_hf_to_gguf({dir, gguf.string(), wt, ""}).ok());
+    const GgmlType kv = wt == GgmlType::F32 ? GgmlType::F32 : GgmlType::F16;
+    const ModelRun g = run_model(gpu, gguf.string(), kv, toks);
+    const ModelRun c = run_model(cpu, gguf.string(), kv, toks);
+    ASSERT_EQ(g.whole.size(), c.whole.size());
+    ASSERT_EQ(g.stepped.size(), g.whole.size());
+    ASSERT_FALSE(g.whole.empty());
+    const int n_vocab = static_cast<int>(g.whole.size()) / n_pos;
+    const auto ref = read_npy(dir + "/logits.npy", g.whole.size());
+    const Cmp gw = compare(g.whole, ref, n_pos, n_vocab),
+              gs = compare(g.stepped, ref, n_pos, n_vocab);
+    const Cmp cw = compare(c.whole, ref, n_pos, n_vocab);
+    const Cmp gc = compare(g.whole, c.whole, n_pos, n_vocab);
+    std::printf(
+        "[cuda hybrid model %s %s] vs transformers: whole top-1 %d/%d max|d| %.2e mean|d| %.2e; "
+        "stepped max|d| %.2e | cpu vs transformers mean|d| %.2e | cuda vs cpu max|d| %.2e "
+        "top-1 %d/%d\n",
+        arch.c_str(), std::string(type_name(wt)).c_str(), gw.top1, n_pos, gw.max_abs, gw.mean_abs,
+        gs.max_abs, cw.mean_abs, gc.max_abs, gc.top1, n_pos);
+    // Every op is batch-invariant and the delta rule runs token by token in both: same bits.
+    EXPECT_EQ(g.whole, g.stepped);
+    if (wt == GgmlType::F32) {
+      // The CPU parity test's bound (tests/model/reference_parity_test.cpp): fp32 both sides,
+      // logits O(1); 1e-4 leaves ~50x room over summation-order differences, a real bug (a
+      // wrong head mapping, decay, gate or expert) moves logits by >= 1e-2.
+      EXPECT_EQ(gw.top1, n_pos);
+      EXPECT_LT(gw.max_abs, 1e-4);
+      EXPECT_LT(gs.max_abs, 1e-4);
+    } else {
+      // Q8_0: both backends round activations to int8 per 32 alike; CUDA must be about as close
+      // to the fp32 model as the CPU (25% slack, as tests/ops/cuda_model_test.cpp).
+      EXPECT_LE(gw.mean_abs, 1.25 * cw.mean_abs);
+      EXPECT_GT(gw.mean_abs, 0.0);
+    }
+    fs::remove(gguf);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CudaHybrid, CudaHybridModel, ::testing::Values("qwen3next", "qwen35moe"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace t9::test
+
+#endif  // TEMPO9_HAVE_CUDA
