@@ -10,6 +10,9 @@
 #   scripts/device_test_ops.sh device   # there (repo root, .devrun carried): the CUDA tests, the
 #                                       # bench, run/serve --backend cuda, compute-sanitizer on a
 #                                       # subset; logs in $OUT
+#   scripts/device_test_ops.sh hybrid   # there: only the MoE / Gated DeltaNet tests
+#                                       # (CudaHybrid*) and compute-sanitizer memcheck on their op
+#                                       # tests; logs in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,7 +41,9 @@ stage() {
       grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
       xargs -r -I{} cp -L {} "$STAGE/lib/"
   done
-  for arch in llama qwen2 gemma3; do
+  # Dense fixtures for CudaModel, hybrid MoE ones (Gated DeltaNet + gated attention + experts)
+  # for CudaHybridModel (tests/ops/cuda_hybrid_test.cpp).
+  for arch in llama qwen2 gemma3 qwen3next qwen35moe; do
     cp -r "$ROOT/../shared/fixtures/reference/$arch" "$STAGE/shared/fixtures/reference/"
   done
   local models=${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}
@@ -79,7 +84,8 @@ run_and_serve() {
   tail -3 $tmp/serve.log
 }
 
-device() {
+# Binaries unpacked (xz), their libraries and the fixtures found.
+unpack() {
   export LD_LIBRARY_PATH=$STAGE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   for f in "$STAGE"/bin/*.xz; do
     [ -f "$f" ] || continue
@@ -87,6 +93,10 @@ device() {
     chmod +x "${f%.xz}" && rm "$f"
   done
   export TEMPO9_SHARED_DIR=$STAGE/shared
+}
+
+device() {
+  unpack
   OUT=${OUT:-/tmp/t9out}
   mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
@@ -135,8 +145,25 @@ PY
   return "$rc"
 }
 
+# The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with memcheck.
+hybrid() {
+  unpack
+  OUT=${OUT:-/tmp/t9out}
+  mkdir -p "$OUT"
+  "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaHybrid*' --gtest_color=no 2>&1 |
+    tee "$OUT/test_hybrid.log" | grep -E '^\[  (PASSED|FAILED) |cuda gdn|cuda hybrid|Failure' | head -60
+  local rc=${PIPESTATUS[0]}
+  timeout "${MEMCHECK_S:-300}" compute-sanitizer --tool memcheck --print-limit 20 \
+    "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaHybrid.*' --gtest_color=no \
+    >"$OUT/memcheck_hybrid.log" 2>&1
+  echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck_hybrid.log" | tail -3 | tr '\n' ' ')"
+  echo "test_hybrid rc $rc: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_hybrid.log" | tr '\n' ' ')"
+  return "$rc"
+}
+
 case "${1:-}" in
   build) stage ;;
   device) device ;;
-  *) echo "usage: $0 build|device" >&2; exit 2 ;;
+  hybrid) hybrid ;;
+  *) echo "usage: $0 build|device|hybrid" >&2; exit 2 ;;
 esac

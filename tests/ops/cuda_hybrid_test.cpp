@@ -298,10 +298,10 @@ TEST_F(CudaHybrid, MulSigmoidMatchesCpu) {
         bes[side]->mul_sigmoid(at, arena.from_host(g, GgmlType::F32, gd, rows), out);
         got[side] = arena.download<float>(out);
       }
-      // exp (2 ulp on CUDA, 1 in glibc), 1 + e, the division and the product round once each:
-      // each side within 6 u of exact, relatively.
+      // exp within 2 ulp on CUDA, 1 in glibc (an ulp is up to 2 u relative), then 1 + e, the
+      // division and the product round once each: CUDA within 7 u of exact, the CPU 5 u; 16 u.
       for (size_t i = 0; i < got[0].size(); ++i)
-        ASSERT_LE(std::fabs(got[0][i] - got[1][i]), 12 * kU * std::fabs(got[1][i]))
+        ASSERT_LE(std::fabs(got[0][i] - got[1][i]), 16 * kU * std::fabs(got[1][i]))
             << "per_row " << per_row << " in_place " << in_place << " at " << i;
     }
   }
@@ -312,8 +312,9 @@ TEST_F(CudaHybrid, MulSigmoidMatchesCpu) {
 // Three sequences in one batch (rows out of slot order, one fresh, one continuing a random state,
 // one of a single token) and an empty fresh one, K = 4 (Qwen) and 3; C = 200 leaves a partial
 // block of channels. The new state is pure data movement: bitwise equal to the CPU's. Outputs:
-// K fused products per channel (each side within K u sum|w x| of exact) through silu (slope
-// <= 1.1, plus a few ulps of its own): 2.2 K u sum|w x| + 8 u |out|.
+// K products summed per channel (each side within 2K u sum|w x| of exact: a rounding per product
+// and per add, fewer with fused multiply-adds) through silu (slope <= 1.1, plus a few ulps of
+// its own): 4.4 K u sum|w x| + 8 u |out|.
 TEST_F(CudaHybrid, SsmConvMatchesCpu) {
   auto rng = test_rng();
   const int64_t C = 200, n_tok = 19, n_slots = 5;
@@ -351,7 +352,7 @@ TEST_F(CudaHybrid, SsmConvMatchesCpu) {
         for (int64_t i = 0; i < K; ++i) mag += 2.0 * std::fabs(w[static_cast<size_t>(c * K + i)]);
         const size_t at = static_cast<size_t>(t * C + c);
         ASSERT_LE(std::fabs(out[0][at] - out[1][at]),
-                  2.2 * K * kU * mag + 8 * kU * std::fabs(out[1][at]))
+                  4.4 * K * kU * mag + 8 * kU * std::fabs(out[1][at]))
             << "tok " << t << " channel " << c;
       }
   }
@@ -410,14 +411,17 @@ std::vector<float> run_gdn(Backend& be, const GdnCase& c, const GdnInputs& in, i
 }
 
 // Error bound for outputs and states after T tokens. |k| = 1 and 0 < beta < 1 make each update
-// S <- exp(g) (I - beta k k^T) S + beta k v^T non-expansive, so rounding errors do not grow; each
-// token adds at most ~2 (d_k + d_v) u of the values' magnitude per side (d_k-term dot products,
-// one rounding per update). Both sides: 4 (T + 2) (d_k + d_v) u times max(1, max|value|). A
-// wrong decay, head mapping or reset moves results by O(0.1).
+// of a state column, s <- exp(g) (I - beta k k^T) s + beta v_j k, non-expansive, so rounding
+// errors carried in the state do not grow. Each token adds, per side, the rounding of d_k-term
+// dot products (at most d_k u times sum_i |s_i k_i| <= sqrt(d_k) max|s|, Cauchy-Schwarz) and of
+// the d_k updates: (d_k sqrt(d_k) + d_k + d_v) u of the values' magnitude. Both sides, T + 2
+// tokens' worth (the output's own dot): 2 (T + 2) (d_k sqrt(d_k) + d_k + d_v) u max(1, max|value|).
+// A wrong decay, head mapping or reset moves results by O(0.1), far beyond it (<= 4e-3 here).
 double gdn_bound(const GdnCase& c, int64_t T, const std::vector<float>& ref) {
   double mx = 1.0;
   for (float f : ref) mx = std::max(mx, static_cast<double>(std::fabs(f)));
-  return 4.0 * static_cast<double>(T + 2) * (c.dk + c.dv) * kU * mx;
+  const double dk = c.dk;
+  return 2.0 * static_cast<double>(T + 2) * (dk * std::sqrt(dk) + dk + c.dv) * kU * mx;
 }
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double bound,
