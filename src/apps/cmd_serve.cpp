@@ -35,6 +35,7 @@ struct ServeOptions {
   int max_seqs = 64;
   int max_batch_tokens = 2048;
   int prefill_chunk = 512;
+  int spec_draft = 0;  // speculative prompt-lookup drafts per step (0 = off)
   int kv_block_size = 16;
   std::string kv_memory = "0.5";  // bytes (suffix K/M/G) or a fraction of RAM
   bool no_prefix_cache = false;
@@ -119,6 +120,7 @@ int serve(ServeOptions& opt) {
   ecfg.kv.pool.block_size_tokens = opt.kv_block_size;
   ecfg.kv.pool.max_blocks = static_cast<int>(std::max<size_t>(*kv_bytes / bytes_per_block, 16));
   ecfg.kv.enable_prefix_cache = !opt.no_prefix_cache;
+  ecfg.scheduler.spec.max_draft = opt.spec_draft;
   server::Metrics metrics;
   ecfg.on_step = [&metrics](double step_ms) { metrics.observe_step(step_ms); };
   model::EngineRunner runner(m);
@@ -187,6 +189,11 @@ const bool registered = register_command(Command{
       sub.add_option("--kv-block-size", o->kv_block_size, "tokens per KV block")->capture_default_str();
       sub.add_option("--kv-memory", o->kv_memory, "KV cap: bytes (K/M/G suffix) or fraction of RAM")->capture_default_str();
       sub.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable prefix caching");
+      sub.add_option("--spec-draft", o->spec_draft,
+                     "speculative decoding: up to N prompt-lookup draft tokens per step for greedy "
+                     "requests (0 = off; outputs are identical either way)")
+          ->check(CLI::Range(0, 16))
+          ->capture_default_str();
       sub.add_option("--tool-dialect", o->server.tool_dialect, "tool-call dialect (hermes, qwen_xml, none); default: from the template");
       sub.add_option("--http-threads", o->server.n_http_threads, "HTTP worker threads (max open connections)")->capture_default_str();
       sub.add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();

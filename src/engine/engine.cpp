@@ -78,6 +78,8 @@ void Engine::intake() {
     seq->tokens = req.prompt;
     seq->n_prompt = static_cast<int>(req.prompt.size());
     seq->cache_salt = req.cache_salt;
+    seq->spec_eligible = req.sampling.temperature == 0.0f && !runner_.has_recurrent_state();
+    seq->max_generated = req.max_tokens;
     RequestState st{std::move(req), Rng(0), Usage{}, false};
     st.rng = Rng(st.req.sampling.seed.value_or(default_seed(id)));
     st.usage.n_prompt_tokens = seq->n_prompt;
@@ -150,11 +152,14 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
   b.positions.reserve(plan.n_tokens);
   for (const ScheduledSeq& ss : plan.seqs) {
     const Sequence& s = *ss.seq;
-    b.seqs.push_back({static_cast<int>(b.tokens.size()), ss.n_tokens, ss.n_past,
-                      std::span<const BlockId>(s.block_table), ss.need_logits, s.id,
-                      ss.restore_checkpoint, ss.save_checkpoint});
+    const int n_draft = static_cast<int>(ss.draft.size());
+    ForwardSeq f{static_cast<int>(b.tokens.size()), ss.n_tokens, ss.n_past,
+                 std::span<const BlockId>(s.block_table), ss.need_logits, 1 + n_draft, s.id,
+                 ss.restore_checkpoint, ss.save_checkpoint};
+    b.seqs.push_back(f);
     for (int i = 0; i < ss.n_tokens; ++i) {
-      b.tokens.push_back(s.tokens[ss.n_past + i]);
+      b.tokens.push_back(i < ss.n_tokens - n_draft ? s.tokens[ss.n_past + i]
+                                                   : ss.draft[i - (ss.n_tokens - n_draft)]);
       b.positions.push_back(ss.n_past + i);
     }
   }
@@ -163,7 +168,8 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
 
 void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
   int n_rows = 0;
-  for (const ScheduledSeq& ss : plan.seqs) n_rows += ss.need_logits;
+  for (const ScheduledSeq& ss : plan.seqs)
+    n_rows += ss.need_logits ? 1 + static_cast<int>(ss.draft.size()) : 0;
   std::string err;
   if (!out.ok())
     err = "model run failed: " + out.message();
@@ -180,21 +186,57 @@ void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
     }
     return;
   }
-  scheduler_.on_computed(plan);
+  // 1. Sample (and verify drafts), appending the new tokens to each sequence; 2. advance the KV
+  // bookkeeping by what is valid (a rejected draft's KV is not); 3. emit events, ending sequences
+  // at their first stop. Tokens go in before step 2 so block hashes can cover them.
+  std::vector<std::vector<SampleResult>> sampled(plan.seqs.size());
+  std::vector<int> n_valid(plan.seqs.size());
   int row = 0;
-  for (const ScheduledSeq& ss : plan.seqs) {
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& ss = plan.seqs[i];
+    n_valid[i] = ss.n_tokens;
     if (!ss.need_logits) continue;
-    sample_one(*ss.seq, requests_.at(ss.seq->id), out->row(row++));
+    sampled[i] = sample_step(*ss.seq, requests_.at(ss.seq->id), ss.draft, *out, row);
+    row += 1 + static_cast<int>(ss.draft.size());
+    // The real token plus each accepted draft hold valid KV.
+    n_valid[i] = ss.n_tokens - static_cast<int>(ss.draft.size()) +
+                 static_cast<int>(sampled[i].size()) - 1;
+  }
+  scheduler_.on_computed(plan, n_valid);
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& ss = plan.seqs[i];
+    if (!ss.need_logits) continue;
+    counters_.n_draft_tokens.fetch_add(static_cast<int64_t>(ss.draft.size()));
+    counters_.n_accepted_draft_tokens.fetch_add(static_cast<int64_t>(sampled[i].size()) - 1);
+    const uint64_t id = ss.seq->id;
+    for (SampleResult& r : sampled[i])
+      if (emit(id, std::move(r))) break;  // finished: later tokens are dropped
   }
 }
 
-void Engine::sample_one(Sequence& seq, RequestState& st, std::span<const float> logits) {
+// Samples the token after the sequence's real tokens, then, while the sampled token equals the
+// next draft, the token after that draft too (greedy verification: exactly the tokens decoding
+// one at a time would give, the drafts only let one step compute several). Appends them all.
+std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st,
+                                              std::span<const TokenId> draft,
+                                              const ForwardOutput& out, int row) {
   const GenerateRequest& req = st.req;
-  std::span<const TokenId> all(seq.tokens);
-  SampleResult r =
-      sample_token(logits, req.sampling, all.first(seq.n_prompt), all.subspan(seq.n_prompt), st.rng,
-                   req.logprobs, req.n_top_logprobs);
-  seq.tokens.push_back(r.token);
+  std::vector<SampleResult> res;
+  for (size_t j = 0; j <= draft.size(); ++j) {
+    std::span<const TokenId> all(seq.tokens);
+    res.push_back(sample_token(out.row(row + static_cast<int>(j)), req.sampling,
+                               all.first(seq.n_prompt), all.subspan(seq.n_prompt), st.rng,
+                               req.logprobs, req.n_top_logprobs));
+    seq.tokens.push_back(res.back().token);
+    if (j == draft.size() || res.back().token != draft[j]) break;
+  }
+  return res;
+}
+
+// Counts the token and sends its event; true when it finished the request (then gone).
+bool Engine::emit(uint64_t id, SampleResult r) {
+  RequestState& st = requests_.at(id);
+  const GenerateRequest& req = st.req;
   st.usage.n_generated_tokens++;
   counters_.n_generated_tokens.fetch_add(1);
   FinishReason reason = FinishReason::kNone;
@@ -207,7 +249,7 @@ void Engine::sample_one(Sequence& seq, RequestState& st, std::span<const float> 
     reason = FinishReason::kLength;
   if (req.on_event) {
     TokenEvent ev;
-    ev.request_id = seq.id;
+    ev.request_id = id;
     ev.token = r.token;
     ev.logprob = r.logprob;
     ev.top_logprobs = std::move(r.top_logprobs);
@@ -215,11 +257,10 @@ void Engine::sample_one(Sequence& seq, RequestState& st, std::span<const float> 
     ev.usage = st.usage;
     req.on_event(ev);
   }
-  if (reason != FinishReason::kNone) {
-    const uint64_t id = seq.id;  // end_sequence() destroys seq
-    end_sequence(id, /*keep_state=*/true);
-    requests_.erase(id);
-  }
+  if (reason == FinishReason::kNone) return false;
+  end_sequence(id, /*keep_state=*/true);
+  requests_.erase(id);
+  return true;
 }
 
 // Ends a request without a token (cancel, error) and frees its blocks.
@@ -304,6 +345,8 @@ EngineStats Engine::stats() const {
   s.n_cached_prompt_tokens = counters_.n_cached_prompt_tokens.load();
   s.n_computed_tokens = counters_.n_computed_tokens.load();
   s.n_generated_tokens = counters_.n_generated_tokens.load();
+  s.n_draft_tokens = counters_.n_draft_tokens.load();
+  s.n_accepted_draft_tokens = counters_.n_accepted_draft_tokens.load();
   s.n_preemptions = counters_.n_preemptions.load();
   s.n_steps = counters_.n_steps.load();
   s.kv_blocks_total = counters_.kv_total.load();

@@ -52,6 +52,8 @@ struct EngineStats {
   int64_t n_cached_prompt_tokens = 0;  // of those, served from the prefix cache
   int64_t n_computed_tokens = 0;       // tokens run through the model (recomputes included)
   int64_t n_generated_tokens = 0;
+  int64_t n_draft_tokens = 0;           // speculative drafts computed
+  int64_t n_accepted_draft_tokens = 0;  // of those, kept (equal to what decoding gives)
   int64_t n_preemptions = 0;
   int64_t n_steps = 0;
   int kv_blocks_total = 0;  // backed by storage
@@ -105,7 +107,8 @@ class Engine {
   };
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
-        n_computed_tokens{0}, n_generated_tokens{0}, n_preemptions{0}, n_steps{0};
+        n_computed_tokens{0}, n_generated_tokens{0}, n_draft_tokens{0},
+        n_accepted_draft_tokens{0}, n_preemptions{0}, n_steps{0};
     std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_checkpoints{0},
         n_waiting{0}, n_running{0};
     std::atomic<double> last_step_ms{0};
@@ -117,7 +120,10 @@ class Engine {
   void note_plan(const StepPlan& plan);
   ForwardBatch make_batch(const StepPlan& plan) const;
   void postprocess(const StepPlan& plan, Result<ForwardOutput>& out);
-  void sample_one(Sequence& seq, RequestState& st, std::span<const float> logits);
+  std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st,
+                                       std::span<const TokenId> draft, const ForwardOutput& out,
+                                       int row);
+  bool emit(uint64_t id, SampleResult r);
   void finish(uint64_t id, FinishReason reason, const std::string& err = {});
   // Frees the sequence's blocks and model state (keep_state: its checkpoint may be published).
   void end_sequence(uint64_t id, bool keep_state);

@@ -20,6 +20,9 @@ struct ForwardSeq {
   // Block i holds the KV of positions [i*block_size, (i+1)*block_size). Covers n_past + n_tokens.
   std::span<const BlockId> block_table;
   bool need_logits = false;  // produce logits for this sequence's last token
+  // With need_logits: logits for the last n_logits tokens (1, or all n_tokens of a speculative
+  // step: the real token and the drafts after it), one row each in position order.
+  int n_logits = 1;
   // The engine's sequence id (Sequence::id, never 0 for a real sequence). Runners of models
   // with per-sequence recurrent state (hybrid Gated DeltaNet models) key that state by it;
   // 0 = not supplied.
@@ -41,7 +44,7 @@ struct ForwardBatch {
 };
 
 struct ForwardOutput {
-  // [n_rows, n_vocab]: row r belongs to the r-th sequence (in batch order) with need_logits.
+  // [n_rows, n_vocab]: the rows of the sequences with need_logits, in batch order (n_logits each).
   std::vector<float> logits;
   int n_rows = 0;
   int n_vocab = 0;
@@ -73,7 +76,7 @@ class ModelRunner {
 
 inline int ForwardBatch::n_logit_rows() const {
   int n = 0;
-  for (const ForwardSeq& s : seqs) n += s.need_logits;
+  for (const ForwardSeq& s : seqs) n += s.need_logits ? s.n_logits : 0;
   return n;
 }
 

@@ -40,12 +40,30 @@ int Scheduler::chunk_for(const Sequence& seq, int n_past, int budget) const {
   return kv_.cut_at_checkpoint(seq, n_past, n);
 }
 
-// The plan entry for computing seq's next n_tokens (blocks already allocated).
-ScheduledSeq Scheduler::scheduled(Sequence* s, int n) {
-  ScheduledSeq ss{s, s->n_computed, n, s->n_computed + n == s->n_total()};
+// The plan entry for computing seq's next n tokens, then the draft (blocks already allocated).
+ScheduledSeq Scheduler::scheduled(Sequence* s, int n, std::vector<TokenId> draft) {
+  const int n_draft = static_cast<int>(draft.size());
+  ScheduledSeq ss;
+  ss.seq = s;
+  ss.n_past = s->n_computed;
+  ss.n_tokens = n + n_draft;
+  ss.need_logits = s->n_computed + n == s->n_total();
   ss.restore_checkpoint = std::exchange(s->restore_checkpoint, 0);
   ss.save_checkpoint = kv_.checkpoint_for_step(*s, s->n_computed + n);
+  ss.draft = std::move(draft);
   return ss;
+}
+
+// Drafts only for a decoding sequence (its one pending token is the last sampled one) and within
+// the step's token budget.
+std::vector<TokenId> Scheduler::draft_for(const Sequence& s, int budget) const {
+  if (config_.spec.max_draft <= 0 || !s.spec_eligible || s.n_pending() != 1 || budget <= 1)
+    return {};
+  NgramDraftConfig c = config_.spec;
+  // A step emits up to 1 + drafts tokens; never draft past the request's max_tokens.
+  c.max_draft = std::min({c.max_draft, budget - 1, s.max_generated - s.n_generated() - 1});
+  if (c.max_draft <= 0) return {};
+  return propose_ngram_draft(s.tokens, c);
 }
 
 void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
@@ -69,8 +87,12 @@ bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
     Sequence* s = running_[i];
     int n = chunk_for(*s, s->n_computed, budget);
     T9_CHECK(n > 0, "running seq {} has nothing to compute", s->id);
+    std::vector<TokenId> draft = draft_for(*s, budget);
+    // Drafts only where their KV fits now: never preempt or fail a sequence for a draft.
+    if (!draft.empty() && !kv_.allocate(*s, n + static_cast<int>(draft.size()))) draft.clear();
+    const int n_draft = static_cast<int>(draft.size());
     bool scheduled = true;
-    while (!kv_.allocate(*s, n)) {
+    while (!kv_.allocate(*s, n + n_draft)) {
       if (running_.size() == 1) {  // alone and still no room: it can never fit
         running_.pop_back();
         fail(s, plan);
@@ -87,9 +109,9 @@ bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
       }
     }
     if (!scheduled) break;  // s was the last running sequence
-    plan.seqs.push_back(this->scheduled(s, n));
-    plan.n_tokens += n;
-    budget -= n;
+    plan.seqs.push_back(this->scheduled(s, n, std::move(draft)));
+    plan.n_tokens += n + n_draft;
+    budget -= n + n_draft;
     ++i;
   }
   return !preempted;
@@ -128,10 +150,15 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
-void Scheduler::on_computed(const StepPlan& plan) {
-  for (const ScheduledSeq& ss : plan.seqs) {
+void Scheduler::on_computed(const StepPlan& plan, std::span<const int> n_valid) {
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& ss = plan.seqs[i];
     T9_CHECK(ss.seq->n_computed == ss.n_past, "seq {} moved during the step", ss.seq->id);
-    ss.seq->n_computed += ss.n_tokens;
+    const int n = n_valid.empty() ? ss.n_tokens : n_valid[i];
+    T9_CHECK(n >= ss.n_tokens - static_cast<int>(ss.draft.size()) && n <= ss.n_tokens,
+             "seq {}: {} valid of {} tokens", ss.seq->id, n, ss.n_tokens);
+    T9_CHECK(ss.n_past + n <= ss.seq->n_total(), "seq {}: KV beyond its tokens", ss.seq->id);
+    ss.seq->n_computed += n;
     kv_.commit(*ss.seq);
     if (ss.save_checkpoint != 0)
       kv_.on_checkpoint_saved(*ss.seq, ss.seq->n_computed, ss.save_checkpoint);

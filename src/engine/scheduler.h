@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/kv_cache_manager.h"
+#include "engine/ngram_draft.h"
 #include "engine/sequence.h"
 
 namespace t9::engine {
@@ -24,6 +26,8 @@ struct SchedulerConfig {
   int max_batch_tokens = 2048;     // tokens per step, all sequences together
   int max_seqs = 64;               // running sequences
   int prefill_chunk_tokens = 512;  // most tokens one sequence computes in one step
+  // Speculative decoding with prompt-lookup drafts: spec.max_draft = 0 turns it off.
+  NgramDraftConfig spec{0, 3, 2};
 };
 
 // One sequence's share of a step: compute tokens [n_past, n_past + n_tokens) at those positions,
@@ -37,6 +41,9 @@ struct ScheduledSeq {
   // hit), and save the state after the step into that one (0: none). See StateCheckpoints.
   uint64_t restore_checkpoint = 0;
   uint64_t save_checkpoint = 0;
+  // Speculative decoding: draft tokens computed after the sequence's real pending token (they are
+  // the last draft.size() of n_tokens); the step needs logits for the real token and each draft.
+  std::vector<TokenId> draft;
 };
 
 struct StepPlan {
@@ -61,7 +68,9 @@ class Scheduler {
   // Mutates: plans the next step and allocates its blocks.
   StepPlan schedule();
   // Mutates: after the model ran the plan, advances n_computed and registers full blocks.
-  void on_computed(const StepPlan& plan);
+  // n_valid[i] (when given): how many of plan.seqs[i]'s tokens hold valid KV — fewer than
+  // n_tokens when drafts were rejected.
+  void on_computed(const StepPlan& plan, std::span<const int> n_valid = {});
 
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
   int n_running() const { return static_cast<int>(running_.size()); }
@@ -75,7 +84,8 @@ class Scheduler {
   void preempt(Sequence* seq, StepPlan& plan);
   void fail(Sequence* seq, StepPlan& plan);
   int chunk_for(const Sequence& seq, int n_past, int budget) const;
-  ScheduledSeq scheduled(Sequence* seq, int n_tokens);
+  ScheduledSeq scheduled(Sequence* seq, int n_tokens, std::vector<TokenId> draft = {});
+  std::vector<TokenId> draft_for(const Sequence& seq, int budget) const;
 
   SchedulerConfig config_;
   KvCacheManager& kv_;

@@ -30,6 +30,10 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   int n_cached_prompt_tokens = -1;  // prefix hit within the prompt at first admission; -1 before
   int n_preemptions = 0;
+  // Speculative decoding may draft tokens for it (greedy requests on models without recurrent
+  // state: verification keeps exactly what greedy decoding produces).
+  bool spec_eligible = false;
+  int max_generated = 1 << 30;  // GenerateRequest::max_tokens: drafts never run past it
 
   // Models with recurrent state (KvCacheConfig::recurrent_checkpoints), see StateCheckpoints:
   // positions (multiples of the block size, ascending) where a step must end so that the state

@@ -26,6 +26,12 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
     q.n_past = s.n_past;
     q.block_table = s.block_table;
     q.logits = s.need_logits ? LogitRows::kLast : LogitRows::kNone;
+    if (s.need_logits && s.n_logits > 1) {
+      // A speculative step: rows for the real token and every draft, i.e. all of its tokens.
+      if (s.n_logits != s.n_tokens)
+        return error("{} logit rows asked for a step of {} tokens", s.n_logits, s.n_tokens);
+      q.logits = LogitRows::kAll;
+    }
     if (model_.recurrent()) {
       T9_ASSIGN_OR_RETURN(q.state_slot, state_slot(s));
     }

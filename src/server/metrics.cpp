@@ -66,6 +66,9 @@ std::string Metrics::render(const engine::EngineStats& s) const {
           s.n_cached_prompt_tokens);
   counter("tempo9_computed_tokens_total", "Tokens run through the model.", s.n_computed_tokens);
   counter("tempo9_generated_tokens_total", "Tokens generated.", s.n_generated_tokens);
+  counter("tempo9_draft_tokens_total", "Speculative draft tokens computed.", s.n_draft_tokens);
+  counter("tempo9_accepted_draft_tokens_total", "Speculative draft tokens kept.",
+          s.n_accepted_draft_tokens);
   counter("tempo9_preemptions_total", "Sequences preempted for KV space.", s.n_preemptions);
   counter("tempo9_engine_steps_total", "Engine steps run.", s.n_steps);
   gauge("tempo9_kv_blocks_total", "KV blocks backed by storage.", s.kv_blocks_total);

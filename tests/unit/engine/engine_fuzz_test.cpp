@@ -79,6 +79,8 @@ EngineConfig random_config(std::mt19937& rng, int block_size) {
   c.scheduler.max_batch_tokens = uni(1, 96);
   c.scheduler.prefill_chunk_tokens = uni(1, 40);
   c.scheduler.max_seqs = uni(1, 8);
+  // Speculative drafts (greedy requests only): verification must keep the tokens exact.
+  c.scheduler.spec = {uni(0, 3) == 0 ? 0 : uni(1, 5), 3, uni(1, 2)};
   c.max_context_tokens = 1 << 20;
   c.check_every_step = false;  // checked by the test after every step, with the seed named
   return c;

@@ -109,6 +109,40 @@ TEST(Engine, WarmPrefixCacheGivesTheSameTokensAndComputesOnlyTheSuffix) {
   EXPECT_EQ(h.result(branch).tokens, oracle(q, 3));
 }
 
+// Speculative decoding (prompt-lookup drafts, greedy verification) on the fake model: the tokens
+// are the oracle's whatever was drafted; drafts were made and some kept (the period-5 prompt makes
+// n-gram drafts; the oracle's pseudo-random choices accept a few), and a step with drafts computes
+// more than one token. Logprobs stay the model's own.
+TEST(Engine, SpeculativeDraftsNeverChangeTheTokens) {
+  auto cfg = test_config();
+  cfg.scheduler.spec = {4, 3, 1};
+  Harness h(cfg);
+  std::vector<TokenId> p;
+  for (int i = 0; i < 60; ++i) p.push_back(static_cast<TokenId>(i % 5));
+  std::vector<uint64_t> ids;
+  for (int k = 0; k < 6; ++k) {
+    auto q = p;
+    q.push_back(static_cast<TokenId>(k));
+    ids.push_back(h.submit(greedy(q, 40)));
+  }
+  h.run();
+  for (int k = 0; k < 6; ++k) {
+    auto q = p;
+    q.push_back(static_cast<TokenId>(k));
+    EXPECT_EQ(h.result(ids[k]).tokens, oracle(q, 40)) << k;
+  }
+  const EngineStats st = h.engine->stats();
+  EXPECT_GT(st.n_draft_tokens, 0);
+  EXPECT_LE(st.n_accepted_draft_tokens, st.n_draft_tokens);
+  // Computed: each prompt, then one real token per decode step plus its drafts. A step emits its
+  // real token's successor and one more per accepted draft, so the 39 tokens after the first
+  // took 39 - accepted steps (drafts never run past max_tokens, so none is dropped).
+  EXPECT_EQ(h.runner.n_tokens_computed,
+            6 * (61 + 39) - st.n_accepted_draft_tokens + st.n_draft_tokens);
+  std::printf("drafts %ld, accepted %ld\n", static_cast<long>(st.n_draft_tokens),
+              static_cast<long>(st.n_accepted_draft_tokens));
+}
+
 TEST(Engine, NoPrefixCacheSwitchRecomputesEverything) {
   auto cfg = test_config();
   cfg.kv.enable_prefix_cache = false;

@@ -58,11 +58,16 @@ class FakeModelRunner : public ModelRunner {
       if (recurrent) T9_TRY(advance_state(batch, s));
       n_tokens_computed += s.n_tokens;
       if (!s.need_logits) continue;
+      if (s.n_logits < 1 || s.n_logits > s.n_tokens) return error("n_logits {}", s.n_logits);
       std::vector<TokenId> history;
       T9_TRY(read_kv(s, s.n_past + s.n_tokens, &history));
-      out.logits.resize(out.logits.size() + n_vocab_);
-      reference_logits(history, n_vocab_, out.logits.data() + out.logits.size() - n_vocab_);
-      out.n_rows++;
+      // One row per requested position: the logits after the history up to and including it.
+      for (int r = s.n_tokens - s.n_logits; r < s.n_tokens; ++r) {
+        out.logits.resize(out.logits.size() + n_vocab_);
+        reference_logits(std::span(history).first(static_cast<size_t>(s.n_past + r + 1)), n_vocab_,
+                         out.logits.data() + out.logits.size() - n_vocab_);
+        out.n_rows++;
+      }
     }
     return out;
   }

@@ -241,6 +241,36 @@ TEST_F(EngineEquality, SecondTurnReusesGeneratedBlocks) {
       p2.size(), t2[0].usage.n_cached_prompt_tokens, kGen);
 }
 
+// (b3) Speculative decoding with prompt-lookup drafts: a prompt the model copies from (code to
+// repeat) gives drafts that the real model accepts; the tokens are those of plain decoding
+// (rule 7: a draft row's logits equal a decode step's), in fewer steps.
+TEST_F(EngineEquality, SpeculativeDecodingIsExactAndSavesSteps) {
+  const std::string code =
+      "def area(w, h):\n    return w * h\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n";
+  const std::vector<TokenId> prompt =
+      encode("Copy this code exactly.\n\n" + code + "\nCopy:\n\n" + code.substr(0, 20));
+  auto run = [&](int spec) {
+    EngineSetup setup;
+    setup.spec_draft = spec;
+    EngineSession s(*rm_, setup);
+    std::vector<Output> out = s.run({prompt}, 48);
+    return std::make_pair(out[0], s.stats());
+  };
+  const auto [plain, plain_st] = run(0);
+  const auto [spec, spec_st] = run(4);
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_EQ(spec.tokens.size(), 48u);
+  EXPECT_EQ(plain_st.n_draft_tokens, 0);
+  EXPECT_GT(spec_st.n_accepted_draft_tokens, 8) << "the copy should accept drafts";
+  EXPECT_LT(spec_st.n_steps, plain_st.n_steps);
+  std::printf(
+      "[ compared ] speculative decoding: %lld drafts, %lld accepted, %lld vs %lld steps, "
+      "tokens equal\n",
+      static_cast<long long>(spec_st.n_draft_tokens),
+      static_cast<long long>(spec_st.n_accepted_draft_tokens),
+      static_cast<long long>(spec_st.n_steps), static_cast<long long>(plain_st.n_steps));
+}
+
 // (b'') Sharing with a sequence that is still running: A's first two 64-token chunks are in the
 // cache when B (same prompt) and C (same first 100 tokens, another ending) arrive; they adopt
 // A's blocks (ref count 2-3) while A keeps computing and decoding.

@@ -57,6 +57,7 @@ engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size) {
   c.kv.enable_prefix_cache = s.prefix_cache;
   c.max_context_tokens = 1 << 17;
   c.check_every_step = s.integrity_checks;  // also in Release builds
+  c.scheduler.spec = {s.spec_draft, 3, 2};
   return c;
 }
 

@@ -45,6 +45,7 @@ struct EngineSetup {
   int max_seqs = 64;
   bool prefix_cache = true;
   bool integrity_checks = true;  // check_integrity() after every step (off for timing)
+  int spec_draft = 0;            // speculative prompt-lookup drafts per step (0 = off)
 };
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size);
 
