@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -78,7 +79,7 @@ void Engine::intake() {
     seq->tokens = req.prompt;
     seq->n_prompt = static_cast<int>(req.prompt.size());
     seq->cache_salt = req.cache_salt;
-    seq->spec_eligible = req.sampling.temperature == 0.0f && !runner_.has_recurrent_state();
+    seq->spec_eligible = req.sampling.temperature == 0.0f;
     seq->max_generated = req.max_tokens;
     RequestState st{std::move(req), Rng(0), Usage{}, false};
     st.rng = Rng(st.req.sampling.seed.value_or(default_seed(id)));
@@ -155,7 +156,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
     const int n_draft = static_cast<int>(ss.draft.size());
     ForwardSeq f{static_cast<int>(b.tokens.size()), ss.n_tokens, ss.n_past,
                  std::span<const BlockId>(s.block_table), ss.need_logits, 1 + n_draft, s.id,
-                 ss.restore_checkpoint, ss.save_checkpoint};
+                 ss.restore_checkpoint, ss.save_checkpoint, ss.snapshot_before};
     b.seqs.push_back(f);
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(i < ss.n_tokens - n_draft ? s.tokens[ss.n_past + i]
@@ -201,6 +202,19 @@ void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
     // The real token plus each accepted draft hold valid KV.
     n_valid[i] = ss.n_tokens - static_cast<int>(ss.draft.size()) +
                  static_cast<int>(sampled[i].size()) - 1;
+    Sequence& seq = *ss.seq;
+    if (ss.snapshot_before != 0 && n_valid[i] < ss.n_tokens) {
+      // Recurrent state cannot drop the rejected drafts: undo the whole step (the sampled tokens
+      // stand; the next step recomputes from the state saved before this one).
+      n_valid[i] = 0;
+      seq.restore_checkpoint = seq.spec_undo;
+    } else if (ss.snapshot_before != 0) {
+      kv_.drop_checkpoint(std::exchange(seq.spec_undo, 0));  // all drafts kept: no undo needed
+    }
+  }
+  for (const ScheduledSeq& ss : plan.seqs) {  // an undo point restored by this step is spent
+    if (ss.restore_checkpoint != 0 && ss.restore_checkpoint == ss.seq->spec_undo)
+      kv_.drop_checkpoint(std::exchange(ss.seq->spec_undo, 0));
   }
   scheduler_.on_computed(plan, n_valid);
   for (size_t i = 0; i < plan.seqs.size(); ++i) {

@@ -172,6 +172,8 @@ void KvCacheManager::free(Sequence& seq, bool keep_state) {
     else
       ckpts_.drop(seq.rolling_checkpoint);
   }
+  if (seq.spec_undo != 0) ckpts_.drop(seq.spec_undo);
+  seq.spec_undo = 0;
   seq.rolling_checkpoint = 0;
   seq.rolling_position = 0;
   seq.restore_checkpoint = 0;

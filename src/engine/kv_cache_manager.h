@@ -85,6 +85,10 @@ class KvCacheManager {
   void on_checkpoint_saved(Sequence& seq, int end, uint64_t id);
   // Mutates: a step's snapshot that will never be published (its step failed).
   void drop_checkpoint(uint64_t id) { ckpts_.drop(id); }
+  // True for models with recurrent state (checkpoints are then also used to undo speculative
+  // steps, whether or not the prefix cache is on).
+  bool recurrent() const { return config_.recurrent_checkpoints; }
+  uint64_t new_checkpoint_id() { return ckpts_.new_id(); }
   // Mutates: checkpoint ids the runner can free now (evicted, superseded or unpublished).
   std::vector<uint64_t> take_dropped_checkpoints() { return ckpts_.take_dropped(); }
 

@@ -33,6 +33,9 @@ struct ForwardSeq {
   // overwriting it). The engine frees ids with drop_checkpoints().
   uint64_t restore_checkpoint = 0;
   uint64_t save_checkpoint = 0;
+  // Save the state into this checkpoint BEFORE computing (after any restore): the undo point of
+  // a speculative step, restored when its drafts are rejected.
+  uint64_t snapshot_before = 0;
 };
 
 struct ForwardBatch {

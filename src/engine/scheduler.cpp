@@ -49,7 +49,14 @@ ScheduledSeq Scheduler::scheduled(Sequence* s, int n, std::vector<TokenId> draft
   ss.n_tokens = n + n_draft;
   ss.need_logits = s->n_computed + n == s->n_total();
   ss.restore_checkpoint = std::exchange(s->restore_checkpoint, 0);
-  ss.save_checkpoint = kv_.checkpoint_for_step(*s, s->n_computed + n);
+  if (!draft.empty() && kv_.recurrent()) {
+    // The state after this step covers the drafts too: keep the state before it instead, to
+    // undo the step if a draft is rejected (and save no checkpoint from it).
+    T9_CHECK(s->spec_undo == 0, "seq {}: a speculative undo point is still pending", s->id);
+    ss.snapshot_before = s->spec_undo = kv_.new_checkpoint_id();
+  } else {
+    ss.save_checkpoint = kv_.checkpoint_for_step(*s, s->n_computed + n);
+  }
   ss.draft = std::move(draft);
   return ss;
 }
@@ -155,8 +162,10 @@ void Scheduler::on_computed(const StepPlan& plan, std::span<const int> n_valid) 
     const ScheduledSeq& ss = plan.seqs[i];
     T9_CHECK(ss.seq->n_computed == ss.n_past, "seq {} moved during the step", ss.seq->id);
     const int n = n_valid.empty() ? ss.n_tokens : n_valid[i];
-    T9_CHECK(n >= ss.n_tokens - static_cast<int>(ss.draft.size()) && n <= ss.n_tokens,
-             "seq {}: {} valid of {} tokens", ss.seq->id, n, ss.n_tokens);
+    // Rejected drafts leave fewer valid tokens; on a recurrent model none (the step is undone).
+    const int n_min = ss.snapshot_before ? 0 : ss.n_tokens - static_cast<int>(ss.draft.size());
+    T9_CHECK(n >= n_min && n <= ss.n_tokens, "seq {}: {} valid of {} tokens", ss.seq->id, n,
+             ss.n_tokens);
     T9_CHECK(ss.n_past + n <= ss.seq->n_total(), "seq {}: KV beyond its tokens", ss.seq->id);
     ss.seq->n_computed += n;
     kv_.commit(*ss.seq);

@@ -44,6 +44,7 @@ struct ScheduledSeq {
   // Speculative decoding: draft tokens computed after the sequence's real pending token (they are
   // the last draft.size() of n_tokens); the step needs logits for the real token and each draft.
   std::vector<TokenId> draft;
+  uint64_t snapshot_before = 0;  // ForwardSeq::snapshot_before (recurrent models with drafts)
 };
 
 struct StepPlan {

@@ -34,6 +34,9 @@ struct Sequence {
   // state: verification keeps exactly what greedy decoding produces).
   bool spec_eligible = false;
   int max_generated = 1 << 30;  // GenerateRequest::max_tokens: drafts never run past it
+  // Models with recurrent state: the state before the last speculative step (a checkpoint id), to
+  // restore when its drafts were rejected — the step then counts as not computed. 0 = none.
+  uint64_t spec_undo = 0;
 
   // Models with recurrent state (KvCacheConfig::recurrent_checkpoints), see StateCheckpoints:
   // positions (multiples of the block size, ascending) where a step must end so that the state

@@ -78,6 +78,7 @@ Result<int> EngineRunner::state_slot(const engine::ForwardSeq& s) {
                    s.restore_checkpoint);
     T9_TRY(rs.restore(slot, ck->second));
   }
+  if (s.snapshot_before != 0) rs.snapshot(slot, checkpoints_[s.snapshot_before]);
   return slot;
 }
 

@@ -71,7 +71,7 @@ struct Reply {
 
 class Driver {
  public:
-  Driver(model::Model& m, bool prefix_cache) : runner_(m) {
+  Driver(model::Model& m, bool prefix_cache, int spec_draft = 0) : runner_(m) {
     engine::EngineConfig c;
     c.kv.pool.block_size_tokens = m.config().kv_block_size;
     c.kv.pool.max_blocks = 512;
@@ -80,6 +80,7 @@ class Driver {
     c.scheduler.max_batch_tokens = 160;
     c.max_context_tokens = 8192;
     c.check_every_step = true;
+    c.scheduler.spec = {spec_draft, 3, 1};
     engine_ = std::make_unique<engine::Engine>(c, runner_);
   }
 
@@ -192,6 +193,29 @@ TEST_P(HybridPrefixCache, ConcurrentAgentsSharingASystemPromptAreExact) {
   }
   EXPECT_GT(total_cached, 0);
   EXPECT_LT(cached.engine().stats().n_computed_tokens, plain.engine().stats().n_computed_tokens);
+}
+
+// Speculative decoding on the hybrids: a speculative step whose drafts are rejected is undone
+// (the recurrent state saved before it is restored); kept drafts save steps. Tokens and logprobs
+// must be bitwise those of plain decoding, with the prefix cache on.
+TEST_P(HybridPrefixCache, SpeculativeDecodingIsExact) {
+  CpuBackend backend;
+  auto loaded = load_hybrid(GetParam(), backend);
+  ASSERT_TRUE(loaded);
+  model::Model& m = *loaded->model;
+  Driver spec(m, true, 4), plain(*loaded->twin, true, 0);
+  std::vector<int32_t> p;  // a repetitive prompt, so that n-gram drafts exist
+  const auto unit = tokens_of(12, 3, m.n_vocab());
+  for (int r = 0; r < 8; ++r) p.insert(p.end(), unit.begin(), unit.end());
+  const Reply a = spec.generate({p}, 160)[0];
+  const Reply b = plain.generate({p}, 160)[0];
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.logprobs, b.logprobs);
+  const engine::EngineStats st = spec.engine().stats();
+  EXPECT_GT(st.n_draft_tokens, 0);
+  std::printf("[%s] speculative: %ld drafts, %ld kept, %ld vs %ld steps\n", GetParam().c_str(),
+              static_cast<long>(st.n_draft_tokens), static_cast<long>(st.n_accepted_draft_tokens),
+              static_cast<long>(st.n_steps), static_cast<long>(plain.engine().stats().n_steps));
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrid, HybridPrefixCache,

@@ -167,6 +167,7 @@ class FakeModelRunner : public ModelRunner {
     if (st.n_tokens != s.n_past)
       return error("seq {}: state after {} tokens for a step at {}", s.seq_id, st.n_tokens,
                    s.n_past);
+    if (s.snapshot_before != 0) checkpoints_[s.snapshot_before] = st;
     for (int i = 0; i < s.n_tokens; ++i) {
       const TokenId t = b.tokens[s.first_token + i];
       st.hash = mix(st.hash ^ (static_cast<uint64_t>(t) * 0x2545f4914f6cdd1dULL + 1));

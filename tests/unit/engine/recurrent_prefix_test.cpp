@@ -154,6 +154,35 @@ TEST(RecurrentPrefixCache, CheckpointsGoWithTheirBlocksUnderPressure) {
   EXPECT_LE(h->engine->stats().n_state_checkpoints, h->engine->kv().stats().n_blocks_cached);
 }
 
+// Speculative decoding on a recurrent model: a step with rejected drafts is undone (the state saved
+// before it is restored and the kept tokens recomputed); the fake runner checks every step's state
+// against the KV, and the tokens stay the oracle's, with the prefix cache on and off.
+TEST(RecurrentPrefixCache, SpeculativeStepsAreUndoneExactly) {
+  for (bool cache : {true, false}) {
+    auto cfg = test_config();
+    cfg.kv.enable_prefix_cache = cache;
+    cfg.scheduler.spec = {3, 3, 1};
+    auto h = recurrent_harness(cfg);
+    std::vector<TokenId> p;
+    for (int i = 0; i < 40; ++i) p.push_back(static_cast<TokenId>(i % 4));
+    std::vector<uint64_t> ids;
+    for (int k = 0; k < 4; ++k) {
+      auto q = p;
+      q.push_back(static_cast<TokenId>(10 + k));
+      ids.push_back(h->submit(greedy(q, 30)));
+    }
+    h->run();
+    for (int k = 0; k < 4; ++k) {
+      auto q = p;
+      q.push_back(static_cast<TokenId>(10 + k));
+      EXPECT_EQ(h->result(ids[k]).tokens, oracle(q, 30)) << "cache " << cache << " request " << k;
+    }
+    EXPECT_GT(h->engine->stats().n_draft_tokens, 0);
+    EXPECT_EQ(h->runner.n_checkpoints_held(), h->engine->stats().n_state_checkpoints);
+    EXPECT_EQ(h->runner.n_states_held(), 0);
+  }
+}
+
 // A failed step may leave a sequence's state half written: its snapshots are never published.
 TEST(RecurrentPrefixCache, FailedStepPublishesNothing) {
   auto h = recurrent_harness();
