@@ -31,21 +31,27 @@ Result<std::unique_ptr<RealModel>> load_smollm2() {
 
 }  // namespace
 
+namespace {
+
+// Instance `i` of the process-wide SmolLM2 models, loaded on first use.
+Result<RealModel*> smollm2_instance(int i) {
+  static std::once_flag once[2];
+  static Result<std::unique_ptr<RealModel>> loaded[2] = {error("not loaded"), error("not loaded")};
+  std::call_once(once[i], [i] { loaded[i] = load_smollm2(); });
+  if (!loaded[i].ok()) return error("{}: {}", model_path(kSmolLM2), loaded[i].message());
+  return loaded[i]->get();
+}
+
+}  // namespace
+
 Result<RealModel*> smollm2() {
-  static std::once_flag once;
-  static Result<std::unique_ptr<RealModel>> loaded = error("not loaded");
-  std::call_once(once, [] { loaded = load_smollm2(); });
-  if (!loaded.ok()) return error("{}: {}", model_path(kSmolLM2), loaded.message());
-  return loaded->get();
+  return smollm2_instance(0);
 }
 
 Result<RealModel*> smollm2_twin() {
-  static std::once_flag once;
-  static Result<std::unique_ptr<RealModel>> loaded = error("not loaded");
-  std::call_once(once, [] { loaded = load_smollm2(); });
-  if (!loaded.ok()) return error("{}: {}", model_path(kSmolLM2), loaded.message());
-  return loaded->get();
+  return smollm2_instance(1);
 }
+
 
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size) {
   engine::EngineConfig c;
