@@ -18,7 +18,6 @@
 
 namespace t9::cpu {
 
-inline constexpr int kAttnLanes = 16;  // query vectors per vector of lanes
 inline constexpr int kAttnMaxQ = 64;   // query vectors per task
 
 struct AttnTask {
