@@ -11,7 +11,7 @@
 #       serve    tempo9 serve --backend cuda vs llama-server -ngl 99 -np 32, both driven by
 #                `tempo9 bench cold` at 8 and 32 concurrent requests (A = tempo9, B = llama)
 #       default: single,serve
-# Environment: PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: skip synth),
+# Environment: STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun), PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: skip synth),
 #              WAYS ("8 32"), GEN (128).
 # Everything goes to $OUT (bench.log, bench_*.json); a summary is printed.
 set -uo pipefail
@@ -46,9 +46,10 @@ cublas_dir() {
 }
 
 setup() {
-  unxz_dir "$ROOT/.devrun"
-  T9=$ROOT/.devrun/bin/tempo9
-  export LD_LIBRARY_PATH=$ROOT/.devrun/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  local st=$ROOT/${STAGE:-.devrun}
+  unxz_dir "$st"
+  T9=$st/bin/tempo9
+  export LD_LIBRARY_PATH=$st/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   if [ -d "$ROOT/.devrun-peer" ]; then
     unxz_dir "$ROOT/.devrun-peer"
     local cb
@@ -76,8 +77,10 @@ ours_run() {
   local n=$1 p
   p=$(python3 -c "print('x'*$n)")
   for rep in 1 2; do
-    echo "tempo9 run --backend cuda prompt $n gen $GEN (rep $rep): $("$T9" run -m "$M" --raw -p "$p" \
-      -n "$GEN" --temp 0 --ignore-eos --backend cuda --ctx $((n + GEN + 64)) 2>&1 >/dev/null | tail -1)"
+    "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos --backend cuda \
+      --ctx $((n + GEN + 64)) >/dev/null 2>/tmp/t9run.err
+    cat /tmp/t9run.err >>"$OUT/runs.err"
+    echo "tempo9 run --backend cuda prompt $n gen $GEN (rep $rep): $(grep '^\[prompt' /tmp/t9run.err)"
   done
 }
 

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
 
 namespace t9 {
@@ -274,12 +275,15 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   stream_ = s;
   CUDA_CHECK(cudaMalloc(&err_word_, sizeof(unsigned)));
   CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
+  prof_ = cuda::OpProfiler::from_env();
 }
 
 CudaBackend::~CudaBackend() {
+  prof_.reset();  // prints its table; needs the stream's events
   // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
   if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, stream_);
   if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, stream_);
+  if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, stream_);
   (void)cudaStreamSynchronize(stream_);
   (void)cudaFree(err_word_);
   (void)cudaStreamDestroy(stream_);
@@ -334,6 +338,7 @@ void CudaBackend::download(const Buffer* src, size_t offset, void* host, size_t 
 
 void CudaBackend::sync() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (prof_) prof_->resolve();
   unsigned err = 0;
   CUDA_CHECK(cudaMemcpy(&err, err_word_, sizeof(err), cudaMemcpyDeviceToHost));
   if (err != 0) CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
@@ -346,6 +351,7 @@ void CudaBackend::sync() {
 // ---- row ops ----
 
 void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
+  T9_CUDA_PROF("get_rows");
   T9_CHECK(ids.type == GgmlType::I32 && ids.nb[0] == 4 && ids.is_contiguous(),
            "get_rows: ids must be contiguous I32");
   cuda::check_f32_rows(out, "get_rows out");
@@ -364,6 +370,7 @@ void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor&
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                            const Tensor& out) {
+  T9_CUDA_PROF("rms_norm");
   cuda::check_unary(x, out, "rms_norm");
   const float* w = nullptr;
   if (weight.valid()) {
@@ -379,33 +386,39 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, flo
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  T9_CUDA_PROF("add");
   cuda::check_binary(a, b, out, "add");
   cuda::launch_elementwise(EwOp::kAdd, a, &b, 0.0f, out, stream_);
 }
 
 void CudaBackend::mul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  T9_CUDA_PROF("mul");
   cuda::check_binary(a, b, out, "mul");
   cuda::launch_elementwise(EwOp::kMul, a, &b, 0.0f, out, stream_);
 }
 
 void CudaBackend::scale(const Tensor& x, float s, const Tensor& out) {
+  T9_CUDA_PROF("scale");
   cuda::check_unary(x, out, "scale");
   cuda::launch_elementwise(EwOp::kScale, x, nullptr, s, out, stream_);
 }
 
 void CudaBackend::unary(const Tensor& x, UnaryKind kind, const Tensor& out) {
+  T9_CUDA_PROF("unary");
   cuda::check_unary(x, out, "unary");
   cuda::launch_elementwise(kind == UnaryKind::kSilu ? EwOp::kSilu : EwOp::kGelu, x, nullptr, 0.0f,
                            out, stream_);
 }
 
 void CudaBackend::softcap(const Tensor& x, float c, const Tensor& out) {
+  T9_CUDA_PROF("softcap");
   T9_CHECK(c > 0.0f, "softcap {} must be positive", c);
   cuda::check_unary(x, out, "softcap");
   cuda::launch_elementwise(EwOp::kSoftcap, x, nullptr, c, out, stream_);
 }
 
 void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) {
+  T9_CUDA_PROF("glu");
   T9_CHECK(up.ne == gate.ne, "glu: gate and up shapes differ");
   cuda::check_binary(gate, up, out, "glu");
   cuda::launch_elementwise(kind == GluKind::kSwiGLU ? EwOp::kSwiGLU : EwOp::kGeGLU, gate, &up, 0.0f,
@@ -415,6 +428,7 @@ void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const 
 // ---- sampling helpers ----
 
 void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
+  T9_CUDA_PROF("argmax");
   cuda::check_f32_rows(logits, "argmax logits");
   T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows() && out.is_contiguous(),
            "argmax: out");
@@ -425,6 +439,7 @@ void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
 }
 
 void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {
+  T9_CUDA_PROF("top_k");
   cuda::check_f32_rows(logits, "top_k logits");
   cuda::check_f32_rows(values, "top_k values");
   T9_CHECK(k > 0 && k <= logits.ne[0], "top_k: k {} of {}", k, logits.ne[0]);
@@ -438,6 +453,7 @@ void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Te
 }
 
 void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
+  T9_CUDA_PROF("softmax");
   cuda::check_unary(x, out, "softmax");
   if (x.n_rows() == 0) return;
   cuda::softmax_kernel<<<cuda::row_grid(x), 1024, 0, stream_>>>(cuda::desc(x), cuda::desc(out));
@@ -445,6 +461,7 @@ void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
 }
 
 void CudaBackend::copy(const Tensor& x, const Tensor& out) {
+  T9_CUDA_PROF("copy");
   T9_CHECK(x.n_elements() == out.n_elements() && x.ne[0] == out.ne[0], "copy: shapes differ");
   auto ok = [](GgmlType t) {
     return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;

@@ -8,13 +8,16 @@
 //     multiply dequantized weights by F32 activations, as do F16/BF16/F32. The reduction order
 //     per output depends only on n_in, so a row's result does not depend on the other rows:
 //     batch-invariant, bitwise.
-//   - attention is one thread block per (query row, head) with an online softmax over tiles of
-//     keys in position order: deterministic and independent of the other sequences.
+//   - attention is split-K: a row's keys are cut into up to 16 contiguous ranges (a count that
+//     depends only on the row's own key count), one thread block per (query row, head, range)
+//     with an online softmax over tiles of keys in position order, then a combine in range
+//     order: deterministic and independent of the other sequences.
 //   - index errors a CPU op would T9_CHECK (block tables, get_rows ids) are flagged by the kernels
 //     and reported by the next sync() as a T9_CHECK failure.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "backend/backend.h"
@@ -30,6 +33,8 @@ struct Scratch {
   size_t bytes = 0;
   void* reserve(size_t n, CUstream_st* stream);
 };
+
+class OpProfiler;  // cuda_profile.cuh
 }  // namespace cuda
 
 struct CudaBackendConfig {
@@ -101,7 +106,9 @@ class CudaBackend final : public Backend {
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
   cuda::Scratch scratch_;
   cuda::Scratch moe_scratch_;  // matmul_id's packed rows (matmul itself uses scratch_)
+  cuda::Scratch attn_scratch_;  // attention's per-split partial results
   std::string device_name_;
+  std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
 };
 
 }  // namespace t9

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_profile.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -166,6 +167,7 @@ void launch_conv(const Tensor& x, const Tensor& w, const Tensor& state, int64_t 
 
 void CudaBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state,
                            const Tensor& seqs, const Tensor& out) {
+  T9_CUDA_PROF("ssm_conv");
   cuda::check_f32_rows(x, "ssm_conv x");
   cuda::check_f32_rows(w, "ssm_conv w");
   cuda::check_f32_rows(state, "ssm_conv state");
@@ -204,6 +206,7 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                                   const Tensor& a, const Tensor& b, const Tensor& A,
                                   const Tensor& dt_bias, const Tensor& state, const Tensor& seqs,
                                   const GdnParams& p, const Tensor& out) {
+  T9_CUDA_PROF("gated_delta_net");
   for (const Tensor* t : {&q, &k, &v, &a, &b, &A, &dt_bias, &state, &out})
     cuda::check_f32_rows(*t, "gated_delta_net input");
   const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v;

@@ -15,6 +15,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_profile.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -139,6 +140,7 @@ Tensor expert_view(const Tensor& w, int64_t e) {
 
 void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
                             const Tensor& weights) {
+  T9_CUDA_PROF("moe_route");
   cuda::check_f32_rows(logits, "moe_route logits");
   cuda::check_f32_rows(weights, "moe_route weights");
   const int64_t n = logits.n_rows(), n_expert = logits.ne[0];
@@ -157,6 +159,7 @@ void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const T
 
 void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
                             const Tensor& out) {
+  T9_CUDA_PROF(fmt::format("matmul_id {} {}x{}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1], w.ne[2], cuda::rows_bucket(ids.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
   cuda::check_f32_rows(x, "matmul_id x");
   cuda::check_f32_rows(out, "matmul_id out");
@@ -218,6 +221,7 @@ void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
 }
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
+  T9_CUDA_PROF("moe_combine");
   cuda::check_f32_rows(y, "moe_combine y");
   cuda::check_f32_rows(weights, "moe_combine weights");
   cuda::check_f32_rows(out, "moe_combine out");
@@ -234,6 +238,7 @@ void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tens
 }
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
+  T9_CUDA_PROF("mul_sigmoid");
   cuda::check_f32_rows(a, "mul_sigmoid a");
   cuda::check_f32_rows(g, "mul_sigmoid g");
   cuda::check_f32_rows(out, "mul_sigmoid out");
