@@ -1,6 +1,6 @@
 # tempo9_module(NAME DEPS dep...) — one static library per src/ folder.
-# Files named *_avx2.cpp / *_avx512.cpp get the matching ISA flags, so the rest of the build stays
-# portable and the CPU backend picks the kernel at run time.
+# Files named *_avx2.cpp / *_avx512.cpp / *_amx.cpp get the matching ISA flags, so the rest of the
+# build stays portable and the CPU backend picks the kernel at run time.
 add_library(tempo9_all INTERFACE)
 
 function(tempo9_module name)
@@ -16,6 +16,9 @@ function(tempo9_module name)
       elseif(src MATCHES "_avx512\\.cpp$")
         set_source_files_properties(${src} PROPERTIES
           COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16")
+      elseif(src MATCHES "_amx\\.cpp$")
+        set_source_files_properties(${src} PROPERTIES
+          COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mbmi2;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni;-mavx512bf16;-mamx-tile;-mamx-int8")
       endif()
     endforeach()
   else()

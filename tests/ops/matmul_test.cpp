@@ -157,11 +157,14 @@ TEST(Matmul, BiasIsAdded) {
     check_matmul_vs_oracle(GgmlType::Q4_K, {256, 13, 2}, isa, true);
 }
 
-// Row 3 of a batch of 8 must equal the same row computed alone, bit for bit, and a 1-thread
-// backend must equal a 2-thread one on every row.
+// Row 3 of a batch of 19 must equal the same row computed alone and in a batch of 4, bit for bit,
+// and a 1-thread backend must equal a 2-thread one on every row. The sizes cross every path
+// choice: 1 and 4 rows take the decode kernels (fused VNNI; on AMX the rows16 VNNI kernel), 19
+// the unpack/tile kernels (on AMX: a full and a partial 16-row activation group); 70 outputs
+// leave a partial weight tile.
 TEST(Matmul, BatchAndThreadInvariant) {
   auto rng = test_rng();
-  const int64_t n_in = 768, n_out = 70, n_tok = 8;
+  const int64_t n_in = 768, n_out = 70, n_tok = 19;
   for (CpuIsa isa : supported_isas()) {
     for (GgmlType t : kAllTypes) {
       SCOPED_TRACE(fmt::format("{} {}", type_name(t), cpu_isa_name(isa)));
@@ -169,7 +172,7 @@ TEST(Matmul, BatchAndThreadInvariant) {
       const auto x = random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f);
       std::vector<float> single(x.begin() + 3 * n_in, x.begin() + 4 * n_in);
       std::vector<std::vector<float>> batched;
-      std::vector<float> alone;
+      std::vector<float> alone, in_four;
       for (int threads : {1, 2}) {
         CpuBackend be(CpuBackendConfig{threads, isa});
         DeviceArena arena(be);
@@ -181,6 +184,10 @@ TEST(Matmul, BatchAndThreadInvariant) {
           Tensor ys = arena.poisoned(GgmlType::F32, n_out, 1);
           be.matmul(wt, arena.from_host(single, GgmlType::F32, n_in, 1), Tensor{}, ys);
           alone = arena.download<float>(ys);
+          std::vector<float> four(x.begin(), x.begin() + 4 * n_in);
+          Tensor y4 = arena.poisoned(GgmlType::F32, n_out, 4);
+          be.matmul(wt, arena.from_host(four, GgmlType::F32, n_in, 4), Tensor{}, y4);
+          in_four = arena.download<float>(y4);
         }
       }
       for (size_t i = 0; i < batched[0].size(); ++i)
@@ -189,6 +196,10 @@ TEST(Matmul, BatchAndThreadInvariant) {
         ASSERT_EQ(float_bits(alone[static_cast<size_t>(o)]),
                   float_bits(batched[1][static_cast<size_t>(3 * n_out + o)]))
             << "alone vs batch, out " << o;
+      for (int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(float_bits(in_four[static_cast<size_t>(3 * n_out + o)]),
+                  float_bits(batched[1][static_cast<size_t>(3 * n_out + o)]))
+            << "batch of 4 vs batch of 19, out " << o;
       ASSERT_FALSE(std::isnan(alone[0]));
     }
   }

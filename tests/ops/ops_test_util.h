@@ -50,7 +50,7 @@ inline std::vector<float> random_floats(std::mt19937_64& rng, size_t n, float lo
 
 inline std::vector<CpuIsa> supported_isas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512})
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAmx})
     if (cpu_isa_supported(isa)) out.push_back(isa);
   return out;
 }

@@ -7,7 +7,10 @@
 #include <cstring>
 #include <numeric>
 
+#include <cpuid.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "backend/cpu/cpu_util.h"
 #include "core/log.h"
@@ -21,6 +24,24 @@ using cpu::check_f32_rows;
 using cpu::check_same_shape;
 using cpu::f32_row;
 
+namespace {
+
+// AMX-TILE and AMX-INT8 in CPUID, and Linux's permission to use the tile data state (a 8 KiB
+// XSAVE component the kernel enables per process on request). Asked once per process.
+bool amx_granted() {
+  static const bool granted = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool tile = (d >> 24) & 1, int8 = (d >> 25) & 1;
+    if (!tile || !int8) return false;
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtileData = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
+  }();
+  return granted;
+}
+
+}  // namespace
+
 bool cpu_isa_supported(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kScalar:
@@ -33,11 +54,14 @@ bool cpu_isa_supported(CpuIsa isa) {
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
              __builtin_cpu_supports("avx512bf16");
+    case CpuIsa::kAmx:
+      return cpu_isa_supported(CpuIsa::kAvx512) && amx_granted();
   }
   return false;
 }
 
 CpuIsa best_cpu_isa() {
+  if (cpu_isa_supported(CpuIsa::kAmx)) return CpuIsa::kAmx;
   if (cpu_isa_supported(CpuIsa::kAvx512)) return CpuIsa::kAvx512;
   if (cpu_isa_supported(CpuIsa::kAvx2)) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
@@ -47,6 +71,7 @@ std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
   if (name == "scalar") return CpuIsa::kScalar;
   if (name == "avx2") return CpuIsa::kAvx2;
   if (name == "avx512") return CpuIsa::kAvx512;
+  if (name == "amx") return CpuIsa::kAmx;
   return std::nullopt;
 }
 
@@ -58,6 +83,8 @@ std::string_view cpu_isa_name(CpuIsa isa) {
       return "avx2";
     case CpuIsa::kAvx512:
       return "avx512";
+    case CpuIsa::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -83,9 +110,9 @@ CpuBackend::~CpuBackend() = default;
 void CpuBackend::set_isa(CpuIsa isa) {
   T9_CHECK(cpu_isa_supported(isa), "CPU ISA {} is not supported here", cpu_isa_name(isa));
   isa_ = isa;
-  kernels_ = isa == CpuIsa::kAvx512 ? &cpu::kernels_avx512()
-             : isa == CpuIsa::kAvx2 ? &cpu::kernels_avx2()
-                                    : &cpu::kernels_scalar();
+  kernels_ = isa == CpuIsa::kAvx512 || isa == CpuIsa::kAmx ? &cpu::kernels_avx512()
+             : isa == CpuIsa::kAvx2                        ? &cpu::kernels_avx2()
+                                                           : &cpu::kernels_scalar();
 }
 
 std::string CpuBackend::name() const {

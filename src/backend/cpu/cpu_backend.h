@@ -1,7 +1,8 @@
 // The CPU backend: host memory, ops run synchronously on the calling thread plus a ThreadPool.
-// Kernels are picked at run time: AVX-512 (F/BW/VL/VNNI) > AVX2+FMA+F16C > portable scalar. The
-// choice can be forced with CpuBackendConfig::isa, set_isa(), or TEMPO9_CPU_ISA=scalar|avx2|avx512
-// (tests run every path this way).
+// Kernels are picked at run time: AMX-INT8 (quantized matmuls on the tile unit, AVX-512 for the
+// rest) > AVX-512 (F/BW/VL/VNNI) > AVX2+FMA+F16C > portable scalar. The choice can be forced with
+// CpuBackendConfig::isa, set_isa(), or TEMPO9_CPU_ISA=scalar|avx2|avx512|amx (tests run every path
+// this way).
 //
 // Threading never changes results: matmul splits output columns (weight rows) over threads and
 // attention splits (query row, head) pairs, never a reduction; chunks of that work go to whichever
@@ -28,7 +29,8 @@ struct CpuBackendConfig {
 
 bool cpu_isa_supported(CpuIsa isa);
 CpuIsa best_cpu_isa();
-std::optional<CpuIsa> parse_cpu_isa(std::string_view name);  // "scalar", "avx2", "avx512"
+// "scalar", "avx2", "avx512", "amx"
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
 std::string_view cpu_isa_name(CpuIsa isa);
 
 class CpuBackend final : public Backend {
@@ -85,6 +87,9 @@ class CpuBackend final : public Backend {
  private:
   void matmul_int(const Tensor& w, const Tensor& x, const Tensor& y);
   void matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t n_tok, const Tensor& y);
+  // cpu_matmul_amx.cpp: activation row t quantized at xq + t * n_in, scales xd + t * n_in / 32.
+  void matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, int64_t n_tok,
+                  const Tensor& y);
   void matmul_float(const Tensor& w, const Tensor& x, const Tensor& y);
   std::vector<uint8_t>& thread_scratch(int thread, size_t n_bytes);
 
@@ -92,6 +97,7 @@ class CpuBackend final : public Backend {
   CpuIsa isa_ = CpuIsa::kScalar;
   const cpu::MatmulKernels* kernels_ = nullptr;
   std::vector<uint8_t> act_scratch_;                  // quantized activation rows
+  std::vector<uint8_t> amx_act_scratch_;              // the same packed for the tiles
   std::vector<std::vector<uint8_t>> thread_scratch_;  // per thread: unpacked weight rows
 };
 

@@ -11,6 +11,8 @@ namespace t9 {
 namespace {
 
 using cpu::kTileRows;
+using cpu::n_chunks_for;
+using cpu::split;
 constexpr int kMaxCols = 4;  // >= every ISA's MatmulKernels::max_cols
 
 // Activation rows per block: keeps a block of quantized rows (~256 KiB) in L2 while a group of
@@ -38,18 +40,6 @@ inline void store_outputs(const float* out, int nr, float* y) {
     return;
   }
   for (int r = 0; r < nr; ++r) y[r] = out[r];
-}
-
-// Contiguous range `c` of n_chunks over n_items.
-void split(int64_t n_items, int64_t c, int64_t n_chunks, int64_t* begin, int64_t* end) {
-  *begin = n_items * c / n_chunks;
-  *end = n_items * (c + 1) / n_chunks;
-}
-
-// Chunks of weight-row groups per matmul: several per thread, so a thread that the OS delays
-// leaves its share to the others (work_pool.h) instead of holding everyone up.
-int64_t n_chunks_for(int64_t n_groups, int n_threads) {
-  return std::min<int64_t>(n_groups, 8 * static_cast<int64_t>(n_threads));
 }
 
 }  // namespace
@@ -99,6 +89,10 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
     }
   });
 
+  if (isa_ == cpu::CpuIsa::kAmx) {
+    matmul_amx(w, act.q, act.d, n_tok, y);
+    return;
+  }
   if (n_tok <= k.max_cols && k.dot_fused != nullptr && k.fused_supported(w.type, n_in)) {
     matmul_fused(w, act.row(0), n_tok, y);
     return;

@@ -30,7 +30,8 @@
 
 namespace t9::cpu {
 
-enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// kAmx: the AVX-512 kernels, with quantized matmuls on the AMX-INT8 tile unit (matmul_amx.h).
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 // Max weight rows per kernel call (the register tile).
 inline constexpr int kTileRows = 4;

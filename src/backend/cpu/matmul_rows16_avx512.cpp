@@ -1,0 +1,169 @@
+// The decode side of CpuIsa::kAmx: 16 weight rows x 1..4 activation rows with VNNI, weights
+// decoded straight from their blocks (fused_formats_avx512.h), giving bit for bit the AMX
+// kernels' results (matmul_amx.h). The tile unit is latency-bound for so few activation rows
+// (one tdpbssd per 16 rows x 32 elements, ~16 cycles each, not overlapped enough): this kernel
+// keeps the VNNI decode speed.
+//
+// Per 64-element step, vpdpbusd gives each row's partial sums in 16 lanes (4 elements each); an
+// exact int32 transpose-reduction then turns the 16 rows' partials into one vector per scale
+// group with lane r = row r, and the float chain of matmul_amx.h runs on those vectors.
+#include <immintrin.h>
+
+// GCC 12 false positives inside AVX-512 intrinsics (see matmul_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "backend/cpu/fused_formats_avx512.h"
+#include "backend/cpu/matmul_amx.h"
+#include "backend/cpu/matmul_kernels.h"
+
+namespace t9::cpu {
+namespace {
+
+using namespace fused_formats;
+
+// Chunk c (128 bits) of the result = [sum X_c, sum Y_c, sum Z_c, sum W_c]: each chunk's four
+// dwords summed, for four vectors at once.
+inline __m512i chunk_sums4(__m512i x, __m512i y, __m512i z, __m512i w) {
+  const __m512i s0 = _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
+  const __m512i s1 = _mm512_add_epi32(_mm512_unpacklo_epi32(z, w), _mm512_unpackhi_epi32(z, w));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(s0, s1), _mm512_unpackhi_epi64(s0, s1));
+}
+
+constexpr int kEven = _MM_SHUFFLE(2, 0, 2, 0), kOdd = _MM_SHUFFLE(3, 1, 3, 1);
+
+// 32-element groups: p[r] lanes 0..7 hold row r's first group, 8..15 its second. Out: g[0], g[1]
+// with lane r = that group's sum for row r.
+inline void reduce_g32(const __m512i* p, __m512i* g) {
+  __m512i
+      q[8];  // q = [a:first | a:second | b:first | b:second], rows (a, b) = (i, i+4), (8+i, 12+i)
+  for (int i = 0; i < 4; ++i) {
+    q[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(p[i], p[i + 4], kEven),
+                            _mm512_shuffle_i32x4(p[i], p[i + 4], kOdd));
+    q[4 + i] = _mm512_add_epi32(_mm512_shuffle_i32x4(p[8 + i], p[12 + i], kEven),
+                                _mm512_shuffle_i32x4(p[8 + i], p[12 + i], kOdd));
+  }
+  // r0 = [rows 0-3 first | rows 0-3 second | rows 4-7 first | rows 4-7 second], r1 rows 8-15.
+  const __m512i r0 = chunk_sums4(q[0], q[1], q[2], q[3]);
+  const __m512i r1 = chunk_sums4(q[4], q[5], q[6], q[7]);
+  g[0] = _mm512_shuffle_i32x4(r0, r1, kEven);
+  g[1] = _mm512_shuffle_i32x4(r0, r1, kOdd);
+}
+
+// 16-element groups: chunk c of p[r] is row r's group c. Out: g[0..3], lane r = row r.
+inline void reduce_g16(const __m512i* p, __m512i* g) {
+  __m512i t[4];  // t[k] chunk c = rows 4k..4k+3, group c
+  for (int k = 0; k < 4; ++k)
+    t[k] = chunk_sums4(p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3]);
+  constexpr int kLo = _MM_SHUFFLE(1, 0, 1, 0), kHi = _MM_SHUFFLE(3, 2, 3, 2);
+  const __m512i u0 = _mm512_shuffle_i32x4(t[0], t[1], kLo),
+                u1 = _mm512_shuffle_i32x4(t[2], t[3], kLo);
+  const __m512i u2 = _mm512_shuffle_i32x4(t[0], t[1], kHi),
+                u3 = _mm512_shuffle_i32x4(t[2], t[3], kHi);
+  g[0] = _mm512_shuffle_i32x4(u0, u1, kEven);
+  g[1] = _mm512_shuffle_i32x4(u0, u1, kOdd);
+  g[2] = _mm512_shuffle_i32x4(u2, u3, kEven);
+  g[3] = _mm512_shuffle_i32x4(u2, u3, kOdd);
+}
+
+template <class F, int kCols>
+void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs& x, int64_t n_in,
+                 float* mn, float* out) {
+  constexpr int kG = F::kGroup, kPerStep = 64 / kG;
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  const int64_t n_s = n_in / 16;
+  typename F::State st[kAmxRows];
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i state_off = _mm512_mullo_epi32(iota, _mm512_set1_epi32(sizeof(st[0])));
+  const __m512i mn_off = _mm512_mullo_epi32(iota, _mm512_set1_epi32(static_cast<int>(n_s)));
+  __m512 acc[kCols];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int64_t e = 0; e < n_in; e += F::kSpan) {
+    for (int r = 0; r < kAmxRows; ++r) F::begin(st[r], w[r], e, mn + r * n_s);
+    for (int j = 0; j < F::kSpan / 64; ++j) {
+      const int64_t i = e + 64 * j, g0 = i / kG;
+      // Scales and offsets of this step's groups, lane r = row r.
+      __m512 ls[kPerStep], off[kPerStep];
+      const float* sbase = F::group_scales(st[0], j);
+      for (int k = 0; k < kPerStep; ++k) {
+        ls[k] = _mm512_i32gather_ps(state_off, sbase + k * F::kScaleStride, 1);
+        if constexpr (F::kWide)
+          off[k] = _mm512_setzero_ps();
+        else if constexpr (F::kOffsetPerScale != 0.0f)  // exact: a power-of-two multiple
+          off[k] = _mm512_mul_ps(ls[k], _mm512_set1_ps(F::kOffsetPerScale));
+        else
+          off[k] = _mm512_i32gather_ps(mn_off, mn + (g0 + k) * kG / 16, 4);
+      }
+      for (int c = 0; c < kCols; ++c) {
+        const __m512i xv = _mm512_loadu_si512(xq[c] + i);
+        __m512i init = _mm512_setzero_si512();
+        if constexpr (F::kWide)  // -128 * sum(x) per lane undoes the +128 bias of wide weights
+          init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(init, bias, xv));
+        __m512i p[kAmxRows];
+        for (int r = 0; r < kAmxRows; ++r) {
+          __m512i wq = F::codes(st[r], j);
+          if constexpr (F::kWide) wq = _mm512_xor_si512(wq, bias);
+          p[r] = _mm512_dpbusd_epi32(init, wq, xv);
+        }
+        __m512i g[kPerStep];
+        if constexpr (kG == 32)
+          reduce_g32(p, g);
+        else
+          reduce_g16(p, g);
+        for (int k = 0; k < kPerStep; ++k) {
+          const int64_t gi = (g0 + k) * kCols + c;
+          acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(g[k]),
+                                   _mm512_mul_ps(ls[k], _mm512_set1_ps(x.dv[gi])), acc[c]);
+          if constexpr (!F::kWide)
+            acc[c] = _mm512_fmadd_ps(off[k], _mm512_set1_ps(x.sv[gi]), acc[c]);
+        }
+      }
+    }
+  }
+  for (int c = 0; c < kCols; ++c) _mm512_storeu_ps(out + c * kAmxRows, acc[c]);
+}
+
+template <class F>
+void rows16_cols(const uint8_t* const* w, int n_cols, const int8_t* const* xq, const AmxActs& x,
+                 int64_t n_in, float* mn, float* out) {
+  switch (n_cols) {
+    case 1:
+      return rows16_tile<F, 1>(w, xq, x, n_in, mn, out);
+    case 2:
+      return rows16_tile<F, 2>(w, xq, x, n_in, mn, out);
+    case 3:
+      return rows16_tile<F, 3>(w, xq, x, n_in, mn, out);
+    default:
+      return rows16_tile<F, 4>(w, xq, x, n_in, mn, out);
+  }
+}
+
+}  // namespace
+
+bool amx_rows16_supported(GgmlType type, int64_t n_in) {
+  return fused_supported_avx512(type, n_in);
+}
+
+void amx_rows16_dot(GgmlType type, const uint8_t* const* w, int n_cols, const int8_t* const* xq,
+                    const AmxActs& x, int64_t n_in, float* mn, float* out) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return rows16_cols<Q4_0Fmt>(w, n_cols, xq, x, n_in, mn, out);
+    case GgmlType::Q4_1:
+      return rows16_cols<Q4_1Fmt>(w, n_cols, xq, x, n_in, mn, out);
+    case GgmlType::Q5_0:
+      return rows16_cols<Q5_0Fmt>(w, n_cols, xq, x, n_in, mn, out);
+    case GgmlType::Q5_1:
+      return rows16_cols<Q5_1Fmt>(w, n_cols, xq, x, n_in, mn, out);
+    case GgmlType::Q8_0:
+      return rows16_cols<Q8_0Fmt>(w, n_cols, xq, x, n_in, mn, out);
+    case GgmlType::Q4_K:
+      return rows16_cols<Q4_KFmt>(w, n_cols, xq, x, n_in, mn, out);
+    case GgmlType::Q6_K:
+      return rows16_cols<Q6_KFmt>(w, n_cols, xq, x, n_in, mn, out);
+    default:
+      unsupported_weight_type(type);
+  }
+}
+
+}  // namespace t9::cpu
