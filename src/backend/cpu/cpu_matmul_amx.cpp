@@ -195,10 +195,7 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
               const float* o = out + (i * 2 + j) * kAmxRows * kAmxCols;
               const int64_t t0 = (xg + j) * kAmxCols, col = (wg + i) * kAmxRows - c_begin;
               const int nc = static_cast<int>(std::min<int64_t>(kAmxCols, n_tok - t0));
-              for (int c = 0; c < nc; ++c) {
-                float* dst = stage + (t0 + c - tb) * width + col;
-                for (int m = 0; m < nr[i]; ++m) dst[m] = o[m * kAmxCols + c];
-              }
+              cpu::amx_store_transposed(o, nr[i], nc, stage + (t0 - tb) * width + col, width);
             }
           }
         }

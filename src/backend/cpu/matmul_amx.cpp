@@ -235,6 +235,15 @@ void amx_dot_block(const AmxWeights* w, bool narrow, int group, int64_t n_in, co
   dot_block<false>(w, x, group, n_in, out);
 }
 
+void amx_store_transposed(const float* tile, int nr, int nc, float* dst, int64_t dst_stride) {
+  const __m512i rows =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(kAmxCols));
+  const __mmask16 keep = static_cast<__mmask16>((1u << nr) - 1);
+  for (int c = 0; c < nc; ++c)
+    _mm512_mask_storeu_ps(dst + c * dst_stride, keep, _mm512_i32gather_ps(rows, tile + c, 4));
+}
+
 void amx_dot_few(const AmxWeights& w, bool narrow, int group, int64_t n_in, const AmxActs& x,
                  int n_cols, float* out) {
   if (narrow) return dot_few_cols<true>(w, group, n_in, x, n_cols, out);

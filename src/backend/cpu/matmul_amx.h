@@ -60,6 +60,9 @@ struct AmxWeights {
 // groups; out[((i * 2 + j) * 16 + m) * 16 + c] = y(row m of w[i], column c of x[j]).
 void amx_dot_block(const AmxWeights* w, bool narrow, int group, int64_t n_in, const AmxActs* x,
                    float* out);
+// Writes the first nr weight rows x nc activation columns of one 16x16 tile of amx_dot_block's
+// output ([m][c]) transposed: dst[c * dst_stride + m].
+void amx_store_transposed(const float* tile, int nr, int nc, float* dst, int64_t dst_stride);
 // out[c * 16 + m] for c < n_cols (1..4).
 void amx_dot_few(const AmxWeights& w, bool narrow, int group, int64_t n_in, const AmxActs& x,
                  int n_cols, float* out);
