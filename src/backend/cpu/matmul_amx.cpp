@@ -109,12 +109,41 @@ void dot_block(const AmxWeights* w, const AmxActs* x, int group, int64_t n_in, f
     for (auto& a : tile) a = _mm512_setzero_ps();
   const int64_t n_g = n_in / group, gs = group / 16;
   issue_block(w, x, 0, group);
+  const int64_t tile = group * kAmxRows;  // bytes of one A or B tile
   for (int64_t g = 0; g < n_g; ++g) {
+    // Staggered: each C tile is stored and refilled with group g + 1 as soon as its own operands
+    // allow, with a float chain of group g between, so the tile unit never idles behind a
+    // four-tile barrier (the 2x2 loads are shared: A4 by C0, C1; B6 by C0, C2; ...).
+    const bool next = g + 1 < n_g;
+    const int64_t o = (g + 1) * tile;
     _tile_stored(0, c[0], kAmxCols * 4);
+    if (next) {
+      _tile_zero(0);
+      _tile_loadd(4, w[0].q + o, group);
+      _tile_loadd(6, x[0].b + o, kAmxCols * 4);
+      _tile_dpbssd(0, 4, 6);
+    }
+    chain_many<kNarrow>(w[0], x[0], g, gs, c[0], acc[0]);
     _tile_stored(1, c[1], kAmxCols * 4);
+    if (next) {
+      _tile_zero(1);
+      _tile_loadd(7, x[1].b + o, kAmxCols * 4);
+      _tile_dpbssd(1, 4, 7);
+    }
+    chain_many<kNarrow>(w[0], x[1], g, gs, c[1], acc[1]);
     _tile_stored(2, c[2], kAmxCols * 4);
+    if (next) {
+      _tile_zero(2);
+      _tile_loadd(5, w[1].q + o, group);
+      _tile_dpbssd(2, 5, 6);
+    }
+    chain_many<kNarrow>(w[1], x[0], g, gs, c[2], acc[2]);
     _tile_stored(3, c[3], kAmxCols * 4);
-    if (g + 1 < n_g) issue_block(w, x, g + 1, group);
+    if (next) {
+      _tile_zero(3);
+      _tile_dpbssd(3, 5, 7);
+    }
+    chain_many<kNarrow>(w[1], x[1], g, gs, c[3], acc[3]);
     if (g + 3 < n_g) {  // group g + 3's tiles into L1 (4 x 512 bytes for 32-element groups)
       const int64_t bytes = group * kAmxRows;
       for (int i = 0; i < 2; ++i) {
@@ -126,7 +155,6 @@ void dot_block(const AmxWeights* w, const AmxActs* x, int group, int64_t n_in, f
         }
       }
     }
-    for (int t = 0; t < 4; ++t) chain_many<kNarrow>(w[t / 2], x[t % 2], g, gs, c[t], acc[t]);
   }
   for (int t = 0; t < 4; ++t)
     for (int m = 0; m < kAmxRows; ++m)
