@@ -128,7 +128,13 @@ struct Q4_KFmt {
   struct State {
     const uint8_t* qs;
     alignas(32) float sc[8];
+    alignas(32) float mn8[8];  // the 8 group offsets (mn holds each twice, per 16)
   };
+  // The span's group scales (and offsets, null: kOffsetPerScale) as 32-byte-aligned arrays,
+  // which the rows16 kernel transposes once per span.
+  static constexpr int kSpanGroups = 8;
+  static const float* span_scales(const State& s) { return s.sc; }
+  static const float* span_offsets(const State& s) { return s.mn8; }
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
     const uint8_t* b = row + e / 256 * sizeof(BlockQ4_K);
     _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchBytes, _MM_HINT_T0);
@@ -147,6 +153,7 @@ struct Q4_KFmt {
     const __m256 mf =
         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m8)), _mm256_set1_ps(-dmin));
     _mm256_store_ps(s.sc, scf);
+    _mm256_store_ps(s.mn8, mf);
     const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     _mm512_storeu_ps(mn + e / 16, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(mf)));
     s.qs = b + 16;
@@ -170,6 +177,9 @@ struct Q6_KFmt {
     const uint8_t* b;
     alignas(64) float dl[16];
   };
+  static constexpr int kSpanGroups = 16;
+  static const float* span_scales(const State& s) { return s.dl; }
+  static const float* span_offsets(const State&) { return nullptr; }
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
     s.b = row + e / 256 * sizeof(BlockQ6_K);
     for (int l = 0; l < 4; ++l)

@@ -66,6 +66,39 @@ inline void reduce_g16(const __m512i* p, __m512i* g) {
   g[3] = _mm512_shuffle_i32x4(u2, u3, kOdd);
 }
 
+// v[g] lane r = a[r][g] for 16 arrays a[r] of 8 floats: an 8x8 transpose in each 256-bit half,
+// rows r and r + 4 (r < 4) or r + 8 and r + 12 sharing a vector so the halves land in row order.
+inline void transpose_16x8(const float* const* a, __m512* v) {
+  static constexpr int kPair[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+  __m512 z[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i)
+    z[i] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(a[kPair[i]])),
+                              _mm256_load_ps(a[kPair[i] + 4]), 1);
+  for (int h = 0; h < 2; ++h) {  // rows 0-7 (z 0-3), rows 8-15 (z 4-7)
+    const __m512* zi = z + 4 * h;
+    __m512* ti = t + 4 * h;
+    ti[0] = _mm512_unpacklo_ps(zi[0], zi[1]);
+    ti[1] = _mm512_unpackhi_ps(zi[0], zi[1]);
+    ti[2] = _mm512_unpacklo_ps(zi[2], zi[3]);
+    ti[3] = _mm512_unpackhi_ps(zi[2], zi[3]);
+    __m512* ui = u + 4 * h;  // ui[k] 128-bit lane L: element k + 4 (L & 1) of 4 rows
+    ui[0] = _mm512_shuffle_ps(ti[0], ti[2], _MM_SHUFFLE(1, 0, 1, 0));
+    ui[1] = _mm512_shuffle_ps(ti[0], ti[2], _MM_SHUFFLE(3, 2, 3, 2));
+    ui[2] = _mm512_shuffle_ps(ti[1], ti[3], _MM_SHUFFLE(1, 0, 1, 0));
+    ui[3] = _mm512_shuffle_ps(ti[1], ti[3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm512_shuffle_f32x4(u[k], u[4 + k], kEven);
+    v[k + 4] = _mm512_shuffle_f32x4(u[k], u[4 + k], kOdd);
+  }
+}
+
+// Formats whose scales (and offsets) for a whole span sit in their State (span_scales).
+template <class F>
+concept SpanScales = requires {
+  F::kSpanGroups;
+};
+
 template <class F, int kCols>
 void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs& x, int64_t n_in,
                  float* mn, float* out) {
@@ -80,17 +113,34 @@ void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (int64_t e = 0; e < n_in; e += F::kSpan) {
     for (int r = 0; r < kAmxRows; ++r) F::begin(st[r], w[r], e, mn + r * n_s);
+    [[maybe_unused]] __m512 span_ls[16], span_mn[16];
+    if constexpr (SpanScales<F>) {  // transposes once per span instead of gathers per step
+      const float* a[kAmxRows];
+      for (int h = 0; h < F::kSpanGroups / 8; ++h) {
+        for (int r = 0; r < kAmxRows; ++r) a[r] = F::span_scales(st[r]) + 8 * h;
+        transpose_16x8(a, span_ls + 8 * h);
+        if constexpr (F::kOffsetPerScale == 0.0f) {
+          for (int r = 0; r < kAmxRows; ++r) a[r] = F::span_offsets(st[r]) + 8 * h;
+          transpose_16x8(a, span_mn + 8 * h);
+        }
+      }
+    }
     for (int j = 0; j < F::kSpan / 64; ++j) {
       const int64_t i = e + 64 * j, g0 = i / kG;
       // Scales and offsets of this step's groups, lane r = row r.
       __m512 ls[kPerStep], off[kPerStep];
       const float* sbase = F::group_scales(st[0], j);
       for (int k = 0; k < kPerStep; ++k) {
-        ls[k] = _mm512_i32gather_ps(state_off, sbase + k * F::kScaleStride, 1);
+        if constexpr (SpanScales<F>)
+          ls[k] = span_ls[(g0 + k) % F::kSpanGroups];
+        else
+          ls[k] = _mm512_i32gather_ps(state_off, sbase + k * F::kScaleStride, 1);
         if constexpr (F::kWide)
           off[k] = _mm512_setzero_ps();
         else if constexpr (F::kOffsetPerScale != 0.0f)  // exact: a power-of-two multiple
           off[k] = _mm512_mul_ps(ls[k], _mm512_set1_ps(F::kOffsetPerScale));
+        else if constexpr (SpanScales<F>)
+          off[k] = span_mn[(g0 + k) % F::kSpanGroups];
         else
           off[k] = _mm512_i32gather_ps(mn_off, mn + (g0 + k) * kG / 16, 4);
       }
