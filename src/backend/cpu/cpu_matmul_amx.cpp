@@ -150,6 +150,7 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
     if (few) {
       const cpu::AmxActs a = pl.at(packed, 0);
       const bool rows16 = cpu::amx_rows16_supported(w.type, n_in);
+      const uint8_t* w_base = cpu::base_ptr(w);
       const int8_t* xr[cpu::kAmxFewCols];
       for (int c = 0; c < pl.n_cols; ++c) xr[c] = xq + c * n_in;
       alignas(64) float out[cpu::kAmxFewCols * kAmxRows];
@@ -157,8 +158,11 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
         const int64_t o0 = wg * kAmxRows;
         const int nr = static_cast<int>(std::min<int64_t>(kAmxRows, n_out - o0));
         if (rows16) {
-          const uint8_t* rows[kAmxRows];  // rows past the end repeat the first (results dropped)
-          for (int r = 0; r < kAmxRows; ++r) rows[r] = cpu::row_ptr(w, o0 + (r < nr ? r : 0));
+          // Rows past the end repeat the first (results dropped). w is 2-D (checked by matmul).
+          const uint8_t* rows[kAmxRows];
+          const uint8_t* first = w_base + o0 * static_cast<int64_t>(w.nb[1]);
+          for (int r = 0; r < kAmxRows; ++r)
+            rows[r] = first + (r < nr ? r : 0) * static_cast<int64_t>(w.nb[1]);
           cpu::amx_rows16_dot(w.type, rows, pl.n_cols, xr, a, n_in, const_cast<float*>(wv[0].ls),
                               out);
         } else {
