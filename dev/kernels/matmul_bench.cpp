@@ -1,7 +1,7 @@
 // Matmul throughput of the CPU backend: decode (1 row) and prefill (512 rows) at model shapes,
 // 1 and 2 threads, every ISA. Prints GFLOP/s (2 * n_in * n_out * n_tok / s) and, for decode, the
 // weight bytes streamed per second. Built by dev/kernels/build_test_ops.sh.
-// Usage: matmul_bench [isa...] [decode|prefill] [type]   (default: best ISA, both, 3 types)
+// Usage: matmul_bench [isa...] [decode|prefill|tok=N] [type]   (default: best ISA, both, 3 types)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "prefill") == 0) toks = {512};
     if (auto t = type_from_name(argv[i])) types = {*t};
     if (std::strcmp(argv[i], "1t") == 0) threads_list = {1};
+    if (std::strncmp(argv[i], "tok=", 4) == 0) toks = {std::atol(argv[i] + 4)};  // batch rows
     if (std::strncmp(argv[i], "shape=", 6) == 0) {  // shape=N_INxN_OUT
       only_shape = true;
       std::sscanf(argv[i] + 6, "%ldx%ld", &shape_in, &shape_out);
