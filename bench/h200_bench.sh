@@ -2,33 +2,38 @@
 # tempo9 (CUDA) beside llama.cpp (CUDA) on one synthetic GGUF, on the device machine (H200).
 #
 # Here first:  TEMPO9_CUDA_BUILD=build-cuda2 scripts/device_test_ops.sh build   (-> .devrun)
-#              scripts/build_peer_cuda.sh && scripts/build_peer_cuda.sh stage  (-> .devrun-peer)
-# There (run tool, carry [".devrun", ".devrun-peer"], repo root):
+#              and the peer: scripts/build_peer_cuda.sh && scripts/build_peer_cuda.sh stage
+#              (-> .devrun-peer/bin), or scripts/build_peer_cuda.sh pack and
+#              `bash scripts/build_peer_cuda.sh device-build` there (-> /tmp/peer/bin).
+# There (run tool, carry the stage folders, repo root):
 #   bash bench/h200_bench.sh [PARTS]      PARTS: comma list of
-#       single   tempo9 run --backend cuda (512-token prompt + 128 generated) and llama-bench
-#                -ngl 99 -p 512 -n 128 on the same file
-#       long     llama-bench -p 8192 -n 0 and tempo9 run with an 8192-token prompt
-#       serve    tempo9 serve --backend cuda vs llama-server -ngl 99 -np 32, both driven by
-#                `tempo9 bench cold` at 8 and 32 concurrent requests (A = tempo9, B = llama)
+#       single   tempo9 run --backend cuda (512-token prompt + GEN generated, twice) and
+#                llama-bench -ngl 99 -p 512 -n GEN -r 3 on the same file
+#       long     the same with an 8192-token prompt (llama-bench -p 8192 -n 0 -r 2)
+#       serve    tempo9 serve --backend cuda and llama-server -ngl 99 -np 32, each driven by
+#                `tempo9 bench cold` with the same workload at each of WAYS concurrent requests
+#       synth    only make the file
 #       default: single,serve
-# Environment: STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun), PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: skip synth),
-#              WAYS ("8 32"), GEN (128).
-# Everything goes to $OUT (bench.log, bench_*.json); a summary is printed.
+# Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
+#              PEER_BIN (folder with llama-bench/llama-server[.xz], default .devrun-peer/bin),
+#              PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: no synth; a synth
+#              file already in /tmp is reused), WAYS ("8 32"), GEN (128).
+# Everything goes to $OUT (bench.log, runs.err, bench_*way_*.json, serve logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${OUT:-/tmp/h200out}
 mkdir -p "$OUT"
 PARTS=${1:-single,serve}
+SIDES=${SIDES:-ours,peer}
 PRESET=${PRESET:-qwen3-8b}
 QUANT=${QUANT:-Q4_K_M}
 WAYS=${WAYS:-8 32}
 GEN=${GEN:-128}
-LOG=$OUT/bench.log
-exec > >(tee -a "$LOG") 2>&1
+exec > >(tee -a "$OUT/bench.log") 2>&1
 
 unxz_dir() {
-  for f in "$1"/bin/*.xz; do
+  for f in "$1"/*.xz; do
     [ -f "$f" ] || continue
     python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f"
     chmod +x "${f%.xz}" && rm "$f"
@@ -45,32 +50,34 @@ cublas_dir() {
   [ -n "$d" ] && dirname "$d"
 }
 
+has() { [[ ",$SIDES," == *",$1,"* ]]; }
+
 setup() {
   local st=$ROOT/${STAGE:-.devrun}
-  unxz_dir "$st"
+  unxz_dir "$st/bin"
   T9=$st/bin/tempo9
   export LD_LIBRARY_PATH=$st/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  if [ -d "$ROOT/.devrun-peer" ]; then
-    unxz_dir "$ROOT/.devrun-peer"
+  if has peer; then
+    PB=${PEER_BIN:-$ROOT/.devrun-peer/bin}
+    unxz_dir "$PB"
     local cb
     cb=$(cublas_dir)
-    echo "cuBLAS for the peer: ${cb:-NOT FOUND}"
-    PEER_LD=$ROOT/.devrun-peer/lib${cb:+:$cb}
+    PEER_LD=$(dirname "$PB")/lib${cb:+:$cb}
+    echo "peer: $PB, cuBLAS from ${cb:-NOT FOUND}"
+    [ -x "$PB/llama-bench" ] || { echo "peer binaries missing in $PB"; SIDES=${SIDES//peer/}; }
   fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv
-  echo "cores: $(nproc), date: $(date -u +%FT%TZ)"
-  if [ -n "${MODEL:-}" ]; then
-    M=$MODEL
-  else
-    M=/tmp/${PRESET}-${QUANT}.gguf
+  echo "cores: $(nproc), date: $(date -u +%FT%TZ), sides: $SIDES"
+  M=${MODEL:-/tmp/${PRESET}-${QUANT}.gguf}
+  if [ ! -f "$M" ]; then
     local t0=$SECONDS
     "$T9" synth --preset "$PRESET" --quant "$QUANT" --seed 1 -o "$M" 2>&1 | tail -1
     echo "synth $PRESET $QUANT: $((SECONDS - t0)) s, $(stat -c %s "$M") bytes"
   fi
 }
 
-peer() { LD_LIBRARY_PATH=$PEER_LD "$ROOT/.devrun-peer/bin/$1" "${@:2}"; }
+peer() { LD_LIBRARY_PATH=$PEER_LD "$PB/$1" "${@:2}"; }
 
 # tempo9 run: N-token raw prompt ('x' is one token in the synth vocabulary), GEN tokens.
 ours_run() {
@@ -85,15 +92,15 @@ ours_run() {
 }
 
 single() {
-  echo "== single stream"
-  ours_run 512
-  [ -n "${PEER_LD:-}" ] && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
+  echo "== single stream ($M)"
+  has ours && ours_run 512
+  has peer && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
 }
 
 long() {
   echo "== long prompt"
-  ours_run 8192
-  [ -n "${PEER_LD:-}" ] && peer llama-bench -m "$M" -ngl 99 -p 8192 -n 0 -r 2 -o md
+  has ours && ours_run 8192
+  has peer && peer llama-bench -m "$M" -ngl 99 -p 8192 -n 0 -r 2 -o md
 }
 
 wait_http() {
@@ -105,33 +112,44 @@ wait_http() {
   return 1
 }
 
+# One server at a time (they never share the GPU), the same workload for each.
+drive() {
+  local name=$1 url=$2 w
+  for w in $WAYS; do
+    echo "-- $name, $w concurrent requests (tempo9 bench cold: prompt ~300 tokens, $GEN generated)"
+    "$T9" bench cold --url "$url" --agents "$w" --turns 1 --system-tokens 256 --turn-tokens 32 \
+      --gen-tokens "$GEN" --max-seconds 240 --json "$OUT/bench_${w}way_$name.json" 2>&1 |
+      tee "$OUT/bench_${w}way_$name.txt" |
+      grep -E 'requests,|prompt tokens \||completion tokens|wall s|tok/s|TTFT p50|ITL p50|E2E p50|bench:|rror'
+    echo "bench exit ${PIPESTATUS[0]}"
+  done
+}
+
 serve() {
-  echo "== batched decode (tempo9 bench cold, prompt ~300 tokens, $GEN generated each)"
-  local max=0 w
+  echo "== batched decode"
+  local max=0 w pid
   for w in $WAYS; do [ "$w" -gt "$max" ] && max=$w; done
-  "$T9" serve -m "$M" --backend cuda --port 18411 --ctx 2048 --max-seqs "$max" \
-    --kv-memory 16G >"$OUT/serve_tempo9.log" 2>&1 &
-  local p1=$! p2=""
-  wait_http http://127.0.0.1:18411/v1/models
-  local cmp=()
-  if [ -n "${PEER_LD:-}" ]; then
+  if has ours; then
+    "$T9" serve -m "$M" --backend cuda --port 18411 --ctx 2048 --max-seqs "$max" \
+      --kv-memory 16G >"$OUT/serve_tempo9.log" 2>&1 &
+    pid=$!
+    wait_http http://127.0.0.1:18411/v1/models && drive tempo9 http://127.0.0.1:18411
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+  fi
+  if has peer; then
     peer llama-server -m "$M" -ngl 99 -np "$max" -c $((max * 2048)) --host 127.0.0.1 \
       --port 18412 --no-webui >"$OUT/serve_llama.log" 2>&1 &
-    p2=$!
-    wait_http http://127.0.0.1:18412/health && cmp=(--compare http://127.0.0.1:18412)
+    pid=$!
+    wait_http http://127.0.0.1:18412/health && drive llama http://127.0.0.1:18412
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
   fi
-  for w in $WAYS; do
-    echo "-- $w ways (A = tempo9 serve --backend cuda, B = llama-server -ngl 99 -np $max)"
-    "$T9" bench cold --url http://127.0.0.1:18411 "${cmp[@]}" --agents "$w" --turns 1 \
-      --system-tokens 256 --turn-tokens 32 --gen-tokens "$GEN" --max-seconds 240 \
-      --json "$OUT/bench_${w}way.json" 2>&1 | grep -vE '^\s*$'
-  done
-  kill $p1 $p2 2>/dev/null
-  wait $p1 $p2 2>/dev/null
-  tail -3 "$OUT/serve_tempo9.log"
 }
+
+synth() { :; }  # the file only (setup makes it)
 
 setup
 IFS=, read -ra parts <<<"$PARTS"
 for part in "${parts[@]}"; do "$part"; done
-echo "h200_bench done: $PARTS"
+echo "h200_bench done: $PARTS ($SIDES)"

@@ -8,6 +8,14 @@
 #                                        cuBLASLt (hundreds of MB): the device machine's CUDA 13
 #                                        toolkit has them; the bench script points
 #                                        LD_LIBRARY_PATH at its lib64 there.
+#   scripts/build_peer_cuda.sh pack      (when the 2-core build here is too slow) a trimmed
+#                                        source tarball, .devrun-peer/llama-src.tar.xz (~6.5 MB:
+#                                        no models/docs/tests/examples/other GPU backends)
+#   bash scripts/build_peer_cuda.sh device-build
+#                                        ON THE DEVICE (carry .devrun-peer): the same build with
+#                                        all cores into /tmp/peer, binaries in /tmp/peer/bin
+#                                        (~5-10 min on 16 cores: start it with setsid in the
+#                                        background and keep the machine busy meanwhile).
 #
 # Source: the llama.cpp vendored in the llama-cpp-python sdist that scripts/build_peer.sh keeps
 # (.peer/sdist), so CPU and CUDA peers are the same llama.cpp. Static ggml/llama (only the CUDA
@@ -18,8 +26,10 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PEER=$ROOT/.peer-cuda
 JOBS=${JOBS:-2}
-grep -qx '/.peer-cuda/' .git/info/exclude 2>/dev/null || echo '/.peer-cuda/' >>.git/info/exclude
-grep -qx '/.devrun-peer/' .git/info/exclude 2>/dev/null || echo '/.devrun-peer/' >>.git/info/exclude
+if [ -d .git/info ]; then
+  grep -qx '/.peer-cuda/' .git/info/exclude 2>/dev/null || echo '/.peer-cuda/' >>.git/info/exclude
+  grep -qx '/.devrun-peer/' .git/info/exclude 2>/dev/null || echo '/.devrun-peer/' >>.git/info/exclude
+fi
 
 build() {
   local sdist
@@ -54,8 +64,37 @@ stage() {
   du -sh "$out"
 }
 
+pack() {
+  local out=$ROOT/.devrun-peer
+  mkdir -p "$out"
+  local x=()
+  for d in models docs gguf-py media examples tests benches pocs ggml/src/ggml-hexagon \
+    ggml/src/ggml-sycl ggml/src/ggml-vulkan ggml/src/ggml-opencl ggml/src/ggml-cann \
+    ggml/src/ggml-musa ggml/src/ggml-metal ggml/src/ggml-webgpu ggml/src/ggml-zdnn \
+    ggml/src/ggml-openvino; do x+=(--exclude="llama.cpp/$d"); done
+  tar -cJf "$out/llama-src.tar.xz" "${x[@]}" -C "$PEER/src/vendor" llama.cpp
+  du -sh "$out/llama-src.tar.xz"
+}
+
+device_build() {
+  local w=/tmp/peer t0=$SECONDS
+  rm -rf "$w" && mkdir -p "$w/bin"
+  tar -xJf "$ROOT/.devrun-peer/llama-src.tar.xz" -C "$w"
+  # A failed configure leaves no build.ninja: ninja below fails and "done" says so.
+  cmake -S "$w/llama.cpp" -B "$w/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF \
+    -DGGML_CUDA_FA_ALL_QUANTS=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON >"$w/cmake.log" 2>&1 || true
+  local rc=0
+  nice -n 19 ninja -C "$w/build" -j"$(nproc)" llama-bench llama-server >"$w/ninja.log" 2>&1 || rc=$?
+  cp "$w/build/bin/llama-bench" "$w/build/bin/llama-server" "$w/bin/" 2>/dev/null || rc=99
+  echo "device-build rc $rc in $((SECONDS - t0)) s" | tee "$w/done"
+}
+
 case "${1:-build}" in
   build) build ;;
   stage) stage ;;
-  *) echo "usage: $0 [build|stage]" >&2; exit 2 ;;
+  pack) pack ;;
+  device-build) device_build ;;
+  *) echo "usage: $0 [build|stage|pack|device-build]" >&2; exit 2 ;;
 esac

@@ -72,20 +72,40 @@ __global__ void elementwise_kernel(EwOp op, TensorDesc a, TensorDesc b, bool b_b
   reinterpret_cast<float*>(out.row(r))[i] = y;
 }
 
-// One block per row. The sum of squares is kept in double like the CPU reference.
+// One block per row. The sum of squares is kept in double like the CPU reference. A thread's
+// first kNormCache elements (and weights) are loaded up front into registers, all in flight at
+// once: a plain strided loop waits one memory latency per element (a 4096 row: 16 round trips,
+// ~9.6 us per call measured on the H200). Same operations in the same order as the plain loop.
+constexpr int kNormCache = 16;
+
 __global__ void rms_norm_kernel(TensorDesc x, const float* __restrict__ w, float eps,
                                 float weight_bias, TensorDesc out) {
   __shared__ double scratch[32];
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.x, n = x.ne0, step = blockDim.x;
   const float* xr = reinterpret_cast<const float*>(x.row(r));
   float* yr = reinterpret_cast<float*>(out.row(r));
+  float xv[kNormCache], wv[kNormCache];
+#pragma unroll
+  for (int c = 0; c < kNormCache; ++c) {
+    const int64_t i = threadIdx.x + c * step;
+    xv[c] = i < n ? xr[i] : 0.0f;
+    wv[c] = i < n && w != nullptr ? w[i] + weight_bias : 1.0f;
+  }
   double ss = 0.0;
-  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x)
+#pragma unroll
+  for (int c = 0; c < kNormCache; ++c)
+    if (threadIdx.x + c * step < n) ss += static_cast<double>(xv[c]) * xv[c];
+  for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step)
     ss += static_cast<double>(xr[i]) * xr[i];
-  ss = block_sum(ss, scratch);
-  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(x.ne0) + eps));
-  for (int64_t i = threadIdx.x; i < x.ne0; i += blockDim.x)
+  ss = block_sum(ss, scratch);  // its barriers also order every read of x before the writes
+  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
+  for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step)
     yr[i] = xr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
+#pragma unroll
+  for (int c = 0; c < kNormCache; ++c) {
+    const int64_t i = threadIdx.x + c * step;
+    if (i < n) yr[i] = xv[c] * inv * wv[c];
+  }
 }
 
 // One block per row: max, then the sum of exp in double, then the scaled write (out may be x).
