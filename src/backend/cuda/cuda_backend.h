@@ -105,7 +105,7 @@ class CudaBackend final : public Backend {
   CUstream_st* stream_ = nullptr;
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
   cuda::Scratch scratch_;
-  cuda::Scratch moe_scratch_;  // matmul_id's packed rows (matmul itself uses scratch_)
+  cuda::Scratch moe_scratch_;   // matmul_id's packed rows (matmul itself uses scratch_)
   cuda::Scratch attn_scratch_;  // attention's per-split partial results
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit

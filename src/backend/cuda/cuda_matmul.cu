@@ -11,8 +11,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
+#include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
 
 namespace t9 {
@@ -119,7 +119,8 @@ void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const T
 }  // namespace cuda
 
 void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) {
-  T9_CUDA_PROF(fmt::format("matmul {} {}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1], cuda::rows_bucket(x.n_rows())));
+  T9_CUDA_PROF(fmt::format("matmul {} {}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
+                           cuda::rows_bucket(x.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
   cuda::check_f32_rows(x, "matmul x");
   cuda::check_f32_rows(y, "matmul y");

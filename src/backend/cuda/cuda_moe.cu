@@ -159,7 +159,8 @@ void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const T
 
 void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
                             const Tensor& out) {
-  T9_CUDA_PROF(fmt::format("matmul_id {} {}x{}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1], w.ne[2], cuda::rows_bucket(ids.n_rows())));
+  T9_CUDA_PROF(fmt::format("matmul_id {} {}x{}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
+                           w.ne[2], cuda::rows_bucket(ids.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
   cuda::check_f32_rows(x, "matmul_id x");
   cuda::check_f32_rows(out, "matmul_id out");

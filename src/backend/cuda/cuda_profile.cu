@@ -59,8 +59,8 @@ void OpProfiler::resolve() {
   }
   CUDA_CHECK(cudaEventElapsedTime(&ms, events_[first], events_[last]));
   span_ms_ += ms;
-  wall_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_open_)
-                  .count();
+  wall_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_open_).count();
   ++windows_;
   open_ = false;
   pending_.clear();
@@ -74,7 +74,8 @@ OpProfiler::~OpProfiler() {
             [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   double sum = 0;
   for (const auto& r : rows) sum += r.second.ms;
-  std::fprintf(stderr, "[cuda profile] %ld synced windows: host wall %.2f ms, GPU span %.2f ms, "
+  std::fprintf(stderr,
+               "[cuda profile] %ld synced windows: host wall %.2f ms, GPU span %.2f ms, "
                "sum of op times %.2f ms (nested ops counted twice)\n",
                windows_, wall_ms_, span_ms_, sum);
   for (size_t i = 0; i < rows.size() && i < 60; ++i)
