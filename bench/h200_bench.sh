@@ -12,6 +12,7 @@
 #       long     the same with an 8192-token prompt (llama-bench -p 8192 -n 0 -r 2)
 #       serve    tempo9 serve --backend cuda and llama-server -ngl 99 -np 32, each driven by
 #                `tempo9 bench cold` with the same workload at each of WAYS concurrent requests
+#       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
 #       synth    only make the file
 #       default: single,serve
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
@@ -148,6 +149,14 @@ serve() {
 }
 
 synth() { :; }  # the file only (setup makes it)
+
+profile() {
+  local p f=$OUT/profile_$(basename "$M" .gguf).txt
+  p=$(python3 -c "print('x'*512)")
+  TEMPO9_CUDA_PROFILE=1 "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos \
+    --backend cuda --ctx $((512 + GEN + 64)) >/dev/null 2>"$f"
+  head -24 "$f"
+}
 
 setup
 IFS=, read -ra parts <<<"$PARTS"
