@@ -7,7 +7,9 @@
 #                                        non-system shared libraries they need, except cuBLAS /
 #                                        cuBLASLt (hundreds of MB): the device machine's CUDA 13
 #                                        toolkit has them; the bench script points
-#                                        LD_LIBRARY_PATH at its lib64 there.
+#                                        LD_LIBRARY_PATH at its lib64 there. NOTE: llama-bench
+#                                        alone is 41 MB after xz (the fatbin is already
+#                                        compressed): both binaries do not fit a call's 64 MiB.
 #   scripts/build_peer_cuda.sh pack      (when the 2-core build here is too slow) a trimmed
 #                                        source tarball, .devrun-peer/llama-src.tar.xz (~6.5 MB:
 #                                        no models/docs/tests/examples/other GPU backends)
