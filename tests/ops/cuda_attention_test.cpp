@@ -34,7 +34,7 @@ struct Data {
   int kv_rows = 0, q_rows = 0;
 };
 
-constexpr int kPoolBlocks = 40;
+constexpr int kPoolBlocks = 200;  // 3200 slots: LongContextSplits needs 164 blocks
 
 Data make_data(std::mt19937_64& rng, const Case& c) {
   std::vector<int32_t> ids(kPoolBlocks);
@@ -201,6 +201,18 @@ TEST(CudaAttention, MultiQueryOneKvHead) {
   Case c = base(GgmlType::F16, 64);
   c.p.n_kv_head = 1;
   c.p.sliding_window = 17;
+  check_case(c);
+}
+
+// Contexts past 1024 keys: the kernel cuts a row's keys into 16 ranges of more than one 64-key
+// tile, and some trailing ranges come out empty (1502 keys: 12 ranges of 128, 4 empty; 1031
+// keys: 9 ranges of 128, 7 empty); then a window wider than 1024 keys.
+TEST(CudaAttention, LongContextSplits) {
+  Case c = base(GgmlType::F16, 128);
+  c.seqs = {{1500, 2}, {1030, 1}, {64, 1}};
+  c.p.max_ctx = 1502;
+  check_case(c);
+  c.p.sliding_window = 1100;
   check_case(c);
 }
 
