@@ -19,6 +19,12 @@ BIN = os.environ.get("TEMPO9_BIN", str(ROOT / "build" / "tempo9"))
 SMOLLM2 = MODELS / "SmolLM2-135M-Instruct.Q4_1.gguf"
 QWEN = MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
+# SmolLM2's greedy answer to the bare question starts with a near-tie ("The" vs "La", logprobs
+# 0.03-0.25 apart) that flips between CPU kernels (scalar/AVX-512 vs AVX2/AMX round differently);
+# with "Answer in English." every kernel gives "The capital of France is Paris." with a top-1
+# margin >= 1.2 nats over the first 8 tokens.
+CAPITAL_QUESTION = "What is the capital of France? Answer in English."
+
 
 class Server:
     def __init__(self, model: Path, *extra: str):

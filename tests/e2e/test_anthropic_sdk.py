@@ -5,6 +5,8 @@ is asked for through extra_body, which the server reads like any Messages API fi
 import anthropic
 import pytest
 
+from live_server import CAPITAL_QUESTION
+
 
 @pytest.fixture(scope="module")
 def client(server):
@@ -14,7 +16,7 @@ def client(server):
 def test_messages_non_streaming(client):
     r = client.messages.create(model="claude-test-model", max_tokens=24, extra_body={"temperature": 0},
                                system="You are a helpful assistant.",
-                               messages=[{"role": "user", "content": "What is the capital of France?"}])
+                               messages=[{"role": "user", "content": CAPITAL_QUESTION}])
     assert r.type == "message" and r.role == "assistant"
     assert r.model == "claude-test-model"
     assert r.content[0].type == "text" and "Paris" in r.content[0].text
@@ -47,7 +49,7 @@ def test_cache_read_tokens_on_repeat(client):
 def test_stop_sequences(client):
     r = client.messages.create(model="c", max_tokens=32, extra_body={"temperature": 0}, stop_sequences=["Paris"],
                                system="You are a helpful assistant.",
-                               messages=[{"role": "user", "content": "What is the capital of France?"}])
+                               messages=[{"role": "user", "content": CAPITAL_QUESTION}])
     assert r.stop_reason == "stop_sequence" and r.stop_sequence == "Paris"
     assert "Paris" not in r.content[0].text
 

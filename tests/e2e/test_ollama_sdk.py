@@ -2,6 +2,8 @@
 import ollama
 import pytest
 
+from live_server import CAPITAL_QUESTION
+
 
 @pytest.fixture(scope="module")
 def client(server):
@@ -10,7 +12,7 @@ def client(server):
 
 def test_chat_non_streaming(client):
     r = client.chat(model="smollm2", messages=[{"role": "system", "content": "You are a helpful assistant."},
-                                               {"role": "user", "content": "What is the capital of France?"}],
+                                               {"role": "user", "content": CAPITAL_QUESTION}],
                     options={"temperature": 0, "num_predict": 24}, stream=False)
     assert r.message.role == "assistant" and "Paris" in r.message.content
     assert r.done and r.done_reason in ("stop", "length")

@@ -2,8 +2,10 @@
 import openai
 import pytest
 
+from live_server import CAPITAL_QUESTION
+
 MESSAGES = [{"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "What is the capital of France?"}]
+            {"role": "user", "content": CAPITAL_QUESTION}]
 
 
 @pytest.fixture(scope="module")
