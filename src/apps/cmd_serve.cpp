@@ -29,7 +29,7 @@ namespace {
 struct ServeOptions {
   std::string model_path;
   server::ServerConfig server;
-  int ctx = 0;                // 0: the model's training context
+  int ctx = 0;  // 0: the model's training context
   int threads = 0;
   std::string backend = "cpu";
   int max_seqs = 64;
@@ -37,33 +37,40 @@ struct ServeOptions {
   int prefill_chunk = 512;
   int spec_draft = 0;  // speculative prompt-lookup drafts per step (0 = off)
   int kv_block_size = 16;
-  std::string kv_memory = "0.5";  // bytes (suffix K/M/G) or a fraction of RAM
+  std::string kv_memory = "0.5";  // bytes (suffix K/M/G) or a fraction of RAM (GPU: free memory)
   bool no_prefix_cache = false;
 };
 
-// "8G", "512M", "1073741824" or a fraction of physical RAM ("0.5").
-Result<size_t> parse_memory(const std::string& s) {
+// "8G", "512M", "1073741824" or a fraction ("0.5") of `whole`: the backend's free memory when it
+// has its own (a GPU's, after the weights were uploaded), else physical RAM.
+Result<size_t> parse_memory(const std::string& s, std::optional<size_t> whole) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str() || !(v > 0)) return error("--kv-memory: '{}' is not a size", s);
   const std::string suffix(end);
   if (suffix.empty() && v <= 1.0) {
+    if (whole) return static_cast<size_t>(v * static_cast<double>(*whole));
     struct sysinfo si {};
     sysinfo(&si);
     return static_cast<size_t>(v * static_cast<double>(si.totalram) * si.mem_unit);
   }
   double mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return error("--kv-memory: unknown suffix '{}'", suffix);
+  if (suffix == "K" || suffix == "k")
+    mult = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    return error("--kv-memory: unknown suffix '{}'", suffix);
   return static_cast<size_t>(v * mult);
 }
 
 std::string quant_label(const gguf::GgufFile& f) {
-  static const char* kFileTypes[] = {"F32", "F16", "Q4_0", "Q4_1", "Q4_1_SOME_F16", "Q4_2", "Q4_3",
-                                     "Q8_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L",
-                                     "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K"};
+  static const char* kFileTypes[] = {"F32",    "F16",    "Q4_0",   "Q4_1",   "Q4_1_SOME_F16",
+                                     "Q4_2",   "Q4_3",   "Q8_0",   "Q5_0",   "Q5_1",
+                                     "Q2_K",   "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S",
+                                     "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K"};
   const uint32_t ft = f.get_or<uint32_t>("general.file_type", 999);
   if (ft < std::size(kFileTypes)) return kFileTypes[ft];
   if (ft == 32) return "BF16";
@@ -71,7 +78,9 @@ std::string quant_label(const gguf::GgufFile& f) {
 }
 
 volatile sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int) {
+  g_stop = 1;
+}
 
 int serve(ServeOptions& opt) {
   ::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not kill the server
@@ -104,14 +113,14 @@ int serve(ServeOptions& opt) {
   }
 
   const int n_ctx = opt.ctx > 0 ? opt.ctx : m.hparams().n_ctx_train;
-  auto kv_bytes = parse_memory(opt.kv_memory);
+  auto kv_bytes = parse_memory(opt.kv_memory, backend.free_memory_bytes());
   if (!kv_bytes.ok()) {
     std::fprintf(stderr, "tempo9 serve: %s\n", kv_bytes.message().c_str());
     return 2;
   }
   const auto& hp = m.hparams();
-  const size_t bytes_per_block = 2ull * hp.n_layer * hp.n_head_kv * hp.head_dim * opt.kv_block_size *
-                                 traits(mcfg.kv_type).block_bytes;
+  const size_t bytes_per_block = 2ull * hp.n_layer * hp.n_head_kv * hp.head_dim *
+                                 opt.kv_block_size * traits(mcfg.kv_type).block_bytes;
   engine::EngineConfig ecfg;
   ecfg.max_context_tokens = n_ctx;
   ecfg.scheduler.max_seqs = opt.max_seqs;
@@ -131,12 +140,15 @@ int serve(ServeOptions& opt) {
   ctx.engine = &eng;
   ctx.tokenizer = &tk;
   ctx.chat_template = tmpl->has_value() ? &**tmpl : nullptr;
-  ctx.tool_dialect = opt.server.tool_dialect.empty() ? std::string(chat::detect_tool_call_dialect(tmpl_src)) : opt.server.tool_dialect;
+  ctx.tool_dialect = opt.server.tool_dialect.empty()
+                         ? std::string(chat::detect_tool_call_dialect(tmpl_src))
+                         : opt.server.tool_dialect;
   ctx.metrics = &metrics;
   ctx.eog_ids = eog_token_ids(tk);
   auto& mi = ctx.model;
   mi.file_path = opt.model_path;
-  mi.id = opt.server.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string() : opt.server.model_alias;
+  mi.id = opt.server.model_alias.empty() ? std::filesystem::path(opt.model_path).stem().string()
+                                         : opt.server.model_alias;
   mi.architecture = hp.arch;
   mi.quantization = quant_label(m.file());
   mi.parameter_size = m.file().get_or<std::string>("general.size_label", "");
@@ -152,8 +164,11 @@ int serve(ServeOptions& opt) {
   }
   eng.start();
   http.set_ready(true);
-  T9_LOG_INFO("serving {} ({}, {}, ctx {}, tool dialect {}) on http://{}:{} — OpenAI /v1, Anthropic /v1/messages, Ollama /api",
-              mi.id, mi.architecture, mi.quantization, n_ctx, ctx.tool_dialect, opt.server.host, http.port());
+  T9_LOG_INFO(
+      "serving {} ({}, {}, ctx {}, tool dialect {}) on http://{}:{} — OpenAI /v1, Anthropic "
+      "/v1/messages, Ollama /api",
+      mi.id, mi.architecture, mi.quantization, n_ctx, ctx.tool_dialect, opt.server.host,
+      http.port());
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
@@ -174,31 +189,54 @@ const bool registered = register_command(Command{
     "serve", "Serve a GGUF model over OpenAI, Anthropic and Ollama APIs on one port",
     [](CLI::App& sub) -> std::function<int()> {
       auto o = std::make_shared<ServeOptions>();
-      sub.add_option("-m,--model,--gguf", o->model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+      sub.add_option("-m,--model,--gguf", o->model_path, "GGUF model file")
+          ->required()
+          ->check(CLI::ExistingFile);
       sub.add_option("--host", o->server.host, "address to listen on")->capture_default_str();
       sub.add_option("--port", o->server.port, "port (0: any free port)")->capture_default_str();
       sub.add_option("--api-key", o->server.api_key, "require this key (Bearer or x-api-key)");
-      sub.add_option("--model-alias", o->server.model_alias, "model id reported by /v1/models and /api/tags");
-      sub.add_flag("--strict-model-names", o->server.strict_model_names, "unknown model names get the protocol's 404");
-      sub.add_option("-c,--ctx", o->ctx, "context length in tokens (0: the model's)")->capture_default_str();
-      sub.add_option("-t,--threads", o->threads, "compute threads (0: all cores)")->capture_default_str();
-      sub.add_option("--backend", o->backend, "compute backend: cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+      sub.add_option("--model-alias", o->server.model_alias,
+                     "model id reported by /v1/models and /api/tags");
+      sub.add_flag("--strict-model-names", o->server.strict_model_names,
+                   "unknown model names get the protocol's 404");
+      sub.add_option("-c,--ctx", o->ctx, "context length in tokens (0: the model's)")
+          ->capture_default_str();
+      sub.add_option("-t,--threads", o->threads, "compute threads (0: all cores)")
+          ->capture_default_str();
+      sub.add_option("--backend", o->backend, "compute backend: cpu or cuda")
+          ->check(CLI::IsMember({"cpu", "cuda"}))
+          ->capture_default_str();
       sub.add_option("--max-seqs", o->max_seqs, "concurrent sequences")->capture_default_str();
-      sub.add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per engine step")->capture_default_str();
-      sub.add_option("--prefill-chunk", o->prefill_chunk, "most prompt tokens of one sequence per step")->capture_default_str();
-      sub.add_option("--kv-block-size", o->kv_block_size, "tokens per KV block")->capture_default_str();
-      sub.add_option("--kv-memory", o->kv_memory, "KV cap: bytes (K/M/G suffix) or fraction of RAM")->capture_default_str();
+      sub.add_option("--max-batch-tokens", o->max_batch_tokens, "tokens per engine step")
+          ->capture_default_str();
+      sub.add_option("--prefill-chunk", o->prefill_chunk,
+                     "most prompt tokens of one sequence per step")
+          ->capture_default_str();
+      sub.add_option("--kv-block-size", o->kv_block_size, "tokens per KV block")
+          ->capture_default_str();
+      sub.add_option(
+             "--kv-memory", o->kv_memory,
+             "KV cap: bytes (K/M/G suffix) or fraction of RAM (--backend cuda: of free GPU memory)")
+          ->capture_default_str();
       sub.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable prefix caching");
       sub.add_option("--spec-draft", o->spec_draft,
                      "speculative decoding: up to N prompt-lookup draft tokens per step for greedy "
                      "requests (0 = off; outputs are identical either way)")
           ->check(CLI::Range(0, 16))
           ->capture_default_str();
-      sub.add_option("--tool-dialect", o->server.tool_dialect, "tool-call dialect (hermes, qwen_xml, none); default: from the template");
-      sub.add_option("--http-threads", o->server.n_http_threads, "HTTP worker threads (max open connections)")->capture_default_str();
-      sub.add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")->capture_default_str();
-      sub.add_option("--max-queued", o->server.max_queued, "waiting requests before new ones get 503")->capture_default_str();
-      sub.add_option("--default-max-tokens", o->server.default_max_tokens, "max_tokens when a chat request names none")->capture_default_str();
+      sub.add_option("--tool-dialect", o->server.tool_dialect,
+                     "tool-call dialect (hermes, qwen_xml, none); default: from the template");
+      sub.add_option("--http-threads", o->server.n_http_threads,
+                     "HTTP worker threads (max open connections)")
+          ->capture_default_str();
+      sub.add_option("--max-body-bytes", o->server.max_body_bytes, "largest request body")
+          ->capture_default_str();
+      sub.add_option("--max-queued", o->server.max_queued,
+                     "waiting requests before new ones get 503")
+          ->capture_default_str();
+      sub.add_option("--default-max-tokens", o->server.default_max_tokens,
+                     "max_tokens when a chat request names none")
+          ->capture_default_str();
       return [o] { return serve(*o); };
     }});
 

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/check.h"
@@ -145,6 +146,10 @@ class Backend {
   virtual std::string name() const = 0;
 
   // ---- memory ----
+  // Bytes this backend can still allocate where that is bounded apart from host RAM (a GPU's free
+  // device memory); nullopt: allocations come from host RAM. Sizes default caps such as the KV
+  // pool's (`serve --kv-memory 0.5`).
+  virtual std::optional<size_t> free_memory_bytes() const { return std::nullopt; }
   virtual Result<Buffer*> alloc(size_t n_bytes) = 0;
   virtual void free(Buffer* buf) = 0;
   // Makes host weight bytes (typically an mmapped GGUF region that outlives the backend's use of

@@ -313,6 +313,12 @@ std::string CudaBackend::name() const {
   return fmt::format("cuda ({})", device_name_);
 }
 
+std::optional<size_t> CudaBackend::free_memory_bytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 // ---- memory ----
 
 Result<Buffer*> CudaBackend::alloc(size_t n_bytes) {

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
+  std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo's free bytes
   Result<Buffer*> alloc(size_t n_bytes) override;
   void free(Buffer* buf) override;
   Result<Buffer*> upload_weights(const void* host, size_t n_bytes) override;
