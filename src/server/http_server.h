@@ -35,6 +35,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> ready_{false};
   int port_ = 0;
+  int listen_fd_ = -1;  // the listening socket, seen through httplib's socket-options hook
 };
 
 }  // namespace t9::server
