@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backend/cpu/avx512_common.h"
+#include "backend/cpu/matmul_kernels.h"
 #include "quant/blocks.h"
 
 namespace t9::cpu::fused_formats {
@@ -208,5 +209,29 @@ struct Q6_KFmt {
   static constexpr float kOffsetPerScale = -32.0f;  // mn = dl * -32
   static const float* group_scales(const State& s, int j) { return s.dl + 4 * j; }
 };
+
+// Calls fn(Fmt{}) with the format of `type` (one of the seven above; others CHECK-fail): the one
+// place that maps weight types to formats for every fused kernel.
+template <class Fn>
+void visit_format(GgmlType type, Fn&& fn) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      return fn(Q4_0Fmt{});
+    case GgmlType::Q4_1:
+      return fn(Q4_1Fmt{});
+    case GgmlType::Q5_0:
+      return fn(Q5_0Fmt{});
+    case GgmlType::Q5_1:
+      return fn(Q5_1Fmt{});
+    case GgmlType::Q8_0:
+      return fn(Q8_0Fmt{});
+    case GgmlType::Q4_K:
+      return fn(Q4_KFmt{});
+    case GgmlType::Q6_K:
+      return fn(Q6_KFmt{});
+    default:
+      unsupported_weight_type(type);
+  }
+}
 
 }  // namespace t9::cpu::fused_formats

@@ -114,24 +114,7 @@ bool fused_supported_avx512(GgmlType type, int64_t n_in) {
 
 void dot_fused_avx512(GgmlType type, int n_w, const uint8_t* const* w, int n_x, const ActRow* x,
                       int64_t n_in, float* mn, float* out) {
-  switch (type) {
-    case GgmlType::Q4_0:
-      return fused_cols<Q4_0Fmt>(n_w, w, n_x, x, n_in, mn, out);
-    case GgmlType::Q4_1:
-      return fused_cols<Q4_1Fmt>(n_w, w, n_x, x, n_in, mn, out);
-    case GgmlType::Q5_0:
-      return fused_cols<Q5_0Fmt>(n_w, w, n_x, x, n_in, mn, out);
-    case GgmlType::Q5_1:
-      return fused_cols<Q5_1Fmt>(n_w, w, n_x, x, n_in, mn, out);
-    case GgmlType::Q8_0:
-      return fused_cols<Q8_0Fmt>(n_w, w, n_x, x, n_in, mn, out);
-    case GgmlType::Q4_K:
-      return fused_cols<Q4_KFmt>(n_w, w, n_x, x, n_in, mn, out);
-    case GgmlType::Q6_K:
-      return fused_cols<Q6_KFmt>(n_w, w, n_x, x, n_in, mn, out);
-    default:
-      unsupported_weight_type(type);
-  }
+  visit_format(type, [&](auto fmt) { fused_cols<decltype(fmt)>(n_w, w, n_x, x, n_in, mn, out); });
 }
 
 }  // namespace t9::cpu

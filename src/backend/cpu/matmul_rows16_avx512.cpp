@@ -196,24 +196,8 @@ bool amx_rows16_supported(GgmlType type, int64_t n_in) {
 
 void amx_rows16_dot(GgmlType type, const uint8_t* const* w, int n_cols, const int8_t* const* xq,
                     const AmxActs& x, int64_t n_in, float* mn, float* out) {
-  switch (type) {
-    case GgmlType::Q4_0:
-      return rows16_cols<Q4_0Fmt>(w, n_cols, xq, x, n_in, mn, out);
-    case GgmlType::Q4_1:
-      return rows16_cols<Q4_1Fmt>(w, n_cols, xq, x, n_in, mn, out);
-    case GgmlType::Q5_0:
-      return rows16_cols<Q5_0Fmt>(w, n_cols, xq, x, n_in, mn, out);
-    case GgmlType::Q5_1:
-      return rows16_cols<Q5_1Fmt>(w, n_cols, xq, x, n_in, mn, out);
-    case GgmlType::Q8_0:
-      return rows16_cols<Q8_0Fmt>(w, n_cols, xq, x, n_in, mn, out);
-    case GgmlType::Q4_K:
-      return rows16_cols<Q4_KFmt>(w, n_cols, xq, x, n_in, mn, out);
-    case GgmlType::Q6_K:
-      return rows16_cols<Q6_KFmt>(w, n_cols, xq, x, n_in, mn, out);
-    default:
-      unsupported_weight_type(type);
-  }
+  visit_format(type,
+               [&](auto fmt) { rows16_cols<decltype(fmt)>(w, n_cols, xq, x, n_in, mn, out); });
 }
 
 }  // namespace t9::cpu
