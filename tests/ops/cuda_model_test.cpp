@@ -18,6 +18,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "cuda_test_util.h"
 #include "model/convert/hf_convert.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -26,78 +27,9 @@
 namespace t9::test {
 namespace {
 
+using namespace cuda_util;
+
 namespace fs = std::filesystem;
-
-std::string fixture_dir(const std::string& arch) {
-  const char* env = std::getenv("TEMPO9_SHARED_DIR");
-  return std::string(env != nullptr ? env : TEMPO9_SHARED_DIR) + "/fixtures/reference/" + arch;
-}
-
-// Little-endian float32 C-order .npy (the fixtures' logits).
-std::vector<float> read_npy(const std::string& path, size_t n_expected) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << "missing " << path;
-  char magic[8];
-  f.read(magic, 8);
-  uint16_t hlen = 0;
-  f.read(reinterpret_cast<char*>(&hlen), 2);
-  f.seekg(10 + hlen);
-  std::vector<float> v(n_expected);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n_expected * 4));
-  EXPECT_TRUE(f.good()) << path << " holds fewer than " << n_expected << " floats";
-  return v;
-}
-
-struct Cmp {
-  int top1 = 0;
-  double max_abs = 0.0, mean_abs = 0.0;
-};
-
-Cmp compare(const std::vector<float>& a, const std::vector<float>& b, int n_pos, int n_vocab) {
-  Cmp c;
-  for (int p = 0; p < n_pos; ++p) {
-    const float* x = a.data() + static_cast<size_t>(p) * n_vocab;
-    const float* y = b.data() + static_cast<size_t>(p) * n_vocab;
-    int ax = 0, ay = 0;
-    for (int i = 0; i < n_vocab; ++i) {
-      if (x[i] > x[ax]) ax = i;
-      if (y[i] > y[ay]) ay = i;
-      const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
-      c.max_abs = std::max(c.max_abs, std::isnan(d) ? INFINITY : d);
-      c.mean_abs += d;
-    }
-    c.top1 += ax == ay;
-  }
-  c.mean_abs /= static_cast<double>(n_pos) * n_vocab;
-  return c;
-}
-
-struct ModelRun {
-  std::vector<float> whole, stepped;
-};
-
-// Whole sequence in one pass (kAll) and token by token (kLast).
-ModelRun run_model(Backend& be, const std::string& gguf, GgmlType kv,
-                   const std::vector<int32_t>& toks) {
-  model::ModelConfig cfg;
-  cfg.kv_type = kv;
-  auto m = model::Model::load(gguf, be, cfg);
-  EXPECT_TRUE(m.ok()) << m.message();
-  if (!m.ok()) return {};
-  ModelRun r;
-  model::Session whole(**m);
-  auto all = whole.feed(toks, model::LogitRows::kAll);
-  EXPECT_TRUE(all.ok()) << all.message();
-  if (all.ok()) r.whole = all->data;
-  model::Session step(**m);
-  for (int32_t t : toks) {
-    auto l = step.feed(std::span<const int32_t>(&t, 1), model::LogitRows::kLast);
-    EXPECT_TRUE(l.ok()) << l.message();
-    if (!l.ok()) break;
-    r.stepped.insert(r.stepped.end(), l->data.begin(), l->data.end());
-  }
-  return r;
-}
 
 class CudaModel : public ::testing::TestWithParam<const char*> {};
 

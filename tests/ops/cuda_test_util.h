@@ -1,0 +1,155 @@
+// Helpers shared by the CUDA op tests (tests/ops/cuda_*.cpp, one binary): random quantized
+// weights with realistic scales, and whole-model runs on the reference fixtures compared with
+// transformers' logits.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "model/session.h"
+#include "ops_test_util.h"
+#include "quant/half.h"
+
+namespace t9::test::cuda_util {
+
+// Offsets of each format's fp16 scales (quant/blocks.h); the other bytes stay random codes.
+inline std::vector<int> scale_offsets(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+      return {0};
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return {0, 2};
+    case GgmlType::Q2_K:
+      return {80, 82};
+    case GgmlType::Q3_K:
+      return {108};
+    case GgmlType::Q6_K:
+      return {208};
+    default:
+      return {};
+  }
+}
+
+// Random weights [n_out, n_in] with realistic fp16 scales (dequantized values O(0.01..1)).
+inline std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in,
+                                           int64_t n_out) {
+  std::vector<uint8_t> w(row_bytes(t, n_in) * static_cast<size_t>(n_out));
+  if (!traits(t).quantized) {
+    const auto v = random_floats(rng, static_cast<size_t>(n_in * n_out));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t == GgmlType::F32) {
+        std::memcpy(&w[4 * i], &v[i], 4);
+      } else {
+        const uint16_t h = t == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+        std::memcpy(&w[2 * i], &h, 2);
+      }
+    }
+    return w;
+  }
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const auto& tr = traits(t);
+  const float mag = tr.block_elems == 256 ? 0.004f : 0.05f;
+  std::uniform_real_distribution<float> scale(0.25f * mag, mag);
+  for (size_t blk = 0; blk < w.size() / tr.block_bytes; ++blk) {
+    for (int off : scale_offsets(t)) {
+      const float v = (rng() & 1) && off == 0 ? -scale(rng) : scale(rng);  // mins stay >= 0
+      const uint16_t h = f32_to_f16(v);
+      std::memcpy(&w[blk * tr.block_bytes + static_cast<size_t>(off)], &h, 2);
+    }
+  }
+  return w;
+}
+
+inline std::string fixture_dir(const std::string& arch) {
+  const char* env = std::getenv("TEMPO9_SHARED_DIR");
+  return std::string(env != nullptr ? env : TEMPO9_SHARED_DIR) + "/fixtures/reference/" + arch;
+}
+
+// Little-endian float32 C-order .npy (the fixtures' logits).
+inline std::vector<float> read_npy(const std::string& path, size_t n_expected) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << "missing " << path;
+  char magic[8];
+  f.read(magic, 8);
+  uint16_t hlen = 0;
+  f.read(reinterpret_cast<char*>(&hlen), 2);
+  f.seekg(10 + hlen);
+  std::vector<float> v(n_expected);
+  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n_expected * 4));
+  EXPECT_TRUE(f.good()) << path << " holds fewer than " << n_expected << " floats";
+  return v;
+}
+
+struct Cmp {
+  int top1 = 0;
+  double max_abs = 0.0, mean_abs = 0.0;
+};
+
+inline Cmp compare(const std::vector<float>& a, const std::vector<float>& b, int n_pos,
+                   int n_vocab) {
+  Cmp c;
+  for (int p = 0; p < n_pos; ++p) {
+    const float* x = a.data() + static_cast<size_t>(p) * n_vocab;
+    const float* y = b.data() + static_cast<size_t>(p) * n_vocab;
+    int ax = 0, ay = 0;
+    for (int i = 0; i < n_vocab; ++i) {
+      if (x[i] > x[ax]) ax = i;
+      if (y[i] > y[ay]) ay = i;
+      const double d = std::fabs(static_cast<double>(x[i]) - y[i]);
+      c.max_abs = std::max(c.max_abs, std::isnan(d) ? INFINITY : d);
+      c.mean_abs += d;
+    }
+    c.top1 += ax == ay;
+  }
+  c.mean_abs /= static_cast<double>(n_pos) * n_vocab;
+  return c;
+}
+
+struct ModelRun {
+  std::vector<float> whole, stepped;
+};
+
+// Whole sequence in one pass (kAll) and token by token (kLast), default ModelConfig (for hybrids:
+// the recurrent delta rule in every step) but for the KV type.
+inline ModelRun run_model(Backend& be, const std::string& gguf, GgmlType kv,
+                          const std::vector<int32_t>& toks) {
+  model::ModelConfig cfg;
+  cfg.kv_type = kv;
+  auto m = model::Model::load(gguf, be, cfg);
+  EXPECT_TRUE(m.ok()) << m.message();
+  if (!m.ok()) return {};
+  ModelRun r;
+  {  // one session at a time (a hybrid model's recurrent state slot is freed with it)
+    model::Session whole(**m);
+    auto all = whole.feed(toks, model::LogitRows::kAll);
+    EXPECT_TRUE(all.ok()) << all.message();
+    if (all.ok()) r.whole = all->data;
+  }
+  model::Session step(**m);
+  for (int32_t t : toks) {
+    auto l = step.feed(std::span<const int32_t>(&t, 1), model::LogitRows::kLast);
+    EXPECT_TRUE(l.ok()) << l.message();
+    if (!l.ok()) break;
+    r.stepped.insert(r.stepped.end(), l->data.begin(), l->data.end());
+  }
+  return r;
+}
+
+}  // namespace t9::test::cuda_util
