@@ -4,6 +4,7 @@
 // dev VM whatever K and N, but its latency (with the tile loads and the store) is several times
 // that: the kernels keep several products in flight while the chains of earlier ones run.
 #include "backend/cpu/matmul_amx.h"
+#include "backend/cpu/matmul_kernels.h"
 
 #include <immintrin.h>
 
@@ -213,21 +214,6 @@ void dot_few(const AmxWeights& w, int group, int64_t n_in, const AmxActs& x, flo
   for (int col = 0; col < kCols; ++col) _mm512_storeu_ps(out + col * kAmxRows, acc[col]);
 }
 
-template <bool kNarrow>
-void dot_few_cols(const AmxWeights& w, int group, int64_t n_in, const AmxActs& x, int n_cols,
-                  float* out) {
-  switch (n_cols) {
-    case 1:
-      return dot_few<kNarrow, 1>(w, group, n_in, x, out);
-    case 2:
-      return dot_few<kNarrow, 2>(w, group, n_in, x, out);
-    case 3:
-      return dot_few<kNarrow, 3>(w, group, n_in, x, out);
-    default:
-      return dot_few<kNarrow, 4>(w, group, n_in, x, out);
-  }
-}
-
 }  // namespace
 
 void amx_pack_acts(const int8_t* const* q, const float* const* d, int n, int n_cols, int group,
@@ -274,8 +260,10 @@ void amx_store_transposed(const float* tile, int nr, int nc, float* dst, int64_t
 
 void amx_dot_few(const AmxWeights& w, bool narrow, int group, int64_t n_in, const AmxActs& x,
                  int n_cols, float* out) {
-  if (narrow) return dot_few_cols<true>(w, group, n_in, x, n_cols, out);
-  dot_few_cols<false>(w, group, n_in, x, n_cols, out);
+  with_tile_count(n_cols, [&](auto cols) {
+    if (narrow) return dot_few<true, decltype(cols)::value>(w, group, n_in, x, out);
+    dot_few<false, decltype(cols)::value>(w, group, n_in, x, out);
+  });
 }
 
 }  // namespace t9::cpu

@@ -3,9 +3,9 @@
 #include <immintrin.h>
 
 #define T9_ISA_NS avx2_isa
+#include "backend/cpu/attn_impl.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/unpack_impl.h"
-#include "backend/cpu/attn_impl.h"
 
 namespace t9::cpu {
 namespace {
@@ -83,28 +83,15 @@ void dot_int_tile(const UnpackedRow* w, const ActRow* x, int64_t n_in, float* ou
   }
 }
 
-template <int kCols, bool kWide>
-void dot_int_rows(int n_w, const UnpackedRow* w, const ActRow* x, int64_t n_in, float* out) {
-  switch (n_w) {
-    case 4:
-      return dot_int_tile<4, kCols, kWide>(w, x, n_in, out);
-    case 3:
-      return dot_int_tile<3, kCols, kWide>(w, x, n_in, out);
-    case 2:
-      return dot_int_tile<2, kCols, kWide>(w, x, n_in, out);
-    default:
-      return dot_int_tile<1, kCols, kWide>(w, x, n_in, out);
-  }
-}
-
 void dot_int_avx2(int n_w, const UnpackedRow* w, bool wide, int n_x, const ActRow* x, int64_t n_in,
                   float* out) {
-  if (n_x == 2) {
-    if (wide) return dot_int_rows<2, true>(n_w, w, x, n_in, out);
-    return dot_int_rows<2, false>(n_w, w, x, n_in, out);
-  }
-  if (wide) return dot_int_rows<1, true>(n_w, w, x, n_in, out);
-  return dot_int_rows<1, false>(n_w, w, x, n_in, out);
+  with_tile_count(n_x == 2 ? 2 : 1, [&](auto cols) {
+    with_tile_count(n_w, [&](auto rows) {
+      constexpr int kRows = decltype(rows)::value, kCols = decltype(cols)::value;
+      if (wide) return dot_int_tile<kRows, kCols, true>(w, x, n_in, out);
+      dot_int_tile<kRows, kCols, false>(w, x, n_in, out);
+    });
+  });
 }
 
 template <int kRows>
@@ -139,9 +126,8 @@ void dot_f32_avx2(int n_w, const float* const* w, const float* x, int64_t n_in, 
 }  // namespace
 
 const MatmulKernels& kernels_avx2() {
-  static const MatmulKernels k{unpack_row, quantize_act_row,   dot_int_avx2, 2,
-                               row_to_f32, dot_f32_avx2,       attn_task_portable, nullptr,
-                               nullptr,    nullptr};
+  static const MatmulKernels k{unpack_row,   quantize_act_row,   dot_int_avx2, 2,       row_to_f32,
+                               dot_f32_avx2, attn_task_portable, nullptr,      nullptr, nullptr};
   return k;
 }
 

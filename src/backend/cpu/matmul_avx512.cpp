@@ -89,39 +89,15 @@ void dot_int_tile(const UnpackedRow* w, const ActRow* x, int64_t n_in, float* ou
   }
 }
 
-template <int kCols, bool kWide>
-void dot_int_rows(int n_w, const UnpackedRow* w, const ActRow* x, int64_t n_in, float* out) {
-  switch (n_w) {
-    case 4:
-      return dot_int_tile<4, kCols, kWide>(w, x, n_in, out);
-    case 3:
-      return dot_int_tile<3, kCols, kWide>(w, x, n_in, out);
-    case 2:
-      return dot_int_tile<2, kCols, kWide>(w, x, n_in, out);
-    default:
-      return dot_int_tile<1, kCols, kWide>(w, x, n_in, out);
-  }
-}
-
-template <bool kWide>
-void dot_int_cols(int n_w, const UnpackedRow* w, int n_x, const ActRow* x, int64_t n_in,
-                  float* out) {
-  switch (n_x) {
-    case 4:
-      return dot_int_rows<4, kWide>(n_w, w, x, n_in, out);
-    case 3:
-      return dot_int_rows<3, kWide>(n_w, w, x, n_in, out);
-    case 2:
-      return dot_int_rows<2, kWide>(n_w, w, x, n_in, out);
-    default:
-      return dot_int_rows<1, kWide>(n_w, w, x, n_in, out);
-  }
-}
-
 void dot_int_avx512(int n_w, const UnpackedRow* w, bool wide, int n_x, const ActRow* x,
                     int64_t n_in, float* out) {
-  if (wide) return dot_int_cols<true>(n_w, w, n_x, x, n_in, out);
-  dot_int_cols<false>(n_w, w, n_x, x, n_in, out);
+  with_tile_count(n_x, [&](auto cols) {
+    with_tile_count(n_w, [&](auto rows) {
+      constexpr int kRows = decltype(rows)::value, kCols = decltype(cols)::value;
+      if (wide) return dot_int_tile<kRows, kCols, true>(w, x, n_in, out);
+      dot_int_tile<kRows, kCols, false>(w, x, n_in, out);
+    });
+  });
 }
 
 // quantize_act_row (unpack_impl.h) with intrinsics, same results: the max is exact, x * id is
@@ -176,16 +152,10 @@ void dot_f32_avx512(int n_w, const float* const* w, const float* x, int64_t n_in
 }  // namespace
 
 const MatmulKernels& kernels_avx512() {
-  static const MatmulKernels k{unpack_row,
-                               quantize_act_avx512,
-                               dot_int_avx512,
-                               4,
-                               row_to_f32,
-                               dot_f32_avx512,
-                               attn_task_avx512,
-                               fused_supported_avx512,
-                               dot_fused_avx512,
-                               act_glu_avx512};
+  static const MatmulKernels k{
+      unpack_row,       quantize_act_avx512, dot_int_avx512,   4,
+      row_to_f32,       dot_f32_avx512,      attn_task_avx512, fused_supported_avx512,
+      dot_fused_avx512, act_glu_avx512};
   return k;
 }
 

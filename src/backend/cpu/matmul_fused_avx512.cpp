@@ -64,36 +64,6 @@ void fused_tile(const uint8_t* const* w, const ActRow* x, int64_t n_in, float* m
   }
 }
 
-template <class F, int kCols>
-void fused_rows(int n_w, const uint8_t* const* w, const ActRow* x, int64_t n_in, float* mn,
-                float* out) {
-  switch (n_w) {
-    case 4:
-      return fused_tile<F, 4, kCols>(w, x, n_in, mn, out);
-    case 3:
-      return fused_tile<F, 3, kCols>(w, x, n_in, mn, out);
-    case 2:
-      return fused_tile<F, 2, kCols>(w, x, n_in, mn, out);
-    default:
-      return fused_tile<F, 1, kCols>(w, x, n_in, mn, out);
-  }
-}
-
-template <class F>
-void fused_cols(int n_w, const uint8_t* const* w, int n_x, const ActRow* x, int64_t n_in, float* mn,
-                float* out) {
-  switch (n_x) {
-    case 4:
-      return fused_rows<F, 4>(n_w, w, x, n_in, mn, out);
-    case 3:
-      return fused_rows<F, 3>(n_w, w, x, n_in, mn, out);
-    case 2:
-      return fused_rows<F, 2>(n_w, w, x, n_in, mn, out);
-    default:
-      return fused_rows<F, 1>(n_w, w, x, n_in, mn, out);
-  }
-}
-
 }  // namespace
 
 bool fused_supported_avx512(GgmlType type, int64_t n_in) {
@@ -114,7 +84,14 @@ bool fused_supported_avx512(GgmlType type, int64_t n_in) {
 
 void dot_fused_avx512(GgmlType type, int n_w, const uint8_t* const* w, int n_x, const ActRow* x,
                       int64_t n_in, float* mn, float* out) {
-  visit_format(type, [&](auto fmt) { fused_cols<decltype(fmt)>(n_w, w, n_x, x, n_in, mn, out); });
+  visit_format(type, [&](auto fmt) {
+    with_tile_count(n_x, [&](auto cols) {
+      with_tile_count(n_w, [&](auto rows) {
+        fused_tile<decltype(fmt), decltype(rows)::value, decltype(cols)::value>(w, x, n_in, mn,
+                                                                                out);
+      });
+    });
+  });
 }
 
 }  // namespace t9::cpu

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cpu/attn_kernels.h"
 #include "quant/types.h"
@@ -35,6 +36,22 @@ enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 // Max weight rows per kernel call (the register tile).
 inline constexpr int kTileRows = 4;
+
+// Calls fn(std::integral_constant<int, N>{}) with N = n for n in 2..4, else N = 1: turns a
+// run-time count of rows (at most 4) into the template parameter of a register-tiled kernel.
+template <class Fn>
+inline void with_tile_count(int n, Fn&& fn) {
+  switch (n) {
+    case 4:
+      return fn(std::integral_constant<int, 4>{});
+    case 3:
+      return fn(std::integral_constant<int, 3>{});
+    case 2:
+      return fn(std::integral_constant<int, 2>{});
+    default:
+      return fn(std::integral_constant<int, 1>{});
+  }
+}
 
 struct UnpackedRow {
   const uint8_t* q;

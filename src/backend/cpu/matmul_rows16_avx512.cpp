@@ -173,21 +173,6 @@ void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs
   for (int c = 0; c < kCols; ++c) _mm512_storeu_ps(out + c * kAmxRows, acc[c]);
 }
 
-template <class F>
-void rows16_cols(const uint8_t* const* w, int n_cols, const int8_t* const* xq, const AmxActs& x,
-                 int64_t n_in, float* mn, float* out) {
-  switch (n_cols) {
-    case 1:
-      return rows16_tile<F, 1>(w, xq, x, n_in, mn, out);
-    case 2:
-      return rows16_tile<F, 2>(w, xq, x, n_in, mn, out);
-    case 3:
-      return rows16_tile<F, 3>(w, xq, x, n_in, mn, out);
-    default:
-      return rows16_tile<F, 4>(w, xq, x, n_in, mn, out);
-  }
-}
-
 }  // namespace
 
 bool amx_rows16_supported(GgmlType type, int64_t n_in) {
@@ -196,8 +181,11 @@ bool amx_rows16_supported(GgmlType type, int64_t n_in) {
 
 void amx_rows16_dot(GgmlType type, const uint8_t* const* w, int n_cols, const int8_t* const* xq,
                     const AmxActs& x, int64_t n_in, float* mn, float* out) {
-  visit_format(type,
-               [&](auto fmt) { rows16_cols<decltype(fmt)>(w, n_cols, xq, x, n_in, mn, out); });
+  visit_format(type, [&](auto fmt) {
+    with_tile_count(n_cols, [&](auto cols) {
+      rows16_tile<decltype(fmt), decltype(cols)::value>(w, xq, x, n_in, mn, out);
+    });
+  });
 }
 
 }  // namespace t9::cpu
