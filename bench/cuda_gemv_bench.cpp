@@ -76,9 +76,16 @@ int main(int argc, char** argv) {
   const std::string only = argc > 2 ? argv[2] : "";
   for (GgmlType t : types) {
     if (!only.empty() && only != type_name(t)) continue;
-    for (const Shape s : {Shape{4096, 14336, 1}, Shape{14336, 4096, 1}, Shape{4096, 64, 1},
-                          Shape{4096, 14336, 8}, Shape{4096, 14336, 512}}) {
-      if (s.n_tok == 512 && t != GgmlType::Q4_K && t != GgmlType::F16) continue;
+    // Q4_K, Q6_K, Q8_0 from 16 rows: the tensor-core kernel (cuda_mma.cu)
+    const bool sliced = t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::Q8_0;
+    for (const Shape s : {Shape{4096, 14336, 1}, Shape{14336, 4096, 1}, Shape{4096, 4096, 1},
+                          Shape{4096, 64, 1}, Shape{4096, 14336, 8}, Shape{4096, 14336, 16},
+                          Shape{4096, 14336, 32}, Shape{4096, 14336, 64}, Shape{4096, 14336, 512},
+                          Shape{14336, 4096, 512}, Shape{4096, 14336, 2048}}) {
+      const bool mma_shape = s.n_tok >= 16 && s.n_tok != 512;
+      if (mma_shape && !sliced) continue;
+      if (s.n_tok == 512 && !sliced && t != GgmlType::F16) continue;
+      if (s.n_tok == 512 && s.n_in == 14336 && !sliced) continue;
       const size_t wbytes = row_bytes(t, s.n_in) * static_cast<size_t>(s.n_out);
       const int copies = static_cast<int>(std::clamp<size_t>((200u << 20) / wbytes + 1, 2, 64));
       std::vector<uint8_t> host(wbytes);
@@ -98,7 +105,7 @@ int main(int argc, char** argv) {
       be.upload(xb, 0, x.data(), x.size() * 4);
       Tensor xt = make_tensor(xb, 0, GgmlType::F32, s.n_in, s.n_tok);
       Tensor yt = make_tensor(yb, 0, GgmlType::F32, s.n_out, s.n_tok);
-      const int n = s.n_tok >= 512 ? 5 : 60;
+      const int n = s.n_tok >= 512 ? 10 : 60;
       const double sec = seconds_per_call(
           be, n, [&](int i) { be.matmul(w[static_cast<size_t>(i % copies)], xt, Tensor{}, yt); });
       const double bytes = static_cast<double>(wbytes) + 4.0 * s.n_tok * (s.n_in + s.n_out);

@@ -10,6 +10,8 @@
 #   scripts/device_test_ops.sh device   # there (repo root, .devrun carried): the CUDA tests, the
 #                                       # bench, run/serve --backend cuda, compute-sanitizer on a
 #                                       # subset; logs in $OUT
+#   scripts/device_test_ops.sh mma      # there: every CUDA test, sanitizers on the sliced
+#                                       # matmul kernels, the GEMV/GEMM bench new vs legacy
 #   scripts/device_test_ops.sh hybrid   # there: only the MoE / Gated DeltaNet tests
 #                                       # (CudaHybrid*) and compute-sanitizer memcheck on their op
 #                                       # tests; logs in $OUT
@@ -161,9 +163,40 @@ hybrid() {
   return "$rc"
 }
 
+# The tensor-core matmul (cuda_mma.cu) and the sliced GEMV (cuda_gemv_slice.cu): every CUDA
+# test, compute-sanitizer memcheck and racecheck on the sliced-kernel tests, the GEMV/GEMM bench
+# with the new kernels and with TEMPO9_CUDA_LEGACY_GEMV=1 (the previous GEMV, same run).
+mma() {
+  unpack
+  OUT=${OUT:-/tmp/t9out}
+  mkdir -p "$OUT"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
+    --format=csv 2>&1 | tee "$OUT/bench.log"
+  "$STAGE/bin/test_cuda_ops" --gtest_filter="${TESTS:-Cuda*:*/CudaModel.*}" --gtest_color=no 2>&1 |
+    tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda matmul|Failure|^\[  FAILED' | head -40
+  local rc=${PIPESTATUS[0]}
+  timeout "${MEMCHECK_S:-120}" compute-sanitizer --tool memcheck --print-limit 20 \
+    "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda.MatmulSliced*:Cuda.MatmulBatch*' \
+    --gtest_color=no >"$OUT/memcheck.log" 2>&1
+  echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tail -3 | tr '\n' ' ')"
+  timeout "${RACECHECK_S:-120}" compute-sanitizer --tool racecheck \
+    --print-limit 20 "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda.MatmulBatchInvariant' \
+    --gtest_color=no >"$OUT/racecheck.log" 2>&1
+  echo "racecheck rc $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$OUT/racecheck.log" | tail -3 | tr '\n' ' ')"
+  local ceiling=${CEILING:-4234}
+  "$STAGE/bin/cuda_gemv_bench" "$ceiling" 2>&1 | tee -a "$OUT/bench.log" | grep -E '^(Q4_K|Q6_K|Q8_0|type)'
+  for t in Q4_K Q6_K Q8_0; do
+    TEMPO9_CUDA_LEGACY_GEMV=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" $t 2>&1 |
+      grep -E "^$t .* (1|8|512) " | sed 's/^/legacy /' | tee -a "$OUT/bench.log"
+  done
+  echo "test_ops rc $rc: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_ops.log" | tr '\n' ' ')"
+  return "$rc"
+}
+
 case "${1:-}" in
   build) stage ;;
   device) device ;;
   hybrid) hybrid ;;
-  *) echo "usage: $0 build|device|hybrid" >&2; exit 2 ;;
+  mma) mma ;;
+  *) echo "usage: $0 build|device|hybrid|mma" >&2; exit 2 ;;
 esac

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "cuda_test_util.h"
@@ -121,6 +123,12 @@ TEST_F(Cuda, MatmulEveryTypeMatchesDequantizedReference) {
       worst = std::max(worst, check_matmul(*be_, rng, t, {544, 33, 1, false}));
     if (!traits(t).quantized)  // float weights take any row length: a 32-element tail
       worst = std::max(worst, check_matmul(*be_, rng, t, {100, 7, 3, true}));
+    // Q4_K, Q6_K, Q8_0 take the tensor-core kernel from 16 rows (cuda_mma.cu): several 64-row
+    // tiles with partial last ones, and n_in = 256 (4-8 units per row: empty slices)
+    if (t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::Q8_0) {
+      worst = std::max(worst, check_matmul(*be_, rng, t, {1536, 70, 300, true}));
+      worst = std::max(worst, check_matmul(*be_, rng, t, {256, 33, 64, false}));
+    }
     std::printf("[cuda matmul] %-7s worst err/bound %.3g\n", std::string(type_name(t)).c_str(),
                 worst);
     EXPECT_GT(worst, 0.0) << "outputs equal to the reference everywhere: inputs are not random?";
@@ -153,6 +161,56 @@ TEST_F(Cuda, MatmulBatchInvariant) {
             << "n_tok " << n_tok << " out " << o;
     }
     ASSERT_FALSE(std::isnan(alone[0]));
+  }
+}
+
+// Q4_K, Q6_K and Q8_0 run the sliced GEMV below 16 activation rows (tiles of 1, 4, 8) and the
+// tensor-core kernel from 16 rows on (64-row tiles); both compute the canonical order of
+// backend/cuda/cuda_units.cuh, so a row's output is the same bits alone, among 4 or 8 rows, and
+// among 17, 64 or 300 rows, wherever it sits in the call. Shapes: n_in 4096 (7-8 units per
+// slice: Q4_K/Q6_K 64, Q8_0 128 units), 1536 and 256 (fewer than 32 units for Q4_K/Q6_K: empty
+// slices), 544 for Q8_0 (17 blocks: a partial 256-element chunk, some empty slices); n_out 70
+// and 200 leave the last 64-row weight tile partial.
+TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
+  auto rng = test_rng();
+  struct Shape {
+    int64_t n_in, n_out;
+  };
+  const int64_t n_rows = 320;
+  const int64_t probes[] = {3, 16, 40, 63, 64, 150, 299};
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    for (const Shape s : {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{544, 70}}) {
+      if (s.n_in % traits(t).block_elems != 0) continue;
+      SCOPED_TRACE(std::string(type_name(t)) + " n_in " + std::to_string(s.n_in));
+      DeviceArena arena(*be_);
+      const auto wb = random_weights(rng, t, s.n_in, s.n_out);
+      Tensor w = arena.weights(wb, t, s.n_in, s.n_out);
+      const auto x = random_floats(rng, static_cast<size_t>(s.n_in * n_rows), -3.0f, 3.0f);
+      Tensor bias = arena.from_host(random_floats(rng, static_cast<size_t>(s.n_out)),
+                                    GgmlType::F32, s.n_out);
+      auto run = [&](int64_t first, int64_t n) {
+        std::vector<float> xs(x.begin() + first * s.n_in, x.begin() + (first + n) * s.n_in);
+        Tensor y = arena.poisoned(GgmlType::F32, s.n_out, n);
+        be_->matmul(w, arena.from_host(xs, GgmlType::F32, s.n_in, n), bias, y);
+        return arena.download<float>(y);
+      };
+      std::vector<std::vector<float>> alone;
+      for (int64_t p : probes) alone.push_back(run(p, 1));
+      for (int64_t n_tok : {4, 8, 17, 64, 300}) {
+        for (int64_t first : {int64_t{0}, int64_t{9}}) {
+          const auto y = run(first, n_tok);
+          for (size_t k = 0; k < std::size(probes); ++k) {
+            const int64_t pos = probes[k] - first;
+            if (pos < 0 || pos >= n_tok) continue;
+            for (int64_t o = 0; o < s.n_out; ++o)
+              ASSERT_EQ(float_bits(alone[k][static_cast<size_t>(o)]),
+                        float_bits(y[static_cast<size_t>(pos * s.n_out + o)]))
+                  << "row " << probes[k] << " at " << pos << " of " << n_tok << ", out " << o;
+          }
+        }
+      }
+      ASSERT_FALSE(std::isnan(alone[0][0]));
+    }
   }
 }
 

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_gemv.cuh"
-#include "backend/cuda/cuda_quant.cuh"
+#include "backend/cuda/cuda_units.cuh"
 
 namespace t9::cuda {
 
@@ -34,28 +34,6 @@ namespace {
 constexpr int kWarps = 4;  // warps per block
 constexpr int kRows = 2;   // weight rows per warp: two independent copies in flight
 
-// Per 32 activations: the scale and the sum of the int8 codes (for the formats' offsets).
-struct ActBlock {
-  float d;
-  int isum;
-};
-
-// ---- activation quantization ----
-
-// One 32-element block, lane = element; the CPU backend's quantize_act_row rounding: d = amax /
-// 127, q = rint(x * (1 / d)) (both IEEE-rounded, no contraction). The separate kernel and the
-// fused decode path both call this, so their codes are the same bits.
-__device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t* xq, ActBlock* xb) {
-  const float v = x[lane];
-  const float amax = warp_max(fabsf(v));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  const int q = max(-128, min(127, __float2int_rn(__fmul_rn(v, id))));
-  xq[lane] = static_cast<int8_t>(q);
-  const int s = __reduce_add_sync(0xffffffffu, q);
-  if (lane == 0) *xb = ActBlock{d, s};
-}
-
 // One warp per 32-element block of every row.
 __global__ void quantize_act_kernel(TensorDesc x, int64_t n_in, int64_t n_blocks,
                                     int8_t* __restrict__ xq, ActBlock* __restrict__ xb) {
@@ -66,237 +44,9 @@ __global__ void quantize_act_kernel(TensorDesc x, int64_t n_in, int64_t n_blocks
                  xq + r * n_in + 32 * b, xb + g);
 }
 
-// ---- shared-memory and bit helpers ----
-
-__device__ __forceinline__ uint16_t lds16(const uint8_t* p) {
-  return *reinterpret_cast<const uint16_t*>(p);
-}
-// A 32-bit word at a 2-byte-aligned shared address.
-__device__ __forceinline__ uint32_t lds32(const uint8_t* p) {
-  return static_cast<uint32_t>(lds16(p)) | static_cast<uint32_t>(lds16(p + 2)) << 16;
-}
-// The same word with one 32-bit access where p is 4-byte aligned (uniform across a warp for
-// formats whose block size is a multiple of 4: Q4_1, Q4_K).
-__device__ __forceinline__ uint32_t lds32_a4(const uint8_t* p) {
-  if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
-  return lds32(p);
-}
-__device__ __forceinline__ float f16(uint16_t h) {
-  return __half2float(__ushort_as_half(h));
-}
-// Bytes of unsigned codes 0..(bias*2-1) to signed (q - bias): (q + 128 - bias) ^ 0x80 per byte
-// (no carries: every byte stays below 256 before the xor).
-template <uint32_t kBias>
-__device__ __forceinline__ int to_signed(uint32_t q) {
-  constexpr uint32_t kAdd = (128u - kBias) * 0x01010101u;
-  return static_cast<int>((q + kAdd) ^ 0x80808080u);
-}
-// Bits 0..3 of b to bit 0 of bytes 0..3.
-__device__ __forceinline__ uint32_t spread4(uint32_t b) {
-  return ((b & 0xFu) * 0x00204081u) & 0x01010101u;
-}
-__device__ __forceinline__ int dot4(const int* w, int4 x, int acc) {
-  acc = __dp4a(w[0], x.x, acc);
-  acc = __dp4a(w[1], x.y, acc);
-  acc = __dp4a(w[2], x.z, acc);
-  return __dp4a(w[3], x.w, acc);
-}
-// Generic load: x is in global memory, or in shared memory on the fused decode path.
-__device__ __forceinline__ int4 ldx(const int8_t* p) {
-  return *reinterpret_cast<const int4*>(p);
-}
-
-// ---- per-type units ----
-// Unit<T>: kElems elements per unit, kPerBlock units per weight block, kSegUnits units per
-// segment (two per lane), kSegBytes their bytes (a multiple of 16), kLoads 16-byte copies per
-// lane and row (the segment plus up to 15 bytes of skew). W is a decoded unit, load() builds it
-// from the block in shared memory, dot() multiplies it by activation row (xq, xb).
-
-template <GgmlType T>
-struct UnitBase {
-  static constexpr int kBlockElems = QTraits<T>::kBlockElems;
-  static constexpr int kBlockBytes = QTraits<T>::kBlockBytes;
-};
-
-template <GgmlType T, int kElemsPerUnit>
-struct UnitShape : UnitBase<T> {
-  static constexpr int kElems = kElemsPerUnit;
-  static constexpr int kPerBlock = UnitBase<T>::kBlockElems / kElems;
-  static constexpr int kSegUnits = 64;
-  static constexpr int kSegBytes = kSegUnits / kPerBlock * UnitBase<T>::kBlockBytes;
-  static constexpr int kLoads = (kSegBytes + 16 + 511) / 512;
-  static_assert(kSegBytes % 16 == 0);
-};
-
-template <GgmlType T>
-struct Unit;
-
-// 32-element blocks: w[0..7] are elements 0..31 as signed int8x4 (or unsigned for Q4_1).
-template <>
-struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
-  struct W {
-    int q[8];
-    float d;
-  };
-  static __device__ __forceinline__ W load(const uint8_t* b, int) {
-    W w;
-    w.d = f16(lds16(b));
-#pragma unroll
-    for (int k = 0; k < 8; ++k) w.q[k] = static_cast<int>(lds32(b + 2 + 4 * k));
-    return w;
-  }
-  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
-                                              int64_t u) {
-    const int s = dot4(w.q + 4, ldx(xq + 32 * u + 16), dot4(w.q, ldx(xq + 32 * u), 0));
-    return __fmul_rn(__fmul_rn(w.d, xb[u].d), static_cast<float>(s));
-  }
-};
-
-// Q4_0 / Q4_1 / Q5_0: byte j of qs holds element j (low nibble) and j + 16 (high nibble).
-template <GgmlType T>
-struct UnitNibble : UnitShape<T, 32> {
-  static constexpr int kQs = T == GgmlType::Q4_0 ? 2 : T == GgmlType::Q4_1 ? 4 : 6;
-  struct W {
-    int q[8];
-    float d, m;
-  };
-  static __device__ __forceinline__ W load(const uint8_t* b, int) {
-    W w;
-    w.d = f16(lds16(b));
-    w.m = T == GgmlType::Q4_1 ? f16(lds16(b + 2)) : 0.0f;
-    [[maybe_unused]] const uint32_t qh = T == GgmlType::Q5_0 ? lds32(b + 2) : 0u;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t v = T == GgmlType::Q4_1 ? lds32_a4(b + kQs + 4 * k) : lds32(b + kQs + 4 * k);
-      uint32_t lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
-      if constexpr (T == GgmlType::Q5_0) {
-        lo |= spread4(qh >> (4 * k)) << 4;
-        hi |= spread4(qh >> (16 + 4 * k)) << 4;
-        w.q[k] = to_signed<16>(lo);
-        w.q[k + 4] = to_signed<16>(hi);
-      } else if constexpr (T == GgmlType::Q4_0) {
-        w.q[k] = to_signed<8>(lo);
-        w.q[k + 4] = to_signed<8>(hi);
-      } else {
-        w.q[k] = static_cast<int>(lo);
-        w.q[k + 4] = static_cast<int>(hi);
-      }
-    }
-    return w;
-  }
-  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
-                                              int64_t u) {
-    const int s = dot4(w.q + 4, ldx(xq + 32 * u + 16), dot4(w.q, ldx(xq + 32 * u), 0));
-    const ActBlock a = xb[u];
-    if constexpr (T == GgmlType::Q4_1)  // sum (d q + m) x = d sum(q x) + m sum(x)
-      return __fmul_rn(
-          a.d, __fmaf_rn(w.d, static_cast<float>(s), __fmul_rn(w.m, static_cast<float>(a.isum))));
-    return __fmul_rn(__fmul_rn(w.d, a.d), static_cast<float>(s));
-  }
-};
-template <>
-struct Unit<GgmlType::Q4_0> : UnitNibble<GgmlType::Q4_0> {};
-template <>
-struct Unit<GgmlType::Q4_1> : UnitNibble<GgmlType::Q4_1> {};
-template <>
-struct Unit<GgmlType::Q5_0> : UnitNibble<GgmlType::Q5_0> {};
-
-// Q4_K: unit p of a super-block = sub-blocks 2p (low nibbles of qs[32p..32p+32)) and 2p + 1
-// (high nibbles): elements 64p .. 64p + 64.
-template <>
-struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
-  struct W {
-    int q[16];
-    float s0, m0, s1, m1;
-  };
-  static __device__ __forceinline__ W load(const uint8_t* b, int p) {
-    W w;
-    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
-    int sc, mn;
-    k_scale_min(b + 4, 2 * p, &sc, &mn);
-    w.s0 = __fmul_rn(d, static_cast<float>(sc));
-    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
-    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
-    w.s1 = __fmul_rn(d, static_cast<float>(sc));
-    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const uint32_t v = lds32_a4(b + 16 + 32 * p + 4 * k);
-      w.q[k] = static_cast<int>(v & 0x0F0F0F0Fu);
-      w.q[k + 8] = static_cast<int>((v >> 4) & 0x0F0F0F0Fu);
-    }
-    return w;
-  }
-  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
-                                              int64_t u) {
-    const int8_t* x = xq + 64 * u;
-    const int s0 = dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0));
-    const int s1 = dot4(w.q + 12, ldx(x + 48), dot4(w.q + 8, ldx(x + 32), 0));
-    const ActBlock a0 = xb[2 * u], a1 = xb[2 * u + 1];
-    // sum (s q - m) x = s sum(q x) - m sum(x), per 32-element sub-block
-    const float r0 = __fmul_rn(a0.d, __fmaf_rn(w.s0, static_cast<float>(s0),
-                                               -__fmul_rn(w.m0, static_cast<float>(a0.isum))));
-    const float r1 = __fmul_rn(a1.d, __fmaf_rn(w.s1, static_cast<float>(s1),
-                                               -__fmul_rn(w.m1, static_cast<float>(a1.isum))));
-    return __fadd_rn(r0, r1);
-  }
-};
-
-// Q6_K: unit v = 2h + lh of a super-block covers elements 128h + 32s + 16lh + i (s = 0..3,
-// i = 0..15): ql[64h + 16lh + i] (s = 0 low, s = 2 high nibble), ql[64h + 32 + 16lh + i] (s = 1,
-// 3), qh[32h + 16lh + i] bits 2s; group s has scale scales[8h + 2s + lh].
-template <>
-struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
-  struct W {
-    int q[16];  // group s in q[4s .. 4s + 4)
-    float sc[4];
-  };
-  static __device__ __forceinline__ W load(const uint8_t* b, int v) {
-    W w;
-    const int h = v / 2, lh = v % 2;
-    const float d = f16(lds16(b + 208));
-    const uint8_t* qa = b + 64 * h + 16 * lh;
-    const uint8_t* qhp = b + 128 + 32 * h + 16 * lh;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t la = lds32(qa + 4 * k), lb = lds32(qa + 32 + 4 * k), hb = lds32(qhp + 4 * k);
-      w.q[k] = to_signed<32>((la & 0x0F0F0F0Fu) | ((hb << 4) & 0x30303030u));
-      w.q[4 + k] = to_signed<32>((lb & 0x0F0F0F0Fu) | ((hb << 2) & 0x30303030u));
-      w.q[8 + k] = to_signed<32>(((la >> 4) & 0x0F0F0F0Fu) | (hb & 0x30303030u));
-      w.q[12 + k] = to_signed<32>(((lb >> 4) & 0x0F0F0F0Fu) | ((hb >> 2) & 0x30303030u));
-    }
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
-      w.sc[s] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * s + lh])));
-    return w;
-  }
-  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
-                                              int64_t u) {
-    const int64_t sb = u / 4, v = u % 4, h = v / 2, lh = v % 2;
-    const int8_t* x = xq + 256 * sb + 128 * h + 16 * lh;
-    const ActBlock* a = xb + 8 * sb + 4 * h;
-    float r = 0.0f;
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const int si = dot4(w.q + 4 * s, ldx(x + 32 * s), 0);
-      r = __fadd_rn(r, __fmul_rn(a[s].d, __fmul_rn(w.sc[s], static_cast<float>(si))));
-    }
-    return r;
-  }
-};
 
 // ---- the quantized kernel ----
 
-__device__ __forceinline__ void cp_async16(uint8_t* dst, const uint8_t* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void cp_async_wait_1() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
 
 template <typename U>
 struct QArgs {
@@ -528,6 +278,16 @@ int sm_count() {
   return n;
 }
 
+// Activation rows from which Q4_K / Q6_K / Q8_0 take the tensor-core kernel
+// (TEMPO9_CUDA_MMA_ROWS overrides, read once; the result is the same bits either way).
+int64_t mma_min_rows() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MMA_ROWS");
+    return e != nullptr ? std::max<int64_t>(1, std::atoll(e)) : int64_t{16};
+  }();
+  return n;
+}
+
 int tok_tile(int64_t n_tok) {
   return n_tok == 1 ? 1 : n_tok <= 4 ? 4 : 8;
 }
@@ -615,7 +375,14 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   // launch. Measured slower (every block re-quantizes all of x before its first weights: Q4_K
   // 14336 -> 4096 took 66 us fused vs 24 us with the separate quantizer), so off by default.
   static const bool fused = std::getenv("TEMPO9_CUDA_FUSED") != nullptr;
-  if (n_tok == 1 && fused && !direct && fused_x_smem(n_in) <= kMaxFusedXSmem)
+  // Q4_K, Q6_K, Q8_0 use the sliced order (cuda_units.cuh): the sliced GEMV below
+  // mma_min_rows() activation rows, the tensor-core kernel from there.
+  // TEMPO9_CUDA_LEGACY_GEMV=1 (measurement only) gives them the per-lane-strided kernels of
+  // this file for every row count instead (batch-invariant too, but another order).
+  static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
+  constexpr bool sliced_type = T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0;
+  const bool sliced = sliced_type && !legacy;
+  if (n_tok == 1 && fused && !direct && !sliced && fused_x_smem(n_in) <= kMaxFusedXSmem)
     return launch_q<T, 1>(a, stream);
   const size_t q_bytes = (static_cast<size_t>(n_in * n_tok) + 255) & ~size_t{255};
   const int64_t n_blocks = n_tok * (n_in / 32);
@@ -626,6 +393,13 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(
       desc(x), n_in, n_blocks, const_cast<int8_t*>(a.xq), const_cast<ActBlock*>(a.xb));
   CUDA_CHECK_LAUNCH();
+  if constexpr (sliced_type) {
+    if (sliced) {
+      const SliceArgs s{a.w, a.row_bytes, a.n_out, n_in, n_tok, a.xq, a.xb, a.y, a.bias};
+      if (n_tok >= mma_min_rows()) return launch_mma<T>(s, stream);
+      return launch_slice_gemv<T>(s, stream);
+    }
+  }
   if constexpr (T == GgmlType::Q4_K) {
     if (direct) {
       switch (tok_tile(n_tok)) {

@@ -1,0 +1,140 @@
+// The sliced GEMV (Q4_K, Q6_K, Q8_0 with up to kMaxTok activation rows per launch tile): the
+// canonical sum order of cuda_units.cuh computed with one lane per slice, so that the
+// tensor-core kernel (cuda_mma.cu) can compute the same order with a running sum.
+//
+// A warp owns one weight row at a time (grid-stride over rows). It copies the whole row to shared
+// memory with coalesced 16-byte cp.async loads (the row may start on any 2-byte boundary: the
+// copy starts at the 16-byte boundary below and the data sits `skew` bytes in), the next row
+// double-buffered behind it. Lane l then decodes its slice's units one after the other from
+// shared memory (a slice is contiguous, so lanes read disjoint contiguous ranges) and dots each
+// with every activation row of the tile (dp4a). The 32 slice partials go through shared memory
+// and one lane per activation row adds them in slice order.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_units.cuh"
+
+namespace t9::cuda {
+namespace {
+
+constexpr int kSliceWarps = 4;
+
+// Shared bytes of one row buffer: the row, up to 15 bytes of skew, rounded to 16.
+__host__ __device__ __forceinline__ int64_t row_slot(int64_t row_bytes) {
+  return (row_bytes + 15 + 16) & ~int64_t{15};
+}
+
+__device__ __forceinline__ void stage_row(const SliceArgs& a, int64_t o, uint8_t* buf, int lane) {
+  const uint8_t* src = a.w + o * a.row_bytes;
+  const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+  const int64_t n16 = (skew + a.row_bytes + 15) / 16;
+  for (int64_t i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, src - skew + 16 * i);
+}
+
+template <GgmlType T, int kTok>
+__global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
+  using U = Unit<T>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t slot = row_slot(a.row_bytes);
+  uint8_t* bufs = smem + warp * 2 * slot;
+  float* red = reinterpret_cast<float*>(smem + kSliceWarps * 2 * slot) + warp * kTok * 33;
+  const int64_t n_units = a.n_in / U::kElems;
+  const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps;
+  int64_t o = static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp;
+  if (o >= a.n_out) return;  // uniform per warp; no block barriers below
+  stage_row(a, o, bufs, lane);
+  cp_async_commit();
+  for (int it = 0; o < a.n_out; o += stride, ++it) {
+    uint8_t* buf = bufs + (it & 1) * slot;
+    if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
+    cp_async_commit();
+    cp_async_wait_1();
+    __syncwarp();
+    const uint8_t* row = buf + (reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
+    float p[kTok];
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) p[t] = 0.0f;
+    for (int64_t u = u0; u < u1; ++u) {
+      const typename U::W wu =
+          U::load(row + (u / U::kPerBlock) * U::kBlockBytes, static_cast<int>(u % U::kPerBlock));
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) {
+        if (t >= nt) break;
+        p[t] = __fadd_rn(p[t], U::dot(wu, a.xq + (t0 + t) * a.n_in, a.xb + (t0 + t) * (a.n_in / 32),
+                                      u));
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTok; ++t) red[t * 33 + lane] = p[t];
+    __syncwarp();
+    if (lane < nt) {
+      float s = 0.0f;
+#pragma unroll 8
+      for (int l = 0; l < 32; ++l) s = __fadd_rn(s, red[lane * 33 + l]);
+      float* yr = reinterpret_cast<float*>(a.y.row(t0 + lane));
+      yr[o] = a.bias != nullptr ? __fadd_rn(s, a.bias[o]) : s;
+    }
+    __syncwarp();  // buf and red are reused by the next row
+  }
+}
+
+int sm_count_slice() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+template <GgmlType T, int kTok>
+void launch_tile(const SliceArgs& a, cudaStream_t stream) {
+  const int64_t smem64 = kSliceWarps * (2 * row_slot(a.row_bytes) + kTok * 33 * 4);
+  T9_CHECK(smem64 <= (200 << 10), "matmul: weight rows of {} bytes exceed the GEMV's shared memory",
+           a.row_bytes);
+  const int smem = static_cast<int>(smem64);
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(gemv_slice_kernel<T, kTok>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+    return true;
+  }();
+  (void)attr_set;
+  // Resident blocks for this shared-memory size (cached: row sizes repeat across a model's calls).
+  static thread_local int cached_smem = -1, cached_blocks = 1;
+  if (smem != cached_smem) {
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemv_slice_kernel<T, kTok>,
+                                                             kSliceWarps * 32, smem));
+    cached_smem = smem;
+    cached_blocks = std::max(n, 1);
+  }
+  const int64_t blocks = std::min<int64_t>((a.n_out + kSliceWarps - 1) / kSliceWarps,
+                                           static_cast<int64_t>(cached_blocks) * sm_count_slice());
+  const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
+  T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
+  gemv_slice_kernel<T, kTok>
+      <<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)), kSliceWarps * 32,
+         smem, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <GgmlType T>
+void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream) {
+  if (a.n_tok == 1) return launch_tile<T, 1>(a, stream);
+  if (a.n_tok <= 4) return launch_tile<T, 4>(a, stream);
+  launch_tile<T, 8>(a, stream);
+}
+
+template void launch_slice_gemv<GgmlType::Q4_K>(const SliceArgs&, cudaStream_t);
+template void launch_slice_gemv<GgmlType::Q6_K>(const SliceArgs&, cudaStream_t);
+template void launch_slice_gemv<GgmlType::Q8_0>(const SliceArgs&, cudaStream_t);
+
+}  // namespace t9::cuda

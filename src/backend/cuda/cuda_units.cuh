@@ -1,0 +1,314 @@
+// Internal to the CUDA backend: the int8-activation building blocks shared by the GEMV kernels
+// (cuda_gemv.cu) and the tensor-core kernel (cuda_mma.cu): the activation rounding, the per-type
+// weight "units" (decode to signed int8x4 words + float scales) and the float arithmetic that
+// turns a unit's integer sums into its dot. Both kernels call the same float functions on the
+// same integers (integer sums are exact in any order: dp4a and mma give the same values), so a
+// unit's dot is the same bits in both.
+//
+// Canonical sum order of one output for the "sliced" types (Q4_K, Q6_K, Q8_0; slice_begin below):
+// the n_units units of the row split into 32 contiguous slices, slice l = units
+// [floor(l n / 32), floor((l + 1) n / 32)); p_l = 0.0f, then p_l += dot(u) for its units in
+// order (__fadd_rn); y = 0.0f, then y += p_l for l = 0..31 in order, then + bias. An empty slice
+// adds +0.0f, which never changes y (y starts at +0.0f and a round-to-nearest sum is -0.0f only
+// when both terms are), so a kernel may skip empty slices.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_quant.cuh"
+
+namespace t9::cuda {
+// Per 32 activations: the scale and the sum of the int8 codes (for the formats' offsets).
+struct ActBlock {
+  float d;
+  int isum;
+};
+
+// ---- activation quantization ----
+
+// One 32-element block, lane = element; the CPU backend's quantize_act_row rounding: d = amax /
+// 127, q = rint(x * (1 / d)) (both IEEE-rounded, no contraction). The separate kernel and the
+// fused decode path both call this, so their codes are the same bits.
+__device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t* xq, ActBlock* xb) {
+  const float v = x[lane];
+  const float amax = warp_max(fabsf(v));
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  const int q = max(-128, min(127, __float2int_rn(__fmul_rn(v, id))));
+  xq[lane] = static_cast<int8_t>(q);
+  const int s = __reduce_add_sync(0xffffffffu, q);
+  if (lane == 0) *xb = ActBlock{d, s};
+}
+
+
+// ---- shared-memory and bit helpers ----
+
+__device__ __forceinline__ uint16_t lds16(const uint8_t* p) {
+  return *reinterpret_cast<const uint16_t*>(p);
+}
+// A 32-bit word at a 2-byte-aligned shared address.
+__device__ __forceinline__ uint32_t lds32(const uint8_t* p) {
+  return static_cast<uint32_t>(lds16(p)) | static_cast<uint32_t>(lds16(p + 2)) << 16;
+}
+// The same word with one 32-bit access where p is 4-byte aligned (uniform across a warp for
+// formats whose block size is a multiple of 4: Q4_1, Q4_K).
+__device__ __forceinline__ uint32_t lds32_a4(const uint8_t* p) {
+  if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
+  return lds32(p);
+}
+__device__ __forceinline__ float f16(uint16_t h) {
+  return __half2float(__ushort_as_half(h));
+}
+// Bytes of unsigned codes 0..(bias*2-1) to signed (q - bias): (q + 128 - bias) ^ 0x80 per byte
+// (no carries: every byte stays below 256 before the xor).
+template <uint32_t kBias>
+__device__ __forceinline__ int to_signed(uint32_t q) {
+  constexpr uint32_t kAdd = (128u - kBias) * 0x01010101u;
+  return static_cast<int>((q + kAdd) ^ 0x80808080u);
+}
+// Bits 0..3 of b to bit 0 of bytes 0..3.
+__device__ __forceinline__ uint32_t spread4(uint32_t b) {
+  return ((b & 0xFu) * 0x00204081u) & 0x01010101u;
+}
+__device__ __forceinline__ int dot4(const int* w, int4 x, int acc) {
+  acc = __dp4a(w[0], x.x, acc);
+  acc = __dp4a(w[1], x.y, acc);
+  acc = __dp4a(w[2], x.z, acc);
+  return __dp4a(w[3], x.w, acc);
+}
+// Generic load: x is in global memory, or in shared memory on the fused decode path.
+__device__ __forceinline__ int4 ldx(const int8_t* p) {
+  return *reinterpret_cast<const int4*>(p);
+}
+
+// ---- per-type units ----
+// Unit<T>: kElems elements per unit, kPerBlock units per weight block, kSegUnits units per
+// segment (two per lane), kSegBytes their bytes (a multiple of 16), kLoads 16-byte copies per
+// lane and row (the segment plus up to 15 bytes of skew). W is a decoded unit, load() builds it
+// from the block in shared memory, dot() multiplies it by activation row (xq, xb).
+
+template <GgmlType T>
+struct UnitBase {
+  static constexpr int kBlockElems = QTraits<T>::kBlockElems;
+  static constexpr int kBlockBytes = QTraits<T>::kBlockBytes;
+};
+
+template <GgmlType T, int kElemsPerUnit>
+struct UnitShape : UnitBase<T> {
+  static constexpr int kElems = kElemsPerUnit;
+  static constexpr int kPerBlock = UnitBase<T>::kBlockElems / kElems;
+  static constexpr int kSegUnits = 64;
+  static constexpr int kSegBytes = kSegUnits / kPerBlock * UnitBase<T>::kBlockBytes;
+  static constexpr int kLoads = (kSegBytes + 16 + 511) / 512;
+  static_assert(kSegBytes % 16 == 0);
+};
+
+template <GgmlType T>
+struct Unit;
+
+// 32-element blocks: w[0..7] are elements 0..31 as signed int8x4 (or unsigned for Q4_1).
+template <>
+struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
+  struct W {
+    int q[8];
+    float d;
+  };
+  static __device__ __forceinline__ W load(const uint8_t* b, int) {
+    W w;
+    w.d = f16(lds16(b));
+#pragma unroll
+    for (int k = 0; k < 8; ++k) w.q[k] = static_cast<int>(lds32(b + 2 + 4 * k));
+    return w;
+  }
+  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
+                                              int64_t u) {
+    const int s = dot4(w.q + 4, ldx(xq + 32 * u + 16), dot4(w.q, ldx(xq + 32 * u), 0));
+    return finish(w.d, xb[u], s);
+  }
+  // The unit's dot from its integer sum s = sum(q x) (weight scale d, activation block a).
+  static __device__ __forceinline__ float finish(float d, ActBlock a, int s) {
+    return __fmul_rn(__fmul_rn(d, a.d), static_cast<float>(s));
+  }
+};
+
+// Q4_0 / Q4_1 / Q5_0: byte j of qs holds element j (low nibble) and j + 16 (high nibble).
+template <GgmlType T>
+struct UnitNibble : UnitShape<T, 32> {
+  static constexpr int kQs = T == GgmlType::Q4_0 ? 2 : T == GgmlType::Q4_1 ? 4 : 6;
+  struct W {
+    int q[8];
+    float d, m;
+  };
+  static __device__ __forceinline__ W load(const uint8_t* b, int) {
+    W w;
+    w.d = f16(lds16(b));
+    w.m = T == GgmlType::Q4_1 ? f16(lds16(b + 2)) : 0.0f;
+    [[maybe_unused]] const uint32_t qh = T == GgmlType::Q5_0 ? lds32(b + 2) : 0u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t v = T == GgmlType::Q4_1 ? lds32_a4(b + kQs + 4 * k) : lds32(b + kQs + 4 * k);
+      uint32_t lo = v & 0x0F0F0F0Fu, hi = (v >> 4) & 0x0F0F0F0Fu;
+      if constexpr (T == GgmlType::Q5_0) {
+        lo |= spread4(qh >> (4 * k)) << 4;
+        hi |= spread4(qh >> (16 + 4 * k)) << 4;
+        w.q[k] = to_signed<16>(lo);
+        w.q[k + 4] = to_signed<16>(hi);
+      } else if constexpr (T == GgmlType::Q4_0) {
+        w.q[k] = to_signed<8>(lo);
+        w.q[k + 4] = to_signed<8>(hi);
+      } else {
+        w.q[k] = static_cast<int>(lo);
+        w.q[k + 4] = static_cast<int>(hi);
+      }
+    }
+    return w;
+  }
+  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
+                                              int64_t u) {
+    const int s = dot4(w.q + 4, ldx(xq + 32 * u + 16), dot4(w.q, ldx(xq + 32 * u), 0));
+    const ActBlock a = xb[u];
+    if constexpr (T == GgmlType::Q4_1)  // sum (d q + m) x = d sum(q x) + m sum(x)
+      return __fmul_rn(
+          a.d, __fmaf_rn(w.d, static_cast<float>(s), __fmul_rn(w.m, static_cast<float>(a.isum))));
+    return __fmul_rn(__fmul_rn(w.d, a.d), static_cast<float>(s));
+  }
+};
+template <>
+struct Unit<GgmlType::Q4_0> : UnitNibble<GgmlType::Q4_0> {};
+template <>
+struct Unit<GgmlType::Q4_1> : UnitNibble<GgmlType::Q4_1> {};
+template <>
+struct Unit<GgmlType::Q5_0> : UnitNibble<GgmlType::Q5_0> {};
+
+// Q4_K: unit p of a super-block = sub-blocks 2p (low nibbles of qs[32p..32p+32)) and 2p + 1
+// (high nibbles): elements 64p .. 64p + 64.
+template <>
+struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
+  struct W {
+    int q[16];
+    float s0, m0, s1, m1;
+  };
+  static __device__ __forceinline__ W load(const uint8_t* b, int p) {
+    W w;
+    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
+    int sc, mn;
+    k_scale_min(b + 4, 2 * p, &sc, &mn);
+    w.s0 = __fmul_rn(d, static_cast<float>(sc));
+    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
+    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
+    w.s1 = __fmul_rn(d, static_cast<float>(sc));
+    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t v = lds32_a4(b + 16 + 32 * p + 4 * k);
+      w.q[k] = static_cast<int>(v & 0x0F0F0F0Fu);
+      w.q[k + 8] = static_cast<int>((v >> 4) & 0x0F0F0F0Fu);
+    }
+    return w;
+  }
+  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
+                                              int64_t u) {
+    const int8_t* x = xq + 64 * u;
+    const int s0 = dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0));
+    const int s1 = dot4(w.q + 12, ldx(x + 48), dot4(w.q + 8, ldx(x + 32), 0));
+    return __fadd_rn(sub(w.s0, w.m0, xb[2 * u], s0), sub(w.s1, w.m1, xb[2 * u + 1], s1));
+  }
+  // One 32-element sub-block from its integer sum s = sum(q x): sum (sc q - m) x =
+  // sc sum(q x) - m sum(x). A unit's dot is sub(first) + sub(second).
+  static __device__ __forceinline__ float sub(float sc, float m, ActBlock a, int s) {
+    return __fmul_rn(a.d, __fmaf_rn(sc, static_cast<float>(s),
+                                    -__fmul_rn(m, static_cast<float>(a.isum))));
+  }
+};
+
+// Q6_K: unit v = 2h + lh of a super-block covers elements 128h + 32s + 16lh + i (s = 0..3,
+// i = 0..15): ql[64h + 16lh + i] (s = 0 low, s = 2 high nibble), ql[64h + 32 + 16lh + i] (s = 1,
+// 3), qh[32h + 16lh + i] bits 2s; group s has scale scales[8h + 2s + lh].
+template <>
+struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
+  struct W {
+    int q[16];  // group s in q[4s .. 4s + 4)
+    float sc[4];
+  };
+  static __device__ __forceinline__ W load(const uint8_t* b, int v) {
+    W w;
+    const int h = v / 2, lh = v % 2;
+    const float d = f16(lds16(b + 208));
+    const uint8_t* qa = b + 64 * h + 16 * lh;
+    const uint8_t* qhp = b + 128 + 32 * h + 16 * lh;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t la = lds32(qa + 4 * k), lb = lds32(qa + 32 + 4 * k), hb = lds32(qhp + 4 * k);
+      w.q[k] = to_signed<32>((la & 0x0F0F0F0Fu) | ((hb << 4) & 0x30303030u));
+      w.q[4 + k] = to_signed<32>((lb & 0x0F0F0F0Fu) | ((hb << 2) & 0x30303030u));
+      w.q[8 + k] = to_signed<32>(((la >> 4) & 0x0F0F0F0Fu) | (hb & 0x30303030u));
+      w.q[12 + k] = to_signed<32>(((lb >> 4) & 0x0F0F0F0Fu) | ((hb >> 2) & 0x30303030u));
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      w.sc[s] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * s + lh])));
+    return w;
+  }
+  static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
+                                              int64_t u) {
+    const int64_t sb = u / 4, v = u % 4, h = v / 2, lh = v % 2;
+    const int8_t* x = xq + 256 * sb + 128 * h + 16 * lh;
+    const ActBlock* a = xb + 8 * sb + 4 * h;
+    float r = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      r = group(r, w.sc[s], a[s], dot4(w.q + 4 * s, ldx(x + 32 * s), 0));
+    }
+    return r;
+  }
+  // Adds group s (16 elements, integer sum si) to the unit's running dot r (from 0.0f, s = 0..3).
+  static __device__ __forceinline__ float group(float r, float sc, ActBlock a, int si) {
+    return __fadd_rn(r, __fmul_rn(a.d, __fmul_rn(sc, static_cast<float>(si))));
+  }
+};
+
+// ---- cp.async ----
+
+__device__ __forceinline__ void cp_async16(uint8_t* dst, const uint8_t* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_async_wait_1() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+// First unit of slice l (0..32) of a row of n units: see the canonical order above.
+__host__ __device__ __forceinline__ int64_t slice_begin(int64_t l, int64_t n) {
+  return l * n / 32;
+}
+// True when unit u is the last unit of a non-empty slice: some m in 1..32 has
+// floor(m n / 32) = u + 1, i.e. ceil(32 (u + 1) / n) < ceil(32 (u + 2) / n).
+__device__ __forceinline__ bool slice_ends_at(int64_t u, int64_t n) {
+  return (32 * (u + 1) + n - 1) / n != (32 * (u + 2) + n - 1) / n;
+}
+
+// One int8-activation matmul as the sliced kernels (GEMV and MMA) see it: y [n_tok, n_out] =
+// xq [n_tok, n_in] (int8 codes, rows contiguous, n_in apart; xb: n_in / 32 ActBlocks per row)
+// times w^T (n_out packed rows of row_bytes) + bias (null or n_out floats).
+struct SliceArgs {
+  const uint8_t* w;
+  int64_t row_bytes, n_out, n_in, n_tok;
+  const int8_t* xq;
+  const ActBlock* xb;
+  TensorDesc y;
+  const float* bias;
+};
+
+// The sliced GEMV (cuda_gemv_slice.cu) for T = Q4_K, Q6_K, Q8_0, any n_tok (tiles of 1, 4, 8).
+template <GgmlType T>
+void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream);
+
+// The tensor-core kernel (cuda_mma.cu) for T = Q4_K, Q6_K, Q8_0: same bits as the sliced GEMV.
+template <GgmlType T>
+void launch_mma(const SliceArgs& a, cudaStream_t stream);
+
+}  // namespace t9::cuda
