@@ -27,6 +27,9 @@ namespace {
 using cpu::kAmxCols;
 using cpu::kAmxRows;
 
+// Weight rows up to this long get the next group prefetched on decode (cpu::PrefetchRange).
+constexpr int64_t kShortRowBytes = 2048;
+
 constexpr size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
 }
@@ -163,8 +166,14 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
           const uint8_t* first = w_base + o0 * static_cast<int64_t>(w.nb[1]);
           for (int r = 0; r < kAmxRows; ++r)
             rows[r] = first + (r < nr ? r : 0) * static_cast<int64_t>(w.nb[1]);
+          // Short rows: the next group's rows (contiguous after these) are prefetched while
+          // these compute (see rows16_tile).
+          const int64_t row_b = static_cast<int64_t>(w.nb[1]);
+          const int64_t next_rows = std::min<int64_t>(kAmxRows, n_out - o0 - nr);
+          const cpu::PrefetchRange ahead{
+              first + nr * row_b, wg + 1 < wg1 && row_b <= kShortRowBytes ? next_rows * row_b : 0};
           cpu::amx_rows16_dot(w.type, rows, pl.n_cols, xr, a, n_in, const_cast<float*>(wv[0].ls),
-                              out);
+                              out, ahead);
         } else {
           unpack_group(k, w, o0, nr, ws, wv[0], ws.row(s), true);
           cpu::amx_dot_few(wv[0], narrow, group, n_in, a, pl.n_cols, out);

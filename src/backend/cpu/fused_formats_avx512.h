@@ -27,9 +27,17 @@ inline float h2f(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// How far ahead of the current block each weight row is prefetched (several 64-byte lines: the
-// hardware prefetcher alone leaves the first loads of each block waiting on memory).
+// How far ahead of the current span the fused VNNI kernel prefetches each weight row (several
+// 64-byte lines: the hardware prefetcher alone leaves the first loads of each block waiting on
+// memory). The rows16 kernel prefetches differently (matmul_rows16_avx512.cpp).
 constexpr int kPrefetchBytes = 768;
+
+// Software prefetch of the span that starts kPrefetchBytes after row's span e.
+template <class F>
+inline void prefetch_span_ahead(const uint8_t* row, int64_t e) {
+  const char* p = reinterpret_cast<const char*>(row + e / F::kSpan * F::kSpanBytes) + kPrefetchBytes;
+  for (int l = 0; l < (F::kSpanBytes + 63) / 64; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
+}
 
 inline __m512i low4(__m512i v) {
   return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
@@ -39,7 +47,7 @@ inline __m512i low4(__m512i v) {
 // kM: offset of the fp16 min (Q4_1/Q5_1), -1 none; kZero: the code of level 0 for the _0 types.
 template <int kBytes, int kQs, int kQh, int kM, int kZero>
 struct LegacyNibbles {
-  static constexpr int kSpan = 64;
+  static constexpr int kSpan = 64, kSpanBytes = 2 * kBytes;
   static constexpr bool kWide = false;
   struct State {
     const uint8_t* b;
@@ -47,7 +55,6 @@ struct LegacyNibbles {
   };
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
     s.b = row + e / 32 * kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(s.b) + kPrefetchBytes, _MM_HINT_T0);
     // Both blocks' fp16 (d, m) pairs converted at once: lanes d0, m0, d1, m1 (m unused for _0).
     uint32_t h0, h1;
     std::memcpy(&h0, s.b, 4);
@@ -96,7 +103,7 @@ using Q5_0Fmt = LegacyNibbles<sizeof(BlockQ5_0), 6, 2, -1, 16>;
 using Q5_1Fmt = LegacyNibbles<sizeof(BlockQ5_1), 8, 4, 2, 0>;
 
 struct Q8_0Fmt {
-  static constexpr int kSpan = 64;
+  static constexpr int kSpan = 64, kSpanBytes = 2 * sizeof(BlockQ8_0);
   static constexpr bool kWide = true;
   struct State {
     const uint8_t* b;
@@ -105,7 +112,6 @@ struct Q8_0Fmt {
   static void begin(State& s, const uint8_t* row, int64_t e, float*) {
     constexpr int kBytes = sizeof(BlockQ8_0);
     s.b = row + e / 32 * kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(s.b) + kPrefetchBytes, _MM_HINT_T0);
     s.ls = _mm512_insertf32x8(_mm512_set1_ps(h2f(s.b)), _mm256_set1_ps(h2f(s.b + kBytes)), 1);
   }
   static __m512i codes(const State& s, int) {
@@ -124,7 +130,7 @@ struct Q8_0Fmt {
 // Q4_K: 8 (scale, min) pairs of 6 bits, each pair covering 32 elements (two groups); step j
 // holds the low nibbles of qs[32j..32j+31] then their high nibbles.
 struct Q4_KFmt {
-  static constexpr int kSpan = 256;
+  static constexpr int kSpan = 256, kSpanBytes = sizeof(BlockQ4_K);
   static constexpr bool kWide = false;
   struct State {
     const uint8_t* qs;
@@ -138,8 +144,6 @@ struct Q4_KFmt {
   static const float* span_offsets(const State& s) { return s.mn8; }
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
     const uint8_t* b = row + e / 256 * sizeof(BlockQ4_K);
-    _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchBytes + 64, _MM_HINT_T0);
     const float d = h2f(b), dmin = h2f(b + 2);
     uint32_t a[3];
     std::memcpy(a, b + 4, 12);
@@ -172,7 +176,7 @@ struct Q4_KFmt {
 
 // Q6_K: codes are the stored level + 32 (0..63); 16 int8 scales, one per group.
 struct Q6_KFmt {
-  static constexpr int kSpan = 256;
+  static constexpr int kSpan = 256, kSpanBytes = sizeof(BlockQ6_K);
   static constexpr bool kWide = false;
   struct State {
     const uint8_t* b;
@@ -183,8 +187,6 @@ struct Q6_KFmt {
   static const float* span_offsets(const State&) { return nullptr; }
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
     s.b = row + e / 256 * sizeof(BlockQ6_K);
-    for (int l = 0; l < 4; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(s.b) + kPrefetchBytes + 64 * l, _MM_HINT_T0);
     const __m512 d = _mm512_set1_ps(h2f(s.b + 208));
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + 192));
     const __m512 dl = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), d);

@@ -31,7 +31,10 @@ void fused_tile(const uint8_t* const* w, const ActRow* x, int64_t n_in, float* m
     for (int r = 0; r < kRows; ++r) acc[c][r] = _mm512_setzero_ps();
   typename F::State st[kRows];
   for (int64_t e = 0; e < n_in; e += F::kSpan) {
-    for (int r = 0; r < kRows; ++r) F::begin(st[r], w[r], e, mn + r * n_g);
+    for (int r = 0; r < kRows; ++r) {
+      prefetch_span_ahead<F>(w[r], e);
+      F::begin(st[r], w[r], e, mn + r * n_g);
+    }
     for (int j = 0; j < F::kSpan / 64; ++j) {
       const int64_t i = e + 64 * j;
       __m512i xq[kCols], init[kCols];
