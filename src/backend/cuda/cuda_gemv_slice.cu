@@ -32,23 +32,47 @@ __device__ __forceinline__ void stage_row(const SliceArgs& a, int64_t o, uint8_t
   for (int64_t i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, src - skew + 16 * i);
 }
 
-template <GgmlType T, int kTok>
+// Bytes of the packed activations of one activation row: for each slice position j < J (the
+// longest slice) and lane l, unit u0_l + j's activations (kXBytes) and ActBlocks, so that lane l
+// reads its units' activations from consecutive shared addresses (the activations of a unit sit
+// n_units / 32 units apart from lane to lane in x itself: one cache line per lane and load).
+template <GgmlType T>
+__host__ __device__ __forceinline__ int64_t packed_x_bytes(int64_t n_in) {
+  using U = Unit<T>;
+  const int64_t n_units = n_in / U::kElems, j = (n_units + 31) / 32;
+  return j * 32 * (U::kXBytes + U::kActs * static_cast<int64_t>(sizeof(ActBlock)));
+}
+constexpr int64_t kMaxPackedX = 48 << 10;
+
+template <GgmlType T, int kTok, bool kPacked>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
   uint8_t* bufs = smem + warp * 2 * slot;
-  float* red = reinterpret_cast<float*>(smem + kSliceWarps * 2 * slot) + warp * kTok * 33;
-  const int64_t n_units = a.n_in / U::kElems;
+  float* red = reinterpret_cast<float*>(smem + kSliceWarps * 2 * slot);
+  const int64_t n_units = a.n_in / U::kElems, n_pos = (n_units + 31) / 32;
+  auto* xs = reinterpret_cast<int8_t*>(red + kSliceWarps * kTok * 33);
+  auto* as = reinterpret_cast<ActBlock*>(xs + kTok * n_pos * 32 * U::kXBytes);
+  red += warp * kTok * 33;
   const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps;
   int64_t o = static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp;
-  if (o >= a.n_out) return;  // uniform per warp; no block barriers below
-  stage_row(a, o, bufs, lane);
+  if (o < a.n_out) stage_row(a, o, bufs, lane);
   cp_async_commit();
+  if constexpr (kPacked) {  // while the first rows are in flight
+    for (int64_t i = warp; i < nt * n_pos; i += kSliceWarps) {
+      const int64_t t = i / n_pos, j = i % n_pos, k = (t * n_pos + j) * 32 + lane;
+      if (u0 + j < u1)
+        U::pack(a.xq + (t0 + t) * a.n_in, a.xb + (t0 + t) * (a.n_in / 32), u0 + j,
+                xs + k * U::kXBytes, as + k * U::kActs);
+    }
+    __syncthreads();
+  }
+  if (o >= a.n_out) return;  // uniform per warp; no block barriers below
   for (int it = 0; o < a.n_out; o += stride, ++it) {
     uint8_t* buf = bufs + (it & 1) * slot;
     if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
@@ -65,8 +89,14 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
         if (t >= nt) break;
-        p[t] = __fadd_rn(p[t], U::dot(wu, a.xq + (t0 + t) * a.n_in, a.xb + (t0 + t) * (a.n_in / 32),
-                                      u));
+        float d;
+        if constexpr (kPacked) {
+          const int64_t k = (t * n_pos + (u - u0)) * 32 + lane;
+          d = U::dot_at(wu, xs + k * U::kXBytes, as + k * U::kActs);
+        } else {
+          d = U::dot(wu, a.xq + (t0 + t) * a.n_in, a.xb + (t0 + t) * (a.n_in / 32), u);
+        }
+        p[t] = __fadd_rn(p[t], d);
       }
     }
 #pragma unroll
@@ -93,24 +123,25 @@ int sm_count_slice() {
   return n;
 }
 
-template <GgmlType T, int kTok>
+template <GgmlType T, int kTok, bool kPacked>
 void launch_tile(const SliceArgs& a, cudaStream_t stream) {
-  const int64_t smem64 = kSliceWarps * (2 * row_slot(a.row_bytes) + kTok * 33 * 4);
+  auto* kernel = gemv_slice_kernel<T, kTok, kPacked>;
+  const int64_t smem64 = kSliceWarps * (2 * row_slot(a.row_bytes) + kTok * 33 * 4) +
+                         (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
   T9_CHECK(smem64 <= (200 << 10), "matmul: weight rows of {} bytes exceed the GEMV's shared memory",
            a.row_bytes);
   const int smem = static_cast<int>(smem64);
-  static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(gemv_slice_kernel<T, kTok>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+  static const bool attr_set = [kernel] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
     return true;
   }();
   (void)attr_set;
-  // Resident blocks for this shared-memory size (cached: row sizes repeat across a model's calls).
+  // Resident blocks for this shared-memory size (cached: shapes repeat across a model's calls).
   static thread_local int cached_smem = -1, cached_blocks = 1;
   if (smem != cached_smem) {
     int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemv_slice_kernel<T, kTok>,
-                                                             kSliceWarps * 32, smem));
+    CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
     cached_smem = smem;
     cached_blocks = std::max(n, 1);
   }
@@ -118,10 +149,18 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
                                            static_cast<int64_t>(cached_blocks) * sm_count_slice());
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  gemv_slice_kernel<T, kTok>
-      <<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)), kSliceWarps * 32,
-         smem, stream>>>(a);
+  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
+           kSliceWarps * 32, smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
+}
+
+// Activations packed per lane in shared memory when they fit (always for one row and n_in up
+// to ~90k; for tiles of 4 or 8 rows when n_in is small enough).
+template <GgmlType T, int kTok>
+void launch_tile(const SliceArgs& a, cudaStream_t stream) {
+  if (kTok * packed_x_bytes<T>(a.n_in) <= kMaxPackedX || (kTok == 1 && packed_x_bytes<T>(a.n_in) <= (96 << 10)))
+    return launch_tile<T, kTok, true>(a, stream);
+  launch_tile<T, kTok, false>(a, stream);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ namespace t9::cuda {
 // Per 32 activations: the scale and the sum of the int8 codes (for the formats' offsets).
 struct ActBlock {
   float d;
-  int isum;
+  float isum;  // an integer (|sum| <= 32 * 128), exact in float: kernels need no conversion
 };
 
 // ---- activation quantization ----
@@ -38,7 +38,7 @@ __device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t*
   const int q = max(-128, min(127, __float2int_rn(__fmul_rn(v, id))));
   xq[lane] = static_cast<int8_t>(q);
   const int s = __reduce_add_sync(0xffffffffu, q);
-  if (lane == 0) *xb = ActBlock{d, s};
+  if (lane == 0) *xb = ActBlock{d, static_cast<float>(s)};
 }
 
 
@@ -123,12 +123,24 @@ struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
   }
   static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
                                               int64_t u) {
-    const int s = dot4(w.q + 4, ldx(xq + 32 * u + 16), dot4(w.q, ldx(xq + 32 * u), 0));
-    return finish(w.d, xb[u], s);
+    return dot_at(w, xq + 32 * u, xb + u);
   }
-  // The unit's dot from its integer sum s = sum(q x) (weight scale d, activation block a).
-  static __device__ __forceinline__ float finish(float d, ActBlock a, int s) {
-    return __fmul_rn(__fmul_rn(d, a.d), static_cast<float>(s));
+  // The same from the unit's own 32 activations x and ActBlock a (packed copies in the GEMV).
+  static constexpr int kXBytes = 32, kActs = 1;
+  static __device__ __forceinline__ float dot_at(const W& w, const int8_t* x, const ActBlock* a) {
+    return finish(w.d, a[0], static_cast<float>(dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0))));
+  }
+  // Copies unit u's activations and ActBlocks (as dot_at reads them) to x, a.
+  static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
+                                              int8_t* x, ActBlock* a) {
+    *reinterpret_cast<int4*>(x) = ldx(xq + 32 * u);
+    *reinterpret_cast<int4*>(x + 16) = ldx(xq + 32 * u + 16);
+    a[0] = xb[u];
+  }
+  // The unit's dot from its integer sum s = sum(q x) given as an exact float (weight scale d,
+  // activation block a).
+  static __device__ __forceinline__ float finish(float d, ActBlock a, float s) {
+    return __fmul_rn(__fmul_rn(d, a.d), s);
   }
 };
 
@@ -209,16 +221,26 @@ struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
   }
   static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
                                               int64_t u) {
-    const int8_t* x = xq + 64 * u;
+    return dot_at(w, xq + 64 * u, xb + 2 * u);
+  }
+  static constexpr int kXBytes = 64, kActs = 2;
+  static __device__ __forceinline__ float dot_at(const W& w, const int8_t* x, const ActBlock* a) {
     const int s0 = dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0));
     const int s1 = dot4(w.q + 12, ldx(x + 48), dot4(w.q + 8, ldx(x + 32), 0));
-    return __fadd_rn(sub(w.s0, w.m0, xb[2 * u], s0), sub(w.s1, w.m1, xb[2 * u + 1], s1));
+    return __fadd_rn(sub(w.s0, w.m0, a[0], static_cast<float>(s0)),
+                     sub(w.s1, w.m1, a[1], static_cast<float>(s1)));
   }
-  // One 32-element sub-block from its integer sum s = sum(q x): sum (sc q - m) x =
-  // sc sum(q x) - m sum(x). A unit's dot is sub(first) + sub(second).
-  static __device__ __forceinline__ float sub(float sc, float m, ActBlock a, int s) {
-    return __fmul_rn(a.d, __fmaf_rn(sc, static_cast<float>(s),
-                                    -__fmul_rn(m, static_cast<float>(a.isum))));
+  static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
+                                              int8_t* x, ActBlock* a) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      *reinterpret_cast<int4*>(x + 16 * k) = ldx(xq + 64 * u + 16 * k);
+    a[0] = xb[2 * u], a[1] = xb[2 * u + 1];
+  }
+  // One 32-element sub-block from its integer sum s = sum(q x) (an exact float): sum (sc q - m)
+  // x = sc sum(q x) - m sum(x). A unit's dot is sub(first) + sub(second).
+  static __device__ __forceinline__ float sub(float sc, float m, ActBlock a, float s) {
+    return __fmul_rn(a.d, __fmaf_rn(sc, s, -__fmul_rn(m, a.isum)));
   }
 };
 
@@ -253,18 +275,31 @@ struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
   static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
                                               int64_t u) {
     const int64_t sb = u / 4, v = u % 4, h = v / 2, lh = v % 2;
-    const int8_t* x = xq + 256 * sb + 128 * h + 16 * lh;
-    const ActBlock* a = xb + 8 * sb + 4 * h;
+    return dot_at<32>(w, xq + 256 * sb + 128 * h + 16 * lh, xb + 8 * sb + 4 * h);
+  }
+  // Group s's 16 activations at x + kGroupStride * s (32 in x itself, 16 in a packed copy).
+  static constexpr int kXBytes = 64, kActs = 4;
+  template <int kGroupStride = 16>
+  static __device__ __forceinline__ float dot_at(const W& w, const int8_t* x, const ActBlock* a) {
     float r = 0.0f;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      r = group(r, w.sc[s], a[s], dot4(w.q + 4 * s, ldx(x + 32 * s), 0));
-    }
+    for (int s = 0; s < 4; ++s)
+      r = group(r, w.sc[s], a[s], static_cast<float>(dot4(w.q + 4 * s, ldx(x + kGroupStride * s), 0)));
     return r;
   }
-  // Adds group s (16 elements, integer sum si) to the unit's running dot r (from 0.0f, s = 0..3).
-  static __device__ __forceinline__ float group(float r, float sc, ActBlock a, int si) {
-    return __fadd_rn(r, __fmul_rn(a.d, __fmul_rn(sc, static_cast<float>(si))));
+  static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
+                                              int8_t* x, ActBlock* a) {
+    const int64_t sb = u / 4, v = u % 4, h = v / 2, lh = v % 2;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      *reinterpret_cast<int4*>(x + 16 * s) = ldx(xq + 256 * sb + 128 * h + 16 * lh + 32 * s);
+      a[s] = xb[8 * sb + 4 * h + s];
+    }
+  }
+  // Adds group s (16 elements, integer sum si as an exact float) to the unit's running dot r
+  // (from 0.0f, s = 0..3).
+  static __device__ __forceinline__ float group(float r, float sc, ActBlock a, float si) {
+    return __fadd_rn(r, __fmul_rn(a.d, __fmul_rn(sc, si)));
   }
 };
 
