@@ -172,8 +172,7 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
           const int64_t next_rows = std::min<int64_t>(kAmxRows, n_out - o0 - nr);
           const cpu::PrefetchRange ahead{
               first + nr * row_b, wg + 1 < wg1 && row_b <= kShortRowBytes ? next_rows * row_b : 0};
-          cpu::amx_rows16_dot(w.type, rows, pl.n_cols, xr, a, n_in, const_cast<float*>(wv[0].ls),
-                              out, ahead);
+          cpu::amx_rows16_dot(w.type, rows, pl.n_cols, xr, a, n_in, out, ahead);
         } else {
           unpack_group(k, w, o0, nr, ws, wv[0], ws.row(s), true);
           cpu::amx_dot_few(wv[0], narrow, group, n_in, a, pl.n_cols, out);

@@ -1,11 +1,12 @@
 // Internal to the CPU backend's AVX-512 files: the weight formats as the fused kernels see them.
-// begin() is called at the start of every kSpan elements of a row (decodes the span's scales,
-// writes its n / 16 group offsets to mn), then codes() and scales() give step j (elements
-// 64j..64j+63 of the span): the 64 unpacked codes and the per-lane group scale (lane l covers
-// elements 4l..4l+3). The codes, scales and offsets are exactly unpack_row's (unpack_impl.h).
-// kGroup is the format's scale granularity (16 or 32 elements, = amx_group); group_scales(s, j)
-// points at the scale of step j's first group, the next groups kScaleStride floats apart; where
-// kOffsetPerScale != 0 every group offset is exactly scale * kOffsetPerScale (a power of two).
+// begin() is called at the start of every kSpan elements (kSpanBytes bytes) of a row (decodes the
+// span's scales, writes its n / 16 group offsets to mn), then codes() and scales() give step j
+// (elements 64j..64j+63 of the span): the 64 unpacked codes and the per-lane group scale (lane l
+// covers elements 4l..4l+3). The codes, scales and offsets are exactly unpack_row's
+// (unpack_impl.h). begin_codes() is begin() for codes() alone (the rows16 kernel decodes the
+// scales of 16 rows at once). kGroup is the format's scale granularity (16 or 32 elements, =
+// amx_group); where kOffsetPerScale != 0 every group offset is exactly scale * kOffsetPerScale
+// (a power of two).
 #pragma once
 
 #include <immintrin.h>
@@ -47,14 +48,15 @@ inline __m512i low4(__m512i v) {
 // kM: offset of the fp16 min (Q4_1/Q5_1), -1 none; kZero: the code of level 0 for the _0 types.
 template <int kBytes, int kQs, int kQh, int kM, int kZero>
 struct LegacyNibbles {
-  static constexpr int kSpan = 64, kSpanBytes = 2 * kBytes;
+  static constexpr int kSpan = 64, kSpanBytes = 2 * kBytes, kBlockBytes = kBytes;
   static constexpr bool kWide = false;
+  static_assert(kM == -1 || kM == 2, "the rows16 kernel reads the min as the fp16 after d");
   struct State {
     const uint8_t* b;
     __m512 ls;
   };
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
-    s.b = row + e / 32 * kBytes;
+    begin_codes(s, row, e);
     // Both blocks' fp16 (d, m) pairs converted at once: lanes d0, m0, d1, m1 (m unused for _0).
     uint32_t h0, h1;
     std::memcpy(&h0, s.b, 4);
@@ -71,6 +73,7 @@ struct LegacyNibbles {
       _mm_storeu_ps(mn + e / 16, _mm_mul_ps(_mm_set1_ps(-static_cast<float>(kZero)), d));
     }
   }
+  static void begin_codes(State& s, const uint8_t* row, int64_t e) { s.b = row + e / 32 * kBytes; }
   static __m512i codes(const State& s, int) {
     const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + kQs));
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + kBytes + kQs));
@@ -89,12 +92,9 @@ struct LegacyNibbles {
     return v;
   }
   static __m512 scales(const State& s, int) { return s.ls; }
-  static constexpr int kGroup = 32, kScaleStride = 8;  // lanes 0 and 8 of ls
+  static constexpr int kGroup = 32;
   // Offsets that are an exact multiple of the scale (-kZero * d); 0: stored separately.
   static constexpr float kOffsetPerScale = kM >= 0 ? 0.0f : -static_cast<float>(kZero);
-  static const float* group_scales(const State& s, int) {
-    return reinterpret_cast<const float*>(&s.ls);
-  }
 };
 
 using Q4_0Fmt = LegacyNibbles<sizeof(BlockQ4_0), 2, -1, -1, 8>;
@@ -103,7 +103,8 @@ using Q5_0Fmt = LegacyNibbles<sizeof(BlockQ5_0), 6, 2, -1, 16>;
 using Q5_1Fmt = LegacyNibbles<sizeof(BlockQ5_1), 8, 4, 2, 0>;
 
 struct Q8_0Fmt {
-  static constexpr int kSpan = 64, kSpanBytes = 2 * sizeof(BlockQ8_0);
+  static constexpr int kSpan = 64, kSpanBytes = 2 * sizeof(BlockQ8_0),
+                       kBlockBytes = sizeof(BlockQ8_0);
   static constexpr bool kWide = true;
   struct State {
     const uint8_t* b;
@@ -111,8 +112,11 @@ struct Q8_0Fmt {
   };
   static void begin(State& s, const uint8_t* row, int64_t e, float*) {
     constexpr int kBytes = sizeof(BlockQ8_0);
-    s.b = row + e / 32 * kBytes;
+    begin_codes(s, row, e);
     s.ls = _mm512_insertf32x8(_mm512_set1_ps(h2f(s.b)), _mm256_set1_ps(h2f(s.b + kBytes)), 1);
+  }
+  static void begin_codes(State& s, const uint8_t* row, int64_t e) {
+    s.b = row + e / 32 * sizeof(BlockQ8_0);
   }
   static __m512i codes(const State& s, int) {
     const __m256i q0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.b + 2));
@@ -120,11 +124,8 @@ struct Q8_0Fmt {
     return _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
   }
   static __m512 scales(const State& s, int) { return s.ls; }
-  static constexpr int kGroup = 32, kScaleStride = 8;
+  static constexpr int kGroup = 32;
   static constexpr float kOffsetPerScale = 0.0f;  // wide: no offsets
-  static const float* group_scales(const State& s, int) {
-    return reinterpret_cast<const float*>(&s.ls);
-  }
 };
 
 // Q4_K: 8 (scale, min) pairs of 6 bits, each pair covering 32 elements (two groups); step j
@@ -135,13 +136,7 @@ struct Q4_KFmt {
   struct State {
     const uint8_t* qs;
     alignas(32) float sc[8];
-    alignas(32) float mn8[8];  // the 8 group offsets (mn holds each twice, per 16)
   };
-  // The span's group scales (and offsets, null: kOffsetPerScale) as 32-byte-aligned arrays,
-  // which the rows16 kernel transposes once per span.
-  static constexpr int kSpanGroups = 8;
-  static const float* span_scales(const State& s) { return s.sc; }
-  static const float* span_offsets(const State& s) { return s.mn8; }
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
     const uint8_t* b = row + e / 256 * sizeof(BlockQ4_K);
     const float d = h2f(b), dmin = h2f(b + 2);
@@ -158,10 +153,13 @@ struct Q4_KFmt {
     const __m256 mf =
         _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m8)), _mm256_set1_ps(-dmin));
     _mm256_store_ps(s.sc, scf);
-    _mm256_store_ps(s.mn8, mf);
     const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     _mm512_storeu_ps(mn + e / 16, _mm512_permutexvar_ps(pairs, _mm512_castps256_ps512(mf)));
     s.qs = b + 16;
+  }
+  // begin() without the scales: the rows16 kernel decodes those for 16 rows at once.
+  static void begin_codes(State& s, const uint8_t* row, int64_t e) {
+    s.qs = row + e / 256 * sizeof(BlockQ4_K) + 16;
   }
   static __m512i codes(const State& s, int j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s.qs + 32 * j));
@@ -169,9 +167,8 @@ struct Q4_KFmt {
     return low4(z);
   }
   static __m512 scales(const State& s, int j) { return act_scales(s.sc + 2 * j); }
-  static constexpr int kGroup = 32, kScaleStride = 1;
+  static constexpr int kGroup = 32;
   static constexpr float kOffsetPerScale = 0.0f;
-  static const float* group_scales(const State& s, int j) { return s.sc + 2 * j; }
 };
 
 // Q6_K: codes are the stored level + 32 (0..63); 16 int8 scales, one per group.
@@ -182,16 +179,16 @@ struct Q6_KFmt {
     const uint8_t* b;
     alignas(64) float dl[16];
   };
-  static constexpr int kSpanGroups = 16;
-  static const float* span_scales(const State& s) { return s.dl; }
-  static const float* span_offsets(const State&) { return nullptr; }
   static void begin(State& s, const uint8_t* row, int64_t e, float* mn) {
-    s.b = row + e / 256 * sizeof(BlockQ6_K);
+    begin_codes(s, row, e);
     const __m512 d = _mm512_set1_ps(h2f(s.b + 208));
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.b + 192));
     const __m512 dl = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)), d);
     _mm512_store_ps(s.dl, dl);
     _mm512_storeu_ps(mn + e / 16, _mm512_mul_ps(dl, _mm512_set1_ps(-32.0f)));
+  }
+  static void begin_codes(State& s, const uint8_t* row, int64_t e) {
+    s.b = row + e / 256 * sizeof(BlockQ6_K);
   }
   static __m512i codes(const State& s, int j) {
     const int n = j >> 1;  // 128-element half
@@ -207,9 +204,8 @@ struct Q6_KFmt {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
                                  four);
   }
-  static constexpr int kGroup = 16, kScaleStride = 1;
+  static constexpr int kGroup = 16;
   static constexpr float kOffsetPerScale = -32.0f;  // mn = dl * -32
-  static const float* group_scales(const State& s, int j) { return s.dl + 4 * j; }
 };
 
 // Calls fn(Fmt{}) with the format of `type` (one of the seven above; others CHECK-fail): the one

@@ -70,7 +70,7 @@ void amx_dot_few(const AmxWeights& w, bool narrow, int group, int64_t n_in, cons
 // The same numbers for 1..4 activation rows with VNNI, 16 weight rows read straight from their
 // blocks (matmul_rows16_avx512.cpp): decode's path where amx_rows16_supported (the types with a
 // fused decoder). xq[c]: activation row c's int8 codes; x: their packed dv, sv (b unused);
-// mn: scratch for 16 * n_in / 16 floats; out[c * 16 + m]. ahead: bytes the caller reads next
+// out[c * 16 + m]. ahead: bytes the caller reads next
 // (the next 16 rows; empty: none), prefetched into L2 while these rows are computed.
 struct PrefetchRange {
   const uint8_t* begin = nullptr;
@@ -78,6 +78,6 @@ struct PrefetchRange {
 };
 bool amx_rows16_supported(GgmlType type, int64_t n_in);
 void amx_rows16_dot(GgmlType type, const uint8_t* const* w, int n_cols, const int8_t* const* xq,
-                    const AmxActs& x, int64_t n_in, float* mn, float* out, PrefetchRange ahead);
+                    const AmxActs& x, int64_t n_in, float* out, PrefetchRange ahead);
 
 }  // namespace t9::cpu

@@ -9,6 +9,8 @@
 // group with lane r = row r, and the float chain of matmul_amx.h runs on those vectors.
 #include <immintrin.h>
 
+#include <type_traits>
+
 // GCC 12 false positives inside AVX-512 intrinsics (see matmul_avx512.cpp).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -66,49 +68,85 @@ inline void reduce_g16(const __m512i* p, __m512i* g) {
   g[3] = _mm512_shuffle_i32x4(u2, u3, kOdd);
 }
 
-// v[g] lane r = a[r][g] for 16 arrays a[r] of 8 floats: an 8x8 transpose in each 256-bit half,
-// rows r and r + 4 (r < 4) or r + 8 and r + 12 sharing a vector so the halves land in row order.
-inline void transpose_16x8(const float* const* a, __m512* v) {
-  static constexpr int kPair[8] = {0, 1, 2, 3, 8, 9, 10, 11};
-  __m512 z[8], t[8], u[8];
-  for (int i = 0; i < 8; ++i)
-    z[i] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(a[kPair[i]])),
-                              _mm256_load_ps(a[kPair[i] + 4]), 1);
-  for (int h = 0; h < 2; ++h) {  // rows 0-7 (z 0-3), rows 8-15 (z 4-7)
-    const __m512* zi = z + 4 * h;
-    __m512* ti = t + 4 * h;
-    ti[0] = _mm512_unpacklo_ps(zi[0], zi[1]);
-    ti[1] = _mm512_unpackhi_ps(zi[0], zi[1]);
-    ti[2] = _mm512_unpacklo_ps(zi[2], zi[3]);
-    ti[3] = _mm512_unpackhi_ps(zi[2], zi[3]);
-    __m512* ui = u + 4 * h;  // ui[k] 128-bit lane L: element k + 4 (L & 1) of 4 rows
-    ui[0] = _mm512_shuffle_ps(ti[0], ti[2], _MM_SHUFFLE(1, 0, 1, 0));
-    ui[1] = _mm512_shuffle_ps(ti[0], ti[2], _MM_SHUFFLE(3, 2, 3, 2));
-    ui[2] = _mm512_shuffle_ps(ti[1], ti[3], _MM_SHUFFLE(1, 0, 1, 0));
-    ui[3] = _mm512_shuffle_ps(ti[1], ti[3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int k = 0; k < 4; ++k) {
-    v[k] = _mm512_shuffle_f32x4(u[k], u[4 + k], kEven);
-    v[k + 4] = _mm512_shuffle_f32x4(u[k], u[4 + k], kOdd);
+// ---- the scales and offsets of one span in 16 rows, lane r = row r ----
+// Gathered straight from the block headers (blk: row 0's block; row_off: lane r = byte offset of
+// row r's block from it), with the float operations of the formats' begin() (scale * d,
+// min * -dmin, ...), so the values are unpack_row's bit for bit. One gather per header word
+// replaces 16 scalar header decodes and the transposes that turned them into lane = row order.
+
+inline __m512i gather32(const uint8_t* p, __m512i row_off) {
+  return _mm512_i32gather_epi32(row_off, p, 1);
+}
+// The fp16 in the low (kHigh: high) half of each dword, as floats.
+template <bool kHigh>
+inline __m512 half_of(__m512i v) {
+  if constexpr (kHigh) v = _mm512_srli_epi32(v, 16);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+// ls[g], off[g] for the span's F::kSpan / F::kGroup groups. off is the group's offset per unit of
+// activation sum (the fma(off, sum(x)) term); wide formats (Q8_0) have none.
+template <class F>
+inline void span16(const uint8_t* blk, __m512i row_off, __m512* ls, __m512* off) {
+  if constexpr (std::is_same_v<F, Q4_KFmt>) {
+    const __m512i w0 = gather32(blk, row_off);  // d | dmin << 16
+    const __m512i a0 = gather32(blk + 4, row_off), a1 = gather32(blk + 8, row_off),
+                  a2 = gather32(blk + 12, row_off);
+    const __m512 d = half_of<false>(w0);
+    const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), half_of<true>(w0));
+    const __m512i m3f = _mm512_set1_epi32(0x3F3F3F3F), m0f = _mm512_set1_epi32(0x0F0F0F0F),
+                  m30 = _mm512_set1_epi32(0x30303030);
+    // Bytes 0..3: the 6-bit scales (mins) of pairs 0..3, then of pairs 4..7 (k_scale_min).
+    const __m512i sc[2] = {_mm512_and_si512(a0, m3f),
+                           _mm512_or_si512(_mm512_and_si512(a2, m0f),
+                                           _mm512_and_si512(_mm512_srli_epi32(a0, 2), m30))};
+    const __m512i mi[2] = {_mm512_and_si512(a1, m3f),
+                           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a2, 4), m0f),
+                                           _mm512_and_si512(_mm512_srli_epi32(a1, 2), m30))};
+    const __m512i ff = _mm512_set1_epi32(0xFF);
+    for (int j = 0; j < 8; ++j) {
+      const int sh = 8 * (j % 4);
+      const __m512i sj = _mm512_and_si512(_mm512_srli_epi32(sc[j / 4], sh), ff);
+      const __m512i mj = _mm512_and_si512(_mm512_srli_epi32(mi[j / 4], sh), ff);
+      ls[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(sj), d);
+      off[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(mj), neg_dmin);
+    }
+  } else if constexpr (std::is_same_v<F, Q6_KFmt>) {
+    // 16 int8 scales at byte 192, the fp16 d at 208 (read as the high half of bytes 206..209:
+    // a dword at 208 would run past the block, and past the tensor on its last block).
+    const __m512 d = half_of<true>(gather32(blk + 206, row_off));
+    for (int q = 0; q < 4; ++q) {
+      const __m512i v = gather32(blk + 192 + 4 * q, row_off);
+      for (int b = 0; b < 4; ++b) {  // byte b, sign-extended
+        const __m512i s = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);
+        ls[4 * q + b] = _mm512_mul_ps(_mm512_cvtepi32_ps(s), d);
+        off[4 * q + b] = _mm512_mul_ps(ls[4 * q + b], _mm512_set1_ps(F::kOffsetPerScale));
+      }
+    }
+  } else {  // two 32-element blocks with an fp16 d at byte 0 (and an fp16 min at byte 2)
+    for (int k = 0; k < 2; ++k) {
+      const __m512i h = gather32(blk + k * F::kBlockBytes, row_off);
+      ls[k] = half_of<false>(h);
+      if constexpr (F::kWide)
+        off[k] = _mm512_setzero_ps();
+      else if constexpr (F::kOffsetPerScale != 0.0f)  // exact: a power-of-two multiple
+        off[k] = _mm512_mul_ps(ls[k], _mm512_set1_ps(F::kOffsetPerScale));
+      else
+        off[k] = half_of<true>(h);
+    }
   }
 }
 
-// Formats whose scales (and offsets) for a whole span sit in their State (span_scales).
-template <class F>
-concept SpanScales = requires {
-  F::kSpanGroups;
-};
-
 template <class F, int kCols>
 void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs& x, int64_t n_in,
-                 float* mn, float* out, PrefetchRange ahead) {
-  constexpr int kG = F::kGroup, kPerStep = 64 / kG;
+                 float* out, PrefetchRange ahead) {
+  constexpr int kG = F::kGroup, kPerStep = 64 / kG, kSpanGroups = F::kSpan / kG;
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  const int64_t n_s = n_in / 16;
   typename F::State st[kAmxRows];
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i state_off = _mm512_mullo_epi32(iota, _mm512_set1_epi32(sizeof(st[0])));
-  const __m512i mn_off = _mm512_mullo_epi32(iota, _mm512_set1_epi32(static_cast<int>(n_s)));
+  // Lane r: row r's start relative to row 0's (the rows of one matrix: within 2 GiB).
+  alignas(64) int32_t off32[kAmxRows];
+  for (int r = 0; r < kAmxRows; ++r) off32[r] = static_cast<int32_t>(w[r] - w[0]);
+  const __m512i row_off = _mm512_load_si512(off32);
   __m512 acc[kCols];
   for (auto& a : acc) a = _mm512_setzero_ps();
   // No per-row prefetch here: the hardware's L2 streamer follows the 16 rows by itself where they
@@ -117,43 +155,19 @@ void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs
   // up to 2 KiB) end before the streamer ramps up: there the next 16 rows are prefetched into L2,
   // spread evenly over this tile's spans (1536-wide Q4_K: 5.8 -> 6.9 GB/s, dev/kernels/README.md).
   const int64_t n_spans = n_in / F::kSpan;
-  const int64_t pf_lines = (ahead.n_bytes + 63) / 64, pf_per_span = (pf_lines + n_spans - 1) / n_spans;
+  const int64_t pf_lines = (ahead.n_bytes + 63) / 64;
+  const int64_t pf_per_span = (pf_lines + n_spans - 1) / n_spans;
   int64_t pf_next = 0;
   for (int64_t e = 0; e < n_in; e += F::kSpan) {
     for (int64_t l = 0; l < pf_per_span && pf_next < pf_lines; ++l, ++pf_next)
       _mm_prefetch(reinterpret_cast<const char*>(ahead.begin) + 64 * pf_next, _MM_HINT_T1);
-    for (int r = 0; r < kAmxRows; ++r) F::begin(st[r], w[r], e, mn + r * n_s);
-    [[maybe_unused]] __m512 span_ls[16], span_mn[16];
-    if constexpr (SpanScales<F>) {  // transposes once per span instead of gathers per step
-      const float* a[kAmxRows];
-      for (int h = 0; h < F::kSpanGroups / 8; ++h) {
-        for (int r = 0; r < kAmxRows; ++r) a[r] = F::span_scales(st[r]) + 8 * h;
-        transpose_16x8(a, span_ls + 8 * h);
-        if constexpr (F::kOffsetPerScale == 0.0f) {
-          for (int r = 0; r < kAmxRows; ++r) a[r] = F::span_offsets(st[r]) + 8 * h;
-          transpose_16x8(a, span_mn + 8 * h);
-        }
-      }
-    }
+    for (int r = 0; r < kAmxRows; ++r) F::begin_codes(st[r], w[r], e);
+    __m512 span_ls[kSpanGroups], span_off[kSpanGroups];
+    span16<F>(w[0] + e / F::kSpan * F::kSpanBytes, row_off, span_ls, span_off);
     for (int j = 0; j < F::kSpan / 64; ++j) {
       const int64_t i = e + 64 * j, g0 = i / kG;
-      // Scales and offsets of this step's groups, lane r = row r.
-      __m512 ls[kPerStep], off[kPerStep];
-      const float* sbase = F::group_scales(st[0], j);
-      for (int k = 0; k < kPerStep; ++k) {
-        if constexpr (SpanScales<F>)
-          ls[k] = span_ls[(g0 + k) % F::kSpanGroups];
-        else
-          ls[k] = _mm512_i32gather_ps(state_off, sbase + k * F::kScaleStride, 1);
-        if constexpr (F::kWide)
-          off[k] = _mm512_setzero_ps();
-        else if constexpr (F::kOffsetPerScale != 0.0f)  // exact: a power-of-two multiple
-          off[k] = _mm512_mul_ps(ls[k], _mm512_set1_ps(F::kOffsetPerScale));
-        else if constexpr (SpanScales<F>)
-          off[k] = span_mn[(g0 + k) % F::kSpanGroups];
-        else
-          off[k] = _mm512_i32gather_ps(mn_off, mn + (g0 + k) * kG / 16, 4);
-      }
+      const __m512* ls = span_ls + j * kPerStep;  // this step's groups, lane r = row r
+      const __m512* off = span_off + j * kPerStep;
       for (int c = 0; c < kCols; ++c) {
         const __m512i xv = _mm512_loadu_si512(xq[c] + i);
         __m512i init = _mm512_setzero_si512();
@@ -190,10 +204,10 @@ bool amx_rows16_supported(GgmlType type, int64_t n_in) {
 }
 
 void amx_rows16_dot(GgmlType type, const uint8_t* const* w, int n_cols, const int8_t* const* xq,
-                    const AmxActs& x, int64_t n_in, float* mn, float* out, PrefetchRange ahead) {
+                    const AmxActs& x, int64_t n_in, float* out, PrefetchRange ahead) {
   visit_format(type, [&](auto fmt) {
     with_tile_count(n_cols, [&](auto cols) {
-      rows16_tile<decltype(fmt), decltype(cols)::value>(w, xq, x, n_in, mn, out, ahead);
+      rows16_tile<decltype(fmt), decltype(cols)::value>(w, xq, x, n_in, out, ahead);
     });
   });
 }
