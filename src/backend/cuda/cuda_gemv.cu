@@ -180,42 +180,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(QArgs<Unit<T>> a) {
 // in the order the staged kernel does, and decodes and dots them with the same arithmetic, so
 // both kernels give the same bits.
 
-// Byte i (0..11) of the scales held in words s0..s2, without indexing a register array.
-__device__ __forceinline__ int scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
-  const uint32_t w = i < 4 ? s0 : i < 8 ? s1 : s2;
-  return static_cast<int>((w >> (8 * (i & 3))) & 0xFFu);
-}
-
 __device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_global(const uint8_t* blk, int p) {
-  Unit<GgmlType::Q4_K>::W w;
-  const uint4 h = __ldg(reinterpret_cast<const uint4*>(blk));
-  const uint4 qa = __ldg(reinterpret_cast<const uint4*>(blk + 16 + 32 * p));
-  const uint4 qb = __ldg(reinterpret_cast<const uint4*>(blk + 32 + 32 * p));
-  const float d = f16(static_cast<uint16_t>(h.x & 0xFFFFu));
-  const float dmin = f16(static_cast<uint16_t>(h.x >> 16));
-  float sv[2], mv[2];
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {  // k_scale_min (quant/k_scales.h) for sub-block j = 2p + k
-    const int j = 2 * p + k;
-    int sc, mn;
-    if (j < 4) {
-      sc = scale_byte(h.y, h.z, h.w, j) & 63;
-      mn = scale_byte(h.y, h.z, h.w, j + 4) & 63;
-    } else {
-      sc = (scale_byte(h.y, h.z, h.w, j + 4) & 0xF) | (scale_byte(h.y, h.z, h.w, j - 4) >> 6) << 4;
-      mn = (scale_byte(h.y, h.z, h.w, j + 4) >> 4) | (scale_byte(h.y, h.z, h.w, j) >> 6) << 4;
-    }
-    sv[k] = __fmul_rn(d, static_cast<float>(sc));
-    mv[k] = __fmul_rn(dmin, static_cast<float>(mn));
-  }
-  w.s0 = sv[0], w.m0 = mv[0], w.s1 = sv[1], w.m1 = mv[1];
-  const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    w.q[k] = static_cast<int>(q[k] & 0x0F0F0F0Fu);
-    w.q[k + 8] = static_cast<int>((q[k] >> 4) & 0x0F0F0F0Fu);
-  }
-  return w;
+  return load_q4k_16<true>(blk, p);
 }
 
 // kR weight rows per warp; kMinBlocks caps registers so that many blocks fit on an SM.

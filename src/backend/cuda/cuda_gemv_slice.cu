@@ -44,14 +44,16 @@ __host__ __device__ __forceinline__ int64_t packed_x_bytes(int64_t n_in) {
 }
 constexpr int64_t kMaxPackedX = 48 << 10;
 
-template <GgmlType T, int kTok, bool kPacked>
+// kBufs row buffers per warp: 2 (the next row in flight during this one) or 1 for wide rows
+// (twice the warps per SM; the next row's copy starts once this row is decoded).
+template <GgmlType T, int kTok, bool kPacked, int kBufs>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
-  uint8_t* bufs = smem + warp * 2 * slot;
-  float* red = reinterpret_cast<float*>(smem + kSliceWarps * 2 * slot);
+  uint8_t* bufs = smem + warp * kBufs * slot;
+  float* red = reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot);
   const int64_t n_units = a.n_in / U::kElems, n_pos = (n_units + 31) / 32;
   auto* xs = reinterpret_cast<int8_t*>(red + kSliceWarps * kTok * 33);
   auto* as = reinterpret_cast<ActBlock*>(xs + kTok * n_pos * 32 * U::kXBytes);
@@ -74,18 +76,29 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   }
   if (o >= a.n_out) return;  // uniform per warp; no block barriers below
   for (int it = 0; o < a.n_out; o += stride, ++it) {
-    uint8_t* buf = bufs + (it & 1) * slot;
-    if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
-    cp_async_commit();
-    cp_async_wait_1();
+    uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * slot : 0);
+    if constexpr (kBufs == 2) {
+      if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
+      cp_async_commit();
+      cp_async_wait_1();
+    } else {
+      cp_async_wait_0();
+    }
     __syncwarp();
-    const uint8_t* row = buf + (reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
+    const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
+    const uint8_t* row = buf + skew;
     float p[kTok];
 #pragma unroll
     for (int t = 0; t < kTok; ++t) p[t] = 0.0f;
     for (int64_t u = u0; u < u1; ++u) {
-      const typename U::W wu =
-          U::load(row + (u / U::kPerBlock) * U::kBlockBytes, static_cast<int>(u % U::kPerBlock));
+      const uint8_t* blk = row + (u / U::kPerBlock) * U::kBlockBytes;
+      const int part = static_cast<int>(u % U::kPerBlock);
+      typename U::W wu;
+      if constexpr (T == GgmlType::Q4_K) {  // 16-byte loads where the row is aligned (same W)
+        wu = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
+      } else {
+        wu = U::load(blk, part);
+      }
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
         if (t >= nt) break;
@@ -98,6 +111,11 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
         }
         p[t] = __fadd_rn(p[t], d);
       }
+    }
+    if constexpr (kBufs == 1) {  // the buffer is free: the next row's copy overlaps the sum
+      __syncwarp();
+      if (o + stride < a.n_out) stage_row(a, o + stride, bufs, lane);
+      cp_async_commit();
     }
 #pragma unroll
     for (int t = 0; t < kTok; ++t) red[t * 33 + lane] = p[t];
@@ -123,10 +141,10 @@ int sm_count_slice() {
   return n;
 }
 
-template <GgmlType T, int kTok, bool kPacked>
+template <GgmlType T, int kTok, bool kPacked, int kBufs>
 void launch_tile(const SliceArgs& a, cudaStream_t stream) {
-  auto* kernel = gemv_slice_kernel<T, kTok, kPacked>;
-  const int64_t smem64 = kSliceWarps * (2 * row_slot(a.row_bytes) + kTok * 33 * 4) +
+  auto* kernel = gemv_slice_kernel<T, kTok, kPacked, kBufs>;
+  const int64_t smem64 = kSliceWarps * (kBufs * row_slot(a.row_bytes) + kTok * 33 * 4) +
                          (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
   T9_CHECK(smem64 <= (200 << 10), "matmul: weight rows of {} bytes exceed the GEMV's shared memory",
            a.row_bytes);
@@ -158,9 +176,16 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
 // to ~90k; for tiles of 4 or 8 rows when n_in is small enough).
 template <GgmlType T, int kTok>
 void launch_tile(const SliceArgs& a, cudaStream_t stream) {
-  if (kTok * packed_x_bytes<T>(a.n_in) <= kMaxPackedX || (kTok == 1 && packed_x_bytes<T>(a.n_in) <= (96 << 10)))
-    return launch_tile<T, kTok, true>(a, stream);
-  launch_tile<T, kTok, false>(a, stream);
+  const bool packed = kTok * packed_x_bytes<T>(a.n_in) <= kMaxPackedX ||
+                      (kTok == 1 && packed_x_bytes<T>(a.n_in) <= (96 << 10));
+  // Rows over 4 KB (n_in > ~7k for Q4_K) take one buffer per warp.
+  const bool wide = a.row_bytes > (4 << 10);
+  if (packed) {
+    if (wide) return launch_tile<T, kTok, true, 1>(a, stream);
+    return launch_tile<T, kTok, true, 2>(a, stream);
+  }
+  if (wide) return launch_tile<T, kTok, false, 1>(a, stream);
+  launch_tile<T, kTok, false, 2>(a, stream);
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 //      slice ends (slice_ends_at), so y is the canonical order of cuda_units.cuh.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
+#include <cstdlib>
+
 #include "backend/cuda/cuda_units.cuh"
 
 namespace t9::cuda {
@@ -94,9 +96,6 @@ struct Smem {
 __device__ __forceinline__ void cp_async8(void* dst, const void* src) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_async_wait_0() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 __device__ __forceinline__ uint32_t ld_s32(const uint8_t* p) {
   return *reinterpret_cast<const uint32_t*>(p);
@@ -361,9 +360,14 @@ void launch_tiles(const SliceArgs& a, cudaStream_t stream) {
 }  // namespace
 
 // The tile width changes no bits: every output's order is the canonical one.
+// TEMPO9_CUDA_MMA_NT=2 (read once, measurement): 32-row tiles for every row count.
 template <GgmlType T>
 void launch_mma(const SliceArgs& a, cudaStream_t stream) {
-  if (a.n_tok <= 32) return launch_tiles<T, 2>(a, stream);
+  static const bool narrow = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MMA_NT");
+    return e != nullptr && e[0] == '2';
+  }();
+  if (a.n_tok <= 32 || narrow) return launch_tiles<T, 2>(a, stream);
   launch_tiles<T, 4>(a, stream);
 }
 

@@ -303,6 +303,52 @@ struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
   }
 };
 
+// Byte i (0..11) of the scales held in words s0..s2, without indexing a register array.
+__device__ __forceinline__ int scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
+  const uint32_t w = i < 4 ? s0 : i < 8 ? s1 : s2;
+  return static_cast<int>((w >> (8 * (i & 3))) & 0xFFu);
+}
+
+// Unit p of the Q4_K super-block at blk (16-byte aligned, global or shared memory) with three
+// 16-byte loads (kLdg: through the read-only path): the same W as Unit<Q4_K>::load.
+template <bool kLdg>
+__device__ __forceinline__ uint4 ld16(const uint8_t* p) {
+  if constexpr (kLdg) return __ldg(reinterpret_cast<const uint4*>(p));
+  return *reinterpret_cast<const uint4*>(p);
+}
+template <bool kLdg>
+__device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_16(const uint8_t* blk, int p) {
+  Unit<GgmlType::Q4_K>::W w;
+  const uint4 h = ld16<kLdg>(blk);
+  const uint4 qa = ld16<kLdg>(blk + 16 + 32 * p);
+  const uint4 qb = ld16<kLdg>(blk + 32 + 32 * p);
+  const float d = f16(static_cast<uint16_t>(h.x & 0xFFFFu));
+  const float dmin = f16(static_cast<uint16_t>(h.x >> 16));
+  float sv[2], mv[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {  // k_scale_min (quant/k_scales.h) for sub-block j = 2p + k
+    const int j = 2 * p + k;
+    int sc, mn;
+    if (j < 4) {
+      sc = scale_byte(h.y, h.z, h.w, j) & 63;
+      mn = scale_byte(h.y, h.z, h.w, j + 4) & 63;
+    } else {
+      sc = (scale_byte(h.y, h.z, h.w, j + 4) & 0xF) | (scale_byte(h.y, h.z, h.w, j - 4) >> 6) << 4;
+      mn = (scale_byte(h.y, h.z, h.w, j + 4) >> 4) | (scale_byte(h.y, h.z, h.w, j) >> 6) << 4;
+    }
+    sv[k] = __fmul_rn(d, static_cast<float>(sc));
+    mv[k] = __fmul_rn(dmin, static_cast<float>(mn));
+  }
+  w.s0 = sv[0], w.m0 = mv[0], w.s1 = sv[1], w.m1 = mv[1];
+  const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    w.q[k] = static_cast<int>(q[k] & 0x0F0F0F0Fu);
+    w.q[k + 8] = static_cast<int>((q[k] >> 4) & 0x0F0F0F0Fu);
+  }
+  return w;
+}
+
 // ---- cp.async ----
 
 __device__ __forceinline__ void cp_async16(uint8_t* dst, const uint8_t* src) {
@@ -314,6 +360,9 @@ __device__ __forceinline__ void cp_async_commit() {
 }
 __device__ __forceinline__ void cp_async_wait_1() {
   asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_0() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
 // First unit of slice l (0..32) of a row of n units: see the canonical order above.
