@@ -12,6 +12,7 @@
 #       long     the same with an 8192-token prompt (llama-bench -p 8192 -n 0 -r 2)
 #       serve    tempo9 serve --backend cuda and llama-server -ngl 99 -np 32, each driven by
 #                `tempo9 bench cold` with the same workload at each of WAYS concurrent requests
+#       legacy   single's tempo9 run with TEMPO9_CUDA_LEGACY_GEMV=1 (the pre-mma kernels)
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
 #       synth    only make the file
 #       default: single,serve
@@ -96,6 +97,13 @@ single() {
   echo "== single stream ($M)"
   has ours && ours_run 512
   has peer && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
+}
+
+# tempo9 with TEMPO9_CUDA_LEGACY_GEMV=1: Q4_K/Q6_K/Q8_0 on the previous dp4a GEMV for every row
+# count (no tensor cores), the same run's before/after for the mma work.
+legacy() {
+  echo "== single stream, TEMPO9_CUDA_LEGACY_GEMV=1"
+  TEMPO9_CUDA_LEGACY_GEMV=1 ours_run 512
 }
 
 long() {

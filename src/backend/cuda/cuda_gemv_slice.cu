@@ -90,6 +90,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
     float p[kTok];
 #pragma unroll
     for (int t = 0; t < kTok; ++t) p[t] = 0.0f;
+#pragma unroll 2  // two units' shared-memory loads in flight (a slice is up to ~14 units long)
     for (int64_t u = u0; u < u1; ++u) {
       const uint8_t* blk = row + (u / U::kPerBlock) * U::kBlockBytes;
       const int part = static_cast<int>(u % U::kPerBlock);
