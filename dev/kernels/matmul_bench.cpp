@@ -110,15 +110,15 @@ int main(int argc, char** argv) {
   struct Shape {
     int64_t n_in, n_out;
   };
-  const Shape shapes[] = {{576, 1536}, {1536, 576},  {1536, 8960}, {8960, 1536},
-                          {640, 2048}, {576, 49152}, {640, 262144}};
+  std::vector<Shape> shapes = {{576, 1536}, {1536, 576},  {1536, 8960}, {8960, 1536},
+                               {640, 2048}, {576, 49152}, {640, 262144}};
+  if (only_shape) shapes = {{shape_in, shape_out}};  // any shape
   std::printf("%-7s %-6s %5s %5s %4s %3s %10s %9s %8s\n", "isa", "type", "n_in", "n_out", "tok",
               "thr", "ms", "GFLOP/s", "GB/s(W)");
   for (CpuIsa isa : isas) {
     for (GgmlType t : types) {
       for (const Shape& s : shapes) {
         if (s.n_in % traits(t).block_elems) continue;
-        if (only_shape && (s.n_in != shape_in || s.n_out != shape_out)) continue;
         for (int64_t n_tok : toks) {
           for (int threads : threads_list) {
             CpuBackend be(CpuBackendConfig{threads, isa});
