@@ -189,6 +189,9 @@ mma() {
     TEMPO9_CUDA_LEGACY_GEMV=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" $t 2>&1 |
       grep -E "^$t .* (1|8|512) " | sed 's/^/legacy /' | tee -a "$OUT/bench.log"
   done
+  # Q4_K staged through shared memory like the other types (default: straight from global).
+  TEMPO9_CUDA_Q4K_STAGED=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
+    grep -E "^Q4_K .* (1|8) " | sed 's/^/q4k-staged /' | tee -a "$OUT/bench.log"
   # 32-row mma tiles at every row count (more blocks per SM, half the columns per warp).
   TEMPO9_CUDA_MMA_NT=2 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
     grep -E "^Q4_K .* (64|512|2048) " | sed 's/^/mma-nt2 /' | tee -a "$OUT/bench.log"

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_units.cuh"
 
@@ -45,7 +46,9 @@ __host__ __device__ __forceinline__ int64_t packed_x_bytes(int64_t n_in) {
 constexpr int64_t kMaxPackedX = 48 << 10;
 
 // kBufs row buffers per warp: 2 (the next row in flight during this one) or 1 for wide rows
-// (twice the warps per SM; the next row's copy starts once this row is decoded).
+// (twice the warps per SM; the next row's copy starts once this row is decoded); 0: Q4_K with
+// 16-byte-aligned rows, no staging: each lane loads its units straight from global memory with
+// three 16-byte loads (no shared memory for weights: many more warps per SM).
 template <GgmlType T, int kTok, bool kPacked, int kBufs>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
   using U = Unit<T>;
@@ -63,7 +66,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps;
   int64_t o = static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp;
-  if (o < a.n_out) stage_row(a, o, bufs, lane);
+  if (kBufs > 0 && o < a.n_out) stage_row(a, o, bufs, lane);
   cp_async_commit();
   if constexpr (kPacked) {  // while the first rows are in flight
     for (int64_t i = warp; i < nt * n_pos; i += kSliceWarps) {
@@ -81,21 +84,23 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
       if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
       cp_async_commit();
       cp_async_wait_1();
-    } else {
+    } else if constexpr (kBufs == 1) {
       cp_async_wait_0();
     }
     __syncwarp();
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
-    const uint8_t* row = buf + skew;
+    const uint8_t* row = kBufs == 0 ? a.w + o * a.row_bytes : buf + skew;
     float p[kTok];
 #pragma unroll
     for (int t = 0; t < kTok; ++t) p[t] = 0.0f;
-#pragma unroll 2  // two units' shared-memory loads in flight (a slice is up to ~14 units long)
+#pragma unroll(kBufs == 0 ? 4 : 2)  // several units' loads in flight (a slice: up to ~14 units)
     for (int64_t u = u0; u < u1; ++u) {
       const uint8_t* blk = row + (u / U::kPerBlock) * U::kBlockBytes;
       const int part = static_cast<int>(u % U::kPerBlock);
       typename U::W wu;
-      if constexpr (T == GgmlType::Q4_K) {  // 16-byte loads where the row is aligned (same W)
+      if constexpr (kBufs == 0) {
+        wu = load_q4k_16<true>(blk, part);
+      } else if constexpr (T == GgmlType::Q4_K) {  // 16-byte loads where aligned (same W)
         wu = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
       } else {
         wu = U::load(blk, part);
@@ -179,8 +184,15 @@ template <GgmlType T, int kTok>
 void launch_tile(const SliceArgs& a, cudaStream_t stream) {
   const bool packed = kTok * packed_x_bytes<T>(a.n_in) <= kMaxPackedX ||
                       (kTok == 1 && packed_x_bytes<T>(a.n_in) <= (96 << 10));
-  // Rows over 4 KB (n_in > ~7k for Q4_K) take one buffer per warp.
+  // Rows over 4 KB (n_in > ~7k for Q4_K) take one buffer per warp. Aligned Q4_K rows: no
+  // staging (TEMPO9_CUDA_Q4K_STAGED=1, read once: staged like the other types).
   const bool wide = a.row_bytes > (4 << 10);
+  static const bool q4k_staged = std::getenv("TEMPO9_CUDA_Q4K_STAGED") != nullptr;
+  if constexpr (T == GgmlType::Q4_K) {
+    if (packed && !q4k_staged && a.row_bytes % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(a.w) % 16 == 0)
+      return launch_tile<T, kTok, true, 0>(a, stream);
+  }
   if (packed) {
     if (wide) return launch_tile<T, kTok, true, 1>(a, stream);
     return launch_tile<T, kTok, true, 2>(a, stream);

@@ -57,6 +57,18 @@ __device__ __forceinline__ uint32_t lds32_a4(const uint8_t* p) {
   if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) return *reinterpret_cast<const uint32_t*>(p);
   return lds32(p);
 }
+// N consecutive 32-bit words at a 2-byte-aligned shared address: N + 1 aligned loads and a
+// funnel shift each (instead of 2N 16-byte halves).
+template <int N>
+__device__ __forceinline__ void lds_words(const uint8_t* p, uint32_t (&w)[N]) {
+  const auto* base = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+  const unsigned sh = (reinterpret_cast<uintptr_t>(p) & 2) * 8;
+  uint32_t v[N + 1];
+#pragma unroll
+  for (int i = 0; i <= N; ++i) v[i] = base[i];
+#pragma unroll
+  for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
+}
 __device__ __forceinline__ float f16(uint16_t h) {
   return __half2float(__ushort_as_half(h));
 }
@@ -117,8 +129,10 @@ struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
   static __device__ __forceinline__ W load(const uint8_t* b, int) {
     W w;
     w.d = f16(lds16(b));
+    uint32_t q[8];
+    lds_words(b + 2, q);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) w.q[k] = static_cast<int>(lds32(b + 2 + 4 * k));
+    for (int k = 0; k < 8; ++k) w.q[k] = static_cast<int>(q[k]);
     return w;
   }
   static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
@@ -259,9 +273,13 @@ struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
     const float d = f16(lds16(b + 208));
     const uint8_t* qa = b + 64 * h + 16 * lh;
     const uint8_t* qhp = b + 128 + 32 * h + 16 * lh;
+    uint32_t qla[4], qlb[4], qhb[4];
+    lds_words(qa, qla);
+    lds_words(qa + 32, qlb);
+    lds_words(qhp, qhb);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const uint32_t la = lds32(qa + 4 * k), lb = lds32(qa + 32 + 4 * k), hb = lds32(qhp + 4 * k);
+      const uint32_t la = qla[k], lb = qlb[k], hb = qhb[k];
       w.q[k] = to_signed<32>((la & 0x0F0F0F0Fu) | ((hb << 4) & 0x30303030u));
       w.q[4 + k] = to_signed<32>((lb & 0x0F0F0F0Fu) | ((hb << 2) & 0x30303030u));
       w.q[8 + k] = to_signed<32>(((la >> 4) & 0x0F0F0F0Fu) | (hb & 0x30303030u));
