@@ -189,6 +189,9 @@ mma() {
     TEMPO9_CUDA_LEGACY_GEMV=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" $t 2>&1 |
       grep -E "^$t .* (1|8|512) " | sed 's/^/legacy /' | tee -a "$OUT/bench.log"
   done
+  # Q4_K unstaged with one row per warp (default: two for 1-4 activation rows).
+  TEMPO9_CUDA_Q4K_ROWS=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
+    grep -E "^Q4_K .* (1|8) " | sed 's/^/q4k-rows1 /' | tee -a "$OUT/bench.log"
   # Q4_K staged through shared memory like the other types (default: straight from global).
   TEMPO9_CUDA_Q4K_STAGED=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
     grep -E "^Q4_K .* (1|8) " | sed 's/^/q4k-staged /' | tee -a "$OUT/bench.log"

@@ -48,9 +48,12 @@ constexpr int64_t kMaxPackedX = 48 << 10;
 // kBufs row buffers per warp: 2 (the next row in flight during this one) or 1 for wide rows
 // (twice the warps per SM; the next row's copy starts once this row is decoded); 0: Q4_K with
 // 16-byte-aligned rows, no staging: each lane loads its units straight from global memory with
-// three 16-byte loads (no shared memory for weights: many more warps per SM).
-template <GgmlType T, int kTok, bool kPacked, int kBufs>
+// three 16-byte loads (no shared memory for weights: many more warps per SM), kR rows per warp
+// at a time (their loads in flight together, each activation read once for all of them).
+template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
+  static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
+  static_assert(kR * kTok <= 32, "one lane per output in the final sum");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -58,14 +61,14 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   uint8_t* bufs = smem + warp * kBufs * slot;
   float* red = reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot);
   const int64_t n_units = a.n_in / U::kElems, n_pos = (n_units + 31) / 32;
-  auto* xs = reinterpret_cast<int8_t*>(red + kSliceWarps * kTok * 33);
+  auto* xs = reinterpret_cast<int8_t*>(red + kSliceWarps * kR * kTok * 33);
   auto* as = reinterpret_cast<ActBlock*>(xs + kTok * n_pos * 32 * U::kXBytes);
-  red += warp * kTok * 33;
+  red += warp * kR * kTok * 33;
   const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps;
-  int64_t o = static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps * kR;
+  int64_t o = (static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp) * kR;
   if (kBufs > 0 && o < a.n_out) stage_row(a, o, bufs, lane);
   cp_async_commit();
   if constexpr (kPacked) {  // while the first rows are in flight
@@ -90,32 +93,39 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
     __syncwarp();
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
     const uint8_t* row = kBufs == 0 ? a.w + o * a.row_bytes : buf + skew;
-    float p[kTok];
+    float p[kR][kTok];
 #pragma unroll
-    for (int t = 0; t < kTok; ++t) p[t] = 0.0f;
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) p[r][t] = 0.0f;
 #pragma unroll(kBufs == 0 ? 4 : 2)  // several units' loads in flight (a slice: up to ~14 units)
     for (int64_t u = u0; u < u1; ++u) {
       const uint8_t* blk = row + (u / U::kPerBlock) * U::kBlockBytes;
       const int part = static_cast<int>(u % U::kPerBlock);
-      typename U::W wu;
+      typename U::W wu[kR];
       if constexpr (kBufs == 0) {
-        wu = load_q4k_16<true>(blk, part);
+#pragma unroll
+        for (int r = 0; r < kR; ++r)  // rows past the end repeat the last row (not stored)
+          wu[r] = load_q4k_16<true>(blk + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
       } else if constexpr (T == GgmlType::Q4_K) {  // 16-byte loads where aligned (same W)
-        wu = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
+        wu[0] = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
       } else {
-        wu = U::load(blk, part);
+        wu[0] = U::load(blk, part);
       }
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
         if (t >= nt) break;
-        float d;
-        if constexpr (kPacked) {
-          const int64_t k = (t * n_pos + (u - u0)) * 32 + lane;
-          d = U::dot_at(wu, xs + k * U::kXBytes, as + k * U::kActs);
-        } else {
-          d = U::dot(wu, a.xq + (t0 + t) * a.n_in, a.xb + (t0 + t) * (a.n_in / 32), u);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          float d;
+          if constexpr (kPacked) {
+            const int64_t k = (t * n_pos + (u - u0)) * 32 + lane;
+            d = U::dot_at(wu[r], xs + k * U::kXBytes, as + k * U::kActs);
+          } else {
+            d = U::dot(wu[r], a.xq + (t0 + t) * a.n_in, a.xb + (t0 + t) * (a.n_in / 32), u);
+          }
+          p[r][t] = __fadd_rn(p[r][t], d);
         }
-        p[t] = __fadd_rn(p[t], d);
       }
     }
     if constexpr (kBufs == 1) {  // the buffer is free: the next row's copy overlaps the sum
@@ -124,17 +134,30 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
       cp_async_commit();
     }
 #pragma unroll
-    for (int t = 0; t < kTok; ++t) red[t * 33 + lane] = p[t];
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int t = 0; t < kTok; ++t) red[(r * kTok + t) * 33 + lane] = p[r][t];
     __syncwarp();
-    if (lane < nt) {
+    const int r = lane / kTok, t = lane % kTok;  // this lane's output: row o + r, token t
+    if (r < kR && t < nt && o + r < a.n_out) {
       float s = 0.0f;
 #pragma unroll 8
       for (int l = 0; l < 32; ++l) s = __fadd_rn(s, red[lane * 33 + l]);
-      float* yr = reinterpret_cast<float*>(a.y.row(t0 + lane));
-      yr[o] = a.bias != nullptr ? __fadd_rn(s, a.bias[o]) : s;
+      float* yr = reinterpret_cast<float*>(a.y.row(t0 + t));
+      yr[o + r] = a.bias != nullptr ? __fadd_rn(s, a.bias[o + r]) : s;
     }
     __syncwarp();  // buf and red are reused by the next row
   }
+}
+
+// Rows per warp of the unstaged Q4_K path for 1-4 activation rows (TEMPO9_CUDA_Q4K_ROWS=1|2,
+// read once; default 2). The same bits either way.
+int q4k_rows() {
+  static const int n = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_Q4K_ROWS");
+    return e != nullptr && e[0] == '1' ? 1 : 2;
+  }();
+  return n;
 }
 
 int sm_count_slice() {
@@ -147,10 +170,10 @@ int sm_count_slice() {
   return n;
 }
 
-template <GgmlType T, int kTok, bool kPacked, int kBufs>
+template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 void launch_tile(const SliceArgs& a, cudaStream_t stream) {
-  auto* kernel = gemv_slice_kernel<T, kTok, kPacked, kBufs>;
-  const int64_t smem64 = kSliceWarps * (kBufs * row_slot(a.row_bytes) + kTok * 33 * 4) +
+  auto* kernel = gemv_slice_kernel<T, kTok, kPacked, kBufs, kR>;
+  const int64_t smem64 = kSliceWarps * (kBufs * row_slot(a.row_bytes) + kR * kTok * 33 * 4) +
                          (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
   T9_CHECK(smem64 <= (200 << 10), "matmul: weight rows of {} bytes exceed the GEMV's shared memory",
            a.row_bytes);
@@ -169,7 +192,7 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
     cached_smem = smem;
     cached_blocks = std::max(n, 1);
   }
-  const int64_t blocks = std::min<int64_t>((a.n_out + kSliceWarps - 1) / kSliceWarps,
+  const int64_t blocks = std::min<int64_t>((a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR),
                                            static_cast<int64_t>(cached_blocks) * sm_count_slice());
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
@@ -190,8 +213,10 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
   static const bool q4k_staged = std::getenv("TEMPO9_CUDA_Q4K_STAGED") != nullptr;
   if constexpr (T == GgmlType::Q4_K) {
     if (packed && !q4k_staged && a.row_bytes % 16 == 0 &&
-        reinterpret_cast<uintptr_t>(a.w) % 16 == 0)
+        reinterpret_cast<uintptr_t>(a.w) % 16 == 0) {
+      if (kTok <= 4 && q4k_rows() == 2) return launch_tile<T, kTok, true, 0, 2>(a, stream);
       return launch_tile<T, kTok, true, 0>(a, stream);
+    }
   }
   if (packed) {
     if (wide) return launch_tile<T, kTok, true, 1>(a, stream);
