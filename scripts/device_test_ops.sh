@@ -189,18 +189,14 @@ mma() {
     TEMPO9_CUDA_LEGACY_GEMV=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" $t 2>&1 |
       grep -E "^$t .* (1|8|512) " | sed 's/^/legacy /' | tee -a "$OUT/bench.log"
   done
-  # Q4_K unstaged with one row per warp (default: two for 1-4 activation rows).
-  TEMPO9_CUDA_Q4K_ROWS=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
-    grep -E "^Q4_K .* (1|8) " | sed 's/^/q4k-rows1 /' | tee -a "$OUT/bench.log"
-  # Q4_K staged through shared memory like the other types (default: straight from global).
-  TEMPO9_CUDA_Q4K_STAGED=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
-    grep -E "^Q4_K .* (1|8) " | sed 's/^/q4k-staged /' | tee -a "$OUT/bench.log"
-  # 32-row mma tiles at every row count (more blocks per SM, half the columns per warp).
-  TEMPO9_CUDA_MMA_NT=2 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
-    grep -E "^Q4_K .* (64|512|2048) " | sed 's/^/mma-nt2 /' | tee -a "$OUT/bench.log"
-  # Tensor cores already from 4 rows (the 8-row line against the GEMV's tile of 8 above).
-  TEMPO9_CUDA_MMA_ROWS=4 "$STAGE/bin/cuda_gemv_bench" "$ceiling" Q4_K 2>&1 |
-    grep -E "^Q4_K .* 8 " | sed 's/^/mma-from-4 /' | tee -a "$OUT/bench.log"
+  # One activation row through gemv_slice_kernel (per-lane slices, packed activations) instead
+  # of gemv_coal_kernel (coalesced unit dots, slice sums through shared memory); same bits.
+  for t in Q4_K Q6_K Q8_0; do
+    TEMPO9_CUDA_GEMV_SLICED=1 "$STAGE/bin/cuda_gemv_bench" "$ceiling" $t 2>&1 |
+      grep -E "^$t .* 1 " | sed 's/^/slice-1row /' | tee -a "$OUT/bench.log"
+  done
+  # Measured before (bench/h200_results/run10-13): TEMPO9_CUDA_MMA_NT=2 (32-row mma tiles
+  # everywhere), TEMPO9_CUDA_MMA_ROWS=4, TEMPO9_CUDA_Q4K_ROWS=1, TEMPO9_CUDA_Q4K_STAGED=1.
   echo "test_ops rc $rc: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_ops.log" | tr '\n' ' ')"
   return "$rc"
 }

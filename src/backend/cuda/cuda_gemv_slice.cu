@@ -150,6 +150,82 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   }
 }
 
+// One activation row, the same bits as gemv_slice_kernel by another route: a unit's dot is a pure
+// function of the unit, so lanes compute the dots in the coalesced layout (lane l: units l,
+// l + 32, ..., activations straight from global memory, consecutive across the warp), park them
+// in shared memory, and only the sums follow the slices: lane l adds the dots of slice l in
+// order, then one lane per row adds the 32 partials. kBufs and kR as in gemv_slice_kernel.
+template <GgmlType T, int kBufs, int kR>
+__global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a) {
+  static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
+  using U = Unit<T>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t slot = row_slot(a.row_bytes);
+  const int64_t n_units = a.n_in / U::kElems;
+  uint8_t* bufs = smem + warp * kBufs * slot;
+  float* dots = reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot) +
+                warp * (kR * n_units + kR * 33);
+  float* red = dots + kR * n_units;
+  const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps * kR;
+  int64_t o = (static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp) * kR;
+  if (o >= a.n_out) return;  // uniform per warp; no block barriers
+  if (kBufs > 0) stage_row(a, o, bufs, lane);
+  cp_async_commit();
+  for (int it = 0; o < a.n_out; o += stride, ++it) {
+    uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * slot : 0);
+    if constexpr (kBufs == 2) {
+      if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
+      cp_async_commit();
+      cp_async_wait_1();
+    } else if constexpr (kBufs == 1) {
+      cp_async_wait_0();
+    }
+    __syncwarp();
+    const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
+    const uint8_t* row = kBufs == 0 ? a.w + o * a.row_bytes : buf + skew;
+#pragma unroll 2
+    for (int64_t u = lane; u < n_units; u += 32) {
+      const uint8_t* blk = row + (u / U::kPerBlock) * U::kBlockBytes;
+      const int part = static_cast<int>(u % U::kPerBlock);
+      typename U::W wu[kR];
+      if constexpr (kBufs == 0) {
+#pragma unroll
+        for (int r = 0; r < kR; ++r)  // rows past the end repeat the last row (not stored)
+          wu[r] = load_q4k_16<true>(blk + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
+      } else if constexpr (T == GgmlType::Q4_K) {
+        wu[0] = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
+      } else {
+        wu[0] = U::load(blk, part);
+      }
+#pragma unroll
+      for (int r = 0; r < kR; ++r) dots[r * n_units + u] = U::dot(wu[r], a.xq, a.xb, u);
+    }
+    __syncwarp();
+    if constexpr (kBufs == 1) {  // the buffer is free: the next row's copy overlaps the sums
+      if (o + stride < a.n_out) stage_row(a, o + stride, bufs, lane);
+      cp_async_commit();
+    }
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      float p = 0.0f;
+      for (int64_t u = u0; u < u1; ++u) p = __fadd_rn(p, dots[r * n_units + u]);
+      red[r * 33 + lane] = p;
+    }
+    __syncwarp();
+    if (lane < kR && o + lane < a.n_out) {
+      float s = 0.0f;
+#pragma unroll 8
+      for (int l = 0; l < 32; ++l) s = __fadd_rn(s, red[lane * 33 + l]);
+      float* yr = reinterpret_cast<float*>(a.y.row(0));
+      yr[o + lane] = a.bias != nullptr ? __fadd_rn(s, a.bias[o + lane]) : s;
+    }
+    __syncwarp();  // buf, dots and red are reused by the next row
+  }
+}
+
+
 // Rows per warp of the unstaged Q4_K path for 1-4 activation rows (TEMPO9_CUDA_Q4K_ROWS=1|2,
 // read once; default 2). The same bits either way.
 int q4k_rows() {
@@ -226,10 +302,59 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
   launch_tile<T, kTok, false, 2>(a, stream);
 }
 
+template <GgmlType T, int kBufs, int kR>
+void launch_coal(const SliceArgs& a, cudaStream_t stream) {
+  auto* kernel = gemv_coal_kernel<T, kBufs, kR>;
+  const int64_t n_units = a.n_in / Unit<T>::kElems;
+  const int64_t smem64 =
+      kSliceWarps * (kBufs * row_slot(a.row_bytes) + 4 * (kR * n_units + kR * 33));
+  T9_CHECK(smem64 <= (200 << 10), "matmul: weight rows of {} bytes exceed the GEMV's shared memory",
+           a.row_bytes);
+  const int smem = static_cast<int>(smem64);
+  static const bool attr_set = [kernel] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+    return true;
+  }();
+  (void)attr_set;
+  static thread_local int cached_smem = -1, cached_blocks = 1;
+  if (smem != cached_smem) {
+    int n = 0;
+    CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
+    cached_smem = smem;
+    cached_blocks = std::max(n, 1);
+  }
+  const int64_t blocks = std::min<int64_t>((a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR),
+                                           static_cast<int64_t>(cached_blocks) * sm_count_slice());
+  kernel<<<static_cast<unsigned>(blocks), kSliceWarps * 32, smem, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+// One activation row through gemv_coal_kernel unless TEMPO9_CUDA_GEMV_SLICED=1 (read once:
+// gemv_slice_kernel for one row too). The same bits either way.
+template <GgmlType T>
+bool try_coal(const SliceArgs& a, cudaStream_t stream) {
+  static const bool off = std::getenv("TEMPO9_CUDA_GEMV_SLICED") != nullptr;
+  if (off || a.n_tok != 1) return false;
+  if constexpr (T == GgmlType::Q4_K) {
+    static const bool q4k_staged = std::getenv("TEMPO9_CUDA_Q4K_STAGED") != nullptr;
+    if (!q4k_staged && a.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0) {
+      launch_coal<T, 0, 2>(a, stream);
+      return true;
+    }
+  }
+  if (a.row_bytes > (4 << 10))
+    launch_coal<T, 1, 1>(a, stream);
+  else
+    launch_coal<T, 2, 1>(a, stream);
+  return true;
+}
+
 }  // namespace
 
 template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream) {
+  if (try_coal<T>(a, stream)) return;
   if (a.n_tok == 1) return launch_tile<T, 1>(a, stream);
   if (a.n_tok <= 4) return launch_tile<T, 4>(a, stream);
   launch_tile<T, 8>(a, stream);
