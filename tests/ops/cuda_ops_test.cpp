@@ -186,8 +186,8 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
       const auto wb = random_weights(rng, t, s.n_in, s.n_out);
       Tensor w = arena.weights(wb, t, s.n_in, s.n_out);
       const auto x = random_floats(rng, static_cast<size_t>(s.n_in * n_rows), -3.0f, 3.0f);
-      Tensor bias = arena.from_host(random_floats(rng, static_cast<size_t>(s.n_out)),
-                                    GgmlType::F32, s.n_out);
+      Tensor bias =
+          arena.from_host(random_floats(rng, static_cast<size_t>(s.n_out)), GgmlType::F32, s.n_out);
       auto run = [&](int64_t first, int64_t n) {
         std::vector<float> xs(x.begin() + first * s.n_in, x.begin() + (first + n) * s.n_in);
         Tensor y = arena.poisoned(GgmlType::F32, s.n_out, n);

@@ -44,9 +44,7 @@ __global__ void quantize_act_kernel(TensorDesc x, int64_t n_in, int64_t n_blocks
                  xq + r * n_in + 32 * b, xb + g);
 }
 
-
 // ---- the quantized kernel ----
-
 
 template <typename U>
 struct QArgs {

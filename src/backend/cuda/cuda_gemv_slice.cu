@@ -164,8 +164,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
   const int64_t slot = row_slot(a.row_bytes);
   const int64_t n_units = a.n_in / U::kElems;
   uint8_t* bufs = smem + warp * kBufs * slot;
-  float* dots = reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot) +
-                warp * (kR * n_units + kR * 33);
+  float* dots =
+      reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot) + warp * (kR * n_units + kR * 33);
   float* red = dots + kR * n_units;
   const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps * kR;
@@ -225,7 +225,6 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
   }
 }
 
-
 // Rows per warp of the unstaged Q4_K path for 1-4 activation rows (TEMPO9_CUDA_Q4K_ROWS=1|2,
 // read once; default 2). The same bits either way.
 int q4k_rows() {
@@ -255,7 +254,8 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
            a.row_bytes);
   const int smem = static_cast<int>(smem64);
   static const bool attr_set = [kernel] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
     return true;
   }();
   (void)attr_set;
@@ -263,8 +263,7 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
   static thread_local int cached_smem = -1, cached_blocks = 1;
   if (smem != cached_smem) {
     int n = 0;
-    CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
     cached_smem = smem;
     cached_blocks = std::max(n, 1);
   }
@@ -272,8 +271,8 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
                                            static_cast<int64_t>(cached_blocks) * sm_count_slice());
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
-           kSliceWarps * 32, smem, stream>>>(a);
+  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)), kSliceWarps * 32,
+           smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -312,15 +311,15 @@ void launch_coal(const SliceArgs& a, cudaStream_t stream) {
            a.row_bytes);
   const int smem = static_cast<int>(smem64);
   static const bool attr_set = [kernel] {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
     return true;
   }();
   (void)attr_set;
   static thread_local int cached_smem = -1, cached_blocks = 1;
   if (smem != cached_smem) {
     int n = 0;
-    CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
     cached_smem = smem;
     cached_blocks = std::max(n, 1);
   }
@@ -330,12 +329,14 @@ void launch_coal(const SliceArgs& a, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-// One activation row through gemv_coal_kernel unless TEMPO9_CUDA_GEMV_SLICED=1 (read once:
-// gemv_slice_kernel for one row too). The same bits either way.
+// One Q4_K / Q6_K activation row through gemv_coal_kernel unless TEMPO9_CUDA_GEMV_SLICED=1
+// (read once). Q8_0 keeps gemv_slice_kernel: faster there on the H200 (run 14: 4096x14336 25.3
+// vs 27.9 us, 14336x4096 30.5 vs 33.9), slower for Q4_K (21.6 vs 20.2, 27.5 vs 18.6) and Q6_K
+// (30.7 vs 29.9, 37.4 vs 32.6). The same bits either way.
 template <GgmlType T>
 bool try_coal(const SliceArgs& a, cudaStream_t stream) {
   static const bool off = std::getenv("TEMPO9_CUDA_GEMV_SLICED") != nullptr;
-  if (off || a.n_tok != 1) return false;
+  if (off || a.n_tok != 1 || T == GgmlType::Q8_0) return false;
   if constexpr (T == GgmlType::Q4_K) {
     static const bool q4k_staged = std::getenv("TEMPO9_CUDA_Q4K_STAGED") != nullptr;
     if (!q4k_staged && a.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0) {

@@ -22,9 +22,9 @@
 namespace t9::cuda {
 namespace {
 
-constexpr int kBM = 64;              // weight rows per block
-constexpr int kChunk = 256;          // elements per k-step
-constexpr int kStride = kChunk + 16; // bytes per row of decoded weights / activations (banks)
+constexpr int kBM = 64;               // weight rows per block
+constexpr int kChunk = 256;           // elements per k-step
+constexpr int kStride = kChunk + 16;  // bytes per row of decoded weights / activations (banks)
 constexpr int kThreads = 128;
 
 // Per type: units per chunk; floats per row of the chunk's scales sc and mins mn (one more than
@@ -85,10 +85,10 @@ struct Smem {
   static constexpr int kBN = 16 * kNT;  // activation rows per block
   static constexpr int kChunkBytes = MmaType<T>::kUnits / U::kPerBlock * U::kBlockBytes;
   static constexpr int kRawStride = (kChunkBytes + 15 + 15) / 16 * 16;
-  static constexpr int kRaw = kBM * kRawStride;              // raw weight chunk
-  static constexpr int kAct = 2 * kBN * kStride;              // int8 activations, 2 buffers
-  static constexpr int kAb = 2 * kBN * (kChunk / 32) * 8;     // ActBlocks, 2 buffers
-  static constexpr int kDec = kBM * kStride;                  // decoded weights
+  static constexpr int kRaw = kBM * kRawStride;            // raw weight chunk
+  static constexpr int kAct = 2 * kBN * kStride;           // int8 activations, 2 buffers
+  static constexpr int kAb = 2 * kBN * (kChunk / 32) * 8;  // ActBlocks, 2 buffers
+  static constexpr int kDec = kBM * kStride;               // decoded weights
   static constexpr int kScales = kBM * (MmaType<T>::kSc + MmaType<T>::kMn) * 4;
   static constexpr int kBytes = kRaw + kAct + kAb + kDec + kScales;
 };
@@ -111,7 +111,8 @@ __device__ __forceinline__ float unbias(int c) {
   return __fsub_rn(__int_as_float(c), kBias);
 }
 
-__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%10,%10,%10};\n"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
@@ -173,10 +174,12 @@ __device__ __forceinline__ void sums_k16(const WarpTile& w, int k0, int (&c)[2][
 
 // Accumulator element i of sub-tile (mt, nt): weight row row0 + mt*16 + 8*(i/2), activation row
 // tok0 + nt*8 + i%2.
-#define T9_FOR_ACC(...)                            \
-  _Pragma("unroll") for (int mt = 0; mt < 2; ++mt) \
-  _Pragma("unroll") for (int nt = 0; nt < kNT; ++nt) \
-  _Pragma("unroll") for (int i = 0; i < 4; ++i) { __VA_ARGS__; }
+#define T9_FOR_ACC(...)                                   \
+  _Pragma("unroll") for (int mt = 0; mt < 2; ++mt)        \
+      _Pragma("unroll") for (int nt = 0; nt < kNT; ++nt)  \
+          _Pragma("unroll") for (int i = 0; i < 4; ++i) { \
+    __VA_ARGS__;                                          \
+  }
 
 // The unit's dot for every accumulator of the warp into d (same arithmetic as Unit<T>::dot).
 template <GgmlType T, int kNT>
@@ -193,8 +196,7 @@ __device__ __forceinline__ void unit_dots(const WarpTile& w, int lu, const float
       sums_k32<kNT>(w, 32 * j, c);
       T9_FOR_ACC({
         const int r = w.row0 + mt * 16 + 8 * (i / 2), t = w.tok0 + nt * 8 + i % 2;
-        const float v =
-            U::sub(sc[r * kS + j], mn[r * kS + j], ab[t * 8 + j], unbias(c[mt][nt][i]));
+        const float v = U::sub(sc[r * kS + j], mn[r * kS + j], ab[t * 8 + j], unbias(c[mt][nt][i]));
         d[mt][nt][i] = k == 0 ? v : __fadd_rn(d[mt][nt][i], v);
       })
     }
@@ -235,8 +237,7 @@ struct MmaKernel {
     constexpr int kG = L::kRawStride / 16;  // granules per raw row
     for (int idx = threadIdx.x; idx < kBM * kG; idx += kThreads) {
       const int r = idx / kG, i = idx % kG;
-      const uint8_t* src =
-          a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes + c * L::kChunkBytes;
+      const uint8_t* src = a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes + c * L::kChunkBytes;
       const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
       if (16 * i < skew + bytes) cp_async16(raw + r * L::kRawStride + 16 * i, src - skew + 16 * i);
     }
@@ -251,8 +252,9 @@ struct MmaKernel {
     for (int idx = threadIdx.x; idx < kBN * 16; idx += kThreads) {
       const int r = idx / 16, i = idx % 16;
       if (t0 + r < a.n_tok && 16 * i < elems)
-        cp_async16(act + r * kStride + 16 * i,
-                   reinterpret_cast<const uint8_t*>(a.xq + (t0 + r) * a.n_in + c * kChunk) + 16 * i);
+        cp_async16(
+            act + r * kStride + 16 * i,
+            reinterpret_cast<const uint8_t*>(a.xq + (t0 + r) * a.n_in + c * kChunk) + 16 * i);
     }
     for (int idx = threadIdx.x; idx < kBN * 8; idx += kThreads) {
       const int r = idx / 8, i = idx % 8;
@@ -271,8 +273,7 @@ struct MmaKernel {
     for (int idx = threadIdx.x; idx < kBM * M::kUnits; idx += kThreads) {
       const int r = idx / M::kUnits, lu = idx % M::kUnits;
       if (lu >= units) continue;
-      const uint8_t* src =
-          a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes + c * L::kChunkBytes;
+      const uint8_t* src = a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes + c * L::kChunkBytes;
       const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
       const typename U::W w = U::load(
           raw + r * L::kRawStride + skew + (lu / U::kPerBlock) * U::kBlockBytes, lu % U::kPerBlock);
@@ -345,8 +346,8 @@ template <GgmlType T, int kNT>
 void launch_tiles(const SliceArgs& a, cudaStream_t stream) {
   constexpr int kSmem = Smem<T, kNT>::kBytes, kBN = Smem<T, kNT>::kBN;
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmem));
     return true;
   }();
   (void)attr_set;

@@ -41,7 +41,6 @@ __device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t*
   if (lane == 0) *xb = ActBlock{d, static_cast<float>(s)};
 }
 
-
 // ---- shared-memory and bit helpers ----
 
 __device__ __forceinline__ uint16_t lds16(const uint8_t* p) {
@@ -61,7 +60,8 @@ __device__ __forceinline__ uint32_t lds32_a4(const uint8_t* p) {
 // funnel shift each (instead of 2N 16-byte halves).
 template <int N>
 __device__ __forceinline__ void lds_words(const uint8_t* p, uint32_t (&w)[N]) {
-  const auto* base = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+  const auto* base =
+      reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
   const unsigned sh = (reinterpret_cast<uintptr_t>(p) & 2) * 8;
   uint32_t v[N + 1];
 #pragma unroll
@@ -247,8 +247,7 @@ struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
   static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
                                               int8_t* x, ActBlock* a) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
-      *reinterpret_cast<int4*>(x + 16 * k) = ldx(xq + 64 * u + 16 * k);
+    for (int k = 0; k < 4; ++k) *reinterpret_cast<int4*>(x + 16 * k) = ldx(xq + 64 * u + 16 * k);
     a[0] = xb[2 * u], a[1] = xb[2 * u + 1];
   }
   // One 32-element sub-block from its integer sum s = sum(q x) (an exact float): sum (sc q - m)
@@ -302,7 +301,8 @@ struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
     float r = 0.0f;
 #pragma unroll
     for (int s = 0; s < 4; ++s)
-      r = group(r, w.sc[s], a[s], static_cast<float>(dot4(w.q + 4 * s, ldx(x + kGroupStride * s), 0)));
+      r = group(r, w.sc[s], a[s],
+                static_cast<float>(dot4(w.q + 4 * s, ldx(x + kGroupStride * s), 0)));
     return r;
   }
   static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
