@@ -7,7 +7,9 @@
 //                                               # 4 GiB torch device-to-device copy on an H200
 //                                               # here); TYPE: only that weight type (for ncu)
 // Lines with n_out 64 time a call whose weights are ~0.1-0.3 MB: what one matmul costs beside its
-// bytes (launches, the activation quantizer, one DRAM round trip).
+// bytes (launches, the activation quantizer, one DRAM round trip). Q4_K, Q6_K and Q8_0 also run
+// 16..2048 rows: from 16 rows the int8 tensor-core kernel (cuda_mma.cu), GFLOP/s the figure to
+// read there.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -8,8 +8,13 @@
 //     staged in shared memory with coalesced 16-byte cp.async loads, and dots them with dp4a.
 //   - Float weights (F16, BF16, F32) with 16-byte-aligned rows: F32 activations, 16-byte weight
 //     loads straight from global memory, fmaf in a fixed order.
-// In both, the sum order of an output depends only on n_in (units are assigned to lanes by
-// index, token rows never mix), so a row's result does not depend on the other rows of the call.
+//   - Q4_K, Q6_K, Q8_0 sum in the "sliced" canonical order of cuda_units.cuh (32 contiguous
+//     slices of units per output, partials added in slice order): the sliced GEMVs
+//     (cuda_gemv_slice.cu) below 16 activation rows, the int8 tensor-core kernel (cuda_mma.cu)
+//     from 16 rows; both give the same bits. TEMPO9_CUDA_LEGACY_GEMV=1 puts these three types
+//     back on the per-lane-strided kernels of cuda_gemv.cu for every row count (measurement).
+// In all of them the sum order of an output depends only on n_in (token rows never mix), so a
+// row's result does not depend on the other rows of the call.
 #pragma once
 
 #include <cstddef>
