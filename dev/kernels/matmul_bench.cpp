@@ -57,8 +57,7 @@ double bench(CpuBackend& be, GgmlType t, int64_t n_in, int64_t n_out, int64_t n_
   for (Buffer* b : wbufs) ws.push_back(make_tensor(b, 0, t, n_in, n_out));
   size_t next = 0;
   auto w_next = [&]() -> const Tensor& { return ws[next++ % ws.size()]; };
-  const Tensor w = ws[0],
-               xt = make_tensor(xbuf, 0, GgmlType::F32, n_in, n_tok),
+  const Tensor w = ws[0], xt = make_tensor(xbuf, 0, GgmlType::F32, n_in, n_tok),
                y = make_tensor(ybuf, 0, GgmlType::F32, n_out, n_tok);
   be.matmul(w, xt, Tensor{}, y);  // warm up
   // T9_BENCH_ITERS=n: exactly n calls, timed in process CPU time (all threads), which unlike
@@ -101,7 +100,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "1t") == 0) threads_list = {1};
     if (std::strcmp(argv[i], "cold") == 0) cold = true;  // weights from DRAM (see bench())
     if (std::strncmp(argv[i], "tok=", 4) == 0) toks = {std::atol(argv[i] + 4)};  // batch rows
-    if (std::strncmp(argv[i], "shape=", 6) == 0) {  // shape=N_INxN_OUT
+    if (std::strncmp(argv[i], "shape=", 6) == 0) {                               // shape=N_INxN_OUT
       only_shape = true;
       std::sscanf(argv[i] + 6, "%ldx%ld", &shape_in, &shape_out);
     }

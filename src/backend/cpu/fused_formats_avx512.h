@@ -36,7 +36,8 @@ constexpr int kPrefetchBytes = 768;
 // Software prefetch of the span that starts kPrefetchBytes after row's span e.
 template <class F>
 inline void prefetch_span_ahead(const uint8_t* row, int64_t e) {
-  const char* p = reinterpret_cast<const char*>(row + e / F::kSpan * F::kSpanBytes) + kPrefetchBytes;
+  const char* p =
+      reinterpret_cast<const char*>(row + e / F::kSpan * F::kSpanBytes) + kPrefetchBytes;
   for (int l = 0; l < (F::kSpanBytes + 63) / 64; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T0);
 }
 

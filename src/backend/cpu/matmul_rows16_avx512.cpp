@@ -9,6 +9,7 @@
 // group with lane r = row r, and the float chain of matmul_amx.h runs on those vectors.
 #include <immintrin.h>
 
+#include <climits>
 #include <type_traits>
 
 // GCC 12 false positives inside AVX-512 intrinsics (see matmul_avx512.cpp).
@@ -93,7 +94,8 @@ inline void span16(const uint8_t* blk, __m512i row_off, __m512* ls, __m512* off)
     const __m512i a0 = gather32(blk + 4, row_off), a1 = gather32(blk + 8, row_off),
                   a2 = gather32(blk + 12, row_off);
     const __m512 d = half_of<false>(w0);
-    const __m512 neg_dmin = _mm512_sub_ps(_mm512_setzero_ps(), half_of<true>(w0));
+    const __m512 neg_dmin = _mm512_castsi512_ps(_mm512_xor_si512(  // -dmin, signed zeros too
+        _mm512_castps_si512(half_of<true>(w0)), _mm512_set1_epi32(INT32_MIN)));
     const __m512i m3f = _mm512_set1_epi32(0x3F3F3F3F), m0f = _mm512_set1_epi32(0x0F0F0F0F),
                   m30 = _mm512_set1_epi32(0x30303030);
     // Bytes 0..3: the 6-bit scales (mins) of pairs 0..3, then of pairs 4..7 (k_scale_min).
