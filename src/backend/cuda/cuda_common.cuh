@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/backend.h"
@@ -25,6 +26,39 @@
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 namespace t9::cuda {
+
+// Streaming multiprocessors of the current device (read once: one device per process).
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+// Blocks to launch for a grid-stride kernel: `needed`, capped at what stays resident on the
+// device at once with `smem` bytes of dynamic shared memory per block of `threads`. The residency
+// is queried once per kernel and size (shapes repeat across a model's calls); the first call
+// raises the kernel's dynamic shared memory limit to max_smem.
+template <auto kKernel>
+int64_t resident_blocks(int threads, int smem, int max_smem, int64_t needed) {
+  static const bool attr_set = [max_smem] {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem));
+    return true;
+  }();
+  (void)attr_set;
+  static thread_local int cached_smem = -1, cached_blocks = 1;
+  if (smem != cached_smem) {
+    int n = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, smem));
+    cached_smem = smem;
+    cached_blocks = std::max(n, 1);
+  }
+  return std::min<int64_t>(needed, static_cast<int64_t>(cached_blocks) * sm_count());
+}
 
 // Device-side error codes, OR-ed into the backend's error word by kernels that find an index out
 // of range (a caller bug the CPU backend would T9_CHECK); sync() turns a non-zero word into a

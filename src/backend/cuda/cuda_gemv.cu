@@ -232,16 +232,6 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 
 // ---- launchers ----
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
-
 // Activation rows from which Q4_K / Q6_K / Q8_0 take the tensor-core kernel
 // (TEMPO9_CUDA_MMA_ROWS overrides, read once; the result is the same bits either way).
 int64_t mma_min_rows() {
@@ -268,25 +258,10 @@ void launch_q(const QArgs<Unit<T>>& a, cudaStream_t stream) {
   constexpr int kWeightSmem = kWarps * 2 * kRows * U::kLoads * 512;
   const int64_t x_smem = a.xq == nullptr ? fused_x_smem(a.n_in) : 0;
   const int smem = static_cast<int>(kWeightSmem + x_smem);
-  static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(gemv_q_kernel<T, kTok>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kWeightSmem + kMaxFusedXSmem)));
-    return true;
-  }();
-  (void)attr_set;
-  // Resident blocks for this shared-memory size (cached: n_in repeats across a model's calls).
-  static thread_local int cached_smem = -1, cached_blocks = 1;
-  if (smem != cached_smem) {
-    int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemv_q_kernel<T, kTok>,
-                                                             kWarps * 32, smem));
-    cached_smem = smem;
-    cached_blocks = std::max(n, 1);
-  }
   const int64_t n_groups = (a.n_out + kRows - 1) / kRows;
-  const int64_t blocks = std::min<int64_t>((n_groups + kWarps - 1) / kWarps,
-                                           static_cast<int64_t>(cached_blocks) * sm_count());
+  const int64_t blocks = resident_blocks<gemv_q_kernel<T, kTok>>(
+      kWarps * 32, smem, static_cast<int>(kWeightSmem + kMaxFusedXSmem),
+      (n_groups + kWarps - 1) / kWarps);
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   gemv_q_kernel<T, kTok><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),

@@ -20,6 +20,7 @@ namespace t9::cuda {
 namespace {
 
 constexpr int kSliceWarps = 4;
+constexpr int kMaxSliceSmem = 200 << 10;  // dynamic shared memory limit of the GEMV kernels
 
 // Shared bytes of one row buffer: the row, up to 15 bytes of skew, rounded to 16.
 __host__ __device__ __forceinline__ int64_t row_slot(int64_t row_bytes) {
@@ -235,40 +236,16 @@ int q4k_rows() {
   return n;
 }
 
-int sm_count_slice() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
-
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 void launch_tile(const SliceArgs& a, cudaStream_t stream) {
-  auto* kernel = gemv_slice_kernel<T, kTok, kPacked, kBufs, kR>;
+  constexpr auto kernel = gemv_slice_kernel<T, kTok, kPacked, kBufs, kR>;
   const int64_t smem64 = kSliceWarps * (kBufs * row_slot(a.row_bytes) + kR * kTok * 33 * 4) +
                          (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
-  T9_CHECK(smem64 <= (200 << 10), "matmul: weight rows of {} bytes exceed the GEMV's shared memory",
-           a.row_bytes);
+  T9_CHECK(smem64 <= kMaxSliceSmem,
+           "matmul: weight rows of {} bytes exceed the GEMV's shared memory", a.row_bytes);
   const int smem = static_cast<int>(smem64);
-  static const bool attr_set = [kernel] {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
-    return true;
-  }();
-  (void)attr_set;
-  // Resident blocks for this shared-memory size (cached: shapes repeat across a model's calls).
-  static thread_local int cached_smem = -1, cached_blocks = 1;
-  if (smem != cached_smem) {
-    int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
-    cached_smem = smem;
-    cached_blocks = std::max(n, 1);
-  }
-  const int64_t blocks = std::min<int64_t>((a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR),
-                                           static_cast<int64_t>(cached_blocks) * sm_count_slice());
+  const int64_t blocks = resident_blocks<kernel>(
+      kSliceWarps * 32, smem, kMaxSliceSmem, (a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR));
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)), kSliceWarps * 32,
@@ -303,28 +280,15 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
 
 template <GgmlType T, int kBufs, int kR>
 void launch_coal(const SliceArgs& a, cudaStream_t stream) {
-  auto* kernel = gemv_coal_kernel<T, kBufs, kR>;
+  constexpr auto kernel = gemv_coal_kernel<T, kBufs, kR>;
   const int64_t n_units = a.n_in / Unit<T>::kElems;
   const int64_t smem64 =
       kSliceWarps * (kBufs * row_slot(a.row_bytes) + 4 * (kR * n_units + kR * 33));
-  T9_CHECK(smem64 <= (200 << 10), "matmul: weight rows of {} bytes exceed the GEMV's shared memory",
-           a.row_bytes);
+  T9_CHECK(smem64 <= kMaxSliceSmem,
+           "matmul: weight rows of {} bytes exceed the GEMV's shared memory", a.row_bytes);
   const int smem = static_cast<int>(smem64);
-  static const bool attr_set = [kernel] {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
-    return true;
-  }();
-  (void)attr_set;
-  static thread_local int cached_smem = -1, cached_blocks = 1;
-  if (smem != cached_smem) {
-    int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSliceWarps * 32, smem));
-    cached_smem = smem;
-    cached_blocks = std::max(n, 1);
-  }
-  const int64_t blocks = std::min<int64_t>((a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR),
-                                           static_cast<int64_t>(cached_blocks) * sm_count_slice());
+  const int64_t blocks = resident_blocks<kernel>(
+      kSliceWarps * 32, smem, kMaxSliceSmem, (a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR));
   kernel<<<static_cast<unsigned>(blocks), kSliceWarps * 32, smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
