@@ -131,6 +131,13 @@ void KvCacheManager::plan_checkpoints(Sequence& seq, const PrefixMatch& prefix) 
     seq.checkpoint_positions.push_back(prompt_end);
 }
 
+void KvCacheManager::add_checkpoint_position(Sequence& seq, int pos) {
+  if (!checkpoints_enabled() || pos <= seq.n_computed || pos % block_size() != 0) return;
+  auto& ps = seq.checkpoint_positions;
+  auto it = std::lower_bound(ps.begin(), ps.end(), pos);
+  if (it == ps.end() || *it != pos) ps.insert(it, pos);  // ascending: cut_at_checkpoint's order
+}
+
 int KvCacheManager::cut_at_checkpoint(const Sequence& seq, int n_past, int n_tokens) const {
   for (int p : seq.checkpoint_positions)
     if (p > n_past && p < n_past + n_tokens) return p - n_past;

@@ -63,6 +63,10 @@ class KvCacheManager {
   // at least the last token is left to compute so that its logits exist. Does not touch the
   // pool; only fills seq.block_hashes (a memo). Empty when the prefix cache is off.
   PrefixMatch match_prefix(Sequence& seq) const;
+  // Fills seq.block_hashes for the blocks match_prefix would look up (a memo; no pool access).
+  void ensure_prompt_hashes(Sequence& seq) const {
+    if (config_.enable_prefix_cache) ensure_hashes(seq, (seq.n_total() - 1) / block_size());
+  }
 
   // Mutates: makes seq.block_table cover n_computed + n_new_tokens tokens. With `prefix`
   // (only for a sequence holding no blocks), first adopts those cached blocks and sets
@@ -76,6 +80,10 @@ class KvCacheManager {
   // Mutates: after admission with `prefix`, takes its checkpoint as seq's restore_checkpoint and
   // plans seq.checkpoint_positions.
   void plan_checkpoints(Sequence& seq, const PrefixMatch& prefix);
+  // Mutates: also save seq's state when its computed tokens reach `pos` (a block boundary ahead
+  // of n_computed), so that a sequence sharing that prefix finds a checkpoint there. No-op
+  // without checkpoints or when pos is already planned.
+  void add_checkpoint_position(Sequence& seq, int pos);
   // n_tokens cut so that a step starting at n_past stops at the next planned position.
   int cut_at_checkpoint(const Sequence& seq, int n_past, int n_tokens) const;
   // Mutates: the checkpoint id a step ending at `end` saves the state into: a new one at a

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 
 #include "core/check.h"
@@ -124,23 +125,81 @@ bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
   return !preempted;
 }
 
+namespace {
+
+// Leading full prompt blocks that a and b share (their chained block hashes agree up to there,
+// so one binary search finds the first difference). Only blocks both have hashes for count.
+int shared_prompt_blocks(const Sequence& a, const Sequence& b, int bs) {
+  int hi = static_cast<int>(std::min(a.block_hashes.size(), b.block_hashes.size()));
+  hi = std::min({hi, a.n_prompt / bs, b.n_prompt / bs});
+  int lo = 0;  // blocks [0, lo) shared, [hi, ...) not known to be
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.block_hashes[mid - 1] == b.block_hashes[mid - 1])
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+}  // namespace
+
+// Agents re-sending one system prompt often arrive together (their previous turns ended in the
+// same step). Admitted together, each would compute the shared prefix itself; instead a waiting
+// sequence waits for a running one that is still computing a longer shared prefix than the
+// cache holds now, when that saves at least as many tokens as the running one has left to
+// compute up to the end of the shared part (SGLang's in-batch prefix caching makes the same
+// trade). Recurrent models get a checkpoint planned there, so the wait yields a usable hit.
+bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit) {
+  if (!kv_.prefix_cache_enabled()) return false;
+  const int bs = kv_.block_size();
+  for (Sequence* r : running_) {
+    if (r->n_computed >= r->n_prompt) continue;  // its prompt blocks are cached already
+    const int shared = shared_prompt_blocks(seq, *r, bs) * bs;
+    const int gain = shared - hit.n_tokens, wait = shared - r->n_computed;
+    if (wait <= 0 || gain < bs || gain < wait) continue;
+    kv_.add_checkpoint_position(*r, shared);
+    return true;
+  }
+  return false;
+}
+
+// Recurrent models: a sequence being admitted also saves its state where its prompt parts from
+// each waiting one's, so that those (deferred above) find a checkpoint there; planned before its
+// first chunk, which would otherwise run past that point.
+void Scheduler::plan_shared_checkpoints(Sequence& seq) {
+  if (!kv_.checkpoints_enabled()) return;
+  const int bs = kv_.block_size();
+  for (Sequence* w : waiting_) {
+    kv_.ensure_prompt_hashes(*w);
+    kv_.add_checkpoint_position(seq, shared_prompt_blocks(*w, seq, bs) * bs);
+  }
+}
+
 void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
-  while (!waiting_.empty() && budget > 0 && n_running() < config_.max_seqs) {
-    Sequence* s = waiting_.front();
+  size_t i = 0;  // waiting_[0, i): deferred this step
+  while (i < waiting_.size() && budget > 0 && n_running() < config_.max_seqs) {
+    Sequence* s = waiting_[i];
     PrefixMatch hit = kv_.match_prefix(*s);
+    if (defer_for_shared_prefix(*s, hit)) {
+      ++i;
+      continue;
+    }
     int n = chunk_for(*s, hit.n_tokens, budget);
     if (!kv_.allocate(*s, n, &hit)) {
       if (!running_.empty()) return;  // wait for running sequences to free memory (FCFS)
-      waiting_.pop_front();           // nothing else holds blocks: it can never fit
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));  // it can never fit
       fail(s, plan);
       continue;
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
     if (s->n_cached_prompt_tokens < 0)
       s->n_cached_prompt_tokens = std::min(hit.n_tokens, s->n_prompt);
     s->status = SeqStatus::kRunning;
     running_.push_back(s);
     kv_.plan_checkpoints(*s, hit);
+    plan_shared_checkpoints(*s);
     // The plan may stop the first chunk earlier (at a checkpoint position); blocks allocated for
     // the rest stay with the sequence for its next step.
     n = std::min(n, kv_.cut_at_checkpoint(*s, s->n_computed, n));

@@ -1,7 +1,9 @@
 // Scheduler: decides each step which tokens of which sequences to compute. One code path for
 // prefill, chunked prefill, decode, prefix hits and resume (vLLM v1): every step fills a token
 // budget with the pending tokens of running sequences (oldest first; decodes are 1 token), then
-// admits waiting sequences FCFS (a head that does not fit blocks the queue: no starvation).
+// admits waiting sequences FCFS (a head that does not fit blocks the queue: no starvation),
+// except that a sequence whose prompt prefix another running sequence is computing right now
+// waits for those blocks instead of computing them too (defer_for_shared_prefix).
 // When a running sequence's KV cannot grow, the newest running sequence is preempted: its blocks
 // are freed (full ones stay in the prefix cache) and it goes back to the head of the waiting
 // queue, to be recomputed later from whatever prefix is still cached.
@@ -82,6 +84,8 @@ class Scheduler {
  private:
   bool schedule_running(StepPlan& plan, int& budget);
   void schedule_waiting(StepPlan& plan, int& budget);
+  bool defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit);
+  void plan_shared_checkpoints(Sequence& seq);
   void preempt(Sequence* seq, StepPlan& plan);
   void fail(Sequence* seq, StepPlan& plan);
   int chunk_for(const Sequence& seq, int n_past, int budget) const;

@@ -134,11 +134,20 @@ TEST(Engine, SpeculativeDraftsNeverChangeTheTokens) {
   const EngineStats st = h.engine->stats();
   EXPECT_GT(st.n_draft_tokens, 0);
   EXPECT_LE(st.n_accepted_draft_tokens, st.n_draft_tokens);
-  // Computed: each prompt, then one real token per decode step plus its drafts. A step emits its
-  // real token's successor and one more per accepted draft, so the 39 tokens after the first
-  // took 39 - accepted steps (drafts never run past max_tokens, so none is dropped).
+  // The six prompts share 60 tokens: the first computes them, the others wait for its blocks
+  // (Scheduler::defer_for_shared_prefix) and hit all 15 blocks.
+  int64_t n_prompt_computed = 0;
+  for (int k = 0; k < 6; ++k) {
+    const int cached = h.result(ids[k]).usage.n_cached_prompt_tokens;
+    EXPECT_EQ(cached, k == 0 ? 0 : 60) << k;
+    n_prompt_computed += 61 - cached;
+  }
+  // Computed: each prompt's uncached part, then one real token per decode step plus its drafts.
+  // A step emits its real token's successor and one more per accepted draft, so the 39 tokens
+  // after the first took 39 - accepted steps (drafts never run past max_tokens, so none is
+  // dropped).
   EXPECT_EQ(h.runner.n_tokens_computed,
-            6 * (61 + 39) - st.n_accepted_draft_tokens + st.n_draft_tokens);
+            n_prompt_computed + 6 * 39 - st.n_accepted_draft_tokens + st.n_draft_tokens);
   std::printf("drafts %ld, accepted %ld\n", static_cast<long>(st.n_draft_tokens),
               static_cast<long>(st.n_accepted_draft_tokens));
 }

@@ -119,6 +119,36 @@ TEST(RecurrentPrefixCache, SharedSystemPromptGetsACheckpointAtTheBranchPoint) {
   EXPECT_EQ(cached, (std::vector<int>{0, 0, 28, 28}));
 }
 
+// The same four agents arriving together (their previous turns ended in one step): the first
+// computes the system prompt and saves its state where the prompts part; the others wait for it
+// (Scheduler::defer_for_shared_prefix) and resume there, computing only their own tails.
+TEST(RecurrentPrefixCache, AgentsArrivingTogetherComputeTheSharedPromptOnce) {
+  for (bool recurrent : {true, false}) {
+    SCOPED_TRACE(recurrent ? "recurrent" : "attention only");
+    auto h = recurrent ? recurrent_harness() : std::make_unique<Harness>(test_config());
+    const std::vector<TokenId> system = prompt_of(30, 9);  // 7 full blocks + 2 tokens
+    std::vector<std::vector<TokenId>> prompts;
+    std::vector<uint64_t> ids;
+    for (int agent = 0; agent < 4; ++agent) {
+      std::vector<TokenId> p = system;
+      for (int i = 0; i < 9; ++i)
+        p.push_back(static_cast<TokenId>((agent * 13 + i * 5 + 1) % kVocab));
+      prompts.push_back(p);
+      ids.push_back(h->submit(greedy(p, 4)));
+    }
+    const int64_t before = h->runner.n_tokens_computed;
+    h->run();
+    std::vector<int> cached;
+    for (int agent = 0; agent < 4; ++agent) {
+      EXPECT_EQ(h->result(ids[agent]).tokens, oracle(prompts[agent], 4)) << "agent " << agent;
+      cached.push_back(h->result(ids[agent]).usage.n_cached_prompt_tokens);
+    }
+    EXPECT_EQ(cached, (std::vector<int>{0, 28, 28, 28}));
+    // 39 prompt tokens, then 3 more per agent; the others skip the 28 shared ones.
+    EXPECT_EQ(h->runner.n_tokens_computed - before, 4 * (39 + 3) - 3 * 28);
+  }
+}
+
 // The KV blocks of a prefix are cached but the checkpoint budget is 0 checkpoints: a recurrent
 // model then gets no hit at all (a hit without state would be wrong), and outputs stay exact.
 TEST(RecurrentPrefixCache, NoCheckpointMeansNoHit) {

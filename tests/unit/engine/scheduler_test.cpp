@@ -38,11 +38,15 @@ class SchedulerTest : public ::testing::Test {
   }
 
   void add(uint64_t id, int n_prompt, TokenId first = 0) {
+    std::vector<TokenId> t(static_cast<size_t>(n_prompt));
+    std::iota(t.begin(), t.end(), first);
+    add_tokens(id, std::move(t));
+  }
+  void add_tokens(uint64_t id, std::vector<TokenId> prompt) {
     auto s = std::make_unique<Sequence>();
     s->id = id;
-    s->tokens.resize(n_prompt);
-    std::iota(s->tokens.begin(), s->tokens.end(), first);
-    s->n_prompt = n_prompt;
+    s->n_prompt = static_cast<int>(prompt.size());
+    s->tokens = std::move(prompt);
     sched_->add(std::move(s));
   }
 
@@ -67,13 +71,59 @@ class SchedulerTest : public ::testing::Test {
 TEST_F(SchedulerTest, FillsTheBudgetWithDecodesFirstThenPromptChunks) {
   init(100, {.max_batch_tokens = 10, .max_seqs = 8, .prefill_chunk_tokens = 6});
   add(1, 8);
-  add(2, 8);
+  add(2, 8, 100);  // another prompt (the same one would wait for 1's blocks: SharedPrefix* below)
   EXPECT_EQ(step(), (std::vector<Planned>{{1, 0, 6, false}, {2, 0, 4, false}}));
   EXPECT_EQ(step(), (std::vector<Planned>{{1, 6, 2, true}, {2, 4, 4, true}}));
   add(3, 20, 200);
   // Two decodes, then 8 tokens of budget for the newcomer (capped by its 6-token chunk).
   EXPECT_EQ(step(), (std::vector<Planned>{{1, 8, 1, true}, {2, 8, 1, true}, {3, 0, 6, false}}));
   EXPECT_EQ(step(), (std::vector<Planned>{{1, 9, 1, true}, {2, 9, 1, true}, {3, 6, 6, false}}));
+}
+
+// A "system prompt" of 24 tokens (6 blocks) + a 3-token tail per agent.
+std::vector<TokenId> agent_prompt(TokenId tail) {
+  std::vector<TokenId> p(24);
+  std::iota(p.begin(), p.end(), 0);
+  for (int i = 0; i < 3; ++i) p.push_back(500 + 10 * tail + i);
+  return p;
+}
+
+// Agents arriving together with one system prompt: the first computes it, the others wait for its
+// blocks instead of computing it again, then compute only their tails.
+TEST_F(SchedulerTest, SharedPrefixWaitsForTheRunningSequencesBlocks) {
+  init(100, {.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk_tokens = 12});
+  add_tokens(1, agent_prompt(1));
+  add_tokens(2, agent_prompt(2));
+  add_tokens(3, agent_prompt(3));
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 0, 12, false}}));
+  EXPECT_EQ(sched_->n_waiting(), 2);
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 12, 12, false}}));
+  // 1 has computed the 24 shared tokens: 2 and 3 hit all 6 blocks.
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 24, 3, true}, {2, 24, 3, true}, {3, 24, 3, true}}));
+  EXPECT_EQ(sched_->find(2)->n_cached_prompt_tokens, 24);
+  EXPECT_EQ(sched_->find(3)->n_cached_prompt_tokens, 24);
+  EXPECT_EQ(sched_->find(2)->block_table[5], sched_->find(1)->block_table[5]);
+}
+
+// A deferred sequence does not hold up the queue behind it; prompts that part within their first
+// block (nothing to share) are admitted together.
+TEST_F(SchedulerTest, SharedPrefixDeferralSkipsOnlyThoseThatGain) {
+  init(100, {.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk_tokens = 12});
+  add_tokens(1, agent_prompt(1));
+  add_tokens(2, agent_prompt(2));
+  add(3, 5, 900);  // unrelated: admitted at once although 2 waits ahead of it
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 0, 12, false}, {3, 0, 5, true}}));
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 12, 12, false}, {3, 5, 1, true}}));
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 24, 3, true}, {3, 6, 1, true}, {2, 24, 3, true}}));
+
+  init(100, {.max_batch_tokens = 64, .max_seqs = 8, .prefill_chunk_tokens = 4});
+  std::vector<TokenId> a(16), b(16);
+  std::iota(a.begin(), a.end(), 0);
+  std::iota(b.begin(), b.end(), 0);
+  b[3] = 777;  // 3 shared tokens: no full block in common
+  add_tokens(1, a);
+  add_tokens(2, b);
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 0, 4, false}, {2, 0, 4, false}}));
 }
 
 TEST_F(SchedulerTest, MaxSeqsCapsRunningSequences) {
