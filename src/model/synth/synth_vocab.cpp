@@ -12,7 +12,7 @@ using gguf::Value;
 using gguf::ValueType;
 
 // llama.cpp token types.
-constexpr int32_t kNormal = 1, kControl = 3, kUnused = 5;
+constexpr int32_t kNormal = 1, kControl = 3;
 
 // Merges as byte-level strings ("Ġ" is the space byte); each merge's result becomes a token, and
 // later merges may use earlier results (rank = position).
@@ -88,9 +88,13 @@ Status add_tokenizer_metadata(gguf::GgufWriter& w, int n_vocab) {
     tokens.emplace_back(s);
     types.push_back(Value::i32(kControl));
   }
+  // The padding is most of a real-shape vocabulary (151k of Qwen3's 152k ids), so a random model
+  // mostly generates it: as normal tokens with visible text ("[PAD123]", ASCII, valid byte-level
+  // BPE) the servers stream something for each one, and benchmarks can time first tokens and
+  // gaps (unused tokens decode to nothing, so nothing was streamed).
   for (int i = static_cast<int>(tokens.size()); i < n_vocab; ++i) {
     tokens.push_back(fmt::format("[PAD{}]", i));
-    types.push_back(Value::i32(kUnused));
+    types.push_back(Value::i32(kNormal));
   }
   std::vector<std::string> merges(std::begin(kMerges), std::end(kMerges));
   w.set("tokenizer.ggml.model", Value::str("gpt2"));
