@@ -136,6 +136,7 @@ void Engine::note_plan(const StepPlan& plan) {
   for (uint64_t id : plan.failed)
     finish(id, FinishReason::kError, "the request does not fit in the KV cache");
   counters_.n_preemptions.fetch_add(static_cast<int64_t>(plan.preempted.size()));
+  counters_.n_prefix_waits.fetch_add(plan.n_prefix_waits);
   counters_.n_computed_tokens.fetch_add(plan.n_tokens);
   for (const ScheduledSeq& ss : plan.seqs) {
     RequestState& st = requests_.at(ss.seq->id);
@@ -154,9 +155,16 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
   for (const ScheduledSeq& ss : plan.seqs) {
     const Sequence& s = *ss.seq;
     const int n_draft = static_cast<int>(ss.draft.size());
-    ForwardSeq f{static_cast<int>(b.tokens.size()), ss.n_tokens, ss.n_past,
-                 std::span<const BlockId>(s.block_table), ss.need_logits, 1 + n_draft, s.id,
-                 ss.restore_checkpoint, ss.save_checkpoint, ss.snapshot_before};
+    ForwardSeq f{static_cast<int>(b.tokens.size()),
+                 ss.n_tokens,
+                 ss.n_past,
+                 std::span<const BlockId>(s.block_table),
+                 ss.need_logits,
+                 1 + n_draft,
+                 s.id,
+                 ss.restore_checkpoint,
+                 ss.save_checkpoint,
+                 ss.snapshot_before};
     b.seqs.push_back(f);
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(i < ss.n_tokens - n_draft ? s.tokens[ss.n_past + i]
@@ -200,8 +208,8 @@ void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
     sampled[i] = sample_step(*ss.seq, requests_.at(ss.seq->id), ss.draft, *out, row);
     row += 1 + static_cast<int>(ss.draft.size());
     // The real token plus each accepted draft hold valid KV.
-    n_valid[i] = ss.n_tokens - static_cast<int>(ss.draft.size()) +
-                 static_cast<int>(sampled[i].size()) - 1;
+    n_valid[i] =
+        ss.n_tokens - static_cast<int>(ss.draft.size()) + static_cast<int>(sampled[i].size()) - 1;
     Sequence& seq = *ss.seq;
     if (ss.snapshot_before != 0 && n_valid[i] < ss.n_tokens) {
       // Recurrent state cannot drop the rejected drafts: undo the whole step (the sampled tokens
@@ -362,6 +370,7 @@ EngineStats Engine::stats() const {
   s.n_draft_tokens = counters_.n_draft_tokens.load();
   s.n_accepted_draft_tokens = counters_.n_accepted_draft_tokens.load();
   s.n_preemptions = counters_.n_preemptions.load();
+  s.n_prefix_waits = counters_.n_prefix_waits.load();
   s.n_steps = counters_.n_steps.load();
   s.kv_blocks_total = counters_.kv_total.load();
   s.kv_blocks_used = counters_.kv_used.load();

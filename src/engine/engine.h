@@ -55,13 +55,16 @@ struct EngineStats {
   int64_t n_draft_tokens = 0;           // speculative drafts computed
   int64_t n_accepted_draft_tokens = 0;  // of those, kept (equal to what decoding gives)
   int64_t n_preemptions = 0;
+  // Steps a waiting request spent waiting for a running one's shared prompt prefix (summed over
+  // requests) instead of computing it again (Scheduler::defer_for_shared_prefix).
+  int64_t n_prefix_waits = 0;
   int64_t n_steps = 0;
   int kv_blocks_total = 0;  // backed by storage
   int kv_blocks_used = 0;
-  int kv_blocks_cached = 0;  // unused but findable by the prefix cache
-  int kv_blocks_free = 0;    // unused (cached included) + not yet grown
+  int kv_blocks_cached = 0;     // unused but findable by the prefix cache
+  int kv_blocks_free = 0;       // unused (cached included) + not yet grown
   int n_state_checkpoints = 0;  // cached recurrent-state checkpoints (hybrid models)
-  int n_waiting = 0;         // queue depth, incl. submitted but not yet taken in
+  int n_waiting = 0;            // queue depth, incl. submitted but not yet taken in
   int n_running = 0;
   double last_step_ms = 0;
   // Cumulative wall time of step() and its parts, for the scheduler-overhead figure
@@ -107,8 +110,8 @@ class Engine {
   };
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
-        n_computed_tokens{0}, n_generated_tokens{0}, n_draft_tokens{0},
-        n_accepted_draft_tokens{0}, n_preemptions{0}, n_steps{0};
+        n_computed_tokens{0}, n_generated_tokens{0}, n_draft_tokens{0}, n_accepted_draft_tokens{0},
+        n_preemptions{0}, n_prefix_waits{0}, n_steps{0};
     std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_checkpoints{0},
         n_waiting{0}, n_running{0};
     std::atomic<double> last_step_ms{0};
@@ -121,8 +124,8 @@ class Engine {
   ForwardBatch make_batch(const StepPlan& plan) const;
   void postprocess(const StepPlan& plan, Result<ForwardOutput>& out);
   std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st,
-                                       std::span<const TokenId> draft, const ForwardOutput& out,
-                                       int row);
+                                        std::span<const TokenId> draft, const ForwardOutput& out,
+                                        int row);
   bool emit(uint64_t id, SampleResult r);
   void finish(uint64_t id, FinishReason reason, const std::string& err = {});
   // Frees the sequence's blocks and model state (keep_state: its checkpoint may be published).

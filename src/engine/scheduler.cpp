@@ -183,6 +183,7 @@ void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
     Sequence* s = waiting_[i];
     PrefixMatch hit = kv_.match_prefix(*s);
     if (defer_for_shared_prefix(*s, hit)) {
+      ++plan.n_prefix_waits;
       ++i;
       continue;
     }

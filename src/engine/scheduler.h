@@ -54,6 +54,7 @@ struct StepPlan {
   int n_tokens = 0;
   std::vector<uint64_t> preempted;  // sequences moved back to waiting this step
   std::vector<uint64_t> failed;     // cannot fit even alone; the caller finishes them with an error
+  int n_prefix_waits = 0;           // waiting sequences held back for a running one's shared prefix
   bool empty() const { return seqs.empty(); }
 };
 

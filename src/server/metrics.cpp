@@ -70,6 +70,10 @@ std::string Metrics::render(const engine::EngineStats& s) const {
   counter("tempo9_accepted_draft_tokens_total", "Speculative draft tokens kept.",
           s.n_accepted_draft_tokens);
   counter("tempo9_preemptions_total", "Sequences preempted for KV space.", s.n_preemptions);
+  counter("tempo9_prefix_waits_total",
+          "Steps requests waited for a running request's shared prompt prefix instead of "
+          "computing it.",
+          s.n_prefix_waits);
   counter("tempo9_engine_steps_total", "Engine steps run.", s.n_steps);
   gauge("tempo9_kv_blocks_total", "KV blocks backed by storage.", s.kv_blocks_total);
   gauge("tempo9_kv_blocks_used", "KV blocks held by sequences.", s.kv_blocks_used);

@@ -89,7 +89,7 @@ EngineConfig random_config(std::mt19937& rng, int block_size) {
 // What a run exercised, summed over seeds to show the test reaches the interesting paths.
 struct Coverage {
   int64_t n_preemptions = 0, n_cached_prompt_tokens = 0, n_cancelled = 0, n_stopped = 0,
-          n_errors = 0, n_requests = 0, n_drafts = 0;
+          n_errors = 0, n_requests = 0, n_drafts = 0, n_prefix_waits = 0;
 };
 
 // recurrent: the fake runner plays a hybrid model (recurrent state, checkpointed prefix hits).
@@ -155,6 +155,7 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = fal
   cov->n_cached_prompt_tokens += st.n_cached_prompt_tokens;
   cov->n_requests += st.n_requests;
   cov->n_drafts += st.n_draft_tokens;
+  cov->n_prefix_waits += st.n_prefix_waits;
   EXPECT_EQ(runner.n_checkpoints_held(), st.n_state_checkpoints) << "seed " << seed;
   EXPECT_EQ(runner.n_states_held(), 0) << "seed " << seed;
   EXPECT_EQ(engine.kv().pool().n_free(), engine.kv().pool().n_blocks()) << "seed " << seed;
@@ -191,13 +192,14 @@ TEST(EngineFuzz, RandomTrafficKeepsInvariantsAndExactOutputs) {
     if (HasFatalFailure()) return;
   }
   std::printf(
-      "requests %ld preemptions %ld cached prompt tokens %ld cancelled %ld stopped %ld "
-      "errors %ld\n",
-      cov.n_requests, cov.n_preemptions, cov.n_cached_prompt_tokens, cov.n_cancelled, cov.n_stopped,
-      cov.n_errors);
+      "requests %ld preemptions %ld cached prompt tokens %ld prefix waits %ld cancelled %ld "
+      "stopped %ld errors %ld\n",
+      cov.n_requests, cov.n_preemptions, cov.n_cached_prompt_tokens, cov.n_prefix_waits,
+      cov.n_cancelled, cov.n_stopped, cov.n_errors);
   EXPECT_GT(cov.n_requests, 3000);  // accepted ones; a few are too long for the cache
   EXPECT_GT(cov.n_preemptions, 0);
   EXPECT_GT(cov.n_cached_prompt_tokens, 0);
+  EXPECT_GT(cov.n_prefix_waits, 0);  // requests waited for a running one's shared prefix
   EXPECT_GT(cov.n_cancelled, 0);
   EXPECT_GT(cov.n_stopped, 0);
   EXPECT_GT(cov.n_errors, 0);
@@ -212,12 +214,16 @@ TEST(EngineFuzz, RecurrentModelRandomTrafficKeepsInvariantsAndExactOutputs) {
     run_fuzz(seed, 400, &cov, /*recurrent=*/true);
     if (HasFatalFailure()) return;
   }
-  std::printf("recurrent: requests %ld preemptions %ld cached prompt tokens %ld drafts %ld\n",
-              cov.n_requests, cov.n_preemptions, cov.n_cached_prompt_tokens, cov.n_drafts);
+  std::printf(
+      "recurrent: requests %ld preemptions %ld cached prompt tokens %ld prefix waits %ld "
+      "drafts %ld\n",
+      cov.n_requests, cov.n_preemptions, cov.n_cached_prompt_tokens, cov.n_prefix_waits,
+      cov.n_drafts);
   EXPECT_GT(cov.n_drafts, 0);  // speculative steps (and their undo) ran on the recurrent model
   EXPECT_GT(cov.n_requests, 3000);
   EXPECT_GT(cov.n_preemptions, 0);
   EXPECT_GT(cov.n_cached_prompt_tokens, 0);
+  EXPECT_GT(cov.n_prefix_waits, 0);
 }
 
 }  // namespace

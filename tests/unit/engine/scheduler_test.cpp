@@ -95,7 +95,9 @@ TEST_F(SchedulerTest, SharedPrefixWaitsForTheRunningSequencesBlocks) {
   add_tokens(1, agent_prompt(1));
   add_tokens(2, agent_prompt(2));
   add_tokens(3, agent_prompt(3));
-  EXPECT_EQ(step(), (std::vector<Planned>{{1, 0, 12, false}}));
+  StepPlan plan;
+  EXPECT_EQ(step(&plan), (std::vector<Planned>{{1, 0, 12, false}}));
+  EXPECT_EQ(plan.n_prefix_waits, 2);
   EXPECT_EQ(sched_->n_waiting(), 2);
   EXPECT_EQ(step(), (std::vector<Planned>{{1, 12, 12, false}}));
   // 1 has computed the 24 shared tokens: 2 and 3 hit all 6 blocks.
