@@ -166,8 +166,8 @@ bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& 
 }
 
 // Recurrent models: a sequence being admitted also saves its state where its prompt parts from
-// each waiting one's, so that those (deferred above) find a checkpoint there; planned before its
-// first chunk, which would otherwise run past that point.
+// each waiting one's, so that those (held back by defer_for_shared_prefix) find a checkpoint
+// there; planned before its first chunk is cut, which would otherwise run past that point.
 void Scheduler::plan_shared_checkpoints(Sequence& seq) {
   if (!kv_.checkpoints_enabled()) return;
   const int bs = kv_.block_size();
