@@ -22,61 +22,6 @@
 
 namespace t9::test::cuda_util {
 
-// Offsets of each format's fp16 scales (quant/blocks.h); the other bytes stay random codes.
-inline std::vector<int> scale_offsets(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL:
-    case GgmlType::IQ4_XS:
-      return {0};
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-      return {0, 2};
-    case GgmlType::Q2_K:
-      return {80, 82};
-    case GgmlType::Q3_K:
-      return {108};
-    case GgmlType::Q6_K:
-      return {208};
-    default:
-      return {};
-  }
-}
-
-// Random weights [n_out, n_in] with realistic fp16 scales (dequantized values O(0.01..1)).
-inline std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in,
-                                           int64_t n_out) {
-  std::vector<uint8_t> w(row_bytes(t, n_in) * static_cast<size_t>(n_out));
-  if (!traits(t).quantized) {
-    const auto v = random_floats(rng, static_cast<size_t>(n_in * n_out));
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (t == GgmlType::F32) {
-        std::memcpy(&w[4 * i], &v[i], 4);
-      } else {
-        const uint16_t h = t == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
-        std::memcpy(&w[2 * i], &h, 2);
-      }
-    }
-    return w;
-  }
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  const auto& tr = traits(t);
-  const float mag = tr.block_elems == 256 ? 0.004f : 0.05f;
-  std::uniform_real_distribution<float> scale(0.25f * mag, mag);
-  for (size_t blk = 0; blk < w.size() / tr.block_bytes; ++blk) {
-    for (int off : scale_offsets(t)) {
-      const float v = (rng() & 1) && off == 0 ? -scale(rng) : scale(rng);  // mins stay >= 0
-      const uint16_t h = f32_to_f16(v);
-      std::memcpy(&w[blk * tr.block_bytes + static_cast<size_t>(off)], &h, 2);
-    }
-  }
-  return w;
-}
-
 inline std::string fixture_dir(const std::string& arch) {
   const char* env = std::getenv("TEMPO9_SHARED_DIR");
   return std::string(env != nullptr ? env : TEMPO9_SHARED_DIR) + "/fixtures/reference/" + arch;

@@ -9,67 +9,6 @@
 namespace t9::test {
 namespace {
 
-struct ScaleField {
-  int offset;     // byte offset of an fp16 scale inside the block
-  bool negative;  // may be negative (d of symmetric formats); dmin/m are kept >= 0 like ggml's
-};
-
-// Where each format keeps its fp16 scales (quant/blocks.h). Every other byte is random.
-std::vector<ScaleField> scale_fields(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0:
-    case GgmlType::Q5_0:
-    case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL:
-    case GgmlType::IQ4_XS:
-      return {{0, true}};
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_1:
-      return {{0, true}, {2, true}};
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-      return {{0, true}, {2, false}};
-    case GgmlType::Q2_K:
-      return {{80, true}, {82, false}};
-    case GgmlType::Q3_K:
-      return {{108, true}};
-    case GgmlType::Q6_K:
-      return {{208, true}};
-    default:
-      return {};
-  }
-}
-
-// Random weight bytes [n_out, n_in]: random codes, fp16 scales of realistic size (~1e-3..1e-2 for
-// k-quant super-scales, larger for per-block ones), so dequantized weights are O(0.01..1).
-std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int64_t n_in, int64_t n_out) {
-  const size_t n_bytes = row_bytes(t, n_in) * static_cast<size_t>(n_out);
-  std::vector<uint8_t> w(n_bytes);
-  if (t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16) {
-    auto v = random_floats(rng, static_cast<size_t>(n_in * n_out));
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (t == GgmlType::F32) std::memcpy(&w[i * 4], &v[i], 4);
-      uint16_t h = t == GgmlType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
-      if (t != GgmlType::F32) std::memcpy(&w[i * 2], &h, 2);
-    }
-    return w;
-  }
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
-  const auto& tr = traits(t);
-  const float mag = tr.block_elems == 256 ? 0.004f : 0.05f;
-  std::uniform_real_distribution<float> scale(0.25f * mag, mag);
-  for (size_t blk = 0; blk < n_bytes / tr.block_bytes; ++blk) {
-    for (const ScaleField& f : scale_fields(t)) {
-      float v = scale(rng);
-      if (f.negative && (rng() & 1)) v = -v;
-      const uint16_t h = f32_to_f16(v);
-      std::memcpy(&w[blk * tr.block_bytes + f.offset], &h, 2);
-    }
-  }
-  return w;
-}
-
 const GgmlType kAllTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,
                               GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,
                               GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
