@@ -12,6 +12,9 @@
 #       long     the same with an 8192-token prompt (llama-bench -p 8192 -n 0 -r 2)
 #       serve    tempo9 serve --backend cuda and llama-server -ngl 99 -np 32, each driven by
 #                `tempo9 bench cold` with the same workload at each of WAYS concurrent requests
+#       agents   issue 9's agent load: tempo9 serve and llama-server (-np AGENTS), each driven
+#                by `tempo9 bench agents` (AGENTS agents, a shared SYSTEM-token system prompt,
+#                3 turns of 300 new tokens, 128 generated; same --run-id: same prompts)
 #       legacy   single's tempo9 run with TEMPO9_CUDA_LEGACY_GEMV=1 (the pre-mma kernels)
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
 #       synth    only make the file
@@ -19,7 +22,8 @@
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
 #              PEER_BIN (folder with llama-bench/llama-server[.xz], default .devrun-peer/bin),
 #              PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: no synth; a synth
-#              file already in /tmp is reused), WAYS ("8 32"), GEN (128).
+#              file already in /tmp is reused), WAYS ("8 32"), GEN (128), AGENTS (8),
+#              SYSTEM (10000).
 # Everything goes to $OUT (bench.log, runs.err, bench_*way_*.json, serve logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -151,6 +155,34 @@ serve() {
       --port 18412 --no-webui >"$OUT/serve_llama.log" 2>&1 &
     pid=$!
     wait_http http://127.0.0.1:18412/health && drive llama http://127.0.0.1:18412
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+  fi
+}
+
+agents() {
+  local n=${AGENTS:-8} sys=${SYSTEM:-10000} pid ctx
+  ctx=$((sys + 3 * (300 + 128) + 512))
+  echo "== agents: $n agents, $sys-token shared system prompt, 3 turns"
+  local args=(bench agents --agents "$n" --system-tokens "$sys" --turns 3 --turn-tokens 300
+    --gen-tokens 128 --run-id h200 --max-seconds 300)
+  if has ours; then
+    "$T9" serve -m "$M" --backend cuda --port 18411 --ctx "$ctx" --max-seqs "$n" \
+      --kv-memory 24G >"$OUT/serve_agents_tempo9.log" 2>&1 &
+    pid=$!
+    wait_http http://127.0.0.1:18411/v1/models &&
+      "$T9" "${args[@]}" --url http://127.0.0.1:18411 --json "$OUT/agents_tempo9.json" 2>&1 |
+      tee "$OUT/agents_tempo9.txt" | tail -25
+    kill $pid 2>/dev/null
+    wait $pid 2>/dev/null
+  fi
+  if has peer; then
+    peer llama-server -m "$M" -ngl 99 -np "$n" -c $((n * ctx)) --host 127.0.0.1 --port 18412 \
+      --no-webui >"$OUT/serve_agents_llama.log" 2>&1 &
+    pid=$!
+    wait_http http://127.0.0.1:18412/health &&
+      "$T9" "${args[@]}" --url http://127.0.0.1:18412 --json "$OUT/agents_llama.json" 2>&1 |
+      tee "$OUT/agents_llama.txt" | tail -25
     kill $pid 2>/dev/null
     wait $pid 2>/dev/null
   fi

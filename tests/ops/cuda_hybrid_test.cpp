@@ -203,10 +203,32 @@ TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
                      GgmlType::F16, GgmlType::F32}) {
     SCOPED_TRACE(type_name(t));
     // Decode (one token, 4 of 6 experts), the down projection's x [n, k, n_in] with repeated
-    // experts, a prefill batch where every expert gets several rows (tiles of 8 and partial).
-    for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{7, 2, 2, false}, IdCase{33, 4, 1, true}})
+    // experts, a batch where every expert gets several rows (tiles of 8 and partial): up to 256
+    // pairs, Q4_K/Q6_K/Q8_0 take the device route (one launch over the pairs); 80 x 4 = 320
+    // pairs take the host-grouped route (tensor cores for experts with >= 16 rows).
+    for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{7, 2, 2, false}, IdCase{33, 4, 1, true},
+                            IdCase{3, 6, 6, true}, IdCase{80, 4, 1, true}})
       check_matmul_id(*be_, cpu_, rng, t, c);
   }
+}
+
+// An expert id outside [0, n_expert) on the device route: flagged, reported at sync().
+TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto rng = test_rng();
+  const auto wb = random_weights(rng, GgmlType::Q8_0, 256, 40 * 6);
+  EXPECT_DEATH(
+      {
+        CudaBackend be;
+        DeviceArena arena(be);
+        const Tensor w =
+            reshape(arena.weights(wb, GgmlType::Q8_0, 256, 40 * 6), 256, 40, 6);
+        const Tensor out = arena.poisoned(GgmlType::F32, 40, 2, 1);
+        be.matmul_id(w, arena.from_host(std::vector<float>(256, 1.0f), GgmlType::F32, 256, 1, 1),
+                     arena.from_host(std::vector<int32_t>{1, 6}, GgmlType::I32, 2, 1), out);
+        be.sync();
+      },
+      "bad indices");
 }
 
 // ---- moe_combine, mul_sigmoid ----

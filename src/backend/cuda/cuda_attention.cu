@@ -1,18 +1,20 @@
-// CUDA RoPE, KV writes and paged attention (stage 1: straightforward, correctness first).
+// CUDA RoPE, KV writes and paged attention.
 //
 // Attention: split-K (flash-decoding). A row's visible keys are cut into up to kMaxSplits
 // contiguous ranges of whole tiles, the count a function of the row's own key count; one
-// 128-thread block per (query row, head, range). Keys are taken in position order in tiles of
-// kKeyTile: each warp scores kKeysPerWarp keys at a time (lanes split head_dim, then a warp
-// tree), then every thread folds the tile into its own output dims with an online softmax
-// (running max and sum, rescaled per tile); a combine kernel merges the ranges in order. The
-// order of every reduction is fixed by the block shape and the key positions, so a row's result
-// never depends on the other sequences. (One block per (row, head) over all keys took 368 us per
-// layer for a 640-key decode step of Qwen3-8B on the H200; split: 43 us.)
+// 128-thread block per (query row, head, range). Inside a block each warp runs its own online
+// softmax over interleaved groups of consecutive keys (lanes split head_dim; a group's K and V
+// rows are loaded together, so one memory round trip serves the whole group), the warps merge in
+// order, and a combine kernel merges the ranges in order. The order of every reduction is fixed by
+// the block shape and the key positions, so a row's result never depends on the other sequences.
+// (Qwen3-8B decode, 640 keys, H200: one block per (row, head) over all keys 368 us per layer;
+// split-K with one 64-key tile per block scored by warps, folded by all threads key by key:
+// 43 us.)
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -23,9 +25,8 @@ namespace cuda {
 namespace {
 
 constexpr int kAttnThreads = 128;
-constexpr int kKeyTile = 64;
-constexpr int kMaxDimsPerThread = 4;  // head_dim <= 512
-constexpr int kKeysPerWarp = 4;       // keys a warp scores together (loads in flight)
+constexpr int kKeyTile = 64;       // split ranges are whole multiples of this many keys
+constexpr int kMaxHeadDim = 512;   // a lane holds up to 16 dims of q, K, V and acc
 
 // Host-computed RoPE constants: identical float values to the CPU backend's rope_cache.
 struct RopeConsts {
@@ -135,19 +136,12 @@ __global__ void write_kv_kernel(TensorDesc k, TensorDesc v, char* k_cache, char*
   }
 }
 
-template <bool kF16>
-__device__ __forceinline__ float kv_load(const char* row, int d) {
-  if constexpr (kF16)
-    return __half2float(reinterpret_cast<const __half*>(row)[d]);
-  else
-    return reinterpret_cast<const float*>(row)[d];
-}
-
 // Split-K over keys: a row's visible keys [lo, pos] are cut into attn_splits(n_k) contiguous
 // ranges (whole tiles of kKeyTile, at most kMaxSplits), one block each; the count depends only on
 // the row's own key count, so a row's result never depends on the batch (bitwise batch
 // invariance and whole == token by token hold as before).
 constexpr int kMaxSplits = 16;
+constexpr int kAttnWarps = kAttnThreads / 32;
 
 __device__ __forceinline__ int attn_splits(int64_t n_k) {
   return static_cast<int>(min64(kMaxSplits, (n_k + kKeyTile - 1) / kKeyTile));
@@ -159,18 +153,77 @@ __device__ __forceinline__ int64_t attn_chunk(int64_t n_k, int n_split) {
   return (c + kKeyTile - 1) / kKeyTile * kKeyTile;
 }
 
-// Block (row r, head h, split z): the online softmax of stage 1 over the split's keys; writes the
-// partial [acc (head_dim, unnormalised), m, l] to part[(r * n_head + h) * kMaxSplits + z]
-// (m = -inf, l = 0 for a split with no keys). attention_combine_kernel merges the splits.
-template <bool kF16>
+// Keys a warp takes at a time: their K and V rows (kGroup * kPer values each per lane) are all
+// in flight together; fewer for wide heads to bound the registers.
+template <int kPer>
+constexpr int kGroup = kPer <= 2 ? 16 : 32 / kPer;
+
+// Head dim of a lane's i-th value: lanes own kPer consecutive dims when head_dim = 32 kPer
+// (kContig: one vector load per row), else dims lane, lane + 32, ... (bounds-checked).
+template <int kPer, bool kContig>
+__device__ __forceinline__ int lane_dim(int lane, int i) {
+  return kContig ? lane * kPer + i : lane + 32 * i;
+}
+
+// A lane's kPer values of a K or V row (zeros past head_dim).
+template <bool kF16, int kPer, bool kContig>
+__device__ __forceinline__ void load_kv(const char* row, int lane, int hd, float (&out)[kPer]) {
+  constexpr int kBytes = kPer * (kF16 ? 2 : 4);
+  if constexpr (!kContig || kBytes < 4) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int d = lane_dim<kPer, kContig>(lane, i);
+      out[i] = 0.0f;
+      if (kContig || d < hd)
+        out[i] = kF16 ? __half2float(reinterpret_cast<const __half*>(row)[d])
+                      : reinterpret_cast<const float*>(row)[d];
+    }
+  } else {
+    constexpr int kWords = kBytes / 4;
+    uint32_t w[kWords];
+    const char* p = row + lane * kBytes;  // rows are head_dim * elt apart: 4 * kWords aligned
+    if constexpr (kWords % 4 == 0) {
+#pragma unroll
+      for (int c = 0; c < kWords / 4; ++c) {
+        const uint4 u = reinterpret_cast<const uint4*>(p)[c];
+        w[4 * c] = u.x, w[4 * c + 1] = u.y, w[4 * c + 2] = u.z, w[4 * c + 3] = u.w;
+      }
+    } else if constexpr (kWords == 2) {
+      const uint2 u = *reinterpret_cast<const uint2*>(p);
+      w[0] = u.x, w[1] = u.y;
+    } else {
+      w[0] = *reinterpret_cast<const uint32_t*>(p);
+    }
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (kF16) {
+        out[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] & 0xffffu)));
+        out[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(w[i] >> 16)));
+      } else {
+        out[i] = __uint_as_float(w[i]);
+      }
+    }
+  }
+}
+
+// Block (row r, head h, split z) over the split's keys; writes the partial [acc (head_dim,
+// unnormalised), m, l] to part[(r * n_head + h) * kMaxSplits + z] (m = -inf, l = 0 for a split
+// with no keys). attention_combine_kernel merges the splits.
+//
+// Warp w takes the split's groups of kGroup consecutive keys number w, w + 4, ...: lane j < kGroup
+// looks up key j's slot, then every lane loads its kPer values of all the group's K and V rows at
+// once, scores each key (a kPer-term fmaf chain per lane, then a warp xor tree), and folds the
+// group into its running (m, l, acc) with one rescale. The four warps' partials are merged in warp
+// order at the end. Every order is fixed by the key positions and the block shape.
+template <bool kF16, int kPer, bool kContig>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(TensorDesc q, const char* k_cache, const char* v_cache,
                      const AttnSeq* __restrict__ seqs, int n_seqs,
                      const int32_t* __restrict__ tables, KvGeom g, int n_head, float scale,
                      float softcap, int window, float* __restrict__ part, unsigned* err) {
-  __shared__ float s_q[kAttnThreads * kMaxDimsPerThread];
-  __shared__ float s_score[kKeyTile];
-  __shared__ int64_t s_slot[kKeyTile];
+  constexpr int G = kGroup<kPer>;
+  __shared__ float s_acc[kAttnWarps][32 * kPer];
+  __shared__ float s_m[kAttnWarps], s_l[kAttnWarps];
   const int64_t r = blockIdx.x;
   const int h = blockIdx.y;
   const int si = find_seq(seqs, n_seqs, r, q.ne2, err);
@@ -191,73 +244,93 @@ __global__ void __launch_bounds__(kAttnThreads)
     return;
   }
   const int kvh = h / (n_head / g.n_kv_head);
-  const float* qr = reinterpret_cast<const float*>(q.row(r * n_head + h));
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) s_q[d] = qr[d];
-  __syncthreads();
-
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float acc[kMaxDimsPerThread] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float qv[kPer];
+  const float* qr = reinterpret_cast<const float*>(q.row(r * n_head + h));
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {  // scalar loads: q rows may be views at any 4-byte offset
+    const int d = lane_dim<kPer, kContig>(lane, i);
+    qv[i] = kContig || d < hd ? qr[d] : 0.0f;
+  }
+  const char* k_base = k_cache + kvh * g.nb1;
+  const char* v_base = v_cache + kvh * g.nb1;
+
+  float acc[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) acc[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  for (int64_t t0 = lo; t0 <= hi; t0 += kKeyTile) {
-    const int n_keys = static_cast<int>(min64(kKeyTile, hi + 1 - t0));
-    // The tile's slots first (one table read per key, all in parallel), then each warp scores
-    // kKeysPerWarp keys at once so their K loads are in flight together (a key's own sum order
-    // is unchanged: dims lane, lane + 32, ...).
-    for (int kk = threadIdx.x; kk < n_keys; kk += kAttnThreads)
-      s_slot[kk] = kv_slot(s, tables, g, t0 + kk, err);
-    __syncthreads();
-    for (int k0 = warp * kKeysPerWarp; k0 < n_keys; k0 += kAttnThreads / 32 * kKeysPerWarp) {
-      float dot[kKeysPerWarp];
-      const char* kr[kKeysPerWarp];
+  for (int64_t kb = lo + warp * G; kb <= hi; kb += kAttnWarps * G) {
+    int64_t my_slot = -1;
+    if (lane < G && kb + lane <= hi) my_slot = kv_slot(s, tables, g, kb + lane, err);
+    int64_t slot[G];
+    float kf[G][kPer], vf[G][kPer];
 #pragma unroll
-      for (int j = 0; j < kKeysPerWarp; ++j) {
-        dot[j] = 0.0f;
-        const int64_t slot = k0 + j < n_keys ? s_slot[k0 + j] : -1;
-        kr[j] = slot >= 0 ? k_cache + slot * g.nb2 + kvh * g.nb1 : nullptr;
-      }
-      for (int d = lane; d < hd; d += 32) {
+    for (int j = 0; j < G; ++j) {
+      slot[j] = __shfl_sync(0xffffffffu, my_slot, j);
 #pragma unroll
-        for (int j = 0; j < kKeysPerWarp; ++j)
-          if (kr[j] != nullptr) dot[j] = fmaf(s_q[d], kv_load<kF16>(kr[j], d), dot[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < kKeysPerWarp; ++j) {
-        float v = warp_sum(dot[j]) * scale;
-        if (softcap > 0.0f) v = softcap * tanhf(v / softcap);
-        if (lane == 0 && k0 + j < n_keys) s_score[k0 + j] = kr[j] != nullptr ? v : -INFINITY;
+      for (int i = 0; i < kPer; ++i) kf[j][i] = vf[j][i] = 0.0f;
+      if (slot[j] >= 0) {
+        load_kv<kF16, kPer, kContig>(k_base + slot[j] * g.nb2, lane, hd, kf[j]);
+        load_kv<kF16, kPer, kContig>(v_base + slot[j] * g.nb2, lane, hd, vf[j]);
       }
     }
-    __syncthreads();
-    float tile_max = -INFINITY;
-    for (int kk = 0; kk < n_keys; ++kk) tile_max = fmaxf(tile_max, s_score[kk]);
-    const float m_new = fmaxf(m, tile_max);
+    float sc[G];
+    float gmax = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < G; ++j) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) dot = fmaf(qv[i], kf[j][i], dot);
+      float v = warp_sum(dot) * scale;
+      if (softcap > 0.0f) v = softcap * tanhf(v / softcap);
+      sc[j] = slot[j] >= 0 ? v : -INFINITY;
+      gmax = fmaxf(gmax, sc[j]);
+    }
+    if (gmax == -INFINITY) continue;  // no visible key in the group (uniform per warp)
+    const float m_new = fmaxf(m, gmax);
     const float corr = m == -INFINITY ? 0.0f : expf(m - m_new);
     l *= corr;
 #pragma unroll
-    for (int i = 0; i < kMaxDimsPerThread; ++i) acc[i] *= corr;
-#pragma unroll 4
-    for (int kk = 0; kk < n_keys; ++kk) {
-      if (s_slot[kk] < 0) continue;
-      const float w = expf(s_score[kk] - m_new);
-      l += w;
-      const char* vr = v_cache + s_slot[kk] * g.nb2 + kvh * g.nb1;
+    for (int i = 0; i < kPer; ++i) acc[i] *= corr;
 #pragma unroll
-      for (int i = 0; i < kMaxDimsPerThread; ++i) {
-        const int d = threadIdx.x + i * kAttnThreads;
-        if (d < hd) acc[i] = fmaf(w, kv_load<kF16>(vr, d), acc[i]);
-      }
+    for (int j = 0; j < G; ++j) {
+      if (slot[j] < 0) continue;
+      const float w = expf(sc[j] - m_new);
+      l += w;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) acc[i] = fmaf(w, vf[j][i], acc[i]);
     }
     m = m_new;
-    __syncthreads();  // s_score/s_slot are rewritten by the next tile
   }
 #pragma unroll
-  for (int i = 0; i < kMaxDimsPerThread; ++i) {
-    const int d = threadIdx.x + i * kAttnThreads;
-    if (d < hd) pr[d] = acc[i];
+  for (int i = 0; i < kPer; ++i) {
+    const int d = lane_dim<kPer, kContig>(lane, i);
+    if (kContig || d < hd) s_acc[warp][d] = acc[i];
+  }
+  if (lane == 0) {
+    s_m[warp] = m;
+    s_l[warp] = l;
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kAttnWarps; ++w) mx = fmaxf(mx, s_m[w]);
+  float f[kAttnWarps], lsum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kAttnWarps; ++w) {
+    f[w] = s_m[w] == -INFINITY ? 0.0f : expf(s_m[w] - mx);
+    if (s_m[w] != -INFINITY) lsum = fmaf(s_l[w], f[w], lsum);
+  }
+  for (int d = threadIdx.x; d < hd; d += kAttnThreads) {
+    float a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kAttnWarps; ++w)
+      if (s_m[w] != -INFINITY) a = fmaf(s_acc[w][d], f[w], a);
+    pr[d] = a;
   }
   if (threadIdx.x == 0) {
-    pr[hd] = m;
-    pr[hd + 1] = l;
+    pr[hd] = mx;
+    pr[hd + 1] = lsum;
   }
 }
 
@@ -290,6 +363,36 @@ __global__ void __launch_bounds__(kAttnThreads)
 }
 
 // ---- launchers ----
+
+// attention_kernel for the pool type and head_dim: kPer = head_dim / 32 rounded up to a power of
+// two; contiguous dims per lane (vector loads) when head_dim is exactly 32 kPer and both pools
+// start on 16-byte boundaries (rows are then aligned to their per-lane load size).
+template <typename... A>
+void launch_attention(bool f16, int head_dim, bool pools_aligned, dim3 grid, cudaStream_t stream,
+                      A... args) {
+  const auto go = [&](auto kernel) {
+    kernel<<<grid, kAttnThreads, 0, stream>>>(args...);
+    CUDA_CHECK_LAUNCH();
+  };
+  const auto pick = [&](auto f16_tag) {
+    constexpr bool kF16 = decltype(f16_tag)::value;
+    const bool exact = pools_aligned && head_dim % 32 == 0;
+    if (head_dim <= 32) return exact ? go(attention_kernel<kF16, 1, true>)
+                                     : go(attention_kernel<kF16, 1, false>);
+    if (head_dim <= 64) return exact && head_dim == 64 ? go(attention_kernel<kF16, 2, true>)
+                                                       : go(attention_kernel<kF16, 2, false>);
+    if (head_dim <= 128) return exact && head_dim == 128 ? go(attention_kernel<kF16, 4, true>)
+                                                         : go(attention_kernel<kF16, 4, false>);
+    if (head_dim <= 256) return exact && head_dim == 256 ? go(attention_kernel<kF16, 8, true>)
+                                                         : go(attention_kernel<kF16, 8, false>);
+    if (exact && head_dim == 512) return go(attention_kernel<kF16, 16, true>);
+    go(attention_kernel<kF16, 16, false>);
+  };
+  if (f16)
+    pick(std::true_type{});
+  else
+    pick(std::false_type{});
+}
 
 float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
   return static_cast<float>(n_dims) *
@@ -403,9 +506,8 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
            p.n_head, p.head_dim);
   T9_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0, "attention: n_head {} n_kv_head {}",
            p.n_head, p.n_kv_head);
-  T9_CHECK(p.head_dim <= cuda::kAttnThreads * cuda::kMaxDimsPerThread,
-           "attention: head_dim {} above {}", p.head_dim,
-           cuda::kAttnThreads * cuda::kMaxDimsPerThread);
+  T9_CHECK(p.head_dim > 0 && p.head_dim <= cuda::kMaxHeadDim, "attention: head_dim {} above {}",
+           p.head_dim, cuda::kMaxHeadDim);
   const AttnSeq* s = cuda::seq_table(seqs, p);
   const auto* tables = reinterpret_cast<const int32_t*>(cuda::base_ptr(block_tables));
   const cuda::KvGeom g = cuda::kv_geom(k_cache, block_tables, p);
@@ -415,15 +517,14 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const dim3 grid_split(grid.x, grid.y, cuda::kMaxSplits);
   auto* part = static_cast<float*>(attn_scratch_.reserve(
       static_cast<size_t>(q.ne[2]) * p.n_head * cuda::kMaxSplits * (p.head_dim + 2) * 4, stream_));
-  if (k_cache.type == GgmlType::F16)
-    cuda::attention_kernel<true><<<grid_split, cuda::kAttnThreads, 0, stream_>>>(
-        cuda::desc(q), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
-        p.n_head, p.scale, p.softcap, p.sliding_window, part, err_word_);
-  else
-    cuda::attention_kernel<false><<<grid_split, cuda::kAttnThreads, 0, stream_>>>(
-        cuda::desc(q), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
-        p.n_head, p.scale, p.softcap, p.sliding_window, part, err_word_);
-  CUDA_CHECK_LAUNCH();
+  const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(k_cache)) |
+                        reinterpret_cast<uintptr_t>(cuda::base_ptr(v_cache))) %
+                           16 ==
+                       0;
+  cuda::launch_attention(k_cache.type == GgmlType::F16, p.head_dim, aligned, grid_split, stream_,
+                         cuda::desc(q), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s,
+                         p.n_seqs, tables, g, p.n_head, p.scale, p.softcap, p.sliding_window, part,
+                         err_word_);
   cuda::attention_combine_kernel<<<grid, cuda::kAttnThreads, 0, stream_>>>(
       part, s, p.n_seqs, static_cast<int>(q.ne[2]), p.n_head, p.head_dim, cuda::desc(out),
       err_word_);

@@ -370,7 +370,7 @@ void CudaBackend::sync() {
   if (err != 0) CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
   T9_CHECK(err == 0,
            "cuda kernel reported bad indices (bits {:#x}: 1 kv slot/block table, "
-           "2 get_rows id, 4 AttnSeq rows)",
+           "2 get_rows id, 4 AttnSeq rows, 8 matmul_id expert id)",
            err);
 }
 

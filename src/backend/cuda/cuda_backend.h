@@ -86,8 +86,10 @@ class CudaBackend final : public Backend {
   void softmax(const Tensor& x, const Tensor& out) override;
   void copy(const Tensor& x, const Tensor& out) override;
 
-  // Mixture of experts, gating, recurrent layers (cuda_moe.cu, cuda_gdn.cu). matmul_id waits for
-  // the stream once per call (it groups rows by expert on the host); gated_delta_net always runs
+  // Mixture of experts, gating, recurrent layers (cuda_moe.cu, cuda_gdn.cu). matmul_id stays on
+  // the device up to 256 pairs of Q4_K/Q6_K/Q8_0 experts and otherwise waits for the stream once
+  // per call (it groups rows by expert on the host; bad ids: bit 8 at sync() on the device route,
+  // a T9_CHECK on the host route); gated_delta_net always runs
   // the token-by-token recurrence (p.min_chunked_tokens is ignored: same function, other
   // rounding). Bad RecurrentSeq rows or slots are flagged like AttnSeq rows (bit 4 at sync()).
   void moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,

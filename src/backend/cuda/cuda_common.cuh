@@ -67,6 +67,7 @@ enum DeviceError : unsigned {
   kErrKvSlot = 1u,     // block table index or pool slot out of range
   kErrGetRowsId = 2u,  // get_rows id out of range
   kErrSeqRows = 4u,    // AttnSeq rows outside the batch
+  kErrMoeId = 8u,      // matmul_id expert id out of range
 };
 
 // A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are

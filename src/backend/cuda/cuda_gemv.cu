@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_units.cuh"
@@ -291,6 +293,22 @@ void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream
   launch_q4k_direct<1>(a, stream);
 }
 
+// x's rows (F32, n_in a multiple of 32) rounded to int8 into scratch: n_rows * n_in codes, then
+// n_rows * n_in / 32 ActBlocks (256-byte aligned).
+std::pair<const int8_t*, const ActBlock*> quantize_rows(const Tensor& x, int64_t n_in,
+                                                        Scratch& scratch, cudaStream_t stream) {
+  const int64_t n_rows = x.n_rows();
+  const size_t q_bytes = (static_cast<size_t>(n_in * n_rows) + 255) & ~size_t{255};
+  const int64_t n_blocks = n_rows * (n_in / 32);
+  auto* base = static_cast<uint8_t*>(
+      scratch.reserve(q_bytes + static_cast<size_t>(n_blocks) * sizeof(ActBlock), stream));
+  auto* xq = reinterpret_cast<int8_t*>(base);
+  auto* xb = reinterpret_cast<ActBlock*>(base + q_bytes);
+  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(desc(x), n_in, n_blocks, xq, xb);
+  CUDA_CHECK_LAUNCH();
+  return {xq, xb};
+}
+
 template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Scratch& scratch,
            cudaStream_t stream) {
@@ -323,15 +341,7 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   const bool sliced = sliced_type && !legacy;
   if (n_tok == 1 && fused && !direct && !sliced && fused_x_smem(n_in) <= kMaxFusedXSmem)
     return launch_q<T, 1>(a, stream);
-  const size_t q_bytes = (static_cast<size_t>(n_in * n_tok) + 255) & ~size_t{255};
-  const int64_t n_blocks = n_tok * (n_in / 32);
-  auto* base = static_cast<uint8_t*>(
-      scratch.reserve(q_bytes + static_cast<size_t>(n_blocks) * sizeof(ActBlock), stream));
-  a.xq = reinterpret_cast<int8_t*>(base);
-  a.xb = reinterpret_cast<ActBlock*>(base + q_bytes);
-  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(
-      desc(x), n_in, n_blocks, const_cast<int8_t*>(a.xq), const_cast<ActBlock*>(a.xb));
-  CUDA_CHECK_LAUNCH();
+  std::tie(a.xq, a.xb) = quantize_rows(x, n_in, scratch, stream);
   if constexpr (sliced_type) {
     if (sliced) {
       const SliceArgs s{a.w, a.row_bytes, a.n_out, n_in, n_tok, a.xq, a.xb, a.y, a.bias};
@@ -361,7 +371,49 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   }
 }
 
+template <GgmlType T>
+void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
+            Scratch& scratch, unsigned* err, cudaStream_t stream) {
+  const int64_t n_in = w.ne[0];
+  const auto [xq, xb] = quantize_rows(x, n_in, scratch, stream);
+  SliceArgs s{reinterpret_cast<const uint8_t*>(base_ptr(w)),
+              static_cast<int64_t>(w.nb[1]),
+              w.ne[1],
+              n_in,
+              ids.n_elements(),
+              xq,
+              xb,
+              desc(out),
+              nullptr};
+  s.ids = reinterpret_cast<const int32_t*>(base_ptr(ids));
+  s.n_expert = w.ne[2];
+  s.expert_bytes = static_cast<int64_t>(w.nb[2]);
+  s.k = ids.ne[0];
+  s.x_per_rank = x.ne[1] != 1;
+  s.err = err;
+  launch_slice_gemv<T>(s, stream);
+}
+
 }  // namespace
+
+bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
+                           Scratch& scratch, unsigned* err, cudaStream_t stream) {
+  static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
+  if (legacy || reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 != 0) return false;
+  switch (w.type) {
+    case GgmlType::Q4_K:
+      run_id<GgmlType::Q4_K>(w, x, ids, out, scratch, err, stream);
+      return true;
+    case GgmlType::Q6_K:
+      run_id<GgmlType::Q6_K>(w, x, ids, out, scratch, err, stream);
+      return true;
+    case GgmlType::Q8_0:
+      run_id<GgmlType::Q8_0>(w, x, ids, out, scratch, err, stream);
+      return true;
+    default:
+      return false;
+  }
+}
 
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                         Scratch& scratch, cudaStream_t stream) {

@@ -29,6 +29,13 @@ namespace t9::cuda {
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                         Scratch& scratch, cudaStream_t stream);
 
+// matmul_id's rows (backend.h) in one launch, no host round trip: each (token, rank) pair is a
+// one-row sliced GEMV with its expert's matrix, the expert read from ids on the device (bits of a
+// plain one-row matmul with that expert). False for weight types without the sliced kernels (the
+// caller groups on the host then). An out-of-range id sets kErrMoeId in *err.
+bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
+                           Scratch& scratch, unsigned* err, cudaStream_t stream);
+
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                          cudaStream_t stream);

@@ -57,6 +57,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   static_assert(kR * kTok <= 32, "one lane per output in the final sum");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
+  const bool by_pair = a.ids != nullptr;  // matmul_id: blockIdx.y is a pair (kTok == 1)
+  if (by_pair && !select_pair(a)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
   uint8_t* bufs = smem + warp * kBufs * slot;
@@ -66,7 +68,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   auto* as = reinterpret_cast<ActBlock*>(xs + kTok * n_pos * 32 * U::kXBytes);
   red += warp * kR * kTok * 33;
   const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
+  const int64_t t0 = by_pair ? 0 : static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps * kR;
   int64_t o = (static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp) * kR;
@@ -161,6 +163,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
+  if (a.ids != nullptr && !select_pair(a)) return;  // matmul_id: blockIdx.y is a pair
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
   const int64_t n_units = a.n_in / U::kElems;
@@ -289,7 +292,10 @@ void launch_coal(const SliceArgs& a, cudaStream_t stream) {
   const int smem = static_cast<int>(smem64);
   const int64_t blocks = resident_blocks<kernel>(
       kSliceWarps * 32, smem, kMaxSliceSmem, (a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR));
-  kernel<<<static_cast<unsigned>(blocks), kSliceWarps * 32, smem, stream>>>(a);
+  const int64_t pairs = a.ids != nullptr ? a.n_tok : 1;
+  T9_CHECK(pairs <= 65535, "matmul_id: {} pairs exceed the launch grid", pairs);
+  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(pairs)), kSliceWarps * 32,
+           smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -300,7 +306,7 @@ void launch_coal(const SliceArgs& a, cudaStream_t stream) {
 template <GgmlType T>
 bool try_coal(const SliceArgs& a, cudaStream_t stream) {
   static const bool off = std::getenv("TEMPO9_CUDA_GEMV_SLICED") != nullptr;
-  if (off || a.n_tok != 1 || T == GgmlType::Q8_0) return false;
+  if (off || (a.n_tok != 1 && a.ids == nullptr) || T == GgmlType::Q8_0) return false;
   if constexpr (T == GgmlType::Q4_K) {
     static const bool q4k_staged = std::getenv("TEMPO9_CUDA_Q4K_STAGED") != nullptr;
     if (!q4k_staged && a.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0) {
@@ -320,7 +326,7 @@ bool try_coal(const SliceArgs& a, cudaStream_t stream) {
 template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream) {
   if (try_coal<T>(a, stream)) return;
-  if (a.n_tok == 1) return launch_tile<T, 1>(a, stream);
+  if (a.n_tok == 1 || a.ids != nullptr) return launch_tile<T, 1>(a, stream);
   if (a.n_tok <= 4) return launch_tile<T, 4>(a, stream);
   launch_tile<T, 8>(a, stream);
 }

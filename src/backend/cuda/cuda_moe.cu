@@ -2,19 +2,23 @@
 // combination, and the sigmoid gate of gated attention and the shared expert. Same contracts and
 // per-row arithmetic order as backend/cpu/cpu_moe.cpp.
 //
-// matmul_id groups the (token, rank) rows by expert on the host: it downloads ids (one stream
-// synchronisation per call), gathers the rows into expert order with one kernel, runs the
-// ordinary CudaBackend::matmul once per used expert on its contiguous slice of rows, and scatters
-// the results back with one kernel. Every weight type and kernel path of matmul is reused, and
-// matmul is batch-invariant, so a row's bits equal a plain matmul of that row with its expert's
-// matrix and never depend on the other rows. The host round trip is the simple first cut: it
-// stalls the stream once per call and rules out CUDA-graph capture (docs/CUDA.md, next steps).
+// matmul_id has two routes with the same bits (each row equals a plain matmul of that row with its
+// expert's matrix; matmul is batch-invariant, rule 7):
+//   - up to moe_device_pairs() (token, rank) pairs of a Q4_K / Q6_K / Q8_0 expert tensor (decode
+//     and small batches): one launch of the one-row sliced GEMV over (row block, pair), each
+//     block reading its expert id on the device (cuda_gemv.cuh). No host round trip.
+//   - otherwise (prefill, other types) the rows are grouped by expert on the host: ids are
+//     downloaded (one stream synchronisation per call), the rows gathered into expert order by one
+//     kernel, the ordinary CudaBackend::matmul (tensor cores from 16 rows) run once per used
+//     expert on its contiguous slice, and the results scattered back by one kernel.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
+#include <cstdlib>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 
 namespace t9 {
@@ -121,6 +125,18 @@ __global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, Ten
   reinterpret_cast<float*>(out.row(r))[i] = av * sigmoid(gv);
 }
 
+// Pairs up to which matmul_id takes the device route (TEMPO9_CUDA_MOE_DEVICE_PAIRS, read once;
+// default 256 = 32 tokens of top-8). Each pair re-reads its expert's matrix, so at prefill sizes
+// the grouped tensor-core route reads far fewer bytes; below this the host round trip and one
+// launch per used expert cost more than the re-reads (docs/CUDA.md).
+int64_t moe_device_pairs() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MOE_DEVICE_PAIRS");
+    return e != nullptr ? std::atoll(e) : int64_t{256};
+  }();
+  return n;
+}
+
 unsigned rows_grid(int64_t n) {
   T9_CHECK(n > 0 && n <= 0x7fffffff, "{} rows exceed the launch grid", n);
   return static_cast<unsigned>(n);
@@ -175,6 +191,9 @@ void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
   const int64_t m = n * k;
   if (m == 0 || n_out == 0) return;
   T9_CHECK(m <= 0x7fffffff, "matmul_id: {} rows", m);
+  if (m <= cuda::moe_device_pairs() &&
+      cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, stream_))
+    return;
   // The grouping needs the ids on the host: wait for the router.
   std::vector<int32_t> id(static_cast<size_t>(m));
   CUDA_CHECK(cudaMemcpyAsync(id.data(), cuda::base_ptr(ids), id.size() * 4, cudaMemcpyDeviceToHost,

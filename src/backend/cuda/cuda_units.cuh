@@ -396,6 +396,12 @@ __device__ __forceinline__ bool slice_ends_at(int64_t u, int64_t n) {
 // One int8-activation matmul as the sliced kernels (GEMV and MMA) see it: y [n_tok, n_out] =
 // xq [n_tok, n_in] (int8 codes, rows contiguous, n_in apart; xb: n_in / 32 ActBlocks per row)
 // times w^T (n_out packed rows of row_bytes) + bias (null or n_out floats).
+//
+// matmul_id's form (ids non-null; the one-row GEMVs only): n_tok counts (token, rank) pairs, one
+// launch-grid row (blockIdx.y) each; pair r = t * k + j multiplies xq row (x_per_rank ? r : t)
+// by expert ids[r]'s matrix (w + ids[r] * expert_bytes) into y row r. select_pair() turns the
+// arguments into that one-row matmul inside the kernel, so every pair gets the bits of a plain
+// one-row matmul with its expert (rule 7) and the grouping needs no host round trip.
 struct SliceArgs {
   const uint8_t* w;
   int64_t row_bytes, n_out, n_in, n_tok;
@@ -403,7 +409,29 @@ struct SliceArgs {
   const ActBlock* xb;
   TensorDesc y;
   const float* bias;
+  const int32_t* ids = nullptr;  // [n_tok] expert per pair, or null
+  int64_t n_expert = 0, expert_bytes = 0, k = 1;
+  bool x_per_rank = false;
+  unsigned* err = nullptr;  // kErrMoeId for an id outside [0, n_expert)
 };
+
+// The one-row matmul of pair blockIdx.y (see SliceArgs). False (flagged once) when its expert id
+// is out of range: the block computes nothing. Uniform per block.
+__device__ __forceinline__ bool select_pair(SliceArgs& a) {
+  const int64_t r = blockIdx.y;
+  const int32_t e = a.ids[r];
+  if (e < 0 || e >= a.n_expert) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicOr(a.err, kErrMoeId);
+    return false;
+  }
+  const int64_t xr = a.x_per_rank ? r : r / a.k;
+  a.w += e * a.expert_bytes;
+  a.xq += xr * a.n_in;
+  a.xb += xr * (a.n_in / 32);
+  a.y.base = a.y.row(r);
+  a.n_tok = 1;
+  return true;
+}
 
 // The sliced GEMV (cuda_gemv_slice.cu) for T = Q4_K, Q6_K, Q8_0, any n_tok (tiles of 1, 4, 8).
 template <GgmlType T>
