@@ -14,7 +14,8 @@
 #                `tempo9 bench cold` with the same workload at each of WAYS concurrent requests
 #       agents   issue 9's agent load: tempo9 serve and llama-server (-np AGENTS), each driven
 #                by `tempo9 bench agents` (AGENTS agents, a shared SYSTEM-token system prompt,
-#                3 turns of 300 new tokens, 128 generated; same --run-id: same prompts)
+#                TURNS (3) turns of 300 new tokens, AGENT_GEN (128) generated, AGENT_S (300)
+#                seconds at most; same --run-id: same prompts)
 #       legacy   single's tempo9 run with TEMPO9_CUDA_LEGACY_GEMV=1 (the pre-mma kernels)
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
 #       synth    only make the file
@@ -162,10 +163,13 @@ serve() {
 
 agents() {
   local n=${AGENTS:-8} sys=${SYSTEM:-10000} pid ctx
-  ctx=$((sys + 3 * (300 + 128) + 512))
+  # The bench sizes text by a real tokenizer's ratio; the synthetic vocabulary cuts the same
+  # text into ~3.3x as many tokens (SYSTEM=3000 gives a ~10k-token system prompt): CTX per agent.
+  ctx=${CTX:-$((4 * (sys + ${TURNS:-3} * (300 + ${AGENT_GEN:-128})) + 512))}
   echo "== agents: $n agents, $sys-token shared system prompt, 3 turns"
-  local args=(bench agents --agents "$n" --system-tokens "$sys" --turns 3 --turn-tokens 300
-    --gen-tokens 128 --run-id h200 --max-seconds 300)
+  local args=(bench agents --agents "$n" --system-tokens "$sys" --turns "${TURNS:-3}"
+    --turn-tokens 300 --gen-tokens "${AGENT_GEN:-128}" --run-id h200 --max-seconds
+    "${AGENT_S:-300}")
   if has ours; then
     "$T9" serve -m "$M" --backend cuda --port 18411 --ctx "$ctx" --max-seqs "$n" \
       --kv-memory 24G >"$OUT/serve_agents_tempo9.log" 2>&1 &

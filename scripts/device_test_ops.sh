@@ -12,8 +12,9 @@
 #                                       # subset; logs in $OUT
 #   scripts/device_test_ops.sh mma      # there: every CUDA test, sanitizers on the sliced
 #                                       # matmul kernels, the GEMV/GEMM bench new vs legacy
-#   scripts/device_test_ops.sh check    # there: every CUDA test, memcheck + racecheck on the
-#                                       # attention and matmul_id tests; logs in $OUT
+#   scripts/device_test_ops.sh check    # there: every CUDA test (TESTS: a gtest filter),
+#                                       # memcheck + racecheck on the attention, matmul_id and
+#                                       # GDN tests (MEMCHECK_TESTS, RACECHECK_TESTS); logs in $OUT
 #   scripts/device_test_ops.sh hybrid   # there: only the MoE / Gated DeltaNet tests
 #                                       # (CudaHybrid*) and compute-sanitizer memcheck on their op
 #                                       # tests; logs in $OUT
@@ -155,16 +156,16 @@ check() {
   unpack
   OUT=${OUT:-/tmp/t9out}
   mkdir -p "$OUT"
-  "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda*:*/CudaModel.*' --gtest_color=no 2>&1 |
-    tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda attention|Failure' | head -40
+  "$STAGE/bin/test_cuda_ops" --gtest_filter="${TESTS:-Cuda*:*/CudaModel.*}" --gtest_color=no 2>&1 |
+    tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda attention|cuda gdn|Failure' | head -40
   local rc=${PIPESTATUS[0]}
-  local f='CudaAttention*:CudaHybrid.MatmulId*:-CudaHybrid.MatmulIdBad*'
+  local f=${MEMCHECK_TESTS:-'CudaAttention*:CudaHybrid.MatmulId*:CudaHybrid.GatedDeltaNet*:-CudaHybrid.MatmulIdBad*'}
   timeout "${MEMCHECK_S:-150}" compute-sanitizer --tool memcheck --print-limit 20 \
     "$STAGE/bin/test_cuda_ops" --gtest_filter="$f" --gtest_color=no >"$OUT/memcheck.log" 2>&1
   echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tail -3 | tr '\n' ' ')"
+  f=${RACECHECK_TESTS:-'CudaAttention.F16PoolGqa*:CudaAttention.LongContext*:CudaHybrid.GatedDeltaNet*'}
   timeout "${RACECHECK_S:-120}" compute-sanitizer --tool racecheck --print-limit 20 \
-    "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaAttention.F16PoolGqa*:CudaAttention.LongContext*' \
-    --gtest_color=no >"$OUT/racecheck.log" 2>&1
+    "$STAGE/bin/test_cuda_ops" --gtest_filter="$f" --gtest_color=no >"$OUT/racecheck.log" 2>&1
   echo "racecheck rc $? : $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' "$OUT/racecheck.log" | tail -3 | tr '\n' ' ')"
   echo "test_ops rc $rc: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_ops.log" | tr '\n' ' ')"
   return "$rc"

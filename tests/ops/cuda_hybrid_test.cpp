@@ -212,7 +212,7 @@ TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
   }
 }
 
-// An expert id outside [0, n_expert) on the device route: flagged, reported at sync().
+// An expert id outside [0, n_expert) on either device route: flagged, reported at sync().
 TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   auto rng = test_rng();
@@ -226,6 +226,23 @@ TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
         const Tensor out = arena.poisoned(GgmlType::F32, 40, 2, 1);
         be.matmul_id(w, arena.from_host(std::vector<float>(256, 1.0f), GgmlType::F32, 256, 1, 1),
                      arena.from_host(std::vector<int32_t>{1, 6}, GgmlType::I32, 2, 1), out);
+        be.sync();
+      },
+      "bad indices");
+  // 300 pairs: the device-sorted tensor-core route.
+  EXPECT_DEATH(
+      {
+        CudaBackend be;
+        DeviceArena arena(be);
+        const Tensor w =
+            reshape(arena.weights(wb, GgmlType::Q8_0, 256, 40 * 6), 256, 40, 6);
+        std::vector<int32_t> ids(300, 2);
+        ids[123] = -1;
+        const Tensor out = arena.poisoned(GgmlType::F32, 40, 1, 300);
+        be.matmul_id(w,
+                     arena.from_host(std::vector<float>(256 * 300, 1.0f), GgmlType::F32, 256, 1,
+                                     300),
+                     arena.from_host(ids, GgmlType::I32, 1, 300), out);
         be.sync();
       },
       "bad indices");
@@ -418,12 +435,13 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& ref, 
 
 // Three sequences in one batch: a fresh one (random garbage in its slot must be ignored), one
 // continuing a random state, one single decode token; slot 1 unused (must stay as it was).
-// Shapes: the tiny fixtures' (16x16, grouped heads), Qwen3.5's tiled heads, and 128x128 heads
-// (65 KiB of shared memory: the opt-in path).
+// Shapes: the tiny fixtures' (16x16, grouped heads), Qwen3.5's tiled heads, 128x128 heads (the
+// real models'; state in registers, 4 blocks per head), and d_k = 40 (the general
+// shared-memory kernel).
 TEST_F(CudaHybrid, GatedDeltaNetMatchesCpuRecurrent) {
   auto rng = test_rng();
   for (const GdnCase& c : {GdnCase{2, 4, 16, 16, false}, GdnCase{2, 6, 32, 24, true},
-                           GdnCase{1, 2, 128, 128, false}}) {
+                           GdnCase{1, 2, 128, 128, false}, GdnCase{1, 2, 40, 24, false}}) {
     SCOPED_TRACE(fmt::format("nk {} nv {} dk {} dv {} tiled {}", c.nk, c.nv, c.dk, c.dv, c.tiled));
     const int64_t n_tok = 30, n_slots = 4;
     const GdnInputs in = gdn_inputs(rng, c, n_tok);

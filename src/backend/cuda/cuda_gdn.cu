@@ -1,6 +1,7 @@
 // CUDA ops of Gated DeltaNet layers: the short causal conv1d with its rolling state (ssm_conv)
 // and the gated delta rule in its token-by-token form (gated_delta_net). Same contracts and
-// per-element arithmetic order as backend/cpu/cpu_gdn.cpp (gdn_recurrent); the chunked-parallel
+// per-element formulas as backend/cpu/cpu_gdn.cpp (gdn_recurrent; the fast kernel sums over d_k
+// in another fixed order, see gdn_regs_kernel); the chunked-parallel
 // form is not implemented here, so every step runs the recurrence (the model's default, see
 // ModelConfig::gdn_min_chunked_tokens). Each sequence's work is independent of the others and of
 // how its tokens were split into steps: results are deterministic and batch-invariant.
@@ -72,6 +73,8 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
   for (int i = 0; i < K - 1; ++i) reinterpret_cast<float*>(state.row(st0 + i))[c] = win[i];
 }
 
+constexpr int kAttnWarpsGdn = 4;  // warps of gdn_regs_kernel (8 columns each)
+
 struct GdnDims {
   int nk, nv, dk, dv;
   bool tiled;
@@ -83,7 +86,8 @@ __device__ __forceinline__ float head_value(const TensorDesc& t, int64_t tok, in
   return reinterpret_cast<const float*>(t.row(tok * t.ne1 + h / t.ne0))[h % t.ne0];
 }
 
-// One block per (value head h = blockIdx.x, sequence blockIdx.y); thread j owns column j of the
+// The general kernel (any d_k; used when d_k is not 16, 32, 64 or 128). One block per (value
+// head h = blockIdx.x, sequence blockIdx.y); thread j owns column j of the
 // state S [dk, dv] (kept in shared memory, so each thread touches only its own column and the
 // state needs no synchronisation). Per token, as gdn_recurrent on the CPU:
 //   q, k of the key head -> shared; every thread sums their squares in order i = 0 .. dk-1 and
@@ -144,6 +148,97 @@ __global__ void gdn_recurrent_kernel(TensorDesc q, TensorDesc k, TensorDesc v, T
     __syncthreads();  // q, k of this token are read by all before the next token's load
   }
   for (int i = j; i < dk * dv; i += nt) Sg[i] = S[i];
+}
+
+// The fast kernel: the state in registers, four threads per column. Block (head h, columns
+// 32 c .. 32 c + 31) = blockIdx.x (h = blockIdx.x / n_col_blocks), sequence blockIdx.y; 128
+// threads; lane = 4 * (column within the warp's 8) + quarter, so thread (column j, quarter qq)
+// holds S[i][j] for the kRows = d_k / 4 rows i = 4 m + qq (interleaved, so the quarters read
+// q and k from different shared-memory banks). Per token, the same formulas as the CPU's
+// gdn_recurrent, with the sums over d_k taken as four interleaved partial sums joined by an xor
+// tree (another order than the CPU's sequential one: within gdn_bound) and the squares of q and k
+// as 32 lane partials and an xor tree; every order is fixed, so results do not depend on the
+// batch or on how tokens are split into steps. The next token's q and k are loaded while this
+// one is computed.
+template <int kRows>
+__global__ void __launch_bounds__(128)
+    gdn_regs_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
+                    const float* __restrict__ A, const float* __restrict__ dt,
+                    float* __restrict__ state, int64_t n_slots,
+                    const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out,
+                    int64_t n_tok, unsigned* err) {
+  constexpr int kDk = 4 * kRows;
+  constexpr int kPerLane = (kDk + 31) / 32;  // q/k values a lane loads for the norms
+  __shared__ float qs[kAttnWarpsGdn][kDk], ks[kAttnWarpsGdn][kDk];
+  const int n_cb = (p.dv + 31) / 32;
+  const int h = blockIdx.x / n_cb, cb = blockIdx.x % n_cb;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int qq = lane % 4, j = 32 * cb + 8 * warp + lane / 4;
+  const RecurrentSeq s = seqs[blockIdx.y];
+  if (!seq_ok(s, n_tok, n_slots)) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicOr(err, kErrSeqRows);
+    return;
+  }
+  const bool col = j < p.dv;
+  const int kh = p.tiled ? h % p.nk : h / (p.nv / p.nk);
+  float* Sg = state + (static_cast<int64_t>(s.slot) * p.nv + h) * kDk * p.dv;
+  float S[kRows];
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(4 * m + qq) * p.dv + j] : 0.0f;
+  const float Ah = A[h], dth = dt[h];
+  float qn[kPerLane], kn[kPerLane];  // this lane's q, k values of the next token
+  auto load_qk = [&](int64_t r) {
+    const float* qr = reinterpret_cast<const float*>(q.row(r * p.nk + kh));
+    const float* kr = reinterpret_cast<const float*>(k.row(r * p.nk + kh));
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      const int i = lane + 32 * e;
+      qn[e] = i < kDk ? qr[i] : 0.0f;
+      kn[e] = i < kDk ? kr[i] : 0.0f;
+    }
+  };
+  if (s.n_q > 0) load_qk(s.q_begin);
+  for (int t = 0; t < s.n_q; ++t) {
+    const int64_t r = static_cast<int64_t>(s.q_begin) + t;
+    float ssq = 0.0f, ssk = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      const int i = lane + 32 * e;
+      if (i < kDk) qs[warp][i] = qn[e], ks[warp][i] = kn[e];
+      ssq = fmaf(qn[e], qn[e], ssq);
+      ssk = fmaf(kn[e], kn[e], ssk);
+    }
+    ssq = warp_sum(ssq);
+    ssk = warp_sum(ssk);
+    __syncwarp();  // qs/ks of this warp written
+    if (t + 1 < s.n_q) load_qk(r + 1);
+    const float inv_q = p.q_scale / sqrtf(ssq + p.eps), inv_k = 1.0f / sqrtf(ssk + p.eps);
+    const float decay = expf(Ah * softplus(head_value(a, r, h) + dth));
+    const float beta = sigmoid(head_value(b, r, h));
+    const float vj = col ? reinterpret_cast<const float*>(v.row(r * p.nv + h))[j] : 0.0f;
+    float mem = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) {
+      S[m] *= decay;
+      mem = fmaf(S[m], ks[warp][4 * m + qq] * inv_k, mem);
+    }
+    mem += __shfl_xor_sync(0xffffffffu, mem, 1);
+    mem += __shfl_xor_sync(0xffffffffu, mem, 2);
+    const float delta = (vj - mem) * beta;
+    float o = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) {
+      S[m] = fmaf(ks[warp][4 * m + qq] * inv_k, delta, S[m]);
+      o = fmaf(S[m], qs[warp][4 * m + qq] * inv_q, o);
+    }
+    o += __shfl_xor_sync(0xffffffffu, o, 1);
+    o += __shfl_xor_sync(0xffffffffu, o, 2);
+    if (col && qq == 0) reinterpret_cast<float*>(out.row(r * p.nv + h))[j] = o;
+    __syncwarp();  // qs/ks read by every lane before the next token overwrites them
+  }
+  if (col)
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) Sg[(4 * m + qq) * p.dv + j] = S[m];
 }
 
 const RecurrentSeq* seqs_ptr(const Tensor& seqs) {
@@ -229,6 +324,29 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
   const RecurrentSeq* sp = cuda::seqs_ptr(seqs);
   const int64_t n_seqs = seqs.ne[1];
   T9_CHECK(n_seqs <= 65535, "gated_delta_net: {} sequences exceed the launch grid", n_seqs);
+  const cuda::GdnDims dims{static_cast<int>(nk),
+                           static_cast<int>(nv),
+                           static_cast<int>(dk),
+                           static_cast<int>(dv),
+                           p.v_heads_tiled,
+                           p.l2_eps,
+                           1.0f / std::sqrt(static_cast<float>(dk))};
+  if (n_seqs > 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128)) {
+    const auto go = [&](auto kernel) {
+      const dim3 grid(static_cast<unsigned>(nv * ((dv + 31) / 32)), static_cast<unsigned>(n_seqs));
+      kernel<<<grid, 128, 0, stream_>>>(
+          cuda::desc(q), cuda::desc(k), cuda::desc(v), cuda::desc(a), cuda::desc(b),
+          reinterpret_cast<const float*>(cuda::base_ptr(A)),
+          reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
+          reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims, cuda::desc(out),
+          n, err_word_);
+      CUDA_CHECK_LAUNCH();
+    };
+    if (dk == 16) return go(cuda::gdn_regs_kernel<4>);
+    if (dk == 32) return go(cuda::gdn_regs_kernel<8>);
+    if (dk == 64) return go(cuda::gdn_regs_kernel<16>);
+    return go(cuda::gdn_regs_kernel<32>);
+  }
   const size_t smem = static_cast<size_t>(dk * dv + 2 * dk) * sizeof(float);
   // H200: 227 KiB of shared memory per block with the opt-in (d_k = d_v = 128 takes 65 KiB).
   T9_CHECK(smem <= 227 * 1024, "gated_delta_net: a {}x{} state does not fit shared memory", dk, dv);
@@ -237,13 +355,6 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
     CUDA_CHECK(cudaFuncSetAttribute(cuda::gdn_recurrent_kernel,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
-  const cuda::GdnDims dims{static_cast<int>(nk),
-                           static_cast<int>(nv),
-                           static_cast<int>(dk),
-                           static_cast<int>(dv),
-                           p.v_heads_tiled,
-                           p.l2_eps,
-                           1.0f / std::sqrt(static_cast<float>(dk))};
   const int threads = static_cast<int>((dv + 31) / 32 * 32);
   const dim3 grid(static_cast<unsigned>(nv), static_cast<unsigned>(n_seqs));
   cuda::gdn_recurrent_kernel<<<grid, threads, smem, stream_>>>(

@@ -36,6 +36,14 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
 bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
                            Scratch& scratch, unsigned* err, cudaStream_t stream);
 
+// matmul_id's rows for larger batches (prefill), no host round trip: a one-block counting sort
+// of the pairs by expert on the device, the x rows rounded to int8 in that order, then one
+// tensor-core launch over every expert's row tiles (bits of a plain matmul per row). False for
+// weight types without the sliced kernels.
+bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
+                              const Tensor& out, Scratch& scratch, unsigned* err,
+                              cudaStream_t stream);
+
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                          cudaStream_t stream);

@@ -292,7 +292,8 @@ __global__ void __launch_bounds__(kThreads, kNT == 2 ? 4 : 2) mma_kernel(SliceAr
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp / 2, wn = warp % 2, g = lane / 4, tq = lane % 4;
   const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kBM;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  if (a.tile_first != nullptr && !select_expert(a, kBN, t0)) return;  // grouped matmul_id
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
   const int64_t n_chunks = (n_units + M::kUnits - 1) / M::kUnits;
   uint8_t* dec = smem + L::kRaw + L::kAct + L::kAb;
@@ -334,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 2 ? 4 : 2) mma_kernel(SliceAr
     const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
     const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
     if (o < a.n_out && t < a.n_tok) {
-      float* yr = reinterpret_cast<float*>(a.y.row(t));
+      float* yr = reinterpret_cast<float*>(a.y.row(a.y_rows != nullptr ? a.y_rows[t] : t));
       yr[o] = a.bias != nullptr ? __fadd_rn(y[mt][nt][i], a.bias[o]) : y[mt][nt][i];
     }
   })
@@ -343,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 2 ? 4 : 2) mma_kernel(SliceAr
 #undef T9_FOR_ACC
 
 template <GgmlType T, int kNT>
-void launch_tiles(const SliceArgs& a, cudaStream_t stream) {
+void launch_tiles(const SliceArgs& a, cudaStream_t stream, int64_t n_tiles = -1) {
   constexpr int kSmem = Smem<T, kNT>::kBytes, kBN = Smem<T, kNT>::kBN;
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -351,7 +352,7 @@ void launch_tiles(const SliceArgs& a, cudaStream_t stream) {
     return true;
   }();
   (void)attr_set;
-  const int64_t tiles_t = (a.n_tok + kBN - 1) / kBN;
+  const int64_t tiles_t = n_tiles >= 0 ? n_tiles : (a.n_tok + kBN - 1) / kBN;
   T9_CHECK(tiles_t <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   const dim3 grid(grid_1d(a.n_out, kBM), static_cast<unsigned>(tiles_t));
   mma_kernel<T, kNT><<<grid, kThreads, kSmem, stream>>>(a);
@@ -372,6 +373,19 @@ void launch_mma(const SliceArgs& a, cudaStream_t stream) {
   launch_tiles<T, 4>(a, stream);
 }
 
+int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {
+  return pairs <= 32 * n_expert ? 32 : 64;  // the dense choice for the mean rows per expert
+}
+
+template <GgmlType T>
+void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, cudaStream_t stream) {
+  if (tile_rows == 32) return launch_tiles<T, 2>(a, stream, n_tiles);
+  launch_tiles<T, 4>(a, stream, n_tiles);
+}
+
+template void launch_mma_grouped<GgmlType::Q4_K>(const SliceArgs&, int, int64_t, cudaStream_t);
+template void launch_mma_grouped<GgmlType::Q6_K>(const SliceArgs&, int, int64_t, cudaStream_t);
+template void launch_mma_grouped<GgmlType::Q8_0>(const SliceArgs&, int, int64_t, cudaStream_t);
 template void launch_mma<GgmlType::Q4_K>(const SliceArgs&, cudaStream_t);
 template void launch_mma<GgmlType::Q6_K>(const SliceArgs&, cudaStream_t);
 template void launch_mma<GgmlType::Q8_0>(const SliceArgs&, cudaStream_t);

@@ -2,12 +2,14 @@
 // combination, and the sigmoid gate of gated attention and the shared expert. Same contracts and
 // per-row arithmetic order as backend/cpu/cpu_moe.cpp.
 //
-// matmul_id has two routes with the same bits (each row equals a plain matmul of that row with its
-// expert's matrix; matmul is batch-invariant, rule 7):
+// matmul_id has three routes with the same bits (each row equals a plain matmul of that row with
+// its expert's matrix; matmul is batch-invariant, rule 7):
 //   - up to moe_device_pairs() (token, rank) pairs of a Q4_K / Q6_K / Q8_0 expert tensor (decode
 //     and small batches): one launch of the one-row sliced GEMV over (row block, pair), each
 //     block reading its expert id on the device (cuda_gemv.cuh). No host round trip.
-//   - otherwise (prefill, other types) the rows are grouped by expert on the host: ids are
+//   - more pairs of those types (prefill): a one-block counting sort by expert on the device,
+//     then one tensor-core launch over every expert's row tiles (cuda_gemv.cuh). No round trip.
+//   - other types: the rows are grouped by expert on the host: ids are
 //     downloaded (one stream synchronisation per call), the rows gathered into expert order by one
 //     kernel, the ordinary CudaBackend::matmul (tensor cores from 16 rows) run once per used
 //     expert on its contiguous slice, and the results scattered back by one kernel.
@@ -137,6 +139,13 @@ int64_t moe_device_pairs() {
   return n;
 }
 
+// TEMPO9_CUDA_MOE_HOST_GROUPING=1 (read once, measurement): past moe_device_pairs(), group on
+// the host (one launch per used expert) instead of the device-sorted tensor-core launch.
+bool moe_host_grouping() {
+  static const bool on = std::getenv("TEMPO9_CUDA_MOE_HOST_GROUPING") != nullptr;
+  return on;
+}
+
 unsigned rows_grid(int64_t n) {
   T9_CHECK(n > 0 && n <= 0x7fffffff, "{} rows exceed the launch grid", n);
   return static_cast<unsigned>(n);
@@ -191,9 +200,12 @@ void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
   const int64_t m = n * k;
   if (m == 0 || n_out == 0) return;
   T9_CHECK(m <= 0x7fffffff, "matmul_id: {} rows", m);
-  if (m <= cuda::moe_device_pairs() &&
-      cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, stream_))
+  if (m <= cuda::moe_device_pairs()) {
+    if (cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, stream_)) return;
+  } else if (!cuda::moe_host_grouping() &&
+             cuda::launch_matmul_id_grouped(w, x, ids, out, scratch_, err_word_, stream_)) {
     return;
+  }
   // The grouping needs the ids on the host: wait for the router.
   std::vector<int32_t> id(static_cast<size_t>(m));
   CUDA_CHECK(cudaMemcpyAsync(id.data(), cuda::base_ptr(ids), id.size() * 4, cudaMemcpyDeviceToHost,

@@ -413,6 +413,14 @@ struct SliceArgs {
   int64_t n_expert = 0, expert_bytes = 0, k = 1;
   bool x_per_rank = false;
   unsigned* err = nullptr;  // kErrMoeId for an id outside [0, n_expert)
+  // matmul_id's grouped form (tensor-core kernel only): xq / xb hold the pairs sorted by expert
+  // (expert_first[e] .. expert_first[e + 1] - 1 are expert e's, in (token, rank) order), launch
+  // tile blockIdx.y is tile blockIdx.y - tile_first[e] of expert e (tile_first[e] <= blockIdx.y <
+  // tile_first[e + 1]), and sorted pair i goes to y row y_rows[i]. select_expert() makes that
+  // tile's arguments.
+  const int32_t* expert_first = nullptr;  // [n_expert + 1]
+  const int32_t* tile_first = nullptr;    // [n_expert + 1]; tile_first[n_expert] = tiles in all
+  const int32_t* y_rows = nullptr;        // [pairs]
 };
 
 // The one-row matmul of pair blockIdx.y (see SliceArgs). False (flagged once) when its expert id
@@ -433,6 +441,32 @@ __device__ __forceinline__ bool select_pair(SliceArgs& a) {
   return true;
 }
 
+// The expert of launch tile blockIdx.y of a grouped matmul_id (see SliceArgs): a becomes that
+// expert's matmul (n_tok its pair count), t0 the tile's first row. False when the tile is past
+// the last expert's (the grid is sized by an upper bound). Uniform per block.
+__device__ __forceinline__ bool select_expert(SliceArgs& a, int tile_rows, int64_t& t0) {
+  const int item = static_cast<int>(blockIdx.y);
+  const int n_expert = static_cast<int>(a.n_expert);
+  if (item >= a.tile_first[n_expert]) return false;
+  // The largest e with tile_first[e] <= item: then tile_first[e + 1] > item, so e has pairs.
+  int lo = 0, hi = n_expert - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (a.tile_first[mid] <= item)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int64_t first = a.expert_first[lo];
+  a.n_tok = a.expert_first[lo + 1] - first;
+  t0 = static_cast<int64_t>(item - a.tile_first[lo]) * tile_rows;
+  a.w += lo * a.expert_bytes;
+  a.xq += first * a.n_in;
+  a.xb += first * (a.n_in / 32);
+  a.y_rows += first;
+  return true;
+}
+
 // The sliced GEMV (cuda_gemv_slice.cu) for T = Q4_K, Q6_K, Q8_0, any n_tok (tiles of 1, 4, 8).
 template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream);
@@ -440,5 +474,12 @@ void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream);
 // The tensor-core kernel (cuda_mma.cu) for T = Q4_K, Q6_K, Q8_0: same bits as the sliced GEMV.
 template <GgmlType T>
 void launch_mma(const SliceArgs& a, cudaStream_t stream);
+
+// Activation rows per launch tile of a grouped matmul_id of `pairs` pairs over n_expert experts
+// (32 or 64), and its launch: n_tiles >= a.tile_first[n_expert] tiles (an upper bound the host
+// knows without the ids: pairs / tile_rows + n_expert).
+int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert);
+template <GgmlType T>
+void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, cudaStream_t stream);
 
 }  // namespace t9::cuda
