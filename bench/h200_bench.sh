@@ -15,7 +15,8 @@
 #       agents   issue 9's agent load: tempo9 serve and llama-server (-np AGENTS), each driven
 #                by `tempo9 bench agents` (AGENTS agents, a shared SYSTEM-token system prompt,
 #                TURNS (3) turns of 300 new tokens, AGENT_GEN (128) generated, AGENT_S (300)
-#                seconds at most; same --run-id: same prompts)
+#                seconds at most; same --run-id: same prompts; SERVE_ARGS: more tempo9 serve
+#                flags)
 #       legacy   single's tempo9 run with TEMPO9_CUDA_LEGACY_GEMV=1 (the pre-mma kernels)
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
 #       synth    only make the file
@@ -171,8 +172,9 @@ agents() {
     --turn-tokens 300 --gen-tokens "${AGENT_GEN:-128}" --run-id h200 --max-seconds
     "${AGENT_S:-300}")
   if has ours; then
+    # shellcheck disable=SC2086  # SERVE_ARGS: extra serve flags, word-split on purpose
     "$T9" serve -m "$M" --backend cuda --port 18411 --ctx "$ctx" --max-seqs "$n" \
-      --kv-memory 24G >"$OUT/serve_agents_tempo9.log" 2>&1 &
+      --kv-memory 24G ${SERVE_ARGS:-} >"$OUT/serve_agents_tempo9.log" 2>&1 &
     pid=$!
     wait_http http://127.0.0.1:18411/v1/models &&
       "$T9" "${args[@]}" --url http://127.0.0.1:18411 --json "$OUT/agents_tempo9.json" 2>&1 |

@@ -38,15 +38,17 @@ struct ServeOptions {
   int spec_draft = 0;  // speculative prompt-lookup drafts per step (0 = off)
   int kv_block_size = 16;
   std::string kv_memory = "0.5";  // bytes (suffix K/M/G) or a fraction of RAM (GPU: free memory)
+  std::string state_memory = "0.1";  // recurrent-state checkpoints (hybrid models), same units
   bool no_prefix_cache = false;
 };
 
 // "8G", "512M", "1073741824" or a fraction ("0.5") of `whole`: the backend's free memory when it
 // has its own (a GPU's, after the weights were uploaded), else physical RAM.
-Result<size_t> parse_memory(const std::string& s, std::optional<size_t> whole) {
+// `flag` names the option in errors.
+Result<size_t> parse_memory(const char* flag, const std::string& s, std::optional<size_t> whole) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || !(v > 0)) return error("--kv-memory: '{}' is not a size", s);
+  if (end == s.c_str() || !(v > 0)) return error("{}: '{}' is not a size", flag, s);
   const std::string suffix(end);
   if (suffix.empty() && v <= 1.0) {
     if (whole) return static_cast<size_t>(v * static_cast<double>(*whole));
@@ -62,7 +64,7 @@ Result<size_t> parse_memory(const std::string& s, std::optional<size_t> whole) {
   else if (suffix == "G" || suffix == "g")
     mult = 1024.0 * 1024 * 1024;
   else if (!suffix.empty())
-    return error("--kv-memory: unknown suffix '{}'", suffix);
+    return error("{}: unknown suffix '{}'", flag, suffix);
   return static_cast<size_t>(v * mult);
 }
 
@@ -113,10 +115,14 @@ int serve(ServeOptions& opt) {
   }
 
   const int n_ctx = opt.ctx > 0 ? opt.ctx : m.hparams().n_ctx_train;
-  auto kv_bytes = parse_memory(opt.kv_memory, backend.free_memory_bytes());
-  if (!kv_bytes.ok()) {
-    std::fprintf(stderr, "tempo9 serve: %s\n", kv_bytes.message().c_str());
-    return 2;
+  const std::optional<size_t> free_bytes = backend.free_memory_bytes();
+  auto kv_bytes = parse_memory("--kv-memory", opt.kv_memory, free_bytes);
+  auto state_bytes = parse_memory("--state-memory", opt.state_memory, free_bytes);
+  for (const auto* r : {&kv_bytes, &state_bytes}) {
+    if (!r->ok()) {
+      std::fprintf(stderr, "tempo9 serve: %s\n", r->message().c_str());
+      return 2;
+    }
   }
   const auto& hp = m.hparams();
   const size_t bytes_per_block = 2ull * hp.n_layer * hp.n_head_kv * hp.head_dim *
@@ -129,6 +135,7 @@ int serve(ServeOptions& opt) {
   ecfg.kv.pool.block_size_tokens = opt.kv_block_size;
   ecfg.kv.pool.max_blocks = static_cast<int>(std::max<size_t>(*kv_bytes / bytes_per_block, 16));
   ecfg.kv.enable_prefix_cache = !opt.no_prefix_cache;
+  ecfg.state_checkpoint_budget_bytes = static_cast<int64_t>(*state_bytes);
   ecfg.scheduler.spec.max_draft = opt.spec_draft;
   server::Metrics metrics;
   ecfg.on_step = [&metrics](double step_ms) { metrics.observe_step(step_ms); };
@@ -217,6 +224,10 @@ const bool registered = register_command(Command{
       sub.add_option(
              "--kv-memory", o->kv_memory,
              "KV cap: bytes (K/M/G suffix) or fraction of RAM (--backend cuda: of free GPU memory)")
+          ->capture_default_str();
+      sub.add_option("--state-memory", o->state_memory,
+                     "hybrid models: memory for the prefix cache's recurrent-state checkpoints "
+                     "(one per cached conversation end and shared prefix), as --kv-memory")
           ->capture_default_str();
       sub.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable prefix caching");
       sub.add_option("--spec-draft", o->spec_draft,

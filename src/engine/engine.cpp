@@ -23,8 +23,6 @@ int max_request_tokens(const EngineConfig& c) {
 
 }  // namespace
 
-namespace {
-
 EngineConfig adapted_to(EngineConfig config, const ModelRunner& runner) {
   config.kv.recurrent_checkpoints = runner.has_recurrent_state();
   const size_t bytes = runner.state_checkpoint_bytes();
@@ -35,8 +33,6 @@ EngineConfig adapted_to(EngineConfig config, const ModelRunner& runner) {
   }
   return config;
 }
-
-}  // namespace
 
 Engine::Engine(const EngineConfig& config, ModelRunner& runner)
     : config_(adapted_to(config, runner)),

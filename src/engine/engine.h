@@ -33,7 +33,9 @@ struct EngineConfig {
   KvCacheConfig kv;
   int max_context_tokens = 4096;  // the model's context: bounds prompt + max_tokens
   // Recurrent models: memory for cached state checkpoints (sets kv.max_state_checkpoints from
-  // the runner's state_checkpoint_bytes(); 0 keeps kv.max_state_checkpoints as given).
+  // the runner's state_checkpoint_bytes(); 0 keeps kv.max_state_checkpoints as given). An agent's
+  // next turn hits the cache only where a checkpoint sits, and every conversation needs its own
+  // (the end of its last prompt) besides the shared prefix's: `tempo9 serve --state-memory`.
   int64_t state_checkpoint_budget_bytes = int64_t{1} << 30;
   // Called on the engine thread after every step with its duration (metrics histograms); must be
   // quick and must not block.
@@ -44,6 +46,10 @@ struct EngineConfig {
   bool check_every_step = false;
 #endif
 };
+
+// `config` as the engine runs it with `runner`: kv.recurrent_checkpoints from the runner, and
+// kv.max_state_checkpoints from the checkpoint budget (see EngineConfig).
+EngineConfig adapted_to(EngineConfig config, const ModelRunner& runner);
 
 // A snapshot for /metrics. Token counters are totals since start.
 struct EngineStats {

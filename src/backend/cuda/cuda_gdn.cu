@@ -158,7 +158,7 @@ __global__ void gdn_recurrent_kernel(TensorDesc q, TensorDesc k, TensorDesc v, T
 // gdn_recurrent, with the sums over d_k taken as four interleaved partial sums joined by an xor
 // tree (another order than the CPU's sequential one: within gdn_bound) and the squares of q and k
 // as 32 lane partials and an xor tree; every order is fixed, so results do not depend on the
-// batch or on how tokens are split into steps. The next token's q and k are loaded while this
+// batch or on how tokens are split into steps. The next token's inputs are loaded while this
 // one is computed.
 template <int kRows>
 __global__ void __launch_bounds__(128)
@@ -186,8 +186,10 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
   for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(4 * m + qq) * p.dv + j] : 0.0f;
   const float Ah = A[h], dth = dt[h];
-  float qn[kPerLane], kn[kPerLane];  // this lane's q, k values of the next token
-  auto load_qk = [&](int64_t r) {
+  // The next token's inputs, loaded one token ahead: this lane's q and k values, v of column j,
+  // the head's a and b.
+  float qn[kPerLane], kn[kPerLane], vn = 0.0f, an = 0.0f, bn = 0.0f;
+  auto load_next = [&](int64_t r) {
     const float* qr = reinterpret_cast<const float*>(q.row(r * p.nk + kh));
     const float* kr = reinterpret_cast<const float*>(k.row(r * p.nk + kh));
 #pragma unroll
@@ -196,8 +198,11 @@ __global__ void __launch_bounds__(128)
       qn[e] = i < kDk ? qr[i] : 0.0f;
       kn[e] = i < kDk ? kr[i] : 0.0f;
     }
+    vn = col ? reinterpret_cast<const float*>(v.row(r * p.nv + h))[j] : 0.0f;
+    an = head_value(a, r, h);
+    bn = head_value(b, r, h);
   };
-  if (s.n_q > 0) load_qk(s.q_begin);
+  if (s.n_q > 0) load_next(s.q_begin);
   for (int t = 0; t < s.n_q; ++t) {
     const int64_t r = static_cast<int64_t>(s.q_begin) + t;
     float ssq = 0.0f, ssk = 0.0f;
@@ -211,11 +216,11 @@ __global__ void __launch_bounds__(128)
     ssq = warp_sum(ssq);
     ssk = warp_sum(ssk);
     __syncwarp();  // qs/ks of this warp written
-    if (t + 1 < s.n_q) load_qk(r + 1);
+    const float decay = expf(Ah * softplus(an + dth));
+    const float beta = sigmoid(bn);
+    const float vj = vn;
+    if (t + 1 < s.n_q) load_next(r + 1);
     const float inv_q = p.q_scale / sqrtf(ssq + p.eps), inv_k = 1.0f / sqrtf(ssk + p.eps);
-    const float decay = expf(Ah * softplus(head_value(a, r, h) + dth));
-    const float beta = sigmoid(head_value(b, r, h));
-    const float vj = col ? reinterpret_cast<const float*>(v.row(r * p.nv + h))[j] : 0.0f;
     float mem = 0.0f;
 #pragma unroll
     for (int m = 0; m < kRows; ++m) {

@@ -25,6 +25,28 @@ std::vector<TokenId> oracle(const std::vector<TokenId>& prompt, int n) {
   return FakeModelRunner::reference_generate(prompt, n, kVocab);
 }
 
+// The checkpoint budget in bytes sets how many recurrent-state checkpoints the prefix cache keeps
+// (tempo9 serve --state-memory): budget / bytes per checkpoint, at least 2; budget 0 keeps the
+// count given; models without recurrent state keep none.
+TEST(EngineConfig, StateCheckpointBudgetSetsTheCount) {
+  FakeModelRunner runner(kVocab, 4);
+  runner.recurrent = true;
+  const auto per = static_cast<int64_t>(runner.state_checkpoint_bytes());
+  ASSERT_GT(per, 0);
+  EngineConfig c;
+  c.kv.max_state_checkpoints = 7;
+  c.state_checkpoint_budget_bytes = 10 * per + per / 2;
+  EXPECT_TRUE(adapted_to(c, runner).kv.recurrent_checkpoints);
+  EXPECT_EQ(adapted_to(c, runner).kv.max_state_checkpoints, 10);
+  c.state_checkpoint_budget_bytes = 1;
+  EXPECT_EQ(adapted_to(c, runner).kv.max_state_checkpoints, 2);
+  c.state_checkpoint_budget_bytes = 0;
+  EXPECT_EQ(adapted_to(c, runner).kv.max_state_checkpoints, 7);
+  runner.recurrent = false;
+  c.state_checkpoint_budget_bytes = 10 * per;
+  EXPECT_FALSE(adapted_to(c, runner).kv.recurrent_checkpoints);
+}
+
 TEST(Engine, GreedyOutputMatchesTheOracle) {
   Harness h;
   auto p = prompt_of(10, 1);
