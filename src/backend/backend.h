@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "core/check.h"
@@ -195,6 +196,16 @@ class Backend {
   // Quantized weights use 8-bit activations (CPU: per-32 blocks), so results differ from an
   // F32 reference by the activation rounding (tests/ops/matmul_test.cpp bounds it).
   virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
+
+  // Several matmuls of one input (Q/K/V, gate/up): outs[i].y = x @ outs[i].w^T (+ outs[i].bias),
+  // each bit for bit what matmul() gives. A backend may prepare x once for all of them (CUDA rounds
+  // it to int8 once instead of once per weight). No y may alias x.
+  struct MatmulOut {
+    Tensor w, bias, y;
+  };
+  virtual void matmul_shared_x(const Tensor& x, std::span<const MatmulOut> outs) {
+    for (const MatmulOut& o : outs) matmul(o.w, x, o.bias, o.y);
+  }
 
   // Stores this step's K and V rows in the paged pool of one layer. The pool should be F16: half
   // the bytes of F32 for the most bandwidth-bound op, as ggml does by default, at ~5e-4 relative

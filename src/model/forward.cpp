@@ -45,8 +45,8 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   if (spec_.moe) {
     moe_ffn(be, hp_, L, *xs_, s.h, s.o);
   } else {
-    be.matmul(L.ffn_gate, s.h, Tensor{}, s.gate);
-    be.matmul(L.ffn_up, s.h, Tensor{}, s.up);
+    const Backend::MatmulOut gate_up[] = {{L.ffn_gate, Tensor{}, s.gate}, {L.ffn_up, Tensor{}, s.up}};
+    be.matmul_shared_x(s.h, gate_up);
     be.glu(s.gate, s.up, spec_.glu, s.gate);
     be.matmul(L.ffn_down, s.gate, Tensor{}, s.o);
   }
@@ -62,9 +62,12 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
   Backend& be = backend_;
   const float eps = hp_.rms_eps, nb = spec_.norm_weight_bias;
   Tensor gate;  // gated attention: [T, n_head, d] view of the gate halves
+  const Backend::MatmulOut qkv[] = {{L.wq, L.bq, spec_.gated_attn ? xs_->qg : flat(s.q)},
+                                    {L.wk, L.bk, flat(s.k)},
+                                    {L.wv, L.bv, flat(s.v)}};
+  be.matmul_shared_x(s.h, qkv);
   if (spec_.gated_attn) {
     // attn_q rows hold [query(d), gate(d)] per head: split by strided views.
-    be.matmul(L.wq, s.h, L.bq, xs_->qg);
     Tensor qv = s.q;
     qv.buf = xs_->qg.buf;
     qv.offset = xs_->qg.offset;
@@ -74,11 +77,7 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
     be.copy(qv, s.q);
     gate = qv;
     gate.offset += static_cast<size_t>(hp_.head_dim) * 4;
-  } else {
-    be.matmul(L.wq, s.h, L.bq, flat(s.q));
   }
-  be.matmul(L.wk, s.h, L.bk, flat(s.k));
-  be.matmul(L.wv, s.h, L.bv, flat(s.v));
   if (spec_.qk_norm) {
     be.rms_norm(head_rows(s.q), L.q_norm, eps, nb, head_rows(s.q));
     be.rms_norm(head_rows(s.k), L.k_norm, eps, nb, head_rows(s.k));

@@ -19,19 +19,26 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
                     const Tensor& h, int min_chunked_tokens, const Tensor& out) {
   const int64_t nk = hp.ssm_n_group, nv = hp.ssm_dt_rank, dk = hp.ssm_d_state;
   const int64_t dv = hp.ssm_d_inner / nv, r = nv / nk;
-  be.matmul(L.ssm_qkv, h, Tensor{}, s.mixed);
-  be.matmul(L.ssm_z, h, Tensor{}, s.z);
+  // The input projections share h: one call (CUDA rounds h to int8 once).
+  if (spec.gdn_fused_ba) {
+    const Backend::MatmulOut in[] = {
+        {L.ssm_qkv, Tensor{}, s.mixed}, {L.ssm_z, Tensor{}, s.z}, {L.ssm_ba, Tensor{}, s.ba}};
+    be.matmul_shared_x(h, in);
+  } else {
+    const Backend::MatmulOut in[] = {{L.ssm_qkv, Tensor{}, s.mixed},
+                                     {L.ssm_z, Tensor{}, s.z},
+                                     {L.ssm_beta, Tensor{}, s.bb},
+                                     {L.ssm_alpha, Tensor{}, s.aa}};
+    be.matmul_shared_x(h, in);
+  }
   Tensor b, a;
   if (spec.gdn_fused_ba) {
     // Per key head: b for its r value heads, then a for them ([T, nk, r] views).
-    be.matmul(L.ssm_ba, h, Tensor{}, s.ba);
     b = head_view(s.ba, 0, nk, r);
     b.nb[1] = static_cast<size_t>(2 * r) * 4;
     a = b;
     a.offset += static_cast<size_t>(r) * 4;
   } else {
-    be.matmul(L.ssm_beta, h, Tensor{}, s.bb);
-    be.matmul(L.ssm_alpha, h, Tensor{}, s.aa);
     b = head_view(s.bb, 0, 1, nv);
     a = head_view(s.aa, 0, 1, nv);
   }

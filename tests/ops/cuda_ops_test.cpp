@@ -164,6 +164,46 @@ TEST_F(Cuda, MatmulBatchInvariant) {
   }
 }
 
+// matmul_shared_x rounds x to int8 once for every int8-activation weight: each output must be the
+// bits of a plain matmul of the same x (GEMV rows 1 and 5, tensor cores at 40 rows), for a mix of
+// types that take the rounded x (Q4_K, Q6_K, Q8_0, Q4_0) and types that do not (Q5_K: F32
+// activations; F16: float kernel), with a bias on one of them.
+TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
+  auto rng = test_rng();
+  const int64_t n_in = 512;
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                            GgmlType::Q8_0, GgmlType::F16,  GgmlType::Q4_0};
+  const int64_t n_out[] = {70, 33, 64, 130, 24, 40};
+  for (int64_t n_tok : {1, 5, 40}) {
+    SCOPED_TRACE(n_tok);
+    DeviceArena arena(*be_);
+    const Tensor x = arena.from_host(
+        random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f), GgmlType::F32, n_in,
+        n_tok);
+    const Tensor bias = arena.from_host(random_floats(rng, 130, -1.0f, 1.0f), GgmlType::F32, 130);
+    std::vector<Backend::MatmulOut> outs;
+    std::vector<Tensor> sep;
+    for (size_t i = 0; i < std::size(types); ++i) {
+      const Tensor w = arena.weights(random_weights(rng, types[i], n_in, n_out[i]), types[i], n_in,
+                                     n_out[i]);
+      outs.push_back({w, types[i] == GgmlType::Q8_0 ? bias : Tensor{},
+                      arena.poisoned(GgmlType::F32, n_out[i], n_tok)});
+      sep.push_back(arena.poisoned(GgmlType::F32, n_out[i], n_tok));
+    }
+    be_->matmul_shared_x(x, outs);
+    for (size_t i = 0; i < outs.size(); ++i) be_->matmul(outs[i].w, x, outs[i].bias, sep[i]);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      SCOPED_TRACE(type_name(types[i]));
+      const auto shared = arena.download<float>(outs[i].y);
+      const auto alone = arena.download<float>(sep[i]);
+      ASSERT_EQ(shared.size(), alone.size());
+      for (size_t e = 0; e < shared.size(); ++e)
+        ASSERT_EQ(float_bits(shared[e]), float_bits(alone[e])) << "element " << e;
+      ASSERT_FALSE(std::isnan(shared[0]));
+    }
+  }
+}
+
 // Q4_K, Q6_K and Q8_0 run the sliced GEMV below 16 activation rows (tiles of 1, 4, 8) and the
 // tensor-core kernel from 16 rows on (64-row tiles); both compute the canonical order of
 // backend/cuda/cuda_units.cuh, so a row's output is the same bits alone, among 4 or 8 rows, and

@@ -302,6 +302,7 @@ CudaBackend::~CudaBackend() {
   prof_.reset();  // prints its table; needs the stream's events
   // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
   if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, stream_);
+  if (xq_scratch_.ptr != nullptr) (void)cudaFreeAsync(xq_scratch_.ptr, stream_);
   if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, stream_);
   if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, stream_);
   (void)cudaStreamSynchronize(stream_);

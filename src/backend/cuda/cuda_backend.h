@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "backend/backend.h"
@@ -35,6 +36,7 @@ struct Scratch {
 };
 
 class OpProfiler;  // cuda_profile.cuh
+struct RoundedX;   // cuda_gemv.cuh
 }  // namespace cuda
 
 struct CudaBackendConfig {
@@ -77,6 +79,8 @@ class CudaBackend final : public Backend {
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
             const Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) override;
+  // x rounded to int8 once for every int8-activation weight among outs (same bits as matmul).
+  void matmul_shared_x(const Tensor& x, std::span<const MatmulOut> outs) override;
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                 const Tensor& seqs, const Tensor& block_tables, const AttnParams& p) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
@@ -107,7 +111,12 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   CUstream_st* stream_ = nullptr;
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
+  // matmul with x already rounded (cuda::round_x) when `pre` is set (cuda_matmul.cu).
+  void matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
+                   const cuda::RoundedX* pre);
+
   cuda::Scratch scratch_;
+  cuda::Scratch xq_scratch_;    // matmul_shared_x's rounded x (kept apart from scratch_)
   cuda::Scratch moe_scratch_;   // matmul_id's packed rows (matmul itself uses scratch_)
   cuda::Scratch attn_scratch_;  // attention's per-split partial results
   std::string device_name_;

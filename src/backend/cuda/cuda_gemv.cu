@@ -369,7 +369,7 @@ std::pair<const int8_t*, const ActBlock*> quantize_rows(const Tensor& x, int64_t
 
 template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Scratch& scratch,
-           cudaStream_t stream) {
+           cudaStream_t stream, const RoundedX* pre) {
   const int64_t n_in = w.ne[0], n_tok = x.n_rows();
   QArgs<Unit<T>> a{reinterpret_cast<const uint8_t*>(base_ptr(w)),
                    static_cast<int64_t>(w.nb[1]),
@@ -397,9 +397,13 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
   constexpr bool sliced_type = T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0;
   const bool sliced = sliced_type && !legacy;
-  if (n_tok == 1 && fused && !direct && !sliced && fused_x_smem(n_in) <= kMaxFusedXSmem)
-    return launch_q<T, 1>(a, stream);
-  std::tie(a.xq, a.xb) = quantize_rows(x, n_in, scratch, stream);
+  if (pre != nullptr) {
+    a.xq = pre->xq, a.xb = pre->xb;
+  } else {
+    if (n_tok == 1 && fused && !direct && !sliced && fused_x_smem(n_in) <= kMaxFusedXSmem)
+      return launch_q<T, 1>(a, stream);
+    std::tie(a.xq, a.xb) = quantize_rows(x, n_in, scratch, stream);
+  }
   if constexpr (sliced_type) {
     if (sliced) {
       const SliceArgs s{a.w, a.row_bytes, a.n_out, n_in, n_tok, a.xq, a.xb, a.y, a.bias};
@@ -537,34 +541,39 @@ bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, 
   }
 }
 
+RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream) {
+  const auto [xq, xb] = quantize_rows(x, x.ne[0], scratch, stream);
+  return {xq, xb};
+}
+
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, cudaStream_t stream) {
+                        Scratch& scratch, cudaStream_t stream, const RoundedX* pre) {
   // Every weight row starts on a 2-byte boundary (all block sizes are even) in these formats.
   const bool w2 = reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 == 0;
   switch (w.type) {
     case GgmlType::Q4_0:
       if (!w2) return false;
-      run_q<GgmlType::Q4_0>(w, x, bias, y, scratch, stream);
+      run_q<GgmlType::Q4_0>(w, x, bias, y, scratch, stream, pre);
       return true;
     case GgmlType::Q4_1:
       if (!w2) return false;
-      run_q<GgmlType::Q4_1>(w, x, bias, y, scratch, stream);
+      run_q<GgmlType::Q4_1>(w, x, bias, y, scratch, stream, pre);
       return true;
     case GgmlType::Q5_0:
       if (!w2) return false;
-      run_q<GgmlType::Q5_0>(w, x, bias, y, scratch, stream);
+      run_q<GgmlType::Q5_0>(w, x, bias, y, scratch, stream, pre);
       return true;
     case GgmlType::Q8_0:
       if (!w2) return false;
-      run_q<GgmlType::Q8_0>(w, x, bias, y, scratch, stream);
+      run_q<GgmlType::Q8_0>(w, x, bias, y, scratch, stream, pre);
       return true;
     case GgmlType::Q4_K:
       if (!w2) return false;
-      run_q<GgmlType::Q4_K>(w, x, bias, y, scratch, stream);
+      run_q<GgmlType::Q4_K>(w, x, bias, y, scratch, stream, pre);
       return true;
     case GgmlType::Q6_K:
       if (!w2) return false;
-      run_q<GgmlType::Q6_K>(w, x, bias, y, scratch, stream);
+      run_q<GgmlType::Q6_K>(w, x, bias, y, scratch, stream, pre);
       return true;
     case GgmlType::F16:
     case GgmlType::BF16:

@@ -24,10 +24,22 @@
 
 namespace t9::cuda {
 
+// x rounded to int8 per 32 elements (the int8-activation kernels' input): x.n_rows() rows of
+// n_in codes, then n_rows * n_in / 32 ActBlocks. matmul_shared_x makes it once for several
+// weights.
+struct ActBlock;  // cuda_units.cuh
+
+struct RoundedX {
+  const int8_t* xq = nullptr;
+  const ActBlock* xb = nullptr;
+};
+RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream);
+
 // True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment
-// of w / x needs the stage-1 kernel (cuda_matmul.cu). Shapes are checked by the caller.
+// of w / x needs the stage-1 kernel (cuda_matmul.cu). Shapes are checked by the caller. `pre`:
+// x already rounded (round_x of this x), or null.
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, cudaStream_t stream);
+                        Scratch& scratch, cudaStream_t stream, const RoundedX* pre = nullptr);
 
 // matmul_id's rows (backend.h) in one launch, no host round trip: each (token, rank) pair is a
 // one-row sliced GEMV with its expert's matrix, the expert read from ids on the device (bits of a

@@ -119,6 +119,27 @@ void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const T
 }  // namespace cuda
 
 void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) {
+  matmul_with(w, x, bias, y, nullptr);
+}
+
+void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> outs) {
+  bool any_int8 = false;
+  for (const MatmulOut& o : outs) any_int8 = any_int8 || cuda_matmul_int8_activations(o.w.type);
+  // Every weight checks x against its own n_in in matmul_with; the rounding needs whole blocks.
+  const bool round = any_int8 && x.ne[0] % 32 == 0 && x.n_rows() > 0;
+  cuda::RoundedX rx;
+  if (round) {
+    cuda::check_f32_rows(x, "matmul x");
+    T9_CUDA_PROF("round_x");
+    rx = cuda::round_x(x, xq_scratch_, stream_);
+  }
+  for (const MatmulOut& o : outs)
+    matmul_with(o.w, x, o.bias, o.y,
+                round && cuda_matmul_int8_activations(o.w.type) ? &rx : nullptr);
+}
+
+void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias,
+                              const Tensor& y, const cuda::RoundedX* pre) {
   T9_CUDA_PROF(fmt::format("matmul {} {}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
                            cuda::rows_bucket(x.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
@@ -137,7 +158,7 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, c
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
   }
   if (x.n_rows() == 0 || n_out == 0) return;
-  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, stream_)) return;
+  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, stream_, pre)) return;
   cuda::dispatch_weight_type(
       w.type, [&](auto tag) { cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, stream_); });
 }
