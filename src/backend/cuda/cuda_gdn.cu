@@ -73,7 +73,8 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
   for (int i = 0; i < K - 1; ++i) reinterpret_cast<float*>(state.row(st0 + i))[c] = win[i];
 }
 
-constexpr int kAttnWarpsGdn = 4;  // warps of gdn_regs_kernel (8 columns each)
+constexpr int kGdnWarps = 4;               // warps of gdn_regs_kernel, 8 state columns each
+constexpr int kGdnCols = 8 * kGdnWarps;    // state columns per gdn_regs_kernel block
 
 struct GdnDims {
   int nk, nv, dk, dv;
@@ -161,7 +162,7 @@ __global__ void gdn_recurrent_kernel(TensorDesc q, TensorDesc k, TensorDesc v, T
 // batch or on how tokens are split into steps. The next token's inputs are loaded while this
 // one is computed.
 template <int kRows>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(kGdnWarps * 32)
     gdn_regs_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
                     const float* __restrict__ A, const float* __restrict__ dt,
                     float* __restrict__ state, int64_t n_slots,
@@ -169,11 +170,11 @@ __global__ void __launch_bounds__(128)
                     int64_t n_tok, unsigned* err) {
   constexpr int kDk = 4 * kRows;
   constexpr int kPerLane = (kDk + 31) / 32;  // q/k values a lane loads for the norms
-  __shared__ float qs[kAttnWarpsGdn][kDk], ks[kAttnWarpsGdn][kDk];
-  const int n_cb = (p.dv + 31) / 32;
+  __shared__ float qs[kGdnWarps][kDk], ks[kGdnWarps][kDk];
+  const int n_cb = (p.dv + kGdnCols - 1) / kGdnCols;
   const int h = blockIdx.x / n_cb, cb = blockIdx.x % n_cb;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int qq = lane % 4, j = 32 * cb + 8 * warp + lane / 4;
+  const int qq = lane % 4, j = kGdnCols * cb + 8 * warp + lane / 4;
   const RecurrentSeq s = seqs[blockIdx.y];
   if (!seq_ok(s, n_tok, n_slots)) {
     if (threadIdx.x == 0 && blockIdx.x == 0) atomicOr(err, kErrSeqRows);
@@ -338,8 +339,9 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                            1.0f / std::sqrt(static_cast<float>(dk))};
   if (n_seqs > 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128)) {
     const auto go = [&](auto kernel) {
-      const dim3 grid(static_cast<unsigned>(nv * ((dv + 31) / 32)), static_cast<unsigned>(n_seqs));
-      kernel<<<grid, 128, 0, stream_>>>(
+      const dim3 grid(static_cast<unsigned>(nv * ((dv + cuda::kGdnCols - 1) / cuda::kGdnCols)),
+                      static_cast<unsigned>(n_seqs));
+      kernel<<<grid, cuda::kGdnWarps * 32, 0, stream_>>>(
           cuda::desc(q), cuda::desc(k), cuda::desc(v), cuda::desc(a), cuda::desc(b),
           reinterpret_cast<const float*>(cuda::base_ptr(A)),
           reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
