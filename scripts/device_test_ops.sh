@@ -15,9 +15,8 @@
 #   scripts/device_test_ops.sh check    # there: every CUDA test (TESTS: a gtest filter),
 #                                       # memcheck + racecheck on the attention, matmul_id and
 #                                       # GDN tests (MEMCHECK_TESTS, RACECHECK_TESTS); logs in $OUT
-#   scripts/device_test_ops.sh hybrid   # there: only the MoE / Gated DeltaNet tests
-#                                       # (CudaHybrid*) and compute-sanitizer memcheck on their op
-#                                       # tests; logs in $OUT
+#   scripts/device_test_ops.sh hybrid   # there: `check` for the MoE / Gated DeltaNet tests
+#                                       # only (CudaHybrid*); logs in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -171,20 +170,11 @@ check() {
   return "$rc"
 }
 
-# The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with memcheck.
+# The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with the sanitizers.
 hybrid() {
-  unpack
-  OUT=${OUT:-/tmp/t9out}
-  mkdir -p "$OUT"
-  "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaHybrid*' --gtest_color=no 2>&1 |
-    tee "$OUT/test_hybrid.log" | grep -E '^\[  (PASSED|FAILED) |cuda gdn|cuda hybrid|Failure' | head -60
-  local rc=${PIPESTATUS[0]}
-  timeout "${MEMCHECK_S:-300}" compute-sanitizer --tool memcheck --print-limit 20 \
-    "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaHybrid.*' --gtest_color=no \
-    >"$OUT/memcheck_hybrid.log" 2>&1
-  echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck_hybrid.log" | tail -3 | tr '\n' ' ')"
-  echo "test_hybrid rc $rc: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_hybrid.log" | tr '\n' ' ')"
-  return "$rc"
+  TESTS=${TESTS:-'CudaHybrid*'} \
+    MEMCHECK_TESTS=${MEMCHECK_TESTS:-'CudaHybrid.*:-CudaHybrid.MatmulIdBad*'} \
+    RACECHECK_TESTS=${RACECHECK_TESTS:-'CudaHybrid.GatedDeltaNet*'} check
 }
 
 # The tensor-core matmul (cuda_mma.cu) and the sliced GEMV (cuda_gemv_slice.cu): every CUDA

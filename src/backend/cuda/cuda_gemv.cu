@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "backend/cuda/cuda_gemv.cuh"
@@ -502,43 +503,43 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
 
 }  // namespace
 
-bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err,
-                              cudaStream_t stream) {
+namespace {
+
+// Calls f(std::integral_constant<GgmlType, T>) for the sliced types (Q4_K, Q6_K, Q8_0) with
+// 2-byte-aligned weights unless TEMPO9_CUDA_LEGACY_GEMV is set; false when it does not.
+template <typename F>
+bool with_sliced_type(const Tensor& w, F&& f) {
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
   if (legacy || reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 != 0) return false;
   switch (w.type) {
     case GgmlType::Q4_K:
-      run_id_grouped<GgmlType::Q4_K>(w, x, ids, out, scratch, err, stream);
+      f(std::integral_constant<GgmlType, GgmlType::Q4_K>{});
       return true;
     case GgmlType::Q6_K:
-      run_id_grouped<GgmlType::Q6_K>(w, x, ids, out, scratch, err, stream);
+      f(std::integral_constant<GgmlType, GgmlType::Q6_K>{});
       return true;
     case GgmlType::Q8_0:
-      run_id_grouped<GgmlType::Q8_0>(w, x, ids, out, scratch, err, stream);
+      f(std::integral_constant<GgmlType, GgmlType::Q8_0>{});
       return true;
     default:
       return false;
   }
 }
 
+}  // namespace
+
+bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
+                              const Tensor& out, Scratch& scratch, unsigned* err,
+                              cudaStream_t stream) {
+  return with_sliced_type(w, [&](auto t) {
+    run_id_grouped<decltype(t)::value>(w, x, ids, out, scratch, err, stream);
+  });
+}
+
 bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
                            Scratch& scratch, unsigned* err, cudaStream_t stream) {
-  static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
-  if (legacy || reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 != 0) return false;
-  switch (w.type) {
-    case GgmlType::Q4_K:
-      run_id<GgmlType::Q4_K>(w, x, ids, out, scratch, err, stream);
-      return true;
-    case GgmlType::Q6_K:
-      run_id<GgmlType::Q6_K>(w, x, ids, out, scratch, err, stream);
-      return true;
-    case GgmlType::Q8_0:
-      run_id<GgmlType::Q8_0>(w, x, ids, out, scratch, err, stream);
-      return true;
-    default:
-      return false;
-  }
+  return with_sliced_type(
+      w, [&](auto t) { run_id<decltype(t)::value>(w, x, ids, out, scratch, err, stream); });
 }
 
 RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream) {
