@@ -25,7 +25,7 @@
 #              PEER_BIN (folder with llama-bench/llama-server[.xz], default .devrun-peer/bin),
 #              PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: no synth; a synth
 #              file already in /tmp is reused), WAYS ("8 32"), GEN (128), AGENTS (8),
-#              SYSTEM (10000).
+#              SYSTEM (10000), RATIO (2) or CTX (agents' context per sequence).
 # Everything goes to $OUT (bench.log, runs.err, bench_*way_*.json, serve logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -164,9 +164,10 @@ serve() {
 
 agents() {
   local n=${AGENTS:-8} sys=${SYSTEM:-10000} pid ctx
-  # The bench sizes text by a real tokenizer's ratio; the synthetic vocabulary cuts the same
-  # text into ~3.3x as many tokens (SYSTEM=3000 gives a ~10k-token system prompt): CTX per agent.
-  ctx=${CTX:-$((4 * (sys + ${TURNS:-3} * (300 + ${AGENT_GEN:-128})) + 512))}
+  # Context per agent: RATIO (default 2) times the bench's approximate tokens, or CTX. The bench
+  # sizes text for real tokenizers; the synthetic vocabulary cuts the same text into ~3.3x as
+  # many tokens (SYSTEM=3000 RATIO=4 gives a ~10k-token system prompt and room for 3 turns).
+  ctx=${CTX:-$((${RATIO:-2} * (sys + ${TURNS:-3} * (300 + ${AGENT_GEN:-128})) + 512))}
   echo "== agents: $n agents, $sys-token shared system prompt, 3 turns"
   local args=(bench agents --agents "$n" --system-tokens "$sys" --turns "${TURNS:-3}"
     --turn-tokens 300 --gen-tokens "${AGENT_GEN:-128}" --run-id h200 --max-seconds
