@@ -37,7 +37,7 @@ struct ServeOptions {
   int prefill_chunk = 512;
   int spec_draft = 0;  // speculative prompt-lookup drafts per step (0 = off)
   int kv_block_size = 16;
-  std::string kv_memory = "0.5";  // bytes (suffix K/M/G) or a fraction of RAM (GPU: free memory)
+  std::string kv_memory = "0.5";     // bytes (suffix K/M/G) or a fraction of RAM (GPU: free memory)
   std::string state_memory = "0.1";  // recurrent-state checkpoints (hybrid models), same units
   bool no_prefix_cache = false;
 };

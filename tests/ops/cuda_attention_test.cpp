@@ -140,7 +140,10 @@ void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got)
         }
         const int n = pos - lo + 1;
         const double ds = (p.head_dim + 4) * kU * max_abs_dot;
-        const int key_group = p.head_dim <= 64 ? 16 : p.head_dim <= 128 ? 8 : p.head_dim <= 256 ? 4 : 2;
+        const int key_group = p.head_dim <= 64    ? 16
+                              : p.head_dim <= 128 ? 8
+                              : p.head_dim <= 256 ? 4
+                                                  : 2;
         const double tol = 2 * ds + (2 * n + n / key_group + 8) * kU;
         for (int e = 0; e < p.head_dim; ++e) {
           const double r = ref[static_cast<size_t>(e)] / sum;

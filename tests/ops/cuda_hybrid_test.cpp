@@ -221,8 +221,7 @@ TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
       {
         CudaBackend be;
         DeviceArena arena(be);
-        const Tensor w =
-            reshape(arena.weights(wb, GgmlType::Q8_0, 256, 40 * 6), 256, 40, 6);
+        const Tensor w = reshape(arena.weights(wb, GgmlType::Q8_0, 256, 40 * 6), 256, 40, 6);
         const Tensor out = arena.poisoned(GgmlType::F32, 40, 2, 1);
         be.matmul_id(w, arena.from_host(std::vector<float>(256, 1.0f), GgmlType::F32, 256, 1, 1),
                      arena.from_host(std::vector<int32_t>{1, 6}, GgmlType::I32, 2, 1), out);
@@ -234,15 +233,13 @@ TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
       {
         CudaBackend be;
         DeviceArena arena(be);
-        const Tensor w =
-            reshape(arena.weights(wb, GgmlType::Q8_0, 256, 40 * 6), 256, 40, 6);
+        const Tensor w = reshape(arena.weights(wb, GgmlType::Q8_0, 256, 40 * 6), 256, 40, 6);
         std::vector<int32_t> ids(300, 2);
         ids[123] = -1;
         const Tensor out = arena.poisoned(GgmlType::F32, 40, 1, 300);
-        be.matmul_id(w,
-                     arena.from_host(std::vector<float>(256 * 300, 1.0f), GgmlType::F32, 256, 1,
-                                     300),
-                     arena.from_host(ids, GgmlType::I32, 1, 300), out);
+        be.matmul_id(
+            w, arena.from_host(std::vector<float>(256 * 300, 1.0f), GgmlType::F32, 256, 1, 300),
+            arena.from_host(ids, GgmlType::I32, 1, 300), out);
         be.sync();
       },
       "bad indices");

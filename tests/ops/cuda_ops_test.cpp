@@ -177,15 +177,15 @@ TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
   for (int64_t n_tok : {1, 5, 40}) {
     SCOPED_TRACE(n_tok);
     DeviceArena arena(*be_);
-    const Tensor x = arena.from_host(
-        random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f), GgmlType::F32, n_in,
-        n_tok);
+    const Tensor x =
+        arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
+                        GgmlType::F32, n_in, n_tok);
     const Tensor bias = arena.from_host(random_floats(rng, 130, -1.0f, 1.0f), GgmlType::F32, 130);
     std::vector<Backend::MatmulOut> outs;
     std::vector<Tensor> sep;
     for (size_t i = 0; i < std::size(types); ++i) {
-      const Tensor w = arena.weights(random_weights(rng, types[i], n_in, n_out[i]), types[i], n_in,
-                                     n_out[i]);
+      const Tensor w =
+          arena.weights(random_weights(rng, types[i], n_in, n_out[i]), types[i], n_in, n_out[i]);
       outs.push_back({w, types[i] == GgmlType::Q8_0 ? bias : Tensor{},
                       arena.poisoned(GgmlType::F32, n_out[i], n_tok)});
       sep.push_back(arena.poisoned(GgmlType::F32, n_out[i], n_tok));

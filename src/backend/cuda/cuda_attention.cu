@@ -25,8 +25,8 @@ namespace cuda {
 namespace {
 
 constexpr int kAttnThreads = 128;
-constexpr int kKeyTile = 64;       // split ranges are whole multiples of this many keys
-constexpr int kMaxHeadDim = 512;   // a lane holds up to 16 dims of q, K, V and acc
+constexpr int kKeyTile = 64;      // split ranges are whole multiples of this many keys
+constexpr int kMaxHeadDim = 512;  // a lane holds up to 16 dims of q, K, V and acc
 
 // Host-computed RoPE constants: identical float values to the CPU backend's rope_cache.
 struct RopeConsts {
@@ -377,14 +377,17 @@ void launch_attention(bool f16, int head_dim, bool pools_aligned, dim3 grid, cud
   const auto pick = [&](auto f16_tag) {
     constexpr bool kF16 = decltype(f16_tag)::value;
     const bool exact = pools_aligned && head_dim % 32 == 0;
-    if (head_dim <= 32) return exact ? go(attention_kernel<kF16, 1, true>)
-                                     : go(attention_kernel<kF16, 1, false>);
-    if (head_dim <= 64) return exact && head_dim == 64 ? go(attention_kernel<kF16, 2, true>)
-                                                       : go(attention_kernel<kF16, 2, false>);
-    if (head_dim <= 128) return exact && head_dim == 128 ? go(attention_kernel<kF16, 4, true>)
-                                                         : go(attention_kernel<kF16, 4, false>);
-    if (head_dim <= 256) return exact && head_dim == 256 ? go(attention_kernel<kF16, 8, true>)
-                                                         : go(attention_kernel<kF16, 8, false>);
+    if (head_dim <= 32)
+      return exact ? go(attention_kernel<kF16, 1, true>) : go(attention_kernel<kF16, 1, false>);
+    if (head_dim <= 64)
+      return exact && head_dim == 64 ? go(attention_kernel<kF16, 2, true>)
+                                     : go(attention_kernel<kF16, 2, false>);
+    if (head_dim <= 128)
+      return exact && head_dim == 128 ? go(attention_kernel<kF16, 4, true>)
+                                      : go(attention_kernel<kF16, 4, false>);
+    if (head_dim <= 256)
+      return exact && head_dim == 256 ? go(attention_kernel<kF16, 8, true>)
+                                      : go(attention_kernel<kF16, 8, false>);
     if (exact && head_dim == 512) return go(attention_kernel<kF16, 16, true>);
     go(attention_kernel<kF16, 16, false>);
   };

@@ -73,8 +73,8 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
   for (int i = 0; i < K - 1; ++i) reinterpret_cast<float*>(state.row(st0 + i))[c] = win[i];
 }
 
-constexpr int kGdnWarps = 4;               // warps of gdn_regs_kernel, 8 state columns each
-constexpr int kGdnCols = 8 * kGdnWarps;    // state columns per gdn_regs_kernel block
+constexpr int kGdnWarps = 4;             // warps of gdn_regs_kernel, 8 state columns each
+constexpr int kGdnCols = 8 * kGdnWarps;  // state columns per gdn_regs_kernel block
 
 struct GdnDims {
   int nk, nv, dk, dv;
@@ -166,8 +166,8 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     gdn_regs_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
                     const float* __restrict__ A, const float* __restrict__ dt,
                     float* __restrict__ state, int64_t n_slots,
-                    const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out,
-                    int64_t n_tok, unsigned* err) {
+                    const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out, int64_t n_tok,
+                    unsigned* err) {
   constexpr int kDk = 4 * kRows;
   constexpr int kPerLane = (kDk + 31) / 32;  // q/k values a lane loads for the norms
   __shared__ float qs[kGdnWarps][kDk], ks[kGdnWarps][kDk];

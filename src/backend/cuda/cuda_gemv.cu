@@ -482,7 +482,7 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
   CUDA_CHECK_LAUNCH();
   const int64_t n_blocks = m * (n_in / 32);
   quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(desc(x), n_in, n_blocks, xq, xb,
-                                                               x_rows);
+                                                                x_rows);
   CUDA_CHECK_LAUNCH();
   SliceArgs s{reinterpret_cast<const uint8_t*>(base_ptr(w)),
               static_cast<int64_t>(w.nb[1]),
@@ -531,9 +531,8 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
                               const Tensor& out, Scratch& scratch, unsigned* err,
                               cudaStream_t stream) {
-  return with_sliced_type(w, [&](auto t) {
-    run_id_grouped<decltype(t)::value>(w, x, ids, out, scratch, err, stream);
-  });
+  return with_sliced_type(
+      w, [&](auto t) { run_id_grouped<decltype(t)::value>(w, x, ids, out, scratch, err, stream); });
 }
 
 bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,

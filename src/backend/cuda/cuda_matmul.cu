@@ -138,8 +138,8 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
                 round && cuda_matmul_int8_activations(o.w.type) ? &rx : nullptr);
 }
 
-void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias,
-                              const Tensor& y, const cuda::RoundedX* pre) {
+void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
+                              const cuda::RoundedX* pre) {
   T9_CUDA_PROF(fmt::format("matmul {} {}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
                            cuda::rows_bucket(x.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
