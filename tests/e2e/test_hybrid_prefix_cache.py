@@ -71,3 +71,12 @@ def test_five_turn_conversation_is_exact_and_reuses_the_history(tiny_hybrid):
     finally:
         cached.stop()
         plain.stop()
+
+
+@pytest.mark.parametrize("size, reason", [("12Q", "--state-memory: unknown suffix 'Q'"),
+                                          ("abc", "--state-memory: 'abc' is not a size")])
+def test_state_memory_rejects_a_bad_size(tiny_hybrid, size, reason):
+    r = subprocess.run([BIN, "serve", "-m", str(tiny_hybrid), "--state-memory", size,
+                        "--port", "0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert reason in r.stderr
