@@ -34,27 +34,16 @@ struct RoundedX {
   const ActBlock* xb = nullptr;
 };
 RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream);
+// The same rounding for n_rows rows into caller memory: output row r is x row rows[r] (rows
+// null: row r).
+void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int8_t* xq,
+                       ActBlock* xb, cudaStream_t stream);
 
 // True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment
 // of w / x needs the stage-1 kernel (cuda_matmul.cu). Shapes are checked by the caller. `pre`:
 // x already rounded (round_x of this x), or null.
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                         Scratch& scratch, cudaStream_t stream, const RoundedX* pre = nullptr);
-
-// matmul_id's rows (backend.h) in one launch, no host round trip: each (token, rank) pair is a
-// one-row sliced GEMV with its expert's matrix, the expert read from ids on the device (bits of a
-// plain one-row matmul with that expert). False for weight types without the sliced kernels (the
-// caller groups on the host then). An out-of-range id sets kErrMoeId in *err.
-bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-                           Scratch& scratch, unsigned* err, cudaStream_t stream);
-
-// matmul_id's rows for larger batches (prefill), no host round trip: a one-block counting sort
-// of the pairs by expert on the device, the x rows rounded to int8 in that order, then one
-// tensor-core launch over every expert's row tiles (bits of a plain matmul per row). False for
-// weight types without the sliced kernels.
-bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err,
-                              cudaStream_t stream);
 
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,

@@ -20,7 +20,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/cuda_gemv.cuh"
+#include "backend/cuda/cuda_moe_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 
 namespace t9 {
