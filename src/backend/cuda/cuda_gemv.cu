@@ -13,8 +13,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <tuple>
-#include <utility>
 
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_units.cuh"
@@ -295,22 +293,6 @@ void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream
   launch_q4k_direct<1>(a, stream);
 }
 
-// x's rows (F32, n_in a multiple of 32) rounded to int8 into scratch: n_rows * n_in codes, then
-// n_rows * n_in / 32 ActBlocks (256-byte aligned).
-std::pair<const int8_t*, const ActBlock*> quantize_rows(const Tensor& x, int64_t n_in,
-                                                        Scratch& scratch, cudaStream_t stream) {
-  const int64_t n_rows = x.n_rows();
-  const size_t q_bytes = (static_cast<size_t>(n_in * n_rows) + 255) & ~size_t{255};
-  const int64_t n_blocks = n_rows * (n_in / 32);
-  auto* base = static_cast<uint8_t*>(
-      scratch.reserve(q_bytes + static_cast<size_t>(n_blocks) * sizeof(ActBlock), stream));
-  auto* xq = reinterpret_cast<int8_t*>(base);
-  auto* xb = reinterpret_cast<ActBlock*>(base + q_bytes);
-  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(desc(x), n_in, n_blocks, xq, xb);
-  CUDA_CHECK_LAUNCH();
-  return {xq, xb};
-}
-
 template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Scratch& scratch,
            cudaStream_t stream, const RoundedX* pre) {
@@ -346,7 +328,8 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   } else {
     if (n_tok == 1 && fused && !direct && !sliced && fused_x_smem(n_in) <= kMaxFusedXSmem)
       return launch_q<T, 1>(a, stream);
-    std::tie(a.xq, a.xb) = quantize_rows(x, n_in, scratch, stream);
+    const RoundedX r = round_x(x, scratch, stream);
+    a.xq = r.xq, a.xb = r.xb;
   }
   if constexpr (sliced_type) {
     if (sliced) {
@@ -379,8 +362,15 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
 
 }  // namespace
 
+// The codes, then the ActBlocks 256-byte aligned, in scratch.
 RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream) {
-  const auto [xq, xb] = quantize_rows(x, x.ne[0], scratch, stream);
+  const int64_t n_in = x.ne[0], n_rows = x.n_rows();
+  const size_t q_bytes = (static_cast<size_t>(n_in * n_rows) + 255) & ~size_t{255};
+  auto* base = static_cast<uint8_t*>(scratch.reserve(
+      q_bytes + static_cast<size_t>(n_rows * (n_in / 32)) * sizeof(ActBlock), stream));
+  auto* xq = reinterpret_cast<int8_t*>(base);
+  auto* xb = reinterpret_cast<ActBlock*>(base + q_bytes);
+  launch_round_rows(x, nullptr, n_rows, xq, xb, stream);
   return {xq, xb};
 }
 
