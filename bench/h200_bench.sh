@@ -18,7 +18,12 @@
 #                seconds at most; same --run-id: same prompts; SERVE_ARGS: more tempo9 serve
 #                flags)
 #       legacy   single's tempo9 run with TEMPO9_CUDA_LEGACY_GEMV=1 (the pre-mma kernels)
+#       nographs single's tempo9 run with TEMPO9_CUDA_GRAPHS=0 (every decode step launched op by
+#                op: the before/after for CUDA graphs)
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
+#       kernels  ncu's time for every kernel of a 4-token prompt and 3 decode steps (graphs
+#                off), summarised per kernel for the last step by bench/ncu_kernels.py
+#                ($OUT/ncu_*.csv, $OUT/kernels_*.txt)
 #       synth    only make the file
 #       default: single,serve
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
@@ -95,7 +100,7 @@ ours_run() {
     "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos --backend cuda \
       --ctx $((n + GEN + 64)) >/dev/null 2>/tmp/t9run.err
     cat /tmp/t9run.err >>"$OUT/runs.err"
-    echo "tempo9 run --backend cuda prompt $n gen $GEN (rep $rep): $(grep '^\[prompt' /tmp/t9run.err)"
+    echo "tempo9 run --backend cuda prompt $n gen $GEN (rep $rep): $(grep -E '^\[(prompt|engine)' /tmp/t9run.err | tr '\n' ' ')"
   done
 }
 
@@ -110,6 +115,20 @@ single() {
 legacy() {
   echo "== single stream, TEMPO9_CUDA_LEGACY_GEMV=1"
   TEMPO9_CUDA_LEGACY_GEMV=1 ours_run 512
+}
+
+kernels() {
+  local f=$OUT/ncu_$(basename "$M" .gguf).csv
+  TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none --csv --print-units base \
+    --metrics gpu__time_duration.sum "$T9" run -m "$M" --raw -p xxxx -n 3 --temp 0 --ignore-eos \
+    --backend cuda --ctx 128 >"$f" 2>"$OUT/ncu_run.err"
+  echo "ncu rc $?: $(grep -c gpu__time_duration "$f") kernels timed"
+  python3 "$ROOT/bench/ncu_kernels.py" "$f" | tee "$OUT/kernels_$(basename "$M" .gguf).txt" | head -48
+}
+
+nographs() {
+  echo "== single stream, TEMPO9_CUDA_GRAPHS=0"
+  TEMPO9_CUDA_GRAPHS=0 ours_run 512
 }
 
 long() {

@@ -157,6 +157,16 @@ class Runner {
     std::fprintf(stderr, "[prompt: %zu tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s]\n",
                  n_prompt, prompt_s > 0 ? static_cast<double>(n_prompt) / prompt_s : 0.0, n_gen,
                  n_gen > 1 && gen_s > 0 ? (n_gen - 1) / gen_s : 0.0);
+    // Where a step's time goes (host work beside the model shows up as schedule/postprocess).
+    const engine::EngineStats st = engine_.stats();
+    if (st.n_steps > 0) {
+      const double n = static_cast<double>(st.n_steps);
+      std::fprintf(stderr,
+                   "[engine: %lld steps, per step %.3f ms: schedule %.3f, model %.3f, "
+                   "postprocess %.3f]\n",
+                   static_cast<long long>(st.n_steps), st.total_step_ms / n,
+                   st.total_schedule_ms / n, st.total_model_ms / n, st.total_postprocess_ms / n);
+    }
   }
 
   const RunOptions& opt_;
@@ -169,8 +179,7 @@ class Runner {
 
 // The prompt for a conversation: the model's chat template, or (raw, or a base model without a
 // template) the user turns' text as it is — control-token strings in raw text are not special.
-Result<std::vector<int32_t>> encode_turns(const tok::Tokenizer& tok,
-                                          const chat::ChatTemplate* tmpl,
+Result<std::vector<int32_t>> encode_turns(const tok::Tokenizer& tok, const chat::ChatTemplate* tmpl,
                                           const chat::Json& history) {
   if (!tmpl) {
     std::string text;
@@ -232,10 +241,12 @@ int run(const RunOptions& opt) {
     return 1;
   }
   const chat::ChatTemplate* t = opt.raw || !tmpl->has_value() ? nullptr : &**tmpl;
-  if (!opt.raw && !t) std::fprintf(stderr, "note: the model has no chat template; using raw text\n");
+  if (!opt.raw && !t)
+    std::fprintf(stderr, "note: the model has no chat template; using raw text\n");
   Runner runner(opt, **model, *tok);
   if (opt.chat) return chat_loop(runner, *tok, t);
-  auto ids = encode_turns(*tok, t, chat::Json::array({{{"role", "user"}, {"content", opt.prompt}}}));
+  auto ids =
+      encode_turns(*tok, t, chat::Json::array({{{"role", "user"}, {"content", opt.prompt}}}));
   if (!ids.ok()) {
     std::fprintf(stderr, "error: %s\n", ids.message().c_str());
     return 1;

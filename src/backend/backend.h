@@ -174,6 +174,15 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                         const Tensor& out) = 0;
 
+  // sum = a + b, then out = rms_norm(sum): the residual add and the next block's pre-norm in one
+  // op (a backend may fuse them); the same bits as add() then rms_norm(). sum may alias a;
+  // a, b, sum and out are F32 [n, ne0] of one shape.
+  virtual void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps,
+                            float weight_bias, const Tensor& sum, const Tensor& out) {
+    add(a, b, sum);
+    rms_norm(sum, weight, eps, weight_bias, out);
+  }
+
   // Elementwise on F32; b broadcasts over a: b has a's shape, or b is one row [ne0] applied to
   // every row of a. out has a's shape.
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
@@ -198,13 +207,21 @@ class Backend {
   virtual void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) = 0;
 
   // Several matmuls of one input (Q/K/V, gate/up): outs[i].y = x @ outs[i].w^T (+ outs[i].bias),
-  // each bit for bit what matmul() gives. A backend may prepare x once for all of them (CUDA rounds
-  // it to int8 once instead of once per weight). No y may alias x.
+  // each bit for bit what matmul() gives; an entry with `ids` is matmul_id(w, x viewed as
+  // [n, 1, n_in], ids, y) instead (the routed experts' gate and up of a MoE block). A backend may
+  // prepare x once for all of them (CUDA rounds it to int8 once instead of once per weight). No y
+  // may alias x.
   struct MatmulOut {
     Tensor w, bias, y;
+    Tensor ids = {};
   };
   virtual void matmul_shared_x(const Tensor& x, std::span<const MatmulOut> outs) {
-    for (const MatmulOut& o : outs) matmul(o.w, x, o.bias, o.y);
+    for (const MatmulOut& o : outs) {
+      if (o.ids.valid())
+        matmul_id(o.w, reshape(x, x.ne[0], 1, x.n_rows()), o.ids, o.y);
+      else
+        matmul(o.w, x, o.bias, o.y);
+    }
   }
 
   // Stores this step's K and V rows in the paged pool of one layer. The pool should be F16: half

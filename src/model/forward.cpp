@@ -31,17 +31,17 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   const float eps = hp_.rms_eps, nb = spec_.norm_weight_bias;
 
   // ---- attention or Gated DeltaNet block ----
-  be.rms_norm(s.x, L.attn_norm, eps, nb, s.h);
+  // Later layers get s.h from the previous layer's last residual add (add_rms_norm).
+  if (il == 0) be.rms_norm(s.x, L.attn_norm, eps, nb, s.h);
   if (const int ri = rec_index_[static_cast<size_t>(il)]; ri >= 0)
     gated_deltanet(be, hp_, spec_, L, *xs_, rs_->conv(ri), rs_->delta(ri), s.h,
                    cfg_.gdn_min_chunked_tokens, s.o);
   else
     run_attention(il, n_seqs, max_ctx);
   if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_attn_norm, eps, nb, s.o);
-  be.add(s.x, s.o, s.x);
 
   // ---- MLP block ----
-  be.rms_norm(s.x, L.ffn_norm, eps, nb, s.h);
+  be.add_rms_norm(s.x, s.o, L.ffn_norm, eps, nb, s.x, s.h);
   if (spec_.moe) {
     moe_ffn(be, hp_, L, *xs_, s.h, s.o);
   } else {
@@ -52,7 +52,10 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
     be.matmul(L.ffn_down, s.gate, Tensor{}, s.o);
   }
   if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_ffw_norm, eps, nb, s.o);
-  be.add(s.x, s.o, s.x);
+  if (il + 1 < hp_.n_layer_main())  // the next layer's pre-norm, fused with the residual add
+    be.add_rms_norm(s.x, s.o, w_.layers[static_cast<size_t>(il) + 1].attn_norm, eps, nb, s.x, s.h);
+  else
+    be.add(s.x, s.o, s.x);
 }
 
 // Attention over s.h into s.o (before the residual add).

@@ -35,11 +35,14 @@ Tensor KvPool::view(Buffer* buf, int n_blocks) const {
                      static_cast<int64_t>(n_blocks) * cfg_.block_size);
 }
 
+// Every backed block, not only the ids handed out: the tensors' shapes then change only when the
+// pool grows, so consecutive decode steps launch the same work (a backend may replay it, as CUDA
+// graphs do). Block ids past n_blocks() are refused before any op sees them (Model::validate).
 Tensor KvPool::k(int il) const {
-  return view(k_[static_cast<size_t>(il)], n_blocks_);
+  return view(k_[static_cast<size_t>(il)], capacity_);
 }
 Tensor KvPool::v(int il) const {
-  return view(v_[static_cast<size_t>(il)], n_blocks_);
+  return view(v_[static_cast<size_t>(il)], capacity_);
 }
 
 Status KvPool::reserve(int n_blocks) {

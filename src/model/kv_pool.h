@@ -38,7 +38,7 @@ class KvPool {
   int capacity() const { return capacity_; }  // ids backed by allocated memory
   const KvPoolConfig& config() const { return cfg_; }
   size_t bytes_allocated() const;
-  // [n_blocks * block_size, n_kv_head, head_dim] views of layer il.
+  // [capacity * block_size, n_kv_head, head_dim] views of layer il.
   Tensor k(int il) const;
   Tensor v(int il) const;
 

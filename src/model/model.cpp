@@ -100,6 +100,7 @@ void Model::upload_inputs(const Batch& b, const std::vector<int32_t>& positions)
     const size_t n_blocks = (static_cast<size_t>(q.n_past) + q.n_tokens + bs - 1) / bs;
     tables.insert(tables.end(), q.block_table.begin(), q.block_table.begin() + n_blocks);
   }
+  tables.resize(static_cast<size_t>(s_->tables.n_elements()), 0);  // the padding (forward())
   backend_.upload(s_->buf, s_->ids.offset, b.tokens.data(), b.tokens.size() * 4);
   backend_.upload(s_->buf, s_->pos.offset, positions.data(), positions.size() * 4);
   backend_.upload(s_->buf, s_->seqs.offset, seqs.data(), seqs.size() * sizeof(AttnSeq));
@@ -118,6 +119,11 @@ Result<Logits> Model::forward(const Batch& b) {
     if (b.positions.empty())
       for (int j = 0; j < q.n_tokens; ++j) positions.push_back(q.n_past + j);
   }
+  // The block-table tensor is padded to whole kTableQuantum entries, so that consecutive decode
+  // steps have the same shapes and copy sizes for up to kTableQuantum * kv_block_size tokens: a
+  // backend may then replay the step's recorded work (CUDA graphs, cuda_stream.cuh).
+  constexpr int kTableQuantum = 64;
+  n_block_ids = (n_block_ids + kTableQuantum - 1) / kTableQuantum * kTableQuantum;
   T9_TRY(s_->reserve(backend_, hp_, cfg_, n_tokens, n_seqs, n_block_ids));
   s_->shape(n_tokens, n_seqs, n_block_ids);
   upload_inputs(b, positions);

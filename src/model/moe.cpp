@@ -4,21 +4,16 @@ namespace t9::model {
 
 void moe_ffn(Backend& be, const HParams& hp, const LayerWeights& L, const ExtraScratch& s,
              const Tensor& h, const Tensor& out) {
-  const int64_t T = h.ne[1];
   const bool shared = L.ffn_gate_shexp.valid();
-  if (shared) {  // every matmul of h in one call (CUDA rounds h to int8 once)
-    const Backend::MatmulOut of_h[] = {{L.ffn_gate_inp, Tensor{}, s.router},
-                                       {L.ffn_gate_shexp, Tensor{}, s.sg},
-                                       {L.ffn_up_shexp, Tensor{}, s.su},
-                                       {L.ffn_gate_inp_shexp, Tensor{}, s.sgate}};
-    be.matmul_shared_x(h, of_h);
-  } else {
-    be.matmul(L.ffn_gate_inp, h, Tensor{}, s.router);
-  }
+  be.matmul(L.ffn_gate_inp, h, Tensor{}, s.router);
   be.moe_route(s.router, hp.n_expert_used, hp.expert_weights_norm, s.ids, s.wts);
-  const Tensor x = reshape(h, h.ne[0], 1, T);  // [T, 1, E]: every rank reads the token's row
-  be.matmul_id(L.ffn_gate_exps, x, s.ids, s.eg);
-  be.matmul_id(L.ffn_up_exps, x, s.ids, s.eu);
+  // Every other matmul of h in one call (CUDA rounds h to int8 once for all of them).
+  const Backend::MatmulOut of_h[] = {{L.ffn_gate_exps, Tensor{}, s.eg, s.ids},
+                                     {L.ffn_up_exps, Tensor{}, s.eu, s.ids},
+                                     {L.ffn_gate_shexp, Tensor{}, s.sg},
+                                     {L.ffn_up_shexp, Tensor{}, s.su},
+                                     {L.ffn_gate_inp_shexp, Tensor{}, s.sgate}};
+  be.matmul_shared_x(h, std::span(of_h, shared ? 5 : 2));
   be.glu(s.eg, s.eu, GluKind::kSwiGLU, s.eg);
   be.matmul_id(L.ffn_down_exps, s.eg, s.ids, s.ed);
   be.moe_combine(s.ed, s.wts, out);

@@ -212,6 +212,44 @@ TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
   }
 }
 
+// matmul_shared_x entries with ids (the MoE block's expert gate/up beside the shared expert's
+// matmuls, x rounded once): each output is the bits of a plain matmul_id / matmul of the same x,
+// for decode (the one-row route, which takes the shared rounding) and a batch of 80 tokens x 4
+// ranks (the sorted tensor-core route, which rounds rows in its own order).
+TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
+  auto rng = test_rng();
+  const int64_t n_in = 256, n_out = 40, n_expert = 6;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{80, 4, 1, true}}) {
+      SCOPED_TRACE(fmt::format("{} n {}", type_name(t), c.n));
+      DeviceArena arena(*be_);
+      const auto wb = random_weights(rng, t, n_in, n_out * n_expert);
+      const auto db = random_weights(rng, t, n_in, n_out);
+      const Tensor w = reshape(arena.weights(wb, t, n_in, n_out * n_expert), n_in, n_out, n_expert);
+      const Tensor d = arena.weights(db, t, n_in, n_out);
+      const Tensor x =
+          arena.from_host(random_floats(rng, static_cast<size_t>(c.n * n_in), -2.0f, 2.0f),
+                          GgmlType::F32, n_in, c.n);
+      const Tensor ids = arena.from_host(random_ids(rng, c, n_expert), GgmlType::I32, c.k, c.n);
+      const Tensor ys = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
+      const Tensor yd = arena.poisoned(GgmlType::F32, n_out, c.n);
+      const Backend::MatmulOut outs[] = {{w, Tensor{}, ys, ids}, {d, Tensor{}, yd}};
+      be_->matmul_shared_x(x, outs);
+      const Tensor ys1 = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
+      const Tensor yd1 = arena.poisoned(GgmlType::F32, n_out, c.n);
+      be_->matmul_id(w, reshape(x, n_in, 1, c.n), ids, ys1);
+      be_->matmul(d, x, Tensor{}, yd1);
+      for (const auto& [a, b] : {std::pair{ys, ys1}, std::pair{yd, yd1}}) {
+        const auto ga = arena.download<float>(a), gb = arena.download<float>(b);
+        ASSERT_EQ(ga.size(), gb.size());
+        for (size_t i = 0; i < ga.size(); ++i)
+          ASSERT_EQ(float_bits(ga[i]), float_bits(gb[i])) << "element " << i;
+        ASSERT_FALSE(std::isnan(ga[0]));
+      }
+    }
+  }
+}
+
 // An expert id outside [0, n_expert) on either device route: flagged, reported at sync().
 TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -497,10 +535,16 @@ TEST_F(CudaHybrid, GatedDeltaNetStepsCarryState) {
     outs.push_back(out);
     states.push_back(state);
   }
-  EXPECT_EQ(outs[0], outs[1]) << "steps of 1 vs 7";
-  EXPECT_EQ(outs[0], outs[2]) << "steps of 1 vs whole";
-  EXPECT_EQ(states[0], states[1]) << "steps of 1 vs 7";
-  EXPECT_EQ(states[0], states[2]) << "steps of 1 vs whole";
+  // The first element that differs (-1: none), for the failure message.
+  const auto diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      if (float_bits(a[i]) != float_bits(b[i])) return static_cast<int64_t>(i);
+    return a.size() == b.size() ? int64_t{-1} : static_cast<int64_t>(std::min(a.size(), b.size()));
+  };
+  EXPECT_EQ(diff(outs[0], outs[1]), -1) << "out: steps of 1 vs 7 (" << row << " floats per row)";
+  EXPECT_EQ(diff(outs[0], outs[2]), -1) << "out: steps of 1 vs whole";
+  EXPECT_EQ(diff(states[0], states[1]), -1) << "state: steps of 1 vs 7";
+  EXPECT_EQ(diff(states[0], states[2]), -1) << "state: steps of 1 vs whole";
   std::vector<float> sc = garbage, oc;
   for (int64_t t = 0; t < T; ++t) {
     const int32_t fresh = t == 0;

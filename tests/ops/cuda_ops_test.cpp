@@ -394,6 +394,40 @@ TEST_F(Cuda, RmsNormSoftmaxMatchCpu) {
   }
 }
 
+// The fused residual add + pre-norm: the sum and the normed rows are the bits of add() then
+// rms_norm() on CUDA (in place, as the forward pass runs it: sum aliases a), and the CPU's
+// add_rms_norm within rms_norm's bound. Rows of 2144 take the kernel's tail loop.
+TEST_F(Cuda, AddRmsNormEqualsAddThenRmsNorm) {
+  auto rng = test_rng();
+  DeviceArena ga(*be_), ca(cpu_);
+  const int64_t d = 2048 + 96, n = 5;
+  const auto a = random_floats(rng, d * n, -3.0f, 3.0f);
+  const auto b = random_floats(rng, d * n, -3.0f, 3.0f);
+  const auto w = random_floats(rng, d);
+  for (bool weight : {true, false}) {
+    SCOPED_TRACE(weight ? "weight" : "no weight");
+    const auto run = [&](Backend& be, DeviceArena& ar, bool fused) {
+      Tensor at = ar.from_host(a, GgmlType::F32, d, n), bt = ar.from_host(b, GgmlType::F32, d, n);
+      Tensor wt = weight ? ar.from_host(w, GgmlType::F32, d) : Tensor{};
+      Tensor y = ar.poisoned(GgmlType::F32, d, n);
+      if (fused) {
+        be.add_rms_norm(at, bt, wt, 1e-6f, 1.0f, at, y);
+      } else {
+        be.add(at, bt, at);
+        be.rms_norm(at, wt, 1e-6f, 1.0f, y);
+      }
+      return std::pair{ar.download<float>(at), ar.download<float>(y)};
+    };
+    const auto [fs, fy] = run(*be_, ga, true);
+    const auto [ss, sy] = run(*be_, ga, false);
+    const auto [cs, cy] = run(cpu_, ca, true);
+    expect_close(fs, ss, 0.0, 0.0, "add_rms_norm sum vs add");
+    expect_close(fy, sy, 0.0, 0.0, "add_rms_norm vs add + rms_norm");
+    expect_close(fs, cs, 0.0, 0.0, "add_rms_norm sum vs cpu");
+    expect_close(fy, cy, 5e-7, 0.0, "add_rms_norm vs cpu");  // RmsNormSoftmaxMatchCpu's bound
+  }
+}
+
 TEST_F(Cuda, ArgmaxTopKExactWithTies) {
   auto rng = test_rng();
   DeviceArena ga(*be_), ca(cpu_);

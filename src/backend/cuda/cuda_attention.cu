@@ -368,12 +368,9 @@ __global__ void __launch_bounds__(kAttnThreads)
 // two; contiguous dims per lane (vector loads) when head_dim is exactly 32 kPer and both pools
 // start on 16-byte boundaries (rows are then aligned to their per-lane load size).
 template <typename... A>
-void launch_attention(bool f16, int head_dim, bool pools_aligned, dim3 grid, cudaStream_t stream,
+void launch_attention(bool f16, int head_dim, bool pools_aligned, dim3 grid, Stream& stream,
                       A... args) {
-  const auto go = [&](auto kernel) {
-    kernel<<<grid, kAttnThreads, 0, stream>>>(args...);
-    CUDA_CHECK_LAUNCH();
-  };
+  const auto go = [&](auto kernel) { stream.launch(kernel, grid, kAttnThreads, 0, args...); };
   const auto pick = [&](auto f16_tag) {
     constexpr bool kF16 = decltype(f16_tag)::value;
     const bool exact = pools_aligned && head_dim % 32 == 0;
@@ -463,10 +460,9 @@ void CudaBackend::rope(const Tensor& x, const Tensor& positions, const RopeParam
            "rope: positions must be I32 [{}]", n_tok);
   T9_CHECK(x.ne[3] == 1, "rope: x must be [n_tokens, n_heads, head_dim]");
   if (x.n_rows() == 0) return;
-  cuda::rope_kernel<<<static_cast<unsigned>(x.n_rows()), 64, 0, stream_>>>(
-      cuda::desc(x), reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)),
-      cuda::rope_consts(p), cuda::desc(out));
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::rope_kernel, static_cast<unsigned>(x.n_rows()), 64, 0, cuda::desc(x),
+                  reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)), cuda::rope_consts(p),
+                  cuda::desc(out));
 }
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache,
@@ -485,14 +481,13 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cac
   if (k.ne[2] == 0 || p.n_seqs == 0) return;
   const unsigned blocks = static_cast<unsigned>(k.ne[2]);
   if (k_cache.type == GgmlType::F16)
-    cuda::write_kv_kernel<true>
-        <<<blocks, 128, 0, stream_>>>(cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache),
-                                      cuda::base_ptr(v_cache), s, p.n_seqs, tables, g, err_word_);
+    stream_->launch(cuda::write_kv_kernel<true>, blocks, 128, 0, cuda::desc(k), cuda::desc(v),
+                    cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
+                    err_word_);
   else
-    cuda::write_kv_kernel<false>
-        <<<blocks, 128, 0, stream_>>>(cuda::desc(k), cuda::desc(v), cuda::base_ptr(k_cache),
-                                      cuda::base_ptr(v_cache), s, p.n_seqs, tables, g, err_word_);
-  CUDA_CHECK_LAUNCH();
+    stream_->launch(cuda::write_kv_kernel<false>, blocks, 128, 0, cuda::desc(k), cuda::desc(v),
+                    cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
+                    err_word_);
 }
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
@@ -519,19 +514,17 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const dim3 grid(static_cast<unsigned>(q.ne[2]), static_cast<unsigned>(p.n_head));
   const dim3 grid_split(grid.x, grid.y, cuda::kMaxSplits);
   auto* part = static_cast<float*>(attn_scratch_.reserve(
-      static_cast<size_t>(q.ne[2]) * p.n_head * cuda::kMaxSplits * (p.head_dim + 2) * 4, stream_));
+      static_cast<size_t>(q.ne[2]) * p.n_head * cuda::kMaxSplits * (p.head_dim + 2) * 4, *stream_));
   const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(k_cache)) |
                         reinterpret_cast<uintptr_t>(cuda::base_ptr(v_cache))) %
                            16 ==
                        0;
-  cuda::launch_attention(k_cache.type == GgmlType::F16, p.head_dim, aligned, grid_split, stream_,
+  cuda::launch_attention(k_cache.type == GgmlType::F16, p.head_dim, aligned, grid_split, *stream_,
                          cuda::desc(q), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s,
                          p.n_seqs, tables, g, p.n_head, p.scale, p.softcap, p.sliding_window, part,
                          err_word_);
-  cuda::attention_combine_kernel<<<grid, cuda::kAttnThreads, 0, stream_>>>(
-      part, s, p.n_seqs, static_cast<int>(q.ne[2]), p.n_head, p.head_dim, cuda::desc(out),
-      err_word_);
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::attention_combine_kernel, grid, cuda::kAttnThreads, 0, part, s, p.n_seqs,
+                  static_cast<int>(q.ne[2]), p.n_head, p.head_dim, cuda::desc(out), err_word_);
 }
 
 }  // namespace t9

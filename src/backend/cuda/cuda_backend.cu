@@ -6,11 +6,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
+#include "core/log.h"
 
 namespace t9 {
 namespace cuda {
@@ -37,7 +40,8 @@ __global__ void elementwise_kernel(EwOp op, TensorDesc a, TensorDesc b, bool b_b
                                    TensorDesc out, int64_t n) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n) return;
-  const int64_t r = e / a.ne0, i = e % a.ne0;
+  int64_t r, i;
+  div_mod(e, a.ne0, r, i);
   const float x = reinterpret_cast<const float*>(a.row(r))[i];
   float bv = 0.0f;
   if (op == EwOp::kAdd || op == EwOp::kMul || op == EwOp::kSwiGLU || op == EwOp::kGeGLU)
@@ -78,29 +82,56 @@ __global__ void elementwise_kernel(EwOp op, TensorDesc a, TensorDesc b, bool b_b
 // ~9.6 us per call measured on the H200). Same operations in the same order as the plain loop.
 constexpr int kNormCache = 16;
 
-__global__ void rms_norm_kernel(TensorDesc x, const float* __restrict__ w, float eps,
-                                float weight_bias, TensorDesc out) {
+// kAdd: x = a + b first (written to `sum`, kept in registers for the norm): the residual add
+// fused with the next pre-norm, the same float add and the same norm arithmetic as the two ops.
+template <bool kAdd>
+__global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
+                                const float* __restrict__ w, float eps, float weight_bias,
+                                TensorDesc out) {
   __shared__ double scratch[32];
   const int64_t r = blockIdx.x, n = x.ne0, step = blockDim.x;
   const float* xr = reinterpret_cast<const float*>(x.row(r));
+  const float* br = kAdd ? reinterpret_cast<const float*>(b.row(r)) : nullptr;
+  float* sr = kAdd ? reinterpret_cast<float*>(sum.row(r)) : nullptr;
   float* yr = reinterpret_cast<float*>(out.row(r));
-  float xv[kNormCache], wv[kNormCache];
+  // Element i of the row to normalise (the sum, stored by this thread, when kAdd).
+  const auto load = [&](int64_t i) {
+    if constexpr (!kAdd) return xr[i];
+    const float v = xr[i] + br[i];
+    sr[i] = v;
+    return v;
+  };
+  // Every load first, then the sums' stores: a store between them (sum may alias a) would keep
+  // the compiler from issuing the next loads before it, one memory latency per element.
+  float xv[kNormCache], bv[kNormCache], wv[kNormCache];
 #pragma unroll
   for (int c = 0; c < kNormCache; ++c) {
     const int64_t i = threadIdx.x + c * step;
     xv[c] = i < n ? xr[i] : 0.0f;
+    if constexpr (kAdd) bv[c] = i < n ? br[i] : 0.0f;
     wv[c] = i < n && w != nullptr ? w[i] + weight_bias : 1.0f;
+  }
+  if constexpr (kAdd) {
+#pragma unroll
+    for (int c = 0; c < kNormCache; ++c) {
+      const int64_t i = threadIdx.x + c * step;
+      xv[c] = xv[c] + bv[c];
+      if (i < n) sr[i] = xv[c];
+    }
   }
   double ss = 0.0;
 #pragma unroll
   for (int c = 0; c < kNormCache; ++c)
     if (threadIdx.x + c * step < n) ss += static_cast<double>(xv[c]) * xv[c];
-  for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step)
-    ss += static_cast<double>(xr[i]) * xr[i];
+  for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step) {
+    const float v = load(i);
+    ss += static_cast<double>(v) * v;
+  }
   ss = block_sum(ss, scratch);  // its barriers also order every read of x before the writes
   const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
+  const float* vr = kAdd ? sr : xr;  // the tail re-reads what this thread read or stored
   for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step)
-    yr[i] = xr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
+    yr[i] = vr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
 #pragma unroll
   for (int c = 0; c < kNormCache; ++c) {
     const int64_t i = threadIdx.x + c * step;
@@ -108,7 +139,6 @@ __global__ void rms_norm_kernel(TensorDesc x, const float* __restrict__ w, float
   }
 }
 
-// One block per row: max, then the sum of exp in double, then the scaled write (out may be x).
 __global__ void softmax_kernel(TensorDesc x, TensorDesc out) {
   __shared__ float fscratch[32];
   __shared__ double dscratch[32];
@@ -200,7 +230,8 @@ __global__ void get_rows_kernel(TensorDesc table, const int32_t* __restrict__ id
   const int64_t n_chunks = (table.ne0 + 31) / 32;
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_ids * n_chunks) return;
-  const int64_t i = e / n_chunks, c = e % n_chunks;
+  int64_t i, c;
+  div_mod(e, n_chunks, i, c);
   const int32_t id = ids[i];
   if (id < 0 || id >= table.ne1) {
     atomicOr(err, kErrGetRowsId);
@@ -224,7 +255,8 @@ __device__ __forceinline__ float load_any(GgmlType t, const char* row, int64_t i
 __global__ void copy_kernel(TensorDesc x, GgmlType xt, TensorDesc out, GgmlType ot, int64_t n) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n) return;
-  const int64_t r = e / x.ne0, i = e % x.ne0;
+  int64_t r, i;
+  div_mod(e, x.ne0, r, i);
   const float v = load_any(xt, x.row(r), i);
   char* dst = out.row(r);
   if (ot == GgmlType::F16)
@@ -240,13 +272,12 @@ __global__ void copy_kernel(TensorDesc x, GgmlType xt, TensorDesc out, GgmlType 
 constexpr int kThreads = 256;
 
 void launch_elementwise(EwOp op, const Tensor& a, const Tensor* b, float param, const Tensor& out,
-                        cudaStream_t stream) {
+                        Stream& stream) {
   const int64_t n = a.n_elements();
   if (n == 0) return;
   const bool bcast = b != nullptr && b->n_rows() == 1;
-  elementwise_kernel<<<grid_1d(n, kThreads), kThreads, 0, stream>>>(
-      op, desc(a), b != nullptr ? desc(*b) : desc(a), bcast, param, desc(out), n);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(elementwise_kernel, grid_1d(n, kThreads), kThreads, 0, op, desc(a),
+                b != nullptr ? desc(*b) : desc(a), bcast, param, desc(out), n);
 }
 
 void check_binary(const Tensor& a, const Tensor& b, const Tensor& out, const char* what) {
@@ -262,6 +293,15 @@ void check_unary(const Tensor& x, const Tensor& out, const char* what) {
   check_f32_rows(x, what);
   check_f32_rows(out, what);
   check_same_shape(x, out, what);
+}
+
+// The norm's weight row (null: none), checked against x's rows.
+const float* norm_weight(const Tensor& weight, const Tensor& x) {
+  if (!weight.valid()) return nullptr;
+  check_f32_rows(weight, "rms_norm weight");
+  T9_CHECK(weight.ne[0] == x.ne[0], "rms_norm weight has {} elements, rows {}", weight.ne[0],
+           x.ne[0]);
+  return reinterpret_cast<const float*>(base_ptr(weight));
 }
 
 unsigned row_grid(const Tensor& t) {
@@ -290,24 +330,35 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   device_name_ = fmt::format("{}, sm_{}{}", prop.name, prop.major, prop.minor);
-  cudaStream_t s = nullptr;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  stream_ = s;
   CUDA_CHECK(cudaMalloc(&err_word_, sizeof(unsigned)));
   CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
   prof_ = cuda::OpProfiler::from_env();
+  cuda::StreamConfig sc;
+  const char* env = std::getenv("TEMPO9_CUDA_GRAPHS");
+  // The profiler times each op with events between launches, which held-back launches break.
+  sc.graphs = cfg.graphs && !(env != nullptr && std::string(env) == "0") && prof_ == nullptr;
+  stream_ = std::make_unique<cuda::Stream>(sc);
 }
 
 CudaBackend::~CudaBackend() {
   prof_.reset();  // prints its table; needs the stream's events
+  if (const CudaGraphStats st = stream_->stats(); st.captures > 0)
+    log_line(LogLevel::kInfo,
+             fmt::format("cuda graphs: {} windows, {} replayed (host {:.3f} ms + device wait "
+                         "{:.3f} ms each), {} graphs built in {:.1f} ms; the other windows "
+                         "{:.1f} ms in all",
+                         st.windows, st.replays, st.replay_host_ms / std::max(1L, st.replays),
+                         st.replay_wait_ms / std::max(1L, st.replays), st.captures, st.capture_ms,
+                         st.other_ms));
   // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
-  if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, stream_);
-  if (xq_scratch_.ptr != nullptr) (void)cudaFreeAsync(xq_scratch_.ptr, stream_);
-  if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, stream_);
-  if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, stream_);
-  (void)cudaStreamSynchronize(stream_);
+  const cudaStream_t s = stream_->before_free();
+  if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, s);
+  if (xq_scratch_.ptr != nullptr) (void)cudaFreeAsync(xq_scratch_.ptr, s);
+  if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, s);
+  if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, s);
+  (void)cudaStreamSynchronize(s);
   (void)cudaFree(err_word_);
-  (void)cudaStreamDestroy(stream_);
+  stream_.reset();
 }
 
 std::string CudaBackend::name() const {
@@ -336,7 +387,7 @@ Result<Buffer*> CudaBackend::alloc(size_t n_bytes) {
 
 void CudaBackend::free(Buffer* buf) {
   if (buf == nullptr) return;
-  CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued ops may still use it
+  CUDA_CHECK(cudaStreamSynchronize(stream_->before_free()));  // queued ops may still use it
   if (buf->owned) CUDA_CHECK(cudaFree(buf->device_ptr));
   delete buf;
 }
@@ -349,22 +400,17 @@ Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
 
 void CudaBackend::upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) {
   T9_CHECK(dst != nullptr && offset + n_bytes <= dst->n_bytes, "upload past the buffer end");
-  if (n_bytes == 0) return;
-  // From pageable memory the runtime stages the bytes before returning, so `host` may be reused
-  // at once (backend.h's contract) while the copy stays ordered on the stream.
-  CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst->device_ptr) + offset, host, n_bytes,
-                             cudaMemcpyHostToDevice, stream_));
+  // Staged in pinned memory at once, so `host` may be reused (backend.h's contract).
+  stream_->upload(static_cast<char*>(dst->device_ptr) + offset, host, n_bytes);
 }
 
 void CudaBackend::download(const Buffer* src, size_t offset, void* host, size_t n_bytes) {
   T9_CHECK(src != nullptr && offset + n_bytes <= src->n_bytes, "download past the buffer end");
-  if (n_bytes == 0) return;
-  CUDA_CHECK(cudaMemcpyAsync(host, static_cast<const char*>(src->device_ptr) + offset, n_bytes,
-                             cudaMemcpyDeviceToHost, stream_));
+  stream_->download(host, static_cast<const char*>(src->device_ptr) + offset, n_bytes);
 }
 
 void CudaBackend::sync() {
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  stream_->synchronize();
   if (prof_) prof_->resolve();
   unsigned err = 0;
   CUDA_CHECK(cudaMemcpy(&err, err_word_, sizeof(err), cudaMemcpyDeviceToHost));
@@ -373,6 +419,10 @@ void CudaBackend::sync() {
            "cuda kernel reported bad indices (bits {:#x}: 1 kv slot/block table, "
            "2 get_rows id, 4 AttnSeq rows, 8 matmul_id expert id)",
            err);
+}
+
+CudaGraphStats CudaBackend::graph_stats() const {
+  return stream_->stats();
 }
 
 // ---- row ops ----
@@ -389,59 +439,64 @@ void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor&
   const auto* id = reinterpret_cast<const int32_t*>(cuda::base_ptr(ids));
   cuda::dispatch_weight_type(table.type, [&](auto tag) {
     constexpr GgmlType T = decltype(tag)::value;
-    cuda::get_rows_kernel<T><<<cuda::grid_1d(n_ids * n_chunks, 128), 128, 0, stream_>>>(
-        cuda::desc(table), id, n_ids, cuda::desc(out), err_word_);
+    stream_->launch(cuda::get_rows_kernel<T>, cuda::grid_1d(n_ids * n_chunks, 128), 128, 0,
+                    cuda::desc(table), id, n_ids, cuda::desc(out), err_word_);
   });
-  CUDA_CHECK_LAUNCH();
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                            const Tensor& out) {
   T9_CUDA_PROF("rms_norm");
   cuda::check_unary(x, out, "rms_norm");
-  const float* w = nullptr;
-  if (weight.valid()) {
-    cuda::check_f32_rows(weight, "rms_norm weight");
-    T9_CHECK(weight.ne[0] == x.ne[0], "rms_norm weight has {} elements, rows {}", weight.ne[0],
-             x.ne[0]);
-    w = reinterpret_cast<const float*>(cuda::base_ptr(weight));
-  }
+  const float* w = cuda::norm_weight(weight, x);
   if (x.n_rows() == 0) return;
-  cuda::rms_norm_kernel<<<cuda::row_grid(x), cuda::kThreads, 0, stream_>>>(
-      cuda::desc(x), w, eps, weight_bias, cuda::desc(out));
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::rms_norm_kernel<false>, cuda::row_grid(x), cuda::kThreads, 0, cuda::desc(x),
+                  cuda::desc(x), cuda::desc(x), w, eps, weight_bias, cuda::desc(out));
+}
+
+void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps,
+                               float weight_bias, const Tensor& sum, const Tensor& out) {
+  T9_CUDA_PROF("add_rms_norm");
+  cuda::check_unary(a, out, "add_rms_norm");
+  cuda::check_unary(a, sum, "add_rms_norm sum");
+  cuda::check_binary(a, b, sum, "add_rms_norm");
+  T9_CHECK(b.ne == a.ne, "add_rms_norm: b must have a's shape");
+  const float* w = cuda::norm_weight(weight, a);
+  if (a.n_rows() == 0) return;
+  stream_->launch(cuda::rms_norm_kernel<true>, cuda::row_grid(a), cuda::kThreads, 0, cuda::desc(a),
+                  cuda::desc(b), cuda::desc(sum), w, eps, weight_bias, cuda::desc(out));
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   T9_CUDA_PROF("add");
   cuda::check_binary(a, b, out, "add");
-  cuda::launch_elementwise(EwOp::kAdd, a, &b, 0.0f, out, stream_);
+  cuda::launch_elementwise(EwOp::kAdd, a, &b, 0.0f, out, *stream_);
 }
 
 void CudaBackend::mul(const Tensor& a, const Tensor& b, const Tensor& out) {
   T9_CUDA_PROF("mul");
   cuda::check_binary(a, b, out, "mul");
-  cuda::launch_elementwise(EwOp::kMul, a, &b, 0.0f, out, stream_);
+  cuda::launch_elementwise(EwOp::kMul, a, &b, 0.0f, out, *stream_);
 }
 
 void CudaBackend::scale(const Tensor& x, float s, const Tensor& out) {
   T9_CUDA_PROF("scale");
   cuda::check_unary(x, out, "scale");
-  cuda::launch_elementwise(EwOp::kScale, x, nullptr, s, out, stream_);
+  cuda::launch_elementwise(EwOp::kScale, x, nullptr, s, out, *stream_);
 }
 
 void CudaBackend::unary(const Tensor& x, UnaryKind kind, const Tensor& out) {
   T9_CUDA_PROF("unary");
   cuda::check_unary(x, out, "unary");
   cuda::launch_elementwise(kind == UnaryKind::kSilu ? EwOp::kSilu : EwOp::kGelu, x, nullptr, 0.0f,
-                           out, stream_);
+                           out, *stream_);
 }
 
 void CudaBackend::softcap(const Tensor& x, float c, const Tensor& out) {
   T9_CUDA_PROF("softcap");
   T9_CHECK(c > 0.0f, "softcap {} must be positive", c);
   cuda::check_unary(x, out, "softcap");
-  cuda::launch_elementwise(EwOp::kSoftcap, x, nullptr, c, out, stream_);
+  cuda::launch_elementwise(EwOp::kSoftcap, x, nullptr, c, out, *stream_);
 }
 
 void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) {
@@ -449,7 +504,7 @@ void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const 
   T9_CHECK(up.ne == gate.ne, "glu: gate and up shapes differ");
   cuda::check_binary(gate, up, out, "glu");
   cuda::launch_elementwise(kind == GluKind::kSwiGLU ? EwOp::kSwiGLU : EwOp::kGeGLU, gate, &up, 0.0f,
-                           out, stream_);
+                           out, *stream_);
 }
 
 // ---- sampling helpers ----
@@ -460,9 +515,8 @@ void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
   T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows() && out.is_contiguous(),
            "argmax: out");
   if (logits.n_rows() == 0) return;
-  cuda::argmax_kernel<<<cuda::row_grid(logits), 1024, 0, stream_>>>(
-      cuda::desc(logits), reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::argmax_kernel, cuda::row_grid(logits), 1024, 0, cuda::desc(logits),
+                  reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
 }
 
 void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {
@@ -474,17 +528,15 @@ void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Te
                values.ne[0] == k && values.n_rows() == logits.n_rows(),
            "top_k: out shapes");
   if (logits.n_rows() == 0) return;
-  cuda::top_k_kernel<<<cuda::row_grid(logits), 1024, 0, stream_>>>(
-      cuda::desc(logits), k, cuda::desc(ids), cuda::desc(values));
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::top_k_kernel, cuda::row_grid(logits), 1024, 0, cuda::desc(logits), k,
+                  cuda::desc(ids), cuda::desc(values));
 }
 
 void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
   T9_CUDA_PROF("softmax");
   cuda::check_unary(x, out, "softmax");
   if (x.n_rows() == 0) return;
-  cuda::softmax_kernel<<<cuda::row_grid(x), 1024, 0, stream_>>>(cuda::desc(x), cuda::desc(out));
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::softmax_kernel, cuda::row_grid(x), 1024, 0, cuda::desc(x), cuda::desc(out));
 }
 
 void CudaBackend::copy(const Tensor& x, const Tensor& out) {
@@ -496,9 +548,8 @@ void CudaBackend::copy(const Tensor& x, const Tensor& out) {
   T9_CHECK(ok(x.type) && ok(out.type), "copy {} -> {}", type_name(x.type), type_name(out.type));
   const int64_t n = x.n_elements();
   if (n == 0) return;
-  cuda::copy_kernel<<<cuda::grid_1d(n, cuda::kThreads), cuda::kThreads, 0, stream_>>>(
-      cuda::desc(x), x.type, cuda::desc(out), out.type, n);
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::copy_kernel, cuda::grid_1d(n, cuda::kThreads), cuda::kThreads, 0,
+                  cuda::desc(x), x.type, cuda::desc(out), out.type, n);
 }
 
 }  // namespace t9

@@ -23,16 +23,16 @@
 
 #include "backend/backend.h"
 
-struct CUstream_st;  // cudaStream_t without the CUDA headers
-
 namespace t9 {
 
 namespace cuda {
+class Stream;  // cuda_stream.cuh
+
 // Device scratch (activation codes for the quantized matmul), grown in stream order.
 struct Scratch {
   void* ptr = nullptr;
   size_t bytes = 0;
-  void* reserve(size_t n, CUstream_st* stream);
+  void* reserve(size_t n, Stream& stream);
 };
 
 class OpProfiler;  // cuda_profile.cuh
@@ -41,6 +41,21 @@ struct RoundedX;   // cuda_gemv.cuh
 
 struct CudaBackendConfig {
   int device = 0;
+  // Windows between sync()s that repeat (decode steps) run as CUDA graphs (cuda_stream.cuh).
+  // TEMPO9_CUDA_GRAPHS=0 in the environment, or profiling, turns them off.
+  bool graphs = true;
+};
+
+// What the graph machinery did (tests, bench printouts).
+struct CudaGraphStats {
+  long windows = 0;       // sync()s with work in them
+  long replays = 0;       // windows run as one graph launch
+  long captures = 0;      // graphs built
+  double capture_ms = 0;  // host time spent building them (capture + instantiate)
+  // Replayed windows: host time from the first record to sync() (the forward's own work, held
+  // back), and the wait for the device after the graph launch.
+  double replay_host_ms = 0, replay_wait_ms = 0;
+  double other_ms = 0;  // the other windows, first record to the end of sync()
 };
 
 // Number of CUDA devices visible (0 when there is no driver or no GPU).
@@ -66,10 +81,14 @@ class CudaBackend final : public Backend {
   void upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) override;
   void download(const Buffer* src, size_t offset, void* host, size_t n_bytes) override;
   void sync() override;
+  CudaGraphStats graph_stats() const;
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                 const Tensor& out) override;
+  // One kernel: the sum is kept in registers for the norm (same bits as add + rms_norm).
+  void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps,
+                    float weight_bias, const Tensor& sum, const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void scale(const Tensor& x, float s, const Tensor& out) override;
@@ -109,11 +128,14 @@ class CudaBackend final : public Backend {
 
  private:
   int device_ = 0;
-  CUstream_st* stream_ = nullptr;
+  std::unique_ptr<cuda::Stream> stream_;  // every op's work, recorded per window
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
   // matmul with x already rounded (cuda::round_x) when `pre` is set (cuda_matmul.cu).
   void matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                    const cuda::RoundedX* pre);
+  // matmul_id likewise (`pre` is used by the one-row route, whose x rows are x's own rows).
+  void matmul_id_with(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
+                      const cuda::RoundedX* pre);
 
   cuda::Scratch scratch_;
   cuda::Scratch xq_scratch_;    // matmul_shared_x's rounded x (kept apart from scratch_)

@@ -256,11 +256,10 @@ const RecurrentSeq* seqs_ptr(const Tensor& seqs) {
 template <int K>
 void launch_conv(const Tensor& x, const Tensor& w, const Tensor& state, int64_t n_slots,
                  const RecurrentSeq* seqs, unsigned n_seqs, const Tensor& out, unsigned* err,
-                 cudaStream_t stream) {
+                 Stream& stream) {
   const dim3 grid(grid_1d(x.ne[0], kConvThreads), n_seqs);
-  ssm_conv_kernel<K><<<grid, kConvThreads, 0, stream>>>(desc(x), desc(w), desc(state), n_slots,
-                                                        seqs, desc(out), err);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(ssm_conv_kernel<K>, grid, kConvThreads, 0, desc(x), desc(w), desc(state), n_slots,
+                seqs, desc(out), err);
 }
 
 }  // namespace
@@ -287,19 +286,19 @@ void CudaBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state
   const auto ns = static_cast<unsigned>(n_seqs);
   switch (K) {
     case 2:
-      return cuda::launch_conv<2>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+      return cuda::launch_conv<2>(x, w, state, n_slots, sp, ns, out, err_word_, *stream_);
     case 3:
-      return cuda::launch_conv<3>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+      return cuda::launch_conv<3>(x, w, state, n_slots, sp, ns, out, err_word_, *stream_);
     case 4:
-      return cuda::launch_conv<4>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+      return cuda::launch_conv<4>(x, w, state, n_slots, sp, ns, out, err_word_, *stream_);
     case 5:
-      return cuda::launch_conv<5>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+      return cuda::launch_conv<5>(x, w, state, n_slots, sp, ns, out, err_word_, *stream_);
     case 6:
-      return cuda::launch_conv<6>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+      return cuda::launch_conv<6>(x, w, state, n_slots, sp, ns, out, err_word_, *stream_);
     case 7:
-      return cuda::launch_conv<7>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+      return cuda::launch_conv<7>(x, w, state, n_slots, sp, ns, out, err_word_, *stream_);
     default:
-      return cuda::launch_conv<8>(x, w, state, n_slots, sp, ns, out, err_word_, stream_);
+      return cuda::launch_conv<8>(x, w, state, n_slots, sp, ns, out, err_word_, *stream_);
   }
 }
 
@@ -341,13 +340,12 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
     const auto go = [&](auto kernel) {
       const dim3 grid(static_cast<unsigned>(nv * ((dv + cuda::kGdnCols - 1) / cuda::kGdnCols)),
                       static_cast<unsigned>(n_seqs));
-      kernel<<<grid, cuda::kGdnWarps * 32, 0, stream_>>>(
-          cuda::desc(q), cuda::desc(k), cuda::desc(v), cuda::desc(a), cuda::desc(b),
-          reinterpret_cast<const float*>(cuda::base_ptr(A)),
-          reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
-          reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims, cuda::desc(out),
-          n, err_word_);
-      CUDA_CHECK_LAUNCH();
+      stream_->launch(kernel, grid, cuda::kGdnWarps * 32, 0, cuda::desc(q), cuda::desc(k),
+                      cuda::desc(v), cuda::desc(a), cuda::desc(b),
+                      reinterpret_cast<const float*>(cuda::base_ptr(A)),
+                      reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
+                      reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims,
+                      cuda::desc(out), n, err_word_);
     };
     if (dk == 16) return go(cuda::gdn_regs_kernel<4>);
     if (dk == 32) return go(cuda::gdn_regs_kernel<8>);
@@ -364,13 +362,12 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                                     static_cast<int>(smem)));
   const int threads = static_cast<int>((dv + 31) / 32 * 32);
   const dim3 grid(static_cast<unsigned>(nv), static_cast<unsigned>(n_seqs));
-  cuda::gdn_recurrent_kernel<<<grid, threads, smem, stream_>>>(
-      cuda::desc(q), cuda::desc(k), cuda::desc(v), cuda::desc(a), cuda::desc(b),
-      reinterpret_cast<const float*>(cuda::base_ptr(A)),
-      reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
-      reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims, cuda::desc(out), n,
-      err_word_);
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::gdn_recurrent_kernel, grid, threads, smem, cuda::desc(q), cuda::desc(k),
+                  cuda::desc(v), cuda::desc(a), cuda::desc(b),
+                  reinterpret_cast<const float*>(cuda::base_ptr(A)),
+                  reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
+                  reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims,
+                  cuda::desc(out), n, err_word_);
 }
 
 }  // namespace t9

@@ -19,12 +19,14 @@
 
 namespace t9::cuda {
 
-void* Scratch::reserve(size_t n, cudaStream_t stream) {
+void* Scratch::reserve(size_t n, Stream& stream) {
   if (n <= bytes) return ptr;
-  // Stream-ordered: kernels already queued on `stream` finish with the old block first.
-  if (ptr != nullptr) CUDA_CHECK(cudaFreeAsync(ptr, stream));
+  // Stream-ordered: kernels already queued on the stream finish with the old block first. Held
+  // back launches are issued first, since they may use the old block (before_free()).
+  const cudaStream_t raw = ptr != nullptr ? stream.before_free() : stream.eager();
+  if (ptr != nullptr) CUDA_CHECK(cudaFreeAsync(ptr, raw));
   const size_t want = std::max(n, bytes * 2);
-  CUDA_CHECK(cudaMallocAsync(&ptr, want, stream));
+  CUDA_CHECK(cudaMallocAsync(&ptr, want, raw));
   bytes = want;
   return ptr;
 }
@@ -255,7 +257,7 @@ int64_t fused_x_smem(int64_t n_in) {
 constexpr int64_t kMaxFusedXSmem = 96 << 10;  // n_in up to ~85k: every model we load
 
 template <GgmlType T, int kTok>
-void launch_q(const QArgs<Unit<T>>& a, cudaStream_t stream) {
+void launch_q(const QArgs<Unit<T>>& a, Stream& stream) {
   using U = Unit<T>;
   constexpr int kWeightSmem = kWarps * 2 * kRows * U::kLoads * 512;
   const int64_t x_smem = a.xq == nullptr ? fused_x_smem(a.n_in) : 0;
@@ -266,23 +268,22 @@ void launch_q(const QArgs<Unit<T>>& a, cudaStream_t stream) {
       (n_groups + kWarps - 1) / kWarps);
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  gemv_q_kernel<T, kTok><<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
-                           kWarps * 32, smem, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(gemv_q_kernel<T, kTok>,
+                dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)), kWarps * 32,
+                smem, a);
 }
 
 template <int kTok, int kR = kRows, int kMinBlocks = 1>
-void launch_q4k_direct(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream) {
+void launch_q4k_direct(const QArgs<Unit<GgmlType::Q4_K>>& a, Stream& stream) {
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   const dim3 grid(grid_1d((a.n_out + kR - 1) / kR, kWarps), static_cast<unsigned>(tok_groups));
-  gemv_q4k_direct_kernel<kTok, kR, kMinBlocks><<<grid, kWarps * 32, 0, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(gemv_q4k_direct_kernel<kTok, kR, kMinBlocks>, grid, kWarps * 32, 0, a);
 }
 
 // One-row Q4_K variants for measurement (TEMPO9_CUDA_Q4K=r2b8|r1b8|r4b4; default: 2 rows per
 // warp, no register cap). Same unit order and arithmetic: same bits.
-void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream) {
+void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, Stream& stream) {
   static const std::string v = [] {
     const char* e = std::getenv("TEMPO9_CUDA_Q4K");
     return std::string(e != nullptr ? e : "");
@@ -295,7 +296,7 @@ void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, cudaStream_t stream
 
 template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Scratch& scratch,
-           cudaStream_t stream, const RoundedX* pre) {
+           Stream& stream, const RoundedX* pre) {
   const int64_t n_in = w.ne[0], n_tok = x.n_rows();
   QArgs<Unit<T>> a{reinterpret_cast<const uint8_t*>(base_ptr(w)),
                    static_cast<int64_t>(w.nb[1]),
@@ -363,7 +364,7 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
 }  // namespace
 
 // The codes, then the ActBlocks 256-byte aligned, in scratch.
-RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream) {
+RoundedX round_x(const Tensor& x, Scratch& scratch, Stream& stream) {
   const int64_t n_in = x.ne[0], n_rows = x.n_rows();
   const size_t q_bytes = (static_cast<size_t>(n_in * n_rows) + 255) & ~size_t{255};
   auto* base = static_cast<uint8_t*>(scratch.reserve(
@@ -375,16 +376,15 @@ RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream) {
 }
 
 void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int8_t* xq,
-                       ActBlock* xb, cudaStream_t stream) {
+                       ActBlock* xb, Stream& stream) {
   const int64_t n_in = x.ne[0], n_blocks = n_rows * (n_in / 32);
   if (n_blocks == 0) return;
-  quantize_act_kernel<<<grid_1d(n_blocks, 8), 256, 0, stream>>>(desc(x), n_in, n_blocks, xq, xb,
-                                                                rows);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(quantize_act_kernel, grid_1d(n_blocks, 8), 256, 0, desc(x), n_in, n_blocks, xq, xb,
+                rows);
 }
 
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, cudaStream_t stream, const RoundedX* pre) {
+                        Scratch& scratch, Stream& stream, const RoundedX* pre) {
   // Every weight row starts on a 2-byte boundary (all block sizes are even) in these formats.
   const bool w2 = reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 == 0;
   switch (w.type) {

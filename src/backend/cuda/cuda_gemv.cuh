@@ -33,20 +33,20 @@ struct RoundedX {
   const int8_t* xq = nullptr;
   const ActBlock* xb = nullptr;
 };
-RoundedX round_x(const Tensor& x, Scratch& scratch, cudaStream_t stream);
+RoundedX round_x(const Tensor& x, Scratch& scratch, Stream& stream);
 // The same rounding for n_rows rows into caller memory: output row r is x row rows[r] (rows
 // null: row r).
 void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int8_t* xq,
-                       ActBlock* xb, cudaStream_t stream);
+                       ActBlock* xb, Stream& stream);
 
 // True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment
 // of w / x needs the stage-1 kernel (cuda_matmul.cu). Shapes are checked by the caller. `pre`:
 // x already rounded (round_x of this x), or null.
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, cudaStream_t stream, const RoundedX* pre = nullptr);
+                        Scratch& scratch, Stream& stream, const RoundedX* pre = nullptr);
 
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                         cudaStream_t stream);
+                         Stream& stream);
 
 }  // namespace t9::cuda

@@ -41,14 +41,20 @@ __device__ __forceinline__ void unpack16(uint4 v, float* f) {
 }
 
 // One warp per kRows rows; lane l takes 16-byte units l, l + 32, ...; per unit a fixed-order
-// sum in four partial chains, then added to the row's accumulator.
-template <GgmlType T, int kTok>
+// sum in four partial chains, then added to the row's accumulator. kSplit (few rows: the MoE
+// router, the shared expert's one-output gate): the block's warps share kRows rows, warp w taking
+// units 32 w + l, 32 (w + kWarps) + l, ..., and the warps' sums are added in warp order; so the
+// order per output depends on n_in (and the choice, made from n_out), never on n_tok.
+template <GgmlType T, int kTok, bool kSplit>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_f_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_out, TensorDesc x,
                   TensorDesc y, const float* __restrict__ bias, int64_t n_tok) {
   constexpr int kE = T == GgmlType::F32 ? 4 : 8;  // elements per 16-byte unit
-  const int lane = threadIdx.x % 32;
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  constexpr int kStride = kSplit ? 32 * kWarps : 32;
+  __shared__ float part[kSplit ? kWarps : 1][kRows][kTok];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t g =
+      kSplit ? static_cast<int64_t>(blockIdx.x) : static_cast<int64_t>(blockIdx.x) * kWarps + warp;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, n_tok - t0));
   if (g * kRows >= n_out) return;
@@ -63,7 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int t = 0; t < kTok; ++t) acc[r][t] = 0.0f;
 #pragma unroll 4
-  for (int64_t u = lane; u < n_units; u += 32) {
+  for (int64_t u = kSplit ? 32 * warp + lane : lane; u < n_units; u += kStride) {
     float wf[kRows][kE];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -94,7 +100,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t o = g * kRows + r;
 #pragma unroll
     for (int t = 0; t < kTok; ++t) {
-      const float s = warp_sum(acc[r][t]);
+      float s = warp_sum(acc[r][t]);
+      if constexpr (kSplit) {
+        if (lane == 0) part[warp][r][t] = s;
+        __syncthreads();
+        if (warp != 0) continue;  // uniform per warp; warp 0 adds the parts in order
+        s = part[0][r][t];
+#pragma unroll
+        for (int v = 1; v < kWarps; ++v) s = __fadd_rn(s, part[v][r][t]);
+      }
       if (lane == 0 && t < nt && o < n_out) {
         float* yr = reinterpret_cast<float*>(y.row(t0 + t));
         yr[o] = bias != nullptr ? __fadd_rn(s, bias[o]) : s;
@@ -107,20 +121,28 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <GgmlType T, int kTok>
 void launch_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-              cudaStream_t stream) {
+              Stream& stream) {
   const int64_t n_out = w.ne[1], n_tok = x.n_rows();
   const int64_t tok_groups = (n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", n_tok);
-  const dim3 grid(grid_1d((n_out + kRows - 1) / kRows, kWarps), static_cast<unsigned>(tok_groups));
-  gemv_f_kernel<T, kTok><<<grid, kWarps * 32, 0, stream>>>(
-      reinterpret_cast<const uint8_t*>(base_ptr(w)), static_cast<int64_t>(w.nb[1]), n_out, desc(x),
-      desc(y), bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr, n_tok);
-  CUDA_CHECK_LAUNCH();
+  const int64_t row_groups = (n_out + kRows - 1) / kRows;
+  // Split rows across the warps when one warp per row group would leave most SMs idle (a
+  // property of the weight: the same choice for every n_tok).
+  const bool split = (row_groups + kWarps - 1) / kWarps < sm_count();
+  const dim3 grid(split ? grid_1d(row_groups, 1) : grid_1d(row_groups, kWarps),
+                  static_cast<unsigned>(tok_groups));
+  const auto* wp = reinterpret_cast<const uint8_t*>(base_ptr(w));
+  const float* b = bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr;
+  if (split)
+    stream.launch(gemv_f_kernel<T, kTok, true>, grid, kWarps * 32, 0, wp,
+                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok);
+  else
+    stream.launch(gemv_f_kernel<T, kTok, false>, grid, kWarps * 32, 0, wp,
+                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok);
 }
 
 template <GgmlType T>
-void run_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-           cudaStream_t stream) {
+void run_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Stream& stream) {
   switch (tok_tile(x.n_rows())) {
     case 1:
       return launch_f<T, 1>(w, x, bias, y, stream);
@@ -138,7 +160,7 @@ bool aligned16(const Tensor& t) {
 }  // namespace
 
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                         cudaStream_t stream) {
+                         Stream& stream) {
   // 16-byte weight units and float4 activation loads: rows and x rows 16-byte aligned.
   const bool ok = w.nb[1] % 16 == 0 && aligned16(w) && aligned16(x) && x.nb[1] % 16 == 0 &&
                   x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0;

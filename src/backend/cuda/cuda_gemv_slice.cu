@@ -240,7 +240,7 @@ int q4k_rows() {
 }
 
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
-void launch_tile(const SliceArgs& a, cudaStream_t stream) {
+void launch_tile(const SliceArgs& a, Stream& stream) {
   constexpr auto kernel = gemv_slice_kernel<T, kTok, kPacked, kBufs, kR>;
   const int64_t smem64 = kSliceWarps * (kBufs * row_slot(a.row_bytes) + kR * kTok * 33 * 4) +
                          (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
@@ -251,15 +251,14 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
       kSliceWarps * 32, smem, kMaxSliceSmem, (a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR));
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)), kSliceWarps * 32,
-           smem, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
+                kSliceWarps * 32, smem, a);
 }
 
 // Activations packed per lane in shared memory when they fit (always for one row and n_in up
 // to ~90k; for tiles of 4 or 8 rows when n_in is small enough).
 template <GgmlType T, int kTok>
-void launch_tile(const SliceArgs& a, cudaStream_t stream) {
+void launch_tile(const SliceArgs& a, Stream& stream) {
   const bool packed = kTok * packed_x_bytes<T>(a.n_in) <= kMaxPackedX ||
                       (kTok == 1 && packed_x_bytes<T>(a.n_in) <= (96 << 10));
   // Rows over 4 KB (n_in > ~7k for Q4_K) take one buffer per warp. Aligned Q4_K rows: no
@@ -282,7 +281,7 @@ void launch_tile(const SliceArgs& a, cudaStream_t stream) {
 }
 
 template <GgmlType T, int kBufs, int kR>
-void launch_coal(const SliceArgs& a, cudaStream_t stream) {
+void launch_coal(const SliceArgs& a, Stream& stream) {
   constexpr auto kernel = gemv_coal_kernel<T, kBufs, kR>;
   const int64_t n_units = a.n_in / Unit<T>::kElems;
   const int64_t smem64 =
@@ -294,9 +293,8 @@ void launch_coal(const SliceArgs& a, cudaStream_t stream) {
       kSliceWarps * 32, smem, kMaxSliceSmem, (a.n_out + kSliceWarps * kR - 1) / (kSliceWarps * kR));
   const int64_t pairs = a.ids != nullptr ? a.n_tok : 1;
   T9_CHECK(pairs <= 65535, "matmul_id: {} pairs exceed the launch grid", pairs);
-  kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(pairs)), kSliceWarps * 32,
-           smem, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(pairs)),
+                kSliceWarps * 32, smem, a);
 }
 
 // One Q4_K / Q6_K activation row through gemv_coal_kernel unless TEMPO9_CUDA_GEMV_SLICED=1
@@ -304,7 +302,7 @@ void launch_coal(const SliceArgs& a, cudaStream_t stream) {
 // vs 27.9 us, 14336x4096 30.5 vs 33.9), slower for Q4_K (21.6 vs 20.2, 27.5 vs 18.6) and Q6_K
 // (30.7 vs 29.9, 37.4 vs 32.6). The same bits either way.
 template <GgmlType T>
-bool try_coal(const SliceArgs& a, cudaStream_t stream) {
+bool try_coal(const SliceArgs& a, Stream& stream) {
   static const bool off = std::getenv("TEMPO9_CUDA_GEMV_SLICED") != nullptr;
   if (off || (a.n_tok != 1 && a.ids == nullptr) || T == GgmlType::Q8_0) return false;
   if constexpr (T == GgmlType::Q4_K) {
@@ -324,15 +322,15 @@ bool try_coal(const SliceArgs& a, cudaStream_t stream) {
 }  // namespace
 
 template <GgmlType T>
-void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream) {
+void launch_slice_gemv(const SliceArgs& a, Stream& stream) {
   if (try_coal<T>(a, stream)) return;
   if (a.n_tok == 1 || a.ids != nullptr) return launch_tile<T, 1>(a, stream);
   if (a.n_tok <= 4) return launch_tile<T, 4>(a, stream);
   launch_tile<T, 8>(a, stream);
 }
 
-template void launch_slice_gemv<GgmlType::Q4_K>(const SliceArgs&, cudaStream_t);
-template void launch_slice_gemv<GgmlType::Q6_K>(const SliceArgs&, cudaStream_t);
-template void launch_slice_gemv<GgmlType::Q8_0>(const SliceArgs&, cudaStream_t);
+template void launch_slice_gemv<GgmlType::Q4_K>(const SliceArgs&, Stream&);
+template void launch_slice_gemv<GgmlType::Q6_K>(const SliceArgs&, Stream&);
+template void launch_slice_gemv<GgmlType::Q8_0>(const SliceArgs&, Stream&);
 
 }  // namespace t9::cuda

@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 template <GgmlType T>
 void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                   cudaStream_t stream) {
+                   Stream& stream) {
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
   const TensorDesc xd = desc(x), yd = desc(y);
   const bool x_vec = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
@@ -107,12 +107,11 @@ void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const T
   const dim3 grid(grid_1d(n_out, kWarpsPerBlock), static_cast<unsigned>(groups));
   const int threads = kWarpsPerBlock * 32;
   if (tile == 1)
-    matmul_kernel<T, 1><<<grid, threads, 0, stream>>>(wp, static_cast<int64_t>(w.nb[1]), n_in,
-                                                      n_out, xd, yd, b, n_tok, x_vec);
+    stream.launch(matmul_kernel<T, 1>, grid, threads, 0, wp, static_cast<int64_t>(w.nb[1]), n_in,
+                  n_out, xd, yd, b, n_tok, x_vec);
   else
-    matmul_kernel<T, kTokTile><<<grid, threads, 0, stream>>>(wp, static_cast<int64_t>(w.nb[1]),
-                                                             n_in, n_out, xd, yd, b, n_tok, x_vec);
-  CUDA_CHECK_LAUNCH();
+    stream.launch(matmul_kernel<T, kTokTile>, grid, threads, 0, wp, static_cast<int64_t>(w.nb[1]),
+                  n_in, n_out, xd, yd, b, n_tok, x_vec);
 }
 
 }  // namespace
@@ -131,11 +130,15 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   if (round) {
     cuda::check_f32_rows(x, "matmul x");
     T9_CUDA_PROF("round_x");
-    rx = cuda::round_x(x, xq_scratch_, stream_);
+    rx = cuda::round_x(x, xq_scratch_, *stream_);
   }
-  for (const MatmulOut& o : outs)
-    matmul_with(o.w, x, o.bias, o.y,
-                round && cuda_matmul_int8_activations(o.w.type) ? &rx : nullptr);
+  for (const MatmulOut& o : outs) {
+    const cuda::RoundedX* pre = round && cuda_matmul_int8_activations(o.w.type) ? &rx : nullptr;
+    if (o.ids.valid())
+      matmul_id_with(o.w, reshape(x, x.ne[0], 1, x.n_rows()), o.ids, o.y, pre);
+    else
+      matmul_with(o.w, x, o.bias, o.y, pre);
+  }
 }
 
 void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
@@ -158,9 +161,10 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
   }
   if (x.n_rows() == 0 || n_out == 0) return;
-  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, stream_, pre)) return;
-  cuda::dispatch_weight_type(
-      w.type, [&](auto tag) { cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, stream_); });
+  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre)) return;
+  cuda::dispatch_weight_type(w.type, [&](auto tag) {
+    cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, *stream_);
+  });
 }
 
 }  // namespace t9

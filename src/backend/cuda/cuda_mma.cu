@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, kNT == 2 ? 4 : 2) mma_kernel(SliceAr
 #undef T9_FOR_ACC
 
 template <GgmlType T, int kNT>
-void launch_tiles(const SliceArgs& a, cudaStream_t stream, int64_t n_tiles = -1) {
+void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   constexpr int kSmem = Smem<T, kNT>::kBytes, kBN = Smem<T, kNT>::kBN;
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -355,8 +355,7 @@ void launch_tiles(const SliceArgs& a, cudaStream_t stream, int64_t n_tiles = -1)
   const int64_t tiles_t = n_tiles >= 0 ? n_tiles : (a.n_tok + kBN - 1) / kBN;
   T9_CHECK(tiles_t <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   const dim3 grid(grid_1d(a.n_out, kBM), static_cast<unsigned>(tiles_t));
-  mma_kernel<T, kNT><<<grid, kThreads, kSmem, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(mma_kernel<T, kNT>, grid, kThreads, kSmem, a);
 }
 
 }  // namespace
@@ -364,7 +363,7 @@ void launch_tiles(const SliceArgs& a, cudaStream_t stream, int64_t n_tiles = -1)
 // The tile width changes no bits: every output's order is the canonical one.
 // TEMPO9_CUDA_MMA_NT=2 (read once, measurement): 32-row tiles for every row count.
 template <GgmlType T>
-void launch_mma(const SliceArgs& a, cudaStream_t stream) {
+void launch_mma(const SliceArgs& a, Stream& stream) {
   static const bool narrow = [] {
     const char* e = std::getenv("TEMPO9_CUDA_MMA_NT");
     return e != nullptr && e[0] == '2';
@@ -378,16 +377,16 @@ int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {
 }
 
 template <GgmlType T>
-void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, cudaStream_t stream) {
+void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, Stream& stream) {
   if (tile_rows == 32) return launch_tiles<T, 2>(a, stream, n_tiles);
   launch_tiles<T, 4>(a, stream, n_tiles);
 }
 
-template void launch_mma_grouped<GgmlType::Q4_K>(const SliceArgs&, int, int64_t, cudaStream_t);
-template void launch_mma_grouped<GgmlType::Q6_K>(const SliceArgs&, int, int64_t, cudaStream_t);
-template void launch_mma_grouped<GgmlType::Q8_0>(const SliceArgs&, int, int64_t, cudaStream_t);
-template void launch_mma<GgmlType::Q4_K>(const SliceArgs&, cudaStream_t);
-template void launch_mma<GgmlType::Q6_K>(const SliceArgs&, cudaStream_t);
-template void launch_mma<GgmlType::Q8_0>(const SliceArgs&, cudaStream_t);
+template void launch_mma_grouped<GgmlType::Q4_K>(const SliceArgs&, int, int64_t, Stream&);
+template void launch_mma_grouped<GgmlType::Q6_K>(const SliceArgs&, int, int64_t, Stream&);
+template void launch_mma_grouped<GgmlType::Q8_0>(const SliceArgs&, int, int64_t, Stream&);
+template void launch_mma<GgmlType::Q4_K>(const SliceArgs&, Stream&);
+template void launch_mma<GgmlType::Q6_K>(const SliceArgs&, Stream&);
+template void launch_mma<GgmlType::Q8_0>(const SliceArgs&, Stream&);
 
 }  // namespace t9::cuda

@@ -20,6 +20,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_moe_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 
@@ -107,7 +108,8 @@ __global__ void moe_combine_kernel(TensorDesc y, TensorDesc weights, TensorDesc 
                                    int64_t n_elems) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_elems) return;
-  const int64_t d = out.ne0, t = e / d, i = e % d;
+  int64_t t, i;
+  div_mod(e, out.ne0, t, i);
   const float* w = reinterpret_cast<const float*>(weights.row(t));
   float o = w[0] * reinterpret_cast<const float*>(y.row(t * k))[i];
   for (int64_t j = 1; j < k; ++j)
@@ -121,7 +123,8 @@ __global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, Ten
                                    int64_t n_elems) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_elems) return;
-  const int64_t r = e / a.ne0, i = e % a.ne0;
+  int64_t r, i;
+  div_mod(e, a.ne0, r, i);
   const float gv = reinterpret_cast<const float*>(g.row(r))[per_row ? 0 : i];
   const float av = reinterpret_cast<const float*>(a.row(r))[i];
   reinterpret_cast<float*>(out.row(r))[i] = av * sigmoid(gv);
@@ -177,13 +180,17 @@ void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const T
   T9_CHECK(weights.ne[0] == k && weights.n_rows() == n, "moe_route: weights must be [{}, {}]", n,
            k);
   if (n == 0) return;
-  cuda::moe_route_kernel<<<cuda::rows_grid(n), 32, static_cast<size_t>(n_expert) * 4, stream_>>>(
-      cuda::desc(logits), k, normalize, cuda::desc(ids), cuda::desc(weights));
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::moe_route_kernel, cuda::rows_grid(n), 32, static_cast<size_t>(n_expert) * 4,
+                  cuda::desc(logits), k, normalize, cuda::desc(ids), cuda::desc(weights));
 }
 
 void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
                             const Tensor& out) {
+  matmul_id_with(w, x, ids, out, nullptr);
+}
+
+void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor& ids,
+                                 const Tensor& out, const cuda::RoundedX* pre) {
   T9_CUDA_PROF(fmt::format("matmul_id {} {}x{}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
                            w.ne[2], cuda::rows_bucket(ids.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
@@ -201,16 +208,18 @@ void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
   if (m == 0 || n_out == 0) return;
   T9_CHECK(m <= 0x7fffffff, "matmul_id: {} rows", m);
   if (m <= cuda::moe_device_pairs()) {
-    if (cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, stream_)) return;
+    if (cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, *stream_, pre)) return;
   } else if (!cuda::moe_host_grouping() &&
-             cuda::launch_matmul_id_grouped(w, x, ids, out, scratch_, err_word_, stream_)) {
+             cuda::launch_matmul_id_grouped(w, x, ids, out, scratch_, err_word_, *stream_)) {
     return;
   }
-  // The grouping needs the ids on the host: wait for the router.
+  // The grouping needs the ids on the host: wait for the router (this window then runs
+  // without a CUDA graph, cuda_stream.cuh).
+  const cudaStream_t raw = stream_->eager();
   std::vector<int32_t> id(static_cast<size_t>(m));
-  CUDA_CHECK(cudaMemcpyAsync(id.data(), cuda::base_ptr(ids), id.size() * 4, cudaMemcpyDeviceToHost,
-                             stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(id.data(), cuda::base_ptr(ids), id.size() * 4, cudaMemcpyDeviceToHost, raw));
+  CUDA_CHECK(cudaStreamSynchronize(raw));
   // Counting sort by expert, rows in (token, rank) order within an expert (as the CPU).
   std::vector<int64_t> first(static_cast<size_t>(n_expert) + 1, 0);
   for (int64_t r = 0; r < m; ++r) {
@@ -230,26 +239,24 @@ void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
   const size_t xb = align(static_cast<size_t>(m * n_in) * 4);
   const size_t yb = align(static_cast<size_t>(m * n_out) * 4);
-  char* base = static_cast<char*>(moe_scratch_.reserve(xb + yb + pairs.size() * 4, stream_));
+  char* base = static_cast<char*>(moe_scratch_.reserve(xb + yb + pairs.size() * 4, *stream_));
   Buffer sbuf{base, xb + yb + pairs.size() * 4, false};
   // Pageable source: the runtime stages the bytes before returning (see upload()).
-  CUDA_CHECK(cudaMemcpyAsync(base + xb + yb, pairs.data(), pairs.size() * 4, cudaMemcpyHostToDevice,
-                             stream_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(base + xb + yb, pairs.data(), pairs.size() * 4, cudaMemcpyHostToDevice, raw));
   const auto* dpairs = reinterpret_cast<const int32_t*>(base + xb + yb);
   const Tensor xs = make_tensor(&sbuf, 0, GgmlType::F32, n_in, m);
   const Tensor ys = make_tensor(&sbuf, xb, GgmlType::F32, n_out, m);
-  cuda::moe_rows_kernel<<<cuda::rows_grid(m), 128, 0, stream_>>>(cuda::desc(x), cuda::desc(xs),
-                                                                 dpairs, true);
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::moe_rows_kernel, cuda::rows_grid(m), 128, 0, cuda::desc(x), cuda::desc(xs),
+                  dpairs, true);
   for (int64_t e = 0; e < n_expert; ++e) {
     const int64_t rows = first[e + 1] - first[e];
     if (rows == 0) continue;
     matmul(cuda::expert_view(w, e), view_rows(xs, first[e], rows), Tensor{},
            view_rows(ys, first[e], rows));
   }
-  cuda::moe_rows_kernel<<<cuda::rows_grid(m), 128, 0, stream_>>>(cuda::desc(ys), cuda::desc(out),
-                                                                 dpairs, false);
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::moe_rows_kernel, cuda::rows_grid(m), 128, 0, cuda::desc(ys),
+                  cuda::desc(out), dpairs, false);
 }
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
@@ -264,9 +271,8 @@ void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tens
   T9_CHECK(out.ne[0] == d && out.n_rows() == n, "moe_combine: out must be [{}, {}]", n, d);
   const int64_t n_elems = n * d;
   if (n_elems == 0) return;
-  cuda::moe_combine_kernel<<<cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads, 0, stream_>>>(
-      cuda::desc(y), cuda::desc(weights), cuda::desc(out), k, n_elems);
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::moe_combine_kernel, cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads,
+                  0, cuda::desc(y), cuda::desc(weights), cuda::desc(out), k, n_elems);
 }
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
@@ -281,9 +287,8 @@ void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& ou
   const int64_t n_elems = a.n_elements();
   if (n_elems == 0) return;
   // Row r of g is its own flat row r (TensorDesc::row), as cpu::f32_row(g, r).
-  cuda::mul_sigmoid_kernel<<<cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads, 0, stream_>>>(
-      cuda::desc(a), cuda::desc(g), per_row, cuda::desc(out), n_elems);
-  CUDA_CHECK_LAUNCH();
+  stream_->launch(cuda::mul_sigmoid_kernel, cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads,
+                  0, cuda::desc(a), cuda::desc(g), per_row, cuda::desc(out), n_elems);
 }
 
 }  // namespace t9

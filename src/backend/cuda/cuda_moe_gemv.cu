@@ -72,9 +72,9 @@ __global__ void moe_sort_kernel(const int32_t* __restrict__ ids, int m, int n_ex
 
 template <GgmlType T>
 void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-            Scratch& scratch, unsigned* err, cudaStream_t stream) {
+            Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
   const int64_t n_in = w.ne[0];
-  const auto [xq, xb] = round_x(x, scratch, stream);
+  const auto [xq, xb] = pre != nullptr ? *pre : round_x(x, scratch, stream);
   SliceArgs s{reinterpret_cast<const uint8_t*>(base_ptr(w)),
               static_cast<int64_t>(w.nb[1]),
               w.ne[1],
@@ -95,7 +95,7 @@ void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& o
 
 template <GgmlType T>
 void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-                    Scratch& scratch, unsigned* err, cudaStream_t stream) {
+                    Scratch& scratch, unsigned* err, Stream& stream) {
   const int64_t n_in = w.ne[0], n_expert = w.ne[2], m = ids.n_elements();
   const int tile_rows = mma_grouped_tile_rows(m, n_expert);
   // Scratch: 2 (n_expert + 1) + 2 m int32 of grouping, then m rows of int8 codes, their ActBlocks.
@@ -111,11 +111,10 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
   auto* xq = reinterpret_cast<int8_t*>(base + ib);
   auto* xb = reinterpret_cast<ActBlock*>(base + ib + qb);
   T9_CHECK(n_expert * 4 <= (48 << 10) - kSortChunk * 4, "matmul_id: {} experts", n_expert);
-  moe_sort_kernel<<<1, 256, static_cast<size_t>(n_expert) * 4, stream>>>(
-      reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<int>(m),
-      static_cast<int>(n_expert), static_cast<int>(ids.ne[0]), x.ne[1] != 1, tile_rows,
-      expert_first, tile_first, x_rows, y_rows, err);
-  CUDA_CHECK_LAUNCH();
+  stream.launch(moe_sort_kernel, 1, 256, static_cast<size_t>(n_expert) * 4,
+                reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<int>(m),
+                static_cast<int>(n_expert), static_cast<int>(ids.ne[0]), x.ne[1] != 1, tile_rows,
+                expert_first, tile_first, x_rows, y_rows, err);
   launch_round_rows(x, x_rows, m, xq, xb, stream);
   SliceArgs s{reinterpret_cast<const uint8_t*>(base_ptr(w)),
               static_cast<int64_t>(w.nb[1]),
@@ -158,16 +157,15 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 }  // namespace
 
 bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err,
-                              cudaStream_t stream) {
+                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream) {
   return with_sliced_type(
       w, [&](auto t) { run_id_grouped<decltype(t)::value>(w, x, ids, out, scratch, err, stream); });
 }
 
 bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-                           Scratch& scratch, unsigned* err, cudaStream_t stream) {
+                           Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
   return with_sliced_type(
-      w, [&](auto t) { run_id<decltype(t)::value>(w, x, ids, out, scratch, err, stream); });
+      w, [&](auto t) { run_id<decltype(t)::value>(w, x, ids, out, scratch, err, stream, pre); });
 }
 
 }  // namespace t9::cuda

@@ -4,22 +4,24 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_gemv.cuh"
 
 namespace t9::cuda {
 
 // matmul_id's rows (backend.h) in one launch, no host round trip: each (token, rank) pair is a
 // one-row sliced GEMV with its expert's matrix, the expert read from ids on the device (bits of a
 // plain one-row matmul with that expert). False for weight types without the sliced kernels (the
-// caller groups on the host then). An out-of-range id sets kErrMoeId in *err.
+// caller groups on the host then). An out-of-range id sets kErrMoeId in *err. `pre`: x already
+// rounded (round_x of these rows: matmul_shared_x), or null.
 bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-                           Scratch& scratch, unsigned* err, cudaStream_t stream);
+                           Scratch& scratch, unsigned* err, Stream& stream,
+                           const RoundedX* pre = nullptr);
 
 // matmul_id's rows for larger batches (prefill), no host round trip: a one-block counting sort
 // of the pairs by expert on the device, the x rows rounded to int8 in that order, then one
 // tensor-core launch over every expert's row tiles (bits of a plain matmul per row). False for
 // weight types without the sliced kernels.
 bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err,
-                              cudaStream_t stream);
+                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream);
 
 }  // namespace t9::cuda

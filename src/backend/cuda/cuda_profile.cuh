@@ -82,6 +82,6 @@ inline int rows_bucket(int64_t n) {
 
 // First statement of a CudaBackend op: times it when profiling is on; the key expression is only
 // evaluated then.
-#define T9_CUDA_PROF(...)                               \
-  ::t9::cuda::ProfScope t9_prof_(prof_.get(), stream_); \
+#define T9_CUDA_PROF(...)                                      \
+  ::t9::cuda::ProfScope t9_prof_(prof_.get(), stream_->raw()); \
   if (t9_prof_.on()) t9_prof_.set_key(__VA_ARGS__)

@@ -469,17 +469,17 @@ __device__ __forceinline__ bool select_expert(SliceArgs& a, int tile_rows, int64
 
 // The sliced GEMV (cuda_gemv_slice.cu) for T = Q4_K, Q6_K, Q8_0, any n_tok (tiles of 1, 4, 8).
 template <GgmlType T>
-void launch_slice_gemv(const SliceArgs& a, cudaStream_t stream);
+void launch_slice_gemv(const SliceArgs& a, Stream& stream);
 
 // The tensor-core kernel (cuda_mma.cu) for T = Q4_K, Q6_K, Q8_0: same bits as the sliced GEMV.
 template <GgmlType T>
-void launch_mma(const SliceArgs& a, cudaStream_t stream);
+void launch_mma(const SliceArgs& a, Stream& stream);
 
 // Activation rows per launch tile of a grouped matmul_id of `pairs` pairs over n_expert experts
 // (32 or 64), and its launch: n_tiles >= a.tile_first[n_expert] tiles (an upper bound the host
 // knows without the ids: pairs / tile_rows + n_expert).
 int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert);
 template <GgmlType T>
-void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, cudaStream_t stream);
+void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, Stream& stream);
 
 }  // namespace t9::cuda

@@ -1,0 +1,318 @@
+// The backend's stream: tapes, staging, and graph capture and replay (cuda_stream.cuh).
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_stream.cuh"
+
+namespace t9::cuda {
+namespace {
+
+// Tape records. Every field is written explicitly into zeroed bytes, so equal work gives equal
+// bytes; `bytes` is the whole record's length (a multiple of 8).
+enum RecordKind : uint32_t { kKernel = 1, kUpload = 2, kDownload = 3 };
+
+struct KernelHead {  // then n_args uint32 sizes (padded to 8), then the arguments (each to 8)
+  uint32_t kind, bytes;
+  const void* func;
+  uint32_t grid[3], block[3];
+  uint32_t smem, n_args;
+};
+static_assert(sizeof(KernelHead) == 48 && std::has_unique_object_representations_v<KernelHead>);
+
+struct CopyHead {
+  uint32_t kind, bytes;
+  void* dev;                 // the device side of the copy
+  uint64_t offset, n_bytes;  // staging offset and length
+};
+static_assert(sizeof(CopyHead) == 32 && std::has_unique_object_representations_v<CopyHead>);
+
+constexpr size_t kMaxArgs = 32;
+constexpr size_t kStagingAlign = 256;
+
+size_t round8(size_t n) {
+  return (n + 7) / 8 * 8;
+}
+
+}  // namespace
+
+struct Stream::Graph {
+  std::vector<uint8_t> tape;
+  cudaGraphExec_t exec = nullptr;
+  uint64_t last_use = 0;
+};
+
+Stream::Stream(const StreamConfig& cfg) : cfg_(cfg) {
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+  mode_ = cfg_.graphs ? Mode::kEager : Mode::kOff;
+  tape_.reserve(size_t{1} << 20);
+}
+
+Stream::~Stream() {
+  // No CUDA_CHECK: a destructor must not abort while another failure unwinds.
+  (void)cudaStreamSynchronize(stream_);
+  for (auto& g : graphs_) (void)cudaGraphExecDestroy(g->exec);
+  if (staging_ != nullptr) (void)cudaFreeHost(staging_);
+  (void)cudaStreamDestroy(capture_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+size_t Stream::begin_kernel(const void* func, dim3 grid, dim3 block, size_t smem,
+                            const uint32_t* sizes, size_t n_args) {
+  T9_CHECK(n_args <= kMaxArgs, "kernel with {} arguments (at most {})", n_args, kMaxArgs);
+  T9_CHECK(smem <= std::numeric_limits<uint32_t>::max(), "{} bytes of shared memory", smem);
+  size_t bytes = sizeof(KernelHead) + round8(4 * n_args);
+  for (size_t i = 0; i < n_args; ++i) bytes += round8(sizes[i]);
+  const size_t at = tape_.size();
+  open_window();
+  tape_.resize(at + bytes);  // zero-filled
+  KernelHead h{};
+  h.kind = kKernel;
+  h.bytes = static_cast<uint32_t>(bytes);
+  h.func = func;
+  h.grid[0] = grid.x, h.grid[1] = grid.y, h.grid[2] = grid.z;
+  h.block[0] = block.x, h.block[1] = block.y, h.block[2] = block.z;
+  h.smem = static_cast<uint32_t>(smem);
+  h.n_args = static_cast<uint32_t>(n_args);
+  std::memcpy(tape_.data() + at, &h, sizeof(h));
+  std::memcpy(tape_.data() + at + sizeof(h), sizes, 4 * n_args);
+  cursor_ = at + sizeof(h) + round8(4 * n_args);
+  return at;
+}
+
+void Stream::copy_record(uint32_t kind, void* dev, size_t offset, size_t n_bytes) {
+  const size_t at = tape_.size();
+  open_window();
+  tape_.resize(at + sizeof(CopyHead));
+  CopyHead h{};
+  h.kind = kind;
+  h.bytes = sizeof(CopyHead);
+  h.dev = dev;
+  h.offset = offset;
+  h.n_bytes = n_bytes;
+  std::memcpy(tape_.data() + at, &h, sizeof(h));
+  end_record(at);
+}
+
+void Stream::end_record(size_t at) {
+  switch (mode_) {
+    case Mode::kEager:
+      issue(at, tape_.size(), stream_);
+      break;
+    case Mode::kOff:
+      issue(at, tape_.size(), stream_);
+      tape_.resize(at);  // not recorded
+      break;
+    case Mode::kReplay:
+      if (tape_.size() > cand_->tape.size() ||
+          std::memcmp(tape_.data() + at, cand_->tape.data() + at, tape_.size() - at) != 0)
+        diverge();
+      break;
+  }
+}
+
+void Stream::diverge() {
+  if (Graph* g = find_graph(false); g != nullptr) {
+    cand_ = g;
+    return;
+  }
+  issue(0, tape_.size(), stream_);  // what was held back, in order
+  mode_ = Mode::kEager;
+  cand_ = nullptr;
+}
+
+Stream::Graph* Stream::find_graph(bool exact) {
+  for (auto& g : graphs_) {
+    const bool fits = exact ? g->tape.size() == tape_.size() : g->tape.size() >= tape_.size();
+    if (fits && std::memcmp(g->tape.data(), tape_.data(), tape_.size()) == 0) return g.get();
+  }
+  return nullptr;
+}
+
+void Stream::issue(size_t from, size_t to, cudaStream_t s) {
+  const uint8_t* t = tape_.data();
+  for (size_t at = from; at < to;) {
+    uint32_t kind = 0, bytes = 0;
+    std::memcpy(&kind, t + at, 4);
+    std::memcpy(&bytes, t + at + 4, 4);
+    if (kind == kKernel) {
+      KernelHead h;
+      std::memcpy(&h, t + at, sizeof(h));
+      uint32_t sizes[kMaxArgs];
+      std::memcpy(sizes, t + at + sizeof(h), 4 * h.n_args);
+      void* argv[kMaxArgs];
+      size_t off = at + sizeof(h) + round8(4 * h.n_args);
+      for (uint32_t i = 0; i < h.n_args; ++i) {
+        argv[i] = const_cast<uint8_t*>(t + off);  // the runtime copies the bytes at the call
+        off += round8(sizes[i]);
+      }
+      CUDA_CHECK(cudaLaunchKernel(h.func, dim3(h.grid[0], h.grid[1], h.grid[2]),
+                                  dim3(h.block[0], h.block[1], h.block[2]), argv, h.smem, s));
+    } else {
+      CopyHead h;
+      std::memcpy(&h, t + at, sizeof(h));
+      if (kind == kUpload)
+        CUDA_CHECK(
+            cudaMemcpyAsync(h.dev, staging_ + h.offset, h.n_bytes, cudaMemcpyHostToDevice, s));
+      else
+        CUDA_CHECK(
+            cudaMemcpyAsync(staging_ + h.offset, h.dev, h.n_bytes, cudaMemcpyDeviceToHost, s));
+    }
+    at += bytes;
+  }
+}
+
+size_t Stream::stage(size_t n_bytes) {
+  if (staging_ == nullptr) {  // first copy: nothing refers to staging yet
+    staging_bytes_ = cfg_.staging_bytes;
+    CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&staging_), staging_bytes_, cudaHostAllocDefault));
+  }
+  const size_t off = (staged_ + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
+  if (off + n_bytes > staging_bytes_) {
+    staging_want_ = std::max(staging_want_, off + n_bytes);
+    return std::numeric_limits<size_t>::max();
+  }
+  staged_ = off + n_bytes;
+  return off;
+}
+
+void Stream::upload(void* dst, const void* host, size_t n_bytes) {
+  if (n_bytes == 0) return;
+  const size_t off = stage(n_bytes);
+  if (off == std::numeric_limits<size_t>::max()) {
+    // From pageable memory the runtime stages the bytes before returning.
+    CUDA_CHECK(cudaMemcpyAsync(dst, host, n_bytes, cudaMemcpyHostToDevice, eager()));
+    return;
+  }
+  std::memcpy(staging_ + off, host, n_bytes);
+  copy_record(kUpload, dst, off, n_bytes);
+}
+
+void Stream::download(void* host, const void* src, size_t n_bytes) {
+  if (n_bytes == 0) return;
+  const size_t off = stage(n_bytes);
+  if (off == std::numeric_limits<size_t>::max()) {
+    CUDA_CHECK(cudaMemcpyAsync(host, src, n_bytes, cudaMemcpyDeviceToHost, eager()));
+    return;
+  }
+  pending_.push_back({host, off, n_bytes});
+  copy_record(kDownload, const_cast<void*>(src), off, n_bytes);
+}
+
+cudaStream_t Stream::eager() {
+  open_window();
+  if (mode_ == Mode::kReplay) issue(0, tape_.size(), stream_);
+  mode_ = Mode::kOff;
+  tape_.clear();
+  cand_ = nullptr;
+  return stream_;
+}
+
+void Stream::open_window() {
+  if (busy_) return;
+  busy_ = true;
+  t_open_ = std::chrono::steady_clock::now();
+}
+
+cudaStream_t Stream::before_free() {
+  const cudaStream_t s = eager();
+  drop_graphs();
+  return s;
+}
+
+void Stream::drop_graphs() {
+  for (auto& g : graphs_) CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+  graphs_.clear();
+  cand_ = nullptr;
+}
+
+void Stream::build_graph() {
+  const auto t0 = std::chrono::steady_clock::now();
+  CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+  issue(0, tape_.size(), capture_);  // recorded into the graph, not run
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(capture_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  if (static_cast<int>(graphs_.size()) >= cfg_.max_graphs) {
+    auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+      return a->last_use < b->last_use;
+    });
+    CUDA_CHECK(cudaGraphExecDestroy((*lru)->exec));
+    graphs_.erase(lru);
+  }
+  auto g = std::make_unique<Graph>();
+  g->tape = tape_;
+  g->exec = exec;
+  g->last_use = ++clock_;
+  graphs_.push_back(std::move(g));
+  ++stats_.captures;
+  stats_.capture_ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Stream::synchronize() {
+  using Ms = std::chrono::duration<double, std::milli>;
+  bool ran_eager = mode_ == Mode::kEager, replayed = false;
+  const auto t_sync = std::chrono::steady_clock::now();
+  if (mode_ == Mode::kReplay && !tape_.empty()) {
+    Graph* g = tape_.size() == cand_->tape.size() ? cand_ : find_graph(true);
+    if (g != nullptr) {
+      CUDA_CHECK(cudaGraphLaunch(g->exec, stream_));
+      g->last_use = ++clock_;
+      ++stats_.replays;
+      replayed = true;
+    } else {
+      issue(0, tape_.size(), stream_);  // ended before any cached tape did
+      ran_eager = true;
+    }
+  }
+  if (ran_eager && !tape_.empty()) {
+    // A tape seen twice in the latest windows becomes a graph (it is built from the tape, not
+    // run: this window's work is already queued).
+    const uint64_t h = XXH3_64bits(tape_.data(), tape_.size());
+    if (std::find(recent_.begin(), recent_.end(), h) != recent_.end()) {
+      if (find_graph(true) == nullptr) build_graph();
+    } else {
+      recent_[recent_next_++ % recent_.size()] = h;
+    }
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  for (const Pending& p : pending_) std::memcpy(p.host, staging_ + p.offset, p.n_bytes);
+  if (replayed) {
+    stats_.replay_host_ms += Ms(t_sync - t_open_).count();
+    stats_.replay_wait_ms += Ms(std::chrono::steady_clock::now() - t_sync).count();
+  } else if (busy_) {
+    stats_.other_ms += Ms(std::chrono::steady_clock::now() - t_open_).count();
+  }
+  if (busy_) ++stats_.windows;
+  busy_ = false;
+
+  // The next window.
+  pending_.clear();
+  tape_.clear();
+  staged_ = 0;
+  if (staging_want_ > staging_bytes_ && staging_want_ <= cfg_.max_staging_bytes) {
+    drop_graphs();  // they copy through the old staging address
+    CUDA_CHECK(cudaFreeHost(staging_));
+    staging_bytes_ = std::min(cfg_.max_staging_bytes, std::max(staging_want_, 2 * staging_bytes_));
+    CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&staging_), staging_bytes_, cudaHostAllocDefault));
+  }
+  staging_want_ = 0;
+  cand_ = nullptr;
+  for (auto& g : graphs_)
+    if (cand_ == nullptr || g->last_use > cand_->last_use) cand_ = g.get();
+  mode_ = !cfg_.graphs ? Mode::kOff : cand_ != nullptr ? Mode::kReplay : Mode::kEager;
+}
+
+}  // namespace t9::cuda

@@ -1,0 +1,126 @@
+// The CUDA backend's one stream, with CUDA graphs for windows that repeat. Internal to
+// src/backend/cuda/*.cu.
+//
+// A window is what the backend enqueues between two sync() calls: one forward step's uploads,
+// ~1000 kernel launches on a hybrid MoE model, and the logits download. Every launch and copy of
+// a window is written to its tape: kernel, grid, block, shared bytes and argument bytes
+// (padding cleared); a copy by device address, size and its offset in a pinned staging buffer
+// (uploads are copied there when called, downloads land there and are handed to the caller after
+// the synchronisation). Two windows with the same tape do the same work on the same memory; only
+// the staged bytes differ, and every per-step value a kernel reads (positions, n_past, block
+// tables, expert ids) is in device memory those uploads fill.
+//
+// So a tape seen a second time is captured into a CUDA graph from the tape (nothing runs
+// twice: the window itself already ran). Later windows are held back and checked record by
+// record against the cached tapes; one that matches a tape to its end runs as one graph launch,
+// which removes the per-launch host cost and the gaps between ~1000 small kernels. A window that
+// departs from every cached tape issues what it held back and goes on launching as it goes.
+// Whether a window replays or not, the work and its order are the same, so results are bitwise
+// the same (tests/ops/cuda_graph_test.cpp).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+
+namespace t9::cuda {
+
+struct StreamConfig {
+  bool graphs = true;                            // TEMPO9_CUDA_GRAPHS=0 turns them off
+  int max_graphs = 16;                           // cached graphs (least recently used evicted)
+  size_t staging_bytes = size_t{16} << 20;       // pinned staging to start with; grows to fit a
+  size_t max_staging_bytes = size_t{512} << 20;  // window, up to this (larger copies run direct)
+};
+
+class Stream {
+ public:
+  explicit Stream(const StreamConfig& cfg);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // kernel<<<grid, block, smem>>>(args...), recorded; every parameter given (defaults too).
+  template <typename... P, typename... A>
+  void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A&&... args) {
+    static_assert(sizeof...(P) == sizeof...(A), "pass every kernel argument, defaults too");
+    static_assert(sizeof...(P) > 0, "kernels take arguments");
+    const std::array<uint32_t, sizeof...(P)> sizes{static_cast<uint32_t>(sizeof(P))...};
+    const size_t at = begin_kernel(reinterpret_cast<const void*>(kernel), grid, block, smem,
+                                   sizes.data(), sizes.size());
+    (put_arg<P>(static_cast<P>(std::forward<A>(args))), ...);  // left to right
+    end_record(at);
+  }
+
+  // host -> device and device -> host copies in stream order. `host` may be reused as soon as
+  // upload() returns; download()'s bytes are in `host` after synchronize().
+  void upload(void* dst, const void* host, size_t n_bytes);
+  void download(void* host, const void* src, size_t n_bytes);
+
+  // The raw stream for work outside the tape (host round trips, stream-ordered allocation):
+  // issues what the window holds back; the rest of the window is neither recorded nor replayed.
+  cudaStream_t eager();
+  // Memory is about to be freed: issues what the window holds back and drops every cached graph
+  // (a graph's copy nodes keep the allocation they were captured with, not just its address,
+  // so a graph over freed memory must not run again even if the address is handed out anew).
+  cudaStream_t before_free();
+  // The raw stream for events only (profiling turns graphs off, so launches are never held).
+  cudaStream_t raw() const { return stream_; }
+
+  // Ends the window: replays or issues it, waits for the device, delivers the downloads.
+  void synchronize();
+
+  const CudaGraphStats& stats() const { return stats_; }
+
+ private:
+  enum class Mode { kEager, kReplay, kOff };
+  struct Graph;
+  struct Pending {
+    void* host;
+    size_t offset, n_bytes;
+  };
+
+  size_t begin_kernel(const void* func, dim3 grid, dim3 block, size_t smem, const uint32_t* sizes,
+                      size_t n_args);
+  template <typename P>
+  void put_arg(P v) {
+    __builtin_clear_padding(&v);  // padding bytes must not make equal tapes differ
+    std::memcpy(tape_.data() + cursor_, &v, sizeof(P));
+    cursor_ += (sizeof(P) + 7) / 8 * 8;
+  }
+  void end_record(size_t at);
+  size_t stage(size_t n_bytes);  // offset in staging_ for n bytes, or SIZE_MAX when full
+  void copy_record(uint32_t kind, void* dev, size_t offset, size_t n_bytes);
+  void issue(size_t from, size_t to, cudaStream_t s);  // the tape's records in [from, to)
+  void diverge();                                      // the newest record left cand_'s tape
+  Graph* find_graph(bool exact);
+  void open_window();
+  void build_graph();
+  void drop_graphs();
+
+  StreamConfig cfg_;
+  cudaStream_t stream_ = nullptr;
+  cudaStream_t capture_ = nullptr;  // graphs are captured here, from a tape
+  Mode mode_ = Mode::kEager;
+  std::vector<uint8_t> tape_;
+  size_t cursor_ = 0;
+  std::vector<Pending> pending_;
+  uint8_t* staging_ = nullptr;  // pinned
+  size_t staging_bytes_ = 0, staged_ = 0, staging_want_ = 0;
+  std::vector<std::unique_ptr<Graph>> graphs_;
+  Graph* cand_ = nullptr;             // kReplay: the cached tape the window follows
+  std::array<uint64_t, 8> recent_{};  // hashes of the latest eager windows' tapes
+  size_t recent_next_ = 0;
+  uint64_t clock_ = 0;
+  bool busy_ = false;                             // the window has work
+  std::chrono::steady_clock::time_point t_open_;  // the window's first record
+  CudaGraphStats stats_;
+};
+
+}  // namespace t9::cuda

@@ -1,0 +1,185 @@
+// CUDA graphs for repeated windows (src/backend/cuda/cuda_stream.cuh): a window (the work between
+// two sync()s) whose launches and copies repeat is captured once and then replayed. A replay must
+// read the fresh uploads, hand back fresh downloads, and stop the moment an argument differs;
+// whole models stepped token by token must give the same bits with graphs on and off. Compiled to
+// nothing without CUDA.
+#ifdef TEMPO9_HAVE_CUDA
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_util.h"
+#include "model/convert/hf_convert.h"
+#include "ops_test_util.h"
+
+namespace t9::test {
+namespace {
+
+using namespace cuda_util;
+
+// One window: upload x, out = x * s + x, download out. With s = 2 every result is round(3x) on
+// any device (x * 2 is exact), so the expected bits are computed on the host.
+std::vector<float> window(CudaBackend& be, Buffer* xb, Buffer* ob, const std::vector<float>& x,
+                          int64_t n, float s) {
+  const Tensor xt = make_tensor(xb, 0, GgmlType::F32, n), ot = make_tensor(ob, 0, GgmlType::F32, n);
+  be.upload(xb, 0, x.data(), static_cast<size_t>(n) * 4);
+  be.scale(xt, s, ot);
+  be.add(ot, xt, ot);
+  std::vector<float> out(static_cast<size_t>(n), -1.0f);
+  be.download(ob, 0, out.data(), out.size() * 4);
+  be.sync();
+  return out;
+}
+
+TEST(CudaGraphs, ReplayReadsFreshUploadsAndStopsOnNewArguments) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto rng = test_rng();
+  for (bool graphs : {true, false}) {
+    SCOPED_TRACE(graphs ? "graphs on" : "graphs off");
+    CudaBackend be({.device = 0, .graphs = graphs});
+    const int64_t n = 1000;
+    auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
+    ASSERT_TRUE(xb.ok() && ob.ok());
+    const auto expect = [&](const std::vector<float>& x, const std::vector<float>& y, float s) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = s == 2.0f ? x[i] * 3.0f : x[i] * s + x[i];
+        ASSERT_EQ(float_bits(y[i]), float_bits(want)) << "element " << i << " s " << s;
+      }
+    };
+    // Six equal windows with fresh data: captured after the second, replayed from the third.
+    for (int w = 0; w < 6; ++w) {
+      const auto x = random_floats(rng, n, -4.0f, 4.0f);
+      expect(x, window(be, *xb, *ob, x, n, 2.0f), 2.0f);
+    }
+    CudaGraphStats st = be.graph_stats();
+    EXPECT_EQ(st.windows, 6);
+    EXPECT_EQ(st.captures, graphs ? 1 : 0);
+    EXPECT_EQ(st.replays, graphs ? 4 : 0);
+    // A new scale is a new kernel argument: the window must run as launched, not replay.
+    // s = 0.5: x * 0.5 is exact too, and + x is one rounding on both sides.
+    {
+      const auto x = random_floats(rng, n, -4.0f, 4.0f);
+      expect(x, window(be, *xb, *ob, x, n, 0.5f), 0.5f);
+    }
+    EXPECT_EQ(be.graph_stats().replays, st.replays);
+    // Fewer elements: other grid, other copy sizes; the tail of out keeps the last window's.
+    {
+      const auto x = random_floats(rng, n, -4.0f, 4.0f);
+      const auto y = window(be, *xb, *ob, x, n / 2, 2.0f);
+      for (int64_t i = 0; i < n / 2; ++i) ASSERT_EQ(float_bits(y[i]), float_bits(x[i] * 3.0f));
+    }
+    EXPECT_EQ(be.graph_stats().replays, st.replays);
+    // Back to the first shape: the cached graph replays again.
+    const auto x = random_floats(rng, n, -4.0f, 4.0f);
+    expect(x, window(be, *xb, *ob, x, n, 2.0f), 2.0f);
+    EXPECT_EQ(be.graph_stats().replays, st.replays + (graphs ? 1 : 0));
+    be.free(*xb);
+    be.free(*ob);
+  }
+}
+
+// A free() in the middle of a held-back window issues what was held back first; the data that
+// window computed must still be right.
+TEST(CudaGraphs, FreeMidWindowIssuesHeldBackWork) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto rng = test_rng();
+  CudaBackend be;
+  const int64_t n = 256;
+  auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
+  ASSERT_TRUE(xb.ok() && ob.ok());
+  for (int w = 0; w < 3; ++w) {  // a cached graph: the next window is held back
+    const auto x = random_floats(rng, n, -4.0f, 4.0f);
+    (void)window(be, *xb, *ob, x, n, 2.0f);
+  }
+  ASSERT_EQ(be.graph_stats().captures, 1);
+  const auto x = random_floats(rng, n, -4.0f, 4.0f);
+  const Tensor xt = make_tensor(*xb, 0, GgmlType::F32, n),
+               ot = make_tensor(*ob, 0, GgmlType::F32, n);
+  be.upload(*xb, 0, x.data(), n * 4);
+  be.scale(xt, 2.0f, ot);
+  be.add(ot, xt, ot);
+  auto spare = be.alloc(64);
+  ASSERT_TRUE(spare.ok());
+  be.free(*spare);  // mid-window
+  std::vector<float> y(n);
+  be.download(*ob, 0, y.data(), n * 4);
+  be.sync();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(y[i]), float_bits(x[i] * 3.0f)) << i;
+  be.free(*xb);
+  be.free(*ob);
+}
+
+// The op tests' pattern (tests/ops/cuda_hybrid_test.cpp run_gdn): each step allocates its
+// buffers, runs a window that uploads, computes and downloads one result, a second window that
+// downloads another, then frees everything. Steps with the same addresses replay the second
+// window; every step's results must be its own.
+TEST(CudaGraphs, FreshBuffersEachStep) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto rng = test_rng();
+  CudaBackend be;
+  const int64_t n = 96;
+  for (int step = 0; step < 12; ++step) {
+    SCOPED_TRACE(step);
+    DeviceArena arena(be);
+    const auto xv = random_floats(rng, n, -4.0f, 4.0f);
+    const Tensor x = arena.from_host(xv, GgmlType::F32, n);
+    const Tensor o = arena.poisoned(GgmlType::F32, n), d = arena.poisoned(GgmlType::F32, n);
+    be.scale(x, 2.0f, o);
+    be.add(o, x, o);
+    be.scale(x, 0.5f, d);
+    const auto half = arena.download<float>(d);
+    const auto tri = arena.download<float>(o);
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(float_bits(half[i]), float_bits(xv[i] * 0.5f)) << "element " << i;
+      ASSERT_EQ(float_bits(tri[i]), float_bits(xv[i] * 3.0f)) << "element " << i;
+    }
+  }
+  std::printf("[cuda graphs fresh buffers] %ld windows, %ld captures, %ld replays\n",
+              be.graph_stats().windows, be.graph_stats().captures, be.graph_stats().replays);
+}
+
+namespace fs = std::filesystem;
+
+class CudaGraphModel : public ::testing::TestWithParam<const char*> {};
+
+// Token-by-token decode of a reference model (dense qwen2; hybrid qwen35moe: Gated DeltaNet,
+// MoE on the device routes) replays graphs from the third token on and gives the same logits,
+// bit for bit, as with graphs off.
+TEST_P(CudaGraphModel, SteppedLogitsBitwiseEqualWithGraphsOff) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  const std::string arch = GetParam(), dir = fixture_dir(arch);
+  std::ifstream rf(dir + "/reference.json");
+  ASSERT_TRUE(rf.good()) << "missing fixture " << dir;
+  const auto toks = nlohmann::json::parse(rf)["tokens"].get<std::vector<int32_t>>();
+  ASSERT_GE(toks.size(), 4u);
+  const fs::path gguf =
+      fs::temp_directory_path() / fmt::format("t9-cudagraph-{}-{}.gguf", arch, ::getpid());
+  ASSERT_TRUE(convert::convert_hf_to_gguf({dir, gguf.string(), GgmlType::Q8_0, ""}).ok());
+  CudaBackend on({.device = 0, .graphs = true}), off({.device = 0, .graphs = false});
+  const ModelRun a = run_model(on, gguf.string(), GgmlType::F16, toks);
+  const ModelRun b = run_model(off, gguf.string(), GgmlType::F16, toks);
+  fs::remove(gguf);
+  ASSERT_FALSE(a.stepped.empty());
+  EXPECT_EQ(a.stepped, b.stepped);
+  EXPECT_EQ(a.whole, b.whole);
+  EXPECT_EQ(a.whole, a.stepped);
+  // Steps 1 and 2 run as launched (the second one's tape is captured); the rest replay.
+  EXPECT_GE(on.graph_stats().replays, static_cast<long>(toks.size()) - 2);
+  EXPECT_EQ(off.graph_stats().replays, 0);
+  std::printf("[cuda graphs %s] %ld windows, %ld captures, %ld replays\n", arch.c_str(),
+              on.graph_stats().windows, on.graph_stats().captures, on.graph_stats().replays);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaGraphModel, ::testing::Values("qwen2", "qwen35moe"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace t9::test
+
+#endif  // TEMPO9_HAVE_CUDA
