@@ -117,8 +117,8 @@ int serve(ServeOptions& opt) {
   const int n_ctx = opt.ctx > 0 ? opt.ctx : m.hparams().n_ctx_train;
   const std::optional<size_t> free_bytes = backend.free_memory_bytes();
   auto kv_bytes = parse_memory("--kv-memory", opt.kv_memory, free_bytes);
-  // Checkpoints are snapshots in host memory on every backend (model::RecurrentState): RAM.
-  auto state_bytes = parse_memory("--state-memory", opt.state_memory, std::nullopt);
+  // Checkpoints are snapshots in backend memory (model::StateSnapshot), as the KV pool.
+  auto state_bytes = parse_memory("--state-memory", opt.state_memory, free_bytes);
   for (const auto* r : {&kv_bytes, &state_bytes}) {
     if (!r->ok()) {
       std::fprintf(stderr, "tempo9 serve: %s\n", r->message().c_str());
@@ -227,9 +227,9 @@ const bool registered = register_command(Command{
              "KV cap: bytes (K/M/G suffix) or fraction of RAM (--backend cuda: of free GPU memory)")
           ->capture_default_str();
       sub.add_option("--state-memory", o->state_memory,
-                     "hybrid models: host memory for the prefix cache's recurrent-state "
+                     "hybrid models: memory for the prefix cache's recurrent-state "
                      "checkpoints (one per cached conversation end and shared prefix): bytes "
-                     "(K/M/G suffix) or a fraction of RAM")
+                     "(K/M/G suffix) or fraction of RAM (--backend cuda: of free GPU memory)")
           ->capture_default_str();
       sub.add_flag("--no-prefix-cache", o->no_prefix_cache, "disable prefix caching");
       sub.add_option("--spec-draft", o->spec_draft,

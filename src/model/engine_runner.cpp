@@ -78,14 +78,25 @@ Result<int> EngineRunner::state_slot(const engine::ForwardSeq& s) {
                    s.restore_checkpoint);
     T9_TRY(rs.restore(slot, ck->second));
   }
-  if (s.snapshot_before != 0) rs.snapshot(slot, checkpoints_[s.snapshot_before]);
+  if (s.snapshot_before != 0) T9_TRY(rs.snapshot(slot, checkpoint(s.snapshot_before)));
   return slot;
+}
+
+StateSnapshot& EngineRunner::checkpoint(uint64_t id) {
+  auto it = checkpoints_.find(id);
+  if (it != checkpoints_.end()) return it->second;
+  StateSnapshot snap;
+  if (!spare_.empty()) {
+    snap = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  return checkpoints_.emplace(id, std::move(snap)).first->second;
 }
 
 Status EngineRunner::save_checkpoints(const engine::ForwardBatch& batch) {
   for (const engine::ForwardSeq& s : batch.seqs) {
     if (s.save_checkpoint == 0) continue;
-    model_.recurrent()->snapshot(slots_.at(s.seq_id), checkpoints_[s.save_checkpoint]);
+    T9_TRY(model_.recurrent()->snapshot(slots_.at(s.seq_id), checkpoint(s.save_checkpoint)));
   }
   return {};
 }
@@ -96,7 +107,12 @@ size_t EngineRunner::state_checkpoint_bytes() const {
 }
 
 void EngineRunner::drop_checkpoints(std::span<const uint64_t> ids) {
-  for (uint64_t id : ids) checkpoints_.erase(id);
+  for (uint64_t id : ids) {
+    auto it = checkpoints_.find(id);
+    if (it == checkpoints_.end()) continue;
+    spare_.push_back(std::move(it->second));
+    checkpoints_.erase(it);
+  }
 }
 
 void EngineRunner::release_sequence(uint64_t seq_id) {

@@ -8,6 +8,7 @@
 
 #include "engine/model_runner.h"
 #include "model/model.h"
+#include "model/recurrent_state.h"
 
 namespace t9::model {
 
@@ -34,8 +35,14 @@ class EngineRunner final : public engine::ModelRunner {
   std::vector<SeqInput> seqs_;  // reused between steps
   // Hybrid models: engine sequence id -> RecurrentState slot, taken on first sight.
   std::unordered_map<uint64_t, int> slots_;
-  // State checkpoints by id (host memory, RecurrentState::snapshot layout).
-  std::unordered_map<uint64_t, std::vector<float>> checkpoints_;
+  // The checkpoint `id`, made on first use from a spare one when there is one.
+  StateSnapshot& checkpoint(uint64_t id);
+
+  // State checkpoints by id, in backend memory (RecurrentState::snapshot). Dropped ones are kept
+  // as spares and reused: no allocation or free while serving (a free costs the CUDA backend
+  // its cached graphs, cuda_stream.cuh).
+  std::unordered_map<uint64_t, StateSnapshot> checkpoints_;
+  std::vector<StateSnapshot> spare_;
 };
 
 }  // namespace t9::model

@@ -1,6 +1,7 @@
 #include "model/recurrent_state.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace t9::model {
 
@@ -23,8 +24,8 @@ size_t RecurrentState::slot_floats() const {
 }
 
 Tensor RecurrentState::conv(int l) const {
-  return make_tensor(conv_[static_cast<size_t>(l)], 0, GgmlType::F32, cfg_.conv_dim,
-                     cfg_.conv_rows, capacity_);
+  return make_tensor(conv_[static_cast<size_t>(l)], 0, GgmlType::F32, cfg_.conv_dim, cfg_.conv_rows,
+                     capacity_);
 }
 
 Tensor RecurrentState::delta(int l) const {
@@ -33,7 +34,8 @@ Tensor RecurrentState::delta(int l) const {
 }
 
 Status RecurrentState::grow(int min_capacity) {
-  const int cap = std::max({min_capacity, capacity_ + capacity_ / 4, capacity_ + cfg_.min_grow_slots});
+  const int cap =
+      std::max({min_capacity, capacity_ + capacity_ / 4, capacity_ + cfg_.min_grow_slots});
   std::vector<Buffer*> nconv, ndelta;
   auto undo = [&] {
     for (Buffer* b : nconv) backend_.free(b);
@@ -56,8 +58,8 @@ Status RecurrentState::grow(int min_capacity) {
   // Keep the existing slots' contents (a backend copy: no host round trip).
   for (int l = 0; l < cfg_.n_layers && capacity_ > 0; ++l) {
     const auto L = static_cast<size_t>(l);
-    backend_.copy(conv(l), make_tensor(nconv[L], 0, GgmlType::F32, cfg_.conv_dim, cfg_.conv_rows,
-                                       capacity_));
+    backend_.copy(
+        conv(l), make_tensor(nconv[L], 0, GgmlType::F32, cfg_.conv_dim, cfg_.conv_rows, capacity_));
     backend_.copy(delta(l), make_tensor(ndelta[L], 0, GgmlType::F32, cfg_.d_v, cfg_.d_k,
                                         cfg_.n_v_heads, capacity_));
     backend_.free(conv_[L]);
@@ -92,35 +94,60 @@ bool RecurrentState::in_use(int slot) const {
   return slot >= 0 && slot < capacity_ && used_[static_cast<size_t>(slot)];
 }
 
-void RecurrentState::snapshot(int slot, std::vector<float>& host) {
-  T9_CHECK(in_use(slot), "snapshot of recurrent slot {} that is not in use", slot);
-  host.assign(slot_floats(), 0.0f);
-  if (fresh(slot)) return;
-  float* p = host.data();
-  for (int l = 0; l < cfg_.n_layers; ++l) {
-    backend_.download(conv_[static_cast<size_t>(l)], conv_floats() * 4 * slot, p,
-                      conv_floats() * 4);
-    p += conv_floats();
-    backend_.download(delta_[static_cast<size_t>(l)], delta_floats() * 4 * slot, p,
-                      delta_floats() * 4);
-    p += delta_floats();
-  }
-  backend_.sync();
+StateSnapshot::~StateSnapshot() {
+  if (buf_ != nullptr) backend_->free(buf_);
 }
 
-Status RecurrentState::restore(int slot, std::span<const float> host) {
-  T9_CHECK(in_use(slot), "restore into recurrent slot {} that is not in use", slot);
-  if (host.size() != slot_floats())
-    return error("recurrent state snapshot has {} floats, expected {}", host.size(),
-                 slot_floats());
-  const float* p = host.data();
-  for (int l = 0; l < cfg_.n_layers; ++l) {
-    backend_.upload(conv_[static_cast<size_t>(l)], conv_floats() * 4 * slot, p, conv_floats() * 4);
-    p += conv_floats();
-    backend_.upload(delta_[static_cast<size_t>(l)], delta_floats() * 4 * slot, p,
-                    delta_floats() * 4);
-    p += delta_floats();
+StateSnapshot::StateSnapshot(StateSnapshot&& o) noexcept
+    : backend_(o.backend_), buf_(std::exchange(o.buf_, nullptr)), zero_(o.zero_) {}
+
+StateSnapshot& StateSnapshot::operator=(StateSnapshot&& o) noexcept {
+  if (this != &o) {
+    if (buf_ != nullptr) backend_->free(buf_);
+    backend_ = o.backend_;
+    buf_ = std::exchange(o.buf_, nullptr);
+    zero_ = o.zero_;
   }
+  return *this;
+}
+
+void RecurrentState::copy_slot(int slot, Buffer* snap, bool to_snap) {
+  size_t at = 0;  // bytes into the snapshot: per layer the conv rows, then the delta matrix
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    for (const auto& [buf, n] : {std::pair{conv_[static_cast<size_t>(l)], conv_floats()},
+                                 std::pair{delta_[static_cast<size_t>(l)], delta_floats()}}) {
+      const Tensor live = make_tensor(buf, n * 4 * static_cast<size_t>(slot), GgmlType::F32,
+                                      static_cast<int64_t>(n));
+      const Tensor kept = make_tensor(snap, at, GgmlType::F32, static_cast<int64_t>(n));
+      backend_.copy(to_snap ? live : kept, to_snap ? kept : live);
+      at += n * 4;
+    }
+  }
+}
+
+Status RecurrentState::snapshot(int slot, StateSnapshot& snap) {
+  T9_CHECK(in_use(slot), "snapshot of recurrent slot {} that is not in use", slot);
+  if (fresh(slot)) {
+    snap.zero_ = true;
+    return {};
+  }
+  if (snap.buf_ == nullptr) {
+    T9_ASSIGN_OR_RETURN(snap.buf_, backend_.alloc(slot_floats() * sizeof(float)));
+    snap.backend_ = &backend_;
+  }
+  copy_slot(slot, snap.buf_, true);
+  snap.zero_ = false;
+  return {};
+}
+
+Status RecurrentState::restore(int slot, const StateSnapshot& snap) {
+  T9_CHECK(in_use(slot), "restore into recurrent slot {} that is not in use", slot);
+  if (snap.zero_) {
+    set_fresh(slot, true);
+    return {};
+  }
+  if (snap.backend_ != &backend_) return error("recurrent state snapshot of another backend");
+  copy_slot(slot, snap.buf_, false);
   set_fresh(slot, false);
   return {};
 }

@@ -224,8 +224,8 @@ TEST_P(ChunkConsistency, WholeChunkedAndStepwiseAgree) {
   int slot = -1;
   for (int i = 0; i < rs->capacity(); ++i)
     if (rs->in_use(i)) slot = i;
-  std::vector<float> snap;
-  rs->snapshot(slot, snap);
+  model::StateSnapshot snap;
+  ASSERT_TRUE(rs->snapshot(slot, snap).ok());
   auto first = s.feed(std::span<const int32_t>(tokens.data() + 80, 40), model::LogitRows::kAll);
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(rs->restore(slot, snap).ok());
