@@ -132,9 +132,19 @@ void compute_logprobs(std::span<const float> raw_logits, TokenId token, int n_to
 SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params,
                           std::span<const TokenId> prompt, std::span<const TokenId> generated,
                           Rng& rng, bool want_logprobs, int n_top_logprobs) {
+  // Greedy without bias or penalties reads the raw row: no copy of the vocabulary (a 1 MB
+  // copy per token on a 248k vocabulary, ~3% of a decode step on the H200).
+  const bool adjust = !params.logit_bias.empty() || params.repetition_penalty != 1.0f ||
+                      params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
+  SampleResult r;
+  if (params.temperature == 0.0f && !adjust) {
+    r.token = argmax(raw_logits);
+    if (want_logprobs || n_top_logprobs > 0)
+      compute_logprobs(raw_logits, r.token, n_top_logprobs, &r.logprob, &r.top_logprobs);
+    return r;
+  }
   std::vector<float> logits(raw_logits.begin(), raw_logits.end());
   apply_bias_and_penalties(logits, params, prompt, generated);
-  SampleResult r;
   if (params.temperature == 0.0f) {
     r.token = argmax(logits);
   } else {
