@@ -21,9 +21,10 @@
 #       nographs single's tempo9 run with TEMPO9_CUDA_GRAPHS=0 (every decode step launched op by
 #                op: the before/after for CUDA graphs)
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
-#       kernels  ncu's time for every kernel of a 4-token prompt and 3 decode steps (graphs
-#                off), summarised per kernel for the last step by bench/ncu_kernels.py
-#                ($OUT/ncu_*.csv, $OUT/kernels_*.txt)
+#       kernels  ncu's time for every kernel of a KERNELS_PROMPT-token prompt (4) and
+#                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
+#                (KERNELS_GEN=1: the prompt's) by bench/ncu_kernels.py ($OUT/ncu_*.csv,
+#                $OUT/kernels_*.txt)
 #       synth    only make the file
 #       default: single,serve
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
@@ -120,8 +121,9 @@ legacy() {
 kernels() {
   local f=$OUT/ncu_$(basename "$M" .gguf).csv
   TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none --csv --print-units base \
-    --metrics gpu__time_duration.sum "$T9" run -m "$M" --raw -p xxxx -n 3 --temp 0 --ignore-eos \
-    --backend cuda --ctx 128 >"$f" 2>"$OUT/ncu_run.err"
+    --metrics gpu__time_duration.sum "$T9" run -m "$M" --raw \
+    -p "$(python3 -c "print('x' * ${KERNELS_PROMPT:-4})")" -n "${KERNELS_GEN:-3}" --temp 0 \
+    --ignore-eos --backend cuda --ctx $((${KERNELS_PROMPT:-4} + 64)) >"$f" 2>"$OUT/ncu_run.err"
   echo "ncu rc $?: $(grep -c gpu__time_duration "$f") kernels timed"
   python3 "$ROOT/bench/ncu_kernels.py" "$f" | tee "$OUT/kernels_$(basename "$M" .gguf).txt" | head -48
 }

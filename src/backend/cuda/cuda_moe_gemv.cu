@@ -14,59 +14,71 @@
 namespace t9::cuda {
 namespace {
 
-// matmul_id's grouping on the device, one block: a stable counting sort of the m (token, rank)
-// pairs by expert. Outputs expert_first / tile_first (exclusive prefix sums of each expert's
-// pairs and of its launch tiles of tile_rows), and per sorted pair its x row (x_rows) and out
-// row (y_rows); within an expert the pairs keep (token, rank) order. Thread e counts and places
-// expert e's pairs by scanning all ids, which are staged through shared memory in chunks (every
-// thread reads the same id at once: broadcasts). An id outside [0, n_expert) is flagged and its
-// pair dropped (its out row is left as it was).
-constexpr int kSortChunk = 4096;
-__global__ void moe_sort_kernel(const int32_t* __restrict__ ids, int m, int n_expert, int k,
-                                bool x_per_rank, int tile_rows, int32_t* __restrict__ expert_first,
-                                int32_t* __restrict__ tile_first, int32_t* __restrict__ x_rows,
-                                int32_t* __restrict__ y_rows, unsigned* err) {
-  __shared__ int32_t chunk[kSortChunk];
-  extern __shared__ int32_t count[];  // [n_expert]
-  for (int e = threadIdx.x; e < n_expert; e += blockDim.x) count[e] = 0;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int c0 = 0; c0 < m; c0 += kSortChunk) {
-      const int n = min(kSortChunk, m - c0);
-      __syncthreads();  // the previous chunk is read by every thread
-      for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int32_t id = ids[c0 + i];
-        if (pass == 0 && (id < 0 || id >= n_expert)) atomicOr(err, kErrMoeId);
-        chunk[i] = id;
-      }
-      __syncthreads();
-      for (int e = threadIdx.x; e < n_expert; e += blockDim.x) {
-        int c = count[e];
-        for (int i = 0; i < n; ++i) {
-          if (chunk[i] != e) continue;
-          if (pass == 1) {
-            const int r = c0 + i;
-            x_rows[c] = x_per_rank ? r : r / k;
-            y_rows[c] = r;
-          }
-          ++c;
-        }
-        count[e] = c;
-      }
+// matmul_id's grouping on the device, one block of kSortThreads: a stable counting sort of the m
+// (token, rank) pairs by expert. Outputs expert_first / tile_first (exclusive prefix sums of
+// each expert's pairs and of its launch tiles of tile_rows), and per sorted pair its x row
+// (x_rows) and out row (y_rows); within an expert the pairs keep (token, rank) order. Pass 0
+// counts with shared-memory atomics; pass 1 takes the pairs kSortThreads at a time in order: a
+// pair's place is its expert's running start, plus that expert's pairs in earlier warps of the
+// chunk (per-warp counts in shared memory), plus the lanes before it in its warp with the same
+// expert (__match_any_sync). An id outside [0, n_expert) is flagged and its pair dropped (its out
+// row is left as it was). Shared memory: (1 + kSortWarps) n_expert ints.
+constexpr int kSortThreads = 256, kSortWarps = kSortThreads / 32;
+__global__ void __launch_bounds__(kSortThreads)
+    moe_sort_kernel(const int32_t* __restrict__ ids, int m, int n_expert, int k, bool x_per_rank,
+                    int tile_rows, int32_t* __restrict__ expert_first,
+                    int32_t* __restrict__ tile_first, int32_t* __restrict__ x_rows,
+                    int32_t* __restrict__ y_rows, unsigned* err) {
+  extern __shared__ int32_t sm[];
+  int32_t* running = sm;            // [n_expert]: pass 0 counts, then each expert's next place
+  int32_t* wcount = sm + n_expert;  // [kSortWarps][n_expert]: this chunk's pairs per warp
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int e = threadIdx.x; e < n_expert * (1 + kSortWarps); e += kSortThreads) sm[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < m; i += kSortThreads) {
+    const int32_t id = ids[i];
+    if (id < 0 || id >= n_expert)
+      atomicOr(err, kErrMoeId);
+    else
+      atomicAdd(&running[id], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // n_expert serial steps: small beside the passes
+    int f = 0, t = 0;
+    for (int e = 0; e < n_expert; ++e) {
+      const int c = running[e];
+      expert_first[e] = f, tile_first[e] = t;
+      running[e] = f;
+      f += c;
+      t += (c + tile_rows - 1) / tile_rows;
+    }
+    expert_first[n_expert] = f, tile_first[n_expert] = t;
+  }
+  __syncthreads();
+  for (int c0 = 0; c0 < m; c0 += kSortThreads) {
+    const int i = c0 + threadIdx.x;
+    int32_t id = i < m ? ids[i] : -1;
+    if (id >= n_expert) id = -1;  // flagged in pass 0
+    const unsigned same = __match_any_sync(0xffffffffu, id);
+    const int before = __popc(same & ((1u << lane) - 1));
+    if (id >= 0 && before == 0) wcount[warp * n_expert + id] = __popc(same);
+    __syncthreads();
+    if (id >= 0) {
+      int at = running[id] + before;
+      for (int w = 0; w < warp; ++w) at += wcount[w * n_expert + id];
+      x_rows[at] = x_per_rank ? i : i / k;
+      y_rows[at] = i;
     }
     __syncthreads();
-    if (pass == 0) {
-      if (threadIdx.x == 0) {  // n_expert serial steps: small beside the scans
-        int f = 0, t = 0;
-        for (int e = 0; e < n_expert; ++e) {
-          expert_first[e] = f, tile_first[e] = t;
-          f += count[e];
-          t += (count[e] + tile_rows - 1) / tile_rows;
-          count[e] = expert_first[e];  // pass 1 places from here
-        }
-        expert_first[n_expert] = f, tile_first[n_expert] = t;
+    for (int e = threadIdx.x; e < n_expert; e += kSortThreads) {
+      int add = 0;
+      for (int w = 0; w < kSortWarps; ++w) {
+        add += wcount[w * n_expert + e];
+        wcount[w * n_expert + e] = 0;
       }
-      __syncthreads();
+      running[e] += add;
     }
+    __syncthreads();
   }
 }
 
@@ -110,8 +122,9 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
   int32_t* y_rows = x_rows + m;
   auto* xq = reinterpret_cast<int8_t*>(base + ib);
   auto* xb = reinterpret_cast<ActBlock*>(base + ib + qb);
-  T9_CHECK(n_expert * 4 <= (48 << 10) - kSortChunk * 4, "matmul_id: {} experts", n_expert);
-  stream.launch(moe_sort_kernel, 1, 256, static_cast<size_t>(n_expert) * 4,
+  const size_t sort_smem = static_cast<size_t>(n_expert) * (1 + kSortWarps) * 4;
+  T9_CHECK(sort_smem <= (48 << 10), "matmul_id: {} experts (at most 1365)", n_expert);
+  stream.launch(moe_sort_kernel, 1, kSortThreads, sort_smem,
                 reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<int>(m),
                 static_cast<int>(n_expert), static_cast<int>(ids.ne[0]), x.ne[1] != 1, tile_rows,
                 expert_first, tile_first, x_rows, y_rows, err);
