@@ -1,6 +1,8 @@
 // The CUDA backend (Hopper, sm_90): device memory from cudaMalloc, every op enqueued on one
-// stream in call order. Plain C++ header (no CUDA includes) so model code and tests compiled by
-// the host compiler can use it; only built when TEMPO9_HAVE_CUDA is defined.
+// stream in call order; the work between two sync()s is recorded, and a repeated window (a
+// decode step) runs as one CUDA graph launch (cuda_stream.cuh). Plain C++ header (no CUDA
+// includes) so model code and tests compiled by the host compiler can use it; only built when
+// TEMPO9_HAVE_CUDA is defined.
 //
 // Numerics against the CPU backend (tests/ops/cuda_ops_test.cpp bounds each):
 //   - matmul: Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K weights multiply activations rounded to int8 per 32
