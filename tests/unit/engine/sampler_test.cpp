@@ -116,6 +116,28 @@ TEST(Sampler, GreedyTakesTheArgmaxAfterBiasAndPenalties) {
   EXPECT_EQ(sample_token(l, p, {}, {}, rng, false, 0).token, 0);
 }
 
+// Greedy on the raw row: the first index of the largest logit at every position modulo the
+// 8-way unrolled scan and in the tail, ties to the lower index, NaNs never winning (a NaN at 0
+// gives 0, the old scan's answer), across lengths around the unroll width.
+TEST(Sampler, GreedyArgmaxFirstMaxTiesAndNaNs) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const float nan = std::nanf("");
+  for (int n : {1, 7, 8, 9, 16, 23, 1000}) {
+    for (int at = 0; at < n; at += std::max(1, n / 11)) {
+      std::vector<float> l(static_cast<size_t>(n), -1.0f);
+      l[static_cast<size_t>(at)] = 2.0f;
+      if (at + 3 < n) l[static_cast<size_t>(at + 3)] = 2.0f;  // a later tie loses
+      if (at + 1 < n) l[static_cast<size_t>(at + 1)] = nan;
+      Rng rng(1);
+      EXPECT_EQ(sample_token(l, p, {}, {}, rng, false, 0).token, at) << "n " << n << " at " << at;
+    }
+  }
+  std::vector<float> l{nan, 5.0f, 7.0f};
+  Rng rng(1);
+  EXPECT_EQ(sample_token(l, p, {}, {}, rng, false, 0).token, 0);
+}
+
 TEST(Sampler, SeededDrawsAreReproducibleAndFollowTheDistribution) {
   auto l = logits_of({0.5, 0.3, 0.2});
   SamplingParams p = temp1();
