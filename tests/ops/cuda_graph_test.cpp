@@ -117,8 +117,9 @@ TEST(CudaGraphs, FreeMidWindowIssuesHeldBackWork) {
 
 // The op tests' pattern (tests/ops/cuda_hybrid_test.cpp run_gdn): each step allocates its
 // buffers, runs a window that uploads, computes and downloads one result, a second window that
-// downloads another, then frees everything. Steps with the same addresses replay the second
-// window; every step's results must be its own.
+// downloads another, then frees everything. Every step's results must be its own. (Before frees
+// dropped the cached graphs, the second window replayed a graph captured over the previous
+// step's buffers at the same addresses and returned another buffer's bytes: H200 run 22.)
 TEST(CudaGraphs, FreshBuffersEachStep) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
   auto rng = test_rng();

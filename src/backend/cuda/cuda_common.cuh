@@ -22,9 +22,6 @@
              cudaGetErrorName(t9_cuda_err_), cudaGetErrorString(t9_cuda_err_), #expr); \
   } while (0)
 
-// After a <<<...>>> launch: catches bad configurations at once (asynchronous faults surface at
-// the next sync()).
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 namespace t9::cuda {
 
