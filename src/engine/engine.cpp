@@ -161,6 +161,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
                  ss.restore_checkpoint,
                  ss.save_checkpoint,
                  ss.snapshot_before};
+    f.argmax_only = ss.need_logits && argmax_only(s.id);
     b.seqs.push_back(f);
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(i < ss.n_tokens - n_draft ? s.tokens[ss.n_past + i]
@@ -179,9 +180,16 @@ void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
   if (!out.ok())
     err = "model run failed: " + out.message();
   else if (out->n_rows != n_rows || out->n_vocab != runner_.n_vocab() ||
-           out->logits.size() != static_cast<size_t>(n_rows) * out->n_vocab)
+           (out->argmax.empty()
+                ? out->logits.size() != static_cast<size_t>(n_rows) * out->n_vocab
+                : out->argmax.size() != static_cast<size_t>(n_rows) || !out->logits.empty()))
     err = fmt::format("model returned {} logit rows of {} for {} rows of {}", out->n_rows,
                       out->n_vocab, n_rows, runner_.n_vocab());
+  else if (!out->argmax.empty() &&
+           std::any_of(plan.seqs.begin(), plan.seqs.end(), [&](const ScheduledSeq& ss) {
+             return ss.need_logits && !argmax_only(ss.seq->id);
+           }))
+    err = "model returned argmax rows for a step that needs logits";
   if (!err.empty()) {
     // The KV of this step is unknown: fail its requests rather than risk corrupt outputs.
     for (const ScheduledSeq& ss : plan.seqs) {
@@ -242,13 +250,25 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st,
   std::vector<SampleResult> res;
   for (size_t j = 0; j <= draft.size(); ++j) {
     std::span<const TokenId> all(seq.tokens);
-    res.push_back(sample_token(out.row(row + static_cast<int>(j)), req.sampling,
-                               all.first(seq.n_prompt), all.subspan(seq.n_prompt), st.rng,
-                               req.logprobs, req.n_top_logprobs));
+    if (!out.argmax.empty()) {  // the runner took the argmax (argmax_only)
+      SampleResult r;
+      r.token = out.argmax[static_cast<size_t>(row) + j];
+      res.push_back(r);
+    } else {
+      res.push_back(sample_token(out.row(row + static_cast<int>(j)), req.sampling,
+                                 all.first(seq.n_prompt), all.subspan(seq.n_prompt), st.rng,
+                                 req.logprobs, req.n_top_logprobs));
+    }
     seq.tokens.push_back(res.back().token);
     if (j == draft.size() || res.back().token != draft[j]) break;
   }
   return res;
+}
+
+// The request's token is the argmax of the raw logits (ForwardSeq::argmax_only).
+bool Engine::argmax_only(uint64_t id) const {
+  const GenerateRequest& req = requests_.at(id).req;
+  return argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
 }
 
 // Counts the token and sends its event; true when it finished the request (then gone).

@@ -132,6 +132,7 @@ class Engine {
   std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st,
                                         std::span<const TokenId> draft, const ForwardOutput& out,
                                         int row);
+  bool argmax_only(uint64_t id) const;  // ForwardSeq::argmax_only for this request
   bool emit(uint64_t id, SampleResult r);
   void finish(uint64_t id, FinishReason reason, const std::string& err = {});
   // Frees the sequence's blocks and model state (keep_state: its checkpoint may be published).

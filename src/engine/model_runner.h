@@ -36,6 +36,11 @@ struct ForwardSeq {
   // Save the state into this checkpoint BEFORE computing (after any restore): the undo point of
   // a speculative step, restored when its drafts are rejected.
   uint64_t snapshot_before = 0;
+  // With need_logits: the sampler needs only each row's argmax (greedy, no bias, penalties or
+  // logprobs: argmax_suffices()). When every such sequence of a batch says so, a runner may
+  // return ForwardOutput::argmax instead of the logits (a GPU then copies back 4 bytes a row,
+  // not the vocabulary).
+  bool argmax_only = false;
 };
 
 struct ForwardBatch {
@@ -44,11 +49,17 @@ struct ForwardBatch {
   std::vector<ForwardSeq> seqs;    // [n_seqs]
   int block_size = 0;              // tokens per KV block
   int n_logit_rows() const;
+  // True when some sequence needs logits and every one that does has argmax_only.
+  bool all_argmax_only() const;
 };
 
 struct ForwardOutput {
   // [n_rows, n_vocab]: the rows of the sequences with need_logits, in batch order (n_logits each).
+  // Empty when `argmax` holds the rows instead.
   std::vector<float> logits;
+  // [n_rows] or empty: each row's argmax (first index of the largest logit), only when every
+  // sequence with need_logits had argmax_only.
+  std::vector<int32_t> argmax;
   int n_rows = 0;
   int n_vocab = 0;
   std::span<const float> row(int r) const {
@@ -76,6 +87,16 @@ class ModelRunner {
   // The engine will never restore these checkpoints again: their memory can go.
   virtual void drop_checkpoints(std::span<const uint64_t> ids) { (void)ids; }
 };
+
+inline bool ForwardBatch::all_argmax_only() const {
+  bool any = false;
+  for (const ForwardSeq& s : seqs) {
+    if (!s.need_logits) continue;
+    if (!s.argmax_only) return false;
+    any = true;
+  }
+  return any;
+}
 
 inline int ForwardBatch::n_logit_rows() const {
   int n = 0;

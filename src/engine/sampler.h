@@ -54,6 +54,10 @@ void compute_logprobs(std::span<const float> raw_logits, TokenId token, int n_to
                       std::vector<TopLogprob>* top);
 
 // Samples one token from a row of raw logits. The request's history feeds the penalties.
+// True when the token is the argmax of the raw logits: greedy, no logit bias, no penalties and
+// no logprobs asked (then a backend may compute the argmax and skip copying the logits).
+bool argmax_suffices(const SamplingParams& params, bool want_logprobs, int n_top_logprobs);
+
 SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params,
                           std::span<const TokenId> prompt, std::span<const TokenId> generated,
                           Rng& rng, bool want_logprobs, int n_top_logprobs);

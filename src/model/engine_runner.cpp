@@ -41,10 +41,12 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
   b.tokens = batch.tokens;
   b.positions = batch.positions;
   b.seqs = seqs_;
+  b.argmax_only = batch.all_argmax_only();
   T9_ASSIGN_OR_RETURN(Logits lg, model_.forward(b));
   if (model_.recurrent()) T9_TRY(save_checkpoints(batch));
   engine::ForwardOutput out;
   out.logits = std::move(lg.data);
+  out.argmax = std::move(lg.argmax);
   out.n_rows = lg.n_rows;
   out.n_vocab = lg.n_vocab;
   return out;

@@ -129,7 +129,10 @@ Result<Logits> Model::compute_logits(const Batch& b) {
   Logits out;
   out.n_rows = static_cast<int>(rows.size());
   out.n_vocab = hp_.n_vocab;
-  out.data.resize(rows.size() * static_cast<size_t>(hp_.n_vocab));
+  if (b.argmax_only)
+    out.argmax.resize(rows.size());
+  else
+    out.data.resize(rows.size() * static_cast<size_t>(hp_.n_vocab));
   Scratch& s = *s_;
   const int R = cfg_.max_logit_rows_per_call;
   for (int first = 0; first < out.n_rows; first += R) {
@@ -141,9 +144,16 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     backend_.rms_norm(sel, w_.output_norm, hp_.rms_eps, spec_.norm_weight_bias, sel);
     backend_.matmul(w_.output, sel, Tensor{}, lg);
     if (hp_.final_softcap > 0.0f) backend_.softcap(lg, hp_.final_softcap, lg);
-    backend_.download(s.logit_buf, lg.offset,
-                      out.data.data() + static_cast<size_t>(first) * hp_.n_vocab,
-                      static_cast<size_t>(n) * hp_.n_vocab * sizeof(float));
+    if (b.argmax_only) {
+      const Tensor ids_out = make_tensor(s.logit_buf, s.row_max.offset, GgmlType::I32, n);
+      backend_.argmax(lg, ids_out);
+      backend_.download(s.logit_buf, s.row_max.offset, out.argmax.data() + first,
+                        static_cast<size_t>(n) * sizeof(int32_t));
+    } else {
+      backend_.download(s.logit_buf, lg.offset,
+                        out.data.data() + static_cast<size_t>(first) * hp_.n_vocab,
+                        static_cast<size_t>(n) * hp_.n_vocab * sizeof(float));
+    }
   }
   backend_.sync();
   return out;

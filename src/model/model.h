@@ -43,12 +43,16 @@ struct Batch {
   std::span<const int32_t> tokens;     // [n_tokens], sequences back to back
   std::span<const int32_t> positions;  // [n_tokens]; empty: n_past + j per sequence
   std::span<const SeqInput> seqs;      // [n_seqs]
+  // Every logit row is wanted only as its argmax (greedy sampling): forward() returns
+  // Logits::argmax and copies back 4 bytes a row instead of the vocabulary.
+  bool argmax_only = false;
 };
 
 struct Logits {
   // [n_rows, n_vocab]: rows of the sequences asking for logits, in batch order (kLast: one row,
   // kAll: n_tokens rows).
-  std::vector<float> data;
+  std::vector<float> data;   // empty with Batch::argmax_only
+  std::vector<int32_t> argmax;  // [n_rows] with Batch::argmax_only: each row's argmax
   int n_rows = 0;
   int n_vocab = 0;
   std::span<const float> row(int r) const {

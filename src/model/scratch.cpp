@@ -68,12 +68,15 @@ Status Model::Scratch::reserve(Backend& be, const HParams& hp_in, const ModelCon
     const int64_t R = cfg.max_logit_rows_per_call;
     Layout l{nullptr};
     l.take(GgmlType::I32, R, 1, 1, 1);
+    l.take(GgmlType::I32, R, 1, 1, 1);
     l.take(GgmlType::F32, hp->n_embd, 1, R, R);
     l.take(GgmlType::F32, hp->n_vocab, 1, R, R);
     T9_ASSIGN_OR_RETURN(logit_buf, be.alloc(l.offset));
     Layout m{logit_buf};
     row_ids = m.take(GgmlType::I32, R, 1, 1, 1);
     row_ids = make_tensor(logit_buf, row_ids.offset, GgmlType::I32, R);
+    row_max = m.take(GgmlType::I32, R, 1, 1, 1);
+    row_max = make_tensor(logit_buf, row_max.offset, GgmlType::I32, R);
     sel = reshape_rows(m.take(GgmlType::F32, hp->n_embd, 1, R, R));
     logits = reshape_rows(m.take(GgmlType::F32, hp->n_vocab, 1, R, R));
   }

@@ -22,6 +22,7 @@ struct Model::Scratch {
   Tensor up;      // F32 [T, F]
   // Logits (R = max_logit_rows_per_call rows per backend call).
   Tensor row_ids;  // I32 [R]
+  Tensor row_max;  // I32 [R]: the rows' argmax (Batch::argmax_only)
   Tensor sel;      // F32 [R, E]
   Tensor logits;   // F32 [R, n_vocab]
 

@@ -63,6 +63,42 @@ TEST(Engine, GreedyOutputMatchesTheOracle) {
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
+// A runner that hands back only each row's argmax when every sequence of the step asks for just
+// that (greedy, no bias, penalties or logprobs: ForwardSeq::argmax_only), as the model does for
+// the GPU: the oracle's tokens, speculative drafts verified from the ids. A request that wants
+// logprobs keeps the logits path.
+TEST(Engine, ArgmaxRowsFromTheRunnerGiveTheOracleTokens) {
+  auto cfg = test_config();
+  cfg.scheduler.spec = {4, 3, 1};
+  Harness h(cfg);
+  h.runner.argmax_when_asked = true;
+  std::vector<TokenId> p;
+  for (int i = 0; i < 40; ++i) p.push_back(static_cast<TokenId>(i % 7));
+  std::vector<uint64_t> ids;
+  for (int k = 0; k < 3; ++k) {
+    auto q = p;
+    q.push_back(static_cast<TokenId>(k));
+    ids.push_back(h.submit(greedy(q, 24)));
+  }
+  h.run();
+  for (int k = 0; k < 3; ++k) {
+    auto q = p;
+    q.push_back(static_cast<TokenId>(k));
+    EXPECT_EQ(h.result(ids[k]).tokens, oracle(q, 24)) << k;
+  }
+  EXPECT_GT(h.runner.n_argmax_runs, 0);
+  EXPECT_GT(h.engine->stats().n_draft_tokens, 0);
+
+  Harness h2(cfg);
+  h2.runner.argmax_when_asked = true;
+  auto r = greedy(p, 10);
+  r.logprobs = true;
+  const uint64_t id = h2.submit(std::move(r));
+  h2.run();
+  EXPECT_EQ(h2.result(id).tokens, oracle(p, 10));
+  EXPECT_EQ(h2.runner.n_argmax_runs, 0);
+}
+
 TEST(Engine, ChunkedPrefillGivesTheSameTokens) {
   auto p = prompt_of(300, 2);
   for (int chunk : {16, 128, 1000}) {

@@ -12,6 +12,7 @@
 // checkpoint restored at the wrong position or for other tokens cannot go unnoticed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -69,6 +70,14 @@ class FakeModelRunner : public ModelRunner {
         out.n_rows++;
       }
     }
+    if (argmax_when_asked && batch.all_argmax_only()) {  // as a GPU runner: ids, no logits
+      for (int r = 0; r < out.n_rows; ++r) {
+        const float* row = out.logits.data() + static_cast<size_t>(r) * n_vocab_;
+        out.argmax.push_back(static_cast<int32_t>(std::max_element(row, row + n_vocab_) - row));
+      }
+      out.logits.clear();
+      n_argmax_runs++;
+    }
     return out;
   }
 
@@ -113,6 +122,10 @@ class FakeModelRunner : public ModelRunner {
   int grow_limit_blocks = 1 << 30;  // grow_kv_blocks beyond this fails (out of "memory")
   bool fail_next_run = false;
   int64_t n_runs = 0;
+  // Return ForwardOutput::argmax instead of the logits when the batch allows it (as the model
+  // runner does: ForwardBatch::all_argmax_only), counting those runs.
+  bool argmax_when_asked = false;
+  int64_t n_argmax_runs = 0;
   int64_t n_tokens_computed = 0;
   std::vector<int> grow_calls;
 

@@ -150,6 +150,16 @@ TEST_F(EngineEquality, AloneEqualsBatchedWithSevenOthers) {
 // (a') The serving path: the engine on its own thread, requests arriving 30 ms apart from another
 // thread, tokens through TokenChannels. Which steps each request shares with which others now
 // depends on timing; the tokens must not.
+// Greedy tokens from the backend's argmax (the reference runs: logits never leave the backend)
+// equal the host sampler's argmax over the copied logits (requests asking for logprobs), batched.
+TEST_F(EngineEquality, BackendArgmaxEqualsHostSampling) {
+  EngineSetup setup;
+  setup.logprobs = true;
+  EngineSession s(*rm_, setup);
+  const auto prompts = short_prompts();
+  expect_same_as_alone(prompts, s.run(prompts, kGen), "host sampling");
+}
+
 TEST_F(EngineEquality, EngineThreadWithStaggeredArrivals) {
   const auto prompts = short_prompts();
   for (const auto& p : prompts) alone(p);

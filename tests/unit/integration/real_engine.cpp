@@ -52,7 +52,6 @@ Result<RealModel*> smollm2_twin() {
   return smollm2_instance(1);
 }
 
-
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size) {
   engine::EngineConfig c;
   c.scheduler.prefill_chunk_tokens = s.prefill_chunk_tokens;
@@ -78,11 +77,13 @@ engine::GenerateRequest greedy_request(const std::vector<TokenId>& prompt, int m
 EngineSession::EngineSession(RealModel& rm, const EngineSetup& setup)
     : runner_(std::make_unique<model::EngineRunner>(*rm.model)),
       engine_(std::make_unique<engine::Engine>(
-          make_engine_config(setup, rm.model->config().kv_block_size), *runner_)) {}
+          make_engine_config(setup, rm.model->config().kv_block_size), *runner_)),
+      logprobs_(setup.logprobs) {}
 
 std::shared_ptr<Output> EngineSession::submit(const std::vector<TokenId>& prompt, int max_tokens) {
   auto out = std::make_shared<Output>();
   engine::GenerateRequest r = greedy_request(prompt, max_tokens);
+  r.logprobs = logprobs_;
   r.on_event = [out](const engine::TokenEvent& ev) {
     if (ev.token >= 0) out->tokens.push_back(ev.token);
     out->finish = ev.finish;

@@ -46,6 +46,9 @@ struct EngineSetup {
   bool prefix_cache = true;
   bool integrity_checks = true;  // check_integrity() after every step (off for timing)
   int spec_draft = 0;            // speculative prompt-lookup drafts per step (0 = off)
+  // Requests ask for logprobs: the runner then returns logits and the engine samples on the host
+  // (otherwise greedy rows come back as the backend's argmax, ForwardSeq::argmax_only).
+  bool logprobs = false;
 };
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size);
 
@@ -74,6 +77,7 @@ class EngineSession {
  private:
   std::unique_ptr<engine::ModelRunner> runner_;
   std::unique_ptr<engine::Engine> engine_;
+  bool logprobs_ = false;
 };
 
 // VmRSS of this process in KiB (from /proc/self/status); -1 when unreadable.
