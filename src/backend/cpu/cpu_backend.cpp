@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/cpu_util.h"
+#include "core/argmax.h"
 #include "core/log.h"
 #include "quant/dequantize.h"
 #include "quant/half.h"
@@ -295,11 +296,7 @@ void CpuBackend::argmax(const Tensor& logits, const Tensor& out) {
   T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows(), "argmax: out");
   auto* o = reinterpret_cast<int32_t*>(base_ptr(out));
   for (int64_t r = 0; r < logits.n_rows(); ++r) {
-    const float* x = f32_row(logits, r);
-    int64_t best = 0;
-    for (int64_t i = 1; i < logits.ne[0]; ++i)
-      if (x[i] > x[best]) best = i;
-    o[r] = static_cast<int32_t>(best);
+    o[r] = static_cast<int32_t>(first_argmax(f32_row(logits, r), logits.ne[0]));
   }
 }
 
