@@ -106,7 +106,7 @@ bool Engine::step() {
     t_run = Clock::now();
     Result<ForwardOutput> out = runner_.run(batch);
     t_post = Clock::now();
-    postprocess(plan, out);
+    postprocess(plan, batch, out);
   }
   if (std::vector<uint64_t> dropped = kv_.take_dropped_checkpoints(); !dropped.empty())
     runner_.drop_checkpoints(dropped);
@@ -172,7 +172,8 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
   return b;
 }
 
-void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
+void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
+                         Result<ForwardOutput>& out) {
   int n_rows = 0;
   for (const ScheduledSeq& ss : plan.seqs)
     n_rows += ss.need_logits ? 1 + static_cast<int>(ss.draft.size()) : 0;
@@ -185,10 +186,7 @@ void Engine::postprocess(const StepPlan& plan, Result<ForwardOutput>& out) {
                 : out->argmax.size() != static_cast<size_t>(n_rows) || !out->logits.empty()))
     err = fmt::format("model returned {} logit rows of {} for {} rows of {}", out->n_rows,
                       out->n_vocab, n_rows, runner_.n_vocab());
-  else if (!out->argmax.empty() &&
-           std::any_of(plan.seqs.begin(), plan.seqs.end(), [&](const ScheduledSeq& ss) {
-             return ss.need_logits && !argmax_only(ss.seq->id);
-           }))
+  else if (!out->argmax.empty() && !batch.all_argmax_only())
     err = "model returned argmax rows for a step that needs logits";
   if (!err.empty()) {
     // The KV of this step is unknown: fail its requests rather than risk corrupt outputs.

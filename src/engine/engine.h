@@ -1,6 +1,6 @@
 // Engine: the step loop. One engine thread owns the scheduler, the KV bookkeeping, the sampler
 // state and the model runner; each step is
-//     plan = schedule();  out = runner.run(batch(plan));  postprocess(plan, out);
+//     plan = schedule();  out = runner.run(batch(plan));  postprocess(plan, batch, out);
 // HTTP threads only call submit() (thread-safe queue), set a request's cancel flag, and read
 // stats(); they receive TokenEvents through the request's on_event callback (see TokenChannel).
 //
@@ -128,7 +128,7 @@ class Engine {
   void intake();
   void note_plan(const StepPlan& plan);
   ForwardBatch make_batch(const StepPlan& plan) const;
-  void postprocess(const StepPlan& plan, Result<ForwardOutput>& out);
+  void postprocess(const StepPlan& plan, const ForwardBatch& batch, Result<ForwardOutput>& out);
   std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st,
                                         std::span<const TokenId> draft, const ForwardOutput& out,
                                         int row);
