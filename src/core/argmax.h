@@ -1,8 +1,8 @@
 // The first index of the largest of n floats, the greedy sampler's and the backends' argmax:
 // NaNs never win, and a NaN at index 0 gives 0 (what a one-pass scan with `x[i] > x[best]` gives).
 // Two passes without a loop-carried index: the largest value over 8 independent running maxima,
-// then its first index. The one-pass scan is one dependent chain: 1.29 ms over a 248k-entry row
-// on the dev VM, against 0.17 ms.
+// then its first index. The one-pass scan is one dependent chain: 0.20-0.36 ms over a 248k-entry
+// row on the dev VM, against 0.045 ms (bench/argmax_bench.cpp, docs/PERFORMANCE.md).
 #pragma once
 
 #include <algorithm>
