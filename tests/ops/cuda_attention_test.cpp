@@ -98,8 +98,17 @@ float round_cache(float x, GgmlType t) {
 // the rescalings (one per group of kernel-side keys: groups of 16 / 8 / 4 / 2 keys for head_dim
 // <= 64 / 128 / 256 / 512, plus the warp and split merges) add <= (2 n + n / group + 6) u
 // relative (+ 2 slack); |v| <= 1 bounds the output's scale.
+// The tensor-core path (F16 pools, head_dim 64 / 128 / 256) also rounds q to f16 (relative
+// h = 2^-11 per element, or 2^-25 absolute below the normal range: ds grows by h * scale *
+// sum|q k| + head_dim 2^-25 scale) and each weight to f16 before the V product (<= h relative
+// per weight, so <= h on the output, plus n 2^-25 for weights below the normal range, the sum
+// of weights being >= 1); its fp32 mma accumulation (not round-to-nearest on every add) is
+// given 2^-22 per term, n + head_dim terms.
 void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got) {
   const AttnParams& p = c.p;
+  const bool tensor = cuda_attention_path(p, c.cache, d.q_rows) != CudaAttnPath::kFloat;
+  const double h16 = tensor ? 1.0 / 2048 : 0.0, sub16 = tensor ? 1.0 / (1 << 25) : 0.0,
+               acc22 = tensor ? 1.0 / (1 << 22) : 0.0;
   const int group = p.n_head / p.n_kv_head;
   double worst = 0.0;
   for (size_t si = 0; si < c.seqs.size(); ++si) {
@@ -139,12 +148,13 @@ void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got)
                 wt * round_cache(d.v[vr + static_cast<size_t>(e)], c.cache);
         }
         const int n = pos - lo + 1;
-        const double ds = (p.head_dim + 4) * kU * max_abs_dot;
+        const double ds = ((p.head_dim + 4) * kU + h16 + p.head_dim * acc22) * max_abs_dot +
+                          p.head_dim * sub16 * p.scale;
         const int key_group = p.head_dim <= 64    ? 16
                               : p.head_dim <= 128 ? 8
                               : p.head_dim <= 256 ? 4
                                                   : 2;
-        const double tol = 2 * ds + (2 * n + n / key_group + 8) * kU;
+        const double tol = 2 * ds + (2 * n + n / key_group + 8) * kU + h16 + n * (sub16 + acc22);
         for (int e = 0; e < p.head_dim; ++e) {
           const double r = ref[static_cast<size_t>(e)] / sum;
           const float g =
@@ -189,12 +199,15 @@ Case base(GgmlType cache, int head_dim) {
   return c;
 }
 
-// 64/128/256/512: each lane loads its head_dim / 32 consecutive values at once; 80: the strided
-// layout (lane, lane + 32, ...) with dims past head_dim masked.
+// 64/128/256: the tensor-core kernel; 512 (each lane loads its 16 consecutive values at once)
+// and 80 (the strided layout lane, lane + 32, ... with dims past head_dim masked): the fp32 one.
 TEST(CudaAttention, F16PoolGqaHeadDims) {
   for (int hd : {64, 80, 128, 256, 512}) {
     SCOPED_TRACE(hd);
-    check_case(base(GgmlType::F16, hd));
+    const Case c = base(GgmlType::F16, hd);
+    const bool tensor = hd == 64 || hd == 128 || hd == 256;
+    EXPECT_EQ(cuda_attention_path(c.p, c.cache, 17) == CudaAttnPath::kFloat, !tensor);
+    check_case(c);
   }
 }
 
@@ -205,6 +218,16 @@ TEST(CudaAttention, SlidingWindowSoftcapF32Pool) {
   check_case(c);
 }
 
+TEST(CudaAttention, SlidingWindowSoftcapF16Pool) {
+  for (int hd : {128, 256}) {
+    SCOPED_TRACE(hd);
+    Case c = base(GgmlType::F16, hd);
+    c.p.sliding_window = 70;
+    c.p.softcap = 5.0f;
+    check_case(c);
+  }
+}
+
 TEST(CudaAttention, MultiQueryOneKvHead) {
   Case c = base(GgmlType::F16, 64);
   c.p.n_kv_head = 1;
@@ -212,16 +235,75 @@ TEST(CudaAttention, MultiQueryOneKvHead) {
   check_case(c);
 }
 
-// Contexts past 1024 keys: the kernel cuts a row's keys into 16 ranges of more than one 64-key
-// tile, and some trailing ranges come out empty (1502 keys: 12 ranges of 128, 4 empty; 1031
-// keys: 9 ranges of 128, 7 empty); then a window wider than 1024 keys.
+// Contexts past 1024 keys: the fp32 kernel (F32 pool) cuts a row's keys into 16 ranges of more
+// than one 64-key tile, and some trailing ranges come out empty (1502 keys: 12 ranges of 128, 4
+// empty; 1031 keys: 9 ranges of 128, 7 empty); the tensor-core one (F16) into 256-key chunks.
+// Then a window wider than 1024 keys.
 TEST(CudaAttention, LongContextSplits) {
-  Case c = base(GgmlType::F16, 128);
-  c.seqs = {{1500, 2}, {1030, 1}, {64, 1}};
-  c.p.max_ctx = 1502;
-  check_case(c);
-  c.p.sliding_window = 1100;
-  check_case(c);
+  for (GgmlType pool : {GgmlType::F32, GgmlType::F16}) {
+    Case c = base(pool, 128);
+    c.seqs = {{1500, 2}, {1030, 1}, {64, 1}};
+    c.p.max_ctx = 1502;
+    check_case(c);
+    c.p.sliding_window = 1100;
+    check_case(c);
+  }
+}
+
+// Rows [first, first + n) of sequence si of (c, d) as a batch of their own over the same pool
+// contents: its K/V rows up to the last query, the same block table.
+std::pair<Case, Data> sub_batch(const Case& c, const Data& d, size_t si, int first, int n) {
+  Case one = c;
+  one.seqs = {{first, n}};
+  one.p.max_ctx = first + n;
+  const AttnSeq& w = d.write_meta[si];
+  const AttnSeq& a = d.attn_meta[si];
+  const size_t kv_row = static_cast<size_t>(c.p.n_kv_head * c.p.head_dim);
+  const size_t q_row = static_cast<size_t>(c.p.n_head * c.p.head_dim);
+  const int first_q = a.q_begin + (first - a.n_past);
+  Data d1;
+  d1.k.assign(d.k.begin() + w.q_begin * kv_row, d.k.begin() + (w.q_begin + first + n) * kv_row);
+  d1.v.assign(d.v.begin() + w.q_begin * kv_row, d.v.begin() + (w.q_begin + first + n) * kv_row);
+  d1.q.assign(d.q.begin() + first_q * q_row, d.q.begin() + (first_q + n) * q_row);
+  d1.tables = d.tables;
+  d1.write_meta = {{0, first + n, 0, w.block_table_offset}};
+  d1.attn_meta = {{0, n, first, a.block_table_offset}};
+  d1.kv_rows = first + n;
+  d1.q_rows = n;
+  return {one, d1};
+}
+
+// The tensor-core kernel either folds all of a block's key chunks itself (many row tiles: a long
+// prefill) or splits them over blocks and combines (few: decode); both must give the same bits.
+// A 2200-row prefill over 2200 keys runs folded; rows of it rerun as small batches run split.
+TEST(CudaAttention, TensorCoreFoldEqualsSplit) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  for (int window : {0, 300}) {
+    SCOPED_TRACE(window);
+    auto rng = test_rng();
+    Case big = base(GgmlType::F16, 128);
+    big.seqs = {{0, 2200}};
+    big.p.max_ctx = 2200;
+    big.p.sliding_window = window;
+    big.p.n_seqs = 1;
+    ASSERT_EQ(cuda_attention_path(big.p, big.cache, 2200), CudaAttnPath::kTensorFold);
+    const Data d = make_data(rng, big);
+    CudaBackend gpu;
+    const auto all = run(gpu, big, d).out;
+    const size_t q_row = static_cast<size_t>(big.p.n_head * big.p.head_dim);
+    // Decode-like rows and a chunk straddling a 256-key boundary and a tile boundary.
+    for (auto [first, n] : {std::pair{2199, 1}, std::pair{2190, 3}, std::pair{1530, 20}}) {
+      SCOPED_TRACE(first);
+      auto [one, d1] = sub_batch(big, d, 0, first, n);
+      one.p.n_seqs = 1;
+      ASSERT_EQ(cuda_attention_path(one.p, one.cache, n), CudaAttnPath::kTensorSplit);
+      const auto part = run(gpu, one, d1).out;
+      for (size_t i = 0; i < part.size(); ++i)
+        ASSERT_EQ(float_bits(part[i]), float_bits(all[static_cast<size_t>(first) * q_row + i]))
+            << i;
+      check_vs_dense(one, d1, part);
+    }
+  }
 }
 
 // A sequence's output is the same bits whether it runs alone or after other sequences.
@@ -233,21 +315,9 @@ TEST(CudaAttention, BatchInvariant) {
   CudaBackend gpu;
   const auto batched = run(gpu, both, d).out;
   // Alone: the last sequence, its K/V rows and queries moved to the front.
-  Case one = both;
-  one.seqs = {both.seqs.back()};
-  Data d1;
-  const AttnSeq& w = d.write_meta.back();
   const AttnSeq& a = d.attn_meta.back();
-  const size_t kv_row = static_cast<size_t>(both.p.n_kv_head * both.p.head_dim);
   const size_t q_row = static_cast<size_t>(both.p.n_head * both.p.head_dim);
-  d1.k.assign(d.k.begin() + w.q_begin * kv_row, d.k.begin() + (w.q_begin + w.n_q) * kv_row);
-  d1.v.assign(d.v.begin() + w.q_begin * kv_row, d.v.begin() + (w.q_begin + w.n_q) * kv_row);
-  d1.q.assign(d.q.begin() + a.q_begin * q_row, d.q.begin() + (a.q_begin + a.n_q) * q_row);
-  d1.tables = d.tables;
-  d1.write_meta = {{0, w.n_q, 0, w.block_table_offset}};
-  d1.attn_meta = {{0, a.n_q, a.n_past, a.block_table_offset}};
-  d1.kv_rows = w.n_q;
-  d1.q_rows = a.n_q;
+  const auto [one, d1] = sub_batch(both, d, both.seqs.size() - 1, a.n_past, a.n_q);
   const auto alone = run(gpu, one, d1).out;
   for (size_t i = 0; i < alone.size(); ++i)
     ASSERT_EQ(float_bits(alone[i]), float_bits(batched[a.q_begin * q_row + i])) << i;

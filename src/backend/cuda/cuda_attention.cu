@@ -18,6 +18,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_flash_attention.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 
 namespace t9 {
@@ -511,18 +512,42 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const cuda::KvGeom g = cuda::kv_geom(k_cache, block_tables, p);
   if (q.ne[2] == 0 || p.n_seqs == 0) return;
   T9_CHECK(q.ne[2] <= 0x7fffffff && p.n_head <= 65535, "attention: launch grid");
-  const dim3 grid(static_cast<unsigned>(q.ne[2]), static_cast<unsigned>(p.n_head));
-  const dim3 grid_split(grid.x, grid.y, cuda::kMaxSplits);
-  auto* part = static_cast<float*>(attn_scratch_.reserve(
-      static_cast<size_t>(q.ne[2]) * p.n_head * cuda::kMaxSplits * (p.head_dim + 2) * 4, *stream_));
   const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(k_cache)) |
                         reinterpret_cast<uintptr_t>(cuda::base_ptr(v_cache))) %
                            16 ==
                        0;
-  cuda::launch_attention(k_cache.type == GgmlType::F16, p.head_dim, aligned, grid_split, *stream_,
-                         cuda::desc(q), cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s,
-                         p.n_seqs, tables, g, p.n_head, p.scale, p.softcap, p.sliding_window, part,
-                         err_word_);
+  const bool f16 = k_cache.type == GgmlType::F16;
+  if (cuda::flash_attention_fits(f16 && aligned, p.head_dim, p.n_head, p.n_kv_head)) {
+    cuda::FlashArgs fa{};
+    fa.q = cuda::desc(q);
+    fa.out = cuda::desc(out);
+    fa.k_cache = cuda::base_ptr(k_cache);
+    fa.v_cache = cuda::base_ptr(v_cache);
+    fa.seqs = s;
+    fa.n_seqs = p.n_seqs;
+    fa.tables = tables;
+    fa.n_tables = g.n_tables;
+    fa.n_slots = g.n_slots;
+    fa.nb1 = g.nb1;
+    fa.nb2 = g.nb2;
+    fa.n_head = p.n_head;
+    fa.n_kv_head = p.n_kv_head;
+    fa.head_dim = p.head_dim;
+    fa.block_size = p.block_size;
+    fa.scale = p.scale;
+    fa.softcap = p.softcap;
+    fa.window = p.sliding_window;
+    fa.err = err_word_;
+    cuda::flash_attention(fa, q.ne[2], p.max_ctx, attn_scratch_, *stream_);
+    return;
+  }
+  const dim3 grid(static_cast<unsigned>(q.ne[2]), static_cast<unsigned>(p.n_head));
+  const dim3 grid_split(grid.x, grid.y, cuda::kMaxSplits);
+  auto* part = static_cast<float*>(attn_scratch_.reserve(
+      static_cast<size_t>(q.ne[2]) * p.n_head * cuda::kMaxSplits * (p.head_dim + 2) * 4, *stream_));
+  cuda::launch_attention(f16, p.head_dim, aligned, grid_split, *stream_, cuda::desc(q),
+                         cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
+                         p.n_head, p.scale, p.softcap, p.sliding_window, part, err_word_);
   stream_->launch(cuda::attention_combine_kernel, grid, cuda::kAttnThreads, 0, part, s, p.n_seqs,
                   static_cast<int>(q.ne[2]), p.n_head, p.head_dim, cuda::desc(out), err_word_);
 }

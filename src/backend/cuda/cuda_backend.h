@@ -67,6 +67,14 @@ int cuda_device_count();
 // 127, q = rint(x * (1 / d)), the CPU backend's rounding) before the dot products.
 bool cuda_matmul_int8_activations(GgmlType t);
 
+// Which kernels CudaBackend::attention runs for a call of n_rows query rows (tests):
+enum class CudaAttnPath {
+  kFloat,        // fp32 split-K kernel: F32 pools and head dims other than 64 / 128 / 256
+  kTensorFold,   // tensor cores, each block folding all the keys of its rows
+  kTensorSplit,  // tensor cores, keys split into 256-key chunks, then a combine kernel
+};
+CudaAttnPath cuda_attention_path(const AttnParams& p, GgmlType pool, int64_t n_rows);
+
 class CudaBackend final : public Backend {
  public:
   // CHECKs that the device exists.

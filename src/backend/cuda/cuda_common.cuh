@@ -68,24 +68,6 @@ enum DeviceError : unsigned {
   kErrMoeId = 8u,      // matmul_id expert id out of range
 };
 
-// A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are
-// contiguous for every op (backend.h).
-struct TensorDesc {
-  char* base;
-  int64_t ne0, ne1, ne2, ne3;
-  int64_t nb1, nb2, nb3;
-
-  __device__ __forceinline__ int64_t n_rows() const { return ne1 * ne2 * ne3; }
-  // Row r, a flat index over (ne1, ne2, ne3) like cpu::row_ptr. Rows of the first plane (every
-  // row of a 2-D tensor) need no division: 64-bit divisions cost ~70 instructions each, as much
-  // as the whole body of the small row-wise kernels.
-  __device__ __forceinline__ char* row(int64_t r) const {
-    if (r < ne1) return base + r * nb1;
-    const int64_t i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / (ne1 * ne2);
-    return base + i1 * nb1 + i2 * nb2 + i3 * nb3;
-  }
-};
-
 // q = e / d, r = e % d for e >= 0, d > 0; in 32 bits when both fit (the common case: ~4x fewer
 // instructions than the 64-bit division).
 __device__ __forceinline__ void div_mod(int64_t e, int64_t d, int64_t& q, int64_t& r) {
@@ -98,6 +80,32 @@ __device__ __forceinline__ void div_mod(int64_t e, int64_t d, int64_t& q, int64_
     r = e - q * d;
   }
 }
+
+// A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are
+// contiguous for every op (backend.h).
+struct TensorDesc {
+  char* base;
+  int64_t ne0, ne1, ne2, ne3;
+  int64_t nb1, nb2, nb3;
+
+  __device__ __forceinline__ int64_t n_rows() const { return ne1 * ne2 * ne3; }
+  // Row r, a flat index over (ne1, ne2, ne3) like cpu::row_ptr. Rows of the first plane (every
+  // row of a 2-D tensor) need no division, the others 32-bit ones where they fit: 64-bit
+  // divisions cost ~70 instructions each, as much as the whole body of the small row-wise
+  // kernels.
+  __device__ __forceinline__ char* row(int64_t r) const {
+    if (r < ne1) return base + r * nb1;
+    int64_t i1, i2, i3, rest;
+    div_mod(r, ne1, rest, i1);
+    if (rest < ne2) return base + i1 * nb1 + rest * nb2;
+    div_mod(rest, ne2, i3, i2);
+    return base + i1 * nb1 + i2 * nb2 + i3 * nb3;
+  }
+  // Row i1 of plane i2, no division: per-token rows of [n_tokens, heads, dim] tensors in loops.
+  __device__ __forceinline__ char* row(int64_t i1, int64_t i2) const {
+    return base + i1 * nb1 + i2 * nb2;
+  }
+};
 
 inline char* base_ptr(const Tensor& t) {
   T9_CHECK(t.valid(), "op given an unset tensor");

@@ -187,21 +187,25 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 #pragma unroll
   for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(4 * m + qq) * p.dv + j] : 0.0f;
   const float Ah = A[h], dth = dt[h];
+  // Element h of a and b ([n_tokens, r, n_v / r]) sits at this offset in each token's plane;
+  // every per-token address below is a plane stride away (no division in the token loop).
+  const int64_t a_off = (h / a.ne0) * a.nb1 + (h % a.ne0) * 4;
+  const int64_t b_off = (h / b.ne0) * b.nb1 + (h % b.ne0) * 4;
   // The next token's inputs, loaded one token ahead: this lane's q and k values, v of column j,
   // the head's a and b.
   float qn[kPerLane], kn[kPerLane], vn = 0.0f, an = 0.0f, bn = 0.0f;
   auto load_next = [&](int64_t r) {
-    const float* qr = reinterpret_cast<const float*>(q.row(r * p.nk + kh));
-    const float* kr = reinterpret_cast<const float*>(k.row(r * p.nk + kh));
+    const float* qr = reinterpret_cast<const float*>(q.row(kh, r));
+    const float* kr = reinterpret_cast<const float*>(k.row(kh, r));
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
       const int i = lane + 32 * e;
       qn[e] = i < kDk ? qr[i] : 0.0f;
       kn[e] = i < kDk ? kr[i] : 0.0f;
     }
-    vn = col ? reinterpret_cast<const float*>(v.row(r * p.nv + h))[j] : 0.0f;
-    an = head_value(a, r, h);
-    bn = head_value(b, r, h);
+    vn = col ? reinterpret_cast<const float*>(v.row(h, r))[j] : 0.0f;
+    an = *reinterpret_cast<const float*>(a.base + r * a.nb2 + a_off);
+    bn = *reinterpret_cast<const float*>(b.base + r * b.nb2 + b_off);
   };
   if (s.n_q > 0) load_next(s.q_begin);
   for (int t = 0; t < s.n_q; ++t) {
@@ -239,7 +243,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     }
     o += __shfl_xor_sync(0xffffffffu, o, 1);
     o += __shfl_xor_sync(0xffffffffu, o, 2);
-    if (col && qq == 0) reinterpret_cast<float*>(out.row(r * p.nv + h))[j] = o;
+    if (col && qq == 0) reinterpret_cast<float*>(out.row(h, r))[j] = o;
     __syncwarp();  // qs/ks read by every lane before the next token overwrites them
   }
   if (col)

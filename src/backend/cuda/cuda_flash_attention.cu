@@ -1,0 +1,561 @@
+// Tensor-core paged attention (F16 pools, head_dim 64 / 128 / 256), for prefill and decode alike.
+//
+// A block owns 64 "slots" (query row, q head) of one sequence and one KV head: the q heads of a
+// GQA group side by side, then the next query rows (G = n_head / n_kv_head heads per row, 64 / G
+// rows). It walks the keys in tiles of 64 (32 for head_dim 256), staged once in shared memory for
+// all 64 slots (the old kernel re-read every key per (row, head): ~400 GB per layer on a 2k-row
+// warm agent turn over a 12k prefix), and each warp computes its 16 slots' S = Q K^T and O += P V
+// with mma.sync m16n8k16 (f16 in, f32 accumulate): Q is rounded to f16 once, P to f16 before the PV
+// product.
+//
+// Bitwise rule (ARCHITECTURE.md rule 7). A slot's result must not depend on the batch, the other
+// slots in its block, or whether the call split its keys. So:
+//   - Keys are cut at absolute positions: tiles (FlashShape) inside chunks of 256 (kChunkKeys).
+//   Inside a
+//     chunk the slot runs the usual online softmax tile by tile, starting from (m = -inf, l = 0,
+//     acc = 0) at the chunk's first tile; masked keys (causal, window, other rows' keys) score
+//     -inf, weigh exactly 0 and change no sum.
+//   - Chunks are merged by one left fold in chunk order (fold_chunk, explicit roundings). Either
+//     the block folds them itself as it goes (the running sum lives in `out`, fp32, read back by
+//     the same thread; the final division is the last step), or, when the batch has too few
+//     blocks to fill the GPU, each chunk is its own block writing a partial, and
+//     flash_combine_kernel folds the partials in the same order with the same function. Both
+//     paths compute the same bits; the choice is per call.
+//   - An mma's output element depends only on its own A row and B column, so a slot's bits do not
+//     depend on which fragment row it occupies or what the other rows hold.
+// Head_dim 256 stages 32 keys per tile (registers), the others 64.
+// Pipeline: K of tile t + 1 loads (cp.async) while tile t's softmax and PV run, V of tile t + 1
+// while tile t + 1's S runs; the shared rows are padded by 16 bytes so ldmatrix is conflict-free.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include "backend/cuda/cuda_flash_attention.cuh"
+
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+
+namespace t9 {
+namespace cuda {
+namespace {
+
+constexpr int kSlots = 64;       // (query row, q head) pairs per block: 4 warps x 16
+constexpr int kChunkKeys = 256;  // keys per fold unit (absolute positions: a multiple of tiles)
+constexpr int kThreads = 128;
+constexpr int kCombineThreads = 128;
+constexpr int kMaxCombineDims = 256 / kCombineThreads;  // head dims per combine thread
+
+template <int HD>
+struct FlashShape {
+  // Keys staged per step: 64, or 32 for head_dim 256, whose 128 accumulators per thread leave
+  // no room for 64 scores (ptxas spilled ~1.1 KB per thread at 64).
+  static constexpr int kTileKeys = HD == 256 ? 32 : 64;
+  static constexpr int kTilesPerChunk = kChunkKeys / kTileKeys;
+  static constexpr int kStride = HD + 8;  // halves per staged row: +16 B moves each row 4 banks
+  static constexpr int kQ = kSlots * kStride;      // halves
+  static constexpr int kKV = kTileKeys * kStride;  // halves, one of K and V
+  static constexpr int kBytes = 2 * (kQ + 2 * kKV);
+  static_assert(kChunkKeys % kTileKeys == 0);
+};
+
+// ---- PTX wrappers ----
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared; zero-fills when !valid (src is then not read).
+__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_wait_1() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// d += a (16x16 f16, row) * b (16x8 f16, col), f32 accumulate.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// ---- the fold (shared by the block-local path and the combine kernel: same bits) ----
+
+// Merges a chunk's (m, l) into the running (M, L); fa and fb scale the running and the chunk's
+// accumulators. A chunk with no visible key (m = -inf) must be skipped by the caller.
+__device__ __forceinline__ void fold_chunk(float& M, float& L, float m, float l, float& fa,
+                                           float& fb) {
+  const float mn = fmaxf(M, m);
+  fa = M == -INFINITY ? 0.0f : expf(__fsub_rn(M, mn));
+  fb = expf(__fsub_rn(m, mn));
+  L = __fadd_rn(__fmul_rn(L, fa), __fmul_rn(l, fb));
+  M = mn;
+}
+__device__ __forceinline__ float fold_acc(float A, float a, float fa, float fb) {
+  return __fadd_rn(__fmul_rn(A, fa), __fmul_rn(a, fb));
+}
+
+// ---- tiles of query rows ----
+
+struct RowTile {
+  int seq;     // index into the AttnSeq table
+  int row0;    // first query row of the tile, relative to the sequence's q_begin
+  int n_rows;  // rows in the tile (1 .. rows_per_tile)
+};
+
+// Tile t of the batch: sequences in order, each cut into ceil(n_q / rows_per_tile) tiles. False
+// past the last tile. Flags sequences whose rows fall outside the batch (as find_seq does).
+__device__ bool find_tile(const AttnSeq* seqs, int n_seqs, int rows_per_tile, int64_t n_rows,
+                          int64_t t, RowTile& out, unsigned* err) {
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttnSeq s = seqs[i];
+    if (s.q_begin < 0 || s.n_q < 0 || static_cast<int64_t>(s.q_begin) + s.n_q > n_rows) {
+      atomicOr(err, kErrSeqRows);
+      return false;
+    }
+    const int n_t = (s.n_q + rows_per_tile - 1) / rows_per_tile;
+    if (t < n_t) {
+      out.seq = i;
+      out.row0 = static_cast<int>(t) * rows_per_tile;
+      out.n_rows = min(rows_per_tile, s.n_q - out.row0);
+      return true;
+    }
+    t -= n_t;
+  }
+  return false;
+}
+
+// ---- the kernel ----
+
+// Block (row tile x, KV head y, chunk z). split = 0: gridDim.z = 1 and the block folds every chunk
+// of its rows into `out`. split = 1: the block computes chunk z only and writes its slots'
+// partials [acc (head_dim), m, l] to part[((row * n_head + head) * n_chunks + z)].
+template <int HD>
+__global__ void __launch_bounds__(kThreads, 2)
+    flash_attention_kernel(FlashArgs a, int64_t n_rows, int split, int n_chunks,
+                           float* __restrict__ part) {
+  using Lay = FlashShape<HD>;
+  constexpr int S = Lay::kStride;
+  constexpr int kTileKeys = Lay::kTileKeys, kTilesPerChunk = Lay::kTilesPerChunk;
+  constexpr int kNK = kTileKeys / 8;  // 8-key n-tiles of S
+  constexpr int kNT = HD / 8;         // 8-dim n-tiles of the output
+  constexpr int kKS = HD / 16;        // 16-dim k-steps of Q K^T
+  constexpr int kSegs = HD / 8;       // 16-byte segments per K/V row
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* sq = reinterpret_cast<__half*>(smem_raw);
+  __half* sk = sq + Lay::kQ;
+  __half* sv = sk + Lay::kKV;
+
+  const int G = a.n_head / a.n_kv_head;
+  const int rows_per_tile = kSlots / G;
+  RowTile tile;
+  if (!find_tile(a.seqs, a.n_seqs, rows_per_tile, n_rows, blockIdx.x, tile, a.err)) return;
+  const AttnSeq s = a.seqs[tile.seq];
+  const int kvh = blockIdx.y;
+  // Positions and row indices fit 32 bits (checked by the launcher): fewer registers.
+  const int pos_first = s.n_past + tile.row0;
+  const int pos_last = pos_first + tile.n_rows - 1;
+  const int lo_first = a.window > 0 ? max(0, pos_first - a.window + 1) : 0;
+  int t_begin = lo_first / kTileKeys, t_end = pos_last / kTileKeys;  // inclusive
+  if (split) {
+    const int c = blockIdx.z;
+    if (pos_last / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
+    if (c < lo_first / kChunkKeys || c > pos_last / kChunkKeys) return;
+    t_begin = max(t_begin, c * kTilesPerChunk);
+    t_end = min(t_end, c * kTilesPerChunk + kTilesPerChunk - 1);
+  }
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+  // Key loads: thread tid moves 16-byte segment (tid % kSegs) of keys tid / kSegs + j * kStep.
+  constexpr int kStep = kThreads / kSegs;  // keys covered per pass (HD 256: 4, 128: 8, 64: 16)
+  const int seg = tid % kSegs, key0 = tid / kSegs;
+  const char* k_base = a.k_cache + kvh * a.nb1 + seg * 16;
+  const char* v_base = a.v_cache + kvh * a.nb1 + seg * 16;
+  const auto issue = [&](int t, const char* base, __half* dst) {
+#pragma unroll 4
+    for (int j = key0; j < kTileKeys; j += kStep) {
+      const int p = t * kTileKeys + j;
+      bool ok = p >= lo_first && p <= pos_last;
+      int64_t slot = 0;
+      if (ok) {
+        const int blk = p / a.block_size;
+        const int64_t ti = static_cast<int64_t>(s.block_table_offset) + blk;
+        ok = ti >= 0 && ti < a.n_tables;
+        if (ok) {
+          slot = static_cast<int64_t>(a.tables[ti]) * a.block_size + (p - blk * a.block_size);
+          ok = slot >= 0 && slot < a.n_slots;
+        }
+        if (!ok) atomicOr(a.err, kErrKvSlot);
+      }
+      cp_async16_zfill(dst + j * S + seg * 8, ok ? base + slot * a.nb2 : base, ok);
+    }
+  };
+  issue(t_begin, k_base, sk);
+  cp_commit();
+  issue(t_begin, v_base, sv);
+  cp_commit();
+
+  // Stage Q (f16) while K and V land; slots past the tile's rows are zeros.
+  const int n_valid = tile.n_rows * G;
+  for (int e = tid; e < kSlots * kSegs; e += kThreads) {
+    const int sl = e / kSegs, d0 = (e % kSegs) * 8;
+    uint4 w = {0, 0, 0, 0};
+    if (sl < n_valid) {
+      const int64_t r = s.q_begin + tile.row0 + sl / G;
+      const float* qr =
+          reinterpret_cast<const float*>(a.q.row(r * a.n_head + kvh * G + sl % G)) + d0;
+      w.x = pack_f16(qr[0], qr[1]);  // scalar loads: q rows may be views at any 4-byte offset
+      w.y = pack_f16(qr[2], qr[3]);
+      w.z = pack_f16(qr[4], qr[5]);
+      w.w = pack_f16(qr[6], qr[7]);
+    }
+    *reinterpret_cast<uint4*>(sq + sl * S + d0) = w;
+  }
+
+  // This thread's two fragment rows (slots warp * 16 + lane / 4 and + 8): position, window start,
+  // and output row (-1: no such slot).
+  int my_pos[2], my_lo[2], my_row[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int sl = warp * 16 + lane / 4 + 8 * h;
+    my_row[h] = -1;
+    my_pos[h] = -1;
+    my_lo[h] = 0;
+    if (sl < n_valid) {
+      my_pos[h] = pos_first + sl / G;
+      my_lo[h] = a.window > 0 ? max(0, my_pos[h] - a.window + 1) : 0;
+      my_row[h] = (s.q_begin + tile.row0 + sl / G) * a.n_head + kvh * G + sl % G;
+    }
+  }
+  const bool warp_live = warp * 16 < n_valid;
+
+  float acc[kNT][4];
+  float m[2], l[2];    // this chunk's running max and sum per fragment row
+  float Mr[2], Lr[2];  // the fold over finished chunks (split = 0)
+  Mr[0] = Mr[1] = -INFINITY;
+  Lr[0] = Lr[1] = 0.0f;
+  const auto reset_chunk = [&] {
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.0f;
+  };
+  reset_chunk();
+
+  for (int t = t_begin; t <= t_end; ++t) {
+    cp_wait_1();  // K(t) has landed (V(t) may still be in flight)
+    __syncthreads();
+    float sc[kNK][4];
+#pragma unroll
+    for (int n = 0; n < kNK; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+    if (warp_live) {
+#pragma unroll
+      for (int ks = 0; ks < kKS; ++ks) {
+        uint32_t qa[4];
+        ldmatrix_x4(qa, sq + (warp * 16 + lane % 16) * S + ks * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int np = 0; np < kNK / 2; ++np) {
+          uint32_t kb[4];
+          ldmatrix_x4(
+              kb, sk + (np * 16 + lane % 8 + 8 * (lane / 16)) * S + ks * 16 + 8 * ((lane / 8) % 2));
+          mma_f16(sc[2 * np], qa, kb[0], kb[1]);
+          mma_f16(sc[2 * np + 1], qa, kb[2], kb[3]);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with sk
+    if (t < t_end) issue(t + 1, k_base, sk);
+    cp_commit();
+
+    // Scores -> masked, scaled, capped logits; the tile's max per fragment row.
+    float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kNK; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int h = i / 2;
+        const int kp = t * kTileKeys + n * 8 + 2 * (lane % 4) + i % 2;
+        float v = __fmul_rn(sc[n][i], a.scale);
+        if (a.softcap > 0.0f) v = __fmul_rn(a.softcap, tanhf(__fdiv_rn(v, a.softcap)));
+        if (kp > my_pos[h] || kp < my_lo[h]) v = -INFINITY;
+        sc[n][i] = v;
+        tmax[h] = fmaxf(tmax[h], v);
+      }
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
+      tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
+      const float mn = fmaxf(m[h], tmax[h]);
+      corr[h] = mn == -INFINITY ? 1.0f : m[h] == -INFINITY ? 0.0f : expf(__fsub_rn(m[h], mn));
+      m[h] = mn;
+    }
+    float tsum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int n = 0; n < kNK; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int h = i / 2;
+        const float p = m[h] == -INFINITY ? 0.0f : expf(__fsub_rn(sc[n][i], m[h]));
+        sc[n][i] = p;
+        tsum[h] = __fadd_rn(tsum[h], p);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 1));
+      tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 2));
+      l[h] = __fadd_rn(__fmul_rn(l[h], corr[h]), tsum[h]);
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      acc[n][0] = __fmul_rn(acc[n][0], corr[0]);
+      acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
+      acc[n][2] = __fmul_rn(acc[n][2], corr[1]);
+      acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+    }
+
+    cp_wait_1();  // V(t) has landed
+    __syncthreads();
+    if (warp_live) {
+#pragma unroll
+      for (int j = 0; j < kNK / 2; ++j) {  // 16 keys per k-step
+        const uint32_t pa[4] = {pack_f16(sc[2 * j][0], sc[2 * j][1]),
+                                pack_f16(sc[2 * j][2], sc[2 * j][3]),
+                                pack_f16(sc[2 * j + 1][0], sc[2 * j + 1][1]),
+                                pack_f16(sc[2 * j + 1][2], sc[2 * j + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < kNT / 2; ++dp) {
+          uint32_t vb[4];
+          ldmatrix_x4_trans(
+              vb, sv + (j * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * S + dp * 16 + 8 * (lane / 16));
+          mma_f16(acc[2 * dp], pa, vb[0], vb[1]);
+          mma_f16(acc[2 * dp + 1], pa, vb[2], vb[3]);
+        }
+      }
+    }
+
+    // End of a chunk: hand its partial on.
+    if (t == t_end || (t + 1) % kTilesPerChunk == 0) {
+      const int c = t / kTilesPerChunk;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (my_row[h] < 0) continue;
+        const int d_lane = 2 * (lane % 4);
+        if (split) {
+          float* pr = part + (static_cast<int64_t>(my_row[h]) * n_chunks + c) * (HD + 2);
+#pragma unroll
+          for (int n = 0; n < kNT; ++n)
+            *reinterpret_cast<float2*>(pr + n * 8 + d_lane) =
+                make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+          if (lane % 4 == 0) {
+            pr[HD] = m[h];
+            pr[HD + 1] = l[h];
+          }
+        } else if (m[h] != -INFINITY) {
+          const bool first = Mr[h] == -INFINITY;
+          float fa, fb;
+          fold_chunk(Mr[h], Lr[h], m[h], l[h], fa, fb);
+          float* o = reinterpret_cast<float*>(a.out.row(my_row[h]));
+#pragma unroll
+          for (int n = 0; n < kNT; ++n) {
+            float2 A = first ? make_float2(0.0f, 0.0f)
+                             : *reinterpret_cast<const float2*>(o + n * 8 + d_lane);
+            A.x = fold_acc(A.x, acc[n][2 * h], fa, fb);
+            A.y = fold_acc(A.y, acc[n][2 * h + 1], fa, fb);
+            *reinterpret_cast<float2*>(o + n * 8 + d_lane) = A;
+          }
+        }
+      }
+      reset_chunk();
+    }
+    __syncthreads();  // every warp is done with sv
+    if (t < t_end) issue(t + 1, v_base, sv);
+    cp_commit();
+  }
+
+  if (!split) {  // out = A / L
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (my_row[h] < 0) continue;
+      float* o = reinterpret_cast<float*>(a.out.row(my_row[h]));
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+        float2* p = reinterpret_cast<float2*>(o + n * 8 + 2 * (lane % 4));
+        float2 A = *p;
+        A.x = __fdiv_rn(A.x, Lr[h]);
+        A.y = __fdiv_rn(A.y, Lr[h]);
+        *p = A;
+      }
+    }
+  }
+}
+
+// One block per (row, head): folds the row's chunks in order with fold_chunk, then out = A / L.
+// The (M, L) chain and each chunk's factors are computed once per batch of kCombineBatch chunks
+// by thread 0 into shared memory; then every thread folds its dims, the partials' loads
+// independent of the chain (a decode row over 15k keys has 60 chunks: one dependent global load
+// per chunk was ~40 us of latency).
+constexpr int kCombineBatch = 128;
+__global__ void flash_combine_kernel(const float* __restrict__ part, FlashArgs a, int64_t n_rows,
+                                     int n_chunks) {
+  __shared__ float s_fa[kCombineBatch], s_fb[kCombineBatch], s_m[kCombineBatch], s_l[kCombineBatch];
+  __shared__ float s_L;
+  const int64_t r = blockIdx.x;
+  const int h = blockIdx.y;
+  const int hd = a.head_dim;
+  int si = -1;
+  for (int i = 0; i < a.n_seqs && si < 0; ++i) {
+    const AttnSeq s = a.seqs[i];
+    if (s.q_begin >= 0 && s.n_q >= 0 && s.q_begin + static_cast<int64_t>(s.n_q) <= n_rows &&
+        r >= s.q_begin && r < s.q_begin + s.n_q)
+      si = i;
+  }
+  if (si < 0) return;  // a row no sequence owns is left as it is (the kernel flagged bad tables)
+  const AttnSeq s = a.seqs[si];
+  const int pos = s.n_past + static_cast<int>(r - s.q_begin);
+  const int lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+  const int c0 = lo / kChunkKeys, c1 = min(pos / kChunkKeys, n_chunks - 1);
+  const float* pr = part + (r * a.n_head + h) * n_chunks * (hd + 2);
+  float M = -INFINITY, L = 0.0f;  // thread 0's chain
+  float A[kMaxCombineDims];
+#pragma unroll
+  for (int e = 0; e < kMaxCombineDims; ++e) A[e] = 0.0f;
+  for (int b0 = c0; b0 <= c1; b0 += kCombineBatch) {
+    const int nb = min(kCombineBatch, c1 + 1 - b0);
+    for (int c = threadIdx.x; c < nb; c += blockDim.x) {
+      s_m[c] = pr[(b0 + c) * (hd + 2) + hd];
+      s_l[c] = pr[(b0 + c) * (hd + 2) + hd + 1];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int c = 0; c < nb; ++c) {
+        if (s_m[c] == -INFINITY) continue;  // flagged by s_m below: skipped by every thread
+        fold_chunk(M, L, s_m[c], s_l[c], s_fa[c], s_fb[c]);
+      }
+      s_L = L;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < kMaxCombineDims; ++e) {
+      const int d = threadIdx.x + e * blockDim.x;
+      if (d >= hd) break;
+#pragma unroll 8
+      for (int c = 0; c < nb; ++c)
+        if (s_m[c] != -INFINITY)
+          A[e] = fold_acc(A[e], pr[(b0 + c) * (hd + 2) + d], s_fa[c], s_fb[c]);
+    }
+    __syncthreads();  // the batch's factors are read before the next batch overwrites them
+  }
+  float* o = reinterpret_cast<float*>(a.out.row(r * a.n_head + h));
+#pragma unroll
+  for (int e = 0; e < kMaxCombineDims; ++e) {
+    const int d = threadIdx.x + e * blockDim.x;
+    if (d < hd) o[d] = __fdiv_rn(A[e], s_L);
+  }
+}
+
+// Tiles of query rows a call launches: every sequence adds at most one partial tile.
+int64_t tile_bound(int n_head, int n_kv_head, int n_seqs, int64_t n_rows) {
+  const int rows_per_tile = kSlots / (n_head / n_kv_head);
+  return n_seqs + (n_rows + rows_per_tile - 1) / rows_per_tile;
+}
+int chunk_count(int max_ctx) {
+  return std::max(1, (max_ctx + kChunkKeys - 1) / kChunkKeys);
+}
+size_t partial_bytes(int64_t n_rows, int n_head, int n_chunks, int head_dim) {
+  return static_cast<size_t>(n_rows) * n_head * n_chunks * (head_dim + 2) * sizeof(float);
+}
+// Split the keys when the tiles alone leave most of the GPU idle (decode, short prefill chunks)
+// and the partials stay modest; the bits are the same either way.
+bool split_keys(int n_head, int n_kv_head, int n_seqs, int64_t n_rows, int max_ctx, int head_dim) {
+  const int n_chunks = chunk_count(max_ctx);
+  return n_chunks > 1 &&
+         tile_bound(n_head, n_kv_head, n_seqs, n_rows) * n_kv_head < 2 * sm_count() &&
+         partial_bytes(n_rows, n_head, n_chunks, head_dim) <= (size_t{1} << 30);
+}
+
+template <int HD>
+void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, Stream& stream) {
+  constexpr int kSmem = FlashShape<HD>::kBytes;
+  static const bool attr_set = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)attr_set;
+  const int64_t tiles = tile_bound(a.n_head, a.n_kv_head, a.n_seqs, n_rows);
+  const int n_chunks = chunk_count(max_ctx);
+  const size_t part_bytes = partial_bytes(n_rows, a.n_head, n_chunks, HD);
+  const bool split = split_keys(a.n_head, a.n_kv_head, a.n_seqs, n_rows, max_ctx, HD);
+  T9_CHECK(tiles <= 0x7fffffff && a.n_kv_head <= 65535 && n_chunks <= 65535 &&
+               n_rows * a.n_head <= 0x7fffffff,
+           "attention: launch grid");
+  float* part = split ? static_cast<float*>(scratch.reserve(part_bytes, stream)) : nullptr;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.n_kv_head),
+                  split ? static_cast<unsigned>(n_chunks) : 1u);
+  stream.launch(flash_attention_kernel<HD>, grid, kThreads, kSmem, a, n_rows, split ? 1 : 0,
+                n_chunks, part);
+  if (split)
+    stream.launch(flash_combine_kernel, dim3(static_cast<unsigned>(n_rows), a.n_head),
+                  kCombineThreads, 0, part, a, n_rows, n_chunks);
+}
+
+}  // namespace
+
+bool flash_attention_fits(bool f16_pool, int head_dim, int n_head, int n_kv_head) {
+  return f16_pool && (head_dim == 64 || head_dim == 128 || head_dim == 256) && n_kv_head > 0 &&
+         n_head % n_kv_head == 0 && n_head / n_kv_head <= kSlots;
+}
+
+}  // namespace cuda
+
+CudaAttnPath cuda_attention_path(const AttnParams& p, GgmlType pool, int64_t n_rows) {
+  if (!cuda::flash_attention_fits(pool == GgmlType::F16, p.head_dim, p.n_head, p.n_kv_head))
+    return CudaAttnPath::kFloat;
+  return cuda::split_keys(p.n_head, p.n_kv_head, p.n_seqs, n_rows, p.max_ctx, p.head_dim)
+             ? CudaAttnPath::kTensorSplit
+             : CudaAttnPath::kTensorFold;
+}
+
+namespace cuda {
+
+void flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch,
+                     Stream& stream) {
+  T9_CHECK(flash_attention_fits(true, a.head_dim, a.n_head, a.n_kv_head),
+           "flash attention: head_dim {} n_head {} n_kv_head {}", a.head_dim, a.n_head,
+           a.n_kv_head);
+  T9_CHECK((reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache) |
+            static_cast<uintptr_t>(a.nb1) | static_cast<uintptr_t>(a.nb2)) %
+                   16 ==
+               0,
+           "flash attention: pools must be 16-byte aligned");
+  switch (a.head_dim) {
+    case 64:
+      return launch<64>(a, n_rows, max_ctx, scratch, stream);
+    case 128:
+      return launch<128>(a, n_rows, max_ctx, scratch, stream);
+    default:
+      return launch<256>(a, n_rows, max_ctx, scratch, stream);
+  }
+}
+
+}  // namespace cuda
+}  // namespace t9
