@@ -237,7 +237,7 @@ TEST(CudaAttention, MultiQueryOneKvHead) {
 
 // Contexts past 1024 keys: the fp32 kernel (F32 pool) cuts a row's keys into 16 ranges of more
 // than one 64-key tile, and some trailing ranges come out empty (1502 keys: 12 ranges of 128, 4
-// empty; 1031 keys: 9 ranges of 128, 7 empty); the tensor-core one (F16) into 256-key chunks.
+// empty; 1031 keys: 9 ranges of 128, 7 empty); the tensor-core one (F16) into 128-key chunks.
 // Then a window wider than 1024 keys.
 TEST(CudaAttention, LongContextSplits) {
   for (GgmlType pool : {GgmlType::F32, GgmlType::F16}) {
@@ -291,7 +291,7 @@ TEST(CudaAttention, TensorCoreFoldEqualsSplit) {
     CudaBackend gpu;
     const auto all = run(gpu, big, d).out;
     const size_t q_row = static_cast<size_t>(big.p.n_head * big.p.head_dim);
-    // Decode-like rows and a chunk straddling a 256-key boundary and a tile boundary.
+    // Decode-like rows and a chunk straddling a 128-key boundary and a tile boundary.
     for (auto [first, n] : {std::pair{2199, 1}, std::pair{2190, 3}, std::pair{1530, 20}}) {
       SCOPED_TRACE(first);
       auto [one, d1] = sub_batch(big, d, 0, first, n);

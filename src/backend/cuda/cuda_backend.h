@@ -71,7 +71,7 @@ bool cuda_matmul_int8_activations(GgmlType t);
 enum class CudaAttnPath {
   kFloat,        // fp32 split-K kernel: F32 pools and head dims other than 64 / 128 / 256
   kTensorFold,   // tensor cores, each block folding all the keys of its rows
-  kTensorSplit,  // tensor cores, keys split into 256-key chunks, then a combine kernel
+  kTensorSplit,  // tensor cores, keys split into 128-key chunks, then a combine kernel
 };
 CudaAttnPath cuda_attention_path(const AttnParams& p, GgmlType pool, int64_t n_rows);
 

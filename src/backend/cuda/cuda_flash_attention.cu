@@ -10,7 +10,7 @@
 //
 // Bitwise rule (ARCHITECTURE.md rule 7). A slot's result must not depend on the batch, the other
 // slots in its block, or whether the call split its keys. So:
-//   - Keys are cut at absolute positions: tiles (FlashShape) inside chunks of 256 (kChunkKeys).
+//   - Keys are cut at absolute positions: tiles (FlashShape) inside chunks of 128 (kChunkKeys).
 //   Inside a
 //     chunk the slot runs the usual online softmax tile by tile, starting from (m = -inf, l = 0,
 //     acc = 0) at the chunk's first tile; masked keys (causal, window, other rows' keys) score
@@ -39,7 +39,10 @@ namespace cuda {
 namespace {
 
 constexpr int kSlots = 64;       // (query row, q head) pairs per block: 4 warps x 16
-constexpr int kChunkKeys = 256;  // keys per fold unit (absolute positions: a multiple of tiles)
+// Keys per fold unit (absolute positions: a multiple of tiles). It trades a decode block's serial
+// chain of tiles (2 or 4 tiles at 128 keys) against the prefill fold's read-modify-write of `out`
+// (once per chunk) and the split partials' size.
+constexpr int kChunkKeys = 128;
 constexpr int kThreads = 128;
 constexpr int kCombineThreads = 128;
 constexpr int kMaxCombineDims = 256 / kCombineThreads;  // head dims per combine thread
@@ -498,6 +501,10 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    // Two blocks per SM need ~200 KB of the unified L1 / shared memory as shared.
+    CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD>,
+                                    cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)attr_set;
