@@ -88,14 +88,27 @@ void Scheduler::fail(Sequence* seq, StepPlan& plan) {
   plan.failed.push_back(seq->id);
 }
 
-// Returns false when it preempted a sequence (then nothing new is admitted this step).
+// Running sequences in admission order: each prompt chunk takes what the budget has left (up to
+// prefill_chunk_tokens) minus one token for every decoding sequence after it, so a prefill chunk
+// as large as the step never holds a decode back a step (prompts are computed first come, first
+// served, as vLLM and Sarathi-Serve do). Returns false when it preempted a sequence (then
+// nothing new is admitted this step).
 bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
   bool preempted = false;
+  int decoding_after = 0;  // decoding sequences in running_[i + 1, end)
+  for (const Sequence* r : running_) decoding_after += r->n_pending() == 1 ? 1 : 0;
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* s = running_[i];
-    int n = chunk_for(*s, s->n_computed, budget);
+    const bool decoding = s->n_pending() == 1;
+    if (decoding) --decoding_after;
+    const int room = decoding ? budget : budget - decoding_after;
+    if (room <= 0) {  // the rest of the step is the later decodes'
+      ++i;
+      continue;
+    }
+    int n = chunk_for(*s, s->n_computed, room);
     T9_CHECK(n > 0, "running seq {} has nothing to compute", s->id);
-    std::vector<TokenId> draft = draft_for(*s, budget);
+    std::vector<TokenId> draft = draft_for(*s, budget - decoding_after);
     // Drafts only where their KV fits now: never preempt or fail a sequence for a draft.
     if (!draft.empty() && !kv_.allocate(*s, n + static_cast<int>(draft.size()))) draft.clear();
     const int n_draft = static_cast<int>(draft.size());
@@ -109,6 +122,7 @@ bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
       }
       Sequence* victim = running_.back();
       running_.pop_back();
+      if (victim != s && victim->n_pending() == 1) --decoding_after;
       preempt(victim, plan);
       preempted = true;
       if (victim == s) {

@@ -28,8 +28,9 @@ std::ostream& operator<<(std::ostream& os, const Planned& p) {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void init(int max_blocks, SchedulerConfig sc) {
+  void init(int max_blocks, SchedulerConfig sc, bool recurrent = false) {
     KvCacheConfig kc;
+    kc.recurrent_checkpoints = recurrent;
     kc.pool.block_size_tokens = 4;
     kc.pool.grow_chunk_blocks = max_blocks;
     kc.pool.max_blocks = max_blocks;
@@ -78,6 +79,21 @@ TEST_F(SchedulerTest, FillsTheBudgetWithDecodesFirstThenPromptChunks) {
   // Two decodes, then 8 tokens of budget for the newcomer (capped by its 6-token chunk).
   EXPECT_EQ(step(), (std::vector<Planned>{{1, 8, 1, true}, {2, 8, 1, true}, {3, 0, 6, false}}));
   EXPECT_EQ(step(), (std::vector<Planned>{{1, 9, 1, true}, {2, 9, 1, true}, {3, 6, 6, false}}));
+}
+
+// A prompt chunk as large as the step leaves one token for every decoding sequence after it in
+// admission order. Sequence 2 decodes behind 1, whose prompt was cut at a state checkpoint (the
+// only way a later-admitted sequence finishes its prompt first); without the reserve 1's chunk
+// took the whole budget and 2 skipped a step.
+TEST_F(SchedulerTest, PromptChunksLeaveATokenForEachLaterDecode) {
+  init(100, {.max_batch_tokens = 10, .max_seqs = 8, .prefill_chunk_tokens = 10}, true);
+  add(1, 40);
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 0, 10, false}}));
+  kv_->add_checkpoint_position(*sched_->find(1), 12);
+  add(2, 3, 100);
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 10, 2, false}, {2, 0, 3, true}}));
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 12, 9, false}, {2, 3, 1, true}}));
+  EXPECT_EQ(step(), (std::vector<Planned>{{1, 21, 9, false}, {2, 4, 1, true}}));
 }
 
 // A "system prompt" of 24 tokens (6 blocks) + a 3-token tail per agent.
