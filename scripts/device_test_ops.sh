@@ -15,6 +15,8 @@
 #   scripts/device_test_ops.sh check    # there: every CUDA test (TESTS: a gtest filter),
 #                                       # memcheck + racecheck on the attention, matmul_id and
 #                                       # GDN tests (MEMCHECK_TESTS, RACECHECK_TESTS); logs in $OUT
+#   scripts/device_test_ops.sh attn     # there: the attention tests, then cuda_attention_bench
+#                                       # (agent-workload shapes: us, TFLOP/s, GB/s per case)
 #   scripts/device_test_ops.sh hybrid   # there: `check` for the MoE / Gated DeltaNet tests
 #                                       # only (CudaHybrid*); logs in $OUT
 set -uo pipefail
@@ -34,10 +36,12 @@ stage() {
   fi
   ninja -C "$BUILD" -j2 test_cuda_ops tempo9
   rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/shared/fixtures/reference"
-  g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/cuda_gemv_bench.cpp" \
-    -o "$STAGE/bin/cuda_gemv_bench" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
-    "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
-    "$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a" -ldl -lrt -lpthread
+  for b in cuda_gemv_bench cuda_attention_bench; do
+    g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/$b.cpp" \
+      -o "$STAGE/bin/$b" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
+      "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
+      "$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a" -ldl -lrt -lpthread
+  done
   cp "$BUILD/tests/test_cuda_ops" "$BUILD/tempo9" "$STAGE/bin/"
   # Every shared library except the C/C++ runtime (the device image has newer ones).
   for bin in "$STAGE"/bin/*; do
@@ -170,6 +174,18 @@ check() {
   return "$rc"
 }
 
+# The attention ops (tests/ops/cuda_attention_test.cpp), then their timings at model shapes.
+attn() {
+  unpack
+  OUT=${OUT:-/tmp/t9out}
+  mkdir -p "$OUT"
+  "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaAttention*' --gtest_color=no 2>&1 |
+    tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |Failure'
+  local rc=${PIPESTATUS[0]}
+  "$STAGE/bin/cuda_attention_bench" ${ATTN_ITERS:-20} 2>&1 | tee "$OUT/attention_bench.log"
+  return "$rc"
+}
+
 # The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with the sanitizers.
 hybrid() {
   TESTS=${TESTS:-'CudaHybrid*'} \
@@ -221,5 +237,6 @@ case "${1:-}" in
   hybrid) hybrid ;;
   mma) mma ;;
   check) check ;;
-  *) echo "usage: $0 build|device|check|hybrid|mma" >&2; exit 2 ;;
+  attn) attn ;;
+  *) echo "usage: $0 build|device|check|attn|hybrid|mma" >&2; exit 2 ;;
 esac
