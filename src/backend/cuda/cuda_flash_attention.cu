@@ -38,12 +38,13 @@ namespace t9 {
 namespace cuda {
 namespace {
 
-constexpr int kSlots = 64;       // (query row, q head) pairs per block: 4 warps x 16
+constexpr int kSlots = 64;  // (query row, q head) pairs per block: 4 warps x 16
 // Keys per fold unit (absolute positions: a multiple of tiles). It trades a decode block's serial
 // chain of tiles (2 or 4 tiles at 128 keys) against the prefill fold's read-modify-write of `out`
 // (once per chunk) and the split partials' size.
 constexpr int kChunkKeys = 128;
 constexpr int kThreads = 128;
+constexpr int kChunkBucket = 16;  // split launches size their chunk dimension in these steps
 constexpr int kCombineThreads = 128;
 constexpr int kMaxCombineDims = 256 / kCombineThreads;  // head dims per combine thread
 
@@ -509,9 +510,14 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
   }();
   (void)attr_set;
   const int64_t tiles = tile_bound(a.n_head, a.n_kv_head, a.n_seqs, n_rows);
-  const int n_chunks = chunk_count(max_ctx);
-  const size_t part_bytes = partial_bytes(n_rows, a.n_head, n_chunks, HD);
   const bool split = split_keys(a.n_head, a.n_kv_head, a.n_seqs, n_rows, max_ctx, HD);
+  // Split calls launch (and lay partials out for) a whole bucket of chunks; the blocks past a
+  // tile's last chunk return at once. A decode step's launch then repeats for 16 x 128 keys, not
+  // 128, so its CUDA graph is replayed instead of rebuilt (run 36: 57 graphs built, 0.4 s).
+  const int n_chunks = split
+                           ? (chunk_count(max_ctx) + kChunkBucket - 1) / kChunkBucket * kChunkBucket
+                           : chunk_count(max_ctx);
+  const size_t part_bytes = partial_bytes(n_rows, a.n_head, n_chunks, HD);
   T9_CHECK(tiles <= 0x7fffffff && a.n_kv_head <= 65535 && n_chunks <= 65535 &&
                n_rows * a.n_head <= 0x7fffffff,
            "attention: launch grid");
