@@ -88,11 +88,10 @@ void Scheduler::fail(Sequence* seq, StepPlan& plan) {
   plan.failed.push_back(seq->id);
 }
 
-// Running sequences in admission order: each prompt chunk takes what the budget has left (up to
-// prefill_chunk_tokens) minus one token for every decoding sequence after it, so a prefill chunk
-// as large as the step never holds a decode back a step (prompts are computed first come, first
-// served, as vLLM and Sarathi-Serve do). Returns false when it preempted a sequence (then
-// nothing new is admitted this step).
+// Running sequences in admission order (as vLLM and Sarathi-Serve do): each prompt chunk takes
+// what the budget has left (up to prefill_chunk_tokens) minus one token for every decoding
+// sequence after it, so a prompt chunk as large as the step never holds a decode back a step.
+// Returns false when it preempted a sequence (then nothing new is admitted this step).
 bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
   bool preempted = false;
   int decoding_after = 0;  // decoding sequences in running_[i + 1, end)
