@@ -7,7 +7,6 @@
 //
 //   cuda_attention_bench [ITERS]   # default 20 calls per case
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,22 +16,18 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/check.h"
+#include "cuda_bench_util.h"
 
 namespace {
 
 using t9::GgmlType;
-using Clock = std::chrono::steady_clock;
+using t9::bench::must;
 
 struct Case {
   const char* name;
   int n_head, n_kv_head, head_dim;
   int n_seqs, n_past, n_q;  // every sequence alike
 };
-
-t9::Buffer* must(t9::Result<t9::Buffer*> r) {
-  T9_CHECK(r.ok(), "alloc: {}", r.message());
-  return *r;
-}
 
 }  // namespace
 
@@ -96,12 +91,8 @@ int main(int argc, char** argv) {
     const Tensor tv = make_tensor(vb, 0, GgmlType::F16, c.head_dim, c.n_kv_head, slots);
     const Tensor tt = make_tensor(tb, 0, GgmlType::I32, static_cast<int64_t>(table.size()));
     const Tensor ts = make_tensor(sb, 0, GgmlType::I32, 4, c.n_seqs);
-    be.attention(tq, tk, tv, ts, tt, p, to);  // warm-up (scratch, attributes)
-    be.sync();
-    const auto t0 = Clock::now();
-    for (int i = 0; i < iters; ++i) be.attention(tq, tk, tv, ts, tt, p, to);
-    be.sync();
-    const double sec = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+    const double sec =
+        bench::seconds_per_call(be, iters, [&](int) { be.attention(tq, tk, tv, ts, tt, p, to); });
     // Visible keys summed over a sequence's rows: row j sees n_past + j + 1 keys.
     const double keys = double(c.n_q) * c.n_past + double(c.n_q) * (c.n_q + 1) / 2;
     const double flops = 4.0 * c.n_seqs * keys * c.n_head * c.head_dim;

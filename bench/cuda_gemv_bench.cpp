@@ -11,35 +11,21 @@
 // 16..2048 rows: from 16 rows the int8 tensor-core kernel (cuda_mma.cu), GFLOP/s the figure to
 // read there.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/check.h"
+#include "cuda_bench_util.h"
 
 namespace {
 
 using t9::GgmlType;
-using Clock = std::chrono::steady_clock;
-
-double seconds_per_call(t9::Backend& be, int n, const std::function<void(int)>& call) {
-  call(0);  // warm-up
-  be.sync();
-  const auto t0 = Clock::now();
-  for (int i = 0; i < n; ++i) call(i);
-  be.sync();
-  return std::chrono::duration<double>(Clock::now() - t0).count() / n;
-}
-
-t9::Buffer* must(t9::Result<t9::Buffer*> r) {
-  T9_CHECK(r.ok(), "alloc: {}", r.message());
-  return *r;
-}
+using t9::bench::must;
+using t9::bench::seconds_per_call;
 
 }  // namespace
 
