@@ -17,6 +17,7 @@
 #include "chat/chat_template.h"
 #include "chat/tool_calls/dialects.h"
 #include "core/log.h"
+#include "engine/scheduler.h"
 #include "model/engine_runner.h"
 #include "model/model.h"
 #include "server/http_server.h"
@@ -32,9 +33,9 @@ struct ServeOptions {
   int ctx = 0;  // 0: the model's training context
   int threads = 0;
   std::string backend = "cpu";
-  int max_seqs = 64;
-  int max_batch_tokens = 2048;
-  int prefill_chunk = 512;
+  int max_seqs = engine::SchedulerConfig{}.max_seqs;
+  int max_batch_tokens = engine::SchedulerConfig{}.max_batch_tokens;
+  int prefill_chunk = engine::SchedulerConfig{}.prefill_chunk_tokens;
   int spec_draft = 0;  // speculative prompt-lookup drafts per step (0 = off)
   int kv_block_size = 16;
   std::string kv_memory = "0.5";     // bytes (suffix K/M/G) or a fraction of RAM (GPU: free memory)

@@ -163,8 +163,9 @@ int shared_prompt_blocks(const Sequence& a, const Sequence& b, int bs) {
 // sequence waits for a running one that is still computing a longer shared prefix than the
 // cache holds now, when that saves at least as many tokens as the running one has left to
 // compute up to the end of the shared part (SGLang's in-batch prefix caching makes the same
-// trade). Recurrent models get a checkpoint planned there, so the wait yields a usable hit.
-bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit) {
+// trade). On recurrent models plan_branch_points has planned a checkpoint there, so the wait
+// yields a usable hit.
+bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit) const {
   if (!kv_.prefix_cache_enabled()) return false;
   const int bs = kv_.block_size();
   for (Sequence* r : running_) {
@@ -172,10 +173,29 @@ bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& 
     const int shared = shared_prompt_blocks(seq, *r, bs) * bs;
     const int gain = shared - hit.n_tokens, wait = shared - r->n_computed;
     if (wait <= 0 || gain < bs || gain < wait) continue;
-    kv_.add_checkpoint_position(*r, shared);
-    return true;
+    return true;  // plan_branch_points has planned r's checkpoint at `shared`
   }
   return false;
+}
+
+// Recurrent models, every step before anything is scheduled: each running sequence still
+// computing its prompt also saves its state where a waiting sequence's prompt parts from it. The
+// waiting one is only considered for admission when the step has budget left; without this, a
+// running prompt whose chunks take the whole step would compute past the branch point, and the
+// waiting one would find the KV blocks cached but no state to resume from (a miss: it computes the
+// shared prefix again). Costs one extra chunk cut and state save per (running, branch point).
+void Scheduler::plan_branch_points() {
+  if (!kv_.checkpoints_enabled()) return;
+  const int bs = kv_.block_size();
+  const size_t n_wait = std::min(waiting_.size(), static_cast<size_t>(config_.max_seqs));
+  for (size_t i = 0; i < n_wait; ++i) {
+    Sequence& w = *waiting_[i];
+    kv_.ensure_prompt_hashes(w);
+    for (Sequence* r : running_) {
+      if (r->n_computed >= r->n_prompt) continue;
+      kv_.add_checkpoint_position(*r, shared_prompt_blocks(w, *r, bs) * bs);
+    }
+  }
 }
 
 // Recurrent models: a sequence being admitted also saves its state where its prompt parts from
@@ -226,6 +246,7 @@ void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   int budget = config_.max_batch_tokens;
+  plan_branch_points();
   if (schedule_running(plan, budget)) schedule_waiting(plan, budget);
   return plan;
 }

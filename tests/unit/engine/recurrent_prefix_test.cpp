@@ -149,6 +149,36 @@ TEST(RecurrentPrefixCache, AgentsArrivingTogetherComputeTheSharedPromptOnce) {
   }
 }
 
+// The same agents arriving one step after the first, whose prompt chunks take the whole step
+// budget (--prefill-chunk = --max-batch-tokens): the waiting ones are not even considered for
+// admission while it computes, yet their branch point is planned on it every step, so it still
+// stops there to save its state and they resume from it instead of recomputing the system prompt.
+TEST(RecurrentPrefixCache, AgentsArrivingWhileTheFirstTakesTheWholeStepStillShareIt) {
+  auto h = recurrent_harness(test_config(256, /*chunk=*/8, /*batch=*/8));
+  const std::vector<TokenId> system = prompt_of(30, 9);  // 7 full blocks + 2 tokens
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<uint64_t> ids;
+  const int64_t before = h->runner.n_tokens_computed;
+  for (int agent = 0; agent < 4; ++agent) {
+    std::vector<TokenId> p = system;
+    for (int i = 0; i < 9; ++i)
+      p.push_back(static_cast<TokenId>((agent * 13 + i * 5 + 1) % kVocab));
+    prompts.push_back(p);
+    ids.push_back(h->submit(greedy(p, 4)));
+    if (agent == 0) {
+      ASSERT_TRUE(h->engine->step());  // the first computes 8 of its 39 tokens
+    }
+  }
+  h->run();
+  std::vector<int> cached;
+  for (int agent = 0; agent < 4; ++agent) {
+    EXPECT_EQ(h->result(ids[agent]).tokens, oracle(prompts[agent], 4)) << "agent " << agent;
+    cached.push_back(h->result(ids[agent]).usage.n_cached_prompt_tokens);
+  }
+  EXPECT_EQ(cached, (std::vector<int>{0, 28, 28, 28}));
+  EXPECT_EQ(h->runner.n_tokens_computed - before, 4 * (39 + 3) - 3 * 28);
+}
+
 // The KV blocks of a prefix are cached but the checkpoint budget is 0 checkpoints: a recurrent
 // model then gets no hit at all (a hit without state would be wrong), and outputs stay exact.
 TEST(RecurrentPrefixCache, NoCheckpointMeansNoHit) {
