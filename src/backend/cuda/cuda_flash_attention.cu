@@ -24,8 +24,10 @@
 //   - An mma's output element depends only on its own A row and B column, so a slot's bits do not
 //     depend on which fragment row it occupies or what the other rows hold.
 // Head_dim 256 stages 32 keys per tile (registers), the others 64.
-// Pipeline: K of tile t + 1 loads (cp.async) while tile t's softmax and PV run, V of tile t + 1
-// while tile t + 1's S runs; the shared rows are padded by 16 bytes so ldmatrix is conflict-free.
+// Pipeline: K and V have two shared buffers each (tile t in buffer t % 2); the loads (cp.async) of
+// tile t + 2 are issued as soon as tile t is done with the buffer, so two tiles of work cover a
+// load's latency (page-table lookup, then L2 / HBM); the shared rows are padded by 16 bytes so
+// ldmatrix is conflict-free.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include "backend/cuda/cuda_flash_attention.cuh"
@@ -57,7 +59,10 @@ struct FlashShape {
   static constexpr int kStride = HD + 8;  // halves per staged row: +16 B moves each row 4 banks
   static constexpr int kQ = kSlots * kStride;      // halves
   static constexpr int kKV = kTileKeys * kStride;  // halves, one of K and V
-  static constexpr int kBytes = 2 * (kQ + 2 * kKV);
+  static constexpr int kStages = 2;                // buffers of each of K and V
+  static constexpr int kHalvesBytes = 2 * (kQ + 2 * kStages * kKV);  // a multiple of 16
+  // Then the keys' byte offsets in the pools, one int64 per key and stage.
+  static constexpr int kBytes = kHalvesBytes + kStages * kTileKeys * 8;
   static_assert(kChunkKeys % kTileKeys == 0);
 };
 
@@ -74,8 +79,9 @@ __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, boo
 __device__ __forceinline__ void cp_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
-__device__ __forceinline__ void cp_wait_1() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+// Waits until at most the 3 most recently committed groups are still in flight.
+__device__ __forceinline__ void cp_wait_3() {
+  asm volatile("cp.async.wait_group 3;\n" ::: "memory");
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -165,8 +171,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int kSegs = HD / 8;       // 16-byte segments per K/V row
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* sq = reinterpret_cast<__half*>(smem_raw);
-  __half* sk = sq + Lay::kQ;
-  __half* sv = sk + Lay::kKV;
+  __half* const sk0 = sq + Lay::kQ;                   // K buffers
+  __half* const sv0 = sk0 + Lay::kStages * Lay::kKV;  // V buffers
+  const auto sk = [&](int t) { return sk0 + (t % Lay::kStages) * Lay::kKV; };
+  const auto sv = [&](int t) { return sv0 + (t % Lay::kStages) * Lay::kKV; };
+  int64_t* const sofs0 = reinterpret_cast<int64_t*>(smem_raw + Lay::kHalvesBytes);
+  const auto sofs = [&](int t) { return sofs0 + (t % Lay::kStages) * kTileKeys; };
 
   const int G = a.n_head / a.n_kv_head;
   const int rows_per_tile = kSlots / G;
@@ -188,34 +198,52 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
+  // Tile t's key positions -> byte offsets in the pools (slot * nb2), -1 for a key outside the
+  // rows' range or behind a bad table entry (flagged): one page-table lookup per key and tile,
+  // by threads 0 .. kTileKeys - 1 into sofs(t), shared by the K and V loads of every thread.
+  const auto key_offsets = [&](int t) {
+    if (tid >= kTileKeys) return;
+    const int p = t * kTileKeys + tid;
+    int64_t off = -1;
+    if (p >= lo_first && p <= pos_last) {
+      const int blk = p / a.block_size;
+      const int64_t ti = static_cast<int64_t>(s.block_table_offset) + blk;
+      bool ok = ti >= 0 && ti < a.n_tables;
+      if (ok) {
+        const int64_t slot =
+            static_cast<int64_t>(a.tables[ti]) * a.block_size + (p - blk * a.block_size);
+        ok = slot >= 0 && slot < a.n_slots;
+        if (ok) off = slot * a.nb2;
+      }
+      if (!ok) atomicOr(a.err, kErrKvSlot);
+    }
+    sofs(t)[tid] = off;
+  };
   // Key loads: thread tid moves 16-byte segment (tid % kSegs) of keys tid / kSegs + j * kStep.
   constexpr int kStep = kThreads / kSegs;  // keys covered per pass (HD 256: 4, 128: 8, 64: 16)
   const int seg = tid % kSegs, key0 = tid / kSegs;
   const char* k_base = a.k_cache + kvh * a.nb1 + seg * 16;
   const char* v_base = a.v_cache + kvh * a.nb1 + seg * 16;
   const auto issue = [&](int t, const char* base, __half* dst) {
-#pragma unroll 4
+    const int64_t* offs = sofs(t);
+#pragma unroll
     for (int j = key0; j < kTileKeys; j += kStep) {
-      const int p = t * kTileKeys + j;
-      bool ok = p >= lo_first && p <= pos_last;
-      int64_t slot = 0;
-      if (ok) {
-        const int blk = p / a.block_size;
-        const int64_t ti = static_cast<int64_t>(s.block_table_offset) + blk;
-        ok = ti >= 0 && ti < a.n_tables;
-        if (ok) {
-          slot = static_cast<int64_t>(a.tables[ti]) * a.block_size + (p - blk * a.block_size);
-          ok = slot >= 0 && slot < a.n_slots;
-        }
-        if (!ok) atomicOr(a.err, kErrKvSlot);
-      }
-      cp_async16_zfill(dst + j * S + seg * 8, ok ? base + slot * a.nb2 : base, ok);
+      const int64_t off = offs[j];
+      cp_async16_zfill(dst + j * S + seg * 8, off >= 0 ? base + off : base, off >= 0);
     }
   };
-  issue(t_begin, k_base, sk);
-  cp_commit();
-  issue(t_begin, v_base, sv);
-  cp_commit();
+  // Commit groups, in order: K(t_begin), V(t_begin), K(t_begin + 1), V(t_begin + 1), then per
+  // tile t one K(t + 2) and one V(t + 2) (empty past t_end: the count stays uniform). Tile
+  // t + 2's offsets are written during tile t, after its QK^T (sofs(t) was last read when tile
+  // t's loads were issued, two tiles before), and read after the barrier that follows.
+  for (int t = t_begin; t <= min(t_end, t_begin + Lay::kStages - 1); ++t) key_offsets(t);
+  __syncthreads();
+  for (int t = t_begin; t < t_begin + Lay::kStages; ++t) {
+    if (t <= t_end) issue(t, k_base, sk(t));
+    cp_commit();
+    if (t <= t_end) issue(t, v_base, sv(t));
+    cp_commit();
+  }
 
   // Stage Q (f16) while K and V land; slots past the tile's rows are zeros.
   const int n_valid = tile.n_rows * G;
@@ -265,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   reset_chunk();
 
   for (int t = t_begin; t <= t_end; ++t) {
-    cp_wait_1();  // K(t) has landed (V(t) may still be in flight)
+    cp_wait_3();  // K(t) has landed (V(t), K(t + 1), V(t + 1) may still be in flight)
     __syncthreads();
     float sc[kNK][4];
 #pragma unroll
@@ -278,15 +306,16 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int np = 0; np < kNK / 2; ++np) {
           uint32_t kb[4];
-          ldmatrix_x4(
-              kb, sk + (np * 16 + lane % 8 + 8 * (lane / 16)) * S + ks * 16 + 8 * ((lane / 8) % 2));
+          ldmatrix_x4(kb, sk(t) + (np * 16 + lane % 8 + 8 * (lane / 16)) * S + ks * 16 +
+                              8 * ((lane / 8) % 2));
           mma_f16(sc[2 * np], qa, kb[0], kb[1]);
           mma_f16(sc[2 * np + 1], qa, kb[2], kb[3]);
         }
       }
     }
-    __syncthreads();  // every warp is done with sk
-    if (t < t_end) issue(t + 1, k_base, sk);
+    if (t + 2 <= t_end) key_offsets(t + 2);
+    __syncthreads();  // every warp is done with sk(t); sofs(t + 2) is written
+    if (t + 2 <= t_end) issue(t + 2, k_base, sk(t + 2));
     cp_commit();
 
     // Scores -> masked, scaled, capped logits; the tile's max per fragment row.
@@ -328,15 +357,19 @@ __global__ void __launch_bounds__(kThreads, 2)
       tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 2));
       l[h] = __fadd_rn(__fmul_rn(l[h], corr[h]), tsum[h]);
     }
+    // Multiplying by 1 changes no bit: skip the HD / 2 products per thread when no row of the
+    // warp saw its max move (most tiles after a chunk's first).
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      acc[n][0] = __fmul_rn(acc[n][0], corr[0]);
-      acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
-      acc[n][2] = __fmul_rn(acc[n][2], corr[1]);
-      acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+      for (int n = 0; n < kNT; ++n) {
+        acc[n][0] = __fmul_rn(acc[n][0], corr[0]);
+        acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
+        acc[n][2] = __fmul_rn(acc[n][2], corr[1]);
+        acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+      }
     }
 
-    cp_wait_1();  // V(t) has landed
+    cp_wait_3();  // V(t) has landed (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
     __syncthreads();
     if (warp_live) {
 #pragma unroll
@@ -348,8 +381,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int dp = 0; dp < kNT / 2; ++dp) {
           uint32_t vb[4];
-          ldmatrix_x4_trans(
-              vb, sv + (j * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * S + dp * 16 + 8 * (lane / 16));
+          ldmatrix_x4_trans(vb, sv(t) + (j * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * S + dp * 16 +
+                                    8 * (lane / 16));
           mma_f16(acc[2 * dp], pa, vb[0], vb[1]);
           mma_f16(acc[2 * dp + 1], pa, vb[2], vb[3]);
         }
@@ -390,8 +423,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       reset_chunk();
     }
-    __syncthreads();  // every warp is done with sv
-    if (t < t_end) issue(t + 1, v_base, sv);
+    __syncthreads();  // every warp is done with sv(t)
+    if (t + 2 <= t_end) issue(t + 2, v_base, sv(t + 2));
     cp_commit();
   }
 
