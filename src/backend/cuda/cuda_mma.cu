@@ -2,7 +2,8 @@
 // m16n8k16 for Q6_K's 16-element groups), the same bits as the sliced GEMV (cuda_units.cuh).
 //
 // A block computes a tile of kBM = 64 weight rows x kBN = 16 kNT activation rows (kNT = 4 from
-// 33 rows on, 2 below: fewer wasted columns, more blocks per SM), walking n_in in chunks of
+// 33 rows on, 2 below: fewer wasted columns, more blocks per SM; matmul_id's grouped tiles may
+// also take kNT = 1), walking n_in in chunks of
 // 256 elements (one super-block, or eight Q8_0 blocks). Per chunk:
 //   1. cp.async (issued one chunk ahead, double-buffered): each weight row's raw chunk bytes (from
 //      the 16-byte boundary below; `skew` bytes in), the int8 activations and their ActBlocks.
@@ -283,7 +284,7 @@ struct MmaKernel {
 };
 
 template <GgmlType T, int kNT>
-__global__ void __launch_bounds__(kThreads, kNT == 2 ? 4 : 2) mma_kernel(SliceArgs a) {
+__global__ void __launch_bounds__(kThreads, kNT <= 2 ? 4 : 2) mma_kernel(SliceArgs a) {
   using K = MmaKernel<T, kNT>;
   using M = MmaType<T>;
   using L = Smem<T, kNT>;
@@ -372,12 +373,20 @@ void launch_mma(const SliceArgs& a, Stream& stream) {
   launch_tiles<T, 4>(a, stream);
 }
 
+// TEMPO9_CUDA_MOE_TILE=16|32|64 (read once, measurement): that tile for every grouped call.
 int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {
+  static const int forced = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MOE_TILE");
+    const int v = e != nullptr ? std::atoi(e) : 0;
+    return v == 16 || v == 32 || v == 64 ? v : 0;
+  }();
+  if (forced != 0) return forced;
   return pairs <= 32 * n_expert ? 32 : 64;  // the dense choice for the mean rows per expert
 }
 
 template <GgmlType T>
 void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, Stream& stream) {
+  if (tile_rows == 16) return launch_tiles<T, 1>(a, stream, n_tiles);
   if (tile_rows == 32) return launch_tiles<T, 2>(a, stream, n_tiles);
   launch_tiles<T, 4>(a, stream, n_tiles);
 }

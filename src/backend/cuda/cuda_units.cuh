@@ -476,7 +476,7 @@ template <GgmlType T>
 void launch_mma(const SliceArgs& a, Stream& stream);
 
 // Activation rows per launch tile of a grouped matmul_id of `pairs` pairs over n_expert experts
-// (32 or 64), and its launch: n_tiles >= a.tile_first[n_expert] tiles (an upper bound the host
+// (16, 32 or 64), and its launch: n_tiles >= a.tile_first[n_expert] tiles (an upper bound the host
 // knows without the ids: pairs / tile_rows + n_expert).
 int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert);
 template <GgmlType T>
