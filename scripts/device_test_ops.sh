@@ -17,6 +17,8 @@
 #                                       # GDN tests (MEMCHECK_TESTS, RACECHECK_TESTS); logs in $OUT
 #   scripts/device_test_ops.sh attn     # there: the attention tests, then cuda_attention_bench
 #                                       # (agent-workload shapes: us, TFLOP/s, GB/s per case)
+#   scripts/device_test_ops.sh gdn      # there: the Gated DeltaNet tests, then cuda_gdn_bench
+#                                       # (Qwen3.5-35B shapes: us per call, ns per token)
 #   scripts/device_test_ops.sh hybrid   # there: `check` for the MoE / Gated DeltaNet tests
 #                                       # only (CudaHybrid*); logs in $OUT
 set -uo pipefail
@@ -36,7 +38,7 @@ stage() {
   fi
   ninja -C "$BUILD" -j2 test_cuda_ops tempo9
   rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/shared/fixtures/reference"
-  for b in cuda_gemv_bench cuda_attention_bench; do
+  for b in cuda_gemv_bench cuda_attention_bench cuda_gdn_bench; do
     g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/$b.cpp" \
       -o "$STAGE/bin/$b" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
       "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
@@ -186,6 +188,17 @@ attn() {
   return "$rc"
 }
 
+gdn() {
+  unpack
+  OUT=${OUT:-/tmp/t9out}
+  mkdir -p "$OUT"
+  "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaHybrid.GatedDeltaNet*:CudaHybrid/*' \
+    --gtest_color=no 2>&1 | tee "$OUT/test_gdn.log" | grep -E '^\[  (PASSED|FAILED) |Failure'
+  local rc=${PIPESTATUS[0]}
+  "$STAGE/bin/cuda_gdn_bench" ${GDN_ITERS:-20} 2>&1 | tee "$OUT/gdn_bench.log"
+  return "$rc"
+}
+
 # The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with the sanitizers.
 hybrid() {
   TESTS=${TESTS:-'CudaHybrid*'} \
@@ -238,5 +251,6 @@ case "${1:-}" in
   mma) mma ;;
   check) check ;;
   attn) attn ;;
-  *) echo "usage: $0 build|device|check|attn|hybrid|mma" >&2; exit 2 ;;
+  gdn) gdn ;;
+  *) echo "usage: $0 build|device|check|attn|gdn|hybrid|mma" >&2; exit 2 ;;
 esac

@@ -8,6 +8,8 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -75,6 +77,7 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
 
 constexpr int kGdnWarps = 4;             // warps of gdn_regs_kernel, 8 state columns each
 constexpr int kGdnCols = 8 * kGdnWarps;  // state columns per gdn_regs_kernel block
+constexpr int kGdnChunk = 32;            // tokens gdn_chunked_kernel prepares per round
 
 struct GdnDims {
   int nk, nv, dk, dv;
@@ -251,6 +254,118 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     for (int m = 0; m < kRows; ++m) Sg[(4 * m + qq) * p.dv + j] = S[m];
 }
 
+// The same arithmetic for calls with long sequences (prompt chunks), where the per-token chain
+// is what takes the time: the tokens go in rounds of kGdnChunk. First the block's warps prepare
+// the round's tokens side by side (load q, k, v, a, b; the norms; q * inv_q and k * inv_k, decay,
+// beta into shared memory), then every warp runs its columns' chain over the round reading only
+// shared memory. Thread layout, sum orders and every float operation are gdn_regs_kernel's (the
+// products k * inv_k and q * inv_q are the same floats whether kept or recomputed), so the two
+// kernels give the same bits and the launcher may pick either per call (CudaHybrid.
+// GatedDeltaNetStepsCarryState runs both on the same tokens and compares bits).
+template <int kRows>
+__global__ void __launch_bounds__(kGdnWarps * 32)
+    gdn_chunked_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
+                       const float* __restrict__ A, const float* __restrict__ dt,
+                       float* __restrict__ state, int64_t n_slots,
+                       const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out,
+                       int64_t n_tok, unsigned* err) {
+  constexpr int kDk = 4 * kRows;
+  constexpr int kPerLane = (kDk + 31) / 32;                 // q/k values a lane loads for the norms
+  constexpr int kPerWarp = kGdnChunk / kGdnWarps;           // tokens a warp prepares per round
+  __shared__ float qs[kGdnChunk][kDk], ks[kGdnChunk][kDk];  // q * inv_q, k * inv_k
+  __shared__ float vs[kGdnChunk][kGdnCols], decs[kGdnChunk], betas[kGdnChunk];
+  const int n_cb = (p.dv + kGdnCols - 1) / kGdnCols;
+  const int h = blockIdx.x / n_cb, cb = blockIdx.x % n_cb;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int qq = lane % 4, jl = 8 * warp + lane / 4, j0 = kGdnCols * cb, j = j0 + jl;
+  const RecurrentSeq s = seqs[blockIdx.y];
+  if (!seq_ok(s, n_tok, n_slots)) {  // uniform over the block: no barrier is skipped by some
+    if (threadIdx.x == 0 && blockIdx.x == 0) atomicOr(err, kErrSeqRows);
+    return;
+  }
+  const bool col = j < p.dv;
+  const int kh = p.tiled ? h % p.nk : h / (p.nv / p.nk);
+  float* Sg = state + (static_cast<int64_t>(s.slot) * p.nv + h) * kDk * p.dv;
+  float S[kRows];
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(4 * m + qq) * p.dv + j] : 0.0f;
+  const float Ah = A[h], dth = dt[h];
+  const int64_t a_off = (h / a.ne0) * a.nb1 + (h % a.ne0) * 4;  // as in gdn_regs_kernel
+  const int64_t b_off = (h / b.ne0) * b.nb1 + (h % b.ne0) * 4;
+  for (int c0 = 0; c0 < s.n_q; c0 += kGdnChunk) {
+    const int n_c = min(kGdnChunk, s.n_q - c0);
+    // Prepare: warp w takes the round's tokens w, w + kGdnWarps, ...; all loads first.
+    float qn[kPerWarp][kPerLane], kn[kPerWarp][kPerLane], vn[kPerWarp], an[kPerWarp], bn[kPerWarp];
+#pragma unroll
+    for (int u = 0; u < kPerWarp; ++u) {
+      const int tt = warp + kGdnWarps * u;
+      const int64_t r = static_cast<int64_t>(s.q_begin) + c0 + min(tt, n_c - 1);
+      const float* qr = reinterpret_cast<const float*>(q.row(kh, r));
+      const float* kr = reinterpret_cast<const float*>(k.row(kh, r));
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        const int i = lane + 32 * e;
+        qn[u][e] = i < kDk ? qr[i] : 0.0f;
+        kn[u][e] = i < kDk ? kr[i] : 0.0f;
+      }
+      vn[u] = j0 + lane < p.dv ? reinterpret_cast<const float*>(v.row(h, r))[j0 + lane] : 0.0f;
+      an[u] = *reinterpret_cast<const float*>(a.base + r * a.nb2 + a_off);
+      bn[u] = *reinterpret_cast<const float*>(b.base + r * b.nb2 + b_off);
+    }
+#pragma unroll
+    for (int u = 0; u < kPerWarp; ++u) {
+      const int tt = warp + kGdnWarps * u;
+      if (tt >= n_c) break;  // uniform per warp
+      float ssq = 0.0f, ssk = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        ssq = fmaf(qn[u][e], qn[u][e], ssq);
+        ssk = fmaf(kn[u][e], kn[u][e], ssk);
+      }
+      ssq = warp_sum(ssq);
+      ssk = warp_sum(ssk);
+      const float inv_q = p.q_scale / sqrtf(ssq + p.eps), inv_k = 1.0f / sqrtf(ssk + p.eps);
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        const int i = lane + 32 * e;
+        if (i < kDk) qs[tt][i] = qn[u][e] * inv_q, ks[tt][i] = kn[u][e] * inv_k;
+      }
+      vs[tt][lane] = vn[u];  // kGdnCols == 32: one column per lane
+      if (lane == 0) {
+        decs[tt] = expf(Ah * softplus(an[u] + dth));
+        betas[tt] = sigmoid(bn[u]);
+      }
+    }
+    __syncthreads();  // the round is prepared
+    for (int tt = 0; tt < n_c; ++tt) {
+      const float decay = decs[tt], beta = betas[tt], vj = vs[tt][jl];
+      float mem = 0.0f;
+#pragma unroll
+      for (int m = 0; m < kRows; ++m) {
+        S[m] *= decay;
+        mem = fmaf(S[m], ks[tt][4 * m + qq], mem);
+      }
+      mem += __shfl_xor_sync(0xffffffffu, mem, 1);
+      mem += __shfl_xor_sync(0xffffffffu, mem, 2);
+      const float delta = (vj - mem) * beta;
+      float o = 0.0f;
+#pragma unroll
+      for (int m = 0; m < kRows; ++m) {
+        S[m] = fmaf(ks[tt][4 * m + qq], delta, S[m]);
+        o = fmaf(S[m], qs[tt][4 * m + qq], o);
+      }
+      o += __shfl_xor_sync(0xffffffffu, o, 1);
+      o += __shfl_xor_sync(0xffffffffu, o, 2);
+      if (col && qq == 0)
+        reinterpret_cast<float*>(out.row(h, static_cast<int64_t>(s.q_begin) + c0 + tt))[j] = o;
+    }
+    __syncthreads();  // every warp is done with the round before the next one is prepared
+  }
+  if (col)
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) Sg[(4 * m + qq) * p.dv + j] = S[m];
+}
+
 const RecurrentSeq* seqs_ptr(const Tensor& seqs) {
   T9_CHECK(seqs.type == GgmlType::I32 && seqs.ne[0] == 4 && seqs.is_contiguous(),
            "recurrent seqs must be I32 [n_seqs, 4]");
@@ -351,6 +466,22 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                       reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims,
                       cuda::desc(out), n, err_word_);
     };
+    // Same bits either way (gdn_chunked_kernel): rounds of prepared tokens pay off once the
+    // sequences average half a round. TEMPO9_CUDA_GDN=regs|chunked forces one (measurement).
+    static const int forced = [] {
+      const char* e = std::getenv("TEMPO9_CUDA_GDN");
+      return e == nullptr                       ? 0
+             : std::string_view(e) == "regs"    ? 1
+             : std::string_view(e) == "chunked" ? 2
+                                                : 0;
+    }();
+    const bool chunked = forced != 0 ? forced == 2 : n >= n_seqs * (cuda::kGdnChunk / 2);
+    if (chunked) {
+      if (dk == 16) return go(cuda::gdn_chunked_kernel<4>);
+      if (dk == 32) return go(cuda::gdn_chunked_kernel<8>);
+      if (dk == 64) return go(cuda::gdn_chunked_kernel<16>);
+      return go(cuda::gdn_chunked_kernel<32>);
+    }
     if (dk == 16) return go(cuda::gdn_regs_kernel<4>);
     if (dk == 32) return go(cuda::gdn_regs_kernel<8>);
     if (dk == 64) return go(cuda::gdn_regs_kernel<16>);
