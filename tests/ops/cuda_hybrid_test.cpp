@@ -499,7 +499,7 @@ TEST_F(CudaHybrid, GatedDeltaNetMatchesCpuRecurrent) {
 // slots: on CUDA every split gives the same bits, outputs and final state (the recurrence runs
 // token by token whatever the step, and the state between steps is the same floats the kernel
 // keeps in registers); the result matches the CPU (fed token by token) within gdn_bound. Steps of
-// 1 and 7 run gdn_regs_kernel, the whole sequences gdn_chunked_kernel (three rounds of prepared
+// 1 and 7 run gdn_regs_kernel, the whole sequences gdn_rounds_kernel (three rounds of prepared
 // tokens), so this also holds the two kernels to the same bits.
 TEST_F(CudaHybrid, GatedDeltaNetStepsCarryState) {
   auto rng = test_rng();

@@ -1,10 +1,11 @@
 // CUDA ops of Gated DeltaNet layers: the short causal conv1d with its rolling state (ssm_conv)
 // and the gated delta rule in its token-by-token form (gated_delta_net). Same contracts and
-// per-element formulas as backend/cpu/cpu_gdn.cpp (gdn_recurrent; the fast kernel sums over d_k
-// in another fixed order, see gdn_regs_kernel); the chunked-parallel
-// form is not implemented here, so every step runs the recurrence (the model's default, see
-// ModelConfig::gdn_min_chunked_tokens). Each sequence's work is independent of the others and of
-// how its tokens were split into steps: results are deterministic and batch-invariant.
+// per-element formulas as backend/cpu/cpu_gdn.cpp (gdn_recurrent; the fast kernels sum over d_k
+// in another fixed order, see gdn_regs_kernel, and gdn_rounds_kernel computes the same bits for
+// long sequences); the chunked-parallel (WY) form is not implemented here, so every step runs the
+// recurrence (the model's default, see ModelConfig::gdn_min_chunked_tokens). Each sequence's work
+// is independent of the others and of how its tokens were split into steps: results are
+// deterministic and batch-invariant.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cmath>
@@ -77,7 +78,7 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
 
 constexpr int kGdnWarps = 4;             // warps of gdn_regs_kernel, 8 state columns each
 constexpr int kGdnCols = 8 * kGdnWarps;  // state columns per gdn_regs_kernel block
-constexpr int kGdnChunk = 32;            // tokens gdn_chunked_kernel prepares per round
+constexpr int kGdnChunk = 32;            // tokens gdn_rounds_kernel prepares per round
 
 struct GdnDims {
   int nk, nv, dk, dv;
@@ -264,11 +265,11 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 // GatedDeltaNetStepsCarryState runs both on the same tokens and compares bits).
 template <int kRows>
 __global__ void __launch_bounds__(kGdnWarps * 32)
-    gdn_chunked_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
-                       const float* __restrict__ A, const float* __restrict__ dt,
-                       float* __restrict__ state, int64_t n_slots,
-                       const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out,
-                       int64_t n_tok, unsigned* err) {
+    gdn_rounds_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
+                      const float* __restrict__ A, const float* __restrict__ dt,
+                      float* __restrict__ state, int64_t n_slots,
+                      const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out,
+                      int64_t n_tok, unsigned* err) {
   constexpr int kDk = 4 * kRows;
   constexpr int kPerLane = (kDk + 31) / 32;                 // q/k values a lane loads for the norms
   constexpr int kPerWarp = kGdnChunk / kGdnWarps;           // tokens a warp prepares per round
@@ -466,21 +467,21 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                       reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims,
                       cuda::desc(out), n, err_word_);
     };
-    // Same bits either way (gdn_chunked_kernel): rounds of prepared tokens pay off once the
-    // sequences average half a round. TEMPO9_CUDA_GDN=regs|chunked forces one (measurement).
+    // Same bits either way (gdn_rounds_kernel): rounds of prepared tokens pay off once the
+    // sequences average half a round. TEMPO9_CUDA_GDN=regs|rounds forces one (measurement).
     static const int forced = [] {
       const char* e = std::getenv("TEMPO9_CUDA_GDN");
-      return e == nullptr                       ? 0
-             : std::string_view(e) == "regs"    ? 1
-             : std::string_view(e) == "chunked" ? 2
-                                                : 0;
+      return e == nullptr                      ? 0
+             : std::string_view(e) == "regs"   ? 1
+             : std::string_view(e) == "rounds" ? 2
+                                               : 0;
     }();
-    const bool chunked = forced != 0 ? forced == 2 : n >= n_seqs * (cuda::kGdnChunk / 2);
-    if (chunked) {
-      if (dk == 16) return go(cuda::gdn_chunked_kernel<4>);
-      if (dk == 32) return go(cuda::gdn_chunked_kernel<8>);
-      if (dk == 64) return go(cuda::gdn_chunked_kernel<16>);
-      return go(cuda::gdn_chunked_kernel<32>);
+    const bool rounds = forced != 0 ? forced == 2 : n >= n_seqs * (cuda::kGdnChunk / 2);
+    if (rounds) {
+      if (dk == 16) return go(cuda::gdn_rounds_kernel<4>);
+      if (dk == 32) return go(cuda::gdn_rounds_kernel<8>);
+      if (dk == 64) return go(cuda::gdn_rounds_kernel<16>);
+      return go(cuda::gdn_rounds_kernel<32>);
     }
     if (dk == 16) return go(cuda::gdn_regs_kernel<4>);
     if (dk == 32) return go(cuda::gdn_regs_kernel<8>);
