@@ -19,6 +19,9 @@
 #                                       # (agent-workload shapes: us, TFLOP/s, GB/s per case)
 #   scripts/device_test_ops.sh gdn      # there: the Gated DeltaNet tests, then cuda_gdn_bench
 #                                       # (Qwen3.5-35B shapes: us per call, ns per token)
+#   scripts/device_test_ops.sh gemm     # there: cuda_moe_bench (Qwen3.5-35B expert and dense
+#                                       # Q8_0 matmuls at 8 / 512 / 2048 rows), then ncu on the
+#                                       # 2048-row tensor-core calls (stall reasons, occupancy)
 #   scripts/device_test_ops.sh hybrid   # there: `check` for the MoE / Gated DeltaNet tests
 #                                       # only (CudaHybrid*); logs in $OUT
 set -uo pipefail
@@ -38,7 +41,7 @@ stage() {
   fi
   ninja -C "$BUILD" -j2 test_cuda_ops tempo9
   rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/shared/fixtures/reference"
-  for b in cuda_gemv_bench cuda_attention_bench cuda_gdn_bench; do
+  for b in cuda_gemv_bench cuda_attention_bench cuda_gdn_bench cuda_moe_bench; do
     g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/$b.cpp" \
       -o "$STAGE/bin/$b" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
       "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
@@ -199,6 +202,26 @@ gdn() {
   return "$rc"
 }
 
+gemm() {
+  unpack
+  OUT=${OUT:-/tmp/t9out}
+  mkdir -p "$OUT"
+  "$STAGE/bin/cuda_moe_bench" ${GEMM_ITERS:-20} 2>&1 | tee "$OUT/moe_bench.log"
+  local ncu c i=0
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for c in "expert gate/up, 2048" "expert down, 2048" "dense 2048->8192"; do
+    i=$((i + 1))
+    echo "== ncu $i: $c (full report: $OUT/ncu_gemm_$i.txt)"
+    timeout "${NCU_S:-120}" "$ncu" --clock-control none -k regex:mma_kernel --launch-skip 1 \
+      --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section SchedulerStats --section InstructionStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      "$STAGE/bin/cuda_moe_bench" 1 "$c" >"$OUT/ncu_gemm_$i.txt" 2>&1
+    grep -E 'Duration|Throughput|Registers Per|Achieved Occupancy|Block Limit (Reg|Shared)|Issued Ipc|Eligible Warps|Warp Cycles Per Issued|stalled|Est. Speedup' \
+      "$OUT/ncu_gemm_$i.txt" | head -24
+  done
+}
+
 # The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with the sanitizers.
 hybrid() {
   TESTS=${TESTS:-'CudaHybrid*'} \
@@ -252,5 +275,6 @@ case "${1:-}" in
   check) check ;;
   attn) attn ;;
   gdn) gdn ;;
-  *) echo "usage: $0 build|device|check|attn|gdn|hybrid|mma" >&2; exit 2 ;;
+  gemm) gemm ;;
+  *) echo "usage: $0 build|device|check|attn|gdn|gemm|hybrid|mma" >&2; exit 2 ;;
 esac
