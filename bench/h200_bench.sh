@@ -14,9 +14,10 @@
 #                `tempo9 bench cold` with the same workload at each of WAYS concurrent requests
 #       agents   issue 9's agent load: tempo9 serve and llama-server (-np AGENTS), each driven
 #                by `tempo9 bench agents` (AGENTS agents, a shared SYSTEM-token system prompt,
-#                TURNS (3) turns of 300 new tokens, AGENT_GEN (128) generated, AGENT_S (300)
-#                seconds at most; same --run-id: same prompts; SERVE_ARGS: more tempo9 serve
-#                flags)
+#                TURNS (3) turns of TURN_TOKENS (300) new tokens, AGENT_GEN (128) generated,
+#                AGENT_S (300) seconds at most; same --run-id: same prompts; SERVE_ARGS: more
+#                tempo9 serve flags). AGENTS=1 TURN_TOKENS=40: one agent's warm turns with a
+#                short tool result (issue 9's 50 ms warm TTFT)
 #       legacy   single's tempo9 run with TEMPO9_CUDA_LEGACY_GEMV=1 (the pre-mma kernels)
 #       nographs single's tempo9 run with TEMPO9_CUDA_GRAPHS=0 (every decode step launched op by
 #                op: the before/after for CUDA graphs)
@@ -188,10 +189,11 @@ agents() {
   # Context per agent: RATIO (default 2) times the bench's approximate tokens, or CTX. The bench
   # sizes text for real tokenizers; the synthetic vocabulary cuts the same text into ~3.3x as
   # many tokens (SYSTEM=3000 RATIO=4 gives a ~10k-token system prompt and room for 3 turns).
-  ctx=${CTX:-$((${RATIO:-2} * (sys + ${TURNS:-3} * (300 + ${AGENT_GEN:-128})) + 512))}
-  echo "== agents: $n agents, $sys-token shared system prompt, 3 turns"
+  local turn=${TURN_TOKENS:-300}
+  ctx=${CTX:-$((${RATIO:-2} * (sys + ${TURNS:-3} * (turn + ${AGENT_GEN:-128})) + 512))}
+  echo "== agents: $n agents, $sys-token shared system prompt, ${TURNS:-3} turns of $turn"
   local args=(bench agents --agents "$n" --system-tokens "$sys" --turns "${TURNS:-3}"
-    --turn-tokens 300 --gen-tokens "${AGENT_GEN:-128}" --run-id h200 --max-seconds
+    --turn-tokens "$turn" --gen-tokens "${AGENT_GEN:-128}" --run-id h200 --max-seconds
     "${AGENT_S:-300}")
   if has ours; then
     # shellcheck disable=SC2086  # SERVE_ARGS: extra serve flags, word-split on purpose
