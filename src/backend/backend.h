@@ -284,6 +284,16 @@ class Backend {
     (void)a, (void)g, (void)out;
     T9_CHECK(false, "backend {} has no mul_sigmoid", name());
   }
+  // The routed experts' sum plus the gated shared expert: moe_combine(y, weights, out), then
+  // shared = shared * sigmoid(gate) (in place), then out = out + shared; exactly those three ops
+  // and their roundings (a backend may fuse them into one pass with the same bits). gate: [n, 1]
+  // or shared's shape.
+  virtual void moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
+                                  const Tensor& gate, const Tensor& out) {
+    moe_combine(y, weights, out);
+    mul_sigmoid(shared, gate, shared);
+    add(out, shared, out);
+  }
   // Causal depthwise conv1d over time, then SiLU, continuing each sequence's rolling state.
   // x: F32 [n_tokens, C]; w: F32 [C, K] (ggml ne {K, C}); state: F32 [n_slots, K - 1, C] (the
   // sequence's last K - 1 inputs, oldest first); seqs: I32 [n_seqs, 4] (RecurrentSeq); out: F32

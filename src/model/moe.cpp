@@ -16,12 +16,11 @@ void moe_ffn(Backend& be, const HParams& hp, const LayerWeights& L, const ExtraS
   be.matmul_shared_x(h, std::span(of_h, shared ? 5 : 2));
   be.glu(s.eg, s.eu, GluKind::kSwiGLU, s.eg);
   be.matmul_id(L.ffn_down_exps, s.eg, s.ids, s.ed);
-  be.moe_combine(s.ed, s.wts, out);
-  if (!shared) return;
+  if (!shared) return be.moe_combine(s.ed, s.wts, out);
   be.glu(s.sg, s.su, GluKind::kSwiGLU, s.sg);
   be.matmul(L.ffn_down_shexp, s.sg, Tensor{}, s.so);
-  be.mul_sigmoid(s.so, s.sgate, s.so);
-  be.add(out, s.so, out);
+  // out = routed sum + so * sigmoid(sgate) (one pass on CUDA; same bits as the three ops).
+  be.moe_combine_shared(s.ed, s.wts, s.so, s.sgate, out);
 }
 
 }  // namespace t9::model

@@ -313,6 +313,45 @@ TEST_F(CudaHybrid, MoeCombineMatchesCpu) {
   }
 }
 
+// The fused routed + shared-expert combination is the three ops it replaces, bit for bit: out and
+// the gated shared rows (left in `shared`, as mul_sigmoid in place leaves them), with a per-row
+// gate (the models' [n, 1]) and a per-element one, for 1 and 8 experts per token.
+TEST_F(CudaHybrid, MoeCombineSharedEqualsTheThreeOps) {
+  auto rng = test_rng();
+  const int64_t n = 19, d = 200;
+  for (int64_t k : {1, 8}) {
+    for (int64_t gate_cols : {int64_t{1}, d}) {
+      SCOPED_TRACE(fmt::format("k {} gate columns {}", k, gate_cols));
+      const auto y = random_floats(rng, static_cast<size_t>(n * k * d), -3.0f, 3.0f);
+      const auto w = random_floats(rng, static_cast<size_t>(n * k), 0.0f, 1.0f);
+      const auto sh = random_floats(rng, static_cast<size_t>(n * d), -3.0f, 3.0f);
+      const auto g = random_floats(rng, static_cast<size_t>(n * gate_cols), -4.0f, 4.0f);
+      std::vector<float> out[2], shared[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        DeviceArena arena(*be_);
+        const Tensor yt = arena.from_host(y, GgmlType::F32, d, k, n);
+        const Tensor wt = arena.from_host(w, GgmlType::F32, k, n);
+        const Tensor st = arena.from_host(sh, GgmlType::F32, d, n);
+        const Tensor gt = arena.from_host(g, GgmlType::F32, gate_cols, n);
+        const Tensor ot = arena.poisoned(GgmlType::F32, d, n);
+        if (fused) {
+          be_->moe_combine_shared(yt, wt, st, gt, ot);
+        } else {
+          be_->moe_combine(yt, wt, ot);
+          be_->mul_sigmoid(st, gt, st);
+          be_->add(ot, st, ot);
+        }
+        out[fused] = arena.download<float>(ot);
+        shared[fused] = arena.download<float>(st);
+      }
+      for (size_t i = 0; i < out[0].size(); ++i) {
+        ASSERT_EQ(float_bits(out[1][i]), float_bits(out[0][i])) << "out element " << i;
+        ASSERT_EQ(float_bits(shared[1][i]), float_bits(shared[0][i])) << "shared element " << i;
+      }
+    }
+  }
+}
+
 TEST_F(CudaHybrid, MulSigmoidMatchesCpu) {
   auto rng = test_rng();
   const int64_t rows = 23, d = 96;

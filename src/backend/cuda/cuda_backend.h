@@ -130,6 +130,8 @@ class CudaBackend final : public Backend {
   void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out) override;
   void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override;
   void mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) override;
+  void moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
+                          const Tensor& gate, const Tensor& out) override;
   void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& seqs,
                 const Tensor& out) override;
   void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,

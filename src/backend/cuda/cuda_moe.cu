@@ -130,6 +130,27 @@ __global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, Ten
   reinterpret_cast<float*>(out.row(r))[i] = av * sigmoid(gv);
 }
 
+// moe_combine_kernel, then mul_sigmoid_kernel on `shared` (written back: the composed ops leave it
+// so), then the add, in one pass: each of the three values rounded as the separate kernels round
+// it (__fmul_rn / __fadd_rn keep the compiler from fusing the product into the sum).
+__global__ void moe_combine_shared_kernel(TensorDesc y, TensorDesc weights, TensorDesc shared,
+                                          TensorDesc gate, bool per_row, TensorDesc out, int64_t k,
+                                          int64_t n_elems) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n_elems) return;
+  int64_t t, i;
+  div_mod(e, out.ne0, t, i);
+  const float* w = reinterpret_cast<const float*>(weights.row(t));
+  float o = w[0] * reinterpret_cast<const float*>(y.row(t * k))[i];
+  for (int64_t j = 1; j < k; ++j)
+    o = fmaf(w[j], reinterpret_cast<const float*>(y.row(t * k + j))[i], o);
+  const float gv = reinterpret_cast<const float*>(gate.row(t))[per_row ? 0 : i];
+  float* sr = reinterpret_cast<float*>(shared.row(t));
+  const float m = __fmul_rn(sr[i], sigmoid(gv));
+  sr[i] = m;
+  reinterpret_cast<float*>(out.row(t))[i] = __fadd_rn(o, m);
+}
+
 // Pairs up to which matmul_id takes the device route (TEMPO9_CUDA_MOE_DEVICE_PAIRS, read once;
 // default 256 = 32 tokens of top-8). Each pair re-reads its expert's matrix, so at prefill sizes
 // the grouped tensor-core route reads far fewer bytes; below this the host round trip and one
@@ -273,6 +294,30 @@ void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tens
   if (n_elems == 0) return;
   stream_->launch(cuda::moe_combine_kernel, cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads,
                   0, cuda::desc(y), cuda::desc(weights), cuda::desc(out), k, n_elems);
+}
+
+void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
+                                     const Tensor& gate, const Tensor& out) {
+  T9_CUDA_PROF("moe_combine_shared");
+  cuda::check_f32_rows(y, "moe_combine_shared y");
+  cuda::check_f32_rows(weights, "moe_combine_shared weights");
+  cuda::check_f32_rows(shared, "moe_combine_shared shared");
+  cuda::check_f32_rows(gate, "moe_combine_shared gate");
+  cuda::check_f32_rows(out, "moe_combine_shared out");
+  const int64_t d = y.ne[0], k = y.ne[1], n = y.ne[2];
+  T9_CHECK(k >= 1 && y.ne[3] == 1, "moe_combine_shared: y must be [n, k >= 1, d]");
+  T9_CHECK(weights.ne[0] == k && weights.n_rows() == n,
+           "moe_combine_shared: weights must be [{}, {}]", n, k);
+  T9_CHECK(out.ne[0] == d && out.n_rows() == n, "moe_combine_shared: out must be [{}, {}]", n, d);
+  cuda::check_same_shape(shared, out, "moe_combine_shared shared");
+  const bool per_row = gate.ne[0] == 1 && d != 1;
+  T9_CHECK(gate.n_rows() == n && (per_row || gate.ne[0] == d),
+           "moe_combine_shared: gate must be shared's shape or [rows, 1]");
+  const int64_t n_elems = n * d;
+  if (n_elems == 0) return;
+  stream_->launch(cuda::moe_combine_shared_kernel, cuda::grid_1d(n_elems, cuda::kThreads),
+                  cuda::kThreads, 0, cuda::desc(y), cuda::desc(weights), cuda::desc(shared),
+                  cuda::desc(gate), per_row, cuda::desc(out), k, n_elems);
 }
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
