@@ -163,9 +163,9 @@ int shared_prompt_blocks(const Sequence& a, const Sequence& b, int bs) {
 // sequence waits for a running one that is still computing a longer shared prefix than the
 // cache holds now, when that saves at least as many tokens as the running one has left to
 // compute up to the end of the shared part (SGLang's in-batch prefix caching makes the same
-// trade). On recurrent models plan_branch_points has planned a checkpoint there, so the wait
-// yields a usable hit.
-bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit) const {
+// trade). Recurrent models get a checkpoint planned there (plan_branch_points has done so for the
+// first max_seqs waiting ones already), so the wait yields a usable hit.
+bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit) {
   if (!kv_.prefix_cache_enabled()) return false;
   const int bs = kv_.block_size();
   for (Sequence* r : running_) {
@@ -173,7 +173,8 @@ bool Scheduler::defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& 
     const int shared = shared_prompt_blocks(seq, *r, bs) * bs;
     const int gain = shared - hit.n_tokens, wait = shared - r->n_computed;
     if (wait <= 0 || gain < bs || gain < wait) continue;
-    return true;  // plan_branch_points has planned r's checkpoint at `shared`
+    kv_.add_checkpoint_position(*r, shared);  // no-op when already planned
+    return true;
   }
   return false;
 }

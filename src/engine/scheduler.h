@@ -32,8 +32,8 @@ struct SchedulerConfig {
   // Most tokens one sequence computes in one step. The default is the whole step budget: prompts
   // arriving together are then computed first come, first served rather than side by side, which
   // gives most of them their first token sooner for the same total work (8 agents' 2.3k-token warm
-  // turns: first-token time p50 -18% in the fake-runner model, -17..-37% measured on the H200,
-  // docs/PERFORMANCE.md run 36). Smaller values share steps between prompts.
+  // turns on the H200, run 37: first-token p50 -9% / -30% on turns 2 / 3, throughput -1%;
+  // docs/PERFORMANCE.md). Smaller values share steps between prompts.
   int prefill_chunk_tokens = 2048;
   // Speculative decoding with prompt-lookup drafts: spec.max_draft = 0 turns it off.
   NgramDraftConfig spec{0, 3, 2};
@@ -92,7 +92,7 @@ class Scheduler {
  private:
   bool schedule_running(StepPlan& plan, int& budget);
   void schedule_waiting(StepPlan& plan, int& budget);
-  bool defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit) const;
+  bool defer_for_shared_prefix(const Sequence& seq, const PrefixMatch& hit);
   void plan_branch_points();
   void plan_shared_checkpoints(Sequence& seq);
   void preempt(Sequence* seq, StepPlan& plan);
