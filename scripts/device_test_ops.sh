@@ -180,26 +180,27 @@ check() {
 }
 
 # The attention ops (tests/ops/cuda_attention_test.cpp), then their timings at model shapes.
-attn() {
+# tests_then_bench FILTER TEST_LOG BENCH BENCH_LOG ITERS: the CUDA tests matching FILTER, then
+# BENCH ITERS; the tests' exit status.
+tests_then_bench() {
   unpack
   OUT=${OUT:-/tmp/t9out}
   mkdir -p "$OUT"
-  "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaAttention*' --gtest_color=no 2>&1 |
-    tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |Failure'
+  "$STAGE/bin/test_cuda_ops" --gtest_filter="$1" --gtest_color=no 2>&1 |
+    tee "$OUT/$2" | grep -E '^\[  (PASSED|FAILED) |Failure'
   local rc=${PIPESTATUS[0]}
-  "$STAGE/bin/cuda_attention_bench" ${ATTN_ITERS:-20} 2>&1 | tee "$OUT/attention_bench.log"
+  "$STAGE/bin/$3" "$5" 2>&1 | tee "$OUT/$4"
   return "$rc"
 }
 
+attn() {
+  tests_then_bench 'CudaAttention*' test_ops.log cuda_attention_bench attention_bench.log \
+    "${ATTN_ITERS:-20}"
+}
+
 gdn() {
-  unpack
-  OUT=${OUT:-/tmp/t9out}
-  mkdir -p "$OUT"
-  "$STAGE/bin/test_cuda_ops" --gtest_filter='CudaHybrid.GatedDeltaNet*:CudaHybrid/*' \
-    --gtest_color=no 2>&1 | tee "$OUT/test_gdn.log" | grep -E '^\[  (PASSED|FAILED) |Failure'
-  local rc=${PIPESTATUS[0]}
-  "$STAGE/bin/cuda_gdn_bench" ${GDN_ITERS:-20} 2>&1 | tee "$OUT/gdn_bench.log"
-  return "$rc"
+  tests_then_bench 'CudaHybrid.GatedDeltaNet*:CudaHybrid/*' test_gdn.log cuda_gdn_bench \
+    gdn_bench.log "${GDN_ITERS:-20}"
 }
 
 gemm() {

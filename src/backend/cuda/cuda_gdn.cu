@@ -155,6 +155,35 @@ __global__ void gdn_recurrent_kernel(TensorDesc q, TensorDesc k, TensorDesc v, T
   for (int i = j; i < dk * dv; i += nt) Sg[i] = S[i];
 }
 
+// One token of the delta rule on a thread's kRows state rows i = 4 m + qq of column j (four
+// threads per column): S *= decay; mem = S^T k (kRows fused terms, then an xor tree over the
+// column's 4 threads); delta = (v_j - mem) beta; S += k delta; returns out_j = S^T q (same
+// shape). k(i) and q(i) are the normalised key and query, k * inv_k and q * inv_q: computed on
+// the fly (gdn_regs_kernel) or kept (gdn_rounds_kernel), the same floats, so both kernels share
+// this arithmetic and give the same bits.
+template <int kRows, class KAt, class QAt>
+__device__ __forceinline__ float gdn_token(float (&S)[kRows], KAt k, QAt q, int qq, float decay,
+                                           float beta, float vj) {
+  float mem = 0.0f;
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) {
+    S[m] *= decay;
+    mem = fmaf(S[m], k(4 * m + qq), mem);
+  }
+  mem += __shfl_xor_sync(0xffffffffu, mem, 1);
+  mem += __shfl_xor_sync(0xffffffffu, mem, 2);
+  const float delta = (vj - mem) * beta;
+  float o = 0.0f;
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) {
+    S[m] = fmaf(k(4 * m + qq), delta, S[m]);
+    o = fmaf(S[m], q(4 * m + qq), o);
+  }
+  o += __shfl_xor_sync(0xffffffffu, o, 1);
+  o += __shfl_xor_sync(0xffffffffu, o, 2);
+  return o;
+}
+
 // The fast kernel: the state in registers, four threads per column. Block (head h, columns
 // 32 c .. 32 c + 31) = blockIdx.x (h = blockIdx.x / n_col_blocks), sequence blockIdx.y; 128
 // threads; lane = 4 * (column within the warp's 8) + quarter, so thread (column j, quarter qq)
@@ -230,23 +259,9 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     const float vj = vn;
     if (t + 1 < s.n_q) load_next(r + 1);
     const float inv_q = p.q_scale / sqrtf(ssq + p.eps), inv_k = 1.0f / sqrtf(ssk + p.eps);
-    float mem = 0.0f;
-#pragma unroll
-    for (int m = 0; m < kRows; ++m) {
-      S[m] *= decay;
-      mem = fmaf(S[m], ks[warp][4 * m + qq] * inv_k, mem);
-    }
-    mem += __shfl_xor_sync(0xffffffffu, mem, 1);
-    mem += __shfl_xor_sync(0xffffffffu, mem, 2);
-    const float delta = (vj - mem) * beta;
-    float o = 0.0f;
-#pragma unroll
-    for (int m = 0; m < kRows; ++m) {
-      S[m] = fmaf(ks[warp][4 * m + qq] * inv_k, delta, S[m]);
-      o = fmaf(S[m], qs[warp][4 * m + qq] * inv_q, o);
-    }
-    o += __shfl_xor_sync(0xffffffffu, o, 1);
-    o += __shfl_xor_sync(0xffffffffu, o, 2);
+    const float o = gdn_token<kRows>(
+        S, [&](int i) { return ks[warp][i] * inv_k; }, [&](int i) { return qs[warp][i] * inv_q; },
+        qq, decay, beta, vj);
     if (col && qq == 0) reinterpret_cast<float*>(out.row(h, r))[j] = o;
     __syncwarp();  // qs/ks read by every lane before the next token overwrites them
   }
@@ -259,10 +274,10 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 // is what takes the time: the tokens go in rounds of kGdnChunk. First the block's warps prepare
 // the round's tokens side by side (load q, k, v, a, b; the norms; q * inv_q and k * inv_k, decay,
 // beta into shared memory), then every warp runs its columns' chain over the round reading only
-// shared memory. Thread layout, sum orders and every float operation are gdn_regs_kernel's (the
-// products k * inv_k and q * inv_q are the same floats whether kept or recomputed), so the two
-// kernels give the same bits and the launcher may pick either per call (CudaHybrid.
-// GatedDeltaNetStepsCarryState runs both on the same tokens and compares bits).
+// shared memory. Thread layout, sum orders and the per-token arithmetic (gdn_token) are
+// gdn_regs_kernel's (the products k * inv_k and q * inv_q are the same floats whether kept or
+// recomputed), so the two kernels give the same bits and the launcher may pick either per call
+// (CudaHybrid. GatedDeltaNetStepsCarryState runs both on the same tokens and compares bits).
 template <int kRows>
 __global__ void __launch_bounds__(kGdnWarps * 32)
     gdn_rounds_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
@@ -339,24 +354,9 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     }
     __syncthreads();  // the round is prepared
     for (int tt = 0; tt < n_c; ++tt) {
-      const float decay = decs[tt], beta = betas[tt], vj = vs[tt][jl];
-      float mem = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kRows; ++m) {
-        S[m] *= decay;
-        mem = fmaf(S[m], ks[tt][4 * m + qq], mem);
-      }
-      mem += __shfl_xor_sync(0xffffffffu, mem, 1);
-      mem += __shfl_xor_sync(0xffffffffu, mem, 2);
-      const float delta = (vj - mem) * beta;
-      float o = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kRows; ++m) {
-        S[m] = fmaf(ks[tt][4 * m + qq], delta, S[m]);
-        o = fmaf(S[m], qs[tt][4 * m + qq], o);
-      }
-      o += __shfl_xor_sync(0xffffffffu, o, 1);
-      o += __shfl_xor_sync(0xffffffffu, o, 2);
+      const float o = gdn_token<kRows>(
+          S, [&](int i) { return ks[tt][i]; }, [&](int i) { return qs[tt][i]; }, qq, decs[tt],
+          betas[tt], vs[tt][jl]);
       if (col && qq == 0)
         reinterpret_cast<float*>(out.row(h, static_cast<int64_t>(s.q_begin) + c0 + tt))[j] = o;
     }

@@ -104,17 +104,23 @@ __global__ void moe_rows_kernel(TensorDesc src, TensorDesc dst, const int32_t* _
 }
 
 // out[t, i] = sum_j w[t, j] * y[t, j, i], j = 0 .. k-1 in order (one fused multiply-add each).
+// Element i of token t's routed sum: w_0 y_0, then + w_j y_j fused, in rank order.
+__device__ __forceinline__ float routed_sum(const TensorDesc& y, const TensorDesc& weights,
+                                            int64_t k, int64_t t, int64_t i) {
+  const float* w = reinterpret_cast<const float*>(weights.row(t));
+  float o = w[0] * reinterpret_cast<const float*>(y.row(t * k))[i];
+  for (int64_t j = 1; j < k; ++j)
+    o = fmaf(w[j], reinterpret_cast<const float*>(y.row(t * k + j))[i], o);
+  return o;
+}
+
 __global__ void moe_combine_kernel(TensorDesc y, TensorDesc weights, TensorDesc out, int64_t k,
                                    int64_t n_elems) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_elems) return;
   int64_t t, i;
   div_mod(e, out.ne0, t, i);
-  const float* w = reinterpret_cast<const float*>(weights.row(t));
-  float o = w[0] * reinterpret_cast<const float*>(y.row(t * k))[i];
-  for (int64_t j = 1; j < k; ++j)
-    o = fmaf(w[j], reinterpret_cast<const float*>(y.row(t * k + j))[i], o);
-  reinterpret_cast<float*>(out.row(t))[i] = o;
+  reinterpret_cast<float*>(out.row(t))[i] = routed_sum(y, weights, k, t, i);
 }
 
 // out = a * sigmoid(g), g per element or one per row; out may alias a (each element is read
@@ -140,10 +146,7 @@ __global__ void moe_combine_shared_kernel(TensorDesc y, TensorDesc weights, Tens
   if (e >= n_elems) return;
   int64_t t, i;
   div_mod(e, out.ne0, t, i);
-  const float* w = reinterpret_cast<const float*>(weights.row(t));
-  float o = w[0] * reinterpret_cast<const float*>(y.row(t * k))[i];
-  for (int64_t j = 1; j < k; ++j)
-    o = fmaf(w[j], reinterpret_cast<const float*>(y.row(t * k + j))[i], o);
+  const float o = routed_sum(y, weights, k, t, i);
   const float gv = reinterpret_cast<const float*>(gate.row(t))[per_row ? 0 : i];
   float* sr = reinterpret_cast<float*>(shared.row(t));
   const float m = __fmul_rn(sr[i], sigmoid(gv));

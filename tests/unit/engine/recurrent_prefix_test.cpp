@@ -35,6 +35,24 @@ std::vector<TokenId> user_turn(int turn) {
   return t;
 }
 
+// Agent `agent`'s prompt: the shared system prompt, then 9 tokens of its own.
+std::vector<TokenId> agent_prompt(const std::vector<TokenId>& system, int agent) {
+  std::vector<TokenId> p = system;
+  for (int i = 0; i < 9; ++i) p.push_back(static_cast<TokenId>((agent * 13 + i * 5 + 1) % kVocab));
+  return p;
+}
+
+// Checks every agent's 4 generated tokens against the oracle; the cached prompt tokens of each.
+std::vector<int> agents_cached(Harness& h, const std::vector<uint64_t>& ids,
+                               const std::vector<std::vector<TokenId>>& prompts) {
+  std::vector<int> cached;
+  for (size_t agent = 0; agent < ids.size(); ++agent) {
+    EXPECT_EQ(h.result(ids[agent]).tokens, oracle(prompts[agent], 4)) << "agent " << agent;
+    cached.push_back(h.result(ids[agent]).usage.n_cached_prompt_tokens);
+  }
+  return cached;
+}
+
 struct Turn {
   std::vector<TokenId> prompt, output;
   int n_cached = 0;
@@ -108,9 +126,7 @@ TEST(RecurrentPrefixCache, SharedSystemPromptGetsACheckpointAtTheBranchPoint) {
   const std::vector<TokenId> system = prompt_of(30, 9);  // 7 full blocks + 2 tokens
   std::vector<int> cached;
   for (int agent = 0; agent < 4; ++agent) {
-    std::vector<TokenId> p = system;
-    for (int i = 0; i < 9; ++i)
-      p.push_back(static_cast<TokenId>((agent * 13 + i * 5 + 1) % kVocab));
+    const std::vector<TokenId> p = agent_prompt(system, agent);
     uint64_t id = h->submit(greedy(p, 4));
     h->run();
     EXPECT_EQ(h->result(id).tokens, oracle(p, 4)) << "agent " << agent;
@@ -130,20 +146,12 @@ TEST(RecurrentPrefixCache, AgentsArrivingTogetherComputeTheSharedPromptOnce) {
     std::vector<std::vector<TokenId>> prompts;
     std::vector<uint64_t> ids;
     for (int agent = 0; agent < 4; ++agent) {
-      std::vector<TokenId> p = system;
-      for (int i = 0; i < 9; ++i)
-        p.push_back(static_cast<TokenId>((agent * 13 + i * 5 + 1) % kVocab));
-      prompts.push_back(p);
-      ids.push_back(h->submit(greedy(p, 4)));
+      prompts.push_back(agent_prompt(system, agent));
+      ids.push_back(h->submit(greedy(prompts.back(), 4)));
     }
     const int64_t before = h->runner.n_tokens_computed;
     h->run();
-    std::vector<int> cached;
-    for (int agent = 0; agent < 4; ++agent) {
-      EXPECT_EQ(h->result(ids[agent]).tokens, oracle(prompts[agent], 4)) << "agent " << agent;
-      cached.push_back(h->result(ids[agent]).usage.n_cached_prompt_tokens);
-    }
-    EXPECT_EQ(cached, (std::vector<int>{0, 28, 28, 28}));
+    EXPECT_EQ(agents_cached(*h, ids, prompts), (std::vector<int>{0, 28, 28, 28}));
     // 39 prompt tokens, then 3 more per agent; the others skip the 28 shared ones.
     EXPECT_EQ(h->runner.n_tokens_computed - before, 4 * (39 + 3) - 3 * 28);
   }
@@ -160,22 +168,14 @@ TEST(RecurrentPrefixCache, AgentsArrivingWhileTheFirstTakesTheWholeStepStillShar
   std::vector<uint64_t> ids;
   const int64_t before = h->runner.n_tokens_computed;
   for (int agent = 0; agent < 4; ++agent) {
-    std::vector<TokenId> p = system;
-    for (int i = 0; i < 9; ++i)
-      p.push_back(static_cast<TokenId>((agent * 13 + i * 5 + 1) % kVocab));
-    prompts.push_back(p);
-    ids.push_back(h->submit(greedy(p, 4)));
+    prompts.push_back(agent_prompt(system, agent));
+    ids.push_back(h->submit(greedy(prompts.back(), 4)));
     if (agent == 0) {
       ASSERT_TRUE(h->engine->step());  // the first computes 8 of its 39 tokens
     }
   }
   h->run();
-  std::vector<int> cached;
-  for (int agent = 0; agent < 4; ++agent) {
-    EXPECT_EQ(h->result(ids[agent]).tokens, oracle(prompts[agent], 4)) << "agent " << agent;
-    cached.push_back(h->result(ids[agent]).usage.n_cached_prompt_tokens);
-  }
-  EXPECT_EQ(cached, (std::vector<int>{0, 28, 28, 28}));
+  EXPECT_EQ(agents_cached(*h, ids, prompts), (std::vector<int>{0, 28, 28, 28}));
   EXPECT_EQ(h->runner.n_tokens_computed - before, 4 * (39 + 3) - 3 * 28);
 }
 
