@@ -13,7 +13,7 @@
 //      (or 16) elements one mma per 16x8 sub-tile gives the exact integer sums, which the unit's
 //      float arithmetic (Unit<T>::sub / finish / group, shared with the GEMV) turns into the
 //      unit's dot; each output keeps the running slice partial p and the total y, flushed at
-//      slice ends (slice_ends_at), so y is the canonical order of cuda_units.cuh.
+//      slice ends (SliceWalk), so y is the canonical order of cuda_units.cuh.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cstdlib>
@@ -301,6 +301,7 @@ __global__ void __launch_bounds__(kThreads, kNT <= 2 ? 4 : 2) mma_kernel(SliceAr
   const auto* sc = reinterpret_cast<const float*>(dec + L::kDec);
   const float* mn = sc + kBM * M::kSc;
 
+  SliceWalk slices(n_units);
   float p[2][kNT][4], y[2][kNT][4], d[2][kNT][4];
   T9_FOR_ACC(p[mt][nt][i] = 0.0f; y[mt][nt][i] = 0.0f)
 
@@ -325,9 +326,8 @@ __global__ void __launch_bounds__(kThreads, kNT <= 2 ? 4 : 2) mma_kernel(SliceAr
     for (int lu = 0; lu < M::kUnits; ++lu) {
       if (lu >= units) break;
       unit_dots<T, kNT>(w, lu, sc, mn, ab, d);
-      const int64_t u = c * M::kUnits + lu;
       T9_FOR_ACC(p[mt][nt][i] = __fadd_rn(p[mt][nt][i], d[mt][nt][i]))
-      if (slice_ends_at(u, n_units)) {  // uniform across the block
+      if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
         T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
       }
     }
