@@ -62,6 +62,16 @@ void normalize(std::vector<Candidate>& c) {
   for (Candidate& x : c) x.p = static_cast<float>(x.p / sum);
 }
 
+// p = exp(logit - max) / sum, the sum in double in the candidates' current order; every p is 0
+// when all logits are -inf (all banned).
+void softmax_in_place(std::vector<Candidate>& c) {
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const Candidate& x : c) max_logit = std::max(max_logit, x.logit);
+  if (!std::isfinite(max_logit)) max_logit = 0.0f;
+  for (Candidate& x : c) x.p = std::exp(x.logit - max_logit);
+  normalize(c);
+}
+
 TokenId argmax(std::span<const float> logits) {
   return static_cast<TokenId>(first_argmax(logits.data(), static_cast<int64_t>(logits.size())));
 }
@@ -74,33 +84,46 @@ std::vector<Candidate> truncate_candidates(std::span<const float> logits,
   const int n = static_cast<int>(logits.size());
   std::vector<Candidate> c(n);
   for (int i = 0; i < n; ++i) c[i] = {i, logits[i] / params.temperature, 0.0f};
+  int sorted = 0;  // c[0, sorted) is in sampling order (by_logit_desc)
   if (params.top_k > 0 && params.top_k < n) {
     std::partial_sort(c.begin(), c.begin() + params.top_k, c.end(), by_logit_desc);
     c.resize(params.top_k);
-  } else if (params.top_p < 1.0f || params.min_p > 0.0f) {
-    std::sort(c.begin(), c.end(), by_logit_desc);
-  }  // else: no cut, so no sort (a full sort of a 150k vocabulary costs milliseconds)
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (const Candidate& x : c) max_logit = std::max(max_logit, x.logit);
-  if (!std::isfinite(max_logit)) max_logit = 0.0f;  // all banned (-inf): p = 0 everywhere
-  for (Candidate& x : c) x.p = std::exp(x.logit - max_logit);
-  normalize(c);
+    sorted = params.top_k;
+  }
+  // Without top-k: the probabilities over the whole vocabulary, summed in token order (before
+  // any sorting), then only as much of the order sorted as the cuts read: a 4096-long prefix
+  // first, four times longer each time they need more. A full sort of a 248k vocabulary took ~20 ms
+  // per token; the kept set of a real model is a few dozen tokens.
+  softmax_in_place(c);
+  if (params.top_p >= 1.0f && params.min_p <= 0.0f) return c;  // no cut: token order, unsorted
+  const int size = static_cast<int>(c.size());
+  auto at = [&](int i) -> const Candidate& {  // c[i] in sorted order, sorting more if needed
+    if (i >= sorted) {                        // select the next block (linear), then sort only it
+      const int want = std::min(size, std::max({4096, 4 * sorted, i + 1}));
+      if (want < size)
+        std::nth_element(c.begin() + sorted, c.begin() + want, c.end(), by_logit_desc);
+      std::sort(c.begin() + sorted, c.begin() + want, by_logit_desc);
+      sorted = want;
+    }
+    return c[i];
+  };
   if (params.top_p < 1.0f) {
     // 1e-6 slack: a set whose probabilities add to top_p in exact arithmetic must qualify.
     double cum = 0;
-    for (size_t i = 0; i < c.size(); ++i) {
-      cum += c[i].p;
+    for (int i = 0; i < size; ++i) {
+      cum += at(i).p;
       if (cum >= params.top_p - 1e-6) {
         c.resize(i + 1);
         break;
       }
     }
+    if (size > 0 && static_cast<int>(c.size()) == size) at(size - 1);  // nothing cut: all sorted
     normalize(c);
   }
   if (params.min_p > 0.0f && !c.empty()) {
-    const float threshold = params.min_p * c[0].p;
-    size_t keep = 1;
-    while (keep < c.size() && c[keep].p >= threshold) ++keep;
+    const float threshold = params.min_p * at(0).p;
+    int keep = 1;
+    while (keep < static_cast<int>(c.size()) && at(keep).p >= threshold) ++keep;
     c.resize(keep);
     normalize(c);
   }

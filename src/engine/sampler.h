@@ -45,7 +45,8 @@ void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& par
 
 // The kept candidates after temperature (> 0 required), top-k, top-p and min-p, sorted by
 // probability (ties: lower token id first) when any cut applies, else in token id order;
-// probabilities renormalized to sum to 1.
+// probabilities renormalized to sum to 1. Without top-k, the first softmax runs over the whole
+// vocabulary summed in token order, and only the sorted prefix the cuts read is sorted.
 std::vector<Candidate> truncate_candidates(std::span<const float> logits,
                                            const SamplingParams& params);
 

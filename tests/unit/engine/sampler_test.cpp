@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -68,6 +69,77 @@ TEST(Sampler, TopKThenTopPThenMinPCompose) {
   EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0}));
   p.min_p = 0.8f;
   EXPECT_EQ(kept(truncate_candidates(l, p)), (std::vector<TokenId>{0, 1}));
+}
+
+// The definition with a full sort: probabilities over the whole vocabulary summed in token
+// order, then the sorted order (ties: lower id first) cut by top-p, renormalized, cut by min-p,
+// renormalized. truncate_candidates sorts only the prefix the cuts read (4096, grown 4x as
+// needed); the kept tokens and their probabilities must be the same bits.
+std::vector<Candidate> full_sort_oracle(const std::vector<float>& l, float top_p, float min_p) {
+  std::vector<Candidate> c;
+  float mx = -INFINITY;
+  for (float x : l) mx = std::max(mx, x);
+  double sum = 0;
+  for (size_t i = 0; i < l.size(); ++i) {
+    c.push_back({static_cast<TokenId>(i), l[i], std::exp(l[i] - mx)});
+    sum += c.back().p;
+  }
+  for (Candidate& x : c) x.p = static_cast<float>(x.p / sum);
+  std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
+  });
+  auto renorm = [&] {
+    double s = 0;
+    for (const Candidate& x : c) s += x.p;
+    for (Candidate& x : c) x.p = static_cast<float>(x.p / s);
+  };
+  if (top_p < 1.0f) {
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      cum += c[i].p;
+      if (cum >= top_p - 1e-6) {
+        c.resize(i + 1);
+        break;
+      }
+    }
+    renorm();
+  }
+  if (min_p > 0.0f) {
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].p >= min_p * c[0].p) ++keep;
+    c.resize(keep);
+    renorm();
+  }
+  return c;
+}
+
+TEST(Sampler, TopPAndMinPOverALargeVocabularyEqualAFullSort) {
+  // 50k tokens: a few peaked ones, a flat tail, and ties (quantized logits), so that top-p
+  // 0.5 stops within the first 4096 sorted tokens and 0.9 / 0.99 need the prefix to grow.
+  std::vector<float> l(50000);
+  uint64_t state = 12345;
+  for (size_t i = 0; i < l.size(); ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    l[i] = static_cast<float>((state >> 40) % 64) / 16.0f;
+  }
+  l[777] = 12.0f, l[31337] = 11.0f, l[4] = 11.0f;
+  for (auto [top_p, min_p] : std::vector<std::pair<float, float>>{
+           {0.5f, 0.0f}, {0.9f, 0.0f}, {0.99f, 0.0f}, {1.0f, 0.05f}, {0.95f, 0.02f}}) {
+    SamplingParams p = temp1();
+    p.top_p = top_p, p.min_p = min_p;
+    const auto got = truncate_candidates(l, p), want = full_sort_oracle(l, top_p, min_p);
+    ASSERT_EQ(got.size(), want.size()) << top_p << " " << min_p;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].token, want[i].token) << i;
+      ASSERT_EQ(got[i].p, want[i].p) << i;
+    }
+    if (top_p == 0.5f) {
+      EXPECT_LT(got.size(), 4096u);  // the cases span both sides of 4096
+    }
+    if (top_p == 0.99f) {
+      EXPECT_GT(got.size(), 8192u);
+    }
+  }
 }
 
 TEST(Sampler, TemperatureSharpensAndFlattens) {
