@@ -32,7 +32,8 @@
 #              PEER_BIN (folder with llama-bench/llama-server[.xz], default .devrun-peer/bin),
 #              PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: no synth; a synth
 #              file already in /tmp is reused), WAYS ("8 32"), GEN (128), AGENTS (8),
-#              SYSTEM (10000), RATIO (2) or CTX (agents' context per sequence).
+#              SYSTEM (10000), RATIO (2) or CTX (agents' context per sequence), RUN_ARGS (the
+#              sampling flags of single/long, default "--temp 0"; e.g. "--temp 0.7 --top-k 40").
 # Everything goes to $OUT (bench.log, runs.err, bench_*way_*.json, serve logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -99,7 +100,8 @@ ours_run() {
   local n=$1 p
   p=$(python3 -c "print('x'*$n)")
   for rep in 1 2; do
-    "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos --backend cuda \
+    # shellcheck disable=SC2086  # RUN_ARGS: more tempo9 run flags, word-split on purpose
+    "$T9" run -m "$M" --raw -p "$p" -n "$GEN" ${RUN_ARGS:---temp 0} --ignore-eos --backend cuda \
       --ctx $((n + GEN + 64)) >/dev/null 2>/tmp/t9run.err
     cat /tmp/t9run.err >>"$OUT/runs.err"
     echo "tempo9 run --backend cuda prompt $n gen $GEN (rep $rep): $(grep -E '^\[(prompt|engine)' /tmp/t9run.err | tr '\n' ' ')"

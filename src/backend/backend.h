@@ -245,6 +245,11 @@ class Backend {
 
   // Per row of F32 [n, n_vocab]: out I32 [n] = index of the max (lowest index on ties).
   virtual void argmax(const Tensor& logits, const Tensor& out) = 0;
+  // Per row of F32 [n, n_vocab]: out I32 [n] = core/sampling.h's sample_row() under the row's
+  // settings; params: I32 [n, 6], one RowSampling (24 bytes) per row, bit for bit. A backend may
+  // answer -1 for a row whose kept set it cannot settle on its own (CUDA: a top-k above 1024,
+  // or top-p / min-p keeping more than the 1024 best); the caller then samples that row itself.
+  virtual void sample(const Tensor& logits, const Tensor& params, const Tensor& out) = 0;
   // Per row: the k largest, sorted descending (ties: lower index first). ids I32 [n, k],
   // values F32 [n, k].
   virtual void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) = 0;

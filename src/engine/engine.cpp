@@ -143,7 +143,7 @@ void Engine::note_plan(const StepPlan& plan) {
   }
 }
 
-ForwardBatch Engine::make_batch(const StepPlan& plan) const {
+ForwardBatch Engine::make_batch(const StepPlan& plan) {
   ForwardBatch b;
   b.block_size = kv_.block_size();
   b.tokens.reserve(plan.n_tokens);
@@ -162,6 +162,14 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) const {
                  ss.save_checkpoint,
                  ss.snapshot_before};
     f.argmax_only = ss.need_logits && argmax_only(s.id);
+    if (ss.need_logits && n_draft == 0 && device_samplable(s.id)) {
+      // The token's one uniform draw, taken now so the runner can sample on the device; the
+      // host uses the same u if the runner returns the logits instead.
+      RequestState& st = requests_.at(s.id);
+      const SamplingParams& sp = st.req.sampling;
+      f.sample_on_device = true;
+      f.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, st.rng.uniform()};
+    }
     b.seqs.push_back(f);
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(i < ss.n_tokens - n_draft ? s.tokens[ss.n_past + i]
@@ -181,13 +189,18 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
   if (!out.ok())
     err = "model run failed: " + out.message();
   else if (out->n_rows != n_rows || out->n_vocab != runner_.n_vocab() ||
-           (out->argmax.empty()
+           (out->tokens.empty()
                 ? out->logits.size() != static_cast<size_t>(n_rows) * out->n_vocab
-                : out->argmax.size() != static_cast<size_t>(n_rows) || !out->logits.empty()))
+                : out->tokens.size() != static_cast<size_t>(n_rows) ||
+                      (!out->logits.empty() &&
+                       out->logits.size() != static_cast<size_t>(n_rows) * out->n_vocab)))
     err = fmt::format("model returned {} logit rows of {} for {} rows of {}", out->n_rows,
                       out->n_vocab, n_rows, runner_.n_vocab());
-  else if (!out->argmax.empty() && !batch.all_argmax_only())
-    err = "model returned argmax rows for a step that needs logits";
+  else if (!out->tokens.empty() && !batch.all_argmax_only() && !batch.all_sampled_by_runner())
+    err = "model returned tokens for a step that needs logits";
+  else if (!out->tokens.empty() && out->logits.empty() &&
+           std::find(out->tokens.begin(), out->tokens.end(), -1) != out->tokens.end())
+    err = "model left a token undecided without its logits";
   if (!err.empty()) {
     // The KV of this step is unknown: fail its requests rather than risk corrupt outputs.
     for (const ScheduledSeq& ss : plan.seqs) {
@@ -207,7 +220,7 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
     const ScheduledSeq& ss = plan.seqs[i];
     n_valid[i] = ss.n_tokens;
     if (!ss.need_logits) continue;
-    sampled[i] = sample_step(*ss.seq, requests_.at(ss.seq->id), ss.draft, *out, row);
+    sampled[i] = sample_step(*ss.seq, requests_.at(ss.seq->id), batch.seqs[i], ss.draft, *out, row);
     row += 1 + static_cast<int>(ss.draft.size());
     // The real token plus each accepted draft hold valid KV.
     n_valid[i] =
@@ -241,19 +254,24 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
 // Samples the token after the sequence's real tokens, then, while the sampled token equals the
 // next draft, the token after that draft too (greedy verification: exactly the tokens decoding
 // one at a time would give, the drafts only let one step compute several). Appends them all.
-std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st,
+std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, const ForwardSeq& f,
                                               std::span<const TokenId> draft,
                                               const ForwardOutput& out, int row) {
   const GenerateRequest& req = st.req;
   std::vector<SampleResult> res;
   for (size_t j = 0; j <= draft.size(); ++j) {
     std::span<const TokenId> all(seq.tokens);
-    if (!out.argmax.empty()) {  // the runner took the argmax (argmax_only)
-      SampleResult r;
-      r.token = out.argmax[static_cast<size_t>(row) + j];
-      res.push_back(r);
+    const size_t r = static_cast<size_t>(row) + j;
+    if (!out.tokens.empty() && out.tokens[r] >= 0) {  // the runner decided (argmax or draw)
+      SampleResult s;
+      s.token = out.tokens[r];
+      res.push_back(s);
+    } else if (f.sample_on_device) {  // u was drawn for the runner: the host uses the same one
+      res.push_back(sample_token(out.row(static_cast<int>(r)), req.sampling,
+                                 all.first(seq.n_prompt), all.subspan(seq.n_prompt), f.sampling.u,
+                                 req.logprobs, req.n_top_logprobs));
     } else {
-      res.push_back(sample_token(out.row(row + static_cast<int>(j)), req.sampling,
+      res.push_back(sample_token(out.row(static_cast<int>(r)), req.sampling,
                                  all.first(seq.n_prompt), all.subspan(seq.n_prompt), st.rng,
                                  req.logprobs, req.n_top_logprobs));
     }
@@ -267,6 +285,16 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st,
 bool Engine::argmax_only(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
   return argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
+}
+
+// The request's token can be drawn by the runner: temperature > 0 and nothing the device does
+// not see (bias, penalties, logprobs).
+bool Engine::device_samplable(uint64_t id) const {
+  const GenerateRequest& req = requests_.at(id).req;
+  const SamplingParams& p = req.sampling;
+  return p.temperature > 0.0f && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !req.logprobs &&
+         req.n_top_logprobs == 0;
 }
 
 // Counts the token and sends its event; true when it finished the request (then gone).

@@ -127,12 +127,14 @@ class Engine {
 
   void intake();
   void note_plan(const StepPlan& plan);
-  ForwardBatch make_batch(const StepPlan& plan) const;
+  ForwardBatch make_batch(const StepPlan& plan);
   void postprocess(const StepPlan& plan, const ForwardBatch& batch, Result<ForwardOutput>& out);
-  std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st,
+  std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st, const ForwardSeq& f,
                                         std::span<const TokenId> draft, const ForwardOutput& out,
                                         int row);
   bool argmax_only(uint64_t id) const;  // ForwardSeq::argmax_only for this request
+  // ForwardSeq::sample_on_device for this request's step without drafts.
+  bool device_samplable(uint64_t id) const;
   bool emit(uint64_t id, SampleResult r);
   void finish(uint64_t id, FinishReason reason, const std::string& err = {});
   // Frees the sequence's blocks and model state (keep_state: its checkpoint may be published).

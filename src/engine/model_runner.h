@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/sampling.h"
 #include "engine/sequence.h"
 
 namespace t9::engine {
@@ -41,6 +42,13 @@ struct ForwardSeq {
   // return ForwardOutput::argmax instead of the logits (a GPU then copies back 4 bytes a row,
   // not the vocabulary).
   bool argmax_only = false;
+  // With need_logits, no drafts, temperature > 0 and no bias, penalties or logprobs: the runner
+  // may draw the token itself with `sampling` (core/sampling.h; `sampling.u` is the request's
+  // uniform draw for this token, taken when the batch was built). It returns the token in
+  // ForwardOutput::tokens, or -1 with the row's logits: the engine then samples the row on the
+  // host with the same u.
+  bool sample_on_device = false;
+  RowSampling sampling{};
 };
 
 struct ForwardBatch {
@@ -51,15 +59,19 @@ struct ForwardBatch {
   int n_logit_rows() const;
   // True when some sequence needs logits and every one that does has argmax_only.
   bool all_argmax_only() const;
+  // True when some sequence needs logits and every one that does has argmax_only or
+  // sample_on_device, and at least one has sample_on_device.
+  bool all_sampled_by_runner() const;
 };
 
 struct ForwardOutput {
   // [n_rows, n_vocab]: the rows of the sequences with need_logits, in batch order (n_logits each).
   // Empty when `argmax` holds the rows instead.
   std::vector<float> logits;
-  // [n_rows] or empty: each row's argmax (first index of the largest logit), only when every
-  // sequence with need_logits had argmax_only.
-  std::vector<int32_t> argmax;
+  // [n_rows] or empty: each row's token decided by the runner, only when every sequence with
+  // need_logits had argmax_only (the first index of the largest logit) or sample_on_device (the
+  // draw; -1: not decided, the row's logits are in `logits`, which is then n_rows long).
+  std::vector<int32_t> tokens;
   int n_rows = 0;
   int n_vocab = 0;
   std::span<const float> row(int r) const {
@@ -87,6 +99,16 @@ class ModelRunner {
   // The engine will never restore these checkpoints again: their memory can go.
   virtual void drop_checkpoints(std::span<const uint64_t> ids) { (void)ids; }
 };
+
+inline bool ForwardBatch::all_sampled_by_runner() const {
+  bool any = false;
+  for (const ForwardSeq& s : seqs) {
+    if (!s.need_logits) continue;
+    if (!s.argmax_only && !s.sample_on_device) return false;
+    any = any || s.sample_on_device;
+  }
+  return any;
+}
 
 inline bool ForwardBatch::all_argmax_only() const {
   bool any = false;

@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "core/sampling.h"
 #include "engine/request.h"
 
 namespace t9::engine {
@@ -27,11 +28,7 @@ class Rng {
   uint64_t state_;
 };
 
-struct Candidate {
-  TokenId token = -1;
-  float logit = 0.0f;  // after penalties and temperature
-  float p = 0.0f;      // renormalized over the kept set
-};
+using t9::Candidate;
 
 struct SampleResult {
   TokenId token = -1;
@@ -43,10 +40,7 @@ struct SampleResult {
 void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,
                               std::span<const TokenId> prompt, std::span<const TokenId> generated);
 
-// The kept candidates after temperature (> 0 required), top-k, top-p and min-p, sorted by
-// probability (ties: lower token id first) when any cut applies, else in token id order;
-// probabilities renormalized to sum to 1. Without top-k, the first softmax runs over the whole
-// vocabulary summed in token order, and only the sorted prefix the cuts read is sorted.
+// core/sampling.h's cuts with the request's temperature, top-k, top-p and min-p.
 std::vector<Candidate> truncate_candidates(std::span<const float> logits,
                                            const SamplingParams& params);
 
@@ -62,5 +56,11 @@ bool argmax_suffices(const SamplingParams& params, bool want_logprobs, int n_top
 SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params,
                           std::span<const TokenId> prompt, std::span<const TokenId> generated,
                           Rng& rng, bool want_logprobs, int n_top_logprobs);
+// The same with the uniform draw already taken from the request's Rng (one per token at
+// temperature != 0, none at 0): a step whose row the runner was asked to sample on the device
+// draws before the forward, and samples here only when the runner returned logits instead.
+SampleResult sample_token(std::span<const float> raw_logits, const SamplingParams& params,
+                          std::span<const TokenId> prompt, std::span<const TokenId> generated,
+                          double u, bool want_logprobs, int n_top_logprobs);
 
 }  // namespace t9::engine

@@ -1,5 +1,7 @@
 #include "model/engine_runner.h"
 
+#include <cstdlib>
+
 #include "core/check.h"
 
 namespace t9::model {
@@ -42,11 +44,23 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
   b.positions = batch.positions;
   b.seqs = seqs_;
   b.argmax_only = batch.all_argmax_only();
+  sampling_.clear();
+  // TEMPO9_SAMPLE_ON_HOST=1 (read once, measurement): sampled rows bring their logits back.
+  static const bool host_only = std::getenv("TEMPO9_SAMPLE_ON_HOST") != nullptr;
+  if (!b.argmax_only && !host_only && batch.all_sampled_by_runner()) {
+    for (const engine::ForwardSeq& s : batch.seqs) {
+      if (!s.need_logits) continue;
+      // argmax_only rows: temperature 0 (the argmax); sample_on_device rows: one row each.
+      for (int j = 0; j < s.n_logits; ++j)
+        sampling_.push_back(s.sample_on_device ? s.sampling : RowSampling{});
+    }
+    b.sampling = sampling_;
+  }
   T9_ASSIGN_OR_RETURN(Logits lg, model_.forward(b));
   if (model_.recurrent()) T9_TRY(save_checkpoints(batch));
   engine::ForwardOutput out;
   out.logits = std::move(lg.data);
-  out.argmax = std::move(lg.argmax);
+  out.tokens = std::move(lg.tokens);
   out.n_rows = lg.n_rows;
   out.n_vocab = lg.n_vocab;
   return out;

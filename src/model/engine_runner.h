@@ -33,6 +33,7 @@ class EngineRunner final : public engine::ModelRunner {
 
   Model& model_;
   std::vector<SeqInput> seqs_;  // reused between steps
+  std::vector<RowSampling> sampling_;  // Batch::sampling, reused between steps
   // Hybrid models: engine sequence id -> RecurrentState slot, taken on first sight.
   std::unordered_map<uint64_t, int> slots_;
   // The checkpoint `id`, made on first use from a spare one when there is one.

@@ -129,10 +129,14 @@ Result<Logits> Model::compute_logits(const Batch& b) {
   Logits out;
   out.n_rows = static_cast<int>(rows.size());
   out.n_vocab = hp_.n_vocab;
-  if (b.argmax_only)
-    out.argmax.resize(rows.size());
+  const bool decided = b.argmax_only || !b.sampling.empty();
+  T9_CHECK(b.sampling.empty() || b.sampling.size() == rows.size(),
+           "forward: {} sampling rows for {} logit rows", b.sampling.size(), rows.size());
+  const size_t row_floats = static_cast<size_t>(hp_.n_vocab);
+  if (decided)
+    out.tokens.resize(rows.size());
   else
-    out.data.resize(rows.size() * static_cast<size_t>(hp_.n_vocab));
+    out.data.resize(rows.size() * row_floats);
   Scratch& s = *s_;
   const int R = cfg_.max_logit_rows_per_call;
   for (int first = 0; first < out.n_rows; first += R) {
@@ -144,16 +148,28 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     backend_.rms_norm(sel, w_.output_norm, hp_.rms_eps, spec_.norm_weight_bias, sel);
     backend_.matmul(w_.output, sel, Tensor{}, lg);
     if (hp_.final_softcap > 0.0f) backend_.softcap(lg, hp_.final_softcap, lg);
-    if (b.argmax_only) {
-      const Tensor ids_out = make_tensor(s.logit_buf, s.row_max.offset, GgmlType::I32, n);
-      backend_.argmax(lg, ids_out);
-      backend_.download(s.logit_buf, s.row_max.offset, out.argmax.data() + first,
-                        static_cast<size_t>(n) * sizeof(int32_t));
-    } else {
-      backend_.download(s.logit_buf, lg.offset,
-                        out.data.data() + static_cast<size_t>(first) * hp_.n_vocab,
-                        static_cast<size_t>(n) * hp_.n_vocab * sizeof(float));
+    if (!decided) {
+      backend_.download(s.logit_buf, lg.offset, out.data.data() + first * row_floats,
+                        static_cast<size_t>(n) * row_floats * sizeof(float));
+      continue;
     }
+    const Tensor tok = make_tensor(s.logit_buf, s.row_max.offset, GgmlType::I32, n);
+    if (b.argmax_only) {
+      backend_.argmax(lg, tok);
+    } else {
+      backend_.upload(s.logit_buf, s.row_params.offset, b.sampling.data() + first,
+                      static_cast<size_t>(n) * sizeof(RowSampling));
+      backend_.sample(lg, make_tensor(s.logit_buf, s.row_params.offset, GgmlType::I32, 6, n), tok);
+    }
+    backend_.download(s.logit_buf, s.row_max.offset, out.tokens.data() + first,
+                      static_cast<size_t>(n) * sizeof(int32_t));
+    if (b.sampling.empty()) continue;
+    backend_.sync();  // the tokens are on the host: a row the backend left (-1) needs its logits
+    const auto* t = out.tokens.data() + first;
+    if (std::find(t, t + n, -1) == t + n) continue;
+    if (out.data.empty()) out.data.resize(rows.size() * row_floats);
+    backend_.download(s.logit_buf, lg.offset, out.data.data() + first * row_floats,
+                      static_cast<size_t>(n) * row_floats * sizeof(float));
   }
   backend_.sync();
   return out;

@@ -13,10 +13,11 @@
 
 #include "backend/backend.h"
 #include "core/result.h"
+#include "core/sampling.h"
 #include "gguf/gguf_file.h"
 #include "model/arch/arch.h"
-#include "model/hparams.h"
 #include "model/extra_scratch.h"
+#include "model/hparams.h"
 #include "model/kv_pool.h"
 #include "model/recurrent_state.h"
 #include "model/weights.h"
@@ -44,15 +45,23 @@ struct Batch {
   std::span<const int32_t> positions;  // [n_tokens]; empty: n_past + j per sequence
   std::span<const SeqInput> seqs;      // [n_seqs]
   // Every logit row is wanted only as its argmax (greedy sampling): forward() returns
-  // Logits::argmax and copies back 4 bytes a row instead of the vocabulary.
+  // Logits::tokens and copies back 4 bytes a row instead of the vocabulary.
   bool argmax_only = false;
+  // Or, one per logit row (in order): the row's token is decided on the backend (Backend::sample;
+  // temperature 0: the argmax). forward() returns Logits::tokens; a row the backend cannot settle
+  // (-1) brings its call's logits back too.
+  std::span<const RowSampling> sampling{};
 };
 
 struct Logits {
   // [n_rows, n_vocab]: rows of the sequences asking for logits, in batch order (kLast: one row,
   // kAll: n_tokens rows).
-  std::vector<float> data;   // empty with Batch::argmax_only
-  std::vector<int32_t> argmax;  // [n_rows] with Batch::argmax_only: each row's argmax
+  // Empty with Batch::argmax_only or sampling, unless some token is -1: then the rows of those
+  // rows' backend calls (the others zero).
+  std::vector<float> data;
+  // [n_rows] with Batch::argmax_only (each row's argmax) or sampling (each row's token, -1: sample
+  // it from `data`).
+  std::vector<int32_t> tokens;
   int n_rows = 0;
   int n_vocab = 0;
   std::span<const float> row(int r) const {

@@ -22,7 +22,8 @@ struct Model::Scratch {
   Tensor up;      // F32 [T, F]
   // Logits (R = max_logit_rows_per_call rows per backend call).
   Tensor row_ids;  // I32 [R]
-  Tensor row_max;  // I32 [R]: the rows' argmax (Batch::argmax_only)
+  Tensor row_max;  // I32 [R]: the rows' argmax or sampled tokens (Batch::argmax_only, sampling)
+  Tensor row_params;  // I32 [R, 6]: one RowSampling per row (Batch::sampling)
   Tensor sel;      // F32 [R, E]
   Tensor logits;   // F32 [R, n_vocab]
 

@@ -33,15 +33,7 @@ using namespace cuda_util;
 
 constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
 
-class CudaHybrid : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
-    be_ = std::make_unique<CudaBackend>();
-  }
-  std::unique_ptr<CudaBackend> be_;
-  CpuBackend cpu_{CpuBackendConfig{2, std::nullopt}};
-};
+class CudaHybrid : public cuda_util::CudaVsCpu {};
 
 // ---- moe_route ----
 

@@ -26,15 +26,7 @@ const GgmlType kWeightTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
                                  GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
                                  GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
 
-class Cuda : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
-    be_ = std::make_unique<CudaBackend>();
-  }
-  std::unique_ptr<CudaBackend> be_;
-  CpuBackend cpu_{CpuBackendConfig{2, std::nullopt}};
-};
+class Cuda : public cuda_util::CudaVsCpu {};
 
 // ---- matmul ----
 

@@ -15,12 +15,28 @@
 #include <string>
 #include <vector>
 
+#ifdef TEMPO9_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "model/model.h"
 #include "model/session.h"
 #include "ops_test_util.h"
 #include "quant/half.h"
 
 namespace t9::test::cuda_util {
+
+#ifdef TEMPO9_HAVE_CUDA
+// The op tests' fixture: a fresh CUDA backend per test, and the CPU backend as the reference.
+class CudaVsCpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+    be_ = std::make_unique<CudaBackend>();
+  }
+  std::unique_ptr<CudaBackend> be_;
+  CpuBackend cpu_{CpuBackendConfig{2, std::nullopt}};
+};
+#endif
 
 inline std::string fixture_dir(const std::string& arch) {
   const char* env = std::getenv("TEMPO9_SHARED_DIR");

@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_util.h"
 #include "core/argmax.h"
 #include "core/log.h"
+#include "core/sampling.h"
 #include "quant/dequantize.h"
 #include "quant/half.h"
 
@@ -298,6 +299,20 @@ void CpuBackend::argmax(const Tensor& logits, const Tensor& out) {
   for (int64_t r = 0; r < logits.n_rows(); ++r) {
     o[r] = static_cast<int32_t>(first_argmax(f32_row(logits, r), logits.ne[0]));
   }
+}
+
+// The host sampler's own functions: the CPU backend never answers -1.
+void CpuBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {
+  check_f32_rows(logits, "sample logits");
+  const int64_t n = logits.n_rows();
+  T9_CHECK(params.type == GgmlType::I32 && params.ne[0] == 6 && params.n_rows() == n &&
+               params.is_contiguous(),
+           "sample: params must be I32 [{}, 6]", n);
+  T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == n, "sample: out");
+  const auto* ps = reinterpret_cast<const RowSampling*>(base_ptr(params));
+  auto* o = reinterpret_cast<int32_t*>(base_ptr(out));
+  for (int64_t r = 0; r < n; ++r)
+    o[r] = sample_row({f32_row(logits, r), static_cast<size_t>(logits.ne[0])}, ps[r]);
 }
 
 void CpuBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {

@@ -72,6 +72,7 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
                  const Tensor& block_tables, const AttnParams& p, const Tensor& out) override;
   void argmax(const Tensor& logits, const Tensor& out) override;
+  void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override;
   void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) override;
   void softmax(const Tensor& x, const Tensor& out) override;
   void copy(const Tensor& x, const Tensor& out) override;

@@ -63,6 +63,44 @@ TEST(Engine, GreedyOutputMatchesTheOracle) {
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
+// A runner that draws the tokens itself (ForwardSeq::sample_on_device, with the u the engine drew
+// when it built the batch), leaving every second row to the host with its logits, gives the same
+// tokens as host sampling with the same seeds, in a batch mixing greedy and sampled requests.
+TEST(Engine, SampledRowsFromTheRunnerEqualHostSampling) {
+  std::vector<TokenId> p;
+  for (int i = 0; i < 30; ++i) p.push_back(static_cast<TokenId>(i % 5));
+  std::vector<std::vector<TokenId>> got[2];
+  for (int runner_samples = 0; runner_samples < 2; ++runner_samples) {
+    Harness h(test_config());
+    h.runner.sample_when_asked = runner_samples == 1;
+    std::vector<uint64_t> ids;
+    for (int k = 0; k < 4; ++k) {
+      auto r = greedy(p, 20);
+      r.prompt.push_back(static_cast<TokenId>(k));
+      if (k != 3) {  // request 3 stays greedy: argmax rows in the same steps
+        r.sampling.temperature = 0.8f;
+        r.sampling.top_p = k == 1 ? 0.9f : 1.0f;
+        r.sampling.top_k = k == 2 ? 5 : 0;
+        r.sampling.seed = 100 + static_cast<uint64_t>(k);
+      }
+      ids.push_back(h.submit(std::move(r)));
+    }
+    h.run();
+    for (uint64_t id : ids) got[runner_samples].push_back(h.result(id).tokens);
+    if (runner_samples == 1) {
+      EXPECT_GT(h.runner.n_sample_runs, 0);
+      EXPECT_GT(h.runner.n_sampled_rows, 10);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(got[0][static_cast<size_t>(k)].size(), 20u);
+    EXPECT_EQ(got[1][static_cast<size_t>(k)], got[0][static_cast<size_t>(k)]) << "request " << k;
+  }
+  auto q0 = p;
+  q0.push_back(0);
+  EXPECT_NE(got[0][0], oracle(q0, 20));  // the draws depart from greedy somewhere
+}
+
 // A runner that hands back only each row's argmax when every sequence of the step asks for just
 // that (greedy, no bias, penalties or logprobs: ForwardSeq::argmax_only), as the model does for
 // the GPU: the oracle's tokens, speculative drafts verified from the ids. A request that wants

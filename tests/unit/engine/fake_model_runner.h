@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/sampling.h"
 #include "engine/model_runner.h"
 
 namespace t9::engine::testing {
@@ -73,10 +74,27 @@ class FakeModelRunner : public ModelRunner {
     if (argmax_when_asked && batch.all_argmax_only()) {  // as a GPU runner: ids, no logits
       for (int r = 0; r < out.n_rows; ++r) {
         const float* row = out.logits.data() + static_cast<size_t>(r) * n_vocab_;
-        out.argmax.push_back(static_cast<int32_t>(std::max_element(row, row + n_vocab_) - row));
+        out.tokens.push_back(static_cast<int32_t>(std::max_element(row, row + n_vocab_) - row));
       }
       out.logits.clear();
       n_argmax_runs++;
+    } else if (sample_when_asked && batch.all_sampled_by_runner()) {  // as Backend::sample
+      // Each row's token by core/sampling.h with the row's u; every second sampled row is left
+      // undecided (-1), as the device does past its candidate limit: the logits then stay.
+      bool any_undecided = false;
+      int r = 0;
+      for (const ForwardSeq& s : batch.seqs) {
+        if (!s.need_logits) continue;
+        for (int j = 0; j < s.n_logits; ++j, ++r) {
+          const std::span<const float> row(out.logits.data() + static_cast<size_t>(r) * n_vocab_,
+                                           static_cast<size_t>(n_vocab_));
+          const bool leave = s.sample_on_device && (n_sampled_rows++ % 2 == 1);
+          any_undecided = any_undecided || leave;
+          out.tokens.push_back(leave ? -1 : sample_row(row, s.sampling));
+        }
+      }
+      if (!any_undecided) out.logits.clear();
+      n_sample_runs++;
     }
     return out;
   }
@@ -126,6 +144,8 @@ class FakeModelRunner : public ModelRunner {
   // runner does: ForwardBatch::all_argmax_only), counting those runs.
   bool argmax_when_asked = false;
   int64_t n_argmax_runs = 0;
+  bool sample_when_asked = false;  // decide ForwardSeq::sample_on_device rows (Backend::sample)
+  int64_t n_sample_runs = 0, n_sampled_rows = 0;
   int64_t n_tokens_computed = 0;
   std::vector<int> grow_calls;
 

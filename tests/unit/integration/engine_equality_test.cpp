@@ -160,6 +160,28 @@ TEST_F(EngineEquality, BackendArgmaxEqualsHostSampling) {
   expect_same_as_alone(prompts, s.run(prompts, kGen), "host sampling");
 }
 
+// Seeded temperature sampling (top-p, top-k) decided by the backend (Backend::sample: each
+// step's uniform draw taken when the batch is built) equals the host sampler drawing the same
+// request's numbers itself over copied logits (requests asking for logprobs), batched. On the CPU
+// backend the op is the host sampler's own code, so the tokens must be identical.
+TEST_F(EngineEquality, BackendSamplingEqualsHostSampling) {
+  const auto prompts = short_prompts();
+  for (auto [top_p, top_k] : std::vector<std::pair<float, int>>{{0.9f, 0}, {1.0f, 40}, {1.0f, 0}}) {
+    std::vector<Output> got[2];
+    for (int host = 0; host < 2; ++host) {
+      EngineSetup setup;
+      setup.temperature = 0.9f, setup.top_p = top_p, setup.top_k = top_k, setup.seed = 42;
+      setup.logprobs = host == 1;
+      EngineSession s(*rm_, setup);
+      got[host] = s.run(prompts, kGen);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[0][i].finish, engine::FinishReason::kLength) << got[0][i].error;
+      EXPECT_EQ(got[0][i].tokens, got[1][i].tokens) << "request #" << i << " top_p " << top_p;
+    }
+  }
+}
+
 TEST_F(EngineEquality, EngineThreadWithStaggeredArrivals) {
   const auto prompts = short_prompts();
   for (const auto& p : prompts) alone(p);

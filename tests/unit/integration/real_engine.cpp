@@ -78,12 +78,19 @@ EngineSession::EngineSession(RealModel& rm, const EngineSetup& setup)
     : runner_(std::make_unique<model::EngineRunner>(*rm.model)),
       engine_(std::make_unique<engine::Engine>(
           make_engine_config(setup, rm.model->config().kv_block_size), *runner_)),
-      logprobs_(setup.logprobs) {}
+      setup_(setup) {}
 
 std::shared_ptr<Output> EngineSession::submit(const std::vector<TokenId>& prompt, int max_tokens) {
   auto out = std::make_shared<Output>();
   engine::GenerateRequest r = greedy_request(prompt, max_tokens);
-  r.logprobs = logprobs_;
+  r.logprobs = setup_.logprobs;
+  if (setup_.temperature > 0.0f) {
+    r.sampling.temperature = setup_.temperature;
+    r.sampling.top_p = setup_.top_p;
+    r.sampling.top_k = setup_.top_k;
+    r.sampling.seed = setup_.seed + n_submitted_;
+  }
+  ++n_submitted_;
   r.on_event = [out](const engine::TokenEvent& ev) {
     if (ev.token >= 0) out->tokens.push_back(ev.token);
     out->finish = ev.finish;

@@ -49,6 +49,11 @@ struct EngineSetup {
   // Requests ask for logprobs: the runner then returns logits and the engine samples on the host
   // (otherwise greedy rows come back as the backend's argmax, ForwardSeq::argmax_only).
   bool logprobs = false;
+  // Sampling: temperature 0 (the default) is greedy; above it, request i gets seed + i.
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  uint64_t seed = 1;
 };
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size);
 
@@ -77,7 +82,8 @@ class EngineSession {
  private:
   std::unique_ptr<engine::ModelRunner> runner_;
   std::unique_ptr<engine::Engine> engine_;
-  bool logprobs_ = false;
+  EngineSetup setup_;
+  uint64_t n_submitted_ = 0;
 };
 
 // VmRSS of this process in KiB (from /proc/self/status); -1 when unreadable.

@@ -1,0 +1,325 @@
+// Backend::sample on the device: one block of 1024 threads per logits row decides the row's
+// token with core/sampling.h's algorithm, so only 4 bytes a row come back (not 1 MB of a 248k
+// vocabulary) and the host never sorts.
+//
+// Per row (settings: a RowSampling; l_i = logit_i / temperature, IEEE-rounded like the host):
+//   - temperature 0: the first index of the largest logit (rows without NaN: core/argmax.h).
+//   - no cut (no top-k, top-p 1, min-p 0): p_i = float(expf(l_i - max) / Z) over the whole
+//     vocabulary (Z: the double sum of the float exps), walked in token order; each thread owns a
+//     contiguous slice and an exclusive scan of the slice sums gives its start.
+//   - cuts: the M best (M = top-k, or the best kMaxKept when only top-p / min-p cut) by a radix
+//     select on order-preserving keys of l (four 8-bit digit passes over the row), ties at the
+//     threshold taken lowest token first, then a bitonic sort in shared memory (larger l first,
+//     then lower id: the host's order). Softmax (over the kept top-k, else over the vocabulary),
+//     top-p by a scan, renormalize, min-p, renormalize, the draw by a scan: one candidate per
+//     thread.
+//   - -1 where the kept set needs more than kMaxKept candidates (a top-k above it; top-p not
+//     reached or min-p still passing at the kMaxKept-th): the caller samples that row on the host.
+// The arithmetic is the host's except the order of the double sums and expf (CUDA: <= 2 ulp)
+// for std::exp, so a draw within ~1e-6 of a boundary between two candidates may pick the
+// neighbour; tests/ops/cuda_sample_test.cpp checks exactly that bound against the CPU backend.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <climits>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_profile.cuh"
+#include "core/sampling.h"
+
+namespace t9 {
+namespace cuda {
+namespace {
+
+constexpr int kSampleThreads = 1024;
+constexpr int kMaxKept = 1024;  // candidates the cuts may read: one per thread
+
+// Larger float -> larger key; -0 as +0 (the host compares them equal) and NaN as -inf.
+__device__ __forceinline__ uint32_t order_key(float v) {
+  if (v != v) v = -INFINITY;
+  if (v == 0.0f) v = 0.0f;
+  const uint32_t b = __float_as_uint(v);
+  return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float key_value(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) != 0 ? (k & 0x7fffffffu) : ~k);
+}
+
+// Block-wide inclusive prefix sum (blockDim.x == kSampleThreads); `tot` holds 32 doubles.
+__device__ double block_scan(double v, double* tot) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double t = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += t;
+  }
+  __syncthreads();  // tot may still be read by a previous call
+  if (lane == 31) tot[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double w = tot[lane];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const double t = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += t;
+    }
+    tot[lane] = w;
+  }
+  __syncthreads();
+  return warp > 0 ? v + tot[warp - 1] : v;
+}
+
+// Block-wide min / max of an int (every thread gets it); `cell` is one shared int.
+__device__ int block_min_int(int v, int* cell) {
+  __syncthreads();
+  if (threadIdx.x == 0) *cell = INT_MAX;
+  __syncthreads();
+  if (v != INT_MAX) atomicMin(cell, v);
+  __syncthreads();
+  return *cell;
+}
+__device__ int block_max_int(int v, int* cell) {
+  __syncthreads();
+  if (threadIdx.x == 0) *cell = INT_MIN;
+  __syncthreads();
+  if (v != INT_MIN) atomicMax(cell, v);
+  __syncthreads();
+  return *cell;
+}
+
+// Candidate (ka, ia) ranks before (kb, ib): larger l, then lower token id.
+__device__ __forceinline__ bool before(uint32_t ka, int ia, uint32_t kb, int ib) {
+  return ka > kb || (ka == kb && ia < ib);
+}
+
+struct Smem {
+  uint32_t keys[kMaxKept];
+  int32_t ids[kMaxKept];
+  uint32_t hist[256];
+  double dtot[32];
+  float fscr[32];
+  int cell;
+  int sel[3];
+  float p0;
+};
+
+// The index (into the row) of the first draw-order candidate whose running sum passes u, with
+// the host's fallbacks, for candidates held one per thread (index i < kept, probability pi).
+__device__ int draw_sorted(float pi, int kept, double u, Smem& s) {
+  const int i = threadIdx.x;
+  const double cum = block_scan(i < kept ? static_cast<double>(pi) : 0.0, s.dtot);
+  const bool live = i < kept && pi > 0.0f;
+  int pick = block_min_int(live && u < cum ? i : INT_MAX, &s.cell);
+  if (pick == INT_MAX) pick = block_max_int(live ? i : INT_MIN, &s.cell);
+  if (pick == INT_MIN) pick = 0;  // every p is 0: the first candidate
+  return s.ids[pick];
+}
+
+// The M best of the row by l (M <= kMaxKept), sorted, into s.keys / s.ids [0, M).
+__device__ void select_best(const float* xr, int n, float temp, int m, Smem& s) {
+  const int tid = threadIdx.x;
+  uint32_t prefix = 0, mask = 0;
+  int need = m, n_at = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    __syncthreads();  // the previous digit's reads of hist and sel are done
+    if (tid < 256) s.hist[tid] = 0;
+    __syncthreads();
+    for (int i = tid; i < n; i += kSampleThreads) {
+      const uint32_t k = order_key(__fdiv_rn(xr[i], temp));
+      if ((k & mask) == prefix) atomicAdd(&s.hist[(k >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (tid == 0) {  // the digit holding the need-th largest, counting from the top
+      uint32_t cum = 0;
+      int d = 255;
+      for (; d > 0; --d) {
+        if (cum + s.hist[d] >= static_cast<uint32_t>(need)) break;
+        cum += s.hist[d];
+      }
+      s.sel[0] = d, s.sel[1] = need - static_cast<int>(cum), s.sel[2] = static_cast<int>(s.hist[d]);
+    }
+    __syncthreads();
+    prefix |= static_cast<uint32_t>(s.sel[0]) << shift;
+    mask |= 0xffu << shift;
+    need = s.sel[1], n_at = s.sel[2];
+  }
+  // prefix is the m-th largest key: every larger key is kept, and `need` of the n_at equal ones,
+  // lowest ids first.
+  const int n_gt = m - need;
+  const bool all_ties = n_at == need;
+  __syncthreads();
+  if (tid == 0) s.cell = 0;
+  __syncthreads();
+  for (int i = tid; i < n; i += kSampleThreads) {
+    const uint32_t k = order_key(__fdiv_rn(xr[i], temp));
+    if (k > prefix || (all_ties && k == prefix)) {
+      const int slot = atomicAdd(&s.cell, 1);
+      s.keys[slot] = k, s.ids[slot] = i;
+    }
+  }
+  if (!all_ties) {  // ties in token order: each thread counts its contiguous slice, then writes
+    const int seg = (n + kSampleThreads - 1) / kSampleThreads, b = min(n, tid * seg),
+              e = min(n, b + seg);
+    int mine = 0;
+    for (int i = b; i < e; ++i) mine += order_key(__fdiv_rn(xr[i], temp)) == prefix;
+    int rank = static_cast<int>(block_scan(mine, s.dtot)) - mine;
+    for (int i = b; i < e && rank < need; ++i) {
+      if (order_key(__fdiv_rn(xr[i], temp)) != prefix) continue;
+      s.keys[n_gt + rank] = prefix, s.ids[n_gt + rank] = i;
+      ++rank;
+    }
+  }
+  // Bitonic sort of the next power of two >= m (padding ranks last).
+  int p2 = 1;
+  while (p2 < m) p2 <<= 1;
+  __syncthreads();
+  if (tid >= m && tid < p2) s.keys[tid] = 0, s.ids[tid] = INT_MAX;
+  for (int k = 2; k <= p2; k <<= 1) {
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      __syncthreads();
+      const int i = tid, o = i ^ j;
+      if (i < p2 && o > i) {
+        const uint32_t ka = s.keys[i], kb = s.keys[o];
+        const int ia = s.ids[i], ib = s.ids[o];
+        const bool first_half = (i & k) == 0;  // this run ascends in "before" order
+        if (first_half ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib))
+          s.keys[i] = kb, s.keys[o] = ka, s.ids[i] = ib, s.ids[o] = ia;
+      }
+    }
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_kernel(TensorDesc x, const RowSampling* __restrict__ params, int32_t* __restrict__ out) {
+  __shared__ Smem s;
+  const int64_t r = blockIdx.x;
+  const RowSampling p = params[r];
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  const int n = static_cast<int>(x.ne0), tid = threadIdx.x;
+  const float temp = p.temperature;
+
+  if (temp == 0.0f) {  // argmax: the largest non-NaN value, its first index
+    float v = -INFINITY;
+    for (int i = tid; i < n; i += kSampleThreads) v = fmaxf(v, xr[i]);
+    v = block_max(v, s.fscr);
+    int first = INT_MAX;
+    for (int i = tid; i < n && first == INT_MAX; i += kSampleThreads)
+      if (xr[i] == v) first = i;
+    first = block_min_int(first, &s.cell);
+    if (tid == 0) out[r] = first == INT_MAX ? 0 : first;
+    return;
+  }
+  const bool cut_k = p.top_k > 0 && p.top_k < n;
+  const bool cut_pm = p.top_p < 1.0f || p.min_p > 0.0f;
+  if (cut_k && p.top_k > kMaxKept) {
+    if (tid == 0) out[r] = -1;
+    return;
+  }
+  // The vocabulary's softmax (without top-k): max over l (0 when not finite, as the host) and
+  // Z, the double sum of the float exps.
+  float mx = 0.0f;
+  double z = 0.0;
+  if (!cut_k) {
+    float v = -INFINITY;
+    for (int i = tid; i < n; i += kSampleThreads) v = fmaxf(v, __fdiv_rn(xr[i], temp));
+    mx = block_max(v, s.fscr);
+    if (!isfinite(mx)) mx = 0.0f;
+    double part = 0.0;
+    for (int i = tid; i < n; i += kSampleThreads) part += expf(__fdiv_rn(xr[i], temp) - mx);
+    z = block_sum(part, s.dtot);
+  }
+  auto prob = [&](float l) {  // the host's normalize(): float(e / sum), e unchanged when sum <= 0
+    const float e = expf(l - mx);
+    return z > 0.0 ? static_cast<float>(static_cast<double>(e) / z) : e;
+  };
+
+  if (!cut_k && !cut_pm) {  // token order over the whole vocabulary
+    const int seg = (n + kSampleThreads - 1) / kSampleThreads, b = min(n, tid * seg),
+              e = min(n, b + seg);
+    double mine = 0.0;
+    for (int i = b; i < e; ++i) mine += prob(__fdiv_rn(xr[i], temp));
+    double cum = block_scan(mine, s.dtot) - mine;
+    int hit = INT_MAX, last = INT_MIN;
+    for (int i = b; i < e; ++i) {
+      const float pi = prob(__fdiv_rn(xr[i], temp));
+      if (pi <= 0.0f) continue;
+      last = i;
+      cum += pi;
+      if (p.u < cum) {
+        hit = i;
+        break;
+      }
+    }
+    int pick = block_min_int(hit, &s.cell);
+    if (pick == INT_MAX) pick = block_max_int(last, &s.cell);
+    if (tid == 0) out[r] = pick == INT_MIN ? 0 : pick;
+    return;
+  }
+
+  const int m = cut_k ? p.top_k : min(n, kMaxKept);
+  select_best(xr, n, temp, m, s);
+  const int i = tid;
+  const float li = i < m ? key_value(s.keys[i]) : -INFINITY;
+  float pi;
+  if (cut_k) {  // softmax over the kept top-k
+    float m0 = key_value(s.keys[0]);
+    if (!isfinite(m0)) m0 = 0.0f;
+    const float e = i < m ? expf(li - m0) : 0.0f;
+    const double sum = block_sum(static_cast<double>(e), s.dtot);
+    pi = sum > 0.0 ? static_cast<float>(static_cast<double>(e) / sum) : e;
+  } else {
+    pi = i < m ? prob(li) : 0.0f;
+  }
+  int kept = m;
+  const bool partial = !cut_k && m < n;  // more candidates exist beyond the m read
+  if (p.top_p < 1.0f) {
+    const double cum = block_scan(i < kept ? static_cast<double>(pi) : 0.0, s.dtot);
+    const double bar = static_cast<double>(p.top_p) - 1e-6;
+    const int first = block_min_int(i < kept && cum >= bar ? i : INT_MAX, &s.cell);
+    if (first == INT_MAX && partial) {
+      if (tid == 0) out[r] = -1;
+      return;
+    }
+    kept = first == INT_MAX ? kept : first + 1;
+    const double sum = block_sum(i < kept ? static_cast<double>(pi) : 0.0, s.dtot);
+    if (sum > 0.0 && i < kept) pi = static_cast<float>(static_cast<double>(pi) / sum);
+  }
+  if (p.min_p > 0.0f) {
+    __syncthreads();
+    if (tid == 0) s.p0 = pi;
+    __syncthreads();
+    const float threshold = p.min_p * s.p0;
+    const int fail = block_min_int(i >= 1 && i < kept && pi < threshold ? i : INT_MAX, &s.cell);
+    if (fail == INT_MAX && kept == m && partial) {
+      if (tid == 0) out[r] = -1;
+      return;
+    }
+    kept = min(kept, fail);
+    const double sum = block_sum(i < kept ? static_cast<double>(pi) : 0.0, s.dtot);
+    if (sum > 0.0 && i < kept) pi = static_cast<float>(static_cast<double>(pi) / sum);
+  }
+  const int token = draw_sorted(pi, kept, p.u, s);
+  if (tid == 0) out[r] = token;
+}
+
+}  // namespace
+}  // namespace cuda
+
+void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {
+  T9_CUDA_PROF("sample");
+  cuda::check_f32_rows(logits, "sample logits");
+  const int64_t n = logits.n_rows();
+  T9_CHECK(params.type == GgmlType::I32 && params.ne[0] == 6 && params.n_rows() == n &&
+               params.is_contiguous(),
+           "sample: params must be I32 [{}, 6]", n);
+  T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == n && out.is_contiguous(),
+           "sample: out");
+  T9_CHECK(logits.ne[0] < INT_MAX, "sample: {} logits per row", logits.ne[0]);
+  if (n == 0) return;
+  stream_->launch(cuda::sample_kernel, static_cast<unsigned>(n), cuda::kSampleThreads, 0,
+                  cuda::desc(logits), reinterpret_cast<const RowSampling*>(cuda::base_ptr(params)),
+                  reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
+}
+
+}  // namespace t9

@@ -1,0 +1,52 @@
+// The sampling cuts and the draw, shared by the engine's sampler (engine/sampler.h, after logit
+// bias and penalties) and the backends' `sample` op (the whole decision on the device, copying
+// back one token id per row). One definition, so a backend's CPU reference is the host sampler.
+//
+// Order: logits / temperature -> top-k -> softmax -> top-p -> min-p -> renormalize -> the first
+// candidate (in the cut order) whose running probability sum exceeds the uniform draw u.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace t9 {
+
+struct Candidate {
+  int32_t token = -1;
+  float logit = 0.0f;  // after penalties and temperature
+  float p = 0.0f;      // renormalized over the kept set
+};
+
+struct SamplingCuts {
+  float temperature = 1.0f;  // > 0
+  int32_t top_k = 0;         // 0 (or >= n_vocab): off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+};
+
+// One row's settings as the backends' `sample` op reads them (its params tensor holds these
+// 24 bytes per row). temperature 0: the argmax (first index of the largest logit).
+struct RowSampling {
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  double u = 0.0;  // the request's uniform draw for this token, in [0, 1)
+};
+static_assert(sizeof(RowSampling) == 24, "the sample op's params rows are 24 bytes");
+
+// The kept candidates after temperature, top-k, top-p and min-p, sorted by probability (ties:
+// lower token id first) when any cut applies, else in token id order; probabilities
+// renormalized to sum to 1. Without top-k, the first softmax runs over the whole vocabulary
+// summed in token order, and only the sorted prefix the cuts read is sorted.
+std::vector<Candidate> truncate_candidates(std::span<const float> logits, const SamplingCuts& cuts);
+
+// The first candidate with p > 0 whose running sum (in double) exceeds u; the last such one when
+// rounding leaves u above the total; the first candidate when every p is 0.
+int32_t draw_candidate(const std::vector<Candidate>& c, double u);
+
+// The whole decision for one row: the argmax at temperature 0, else the draw from the cuts.
+int32_t sample_row(std::span<const float> logits, const RowSampling& s);
+
+}  // namespace t9
