@@ -154,6 +154,7 @@ class CudaBackend final : public Backend {
   cuda::Scratch xq_scratch_;    // matmul_shared_x's rounded x (kept apart from scratch_)
   cuda::Scratch moe_scratch_;   // matmul_id's packed rows (matmul itself uses scratch_)
   cuda::Scratch attn_scratch_;  // attention's per-split partial results
+  cuda::Scratch sample_scratch_;  // sample's order keys, one per logit
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
 };

@@ -8,7 +8,8 @@
 //     vocabulary (Z: the double sum of the float exps), walked in token order; each thread owns a
 //     contiguous slice and an exclusive scan of the slice sums gives its start.
 //   - cuts: the M best (M = top-k, or the best kMaxKept when only top-p / min-p cut) by a radix
-//     select on order-preserving keys of l (four 8-bit digit passes over the row), ties at the
+//     select on order-preserving keys of l (computed once into scratch with the division, then
+//     four 8-bit digit passes over the keys), ties at the
 //     threshold taken lowest token first, then a bitonic sort in shared memory (larger l first,
 //     then lower id: the host's order). Softmax (over the kept top-k, else over the vocabulary),
 //     top-p by a scan, renormalize, min-p, renormalize, the draw by a scan: one candidate per
@@ -115,8 +116,8 @@ __device__ int draw_sorted(float pi, int kept, double u, Smem& s) {
   return s.ids[pick];
 }
 
-// The M best of the row by l (M <= kMaxKept), sorted, into s.keys / s.ids [0, M).
-__device__ void select_best(const float* xr, int n, float temp, int m, Smem& s) {
+// The M best of the row's keys (M <= kMaxKept), sorted, into s.keys / s.ids [0, M).
+__device__ void select_best(const uint32_t* keys, int n, int m, Smem& s) {
   const int tid = threadIdx.x;
   uint32_t prefix = 0, mask = 0;
   int need = m, n_at = 0;
@@ -125,7 +126,7 @@ __device__ void select_best(const float* xr, int n, float temp, int m, Smem& s) 
     if (tid < 256) s.hist[tid] = 0;
     __syncthreads();
     for (int i = tid; i < n; i += kSampleThreads) {
-      const uint32_t k = order_key(__fdiv_rn(xr[i], temp));
+      const uint32_t k = keys[i];
       if ((k & mask) == prefix) atomicAdd(&s.hist[(k >> shift) & 255u], 1u);
     }
     __syncthreads();
@@ -151,7 +152,7 @@ __device__ void select_best(const float* xr, int n, float temp, int m, Smem& s) 
   if (tid == 0) s.cell = 0;
   __syncthreads();
   for (int i = tid; i < n; i += kSampleThreads) {
-    const uint32_t k = order_key(__fdiv_rn(xr[i], temp));
+    const uint32_t k = keys[i];
     if (k > prefix || (all_ties && k == prefix)) {
       const int slot = atomicAdd(&s.cell, 1);
       s.keys[slot] = k, s.ids[slot] = i;
@@ -161,10 +162,10 @@ __device__ void select_best(const float* xr, int n, float temp, int m, Smem& s) 
     const int seg = (n + kSampleThreads - 1) / kSampleThreads, b = min(n, tid * seg),
               e = min(n, b + seg);
     int mine = 0;
-    for (int i = b; i < e; ++i) mine += order_key(__fdiv_rn(xr[i], temp)) == prefix;
+    for (int i = b; i < e; ++i) mine += keys[i] == prefix;
     int rank = static_cast<int>(block_scan(mine, s.dtot)) - mine;
     for (int i = b; i < e && rank < need; ++i) {
-      if (order_key(__fdiv_rn(xr[i], temp)) != prefix) continue;
+      if (keys[i] != prefix) continue;
       s.keys[n_gt + rank] = prefix, s.ids[n_gt + rank] = i;
       ++rank;
     }
@@ -191,7 +192,8 @@ __device__ void select_best(const float* xr, int n, float temp, int m, Smem& s) 
 }
 
 __global__ void __launch_bounds__(kSampleThreads)
-    sample_kernel(TensorDesc x, const RowSampling* __restrict__ params, int32_t* __restrict__ out) {
+    sample_kernel(TensorDesc x, const RowSampling* __restrict__ params,
+                  uint32_t* __restrict__ keys_all, int32_t* __restrict__ out) {
   __shared__ Smem s;
   const int64_t r = blockIdx.x;
   const RowSampling p = params[r];
@@ -216,19 +218,26 @@ __global__ void __launch_bounds__(kSampleThreads)
     if (tid == 0) out[r] = -1;
     return;
   }
-  // The vocabulary's softmax (without top-k): max over l (0 when not finite, as the host) and
-  // Z, the double sum of the float exps.
+  // One pass computes l and its key for every token (the later passes read only the keys), and
+  // the vocabulary's softmax without top-k: max over l (0 when not finite, as the host) and Z,
+  // the double sum of the float exps.
+  uint32_t* keys = keys_all + r * n;
+  float v = -INFINITY;
+  for (int i = tid; i < n; i += kSampleThreads) {
+    const float l = __fdiv_rn(xr[i], temp);
+    keys[i] = order_key(l);
+    v = fmaxf(v, l);
+  }
   float mx = 0.0f;
   double z = 0.0;
   if (!cut_k) {
-    float v = -INFINITY;
-    for (int i = tid; i < n; i += kSampleThreads) v = fmaxf(v, __fdiv_rn(xr[i], temp));
     mx = block_max(v, s.fscr);
     if (!isfinite(mx)) mx = 0.0f;
     double part = 0.0;
-    for (int i = tid; i < n; i += kSampleThreads) part += expf(__fdiv_rn(xr[i], temp) - mx);
+    for (int i = tid; i < n; i += kSampleThreads) part += expf(key_value(keys[i]) - mx);
     z = block_sum(part, s.dtot);
   }
+  __syncthreads();  // every key is written before threads read others' (contiguous slices)
   auto prob = [&](float l) {  // the host's normalize(): float(e / sum), e unchanged when sum <= 0
     const float e = expf(l - mx);
     return z > 0.0 ? static_cast<float>(static_cast<double>(e) / z) : e;
@@ -238,11 +247,11 @@ __global__ void __launch_bounds__(kSampleThreads)
     const int seg = (n + kSampleThreads - 1) / kSampleThreads, b = min(n, tid * seg),
               e = min(n, b + seg);
     double mine = 0.0;
-    for (int i = b; i < e; ++i) mine += prob(__fdiv_rn(xr[i], temp));
+    for (int i = b; i < e; ++i) mine += prob(key_value(keys[i]));
     double cum = block_scan(mine, s.dtot) - mine;
     int hit = INT_MAX, last = INT_MIN;
     for (int i = b; i < e; ++i) {
-      const float pi = prob(__fdiv_rn(xr[i], temp));
+      const float pi = prob(key_value(keys[i]));
       if (pi <= 0.0f) continue;
       last = i;
       cum += pi;
@@ -258,7 +267,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
 
   const int m = cut_k ? p.top_k : min(n, kMaxKept);
-  select_best(xr, n, temp, m, s);
+  select_best(keys, n, m, s);
   const int i = tid;
   const float li = i < m ? key_value(s.keys[i]) : -INFINITY;
   float pi;
@@ -317,9 +326,11 @@ void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tenso
            "sample: out");
   T9_CHECK(logits.ne[0] < INT_MAX, "sample: {} logits per row", logits.ne[0]);
   if (n == 0) return;
+  auto* keys = static_cast<uint32_t*>(
+      sample_scratch_.reserve(static_cast<size_t>(n * logits.ne[0]) * sizeof(uint32_t), *stream_));
   stream_->launch(cuda::sample_kernel, static_cast<unsigned>(n), cuda::kSampleThreads, 0,
                   cuda::desc(logits), reinterpret_cast<const RowSampling*>(cuda::base_ptr(params)),
-                  reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
+                  keys, reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
 }
 
 }  // namespace t9
