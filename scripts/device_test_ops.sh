@@ -54,9 +54,9 @@ stage() {
       grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
       xargs -r -I{} cp -L {} "$STAGE/lib/"
   done
-  # Dense fixtures for CudaModel, hybrid MoE ones (Gated DeltaNet + gated attention + experts)
-  # for CudaHybridModel (tests/ops/cuda_hybrid_test.cpp).
-  for arch in llama qwen2 gemma3 qwen3next qwen35moe; do
+  # Every architecture's fixture for CudaModel (tests/ops/cuda_model_test.cpp: Dense/ and
+  # MoeHybrid/) and the graph tests.
+  for arch in llama qwen2 qwen3 gemma3 qwen3moe qwen3next qwen35 qwen35moe; do
     cp -r "$ROOT/../shared/fixtures/reference/$arch" "$STAGE/shared/fixtures/reference/"
   done
   local models=${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}
@@ -199,7 +199,7 @@ attn() {
 }
 
 gdn() {
-  tests_then_bench 'CudaHybrid.GatedDeltaNet*:CudaHybrid/*' test_gdn.log cuda_gdn_bench \
+  tests_then_bench 'CudaHybrid.GatedDeltaNet*:MoeHybrid/*' test_gdn.log cuda_gdn_bench \
     gdn_bench.log "${GDN_ITERS:-20}"
 }
 
@@ -225,7 +225,7 @@ gemm() {
 
 # The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with the sanitizers.
 hybrid() {
-  TESTS=${TESTS:-'CudaHybrid*'} \
+  TESTS=${TESTS:-'CudaHybrid*:MoeHybrid/CudaModel.*'} \
     MEMCHECK_TESTS=${MEMCHECK_TESTS:-'CudaHybrid.*:-CudaHybrid.MatmulIdBad*'} \
     RACECHECK_TESTS=${RACECHECK_TESTS:-'CudaHybrid.GatedDeltaNet*'} check
 }

@@ -1,5 +1,7 @@
 // Whole-model check of the CUDA backend: the tiny random HF models in
-// ../shared/fixtures/reference (llama, qwen2, gemma3: GQA, NeoX RoPE, sliding window, GeGLU) are
+// ../shared/fixtures/reference, every architecture we support (dense llama, qwen2, qwen3,
+// gemma3: GQA, QK-norm, NeoX RoPE, sliding window, GeGLU; qwen3moe's routed experts; the hybrid
+// qwen3next / qwen35 / qwen35moe: Gated DeltaNet, gated attention, routed + shared experts), are
 // converted with our converter and run through the shared forward pass on CUDA, then compared
 // with the transformers logits stored beside them and with the CPU backend. The fixture folder is
 // TEMPO9_SHARED_DIR from the environment when set (the device machine gets a copy), else the
@@ -65,12 +67,13 @@ TEST_P(CudaModel, MatchesTransformersAndCpu) {
         "%.2e top-1 %d/%d\n",
         arch.c_str(), std::string(type_name(wt)).c_str(), gw.top1, n_pos, gw.max_abs, gw.mean_abs,
         gs.max_abs, cw.mean_abs, gc.max_abs, gc.top1, n_pos);
-    // Every op is batch-invariant and attention reads the same K/V, so one pass and token by
-    // token give the same bits.
+    // Every op is batch-invariant, attention reads the same K/V and the delta rule runs token by
+    // token in both, so one pass and token by token give the same bits.
     EXPECT_EQ(g.whole, g.stepped);
     if (wt == GgmlType::F32) {
       // Same bound as the CPU parity test (tests/model/reference_parity_test.cpp): fp32 both
-      // sides, logits O(1), 1e-4 leaves room for the different summation orders.
+      // sides, logits O(1); 1e-4 leaves ~50x room over summation-order differences, a real bug (a
+      // wrong head mapping, decay, gate or expert) moves logits by >= 1e-2.
       EXPECT_EQ(gw.top1, n_pos);
       EXPECT_LT(gw.max_abs, 1e-4);
       EXPECT_LT(gs.max_abs, 1e-4);
@@ -86,7 +89,10 @@ TEST_P(CudaModel, MatchesTransformersAndCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dense, CudaModel, ::testing::Values("llama", "qwen2", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Dense, CudaModel, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
+                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(MoeHybrid, CudaModel,
+                         ::testing::Values("qwen3moe", "qwen3next", "qwen35", "qwen35moe"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
