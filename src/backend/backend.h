@@ -250,6 +250,10 @@ class Backend {
   // answer -1 for a row whose kept set it cannot settle on its own (CUDA: a top-k above 1024,
   // or top-p / min-p keeping more than the 1024 best); the caller then samples that row itself.
   virtual void sample(const Tensor& logits, const Tensor& params, const Tensor& out) = 0;
+  // Per edit (I32 [n, 6], one core/sampling.h LogitEdit of 24 bytes each, bit for bit):
+  // logits[row, token] = edited_logit(logits[row, token], edit); rows < 0 are padding. At most
+  // one edit per (row, token).
+  virtual void adjust_logits(const Tensor& logits, const Tensor& edits) = 0;
   // Per row: the k largest, sorted descending (ties: lower index first). ids I32 [n, k],
   // values F32 [n, k].
   virtual void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) = 0;

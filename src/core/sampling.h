@@ -36,6 +36,39 @@ struct RowSampling {
 };
 static_assert(sizeof(RowSampling) == 24, "the sample op's params rows are 24 bytes");
 
+// One token's edit of a logits row before sampling: the logit bias and penalties of
+// engine/sampler.h, per token. l += add (when has_add); then, when rep != 1, l = l > 0 ? l / rep
+// : l * rep (the repetition penalty); then l -= sub (frequency * count + presence). The backends'
+// `adjust_logits` op reads these 24 bytes per edit.
+struct LogitEdit {
+  int32_t row = -1;  // logit row of the call; < 0: padding, no edit
+  int32_t token = 0;
+  float add = 0.0f;
+  float rep = 1.0f;
+  float sub = 0.0f;
+  uint32_t has_add = 0;  // adding +0 would turn -0 into +0: only a bias adds
+};
+static_assert(sizeof(LogitEdit) == 24, "the adjust_logits op's edit rows are 24 bytes");
+
+// Compiled for the host and, inside nvcc, for the device too (the CUDA adjust_logits kernel),
+// with the same IEEE-rounded operations: the device spells them as intrinsics, which nvcc never
+// contracts into a fused multiply-add (the host build has no FMA contraction).
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+    inline float
+    edited_logit(float l, const LogitEdit& e) {
+#ifdef __CUDA_ARCH__
+  if (e.has_add != 0) l = __fadd_rn(l, e.add);
+  if (e.rep != 1.0f) l = l > 0 ? __fdiv_rn(l, e.rep) : __fmul_rn(l, e.rep);
+  return __fsub_rn(l, e.sub);
+#else
+  if (e.has_add != 0) l += e.add;
+  if (e.rep != 1.0f) l = l > 0 ? l / e.rep : l * e.rep;
+  return l - e.sub;  // x - 0 == x for every x, -0 and NaN included
+#endif
+}
+
 // The kept candidates after temperature, top-k, top-p and min-p, sorted by probability (ties:
 // lower token id first) when any cut applies, else in token id order; probabilities
 // renormalized to sum to 1. Without top-k, the first softmax runs over the whole vocabulary

@@ -148,6 +148,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
   b.block_size = kv_.block_size();
   b.tokens.reserve(plan.n_tokens);
   b.positions.reserve(plan.n_tokens);
+  int logit_row = 0;
   for (const ScheduledSeq& ss : plan.seqs) {
     const Sequence& s = *ss.seq;
     const int n_draft = static_cast<int>(ss.draft.size());
@@ -162,14 +163,23 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
                  ss.save_checkpoint,
                  ss.snapshot_before};
     f.argmax_only = ss.need_logits && argmax_only(s.id);
-    if (ss.need_logits && n_draft == 0 && device_samplable(s.id)) {
-      // The token's one uniform draw, taken now so the runner can sample on the device; the
-      // host uses the same u if the runner returns the logits instead.
+    if (ss.need_logits && n_draft == 0 && !f.argmax_only && device_samplable(s.id)) {
       RequestState& st = requests_.at(s.id);
       const SamplingParams& sp = st.req.sampling;
-      f.sample_on_device = true;
-      f.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p, st.rng.uniform()};
+      std::span<const TokenId> all(s.tokens);
+      const size_t mark = b.edits.size();
+      if (make_logit_edits(sp, runner_.n_vocab(), all.first(s.n_prompt), all.subspan(s.n_prompt),
+                           logit_row, /*with_bias=*/true, &b.edits)) {
+        // The token's one uniform draw (none when greedy), taken now so the runner can sample
+        // on the device; the host uses the same u if the runner returns the logits instead.
+        f.sample_on_device = true;
+        f.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p,
+                      sp.temperature != 0.0f ? st.rng.uniform() : 0.0};
+      } else {
+        b.edits.resize(mark);
+      }
     }
+    if (ss.need_logits) logit_row += f.n_logits;
     b.seqs.push_back(f);
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(i < ss.n_tokens - n_draft ? s.tokens[ss.n_past + i]
@@ -266,6 +276,8 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
       SampleResult s;
       s.token = out.tokens[r];
       res.push_back(s);
+    } else if (!out.tokens.empty()) {  // -1: the runner's row after the edits, the same u
+      res.push_back(SampleResult{sample_row(out.row(static_cast<int>(r)), f.sampling), 0.0f, {}});
     } else if (f.sample_on_device) {  // u was drawn for the runner: the host uses the same one
       res.push_back(sample_token(out.row(static_cast<int>(r)), req.sampling,
                                  all.first(seq.n_prompt), all.subspan(seq.n_prompt), f.sampling.u,
@@ -287,14 +299,11 @@ bool Engine::argmax_only(uint64_t id) const {
   return argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
 }
 
-// The request's token can be drawn by the runner: temperature > 0 and nothing the device does
-// not see (bias, penalties, logprobs).
+// The request's token can be decided by the runner (bias and penalties as edits, then the draw):
+// everything but logprobs, which are of the raw logits.
 bool Engine::device_samplable(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
-  const SamplingParams& p = req.sampling;
-  return p.temperature > 0.0f && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
-         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && !req.logprobs &&
-         req.n_top_logprobs == 0;
+  return req.sampling.temperature >= 0.0f && !req.logprobs && req.n_top_logprobs == 0;
 }
 
 // Counts the token and sends its event; true when it finished the request (then gone).

@@ -39,14 +39,15 @@ struct ForwardSeq {
   uint64_t snapshot_before = 0;
   // With need_logits: the sampler needs only each row's argmax (greedy, no bias, penalties or
   // logprobs: argmax_suffices()). When every such sequence of a batch says so, a runner may
-  // return ForwardOutput::argmax instead of the logits (a GPU then copies back 4 bytes a row,
+  // return ForwardOutput::tokens instead of the logits (a GPU then copies back 4 bytes a row,
   // not the vocabulary).
   bool argmax_only = false;
-  // With need_logits, no drafts, temperature > 0 and no bias, penalties or logprobs: the runner
-  // may draw the token itself with `sampling` (core/sampling.h; `sampling.u` is the request's
-  // uniform draw for this token, taken when the batch was built). It returns the token in
-  // ForwardOutput::tokens, or -1 with the row's logits: the engine then samples the row on the
-  // host with the same u.
+  // With need_logits, no drafts, no logprobs and not argmax_only: the runner may decide the token
+  // itself: the row's ForwardBatch::edits (logit bias and penalties), then `sampling`
+  // (core/sampling.h; temperature 0: the argmax; `sampling.u` is the request's uniform draw for
+  // this token, taken when the batch was built). It returns the token in ForwardOutput::tokens,
+  // or -1 with the row's logits after the edits: the engine then samples that row on the host
+  // with the same u.
   bool sample_on_device = false;
   RowSampling sampling{};
 };
@@ -56,6 +57,8 @@ struct ForwardBatch {
   std::vector<int32_t> positions;  // [n_tokens]
   std::vector<ForwardSeq> seqs;    // [n_seqs]
   int block_size = 0;              // tokens per KV block
+  // The sample_on_device rows' bias and penalties, sorted by row (the logit row in batch order).
+  std::vector<LogitEdit> edits;
   int n_logit_rows() const;
   // True when some sequence needs logits and every one that does has argmax_only.
   bool all_argmax_only() const;
@@ -66,7 +69,7 @@ struct ForwardBatch {
 
 struct ForwardOutput {
   // [n_rows, n_vocab]: the rows of the sequences with need_logits, in batch order (n_logits each).
-  // Empty when `argmax` holds the rows instead.
+  // Empty when `tokens` holds the rows instead, unless some token is -1.
   std::vector<float> logits;
   // [n_rows] or empty: each row's token decided by the runner, only when every sequence with
   // need_logits had argmax_only (the first index of the largest logit) or sample_on_device (the

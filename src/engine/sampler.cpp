@@ -22,32 +22,56 @@ double Rng::uniform() {
   return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
 }
 
-void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,
-                              std::span<const TokenId> prompt, std::span<const TokenId> generated) {
-  const int n_vocab = static_cast<int>(logits.size());
-  for (auto [tok, bias] : params.logit_bias) {
-    if (tok >= 0 && tok < n_vocab) logits[tok] += bias;
+bool make_logit_edits(const SamplingParams& params, int n_vocab, std::span<const TokenId> prompt,
+                      std::span<const TokenId> generated, int row, bool with_bias,
+                      std::vector<LogitEdit>* out) {
+  std::unordered_map<TokenId, LogitEdit> m;
+  auto edit = [&](TokenId t) -> LogitEdit& {
+    LogitEdit& e = m[t];
+    e.row = row, e.token = t;
+    return e;
+  };
+  if (with_bias) {
+    for (auto [tok, bias] : params.logit_bias) {
+      if (tok < 0 || tok >= n_vocab) continue;
+      LogitEdit& e = edit(tok);
+      if (e.has_add != 0) return false;
+      e.add = bias, e.has_add = 1;
+    }
   }
   if (params.repetition_penalty != 1.0f) {
-    // Each distinct token seen once, however often it occurs (CTRL, as in HF transformers).
-    std::vector<bool> seen(n_vocab, false);
-    auto penalize = [&](TokenId t) {
-      if (t < 0 || t >= n_vocab || seen[t]) return;
-      seen[t] = true;
-      float& l = logits[t];
-      l = l > 0 ? l / params.repetition_penalty : l * params.repetition_penalty;
-    };
-    for (TokenId t : prompt) penalize(t);
-    for (TokenId t : generated) penalize(t);
+    // Each distinct token once, however often it occurs (CTRL, as in HF transformers).
+    for (std::span<const TokenId> part : {prompt, generated})
+      for (TokenId t : part)
+        if (t >= 0 && t < n_vocab) edit(t).rep = params.repetition_penalty;
   }
   if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
     std::unordered_map<TokenId, int> counts;
     for (TokenId t : generated) counts[t]++;
     for (auto [t, c] : counts) {
       if (t < 0 || t >= n_vocab) continue;
-      logits[t] -= params.frequency_penalty * static_cast<float>(c) + params.presence_penalty;
+      edit(t).sub = params.frequency_penalty * static_cast<float>(c) + params.presence_penalty;
     }
   }
+  const size_t first = out->size();
+  for (const auto& [t, e] : m) out->push_back(e);
+  std::sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
+            [](const LogitEdit& a, const LogitEdit& b) { return a.token < b.token; });
+  return true;
+}
+
+void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,
+                              std::span<const TokenId> prompt, std::span<const TokenId> generated) {
+  const int n_vocab = static_cast<int>(logits.size());
+  for (auto [tok, bias] : params.logit_bias) {
+    if (tok >= 0 && tok < n_vocab) logits[tok] += bias;
+  }
+  if (params.repetition_penalty == 1.0f && params.presence_penalty == 0.0f &&
+      params.frequency_penalty == 0.0f)
+    return;
+  std::vector<LogitEdit> edits;
+  make_logit_edits(params, n_vocab, prompt, generated, 0, /*with_bias=*/false, &edits);
+  for (const LogitEdit& e : edits) logits[e.token] = edited_logit(logits[e.token], e);
 }
 
 namespace {

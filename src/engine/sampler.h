@@ -29,12 +29,21 @@ class Rng {
 };
 
 using t9::Candidate;
+using t9::LogitEdit;
 
 struct SampleResult {
   TokenId token = -1;
   float logprob = 0.0f;                  // raw log p(token); filled when logprobs are asked
   std::vector<TopLogprob> top_logprobs;  // [n_top], most likely first
 };
+
+// The penalties of one row as edits (core/sampling.h), one per token in token order, each with
+// row = `row`: the repetition penalty on every distinct prompt and generated token, presence and
+// frequency on generated ones. with_bias folds the logit bias in too (has_add); false when the
+// bias names a token twice (the host then adds both, one after the other).
+bool make_logit_edits(const SamplingParams& params, int n_vocab, std::span<const TokenId> prompt,
+                      std::span<const TokenId> generated, int row, bool with_bias,
+                      std::vector<LogitEdit>* out);
 
 // Mutates: adds logit bias and applies repetition, presence and frequency penalties.
 void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,

@@ -55,6 +55,7 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
         sampling_.push_back(s.sample_on_device ? s.sampling : RowSampling{});
     }
     b.sampling = sampling_;
+    b.edits = batch.edits;
   }
   T9_ASSIGN_OR_RETURN(Logits lg, model_.forward(b));
   if (model_.recurrent()) T9_TRY(save_checkpoints(batch));

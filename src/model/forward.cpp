@@ -119,6 +119,33 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
   be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);
 }
 
+// The edits of logit rows [first, first + n) on lg (whose row 0 is `first`): uploaded padded to a
+// power of two (>= 64, rows -1), so that decode steps keep their copy sizes and replay as graphs
+// while the edit count grows.
+Status Model::apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg) {
+  auto by_row = [](const LogitEdit& e, int r) { return e.row < r; };
+  const auto* lo = std::lower_bound(edits.data(), edits.data() + edits.size(), first, by_row);
+  const auto* hi = std::lower_bound(lo, edits.data() + edits.size(), first + n, by_row);
+  if (lo == hi) return {};
+  size_t cap = 64;
+  while (cap < static_cast<size_t>(hi - lo)) cap *= 2;
+  edit_staging_.assign(lo, hi);
+  for (LogitEdit& e : edit_staging_) e.row -= first;
+  edit_staging_.resize(cap);  // default LogitEdit: row -1, padding
+  Scratch& s = *s_;
+  const size_t bytes = cap * sizeof(LogitEdit);
+  if (s.edit_buf == nullptr || s.edit_cap < cap) {
+    if (s.edit_buf != nullptr) backend_.free(s.edit_buf);
+    s.edit_buf = nullptr;
+    T9_ASSIGN_OR_RETURN(s.edit_buf, backend_.alloc(bytes));
+    s.edit_cap = cap;
+  }
+  backend_.upload(s.edit_buf, 0, edit_staging_.data(), bytes);
+  backend_.adjust_logits(lg,
+                         make_tensor(s.edit_buf, 0, GgmlType::I32, 6, static_cast<int64_t>(cap)));
+  return {};
+}
+
 Result<Logits> Model::compute_logits(const Batch& b) {
   std::vector<int32_t> rows;  // token rows of the batch whose logits are wanted, in order
   for (const SeqInput& q : b.seqs) {
@@ -157,6 +184,7 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     if (b.argmax_only) {
       backend_.argmax(lg, tok);
     } else {
+      T9_TRY(apply_edits(b.edits, first, n, lg));
       backend_.upload(s.logit_buf, s.row_params.offset, b.sampling.data() + first,
                       static_cast<size_t>(n) * sizeof(RowSampling));
       backend_.sample(lg, make_tensor(s.logit_buf, s.row_params.offset, GgmlType::I32, 6, n), tok);

@@ -51,6 +51,9 @@ struct Batch {
   // temperature 0: the argmax). forward() returns Logits::tokens; a row the backend cannot settle
   // (-1) brings its call's logits back too.
   std::span<const RowSampling> sampling{};
+  // With sampling: the rows' logit bias and penalties, sorted by logit row, applied on the backend
+  // (Backend::adjust_logits) before the draw.
+  std::span<const LogitEdit> edits{};
 };
 
 struct Logits {
@@ -124,6 +127,7 @@ class Model {
   void run_attention(int il, int n_seqs, int max_ctx);
   void upload_recurrent_seqs(const Batch& batch);
   Result<Logits> compute_logits(const Batch& batch);
+  Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg);
 
   gguf::GgufFile file_;
   Backend& backend_;
@@ -135,6 +139,7 @@ class Model {
   std::unique_ptr<Scratch> s_;
   std::unique_ptr<ExtraScratch> xs_;   // MoE / gated attention / Gated DeltaNet activations
   std::unique_ptr<RecurrentState> rs_;  // hybrid models only
+  std::vector<LogitEdit> edit_staging_;  // apply_edits' padded host copy, reused
   std::vector<int> rec_index_;          // [n_layer_main]: index among recurrent layers, or -1
 };
 

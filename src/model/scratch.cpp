@@ -109,7 +109,9 @@ Status Model::Scratch::reserve(Backend& be, const HParams& hp_in, const ModelCon
 void Model::Scratch::release(Backend& be) {
   if (buf) be.free(buf);
   if (logit_buf) be.free(logit_buf);
-  buf = logit_buf = nullptr;
+  if (edit_buf) be.free(edit_buf);
+  buf = logit_buf = edit_buf = nullptr;
+  edit_cap = 0;
 }
 
 }  // namespace t9::model

@@ -29,6 +29,8 @@ struct Model::Scratch {
 
   Buffer* buf = nullptr;
   Buffer* logit_buf = nullptr;
+  Buffer* edit_buf = nullptr;  // Batch::edits of one logits call (LogitEdit [edit_cap])
+  size_t edit_cap = 0;
   int cap_tokens = 0, cap_seqs = 0, cap_block_ids = 0;
   const HParams* hp = nullptr;
 

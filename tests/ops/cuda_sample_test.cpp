@@ -154,6 +154,45 @@ TEST_F(CudaSample, ShortRowsAndBannedTokens) {
   EXPECT_EQ(cpu[3], 0);
 }
 
+// adjust_logits: the same IEEE operations on both backends (the device spells them as
+// intrinsics, never fused), so the edited rows must be equal bit for bit; padding rows (-1) and
+// rows without edits stay as they were.
+TEST_F(CudaSample, AdjustLogitsEqualsTheCpuBitForBit) {
+  auto rng = test_rng();
+  DeviceArena ga(*be_), ca(cpu_);
+  const int64_t v = 5000, n = 3;
+  std::uniform_real_distribution<float> val(-6.0f, 6.0f);
+  std::vector<float> logits(static_cast<size_t>(v * n));
+  for (float& x : logits) x = val(rng);
+  logits[7] = -0.0f, logits[8] = 0.0f;  // signed zeros: only a bias may add
+  std::vector<LogitEdit> edits;
+  for (int32_t row : {0, 2}) {
+    for (int32_t t = 0; t < v; t += 3 + row) {
+      LogitEdit e;
+      e.row = row, e.token = t;
+      e.has_add = t % 2, e.add = e.has_add ? val(rng) : 0.0f;
+      e.rep = t % 5 == 0 ? 1.0f : 1.3f;
+      e.sub = t % 7 == 0 ? 0.0f : 0.2f * static_cast<float>(t % 4) + 0.5f;
+      edits.push_back(e);
+    }
+  }
+  edits.resize(edits.size() + 37);  // padding
+  std::vector<int32_t> raw(edits.size() * 6);
+  std::memcpy(raw.data(), edits.data(), raw.size() * sizeof(int32_t));
+  std::vector<float> out[2];
+  int i = 0;
+  for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+    DeviceArena& ar = i == 0 ? ga : ca;
+    Tensor x = ar.from_host(logits, GgmlType::F32, v, n);
+    be->adjust_logits(x, ar.from_host(raw, GgmlType::I32, 6, static_cast<int64_t>(edits.size())));
+    out[i++] = ar.download<float>(x);
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(out[0].data() + v, logits.data() + v, v * sizeof(float)), 0);  // row 1
+  EXPECT_NE(out[1][3], logits[3]);  // the edits did something
+}
+
 }  // namespace
 }  // namespace t9::test
 

@@ -315,6 +315,20 @@ void CpuBackend::sample(const Tensor& logits, const Tensor& params, const Tensor
     o[r] = sample_row({f32_row(logits, r), static_cast<size_t>(logits.ne[0])}, ps[r]);
 }
 
+void CpuBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
+  check_f32_rows(logits, "adjust_logits logits");
+  T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 6 && edits.is_contiguous(),
+           "adjust_logits: edits must be I32 [n, 6]");
+  const auto* e = reinterpret_cast<const LogitEdit*>(base_ptr(edits));
+  for (int64_t i = 0; i < edits.n_rows(); ++i) {
+    if (e[i].row < 0) continue;
+    T9_CHECK(e[i].row < logits.n_rows() && e[i].token >= 0 && e[i].token < logits.ne[0],
+             "adjust_logits: edit {} at row {} token {}", i, e[i].row, e[i].token);
+    float& l = f32_row(logits, e[i].row)[e[i].token];
+    l = edited_logit(l, e[i]);
+  }
+}
+
 void CpuBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {
   check_f32_rows(logits, "top_k logits");
   check_f32_rows(values, "top_k values");

@@ -312,8 +312,30 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (tid == 0) out[r] = token;
 }
 
+// One thread per edit (at most one per (row, token)); padding rows < 0 and out-of-range
+// entries leave the logits alone (the engine makes only valid ones; the CPU op checks).
+__global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__ edits, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const LogitEdit e = edits[i];
+  if (e.row < 0 || e.row >= x.n_rows() || e.token < 0 || e.token >= x.ne0) return;
+  float* l = reinterpret_cast<float*>(x.row(e.row)) + e.token;
+  *l = edited_logit(*l, e);
+}
+
 }  // namespace
 }  // namespace cuda
+
+void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
+  T9_CUDA_PROF("adjust_logits");
+  cuda::check_f32_rows(logits, "adjust_logits logits");
+  T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 6 && edits.is_contiguous(),
+           "adjust_logits: edits must be I32 [n, 6]");
+  const int64_t n = edits.n_rows();
+  if (n == 0) return;
+  stream_->launch(cuda::adjust_logits_kernel, cuda::grid_1d(n, 256), 256, 0, cuda::desc(logits),
+                  reinterpret_cast<const LogitEdit*>(cuda::base_ptr(edits)), n);
+}
 
 void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {
   T9_CUDA_PROF("sample");

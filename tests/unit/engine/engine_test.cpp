@@ -63,25 +63,33 @@ TEST(Engine, GreedyOutputMatchesTheOracle) {
   EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
 }
 
-// A runner that draws the tokens itself (ForwardSeq::sample_on_device, with the u the engine drew
-// when it built the batch), leaving every second row to the host with its logits, gives the same
-// tokens as host sampling with the same seeds, in a batch mixing greedy and sampled requests.
+// A runner that decides the tokens itself (ForwardSeq::sample_on_device: the batch's edits for
+// bias and penalties, then the draw with the u the engine took when it built the batch), leaving
+// every second row to the host with its edited logits, gives the same tokens as host sampling
+// with the same seeds, in a batch mixing plain greedy, penalized greedy and sampled requests.
 TEST(Engine, SampledRowsFromTheRunnerEqualHostSampling) {
   std::vector<TokenId> p;
   for (int i = 0; i < 30; ++i) p.push_back(static_cast<TokenId>(i % 5));
+  constexpr int kRequests = 6;
   std::vector<std::vector<TokenId>> got[2];
   for (int runner_samples = 0; runner_samples < 2; ++runner_samples) {
     Harness h(test_config());
     h.runner.sample_when_asked = runner_samples == 1;
     std::vector<uint64_t> ids;
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kRequests; ++k) {
       auto r = greedy(p, 20);
       r.prompt.push_back(static_cast<TokenId>(k));
-      if (k != 3) {  // request 3 stays greedy: argmax rows in the same steps
+      if (k < 3 || k == 4) {  // request 3 stays greedy: argmax rows in the same steps
         r.sampling.temperature = 0.8f;
         r.sampling.top_p = k == 1 ? 0.9f : 1.0f;
         r.sampling.top_k = k == 2 ? 5 : 0;
         r.sampling.seed = 100 + static_cast<uint64_t>(k);
+      }
+      if (k >= 4) {  // 4: sampled with penalties and bias; 5: greedy with them
+        r.sampling.repetition_penalty = 1.3f;
+        r.sampling.presence_penalty = 0.4f;
+        r.sampling.frequency_penalty = 0.2f;
+        r.sampling.logit_bias = {{3, 1.5f}, {7, -2.0f}};
       }
       ids.push_back(h.submit(std::move(r)));
     }
@@ -92,7 +100,10 @@ TEST(Engine, SampledRowsFromTheRunnerEqualHostSampling) {
       EXPECT_GT(h.runner.n_sampled_rows, 10);
     }
   }
-  for (int k = 0; k < 4; ++k) {
+  auto q5 = p;
+  q5.push_back(5);
+  EXPECT_NE(got[0][5], oracle(q5, 20));  // the penalties change the greedy tokens
+  for (int k = 0; k < kRequests; ++k) {
     EXPECT_EQ(got[0][static_cast<size_t>(k)].size(), 20u);
     EXPECT_EQ(got[1][static_cast<size_t>(k)], got[0][static_cast<size_t>(k)]) << "request " << k;
   }

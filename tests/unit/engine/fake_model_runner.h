@@ -79,8 +79,13 @@ class FakeModelRunner : public ModelRunner {
       out.logits.clear();
       n_argmax_runs++;
     } else if (sample_when_asked && batch.all_sampled_by_runner()) {  // as Backend::sample
-      // Each row's token by core/sampling.h with the row's u; every second sampled row is left
-      // undecided (-1), as the device does past its candidate limit: the logits then stay.
+      // The rows' edits (bias, penalties: Backend::adjust_logits), then each row's token by
+      // core/sampling.h with the row's u; every second sampled row is left undecided (-1), as
+      // the device does past its candidate limit: the edited logits then come back.
+      for (const LogitEdit& e : batch.edits) {
+        float& l = out.logits[static_cast<size_t>(e.row) * n_vocab_ + static_cast<size_t>(e.token)];
+        l = edited_logit(l, e);
+      }
       bool any_undecided = false;
       int r = 0;
       for (const ForwardSeq& s : batch.seqs) {

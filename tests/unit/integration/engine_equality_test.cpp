@@ -162,15 +162,27 @@ TEST_F(EngineEquality, BackendArgmaxEqualsHostSampling) {
 
 // Seeded temperature sampling (top-p, top-k) decided by the backend (Backend::sample: each
 // step's uniform draw taken when the batch is built) equals the host sampler drawing the same
-// request's numbers itself over copied logits (requests asking for logprobs), batched. On the CPU
-// backend the op is the host sampler's own code, so the tokens must be identical.
+// request's numbers itself over copied logits (requests asking for logprobs), batched; so do
+// penalized requests (Backend::adjust_logits first), sampled and greedy. On the CPU backend the
+// ops are the host sampler's own code, so the tokens must be identical.
 TEST_F(EngineEquality, BackendSamplingEqualsHostSampling) {
   const auto prompts = short_prompts();
-  for (auto [top_p, top_k] : std::vector<std::pair<float, int>>{{0.9f, 0}, {1.0f, 40}, {1.0f, 0}}) {
+  struct Case {
+    float temperature, top_p;
+    int top_k;
+    float repetition, presence;
+  };
+  for (const Case& c : std::vector<Case>{{0.9f, 0.9f, 0, 1.0f, 0.0f},
+                                         {0.9f, 1.0f, 40, 1.0f, 0.0f},
+                                         {0.9f, 1.0f, 0, 1.0f, 0.0f},
+                                         {0.9f, 0.95f, 0, 1.3f, 0.5f},
+                                         {0.0f, 1.0f, 0, 1.5f, 0.0f}}) {
+    const float top_p = c.top_p;
     std::vector<Output> got[2];
     for (int host = 0; host < 2; ++host) {
       EngineSetup setup;
-      setup.temperature = 0.9f, setup.top_p = top_p, setup.top_k = top_k, setup.seed = 42;
+      setup.temperature = c.temperature, setup.top_p = c.top_p, setup.top_k = c.top_k;
+      setup.seed = 42, setup.repetition_penalty = c.repetition, setup.presence_penalty = c.presence;
       setup.logprobs = host == 1;
       EngineSession s(*rm_, setup);
       got[host] = s.run(prompts, kGen);

@@ -90,6 +90,8 @@ std::shared_ptr<Output> EngineSession::submit(const std::vector<TokenId>& prompt
     r.sampling.top_k = setup_.top_k;
     r.sampling.seed = setup_.seed + n_submitted_;
   }
+  r.sampling.repetition_penalty = setup_.repetition_penalty;
+  r.sampling.presence_penalty = setup_.presence_penalty;
   ++n_submitted_;
   r.on_event = [out](const engine::TokenEvent& ev) {
     if (ev.token >= 0) out->tokens.push_back(ev.token);

@@ -54,6 +54,8 @@ struct EngineSetup {
   float top_p = 1.0f;
   int top_k = 0;
   uint64_t seed = 1;
+  float repetition_penalty = 1.0f;  // and presence: penalties for any temperature
+  float presence_penalty = 0.0f;
 };
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size);
 
