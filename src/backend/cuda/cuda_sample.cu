@@ -9,16 +9,16 @@
 //     contiguous slice and an exclusive scan of the slice sums gives its start.
 //   - cuts: the M best (M = top-k, or the best kMaxKept when only top-p / min-p cut) by a radix
 //     select on order-preserving keys of l (computed once into scratch with the division, then
-//     four 8-bit digit passes over the keys), ties at the
-//     threshold taken lowest token first, then a bitonic sort in shared memory (larger l first,
-//     then lower id: the host's order). Softmax (over the kept top-k, else over the vocabulary),
+//     four 8-bit digit passes over the keys), ties at the threshold taken lowest token first,
+//     then a bitonic sort in shared memory (larger l first, then lower id: the host's order). Softmax (over the kept top-k, else over the vocabulary),
 //     top-p by a scan, renormalize, min-p, renormalize, the draw by a scan: one candidate per
 //     thread.
 //   - -1 where the kept set needs more than kMaxKept candidates (a top-k above it; top-p not
 //     reached or min-p still passing at the kMaxKept-th): the caller samples that row on the host.
 // The arithmetic is the host's except the order of the double sums and expf (CUDA: <= 2 ulp)
-// for std::exp, so a draw within ~1e-6 of a boundary between two candidates may pick the
-// neighbour; tests/ops/cuda_sample_test.cpp checks exactly that bound against the CPU backend.
+// for std::exp, so a draw within a few float ulps of a boundary between two candidates may pick
+// the neighbour; tests/ops/cuda_sample_test.cpp requires every differing draw to be such a
+// neighbour within 1e-5 of the boundary (run 48: none differed).
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <climits>
