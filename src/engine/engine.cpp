@@ -77,7 +77,7 @@ void Engine::intake() {
     seq->cache_salt = req.cache_salt;
     seq->spec_eligible = req.sampling.temperature == 0.0f;
     seq->max_generated = req.max_tokens;
-    RequestState st{std::move(req), Rng(0), Usage{}, false};
+    RequestState st{std::move(req), Rng(0), Usage{}, false, {}, false};
     st.rng = Rng(st.req.sampling.seed.value_or(default_seed(id)));
     st.usage.n_prompt_tokens = seq->n_prompt;
     counters_.n_requests.fetch_add(1);
@@ -167,8 +167,12 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
       RequestState& st = requests_.at(s.id);
       const SamplingParams& sp = st.req.sampling;
       std::span<const TokenId> all(s.tokens);
+      if (sp.repetition_penalty != 1.0f && !st.has_prompt_distinct) {
+        st.prompt_distinct = distinct_tokens(all.first(s.n_prompt), runner_.n_vocab());
+        st.has_prompt_distinct = true;
+      }
       const size_t mark = b.edits.size();
-      if (make_logit_edits(sp, runner_.n_vocab(), all.first(s.n_prompt), all.subspan(s.n_prompt),
+      if (make_logit_edits(sp, runner_.n_vocab(), st.prompt_distinct, all.subspan(s.n_prompt),
                            logit_row, /*with_bias=*/true, &b.edits)) {
         // The token's one uniform draw (none when greedy), taken now so the runner can sample
         // on the device; the host uses the same u if the runner returns the logits instead.

@@ -113,6 +113,9 @@ class Engine {
     Rng rng{0};
     Usage usage;
     bool admitted = false;
+    // The prompt's distinct tokens (distinct_tokens), kept for the repetition penalty's edits.
+    std::vector<TokenId> prompt_distinct;
+    bool has_prompt_distinct = false;
   };
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},

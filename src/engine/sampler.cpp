@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
 
 #include "core/argmax.h"
 #include "core/check.h"
@@ -22,41 +21,67 @@ double Rng::uniform() {
   return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
 }
 
-bool make_logit_edits(const SamplingParams& params, int n_vocab, std::span<const TokenId> prompt,
-                      std::span<const TokenId> generated, int row, bool with_bias,
-                      std::vector<LogitEdit>* out) {
-  std::unordered_map<TokenId, LogitEdit> m;
-  auto edit = [&](TokenId t) -> LogitEdit& {
-    LogitEdit& e = m[t];
-    e.row = row, e.token = t;
-    return e;
-  };
+std::vector<TokenId> distinct_tokens(std::span<const TokenId> tokens, int n_vocab) {
+  std::vector<TokenId> d;
+  d.reserve(tokens.size());
+  for (TokenId t : tokens)
+    if (t >= 0 && t < n_vocab) d.push_back(t);
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  return d;
+}
+
+bool make_logit_edits(const SamplingParams& params, int n_vocab,
+                      std::span<const TokenId> prompt_distinct, std::span<const TokenId> generated,
+                      int row, bool with_bias, std::vector<LogitEdit>* out) {
+  // The generated tokens with their counts, and the biased tokens: both short, sorted here.
+  std::vector<std::pair<TokenId, int>> gen;
+  for (TokenId t : distinct_tokens(generated, n_vocab)) gen.push_back({t, 0});
+  for (TokenId t : generated) {
+    if (t < 0 || t >= n_vocab) continue;
+    std::lower_bound(gen.begin(), gen.end(), std::pair<TokenId, int>{t, 0})->second++;
+  }
+  std::vector<std::pair<TokenId, float>> bias;
   if (with_bias) {
-    for (auto [tok, bias] : params.logit_bias) {
-      if (tok < 0 || tok >= n_vocab) continue;
-      LogitEdit& e = edit(tok);
-      if (e.has_add != 0) return false;
-      e.add = bias, e.has_add = 1;
+    for (auto [tok, b] : params.logit_bias)
+      if (tok >= 0 && tok < n_vocab) bias.push_back({tok, b});
+    std::sort(bias.begin(), bias.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (size_t i = 1; i < bias.size(); ++i)
+      if (bias[i].first == bias[i - 1].first) return false;
+  }
+  const bool rep = params.repetition_penalty != 1.0f;
+  const bool pf = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
+  // Merge the three sorted lists: one edit per token that any of them names (with its parts).
+  size_t ip = 0, ig = 0, ib = 0;
+  const size_t np = rep ? prompt_distinct.size() : 0;
+  while (ip < np || ig < gen.size() || ib < bias.size()) {
+    TokenId t = std::numeric_limits<TokenId>::max();
+    if (ip < np) t = std::min(t, prompt_distinct[ip]);
+    if (ig < gen.size()) t = std::min(t, gen[ig].first);
+    if (ib < bias.size()) t = std::min(t, bias[ib].first);
+    LogitEdit e;
+    e.row = row, e.token = t;
+    bool any = false;
+    if (ip < np && prompt_distinct[ip] == t) {
+      e.rep = params.repetition_penalty, any = true;
+      ++ip;
     }
-  }
-  if (params.repetition_penalty != 1.0f) {
-    // Each distinct token once, however often it occurs (CTRL, as in HF transformers).
-    for (std::span<const TokenId> part : {prompt, generated})
-      for (TokenId t : part)
-        if (t >= 0 && t < n_vocab) edit(t).rep = params.repetition_penalty;
-  }
-  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
-    std::unordered_map<TokenId, int> counts;
-    for (TokenId t : generated) counts[t]++;
-    for (auto [t, c] : counts) {
-      if (t < 0 || t >= n_vocab) continue;
-      edit(t).sub = params.frequency_penalty * static_cast<float>(c) + params.presence_penalty;
+    if (ig < gen.size() && gen[ig].first == t) {
+      if (rep) e.rep = params.repetition_penalty, any = true;
+      if (pf) {
+        e.sub =
+            params.frequency_penalty * static_cast<float>(gen[ig].second) + params.presence_penalty;
+        any = true;
+      }
+      ++ig;
     }
+    if (ib < bias.size() && bias[ib].first == t) {
+      e.add = bias[ib].second, e.has_add = 1, any = true;
+      ++ib;
+    }
+    if (any) out->push_back(e);
   }
-  const size_t first = out->size();
-  for (const auto& [t, e] : m) out->push_back(e);
-  std::sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end(),
-            [](const LogitEdit& a, const LogitEdit& b) { return a.token < b.token; });
   return true;
 }
 
@@ -70,7 +95,8 @@ void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& par
       params.frequency_penalty == 0.0f)
     return;
   std::vector<LogitEdit> edits;
-  make_logit_edits(params, n_vocab, prompt, generated, 0, /*with_bias=*/false, &edits);
+  make_logit_edits(params, n_vocab, distinct_tokens(prompt, n_vocab), generated, 0,
+                   /*with_bias=*/false, &edits);
   for (const LogitEdit& e : edits) logits[e.token] = edited_logit(logits[e.token], e);
 }
 

@@ -37,13 +37,18 @@ struct SampleResult {
   std::vector<TopLogprob> top_logprobs;  // [n_top], most likely first
 };
 
+// The distinct prompt tokens the repetition penalty reads: sorted, unique, in [0, n_vocab). The
+// engine keeps them per request, so a step's edits cost O(distinct tokens), not a prompt scan.
+std::vector<TokenId> distinct_tokens(std::span<const TokenId> tokens, int n_vocab);
+
 // The penalties of one row as edits (core/sampling.h), one per token in token order, each with
-// row = `row`: the repetition penalty on every distinct prompt and generated token, presence and
-// frequency on generated ones. with_bias folds the logit bias in too (has_add); false when the
-// bias names a token twice (the host then adds both, one after the other).
-bool make_logit_edits(const SamplingParams& params, int n_vocab, std::span<const TokenId> prompt,
-                      std::span<const TokenId> generated, int row, bool with_bias,
-                      std::vector<LogitEdit>* out);
+// row = `row`: the repetition penalty on every distinct prompt (`prompt_distinct`, as
+// distinct_tokens gives) and generated token, presence and frequency on generated ones.
+// with_bias folds the logit bias in too (has_add); false when the bias names a token twice (the
+// host then adds both, one after the other).
+bool make_logit_edits(const SamplingParams& params, int n_vocab,
+                      std::span<const TokenId> prompt_distinct, std::span<const TokenId> generated,
+                      int row, bool with_bias, std::vector<LogitEdit>* out);
 
 // Mutates: adds logit bias and applies repetition, presence and frequency penalties.
 void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,

@@ -153,6 +153,36 @@ TEST(Sampler, TemperatureSharpensAndFlattens) {
   EXPECT_NEAR(c[0].p, std::sqrt(0.8) / (std::sqrt(0.8) + std::sqrt(0.2)), 1e-6);
 }
 
+// Bias, repetition, presence and frequency on overlapping tokens, as per-token edits (what the
+// backends apply) and through apply_bias_and_penalties (the host): per token, bias first, then
+// the repetition penalty, then presence + frequency.
+TEST(Sampler, LogitEditsComposeBiasRepetitionAndPresencePerToken) {
+  SamplingParams p = temp1();
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  p.logit_bias = {{4, -1.0f}, {1, 1.0f}, {99, 5.0f}};  // 99: out of the vocabulary, ignored
+  const std::vector<TokenId> prompt = {0, 1, 0}, generated = {1, 2, 2};
+  std::vector<LogitEdit> edits;
+  ASSERT_TRUE(make_logit_edits(p, 5, distinct_tokens(prompt, 5), generated, 3, true, &edits));
+  std::vector<float> l = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+  std::vector<TokenId> tokens;
+  for (const LogitEdit& e : edits) {
+    EXPECT_EQ(e.row, 3);
+    tokens.push_back(e.token);
+    l[static_cast<size_t>(e.token)] = edited_logit(l[static_cast<size_t>(e.token)], e);
+  }
+  EXPECT_EQ(tokens, (std::vector<TokenId>{0, 1, 2, 4}));  // one each, in token order
+  // 0: 2 / 2. 1: (-2 + 1) * 2 - (0.25 + 0.5). 2: 1 / 2 - (0.5 + 0.5). 3: untouched. 4: 3 - 1.
+  const std::vector<float> want = {1.0f, -2.75f, -0.5f, 0.5f, 2.0f};
+  EXPECT_EQ(l, want);
+  std::vector<float> host = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+  apply_bias_and_penalties(host, p, prompt, generated);
+  EXPECT_EQ(host, want);
+  p.logit_bias.push_back({4, 0.5f});  // a token biased twice: the host adds both, in order
+  EXPECT_FALSE(make_logit_edits(p, 5, distinct_tokens(prompt, 5), generated, 0, true, &edits));
+}
+
 TEST(Sampler, PenaltiesFollowCtrlAndOpenAiFormulas) {
   std::vector<float> l = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
   SamplingParams p = temp1();
