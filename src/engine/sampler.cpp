@@ -34,12 +34,18 @@ std::vector<TokenId> distinct_tokens(std::span<const TokenId> tokens, int n_voca
 bool make_logit_edits(const SamplingParams& params, int n_vocab,
                       std::span<const TokenId> prompt_distinct, std::span<const TokenId> generated,
                       int row, bool with_bias, std::vector<LogitEdit>* out) {
+  const bool rep = params.repetition_penalty != 1.0f;
+  const bool pf = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
+  // Plain sampling (the common case, every decode step) edits nothing: no scan of the output.
+  if (!rep && !pf && (!with_bias || params.logit_bias.empty())) return true;
   // The generated tokens with their counts, and the biased tokens: both short, sorted here.
   std::vector<std::pair<TokenId, int>> gen;
-  for (TokenId t : distinct_tokens(generated, n_vocab)) gen.push_back({t, 0});
-  for (TokenId t : generated) {
-    if (t < 0 || t >= n_vocab) continue;
-    std::lower_bound(gen.begin(), gen.end(), std::pair<TokenId, int>{t, 0})->second++;
+  if (rep || pf) {
+    for (TokenId t : distinct_tokens(generated, n_vocab)) gen.push_back({t, 0});
+    for (TokenId t : generated) {
+      if (t < 0 || t >= n_vocab) continue;
+      std::lower_bound(gen.begin(), gen.end(), std::pair<TokenId, int>{t, 0})->second++;
+    }
   }
   std::vector<std::pair<TokenId, float>> bias;
   if (with_bias) {
@@ -50,8 +56,6 @@ bool make_logit_edits(const SamplingParams& params, int n_vocab,
     for (size_t i = 1; i < bias.size(); ++i)
       if (bias[i].first == bias[i - 1].first) return false;
   }
-  const bool rep = params.repetition_penalty != 1.0f;
-  const bool pf = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
   // Merge the three sorted lists: one edit per token that any of them names (with its parts).
   size_t ip = 0, ig = 0, ib = 0;
   const size_t np = rep ? prompt_distinct.size() : 0;
