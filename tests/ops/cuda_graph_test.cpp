@@ -145,14 +145,77 @@ TEST(CudaGraphs, FreshBuffersEachStep) {
               be.graph_stats().windows, be.graph_stats().captures, be.graph_stats().replays);
 }
 
+// Producer-written codes (cuda_rounded.cuh): a matmul takes them only while nothing has written
+// over its x since the producer. Three windows on a fused and an unfused backend, each ending in
+// a Q8_0 matmul of h: (1) rms_norm x -> h, then scale h in place (the codes are stale: must not
+// be used); (2) rms_norm x -> h, a write elsewhere (scale x -> x2), then the matmul (codes
+// reused); (3) glu -> h, then an upload over part of h (stale again). Both backends must give
+// the same bits, and the fused one reuse the codes exactly once.
+TEST(CudaRounding, CodesAreUsedOnlyWhileTheirFloatsAreUnchanged) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto rng = test_rng();
+  constexpr int64_t kIn = 256, kOut = 64, kRows = 3;
+  const auto x = random_floats(rng, kIn * kRows, -2.0f, 2.0f);
+  const auto up = random_floats(rng, kIn * kRows, -2.0f, 2.0f);
+  const auto patch = random_floats(rng, 32, -2.0f, 2.0f);
+  const auto w = random_weights(rng, GgmlType::Q8_0, kIn, kOut);
+  const auto run = [&](CudaBackend& be) {
+    auto wb = be.upload_weights(w.data(), w.size());
+    auto fb = be.alloc(size_t{5} * kIn * kRows * 4);  // x, x2, h, up, spare
+    EXPECT_TRUE(wb.ok() && fb.ok());
+    const auto at = [&](int i) {
+      return make_tensor(*fb, size_t{4} * kIn * kRows * i, GgmlType::F32, kIn, kRows);
+    };
+    const Tensor xt = at(0), x2 = at(1), h = at(2), ut = at(3);
+    Tensor wt = make_tensor(*wb, 0, GgmlType::Q8_0, kIn, kOut);
+    auto ob = be.alloc(size_t{4} * kOut * kRows);
+    EXPECT_TRUE(ob.ok());
+    const Tensor y = make_tensor(*ob, 0, GgmlType::F32, kOut, kRows);
+    std::vector<float> out;
+    const auto finish = [&] {
+      std::vector<float> v(static_cast<size_t>(kOut * kRows));
+      be.download(*ob, 0, v.data(), v.size() * 4);
+      be.sync();
+      out.insert(out.end(), v.begin(), v.end());
+    };
+    be.upload(*fb, 0, x.data(), x.size() * 4);
+    be.upload(*fb, ut.offset, up.data(), up.size() * 4);
+    be.rms_norm(xt, Tensor{}, 1e-6f, 0.0f, h);
+    be.scale(h, 3.0f, h);
+    be.matmul(wt, h, Tensor{}, y);
+    finish();
+    be.rms_norm(xt, Tensor{}, 1e-6f, 0.0f, h);
+    be.scale(xt, 3.0f, x2);
+    be.matmul(wt, h, Tensor{}, y);
+    finish();
+    be.glu(xt, ut, GluKind::kSwiGLU, h);
+    be.upload(*fb, h.offset + 4 * kIn, patch.data(), patch.size() * 4);  // row 1's first block
+    be.matmul(wt, h, Tensor{}, y);
+    finish();
+    be.free(*ob);
+    be.free(*fb);
+    be.free(*wb);
+    return out;
+  };
+  CudaBackend fused({.device = 0, .graphs = true, .pdl = true, .fuse_rounding = true});
+  CudaBackend plain({.device = 0, .graphs = true, .pdl = true, .fuse_rounding = false});
+  const auto a = run(fused), b = run(plain);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << "window " << i / (kOut * kRows) << " " << i;
+  EXPECT_EQ(fused.rounding_reuses(), 1);
+  EXPECT_EQ(plain.rounding_reuses(), 0);
+}
+
 namespace fs = std::filesystem;
 
 class CudaGraphModel : public ::testing::TestWithParam<const char*> {};
 
 // Token-by-token decode of a reference model (dense qwen2; hybrid qwen35moe: Gated DeltaNet,
 // MoE on the device routes) replays graphs from the third token on and gives the same logits,
-// bit for bit, as with graphs off.
-TEST_P(CudaGraphModel, SteppedLogitsBitwiseEqualWithGraphsOff) {
+// bit for bit, as with graphs, programmatic dependent launch and producer-written int8 codes
+// (cuda_rounded.cuh) all off, and as with only the codes off.
+TEST_P(CudaGraphModel, SteppedLogitsBitwiseEqualWithGraphsPdlAndFusedRoundingOff) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
   const std::string arch = GetParam(), dir = fixture_dir(arch);
   std::ifstream rf(dir + "/reference.json");
@@ -162,19 +225,28 @@ TEST_P(CudaGraphModel, SteppedLogitsBitwiseEqualWithGraphsOff) {
   const fs::path gguf =
       fs::temp_directory_path() / fmt::format("t9-cudagraph-{}-{}.gguf", arch, ::getpid());
   ASSERT_TRUE(convert::convert_hf_to_gguf({dir, gguf.string(), GgmlType::Q8_0, ""}).ok());
-  CudaBackend on({.device = 0, .graphs = true}), off({.device = 0, .graphs = false});
+  CudaBackend on({.device = 0, .graphs = true});
+  CudaBackend off({.device = 0, .graphs = false, .pdl = false, .fuse_rounding = false});
+  CudaBackend unfused({.device = 0, .graphs = true, .pdl = true, .fuse_rounding = false});
   const ModelRun a = run_model(on, gguf.string(), GgmlType::F16, toks);
   const ModelRun b = run_model(off, gguf.string(), GgmlType::F16, toks);
+  const ModelRun c = run_model(unfused, gguf.string(), GgmlType::F16, toks);
   fs::remove(gguf);
   ASSERT_FALSE(a.stepped.empty());
   EXPECT_EQ(a.stepped, b.stepped);
   EXPECT_EQ(a.whole, b.whole);
+  EXPECT_EQ(a.stepped, c.stepped);
+  EXPECT_EQ(a.whole, c.whole);
   EXPECT_EQ(a.whole, a.stepped);
+  // Every step's pre-norms hand their codes to the next matmul (at least one per layer).
+  EXPECT_GE(on.rounding_reuses(), static_cast<long>(toks.size()) * 2);
+  EXPECT_EQ(off.rounding_reuses(), 0);
   // Steps 1 and 2 run as launched (the second one's tape is captured); the rest replay.
   EXPECT_GE(on.graph_stats().replays, static_cast<long>(toks.size()) - 2);
   EXPECT_EQ(off.graph_stats().replays, 0);
-  std::printf("[cuda graphs %s] %ld windows, %ld captures, %ld replays\n", arch.c_str(),
-              on.graph_stats().windows, on.graph_stats().captures, on.graph_stats().replays);
+  std::printf("[cuda graphs %s] %ld windows, %ld captures, %ld replays, %ld rounded x reused\n",
+              arch.c_str(), on.graph_stats().windows, on.graph_stats().captures,
+              on.graph_stats().replays, on.rounding_reuses());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaGraphModel, ::testing::Values("qwen2", "qwen35moe"),

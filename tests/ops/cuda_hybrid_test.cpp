@@ -365,24 +365,26 @@ TEST_F(CudaHybrid, MulSigmoidMatchesCpu) {
 
 // ---- ssm_conv ----
 
-// Three sequences in one batch (rows out of slot order, one fresh, one continuing a random state,
-// one of a single token) and an empty fresh one, K = 4 (Qwen) and 3; C = 200 leaves a partial
-// block of channels. The new state is pure data movement: bitwise equal to the CPU's. Outputs:
-// K products summed per channel (each side within 2K u sum|w x| of exact: a rounding per product
-// and per add, fewer with fused multiply-adds) through silu (slope <= 1.1, plus a few ulps of
-// its own): 4.4 K u sum|w x| + 8 u |out|.
+// Four sequences in one batch (rows out of slot order, one fresh, one continuing a random state
+// over 70 tokens, i.e. three of the kernel's 32-token chunks, one of a single token, one of 7)
+// and an empty fresh one, K = 4 (Qwen) and 3; C = 200 leaves a partial block of channels. The new
+// state is pure data movement: bitwise equal to the CPU's. Outputs: K products summed per channel
+// (each side within 2K u sum|w x| of exact: a rounding per product and per add, fewer with fused
+// multiply-adds) through silu (slope <= 1.1, plus a few ulps of its own): 4.4 K u sum|w x| + 8 u
+// |out|.
 TEST_F(CudaHybrid, SsmConvMatchesCpu) {
   auto rng = test_rng();
-  const int64_t C = 200, n_tok = 19, n_slots = 5;
+  const int64_t C = 200, n_tok = 83, n_slots = 6;
   for (int64_t K : {4, 3}) {
     SCOPED_TRACE(fmt::format("K {}", K));
     const auto x = random_floats(rng, static_cast<size_t>(n_tok * C), -2.0f, 2.0f);
     const auto w = random_floats(rng, static_cast<size_t>(C * K));
     const auto state0 = random_floats(rng, static_cast<size_t>(n_slots * (K - 1) * C), -2.0f, 2.0f);
-    const std::vector<int32_t> seqs{6,  13, 3, 0,   // rows [6, 19) continue slot 3
+    const std::vector<int32_t> seqs{6,  70, 3, 0,   // rows [6, 76) continue slot 3
                                     0,  5,  2, 1,   // rows [0, 5) fresh in slot 2
                                     5,  1,  0, 0,   // row 5 continues slot 0
-                                    19, 0,  4, 1};  // no rows, fresh slot 4: zeroed
+                                    76, 7,  5, 0,   // rows [76, 83) continue slot 5
+                                    83, 0,  4, 1};  // no rows, fresh slot 4: zeroed
     std::vector<float> out[2], state[2];
     Backend* bes[2] = {be_.get(), &cpu_};
     for (int side = 0; side < 2; ++side) {
@@ -391,7 +393,7 @@ TEST_F(CudaHybrid, SsmConvMatchesCpu) {
       const Tensor ot = arena.poisoned(GgmlType::F32, C, n_tok);
       bes[side]->ssm_conv(arena.from_host(x, GgmlType::F32, C, n_tok),
                           arena.from_host(w, GgmlType::F32, K, C), st,
-                          arena.from_host(seqs, GgmlType::I32, 4, 4), ot);
+                          arena.from_host(seqs, GgmlType::I32, 4, 5), ot);
       out[side] = arena.download<float>(ot);
       state[side] = arena.download<float>(st);
     }

@@ -362,28 +362,33 @@ TEST_F(Cuda, ElementwiseMatchCpu) {
   }
 }
 
+// Rows of 2144 (one block per row), 128 and 200 (one warp per row, the per-head norms; 200 leaves
+// part of the last 32 lanes idle), 37 rows: several warp-kernel blocks and a partial one.
 TEST_F(Cuda, RmsNormSoftmaxMatchCpu) {
   auto rng = test_rng();
   DeviceArena ga(*be_), ca(cpu_);
-  const int64_t d = 2048 + 96, n = 5;
-  const auto x = random_floats(rng, d * n, -3.0f, 3.0f);
-  const auto w = random_floats(rng, d);
-  for (int which = 0; which < 4; ++which) {
-    std::vector<float> out[2];
-    int i = 0;
-    for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
-      DeviceArena& ar = i == 0 ? ga : ca;
-      Tensor xt = ar.from_host(x, GgmlType::F32, d, n);
-      Tensor y = which == 3 ? xt : ar.poisoned(GgmlType::F32, d, n);  // softmax in place
-      if (which == 0) be->rms_norm(xt, ar.from_host(w, GgmlType::F32, d), 1e-6f, 1.0f, y);
-      if (which == 1) be->rms_norm(xt, Tensor{}, 1e-5f, 0.0f, y);
-      if (which >= 2) be->softmax(xt, y);
-      out[i++] = ar.download<float>(y);
+  for (const int64_t d : {int64_t{2048 + 96}, int64_t{128}, int64_t{200}})
+    for (int which = 0; which < 4; ++which) {
+      SCOPED_TRACE(fmt::format("row of {}", d));
+      const int64_t n = 37;
+      const auto x = random_floats(rng, d * n, -3.0f, 3.0f);
+      const auto w = random_floats(rng, d);
+      std::vector<float> out[2];
+      int i = 0;
+      for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+        DeviceArena& ar = i == 0 ? ga : ca;
+        Tensor xt = ar.from_host(x, GgmlType::F32, d, n);
+        Tensor y = which == 3 ? xt : ar.poisoned(GgmlType::F32, d, n);  // softmax in place
+        if (which == 0) be->rms_norm(xt, ar.from_host(w, GgmlType::F32, d), 1e-6f, 1.0f, y);
+        if (which == 1) be->rms_norm(xt, Tensor{}, 1e-5f, 0.0f, y);
+        if (which >= 2) be->softmax(xt, y);
+        out[i++] = ar.download<float>(y);
+      }
+      // rms_norm: both sum squares in double, so 1/rms agrees to 1 ulp; two products add 2 ulp.
+      // softmax: expf within 2 ulp (glibc 1), the double sums agree, the float scale adds 1 ulp.
+      expect_close(out[0], out[1], which < 2 ? 5e-7 : 8e-7, 0.0,
+                   which < 2 ? "rms_norm" : "softmax");
     }
-    // rms_norm: both sum squares in double, so 1/rms agrees to 1 ulp; two products add 2 ulp.
-    // softmax: expf within 2 ulp (glibc 1), the double sums agree, the float scale adds 1 ulp.
-    expect_close(out[0], out[1], which < 2 ? 5e-7 : 8e-7, 0.0, which < 2 ? "rms_norm" : "softmax");
-  }
 }
 
 // The fused residual add + pre-norm: the sum and the normed rows are the bits of add() then

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_flash_attention.cuh"
 #include "backend/cuda/cuda_profile.cuh"
+#include "backend/cuda/cuda_rounded.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -53,6 +54,7 @@ __device__ __forceinline__ float yarn_ramp(float low, float high, int i0) {
 // Products are rounded one by one (no FMA contraction) as in the CPU reference.
 __global__ void rope_kernel(TensorDesc x, const int32_t* __restrict__ pos, RopeConsts rc,
                             TensorDesc out) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t t = r / x.ne1;
   const float* xr = reinterpret_cast<const float*>(x.row(r));
@@ -114,6 +116,7 @@ template <bool kF16>
 __global__ void write_kv_kernel(TensorDesc k, TensorDesc v, char* k_cache, char* v_cache,
                                 const AttnSeq* __restrict__ seqs, int n_seqs,
                                 const int32_t* __restrict__ tables, KvGeom g, unsigned* err) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int si = find_seq(seqs, n_seqs, r, k.ne2, err);
   if (si < 0) return;
@@ -222,6 +225,7 @@ __global__ void __launch_bounds__(kAttnThreads)
                      const AttnSeq* __restrict__ seqs, int n_seqs,
                      const int32_t* __restrict__ tables, KvGeom g, int n_head, float scale,
                      float softcap, int window, float* __restrict__ part, unsigned* err) {
+  pdl_enter();
   constexpr int G = kGroup<kPer>;
   __shared__ float s_acc[kAttnWarps][32 * kPer];
   __shared__ float s_m[kAttnWarps], s_l[kAttnWarps];
@@ -341,6 +345,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     attention_combine_kernel(const float* __restrict__ part, const AttnSeq* __restrict__ seqs,
                              int n_seqs, int n_rows, int n_head, int hd, TensorDesc out,
                              unsigned* err) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int h = blockIdx.y;
   if (find_seq(seqs, n_seqs, r, n_rows, err) < 0) return;
@@ -451,6 +456,7 @@ KvGeom kv_geom(const Tensor& cache, const Tensor& block_tables, const AttnParams
 void CudaBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
                        const Tensor& out) {
   T9_CUDA_PROF("rope");
+  rounded_->wrote(out);
   cuda::check_f32_rows(x, "rope x");
   cuda::check_f32_rows(out, "rope out");
   cuda::check_same_shape(x, out, "rope");
@@ -470,6 +476,8 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cac
                            const Tensor& v_cache, const Tensor& seqs, const Tensor& block_tables,
                            const AttnParams& p) {
   T9_CUDA_PROF("write_kv");
+  rounded_->wrote(k_cache);
+  rounded_->wrote(v_cache);
   cuda::check_cache(k_cache, p, "k_cache");
   cuda::check_cache(v_cache, p, "v_cache");
   T9_CHECK(k_cache.type == v_cache.type, "write_kv: k and v pools differ in type");
@@ -495,6 +503,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
                             const Tensor& out) {
   T9_CUDA_PROF(fmt::format("attention rows {}", cuda::rows_bucket(q.ne[2])));
+  rounded_->wrote(out);
   cuda::check_cache(k_cache, p, "k_cache");
   cuda::check_cache(v_cache, p, "v_cache");
   T9_CHECK(k_cache.type == v_cache.type, "attention: k and v pools differ in type");

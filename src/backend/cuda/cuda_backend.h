@@ -37,8 +37,9 @@ struct Scratch {
   void* reserve(size_t n, Stream& stream);
 };
 
-class OpProfiler;  // cuda_profile.cuh
-struct RoundedX;   // cuda_gemv.cuh
+class OpProfiler;    // cuda_profile.cuh
+struct RoundedX;     // cuda_gemv.cuh
+class RoundedCache;  // cuda_rounded.cuh
 }  // namespace cuda
 
 struct CudaBackendConfig {
@@ -46,6 +47,12 @@ struct CudaBackendConfig {
   // Windows between sync()s that repeat (decode steps) run as CUDA graphs (cuda_stream.cuh).
   // TEMPO9_CUDA_GRAPHS=0 in the environment, or profiling, turns them off.
   bool graphs = true;
+  // Programmatic dependent launch between consecutive kernels (sm_90+, cuda_stream.cuh);
+  // TEMPO9_CUDA_PDL=0 turns it off.
+  bool pdl = true;
+  // Pre-norms and GLUs write the int8 codes of their output for the matmul that reads it next
+  // (cuda_rounded.cuh; same bits); TEMPO9_CUDA_FUSE_ROUNDING=0 turns it off.
+  bool fuse_rounding = true;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -92,6 +99,8 @@ class CudaBackend final : public Backend {
   void download(const Buffer* src, size_t offset, void* host, size_t n_bytes) override;
   void sync() override;
   CudaGraphStats graph_stats() const;
+  // Matmuls that took the codes their x's producer wrote instead of rounding x (tests).
+  long rounding_reuses() const;
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
@@ -152,10 +161,12 @@ class CudaBackend final : public Backend {
                       const cuda::RoundedX* pre);
 
   cuda::Scratch scratch_;
-  cuda::Scratch xq_scratch_;    // matmul_shared_x's rounded x (kept apart from scratch_)
-  cuda::Scratch moe_scratch_;   // matmul_id's packed rows (matmul itself uses scratch_)
-  cuda::Scratch attn_scratch_;  // attention's per-split partial results
-  cuda::Scratch sample_scratch_;  // sample's order keys, one per logit
+  cuda::Scratch xq_scratch_;       // matmul_shared_x's rounded x (kept apart from scratch_)
+  cuda::Scratch moe_scratch_;      // matmul_id's packed rows (matmul itself uses scratch_)
+  cuda::Scratch attn_scratch_;     // attention's per-split partial results
+  cuda::Scratch sample_scratch_;   // sample's order keys, one per logit
+  cuda::Scratch rounded_scratch_;  // codes written by producers (rounded_)
+  std::unique_ptr<cuda::RoundedCache> rounded_;  // the latest producer's output and its codes
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
 };

@@ -22,7 +22,6 @@
              cudaGetErrorName(t9_cuda_err_), cudaGetErrorString(t9_cuda_err_), #expr); \
   } while (0)
 
-
 namespace t9::cuda {
 
 // Streaming multiprocessors of the current device (read once: one device per process).
@@ -140,6 +139,19 @@ inline unsigned grid_1d(int64_t n, int threads) {
 }
 
 // ---- device helpers ----
+
+// Programmatic dependent launch (sm_90; Stream launches every kernel with it, cuda_stream.cuh).
+// The first statement of every kernel: wait until the previous kernel in the stream has completed
+// and its writes are visible (nothing before this may touch global memory, reads or writes), then
+// let the next kernel be scheduled. The next one's blocks take only what this grid leaves free
+// (the trigger fires once every block of this grid has run it) and hold at their own wait; what
+// overlaps is the launch and block setup that otherwise sits between two small kernels.
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ float f16_load(const void* p) {
   return __half2float(*static_cast<const __half*>(p));

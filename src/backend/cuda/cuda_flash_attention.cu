@@ -57,9 +57,9 @@ struct FlashShape {
   static constexpr int kTileKeys = HD == 256 ? 32 : 64;
   static constexpr int kTilesPerChunk = kChunkKeys / kTileKeys;
   static constexpr int kStride = HD + 8;  // halves per staged row: +16 B moves each row 4 banks
-  static constexpr int kQ = kSlots * kStride;      // halves
-  static constexpr int kKV = kTileKeys * kStride;  // halves, one of K and V
-  static constexpr int kStages = 2;                // buffers of each of K and V
+  static constexpr int kQ = kSlots * kStride;                        // halves
+  static constexpr int kKV = kTileKeys * kStride;                    // halves, one of K and V
+  static constexpr int kStages = 2;                                  // buffers of each of K and V
   static constexpr int kHalvesBytes = 2 * (kQ + 2 * kStages * kKV);  // a multiple of 16
   // Then the keys' byte offsets in the pools, one int64 per key and stage.
   static constexpr int kBytes = kHalvesBytes + kStages * kTileKeys * 8;
@@ -162,6 +162,7 @@ template <int HD>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_attention_kernel(FlashArgs a, int64_t n_rows, int split, int n_chunks,
                            float* __restrict__ part) {
+  pdl_enter();
   using Lay = FlashShape<HD>;
   constexpr int S = Lay::kStride;
   constexpr int kTileKeys = Lay::kTileKeys, kTilesPerChunk = Lay::kTilesPerChunk;
@@ -453,6 +454,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 constexpr int kCombineBatch = 128;
 __global__ void flash_combine_kernel(const float* __restrict__ part, FlashArgs a, int64_t n_rows,
                                      int n_chunks) {
+  pdl_enter();
   __shared__ float s_fa[kCombineBatch], s_fb[kCombineBatch], s_m[kCombineBatch], s_l[kCombineBatch];
   __shared__ float s_L;
   const int64_t r = blockIdx.x;

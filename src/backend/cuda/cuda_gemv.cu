@@ -40,6 +40,7 @@ constexpr int kRows = 2;   // weight rows per warp: two independent copies in fl
 __global__ void quantize_act_kernel(TensorDesc x, int64_t n_in, int64_t n_blocks,
                                     int8_t* __restrict__ xq, ActBlock* __restrict__ xb,
                                     const int32_t* __restrict__ rows = nullptr) {
+  pdl_enter();
   const int64_t g = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (g >= n_blocks) return;  // uniform per warp
   const int64_t per_row = n_in / 32, r = g / per_row, b = g % per_row;
@@ -84,6 +85,7 @@ __device__ __forceinline__ void stage(const QArgs<U>& a, int64_t g, int64_t seg,
 
 template <GgmlType T, int kTok>
 __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(QArgs<Unit<T>> a) {
+  pdl_enter();
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kWeightSmem = kWarps * 2 * kRows * U::kLoads * 512;
@@ -190,6 +192,7 @@ __device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_global(const uint8_t
 template <int kTok, int kR = kRows, int kMinBlocks = 1>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     gemv_q4k_direct_kernel(QArgs<Unit<GgmlType::Q4_K>> a) {
+  pdl_enter();
   constexpr int kRows = kR;  // shadows the file-wide default
   using U = Unit<GgmlType::Q4_K>;
   const int lane = threadIdx.x % 32;

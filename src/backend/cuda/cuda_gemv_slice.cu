@@ -53,6 +53,7 @@ constexpr int64_t kMaxPackedX = 48 << 10;
 // at a time (their loads in flight together, each activation read once for all of them).
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
+  pdl_enter();
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   static_assert(kR * kTok <= 32, "one lane per output in the final sum");
   using U = Unit<T>;
@@ -160,6 +161,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
 // order, then one lane per row adds the 32 partials. kBufs and kR as in gemv_slice_kernel.
 template <GgmlType T, int kBufs, int kR>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a) {
+  pdl_enter();
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
+#include "backend/cuda/cuda_rounded.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -54,6 +55,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     matmul_kernel(const uint8_t* __restrict__ w, int64_t w_row_bytes, int64_t n_in, int64_t n_out,
                   TensorDesc x, TensorDesc y, const float* __restrict__ bias, int64_t n_tok,
                   bool x_vec) {
+  pdl_enter();
   const int lane = threadIdx.x % 32;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTile;
@@ -130,7 +132,8 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   if (round) {
     cuda::check_f32_rows(x, "matmul x");
     T9_CUDA_PROF("round_x");
-    rx = cuda::round_x(x, xq_scratch_, *stream_);
+    const cuda::RoundedX* made = rounded_->find(x);  // by the op that wrote x
+    rx = made != nullptr ? *made : cuda::round_x(x, xq_scratch_, *stream_);
   }
   for (const MatmulOut& o : outs) {
     const cuda::RoundedX* pre = round && cuda_matmul_int8_activations(o.w.type) ? &rx : nullptr;
@@ -160,6 +163,9 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     cuda::check_f32_rows(bias, "matmul bias");
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
   }
+  if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
+    pre = rounded_->find(x);  // x's codes, written by the op that wrote x
+  rounded_->wrote(y);
   if (x.n_rows() == 0 || n_out == 0) return;
   if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre)) return;
   cuda::dispatch_weight_type(w.type, [&](auto tag) {

@@ -250,17 +250,20 @@ struct MmaKernel {
     uint8_t* act = smem + L::kRaw + buf * kBN * kStride;
     auto* ab = reinterpret_cast<ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * 8;
     const int elems = units * U::kElems;
+    // x row of tile row r (grouped matmul_id: through x_rows).
+    const auto row = [&](int r) -> int64_t {
+      return a.x_rows != nullptr ? a.x_rows[t0 + r] : t0 + r;
+    };
     for (int idx = threadIdx.x; idx < kBN * 16; idx += kThreads) {
       const int r = idx / 16, i = idx % 16;
       if (t0 + r < a.n_tok && 16 * i < elems)
-        cp_async16(
-            act + r * kStride + 16 * i,
-            reinterpret_cast<const uint8_t*>(a.xq + (t0 + r) * a.n_in + c * kChunk) + 16 * i);
+        cp_async16(act + r * kStride + 16 * i,
+                   reinterpret_cast<const uint8_t*>(a.xq + row(r) * a.n_in + c * kChunk) + 16 * i);
     }
     for (int idx = threadIdx.x; idx < kBN * 8; idx += kThreads) {
       const int r = idx / 8, i = idx % 8;
       if (t0 + r < a.n_tok && 32 * i < elems)
-        cp_async8(ab + r * 8 + i, a.xb + (t0 + r) * (a.n_in / 32) + c * (kChunk / 32) + i);
+        cp_async8(ab + r * 8 + i, a.xb + row(r) * (a.n_in / 32) + c * (kChunk / 32) + i);
     }
   }
 
@@ -285,6 +288,7 @@ struct MmaKernel {
 
 template <GgmlType T, int kNT>
 __global__ void __launch_bounds__(kThreads, kNT <= 2 ? 4 : 2) mma_kernel(SliceArgs a) {
+  pdl_enter();
   using K = MmaKernel<T, kNT>;
   using M = MmaType<T>;
   using L = Smem<T, kNT>;

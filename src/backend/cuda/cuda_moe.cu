@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_moe_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
+#include "backend/cuda/cuda_rounded.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -45,6 +46,7 @@ __device__ __forceinline__ bool ranks_before(float v, int i, float bv, int bi) {
 // weights divided by their float sum in rank order when `normalize`.
 __global__ void moe_route_kernel(TensorDesc logits, int k, bool normalize, TensorDesc ids,
                                  TensorDesc weights) {
+  pdl_enter();
   extern __shared__ float p[];
   const int64_t r = blockIdx.x;
   const int lane = threadIdx.x, n = static_cast<int>(logits.ne0);
@@ -96,6 +98,7 @@ __global__ void moe_route_kernel(TensorDesc logits, int k, bool normalize, Tenso
 // row, threads over the row's elements.
 __global__ void moe_rows_kernel(TensorDesc src, TensorDesc dst, const int32_t* __restrict__ pairs,
                                 bool gather) {
+  pdl_enter();
   const int64_t i = blockIdx.x;
   const int64_t s = gather ? pairs[2 * i] : i, d = gather ? i : pairs[2 * i + 1];
   const float* from = reinterpret_cast<const float*>(src.row(s));
@@ -116,6 +119,7 @@ __device__ __forceinline__ float routed_sum(const TensorDesc& y, const TensorDes
 
 __global__ void moe_combine_kernel(TensorDesc y, TensorDesc weights, TensorDesc out, int64_t k,
                                    int64_t n_elems) {
+  pdl_enter();
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_elems) return;
   int64_t t, i;
@@ -127,6 +131,7 @@ __global__ void moe_combine_kernel(TensorDesc y, TensorDesc weights, TensorDesc 
 // before its own write).
 __global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, TensorDesc out,
                                    int64_t n_elems) {
+  pdl_enter();
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_elems) return;
   int64_t r, i;
@@ -142,6 +147,7 @@ __global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, Ten
 __global__ void moe_combine_shared_kernel(TensorDesc y, TensorDesc weights, TensorDesc shared,
                                           TensorDesc gate, bool per_row, TensorDesc out, int64_t k,
                                           int64_t n_elems) {
+  pdl_enter();
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_elems) return;
   int64_t t, i;
@@ -193,6 +199,8 @@ Tensor expert_view(const Tensor& w, int64_t e) {
 void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
                             const Tensor& weights) {
   T9_CUDA_PROF("moe_route");
+  rounded_->wrote(ids);
+  rounded_->wrote(weights);
   cuda::check_f32_rows(logits, "moe_route logits");
   cuda::check_f32_rows(weights, "moe_route weights");
   const int64_t n = logits.n_rows(), n_expert = logits.ne[0];
@@ -229,12 +237,15 @@ void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor&
   T9_CHECK(out.ne[0] == n_out && out.ne[1] == k && out.ne[2] == n && out.ne[3] == 1,
            "matmul_id: out must be [{}, {}, {}]", n, k, n_out);
   const int64_t m = n * k;
+  if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
+    pre = rounded_->find(x);  // x's codes, written by the op that wrote x
+  rounded_->wrote(out);
   if (m == 0 || n_out == 0) return;
   T9_CHECK(m <= 0x7fffffff, "matmul_id: {} rows", m);
   if (m <= cuda::moe_device_pairs()) {
     if (cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, *stream_, pre)) return;
   } else if (!cuda::moe_host_grouping() &&
-             cuda::launch_matmul_id_grouped(w, x, ids, out, scratch_, err_word_, *stream_)) {
+             cuda::launch_matmul_id_grouped(w, x, ids, out, scratch_, err_word_, *stream_, pre)) {
     return;
   }
   // The grouping needs the ids on the host: wait for the router (this window then runs
@@ -285,6 +296,7 @@ void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor&
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
   T9_CUDA_PROF("moe_combine");
+  rounded_->wrote(out);
   cuda::check_f32_rows(y, "moe_combine y");
   cuda::check_f32_rows(weights, "moe_combine weights");
   cuda::check_f32_rows(out, "moe_combine out");
@@ -302,6 +314,7 @@ void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tens
 void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
                                      const Tensor& gate, const Tensor& out) {
   T9_CUDA_PROF("moe_combine_shared");
+  rounded_->wrote(out);
   cuda::check_f32_rows(y, "moe_combine_shared y");
   cuda::check_f32_rows(weights, "moe_combine_shared weights");
   cuda::check_f32_rows(shared, "moe_combine_shared shared");
@@ -325,6 +338,7 @@ void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, con
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
   T9_CUDA_PROF("mul_sigmoid");
+  rounded_->wrote(out);
   cuda::check_f32_rows(a, "mul_sigmoid a");
   cuda::check_f32_rows(g, "mul_sigmoid g");
   cuda::check_f32_rows(out, "mul_sigmoid out");

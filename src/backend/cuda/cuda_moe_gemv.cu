@@ -29,6 +29,7 @@ __global__ void __launch_bounds__(kSortThreads)
                     int tile_rows, int32_t* __restrict__ expert_first,
                     int32_t* __restrict__ tile_first, int32_t* __restrict__ x_rows,
                     int32_t* __restrict__ y_rows, unsigned* err) {
+  pdl_enter();
   extern __shared__ int32_t sm[];
   int32_t* running = sm;            // [n_expert]: pass 0 counts, then each expert's next place
   int32_t* wcount = sm + n_expert;  // [kSortWarps][n_expert]: this chunk's pairs per warp
@@ -107,14 +108,15 @@ void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& o
 
 template <GgmlType T>
 void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-                    Scratch& scratch, unsigned* err, Stream& stream) {
-  const int64_t n_in = w.ne[0], n_expert = w.ne[2], m = ids.n_elements();
+                    Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
+  const int64_t n_in = w.ne[0], n_expert = w.ne[2], m = ids.n_elements(), n_x = x.n_rows();
   const int tile_rows = mma_grouped_tile_rows(m, n_expert);
-  // Scratch: 2 (n_expert + 1) + 2 m int32 of grouping, then m rows of int8 codes, their ActBlocks.
+  // Scratch: 2 (n_expert + 1) + 2 m int32 of grouping, then (unless x comes rounded) x's n_x
+  // rows of int8 codes and their ActBlocks.
   auto align = [](size_t b) { return (b + 255) & ~size_t{255}; };
   const size_t ib = align(static_cast<size_t>(2 * (n_expert + 1) + 2 * m) * 4);
-  const size_t qb = align(static_cast<size_t>(m * n_in));
-  const size_t bb = static_cast<size_t>(m * (n_in / 32)) * sizeof(ActBlock);
+  const size_t qb = pre != nullptr ? 0 : align(static_cast<size_t>(n_x * n_in));
+  const size_t bb = pre != nullptr ? 0 : static_cast<size_t>(n_x * (n_in / 32)) * sizeof(ActBlock);
   auto* base = static_cast<uint8_t*>(scratch.reserve(ib + qb + bb, stream));
   auto* expert_first = reinterpret_cast<int32_t*>(base);
   int32_t* tile_first = expert_first + n_expert + 1;
@@ -128,20 +130,21 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
                 reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<int>(m),
                 static_cast<int>(n_expert), static_cast<int>(ids.ne[0]), x.ne[1] != 1, tile_rows,
                 expert_first, tile_first, x_rows, y_rows, err);
-  launch_round_rows(x, x_rows, m, xq, xb, stream);
+  if (pre == nullptr) launch_round_rows(x, nullptr, n_x, xq, xb, stream);
   SliceArgs s{reinterpret_cast<const uint8_t*>(base_ptr(w)),
               static_cast<int64_t>(w.nb[1]),
               w.ne[1],
               n_in,
               m,
-              xq,
-              xb,
+              pre != nullptr ? pre->xq : xq,
+              pre != nullptr ? pre->xb : xb,
               desc(out),
               nullptr};
   s.n_expert = n_expert;
   s.expert_bytes = static_cast<int64_t>(w.nb[2]);
   s.expert_first = expert_first;
   s.tile_first = tile_first;
+  s.x_rows = x_rows;
   s.y_rows = y_rows;
   launch_mma_grouped<T>(s, tile_rows, (m + tile_rows - 1) / tile_rows + n_expert, stream);
 }
@@ -170,9 +173,11 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 }  // namespace
 
 bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream) {
-  return with_sliced_type(
-      w, [&](auto t) { run_id_grouped<decltype(t)::value>(w, x, ids, out, scratch, err, stream); });
+                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream,
+                              const RoundedX* pre) {
+  return with_sliced_type(w, [&](auto t) {
+    run_id_grouped<decltype(t)::value>(w, x, ids, out, scratch, err, stream, pre);
+  });
 }
 
 bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,

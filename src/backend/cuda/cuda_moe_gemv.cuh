@@ -18,10 +18,12 @@ bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, 
                            const RoundedX* pre = nullptr);
 
 // matmul_id's rows for larger batches (prefill), no host round trip: a one-block counting sort
-// of the pairs by expert on the device, the x rows rounded to int8 in that order, then one
-// tensor-core launch over every expert's row tiles (bits of a plain matmul per row). False for
-// weight types without the sliced kernels.
+// of the pairs by expert on the device, x's rows rounded to int8 once in their own order (or
+// `pre`, x already rounded), then one tensor-core launch over every expert's row tiles, reading
+// the rows through the sort's x_rows (bits of a plain matmul per row). False for weight types
+// without the sliced kernels.
 bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream);
+                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream,
+                              const RoundedX* pre = nullptr);
 
 }  // namespace t9::cuda

@@ -10,9 +10,9 @@
 //   - cuts: the M best (M = top-k, or the best kMaxKept when only top-p / min-p cut) by a radix
 //     select on order-preserving keys of l (computed once into scratch with the division, then
 //     four 8-bit digit passes over the keys), ties at the threshold taken lowest token first,
-//     then a bitonic sort in shared memory (larger l first, then lower id: the host's order). Softmax (over the kept top-k, else over the vocabulary),
-//     top-p by a scan, renormalize, min-p, renormalize, the draw by a scan: one candidate per
-//     thread.
+//     then a bitonic sort in shared memory (larger l first, then lower id: the host's order).
+//     Softmax (over the kept top-k, else over the vocabulary), top-p by a scan, renormalize, min-p,
+//     renormalize, the draw by a scan: one candidate per thread.
 //   - -1 where the kept set needs more than kMaxKept candidates (a top-k above it; top-p not
 //     reached or min-p still passing at the kMaxKept-th): the caller samples that row on the host.
 // The arithmetic is the host's except the order of the double sums and expf (CUDA: <= 2 ulp)
@@ -26,6 +26,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_profile.cuh"
+#include "backend/cuda/cuda_rounded.cuh"
 #include "core/sampling.h"
 
 namespace t9 {
@@ -194,6 +195,7 @@ __device__ void select_best(const uint32_t* keys, int n, int m, Smem& s) {
 __global__ void __launch_bounds__(kSampleThreads)
     sample_kernel(TensorDesc x, const RowSampling* __restrict__ params,
                   uint32_t* __restrict__ keys_all, int32_t* __restrict__ out) {
+  pdl_enter();
   __shared__ Smem s;
   const int64_t r = blockIdx.x;
   const RowSampling p = params[r];
@@ -315,6 +317,7 @@ __global__ void __launch_bounds__(kSampleThreads)
 // One thread per edit (at most one per (row, token)); padding rows < 0 and out-of-range
 // entries leave the logits alone (the engine makes only valid ones; the CPU op checks).
 __global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__ edits, int64_t n) {
+  pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const LogitEdit e = edits[i];
@@ -328,6 +331,7 @@ __global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__
 
 void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
   T9_CUDA_PROF("adjust_logits");
+  rounded_->wrote(logits);
   cuda::check_f32_rows(logits, "adjust_logits logits");
   T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 6 && edits.is_contiguous(),
            "adjust_logits: edits must be I32 [n, 6]");
@@ -339,6 +343,7 @@ void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
 
 void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {
   T9_CUDA_PROF("sample");
+  rounded_->wrote(out);
   cuda::check_f32_rows(logits, "sample logits");
   const int64_t n = logits.n_rows();
   T9_CHECK(params.type == GgmlType::I32 && params.ne[0] == 6 && params.n_rows() == n &&

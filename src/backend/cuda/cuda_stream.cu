@@ -153,8 +153,17 @@ void Stream::issue(size_t from, size_t to, cudaStream_t s) {
         argv[i] = const_cast<uint8_t*>(t + off);  // the runtime copies the bytes at the call
         off += round8(sizes[i]);
       }
-      CUDA_CHECK(cudaLaunchKernel(h.func, dim3(h.grid[0], h.grid[1], h.grid[2]),
-                                  dim3(h.block[0], h.block[1], h.block[2]), argv, h.smem, s));
+      cudaLaunchConfig_t lc{};
+      lc.gridDim = dim3(h.grid[0], h.grid[1], h.grid[2]);
+      lc.blockDim = dim3(h.block[0], h.block[1], h.block[2]);
+      lc.dynamicSmemBytes = h.smem;
+      lc.stream = s;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      lc.attrs = &attr;
+      lc.numAttrs = cfg_.pdl ? 1 : 0;
+      CUDA_CHECK(cudaLaunchKernelExC(&lc, h.func, argv));
     } else {
       CopyHead h;
       std::memcpy(&h, t + at, sizeof(h));

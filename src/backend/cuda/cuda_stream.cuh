@@ -33,7 +33,11 @@
 namespace t9::cuda {
 
 struct StreamConfig {
-  bool graphs = true;                            // TEMPO9_CUDA_GRAPHS=0 turns them off
+  bool graphs = true;  // TEMPO9_CUDA_GRAPHS=0 turns them off
+  // Programmatic dependent launch (sm_90+; TEMPO9_CUDA_PDL=0 turns it off): each kernel may be
+  // scheduled while the previous one runs and waits for it in its first statement (pdl_enter in
+  // cuda_common.cuh). Graphs captured from such launches keep the programmatic edges.
+  bool pdl = true;
   int max_graphs = 16;                           // cached graphs (least recently used evicted)
   size_t staging_bytes = size_t{16} << 20;       // pinned staging to start with; grows to fit a
   size_t max_staging_bytes = size_t{512} << 20;  // window, up to this (larger copies run direct)

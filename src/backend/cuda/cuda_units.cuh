@@ -27,11 +27,11 @@ struct ActBlock {
 
 // ---- activation quantization ----
 
-// One 32-element block, lane = element; the CPU backend's quantize_act_row rounding: d = amax /
-// 127, q = rint(x * (1 / d)) (both IEEE-rounded, no contraction). The separate kernel and the
-// fused decode path both call this, so their codes are the same bits.
-__device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t* xq, ActBlock* xb) {
-  const float v = x[lane];
+// One 32-element block, lane = element v (all 32 lanes of the warp call it); the CPU backend's
+// quantize_act_row rounding: d = amax / 127, q = rint(x * (1 / d)) (both IEEE-rounded, no
+// contraction). The separate kernel, the fused decode path and the ops that round their own
+// output (RoundedCache, cuda_rounded.cuh) all call this, so their codes are the same bits.
+__device__ __forceinline__ void quantize_value(float v, int lane, int8_t* xq, ActBlock* xb) {
   const float amax = warp_max(fabsf(v));
   const float d = __fdiv_rn(amax, 127.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
@@ -39,6 +39,9 @@ __device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t*
   xq[lane] = static_cast<int8_t>(q);
   const int s = __reduce_add_sync(0xffffffffu, q);
   if (lane == 0) *xb = ActBlock{d, static_cast<float>(s)};
+}
+__device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t* xq, ActBlock* xb) {
+  quantize_value(x[lane], lane, xq, xb);
 }
 
 // ---- shared-memory and bit helpers ----
@@ -424,13 +427,15 @@ struct SliceArgs {
   int64_t n_expert = 0, expert_bytes = 0, k = 1;
   bool x_per_rank = false;
   unsigned* err = nullptr;  // kErrMoeId for an id outside [0, n_expert)
-  // matmul_id's grouped form (tensor-core kernel only): xq / xb hold the pairs sorted by expert
+  // matmul_id's grouped form (tensor-core kernel only): the pairs sorted by expert
   // (expert_first[e] .. expert_first[e + 1] - 1 are expert e's, in (token, rank) order), launch
   // tile blockIdx.y is tile blockIdx.y - tile_first[e] of expert e (tile_first[e] <= blockIdx.y <
-  // tile_first[e + 1]), and sorted pair i goes to y row y_rows[i]. select_expert() makes that
-  // tile's arguments.
+  // tile_first[e + 1]); sorted pair i reads x row x_rows[i] (xq / xb hold x's rows in their own
+  // order: rounding x once, not a gathered copy per call) and goes to y row y_rows[i].
+  // select_expert() makes that tile's arguments.
   const int32_t* expert_first = nullptr;  // [n_expert + 1]
   const int32_t* tile_first = nullptr;    // [n_expert + 1]; tile_first[n_expert] = tiles in all
+  const int32_t* x_rows = nullptr;        // [pairs]
   const int32_t* y_rows = nullptr;        // [pairs]
 };
 
@@ -472,8 +477,7 @@ __device__ __forceinline__ bool select_expert(SliceArgs& a, int tile_rows, int64
   a.n_tok = a.expert_first[lo + 1] - first;
   t0 = static_cast<int64_t>(item - a.tile_first[lo]) * tile_rows;
   a.w += lo * a.expert_bytes;
-  a.xq += first * a.n_in;
-  a.xb += first * (a.n_in / 32);
+  a.x_rows += first;
   a.y_rows += first;
   return true;
 }
