@@ -18,9 +18,9 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_flash_attention.cuh"
 #include "backend/cuda/cuda_profile.cuh"
-#include "backend/cuda/cuda_rounded.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -456,7 +456,7 @@ KvGeom kv_geom(const Tensor& cache, const Tensor& block_tables, const AttnParams
 void CudaBackend::rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
                        const Tensor& out) {
   T9_CUDA_PROF("rope");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::check_f32_rows(x, "rope x");
   cuda::check_f32_rows(out, "rope out");
   cuda::check_same_shape(x, out, "rope");
@@ -476,8 +476,8 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cac
                            const Tensor& v_cache, const Tensor& seqs, const Tensor& block_tables,
                            const AttnParams& p) {
   T9_CUDA_PROF("write_kv");
-  rounded_->wrote(k_cache);
-  rounded_->wrote(v_cache);
+  derived_->wrote(k_cache);
+  derived_->wrote(v_cache);
   cuda::check_cache(k_cache, p, "k_cache");
   cuda::check_cache(v_cache, p, "v_cache");
   T9_CHECK(k_cache.type == v_cache.type, "write_kv: k and v pools differ in type");
@@ -503,7 +503,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
                             const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
                             const Tensor& out) {
   T9_CUDA_PROF(fmt::format("attention rows {}", cuda::rows_bucket(q.ne[2])));
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::check_cache(k_cache, p, "k_cache");
   cuda::check_cache(v_cache, p, "v_cache");
   T9_CHECK(k_cache.type == v_cache.type, "attention: k and v pools differ in type");

@@ -11,9 +11,9 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
-#include "backend/cuda/cuda_rounded.cuh"
 #include "backend/cuda/cuda_units.cuh"
 #include "core/log.h"
 
@@ -38,7 +38,7 @@ __device__ __forceinline__ float gelu_tanh(float v) {
 
 // out[r, i] = op(a[r, i], b[b_bcast ? 0 : r, i]) (b unused by the unary ops). One thread per
 // element; a and out may alias (each element is read before its own write).
-// xq non-null (RoundedCache: out contiguous, n a multiple of 32, so every warp holds one whole
+// xq non-null (DerivedCache: out contiguous, n a multiple of 32, so every warp holds one whole
 // 32-element block): out's codes too.
 __global__ void elementwise_kernel(EwOp op, TensorDesc a, TensorDesc b, bool b_bcast, float param,
                                    TensorDesc out, int64_t n, int8_t* __restrict__ xq,
@@ -91,13 +91,10 @@ constexpr int kNormCache = 16;
 
 // kAdd: x = a + b first (written to `sum`, kept in registers for the norm): the residual add
 // fused with the next pre-norm, the same float add and the same norm arithmetic as the two ops.
-// xq non-null (RoundedCache: out contiguous, rows of a multiple of 32 elements, so a warp's 32
-// elements at a time are one block): out's codes too, from the values as stored.
 template <bool kAdd>
 __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
                                 const float* __restrict__ w, float eps, float weight_bias,
-                                TensorDesc out, int8_t* __restrict__ xq,
-                                ActBlock* __restrict__ xb) {
+                                TensorDesc out) {
   pdl_enter();
   __shared__ double scratch[32];
   const int64_t r = blockIdx.x, n = x.ne0, step = blockDim.x;
@@ -141,24 +138,12 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
   ss = block_sum(ss, scratch);  // its barriers also order every read of x before the writes
   const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
   const float* vr = kAdd ? sr : xr;  // the tail re-reads what this thread read or stored
-  const int lane = threadIdx.x % 32;
-  // Element i's codes: row r's block of i (the warp's 32 elements from i - lane).
-  const auto round = [&](int64_t i, float y) {
-    if (xq != nullptr) quantize_value(y, lane, xq + r * n + i - lane, xb + (r * n + i) / 32);
-  };
-  for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step) {
-    const float y = vr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
-    yr[i] = y;
-    round(i, y);
-  }
+  for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step)
+    yr[i] = vr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
 #pragma unroll
   for (int c = 0; c < kNormCache; ++c) {
     const int64_t i = threadIdx.x + c * step;
-    if (i < n) {  // uniform across a warp whenever xq is set
-      const float y = xv[c] * inv * wv[c];
-      yr[i] = y;
-      round(i, y);
-    }
+    if (i < n) yr[i] = xv[c] * inv * wv[c];
   }
 }
 
@@ -167,12 +152,11 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
 // (lanes strided, then the warp's tree). One block per row left most of its 256 threads idle and
 // paid a block-wide reduction per row: 546 us for a 2048-token chunk's 65536 rows of 128 (session
 // 10, run 3). Which kernel runs depends only on the row length, so a row's bits do not depend on
-// the batch. xq as in rms_norm_kernel.
+// the batch.
 constexpr int kWarpRowMax = 256;
 
 __global__ void rms_norm_warp_kernel(TensorDesc x, const float* __restrict__ w, float eps,
-                                     float weight_bias, TensorDesc out, int8_t* __restrict__ xq,
-                                     ActBlock* __restrict__ xb) {
+                                     float weight_bias, TensorDesc out) {
   pdl_enter();
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= x.n_rows()) return;  // uniform per warp
@@ -194,11 +178,7 @@ __global__ void rms_norm_warp_kernel(TensorDesc x, const float* __restrict__ w, 
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = lane + 32 * c;
-    if (i < n) {  // uniform across the warp whenever xq is set (n a multiple of 32)
-      const float y = xv[c] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
-      yr[i] = y;
-      if (xq != nullptr) quantize_value(y, lane, xq + r * n + 32 * c, xb + (r * n) / 32 + c);
-    }
+    if (i < n) yr[i] = xv[c] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
   }
 }
 
@@ -411,7 +391,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   };
   sc.pdl = cfg.pdl && prop.major >= 9 && !env_off("TEMPO9_CUDA_PDL") && prof_ == nullptr;
   stream_ = std::make_unique<cuda::Stream>(sc);
-  rounded_ = std::make_unique<cuda::RoundedCache>(cfg.fuse_rounding &&
+  derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }
 
@@ -428,7 +408,7 @@ CudaBackend::~CudaBackend() {
   // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
   const cudaStream_t s = stream_->before_free();
   if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, s);
-  if (rounded_scratch_.ptr != nullptr) (void)cudaFreeAsync(rounded_scratch_.ptr, s);
+  if (codes_scratch_.ptr != nullptr) (void)cudaFreeAsync(codes_scratch_.ptr, s);
   if (xq_scratch_.ptr != nullptr) (void)cudaFreeAsync(xq_scratch_.ptr, s);
   if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, s);
   if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, s);
@@ -464,7 +444,7 @@ Result<Buffer*> CudaBackend::alloc(size_t n_bytes) {
 
 void CudaBackend::free(Buffer* buf) {
   if (buf == nullptr) return;
-  rounded_->clear();
+  derived_->clear();
   CUDA_CHECK(cudaStreamSynchronize(stream_->before_free()));  // queued ops may still use it
   if (buf->owned) CUDA_CHECK(cudaFree(buf->device_ptr));
   delete buf;
@@ -480,7 +460,7 @@ void CudaBackend::upload(Buffer* dst, size_t offset, const void* host, size_t n_
   T9_CHECK(dst != nullptr && offset + n_bytes <= dst->n_bytes, "upload past the buffer end");
   // Staged in pinned memory at once, so `host` may be reused (backend.h's contract).
   const char* d = static_cast<const char*>(dst->device_ptr) + offset;
-  rounded_->wrote(cuda::ByteSpan{d, d + n_bytes});
+  derived_->wrote(cuda::ByteSpan{d, d + n_bytes});
   stream_->upload(static_cast<char*>(dst->device_ptr) + offset, host, n_bytes);
 }
 
@@ -490,7 +470,7 @@ void CudaBackend::download(const Buffer* src, size_t offset, void* host, size_t 
 }
 
 void CudaBackend::sync() {
-  rounded_->clear();
+  derived_->clear();
   stream_->synchronize();
   if (prof_) prof_->resolve();
   unsigned err = 0;
@@ -507,7 +487,11 @@ CudaGraphStats CudaBackend::graph_stats() const {
 }
 
 long CudaBackend::rounding_reuses() const {
-  return rounded_->reuses();
+  return derived_->code_reuses();
+}
+
+long CudaBackend::expert_sort_reuses() const {
+  return derived_->sort_reuses();
 }
 
 // ---- row ops ----
@@ -519,7 +503,7 @@ void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor&
   cuda::check_f32_rows(out, "get_rows out");
   T9_CHECK(out.ne[0] == table.ne[0] && out.n_rows() == ids.n_elements(), "get_rows: shapes");
   T9_CHECK(table.ne[2] == 1 && table.ne[3] == 1, "get_rows: table must be 2-D");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   const int64_t n_ids = ids.n_elements(), n_chunks = (table.ne[0] + 31) / 32;
   if (n_ids == 0) return;
   const auto* id = reinterpret_cast<const int32_t*>(cuda::base_ptr(ids));
@@ -536,16 +520,15 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, flo
   cuda::check_unary(x, out, "rms_norm");
   const float* w = cuda::norm_weight(weight, x);
   if (x.n_rows() == 0) return;
-  const cuda::RoundedOut ro = rounded_->produce(out, rounded_scratch_, *stream_);
+  derived_->wrote(out);
   if (x.ne[0] <= cuda::kWarpRowMax) {
     constexpr int kRowsPerBlock = cuda::kThreads / 32;
     stream_->launch(cuda::rms_norm_warp_kernel, cuda::grid_1d(x.n_rows(), kRowsPerBlock),
-                    cuda::kThreads, 0, cuda::desc(x), w, eps, weight_bias, cuda::desc(out), ro.xq,
-                    ro.xb);
+                    cuda::kThreads, 0, cuda::desc(x), w, eps, weight_bias, cuda::desc(out));
     return;
   }
   stream_->launch(cuda::rms_norm_kernel<false>, cuda::row_grid(x), cuda::kThreads, 0, cuda::desc(x),
-                  cuda::desc(x), cuda::desc(x), w, eps, weight_bias, cuda::desc(out), ro.xq, ro.xb);
+                  cuda::desc(x), cuda::desc(x), w, eps, weight_bias, cuda::desc(out));
 }
 
 void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps,
@@ -557,38 +540,37 @@ void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w
   T9_CHECK(b.ne == a.ne, "add_rms_norm: b must have a's shape");
   const float* w = cuda::norm_weight(weight, a);
   if (a.n_rows() == 0) return;
-  rounded_->wrote(sum);
-  const cuda::RoundedOut ro = rounded_->produce(out, rounded_scratch_, *stream_);
+  derived_->wrote(sum);
+  derived_->wrote(out);
   stream_->launch(cuda::rms_norm_kernel<true>, cuda::row_grid(a), cuda::kThreads, 0, cuda::desc(a),
-                  cuda::desc(b), cuda::desc(sum), w, eps, weight_bias, cuda::desc(out), ro.xq,
-                  ro.xb);
+                  cuda::desc(b), cuda::desc(sum), w, eps, weight_bias, cuda::desc(out));
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   T9_CUDA_PROF("add");
   cuda::check_binary(a, b, out, "add");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::launch_elementwise(EwOp::kAdd, a, &b, 0.0f, out, *stream_);
 }
 
 void CudaBackend::mul(const Tensor& a, const Tensor& b, const Tensor& out) {
   T9_CUDA_PROF("mul");
   cuda::check_binary(a, b, out, "mul");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::launch_elementwise(EwOp::kMul, a, &b, 0.0f, out, *stream_);
 }
 
 void CudaBackend::scale(const Tensor& x, float s, const Tensor& out) {
   T9_CUDA_PROF("scale");
   cuda::check_unary(x, out, "scale");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::launch_elementwise(EwOp::kScale, x, nullptr, s, out, *stream_);
 }
 
 void CudaBackend::unary(const Tensor& x, UnaryKind kind, const Tensor& out) {
   T9_CUDA_PROF("unary");
   cuda::check_unary(x, out, "unary");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::launch_elementwise(kind == UnaryKind::kSilu ? EwOp::kSilu : EwOp::kGelu, x, nullptr, 0.0f,
                            out, *stream_);
 }
@@ -597,7 +579,7 @@ void CudaBackend::softcap(const Tensor& x, float c, const Tensor& out) {
   T9_CUDA_PROF("softcap");
   T9_CHECK(c > 0.0f, "softcap {} must be positive", c);
   cuda::check_unary(x, out, "softcap");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::launch_elementwise(EwOp::kSoftcap, x, nullptr, c, out, *stream_);
 }
 
@@ -606,7 +588,7 @@ void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const 
   T9_CHECK(up.ne == gate.ne, "glu: gate and up shapes differ");
   cuda::check_binary(gate, up, out, "glu");
   cuda::launch_elementwise(kind == GluKind::kSwiGLU ? EwOp::kSwiGLU : EwOp::kGeGLU, gate, &up, 0.0f,
-                           out, *stream_, rounded_->produce(out, rounded_scratch_, *stream_));
+                           out, *stream_, derived_->produce(out, codes_scratch_, *stream_));
 }
 
 // ---- sampling helpers ----
@@ -616,7 +598,7 @@ void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
   cuda::check_f32_rows(logits, "argmax logits");
   T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows() && out.is_contiguous(),
            "argmax: out");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   if (logits.n_rows() == 0) return;
   stream_->launch(cuda::argmax_kernel, cuda::row_grid(logits), 1024, 0, cuda::desc(logits),
                   reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
@@ -630,8 +612,8 @@ void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Te
   T9_CHECK(ids.type == GgmlType::I32 && ids.ne[0] == k && ids.n_rows() == logits.n_rows() &&
                values.ne[0] == k && values.n_rows() == logits.n_rows(),
            "top_k: out shapes");
-  rounded_->wrote(ids);
-  rounded_->wrote(values);
+  derived_->wrote(ids);
+  derived_->wrote(values);
   if (logits.n_rows() == 0) return;
   stream_->launch(cuda::top_k_kernel, cuda::row_grid(logits), 1024, 0, cuda::desc(logits), k,
                   cuda::desc(ids), cuda::desc(values));
@@ -640,7 +622,7 @@ void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Te
 void CudaBackend::softmax(const Tensor& x, const Tensor& out) {
   T9_CUDA_PROF("softmax");
   cuda::check_unary(x, out, "softmax");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   if (x.n_rows() == 0) return;
   stream_->launch(cuda::softmax_kernel, cuda::row_grid(x), 1024, 0, cuda::desc(x), cuda::desc(out));
 }
@@ -652,7 +634,7 @@ void CudaBackend::copy(const Tensor& x, const Tensor& out) {
     return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
   };
   T9_CHECK(ok(x.type) && ok(out.type), "copy {} -> {}", type_name(x.type), type_name(out.type));
-  rounded_->wrote(out);
+  derived_->wrote(out);
   const int64_t n = x.n_elements();
   if (n == 0) return;
   stream_->launch(cuda::copy_kernel, cuda::grid_1d(n, cuda::kThreads), cuda::kThreads, 0,

@@ -39,7 +39,7 @@ struct Scratch {
 
 class OpProfiler;    // cuda_profile.cuh
 struct RoundedX;     // cuda_gemv.cuh
-class RoundedCache;  // cuda_rounded.cuh
+class DerivedCache;  // cuda_derived.cuh
 }  // namespace cuda
 
 struct CudaBackendConfig {
@@ -50,8 +50,8 @@ struct CudaBackendConfig {
   // Programmatic dependent launch between consecutive kernels (sm_90+, cuda_stream.cuh);
   // TEMPO9_CUDA_PDL=0 turns it off.
   bool pdl = true;
-  // Pre-norms and GLUs write the int8 codes of their output for the matmul that reads it next
-  // (cuda_rounded.cuh; same bits); TEMPO9_CUDA_FUSE_ROUNDING=0 turns it off.
+  // GLUs write the int8 codes of their output for the matmul that reads it next
+  // (cuda_derived.cuh; same bits); TEMPO9_CUDA_FUSE_ROUNDING=0 turns it off.
   bool fuse_rounding = true;
 };
 
@@ -101,6 +101,8 @@ class CudaBackend final : public Backend {
   CudaGraphStats graph_stats() const;
   // Matmuls that took the codes their x's producer wrote instead of rounding x (tests).
   long rounding_reuses() const;
+  // Grouped matmul_ids that took the expert sort of an earlier call over the same ids (tests).
+  long expert_sort_reuses() const;
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
@@ -161,12 +163,13 @@ class CudaBackend final : public Backend {
                       const cuda::RoundedX* pre);
 
   cuda::Scratch scratch_;
-  cuda::Scratch xq_scratch_;       // matmul_shared_x's rounded x (kept apart from scratch_)
-  cuda::Scratch moe_scratch_;      // matmul_id's packed rows (matmul itself uses scratch_)
-  cuda::Scratch attn_scratch_;     // attention's per-split partial results
-  cuda::Scratch sample_scratch_;   // sample's order keys, one per logit
-  cuda::Scratch rounded_scratch_;  // codes written by producers (rounded_)
-  std::unique_ptr<cuda::RoundedCache> rounded_;  // the latest producer's output and its codes
+  cuda::Scratch xq_scratch_;      // matmul_shared_x's rounded x (kept apart from scratch_)
+  cuda::Scratch moe_scratch_;     // matmul_id's packed rows (matmul itself uses scratch_)
+  cuda::Scratch attn_scratch_;    // attention's per-split partial results
+  cuda::Scratch sample_scratch_;  // sample's order keys, one per logit
+  cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
+  cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
+  std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
 };

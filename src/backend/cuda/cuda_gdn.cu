@@ -14,8 +14,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_profile.cuh"
-#include "backend/cuda/cuda_rounded.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -424,8 +424,8 @@ void launch_conv(const Tensor& x, const Tensor& w, const Tensor& state, int64_t 
 void CudaBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state,
                            const Tensor& seqs, const Tensor& out) {
   T9_CUDA_PROF("ssm_conv");
-  rounded_->wrote(state);
-  rounded_->wrote(out);
+  derived_->wrote(state);
+  derived_->wrote(out);
   cuda::check_f32_rows(x, "ssm_conv x");
   cuda::check_f32_rows(w, "ssm_conv w");
   cuda::check_f32_rows(state, "ssm_conv state");
@@ -465,8 +465,8 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                                   const Tensor& dt_bias, const Tensor& state, const Tensor& seqs,
                                   const GdnParams& p, const Tensor& out) {
   T9_CUDA_PROF("gated_delta_net");
-  rounded_->wrote(state);
-  rounded_->wrote(out);
+  derived_->wrote(state);
+  derived_->wrote(out);
   for (const Tensor* t : {&q, &k, &v, &a, &b, &A, &dt_bias, &state, &out})
     cuda::check_f32_rows(*t, "gated_delta_net input");
   const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v;

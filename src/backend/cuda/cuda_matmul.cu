@@ -11,10 +11,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
-#include "backend/cuda/cuda_rounded.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -132,7 +132,7 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   if (round) {
     cuda::check_f32_rows(x, "matmul x");
     T9_CUDA_PROF("round_x");
-    const cuda::RoundedX* made = rounded_->find(x);  // by the op that wrote x
+    const cuda::RoundedX* made = derived_->codes(x);  // by the op that wrote x
     rx = made != nullptr ? *made : cuda::round_x(x, xq_scratch_, *stream_);
   }
   for (const MatmulOut& o : outs) {
@@ -164,8 +164,8 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
   }
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
-    pre = rounded_->find(x);  // x's codes, written by the op that wrote x
-  rounded_->wrote(y);
+    pre = derived_->codes(x);  // x's codes, written by the op that wrote x
+  derived_->wrote(y);
   if (x.n_rows() == 0 || n_out == 0) return;
   if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre)) return;
   cuda::dispatch_weight_type(w.type, [&](auto tag) {

@@ -243,27 +243,25 @@ struct MmaKernel {
       if (16 * i < skew + bytes) cp_async16(raw + r * L::kRawStride + 16 * i, src - skew + 16 * i);
     }
   }
-  // Copies chunk c of the block's activation rows and their ActBlocks into buffer `buf`.
-  static __device__ __forceinline__ void issue_x(const SliceArgs& a, int64_t t0, int64_t c,
-                                                 int n_units, int buf, uint8_t* smem) {
+  // Copies chunk c of the block's activation rows and their ActBlocks into buffer `buf`; tile row
+  // r is x row x_row[r] (shared memory, -1 past the rows).
+  static __device__ __forceinline__ void issue_x(const SliceArgs& a, const int64_t* x_row,
+                                                 int64_t c, int n_units, int buf, uint8_t* smem) {
     const int units = min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
     uint8_t* act = smem + L::kRaw + buf * kBN * kStride;
     auto* ab = reinterpret_cast<ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * 8;
     const int elems = units * U::kElems;
-    // x row of tile row r (grouped matmul_id: through x_rows).
-    const auto row = [&](int r) -> int64_t {
-      return a.x_rows != nullptr ? a.x_rows[t0 + r] : t0 + r;
-    };
     for (int idx = threadIdx.x; idx < kBN * 16; idx += kThreads) {
       const int r = idx / 16, i = idx % 16;
-      if (t0 + r < a.n_tok && 16 * i < elems)
-        cp_async16(act + r * kStride + 16 * i,
-                   reinterpret_cast<const uint8_t*>(a.xq + row(r) * a.n_in + c * kChunk) + 16 * i);
+      if (x_row[r] >= 0 && 16 * i < elems)
+        cp_async16(
+            act + r * kStride + 16 * i,
+            reinterpret_cast<const uint8_t*>(a.xq + x_row[r] * a.n_in + c * kChunk) + 16 * i);
     }
     for (int idx = threadIdx.x; idx < kBN * 8; idx += kThreads) {
       const int r = idx / 8, i = idx % 8;
-      if (t0 + r < a.n_tok && 32 * i < elems)
-        cp_async8(ab + r * 8 + i, a.xb + row(r) * (a.n_in / 32) + c * (kChunk / 32) + i);
+      if (x_row[r] >= 0 && 32 * i < elems)
+        cp_async8(ab + r * 8 + i, a.xb + x_row[r] * (a.n_in / 32) + c * (kChunk / 32) + i);
     }
   }
 
@@ -305,18 +303,24 @@ __global__ void __launch_bounds__(kThreads, kNT <= 2 ? 4 : 2) mma_kernel(SliceAr
   const auto* sc = reinterpret_cast<const float*>(dec + L::kDec);
   const float* mn = sc + kBM * M::kSc;
 
+  // Each tile row's x row, once (grouped matmul_id: through the sort's x_rows).
+  __shared__ int64_t x_row[kBN];
+  for (int r = threadIdx.x; r < kBN; r += kThreads)
+    x_row[r] = t0 + r >= a.n_tok ? -1 : a.x_rows != nullptr ? a.x_rows[t0 + r] : t0 + r;
+  __syncthreads();
+
   SliceWalk slices(n_units);
   float p[2][kNT][4], y[2][kNT][4], d[2][kNT][4];
   T9_FOR_ACC(p[mt][nt][i] = 0.0f; y[mt][nt][i] = 0.0f)
 
   K::issue_w(a, o0, 0, n_units, smem);
-  K::issue_x(a, t0, 0, n_units, 0, smem);
+  K::issue_x(a, x_row, 0, n_units, 0, smem);
   cp_async_commit();
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int buf = static_cast<int>(c & 1);
     cp_async_wait_0();
     __syncthreads();  // chunk c landed for every thread; every warp is done with chunk c - 1
-    if (c + 1 < n_chunks) K::issue_x(a, t0, c + 1, n_units, buf ^ 1, smem);
+    if (c + 1 < n_chunks) K::issue_x(a, x_row, c + 1, n_units, buf ^ 1, smem);
     K::decode(a, o0, c, n_units, smem);
     __syncthreads();  // decoded; the raw buffer is free
     if (c + 1 < n_chunks) K::issue_w(a, o0, c + 1, n_units, smem);

@@ -20,10 +20,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_moe_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
-#include "backend/cuda/cuda_rounded.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -199,8 +199,8 @@ Tensor expert_view(const Tensor& w, int64_t e) {
 void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
                             const Tensor& weights) {
   T9_CUDA_PROF("moe_route");
-  rounded_->wrote(ids);
-  rounded_->wrote(weights);
+  derived_->wrote(ids);
+  derived_->wrote(weights);
   cuda::check_f32_rows(logits, "moe_route logits");
   cuda::check_f32_rows(weights, "moe_route weights");
   const int64_t n = logits.n_rows(), n_expert = logits.ne[0];
@@ -238,14 +238,21 @@ void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor&
            "matmul_id: out must be [{}, {}, {}]", n, k, n_out);
   const int64_t m = n * k;
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
-    pre = rounded_->find(x);  // x's codes, written by the op that wrote x
-  rounded_->wrote(out);
+    pre = derived_->codes(x);  // x's codes, written by the op that wrote x
+  derived_->wrote(out);
   if (m == 0 || n_out == 0) return;
   T9_CHECK(m <= 0x7fffffff, "matmul_id: {} rows", m);
   if (m <= cuda::moe_device_pairs()) {
     if (cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, *stream_, pre)) return;
-  } else if (!cuda::moe_host_grouping() &&
-             cuda::launch_matmul_id_grouped(w, x, ids, out, scratch_, err_word_, *stream_, pre)) {
+  } else if (!cuda::moe_host_grouping() && cuda::matmul_id_groups(w)) {
+    const int tile_rows = cuda::mma_grouped_tile_rows(m, n_expert);
+    const cuda::ExpertSort* sort = derived_->sort(ids, n_expert, tile_rows);
+    if (sort == nullptr) {
+      derived_->keep_sort(
+          ids, cuda::launch_expert_sort(ids, n_expert, sort_scratch_, err_word_, *stream_));
+      sort = derived_->sort(ids, n_expert, tile_rows);
+    }
+    cuda::launch_matmul_id_grouped(w, x, ids, out, *sort, scratch_, *stream_, pre);
     return;
   }
   // The grouping needs the ids on the host: wait for the router (this window then runs
@@ -296,7 +303,7 @@ void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor&
 
 void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {
   T9_CUDA_PROF("moe_combine");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::check_f32_rows(y, "moe_combine y");
   cuda::check_f32_rows(weights, "moe_combine weights");
   cuda::check_f32_rows(out, "moe_combine out");
@@ -314,7 +321,7 @@ void CudaBackend::moe_combine(const Tensor& y, const Tensor& weights, const Tens
 void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
                                      const Tensor& gate, const Tensor& out) {
   T9_CUDA_PROF("moe_combine_shared");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::check_f32_rows(y, "moe_combine_shared y");
   cuda::check_f32_rows(weights, "moe_combine_shared weights");
   cuda::check_f32_rows(shared, "moe_combine_shared shared");
@@ -338,7 +345,7 @@ void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, con
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
   T9_CUDA_PROF("mul_sigmoid");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::check_f32_rows(a, "mul_sigmoid a");
   cuda::check_f32_rows(g, "mul_sigmoid g");
   cuda::check_f32_rows(out, "mul_sigmoid out");

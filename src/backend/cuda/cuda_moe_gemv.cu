@@ -25,10 +25,9 @@ namespace {
 // row is left as it was). Shared memory: (1 + kSortWarps) n_expert ints.
 constexpr int kSortThreads = 256, kSortWarps = kSortThreads / 32;
 __global__ void __launch_bounds__(kSortThreads)
-    moe_sort_kernel(const int32_t* __restrict__ ids, int m, int n_expert, int k, bool x_per_rank,
-                    int tile_rows, int32_t* __restrict__ expert_first,
-                    int32_t* __restrict__ tile_first, int32_t* __restrict__ x_rows,
-                    int32_t* __restrict__ y_rows, unsigned* err) {
+    moe_sort_kernel(const int32_t* __restrict__ ids, int m, int n_expert, int k, int tile_rows,
+                    int32_t* __restrict__ expert_first, int32_t* __restrict__ tile_first,
+                    int32_t* __restrict__ x_rows, int32_t* __restrict__ y_rows, unsigned* err) {
   pdl_enter();
   extern __shared__ int32_t sm[];
   int32_t* running = sm;            // [n_expert]: pass 0 counts, then each expert's next place
@@ -67,7 +66,7 @@ __global__ void __launch_bounds__(kSortThreads)
     if (id >= 0) {
       int at = running[id] + before;
       for (int w = 0; w < warp; ++w) at += wcount[w * n_expert + id];
-      x_rows[at] = x_per_rank ? i : i / k;
+      x_rows[at] = i / k;
       y_rows[at] = i;
     }
     __syncthreads();
@@ -108,29 +107,20 @@ void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& o
 
 template <GgmlType T>
 void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-                    Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
+                    const ExpertSort& sort, Scratch& scratch, Stream& stream, const RoundedX* pre) {
   const int64_t n_in = w.ne[0], n_expert = w.ne[2], m = ids.n_elements(), n_x = x.n_rows();
-  const int tile_rows = mma_grouped_tile_rows(m, n_expert);
-  // Scratch: 2 (n_expert + 1) + 2 m int32 of grouping, then (unless x comes rounded) x's n_x
-  // rows of int8 codes and their ActBlocks.
-  auto align = [](size_t b) { return (b + 255) & ~size_t{255}; };
-  const size_t ib = align(static_cast<size_t>(2 * (n_expert + 1) + 2 * m) * 4);
-  const size_t qb = pre != nullptr ? 0 : align(static_cast<size_t>(n_x * n_in));
-  const size_t bb = pre != nullptr ? 0 : static_cast<size_t>(n_x * (n_in / 32)) * sizeof(ActBlock);
-  auto* base = static_cast<uint8_t*>(scratch.reserve(ib + qb + bb, stream));
-  auto* expert_first = reinterpret_cast<int32_t*>(base);
-  int32_t* tile_first = expert_first + n_expert + 1;
-  int32_t* x_rows = tile_first + n_expert + 1;
-  int32_t* y_rows = x_rows + m;
-  auto* xq = reinterpret_cast<int8_t*>(base + ib);
-  auto* xb = reinterpret_cast<ActBlock*>(base + ib + qb);
-  const size_t sort_smem = static_cast<size_t>(n_expert) * (1 + kSortWarps) * 4;
-  T9_CHECK(sort_smem <= (48 << 10), "matmul_id: {} experts (at most 1365)", n_expert);
-  stream.launch(moe_sort_kernel, 1, kSortThreads, sort_smem,
-                reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<int>(m),
-                static_cast<int>(n_expert), static_cast<int>(ids.ne[0]), x.ne[1] != 1, tile_rows,
-                expert_first, tile_first, x_rows, y_rows, err);
-  if (pre == nullptr) launch_round_rows(x, nullptr, n_x, xq, xb, stream);
+  T9_CHECK(sort.pairs == m && sort.n_expert == n_expert, "matmul_id: sort of {} pairs for {}",
+           sort.pairs, m);
+  int8_t* xq = nullptr;
+  ActBlock* xb = nullptr;
+  if (pre == nullptr) {  // x's n_x rows of int8 codes, then their ActBlocks
+    const size_t qb = (static_cast<size_t>(n_x * n_in) + 255) & ~size_t{255};
+    auto* base = static_cast<uint8_t*>(
+        scratch.reserve(qb + static_cast<size_t>(n_x * (n_in / 32)) * sizeof(ActBlock), stream));
+    xq = reinterpret_cast<int8_t*>(base);
+    xb = reinterpret_cast<ActBlock*>(base + qb);
+    launch_round_rows(x, nullptr, n_x, xq, xb, stream);
+  }
   SliceArgs s{reinterpret_cast<const uint8_t*>(base_ptr(w)),
               static_cast<int64_t>(w.nb[1]),
               w.ne[1],
@@ -142,11 +132,12 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
               nullptr};
   s.n_expert = n_expert;
   s.expert_bytes = static_cast<int64_t>(w.nb[2]);
-  s.expert_first = expert_first;
-  s.tile_first = tile_first;
-  s.x_rows = x_rows;
-  s.y_rows = y_rows;
-  launch_mma_grouped<T>(s, tile_rows, (m + tile_rows - 1) / tile_rows + n_expert, stream);
+  s.expert_first = sort.expert_first;
+  s.tile_first = sort.tile_first;
+  s.x_rows = x.ne[1] != 1 ? sort.y_rows : sort.x_rows;  // x per rank: the pair's own row
+  s.y_rows = sort.y_rows;
+  launch_mma_grouped<T>(s, sort.tile_rows, (m + sort.tile_rows - 1) / sort.tile_rows + n_expert,
+                        stream);
 }
 
 // Calls f(std::integral_constant<GgmlType, T>) for the sliced types (Q4_K, Q6_K, Q8_0) with
@@ -172,12 +163,37 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 
 }  // namespace
 
-bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream,
-                              const RoundedX* pre) {
-  return with_sliced_type(w, [&](auto t) {
-    run_id_grouped<decltype(t)::value>(w, x, ids, out, scratch, err, stream, pre);
+bool matmul_id_groups(const Tensor& w) {
+  return with_sliced_type(w, [](auto) {});
+}
+
+ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scratch, unsigned* err,
+                              Stream& stream) {
+  ExpertSort es;
+  es.pairs = ids.n_elements();
+  es.n_expert = n_expert;
+  es.tile_rows = mma_grouped_tile_rows(es.pairs, n_expert);
+  const size_t n_ints = static_cast<size_t>(2 * (n_expert + 1) + 2 * es.pairs);
+  es.expert_first = static_cast<int32_t*>(scratch.reserve(n_ints * 4, stream));
+  es.tile_first = es.expert_first + n_expert + 1;
+  es.x_rows = es.tile_first + n_expert + 1;
+  es.y_rows = es.x_rows + es.pairs;
+  const size_t sort_smem = static_cast<size_t>(n_expert) * (1 + kSortWarps) * 4;
+  T9_CHECK(sort_smem <= (48 << 10), "matmul_id: {} experts (at most 1365)", n_expert);
+  stream.launch(moe_sort_kernel, 1, kSortThreads, sort_smem,
+                reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<int>(es.pairs),
+                static_cast<int>(n_expert), static_cast<int>(ids.ne[0]), es.tile_rows,
+                es.expert_first, es.tile_first, es.x_rows, es.y_rows, err);
+  return es;
+}
+
+void launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
+                              const Tensor& out, const ExpertSort& sort, Scratch& scratch,
+                              Stream& stream, const RoundedX* pre) {
+  const bool ok = with_sliced_type(w, [&](auto t) {
+    run_id_grouped<decltype(t)::value>(w, x, ids, out, sort, scratch, stream, pre);
   });
+  T9_CHECK(ok, "matmul_id: no grouped kernel for {}", type_name(w.type));
 }
 
 bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,

@@ -17,13 +17,28 @@ bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, 
                            Scratch& scratch, unsigned* err, Stream& stream,
                            const RoundedX* pre = nullptr);
 
-// matmul_id's rows for larger batches (prefill), no host round trip: a one-block counting sort
-// of the pairs by expert on the device, x's rows rounded to int8 once in their own order (or
-// `pre`, x already rounded), then one tensor-core launch over every expert's row tiles, reading
-// the rows through the sort's x_rows (bits of a plain matmul per row). False for weight types
-// without the sliced kernels.
-bool launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, Scratch& scratch, unsigned* err, Stream& stream,
-                              const RoundedX* pre = nullptr);
+// matmul_id's rows for larger batches (prefill), no host round trip: the pairs sorted by expert
+// on the device (launch_expert_sort; one sort serves every matmul_id over the same ids), x's rows
+// rounded to int8 once in their own order (or `pre`, x already rounded), then one tensor-core
+// launch over every expert's row tiles, reading the rows through the sort (bits of a plain matmul
+// per row).
+
+// The (token, rank) pairs of ids [n, k] sorted by expert, stably: device arrays in scratch.
+struct ExpertSort {
+  int64_t pairs = 0, n_expert = 0;
+  int tile_rows = 0;                // launch tile of the grouped kernel (mma_grouped_tile_rows)
+  int32_t* expert_first = nullptr;  // [n_expert + 1]: expert e's sorted pairs start here
+  int32_t* tile_first = nullptr;    // [n_expert + 1]: and its launch tiles here
+  int32_t* x_rows = nullptr;        // [pairs]: the token of each sorted pair (x shared by ranks)
+  int32_t* y_rows = nullptr;        // [pairs]: the pair itself (its out row; its x row per rank)
+};
+// True when w's type has the grouped kernel (else the caller groups on the host).
+bool matmul_id_groups(const Tensor& w);
+// One block; an id outside [0, n_expert) sets kErrMoeId in *err and its pair is left out.
+ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scratch, unsigned* err,
+                              Stream& stream);
+void launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
+                              const Tensor& out, const ExpertSort& sort, Scratch& scratch,
+                              Stream& stream, const RoundedX* pre = nullptr);
 
 }  // namespace t9::cuda

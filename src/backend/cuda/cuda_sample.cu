@@ -25,8 +25,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_profile.cuh"
-#include "backend/cuda/cuda_rounded.cuh"
 #include "core/sampling.h"
 
 namespace t9 {
@@ -331,7 +331,7 @@ __global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__
 
 void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
   T9_CUDA_PROF("adjust_logits");
-  rounded_->wrote(logits);
+  derived_->wrote(logits);
   cuda::check_f32_rows(logits, "adjust_logits logits");
   T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 6 && edits.is_contiguous(),
            "adjust_logits: edits must be I32 [n, 6]");
@@ -343,7 +343,7 @@ void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
 
 void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {
   T9_CUDA_PROF("sample");
-  rounded_->wrote(out);
+  derived_->wrote(out);
   cuda::check_f32_rows(logits, "sample logits");
   const int64_t n = logits.n_rows();
   T9_CHECK(params.type == GgmlType::I32 && params.ne[0] == 6 && params.n_rows() == n &&

@@ -30,7 +30,7 @@ struct ActBlock {
 // One 32-element block, lane = element v (all 32 lanes of the warp call it); the CPU backend's
 // quantize_act_row rounding: d = amax / 127, q = rint(x * (1 / d)) (both IEEE-rounded, no
 // contraction). The separate kernel, the fused decode path and the ops that round their own
-// output (RoundedCache, cuda_rounded.cuh) all call this, so their codes are the same bits.
+// output (DerivedCache, cuda_derived.cuh) all call this, so their codes are the same bits.
 __device__ __forceinline__ void quantize_value(float v, int lane, int8_t* xq, ActBlock* xb) {
   const float amax = warp_max(fabsf(v));
   const float d = __fdiv_rn(amax, 127.0f);
