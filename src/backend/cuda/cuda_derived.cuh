@@ -88,7 +88,7 @@ class DerivedCache {
   // The sort of these ids into tiles of tile_rows, if it is still current.
   const ExpertSort* sort(const Tensor& ids, int64_t n_expert, int tile_rows) {
     if (!has_sort_ || !(byte_span(ids) == sort_from_) || sort_.n_expert != n_expert ||
-        sort_.tile_rows != tile_rows || sort_.pairs != ids.n_elements())
+        sort_.tile_rows != tile_rows || sort_.pairs != ids.n_elements() || sort_.k != ids.ne[0])
       return nullptr;
     ++sort_reuses_;
     return &sort_;

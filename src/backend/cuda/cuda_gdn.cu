@@ -80,11 +80,9 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
   const float* wr = reinterpret_cast<const float*>(w.row(c));
 #pragma unroll
   for (int i = 0; i < K; ++i) wc[i] = wr[i];
-#pragma unroll
-  for (int i = 0; i < K - 1; ++i) {
-    const int t = t0 - (K - 1) + i;
-    win[i] = t >= 0 ? in(t) : old[t + K - 1];  // t < 0 only in chunk 0
-  }
+  // Chunk 0 starts at position 0 (its K - 1 earlier inputs are the state); every other chunk
+  // starts at kConvChunk or later, past K - 1.
+  for (int i = 0; i < K - 1; ++i) win[i] = blockIdx.z == 0 ? old[i] : in(t0 - (K - 1) + i);
   for (int t = t0; t < t1; ++t) {
     win[K - 1] = in(t);
     float sum = 0.0f;
@@ -95,10 +93,9 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
     for (int i = 0; i < K - 1; ++i) win[i] = win[i + 1];
   }
   if (blockIdx.z != 0) return;
-    // The new state: the K - 1 inputs before position n_q. When this chunk reached the end, the
-    // window holds them (the only case with aliasing, or with fewer than K - 1 tokens); otherwise
-    // the sequence is longer than a chunk and they are all in x.
-#pragma unroll
+  // The new state: the K - 1 inputs before position n_q. When this chunk reached the end, the
+  // window holds them (the only case with aliasing, or with fewer than K - 1 tokens); otherwise
+  // the sequence is longer than a chunk and they are all in x.
   for (int i = 0; i < K - 1; ++i)
     reinterpret_cast<float*>(state.row(st0 + i))[c] =
         t1 >= s.n_q ? win[i] : in(s.n_q - (K - 1) + i);

@@ -172,6 +172,7 @@ ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scra
   ExpertSort es;
   es.pairs = ids.n_elements();
   es.n_expert = n_expert;
+  es.k = ids.ne[0];
   es.tile_rows = mma_grouped_tile_rows(es.pairs, n_expert);
   const size_t n_ints = static_cast<size_t>(2 * (n_expert + 1) + 2 * es.pairs);
   es.expert_first = static_cast<int32_t*>(scratch.reserve(n_ints * 4, stream));

@@ -25,7 +25,7 @@ bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, 
 
 // The (token, rank) pairs of ids [n, k] sorted by expert, stably: device arrays in scratch.
 struct ExpertSort {
-  int64_t pairs = 0, n_expert = 0;
+  int64_t pairs = 0, n_expert = 0, k = 0;  // k: ranks per token (x_rows = pair / k)
   int tile_rows = 0;                // launch tile of the grouped kernel (mma_grouped_tile_rows)
   int32_t* expert_first = nullptr;  // [n_expert + 1]: expert e's sorted pairs start here
   int32_t* tile_first = nullptr;    // [n_expert + 1]: and its launch tiles here
