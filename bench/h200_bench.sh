@@ -33,7 +33,9 @@
 #              PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: no synth; a synth
 #              file already in /tmp is reused), WAYS ("8 32"), GEN (128), AGENTS (8),
 #              SYSTEM (10000), RATIO (2) or CTX (agents' context per sequence), RUN_ARGS (the
-#              sampling flags of single/long, default "--temp 0"; e.g. "--temp 0.7 --top-k 40").
+#              sampling flags of single/long, default "--temp 0"; e.g. "--temp 0.7 --top-k 40"),
+#              ROUNDS (serve: rounds of the batched workload per server, 1; the 32-way figures
+#              vary ~10% between single samples).
 # Everything goes to $OUT (bench.log, runs.err, bench_*way_*.json, serve logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -157,7 +159,8 @@ drive() {
   for w in $WAYS; do
     echo "-- $name, $w concurrent requests (tempo9 bench cold: prompt ~300 tokens, $GEN generated)"
     "$T9" bench cold --url "$url" --agents "$w" --turns 1 --system-tokens 256 --turn-tokens 32 \
-      --gen-tokens "$GEN" --max-seconds 240 --json "$OUT/bench_${w}way_$name.json" 2>&1 |
+      --gen-tokens "$GEN" --rounds "${ROUNDS:-1}" --max-seconds 240 \
+      --json "$OUT/bench_${w}way_$name.json" 2>&1 |
       tee "$OUT/bench_${w}way_$name.txt" |
       grep -E 'requests,|prompt tokens \||completion tokens|wall s|tok/s|TTFT p50|ITL p50|E2E p50|bench:|rror'
     echo "bench exit ${PIPESTATUS[0]}"
