@@ -16,8 +16,9 @@ namespace {
 
 // matmul_id's grouping on the device, one block of kSortThreads: a stable counting sort of the m
 // (token, rank) pairs by expert. Outputs expert_first / tile_first (exclusive prefix sums of
-// each expert's pairs and of its launch tiles of tile_rows), and per sorted pair its x row
-// (x_rows) and out row (y_rows); within an expert the pairs keep (token, rank) order. Pass 0
+// each expert's pairs and of its launch tiles of tile_rows), and per sorted pair its token
+// (x_rows: the x row when the ranks share x) and the pair itself (y_rows: its out row, and its x
+// row when x is per rank); within an expert the pairs keep (token, rank) order. Pass 0
 // counts with shared-memory atomics; pass 1 takes the pairs kSortThreads at a time in order: a
 // pair's place is its expert's running start, plus that expert's pairs in earlier warps of the
 // chunk (per-warp counts in shared memory), plus the lanes before it in its warp with the same
