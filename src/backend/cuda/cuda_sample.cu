@@ -71,7 +71,8 @@ __device__ double block_scan(double v, double* tot) {
   return warp > 0 ? v + tot[warp - 1] : v;
 }
 
-// Block-wide min / max of an int (every thread gets it); `cell` is one shared int.
+// Block-wide min / max of an int (every thread gets it); `cell` is one shared int. INT_MAX
+// (min) and INT_MIN (max) mean "none" and come back when every thread passes them.
 __device__ int block_min_int(int v, int* cell) {
   __syncthreads();
   if (threadIdx.x == 0) *cell = INT_MAX;
@@ -80,13 +81,9 @@ __device__ int block_min_int(int v, int* cell) {
   __syncthreads();
   return *cell;
 }
+// ~ reverses the order of int32 and maps INT_MIN to INT_MAX, so the max is the min of the ~s.
 __device__ int block_max_int(int v, int* cell) {
-  __syncthreads();
-  if (threadIdx.x == 0) *cell = INT_MIN;
-  __syncthreads();
-  if (v != INT_MIN) atomicMax(cell, v);
-  __syncthreads();
-  return *cell;
+  return ~block_min_int(~v, cell);
 }
 
 // Candidate (ka, ia) ranks before (kb, ib): larger l, then lower token id.
