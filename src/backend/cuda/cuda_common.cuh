@@ -153,6 +153,29 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+// ---- shared-memory PTX ----
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// ldmatrix: lanes 8m .. 8m + 7 give the 16-byte rows of 8x8 b16 matrix m; register m of lane l
+// is 32-bit word l % 4 of row l / 4 of matrix m. Volatile: ordered against the block barriers.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x1(uint32_t& r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+               : "=r"(r)
+               : "r"(smem_addr(p)));
+}
+
 __device__ __forceinline__ float f16_load(const void* p) {
   return __half2float(*static_cast<const __half*>(p));
 }

@@ -121,14 +121,13 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
         if (t >= nt) break;
 #pragma unroll
         for (int r = 0; r < kR; ++r) {
-          float d;
           if constexpr (kPacked) {
             const int64_t k = (t * n_pos + (u - u0)) * 32 + lane;
-            d = U::dot_at(wu[r], xs + k * U::kXBytes, as + k * U::kActs);
+            p[r][t] = U::acc_at(p[r][t], wu[r], xs + k * U::kXBytes, as + k * U::kActs);
           } else {
-            d = U::dot(wu[r], a.xq + (t0 + t) * a.n_in, a.xb + (t0 + t) * (a.n_in / 32), u);
+            p[r][t] = U::acc(p[r][t], wu[r], a.xq + (t0 + t) * a.n_in,
+                             a.xb + (t0 + t) * (a.n_in / 32), u);
           }
-          p[r][t] = __fadd_rn(p[r][t], d);
         }
       }
     }
@@ -163,6 +162,7 @@ template <GgmlType T, int kBufs, int kR>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a) {
   pdl_enter();
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
+  static_assert(T != GgmlType::Q8_0, "Q8_0's canonical acc is not p + a pure unit dot");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   if (a.ids != nullptr && !select_pair(a)) return;  // matmul_id: blockIdx.y is a pair
@@ -315,23 +315,28 @@ void launch_coal(const SliceArgs& a, Stream& stream) {
 // One Q4_K / Q6_K activation row through gemv_coal_kernel unless TEMPO9_CUDA_GEMV_SLICED=1
 // (read once). Q8_0 keeps gemv_slice_kernel: faster there on the H200 (run 14: 4096x14336 25.3
 // vs 27.9 us, 14336x4096 30.5 vs 33.9), slower for Q4_K (21.6 vs 20.2, 27.5 vs 18.6) and Q6_K
-// (30.7 vs 29.9, 37.4 vs 32.6). The same bits either way.
+// (30.7 vs 29.9, 37.4 vs 32.6). The same bits either way. (Q8_0 could not take it now: its
+// canonical acc fuses into the slice partial, cuda_units.cuh.)
 template <GgmlType T>
 bool try_coal(const SliceArgs& a, Stream& stream) {
   static const bool off = std::getenv("TEMPO9_CUDA_GEMV_SLICED") != nullptr;
-  if (off || (a.n_tok != 1 && a.ids == nullptr) || T == GgmlType::Q8_0) return false;
-  if constexpr (T == GgmlType::Q4_K) {
-    static const bool q4k_staged = std::getenv("TEMPO9_CUDA_Q4K_STAGED") != nullptr;
-    if (!q4k_staged && a.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0) {
-      launch_coal<T, 0, 2>(a, stream);
-      return true;
+  if (off || (a.n_tok != 1 && a.ids == nullptr)) return false;
+  if constexpr (T == GgmlType::Q8_0) {
+    return false;
+  } else {
+    if constexpr (T == GgmlType::Q4_K) {
+      static const bool q4k_staged = std::getenv("TEMPO9_CUDA_Q4K_STAGED") != nullptr;
+      if (!q4k_staged && a.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0) {
+        launch_coal<T, 0, 2>(a, stream);
+        return true;
+      }
     }
+    if (a.row_bytes > (4 << 10))
+      launch_coal<T, 1, 1>(a, stream);
+    else
+      launch_coal<T, 2, 1>(a, stream);
+    return true;
   }
-  if (a.row_bytes > (4 << 10))
-    launch_coal<T, 1, 1>(a, stream);
-  else
-    launch_coal<T, 2, 1>(a, stream);
-  return true;
 }
 
 }  // namespace

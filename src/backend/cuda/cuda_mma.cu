@@ -11,9 +11,9 @@
 //      (Unit<T>::load, the GEMV's decode) plus float scales, in shared memory.
 //   3. four warps (2 x 2, each 32 rows x 32 activation rows) take the units in order: per 32
 //      (or 16) elements one mma per 16x8 sub-tile gives the exact integer sums, which the unit's
-//      float arithmetic (Unit<T>::sub / finish / group, shared with the GEMV) turns into the
-//      unit's dot; each output keeps the running slice partial p and the total y, flushed at
-//      slice ends (SliceWalk), so y is the canonical order of cuda_units.cuh.
+//      float arithmetic (Unit<T>::acc and its parts, shared with the GEMV) adds to the running
+//      slice partial p; each output keeps p and the total y, flushed at slice ends (SliceWalk),
+//      so y is the canonical order of cuda_units.cuh.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cstdlib>
@@ -27,33 +27,33 @@ constexpr int kBM = 64;               // weight rows per block
 constexpr int kChunk = 256;           // elements per k-step
 constexpr int kStride = kChunk + 16;  // bytes per row of decoded weights / activations (banks)
 constexpr int kThreads = 128;
+constexpr int kAbStride = 9;  // ActBlocks per activation row in shared memory (8 used; banks)
 
-// Per type: units per chunk; floats per row of the chunk's scales sc and mins mn (one more than
-// used, so that the 8 rows a warp reads at once fall in different banks); the decoded unit's
-// store.
+// Per type: units per chunk; floats per row of the chunk's scales (one pair more than used, so
+// that the 8 rows a warp reads at once fall in different banks); the decoded unit's store.
 template <GgmlType T>
 struct MmaType;
 
+// Q4_K: (scale, min) of sub-block j as the float pair sc[2j], sc[2j + 1] (one 8-byte load).
 template <>
 struct MmaType<GgmlType::Q4_K> {
-  static constexpr int kUnits = 4, kSc = 9, kMn = 9;
+  static constexpr int kUnits = 4, kSc = 18;
   using U = Unit<GgmlType::Q4_K>;
-  static __device__ __forceinline__ void store(const U::W& w, int lu, uint8_t* dec, float* sc,
-                                               float* mn) {
+  static __device__ __forceinline__ void store(const U::W& w, int lu, uint8_t* dec, float* sc) {
 #pragma unroll
     for (int k = 0; k < 4; ++k)
       *reinterpret_cast<int4*>(dec + 64 * lu + 16 * k) =
           make_int4(w.q[4 * k], w.q[4 * k + 1], w.q[4 * k + 2], w.q[4 * k + 3]);
-    sc[2 * lu] = w.s0, sc[2 * lu + 1] = w.s1, mn[2 * lu] = w.m0, mn[2 * lu + 1] = w.m1;
+    *reinterpret_cast<float2*>(sc + 4 * lu) = make_float2(w.s0, w.m0);  // rows are 8-byte aligned
+    *reinterpret_cast<float2*>(sc + 4 * lu + 2) = make_float2(w.s1, w.m1);
   }
 };
 
 template <>
 struct MmaType<GgmlType::Q8_0> {
-  static constexpr int kUnits = 8, kSc = 9, kMn = 1;
+  static constexpr int kUnits = 8, kSc = 9;
   using U = Unit<GgmlType::Q8_0>;
-  static __device__ __forceinline__ void store(const U::W& w, int lu, uint8_t* dec, float* sc,
-                                               float*) {
+  static __device__ __forceinline__ void store(const U::W& w, int lu, uint8_t* dec, float* sc) {
 #pragma unroll
     for (int k = 0; k < 2; ++k)
       *reinterpret_cast<int4*>(dec + 32 * lu + 16 * k) =
@@ -65,10 +65,9 @@ struct MmaType<GgmlType::Q8_0> {
 // Q6_K unit v = 2h + lh: group s (16 elements) sits at element 128h + 32s + 16lh, scale 4v + s.
 template <>
 struct MmaType<GgmlType::Q6_K> {
-  static constexpr int kUnits = 4, kSc = 17, kMn = 1;
+  static constexpr int kUnits = 4, kSc = 17;
   using U = Unit<GgmlType::Q6_K>;
-  static __device__ __forceinline__ void store(const U::W& w, int v, uint8_t* dec, float* sc,
-                                               float*) {
+  static __device__ __forceinline__ void store(const U::W& w, int v, uint8_t* dec, float* sc) {
     const int h = v / 2, lh = v % 2;
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
@@ -86,20 +85,17 @@ struct Smem {
   static constexpr int kBN = 16 * kNT;  // activation rows per block
   static constexpr int kChunkBytes = MmaType<T>::kUnits / U::kPerBlock * U::kBlockBytes;
   static constexpr int kRawStride = (kChunkBytes + 15 + 15) / 16 * 16;
-  static constexpr int kRaw = kBM * kRawStride;            // raw weight chunk
-  static constexpr int kAct = 2 * kBN * kStride;           // int8 activations, 2 buffers
-  static constexpr int kAb = 2 * kBN * (kChunk / 32) * 8;  // ActBlocks, 2 buffers
-  static constexpr int kDec = kBM * kStride;               // decoded weights
-  static constexpr int kScales = kBM * (MmaType<T>::kSc + MmaType<T>::kMn) * 4;
+  static constexpr int kRaw = kBM * kRawStride;                    // raw weight chunk
+  static constexpr int kAct = 2 * kBN * kStride;                   // int8 activations, 2 buffers
+  static constexpr int kAb = 2 * kBN * kAbStride * 8;              // ActBlocks, 2 buffers
+  static constexpr int kDec = kBM * kStride;                       // decoded weights
+  static constexpr int kScales = (kBM * MmaType<T>::kSc * 4 + 15) / 16 * 16;
   static constexpr int kBytes = kRaw + kAct + kAb + kDec + kScales;
+  static_assert(kRaw % 16 == 0 && kAb % 16 == 0 && kDec % 16 == 0);
 };
 
 __device__ __forceinline__ void cp_async8(void* dst, const void* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ uint32_t ld_s32(const uint8_t* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src));
 }
 
 // The accumulators start at the bits of 1.5 * 2^23 (kBiasBits) instead of 0: an integer sum s
@@ -112,65 +108,77 @@ __device__ __forceinline__ float unbias(int c) {
   return __fsub_rn(__int_as_float(c), kBias);
 }
 
-__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4],
-                                        const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%10,%10,%10};\n"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(kBiasBits));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(kBiasBits));
 }
-__device__ __forceinline__ void mma_k16(int (&c)[4], const uint32_t (&a)[2], uint32_t b) {
+__device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b) {
   asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
       "{%7,%7,%7,%7};\n"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(b), "r"(kBiasBits));
+      : "r"(a0), "r"(a1), "r"(b), "r"(kBiasBits));
 }
 
-// A warp's view of the shared tiles: rows wm*32 + mt*16 + g (+8), activation rows
-// wn*32 + nt*8 + g (B fragments) and wn*32 + nt*8 + 2t (+1) (accumulators); g = lane / 4,
-// t = lane % 4.
+// A warp's view of the shared tiles. Fragments come from ldmatrix (cuda_common.cuh): lane l
+// points at one 16-byte row of one 8x8 matrix. m16n8k32 A (weight rows wm*32 + 16mt ..): matrix
+// m = l / 8 is rows 8(m % 2) .., bytes 16(m / 2) ..; B (activation rows, two 8-row tiles per
+// x4): matrix m is tile m / 2, bytes 16(m % 2) ... m16n8k16 A: lane l is row l of the warp's 32
+// (matrices = mt0 low, mt0 high, mt1 low, mt1 high); B: lane l is activation row l (tile l / 8).
+// Accumulators: weight row row0 + mt*16 + 8*(i/2), activation row tok0 + nt*8 + i%2 (g = lane / 4,
+// t = lane % 4: row0 = wm*32 + g, tok0 = wn*kWN + 2t).
 struct WarpTile {
-  const uint8_t* dec;  // decoded weights of row wm*32 + g, column 4t
-  const uint8_t* act;  // activations of row wn*32 + g, column 4t
-  int row0, tok0;      // wm*32 + g, wn*32 + 2t
+  const uint8_t* a32;  // decoded weights, this lane's k32 A row
+  const uint8_t* b32;  // activations, this lane's k32 B row (buffer 0)
+  const uint8_t* a16;  // decoded weights, this lane's k16 A row
+  const uint8_t* b16;  // activations, this lane's k16 B row (buffer 0)
+  int row0, tok0;
 };
 
-// Integer sums of the 32 elements at column k0 for the warp's 2 x 4 sub-tiles.
+// Integer sums of the 32 elements at column k0 for the warp's 2 x kNT sub-tiles.
 template <int kNT>
-__device__ __forceinline__ void sums_k32(const WarpTile& w, int k0, int (&c)[2][kNT][4]) {
+__device__ __forceinline__ void sums_k32(const WarpTile& w, int boff, int k0,
+                                         int (&c)[2][kNT][4]) {
   uint32_t a[2][4], b[kNT][2];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-    const uint8_t* p = w.dec + mt * 16 * kStride + k0;
-    a[mt][0] = ld_s32(p), a[mt][1] = ld_s32(p + 8 * kStride);
-    a[mt][2] = ld_s32(p + 16), a[mt][3] = ld_s32(p + 8 * kStride + 16);
-  }
+  for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(a[mt], w.a32 + mt * 16 * kStride + k0);
+  if constexpr (kNT == 1) {
+    ldmatrix_x2(b[0], w.b32 + boff + k0);
+  } else {
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) {
-    const uint8_t* p = w.act + nt * 8 * kStride + k0;
-    b[nt][0] = ld_s32(p), b[nt][1] = ld_s32(p + 16);
+    for (int np = 0; np < kNT / 2; ++np) {
+      uint32_t r[4];
+      ldmatrix_x4(r, w.b32 + boff + np * 16 * kStride + k0);
+      b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
+    }
   }
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) mma_k32(c[mt][nt], a[mt], b[nt]);
+    for (int nt = 0; nt < kNT; ++nt) mma_k32(c[mt][nt], a[mt], b[nt][0], b[nt][1]);
 }
 
 // The same for the 16 elements at column k0.
 template <int kNT>
-__device__ __forceinline__ void sums_k16(const WarpTile& w, int k0, int (&c)[2][kNT][4]) {
-  uint32_t a[2][2], b[kNT];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-    const uint8_t* p = w.dec + mt * 16 * kStride + k0;
-    a[mt][0] = ld_s32(p), a[mt][1] = ld_s32(p + 8 * kStride);
+__device__ __forceinline__ void sums_k16(const WarpTile& w, int boff, int k0,
+                                         int (&c)[2][kNT][4]) {
+  uint32_t a[4], b[4];
+  ldmatrix_x4(a, w.a16 + k0);
+  if constexpr (kNT == 4) {
+    ldmatrix_x4(b, w.b16 + boff + k0);
+  } else if constexpr (kNT == 2) {
+    uint32_t r[2];
+    ldmatrix_x2(r, w.b16 + boff + k0);
+    b[0] = r[0], b[1] = r[1];
+  } else {
+    ldmatrix_x1(b[0], w.b16 + boff + k0);
   }
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) b[nt] = ld_s32(w.act + nt * 8 * kStride + k0);
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) mma_k16(c[mt][nt], a[mt], b[nt]);
+    for (int nt = 0; nt < kNT; ++nt) mma_k16(c[mt][nt], a[2 * mt], a[2 * mt + 1], b[nt]);
 }
 
 // Accumulator element i of sub-tile (mt, nt): weight row row0 + mt*16 + 8*(i/2), activation row
@@ -182,112 +190,148 @@ __device__ __forceinline__ void sums_k16(const WarpTile& w, int k0, int (&c)[2][
     __VA_ARGS__;                                          \
   }
 
-// The unit's dot for every accumulator of the warp into d (same arithmetic as Unit<T>::dot).
+// p = Unit<T>::acc(p, unit lu) for every accumulator of the warp (cuda_units.cuh: the same float
+// functions as the GEMV, on the same integer sums).
 template <GgmlType T, int kNT>
-__device__ __forceinline__ void unit_dots(const WarpTile& w, int lu, const float* sc,
-                                          const float* mn, const ActBlock* ab,
-                                          float (&d)[2][kNT][4]) {
+__device__ __forceinline__ void unit_acc(const WarpTile& w, int boff, int lu, const float* sc,
+                                         const ActBlock* ab, float (&p)[2][kNT][4]) {
   using U = Unit<T>;
   constexpr int kS = MmaType<T>::kSc;
   int c[2][kNT][4];
   if constexpr (T == GgmlType::Q4_K) {
+    float d[2][kNT][4];
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
       const int j = 2 * lu + k;  // sub-block
-      sums_k32<kNT>(w, 32 * j, c);
+      sums_k32<kNT>(w, boff, 32 * j, c);
       T9_FOR_ACC({
         const int r = w.row0 + mt * 16 + 8 * (i / 2), t = w.tok0 + nt * 8 + i % 2;
-        const float v = U::sub(sc[r * kS + j], mn[r * kS + j], ab[t * 8 + j], unbias(c[mt][nt][i]));
-        d[mt][nt][i] = k == 0 ? v : __fadd_rn(d[mt][nt][i], v);
+        const float2 sm = *reinterpret_cast<const float2*>(sc + r * kS + 2 * j);
+        const ActBlock at = ab[t * kAbStride + j];
+        const float in = U::inner(sm.x, sm.y, at, unbias(c[mt][nt][i]));
+        d[mt][nt][i] = k == 0 ? U::first(at, in) : U::second(d[mt][nt][i], at, in);
       })
     }
+    T9_FOR_ACC(p[mt][nt][i] = __fadd_rn(p[mt][nt][i], d[mt][nt][i]))
   } else if constexpr (T == GgmlType::Q8_0) {
-    sums_k32<kNT>(w, 32 * lu, c);
+    sums_k32<kNT>(w, boff, 32 * lu, c);
     T9_FOR_ACC({
       const int r = w.row0 + mt * 16 + 8 * (i / 2), t = w.tok0 + nt * 8 + i % 2;
-      d[mt][nt][i] = U::finish(sc[r * kS + lu], ab[t * 8 + lu], unbias(c[mt][nt][i]));
+      p[mt][nt][i] =
+          U::acc(p[mt][nt][i], sc[r * kS + lu], ab[t * kAbStride + lu], unbias(c[mt][nt][i]));
     })
   } else {  // Q6_K: unit v = lu = 2h + lh, groups s = 0..3
     const int h = lu / 2, lh = lu % 2;
+    float d[2][kNT][4];
     T9_FOR_ACC(d[mt][nt][i] = 0.0f)
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
-      sums_k16<kNT>(w, 128 * h + 32 * s + 16 * lh, c);
+      sums_k16<kNT>(w, boff, 128 * h + 32 * s + 16 * lh, c);
       T9_FOR_ACC({
         const int r = w.row0 + mt * 16 + 8 * (i / 2), t = w.tok0 + nt * 8 + i % 2;
-        d[mt][nt][i] = U::group(d[mt][nt][i], sc[r * kS + 4 * lu + s], ab[t * 8 + 4 * h + s],
-                                unbias(c[mt][nt][i]));
+        d[mt][nt][i] = U::group(d[mt][nt][i], sc[r * kS + 4 * lu + s],
+                                ab[t * kAbStride + 4 * h + s], unbias(c[mt][nt][i]));
       })
     }
+    T9_FOR_ACC(p[mt][nt][i] = __fadd_rn(p[mt][nt][i], d[mt][nt][i]))
   }
 }
 
+// The block's copies and decode. Each thread copies fixed rows, whose addresses it computes once:
+// weight row tid / kTW (kTW = kThreads / kBM threads per row) and activation row tid / kTX; per
+// chunk a copy is one offset and one predicate. A weight row's chunk is copied from the 16-byte
+// boundary below it (rows may start on any 2-byte boundary; Q6_K chunks are 210 bytes): the data
+// then sits `skew` bytes in, recomputed per chunk from the row's low address bits (row_lo).
 template <GgmlType T, int kNT>
-struct MmaKernel {
+struct MmaCopies {
   using U = Unit<T>;
   using M = MmaType<T>;
   using L = Smem<T, kNT>;
   static constexpr int kBN = L::kBN;
+  static constexpr int kTW = kThreads / kBM, kTX = kThreads / kBN;
+  static constexpr int kG = L::kRawStride / 16;  // 16-byte granules per raw row
+  static_assert(kThreads % kBM == 0 && kThreads % kBN == 0 && 8 % kTX == 0);
 
-  // Copies chunk c of the block's weight rows (raw, one buffer: decode empties it early).
-  static __device__ __forceinline__ void issue_w(const SliceArgs& a, int64_t o0, int64_t c,
-                                                 int n_units, uint8_t* smem) {
-    const int units = min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
-    const int bytes = units / U::kPerBlock * U::kBlockBytes;
-    uint8_t* raw = smem;
-    constexpr int kG = L::kRawStride / 16;  // granules per raw row
-    for (int idx = threadIdx.x; idx < kBM * kG; idx += kThreads) {
-      const int r = idx / kG, i = idx % kG;
-      const uint8_t* src = a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes + c * L::kChunkBytes;
-      const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
-      if (16 * i < skew + bytes) cp_async16(raw + r * L::kRawStride + 16 * i, src - skew + 16 * i);
+  const uint8_t* w_row;  // this thread's weight row, chunk 0
+  const int8_t* x_row;   // this thread's activation row (null past the rows)
+  const ActBlock* b_row;
+  uint8_t* w_dst;  // its raw row in shared memory
+  int wi0, xi0;    // its first granule (weights, activations)
+
+  __device__ __forceinline__ MmaCopies(const SliceArgs& a, int64_t o0, const int32_t* x_rows,
+                                       uint8_t* smem, uint8_t* row_lo) {
+    const int tid = threadIdx.x, r = tid / kTW;
+    w_row = a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes;
+    if (tid % kTW == 0) row_lo[r] = static_cast<uint8_t>(reinterpret_cast<uintptr_t>(w_row) & 15);
+    w_dst = smem + r * L::kRawStride;
+    wi0 = tid % kTW;
+    const int64_t xr = x_rows[tid / kTX];  // -1 past the rows
+    x_row = xr >= 0 ? a.xq + xr * a.n_in : nullptr;
+    b_row = xr >= 0 ? a.xb + xr * (a.n_in / 32) : nullptr;
+    xi0 = tid % kTX;
+  }
+  // Chunk c (of `units` units) of this thread's weight row into the raw buffer.
+  __device__ __forceinline__ void issue_w(int64_t c, int units) const {
+    const uint8_t* src = w_row + c * L::kChunkBytes;
+    const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+    const int end = skew + units / U::kPerBlock * U::kBlockBytes;
+    src -= skew;
+#pragma unroll
+    for (int k = 0; k < (kG + kTW - 1) / kTW; ++k) {
+      const int i = wi0 + kTW * k;
+      if (i < kG && 16 * i < end) cp_async16(w_dst + 16 * i, src + 16 * i);
     }
   }
-  // Copies chunk c of the block's activation rows and their ActBlocks into buffer `buf`; tile row
-  // r is x row x_row[r] (shared memory, -1 past the rows).
-  static __device__ __forceinline__ void issue_x(const SliceArgs& a, const int64_t* x_row,
-                                                 int64_t c, int n_units, int buf, uint8_t* smem) {
-    const int units = min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
-    uint8_t* act = smem + L::kRaw + buf * kBN * kStride;
-    auto* ab = reinterpret_cast<ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * 8;
-    const int elems = units * U::kElems;
-    for (int idx = threadIdx.x; idx < kBN * 16; idx += kThreads) {
-      const int r = idx / 16, i = idx % 16;
-      if (x_row[r] >= 0 && 16 * i < elems)
-        cp_async16(
-            act + r * kStride + 16 * i,
-            reinterpret_cast<const uint8_t*>(a.xq + x_row[r] * a.n_in + c * kChunk) + 16 * i);
+  // Chunk c of this thread's activation row and its ActBlocks into buffer buf.
+  __device__ __forceinline__ void issue_x(int64_t c, int units, int buf, uint8_t* smem) const {
+    if (x_row == nullptr) return;
+    const int r = threadIdx.x / kTX, elems = units * U::kElems;
+    uint8_t* act = smem + L::kRaw + (buf * kBN + r) * kStride;
+    auto* ab = reinterpret_cast<ActBlock*>(smem + L::kRaw + L::kAct) + (buf * kBN + r) * kAbStride;
+    const auto* xs = reinterpret_cast<const uint8_t*>(x_row + c * kChunk);
+#pragma unroll
+    for (int k = 0; k < 16 / kTX; ++k) {
+      const int i = xi0 + kTX * k;
+      if (16 * i < elems) cp_async16(act + 16 * i, xs + 16 * i);
     }
-    for (int idx = threadIdx.x; idx < kBN * 8; idx += kThreads) {
-      const int r = idx / 8, i = idx % 8;
-      if (x_row[r] >= 0 && 32 * i < elems)
-        cp_async8(ab + r * 8 + i, a.xb + x_row[r] * (a.n_in / 32) + c * (kChunk / 32) + i);
+#pragma unroll
+    for (int k = 0; k < 8 / kTX; ++k) {
+      const int i = xi0 + kTX * k;
+      if (32 * i < elems) cp_async8(ab + i, b_row + c * (kChunk / 32) + i);
     }
   }
-
-  static __device__ __forceinline__ void decode(const SliceArgs& a, int64_t o0, int64_t c,
-                                                int n_units, uint8_t* smem) {
-    const int units = min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
+  // Every (row, unit) of chunk c: raw bytes to int8 in element order + float scales.
+  static __device__ __forceinline__ void decode(int64_t c, int units, uint8_t* smem,
+                                                const uint8_t* row_lo) {
     const uint8_t* raw = smem;
     uint8_t* dec = smem + L::kRaw + L::kAct + L::kAb;
     auto* sc = reinterpret_cast<float*>(dec + L::kDec);
-    float* mn = sc + kBM * M::kSc;
-    for (int idx = threadIdx.x; idx < kBM * M::kUnits; idx += kThreads) {
-      const int r = idx / M::kUnits, lu = idx % M::kUnits;
+    static_assert(kBM * M::kUnits % kThreads == 0);
+#pragma unroll
+    for (int k = 0; k < kBM * M::kUnits / kThreads; ++k) {
+      const int idx = threadIdx.x + kThreads * k, r = idx / M::kUnits, lu = idx % M::kUnits;
       if (lu >= units) continue;
-      const uint8_t* src = a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes + c * L::kChunkBytes;
-      const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+      const int skew = (row_lo[r] + static_cast<int>(c % 16) * L::kChunkBytes) & 15;
       const typename U::W w = U::load(
           raw + r * L::kRawStride + skew + (lu / U::kPerBlock) * U::kBlockBytes, lu % U::kPerBlock);
-      M::store(w, lu, dec + r * kStride, sc + r * M::kSc, mn + r * M::kMn);
+      M::store(w, lu, dec + r * kStride, sc + r * M::kSc);
     }
   }
 };
 
+// Blocks per SM the register budget is cut for: 4 for the narrow tiles; 3 for Q4_K's 64-row
+// tiles (168 registers, no spills, and 3 x 76 KB of shared memory fit the H200's 228 KB: 12 warps
+// per SM instead of 8 on the prefill GEMMs); 2 for the others (their shared memory allows no
+// third block).
 template <GgmlType T, int kNT>
-__global__ void __launch_bounds__(kThreads, kNT <= 2 ? 4 : 2) mma_kernel(SliceArgs a) {
+constexpr int kMinBlocks = kNT <= 2 ? 4 : T == GgmlType::Q4_K ? 3 : 2;
+// Dynamic + static (x_rows, row_lo) + the driver's 1 KB per block, three times in 228 KB.
+static_assert(3 * (Smem<GgmlType::Q4_K, 4>::kBytes + 64 * 4 + kBM + 1024) <= 228 * 1024);
+
+template <GgmlType T, int kNT>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(SliceArgs a) {
   pdl_enter();
-  using K = MmaKernel<T, kNT>;
+  using K = MmaCopies<T, kNT>;
   using M = MmaType<T>;
   using L = Smem<T, kNT>;
   constexpr int kBN = L::kBN, kWN = kBN / 2;  // activation rows per block, per warp
@@ -301,40 +345,49 @@ __global__ void __launch_bounds__(kThreads, kNT <= 2 ? 4 : 2) mma_kernel(SliceAr
   const int64_t n_chunks = (n_units + M::kUnits - 1) / M::kUnits;
   uint8_t* dec = smem + L::kRaw + L::kAct + L::kAb;
   const auto* sc = reinterpret_cast<const float*>(dec + L::kDec);
-  const float* mn = sc + kBM * M::kSc;
 
-  // Each tile row's x row, once (grouped matmul_id: through the sort's x_rows).
-  __shared__ int64_t x_row[kBN];
+  // Each tile row's x row, once (grouped matmul_id: through the sort's x_rows); the low address
+  // bits of each weight row (for the decode's skew).
+  __shared__ int32_t x_rows[kBN];  // 32-bit: Q4_K's three blocks per SM need the 256 bytes
+  __shared__ uint8_t row_lo[kBM];
   for (int r = threadIdx.x; r < kBN; r += kThreads)
-    x_row[r] = t0 + r >= a.n_tok ? -1 : a.x_rows != nullptr ? a.x_rows[t0 + r] : t0 + r;
+    x_rows[r] = t0 + r >= a.n_tok       ? -1
+                : a.x_rows != nullptr ? a.x_rows[t0 + r]
+                                      : static_cast<int32_t>(t0 + r);
   __syncthreads();
+  const K copies(a, o0, x_rows, smem, row_lo);
 
   SliceWalk slices(n_units);
-  float p[2][kNT][4], y[2][kNT][4], d[2][kNT][4];
+  float p[2][kNT][4], y[2][kNT][4];
   T9_FOR_ACC(p[mt][nt][i] = 0.0f; y[mt][nt][i] = 0.0f)
 
-  K::issue_w(a, o0, 0, n_units, smem);
-  K::issue_x(a, x_row, 0, n_units, 0, smem);
+  const auto units_of = [&](int64_t c) {
+    return min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
+  };
+  copies.issue_w(0, units_of(0));
+  copies.issue_x(0, units_of(0), 0, smem);
   cp_async_commit();
+  const uint8_t* act = smem + L::kRaw;
+  const WarpTile w{dec + (wm * 32 + lane % 8 + 8 * ((lane / 8) % 2)) * kStride + 16 * (lane / 16),
+                   act + (wn * kWN + lane % 8 + 8 * (lane / 16)) * kStride + 16 * ((lane / 8) % 2),
+                   dec + (wm * 32 + lane) * kStride, act + (wn * kWN + lane % kWN) * kStride,
+                   wm * 32 + g, wn * kWN + 2 * tq};
   for (int64_t c = 0; c < n_chunks; ++c) {
-    const int buf = static_cast<int>(c & 1);
+    const int buf = static_cast<int>(c & 1), units = units_of(c);
     cp_async_wait_0();
     __syncthreads();  // chunk c landed for every thread; every warp is done with chunk c - 1
-    if (c + 1 < n_chunks) K::issue_x(a, x_row, c + 1, n_units, buf ^ 1, smem);
-    K::decode(a, o0, c, n_units, smem);
+    if (c + 1 < n_chunks) copies.issue_x(c + 1, units_of(c + 1), buf ^ 1, smem);
+    K::decode(c, units, smem, row_lo);
     __syncthreads();  // decoded; the raw buffer is free
-    if (c + 1 < n_chunks) K::issue_w(a, o0, c + 1, n_units, smem);
+    if (c + 1 < n_chunks) copies.issue_w(c + 1, units_of(c + 1));
     cp_async_commit();  // weights and activations of chunk c + 1 land while chunk c is multiplied
-    const WarpTile w{dec + (wm * 32 + g) * kStride + 4 * tq,
-                     smem + L::kRaw + buf * kBN * kStride + (wn * kWN + g) * kStride + 4 * tq,
-                     wm * 32 + g, wn * kWN + 2 * tq};
-    const auto* ab = reinterpret_cast<const ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * 8;
-    const int units = min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
+    const int boff = buf * kBN * kStride;
+    const auto* ab =
+        reinterpret_cast<const ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * kAbStride;
 #pragma unroll
     for (int lu = 0; lu < M::kUnits; ++lu) {
       if (lu >= units) break;
-      unit_dots<T, kNT>(w, lu, sc, mn, ab, d);
-      T9_FOR_ACC(p[mt][nt][i] = __fadd_rn(p[mt][nt][i], d[mt][nt][i]))
+      unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
       if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
         T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
       }
@@ -358,6 +411,10 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     kSmem));
+    // The whole 228 KB as shared memory: the blocks per SM are then set by registers and kSmem.
+    CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>,
+                                    cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
     return true;
   }();
   (void)attr_set;

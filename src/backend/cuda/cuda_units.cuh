@@ -7,10 +7,14 @@
 //
 // Canonical sum order of one output for the "sliced" types (Q4_K, Q6_K, Q8_0; slice_begin below):
 // the n_units units of the row split into 32 contiguous slices, slice l = units
-// [floor(l n / 32), floor((l + 1) n / 32)); p_l = 0.0f, then p_l += dot(u) for its units in
-// order (__fadd_rn); y = 0.0f, then y += p_l for l = 0..31 in order, then + bias. An empty slice
-// adds +0.0f, which never changes y (y starts at +0.0f and a round-to-nearest sum is -0.0f only
-// when both terms are), so a kernel may skip empty slices.
+// [floor(l n / 32), floor((l + 1) n / 32)); p_l = 0.0f, then p_l = Unit::acc(p_l, u) for its
+// units in order; y = 0.0f, then y += p_l for l = 0..31 in order, then + bias. acc is p + dot(u)
+// (Q4_K, Q6_K: a unit's dot is a pure function of the unit, which the one-row GEMV relies on) or
+// the unit's last product fused into p (Q8_0: p = fma(d * a.d, s, p)). An empty slice adds +0.0f,
+// which never changes y (y starts at +0.0f and a round-to-nearest sum is -0.0f only when both
+// terms are), so a kernel may skip empty slices. For the same reason a kernel may start a slice
+// with p = (its first unit's acc from -0.0f or +0.0f): p then differs at most in the sign of a
+// zero, and y + p does not.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +67,9 @@ __device__ __forceinline__ uint32_t lds32_a4(const uint8_t* p) {
 // funnel shift each (instead of 2N 16-byte halves).
 template <int N>
 __device__ __forceinline__ void lds_words(const uint8_t* p, uint32_t (&w)[N]) {
-  const auto* base =
-      reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t{3});
+  // Pointer arithmetic on p (not an integer mask) keeps the shared address space visible to the
+  // compiler: LDS instead of generic loads.
+  const auto* base = reinterpret_cast<const uint32_t*>(p - (reinterpret_cast<uintptr_t>(p) & 3));
   const unsigned sh = (reinterpret_cast<uintptr_t>(p) & 2) * 8;
   uint32_t v[N + 1];
 #pragma unroll
@@ -159,6 +164,20 @@ struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
   static __device__ __forceinline__ float finish(float d, ActBlock a, float s) {
     return __fmul_rn(__fmul_rn(d, a.d), s);
   }
+  // The canonical accumulation (top of file): the dot's last product fused into the slice
+  // partial, p = fma(d * a.d, s, p).
+  static __device__ __forceinline__ float acc(float p, float d, ActBlock a, float s) {
+    return __fmaf_rn(__fmul_rn(d, a.d), s, p);
+  }
+  static __device__ __forceinline__ float acc(float p, const W& w, const int8_t* xq,
+                                              const ActBlock* xb, int64_t u) {
+    return acc_at(p, w, xq + 32 * u, xb + u);
+  }
+  static __device__ __forceinline__ float acc_at(float p, const W& w, const int8_t* x,
+                                                 const ActBlock* a) {
+    return acc(p, w.d, a[0],
+               static_cast<float>(dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0))));
+  }
 };
 
 // Q4_0 / Q4_1 / Q5_0: byte j of qs holds element j (low nibble) and j + 16 (high nibble).
@@ -244,8 +263,16 @@ struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
   static __device__ __forceinline__ float dot_at(const W& w, const int8_t* x, const ActBlock* a) {
     const int s0 = dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0));
     const int s1 = dot4(w.q + 12, ldx(x + 48), dot4(w.q + 8, ldx(x + 32), 0));
-    return __fadd_rn(sub(w.s0, w.m0, a[0], static_cast<float>(s0)),
-                     sub(w.s1, w.m1, a[1], static_cast<float>(s1)));
+    return second(first(a[0], inner(w.s0, w.m0, a[0], static_cast<float>(s0))), a[1],
+                  inner(w.s1, w.m1, a[1], static_cast<float>(s1)));
+  }
+  static __device__ __forceinline__ float acc(float p, const W& w, const int8_t* xq,
+                                              const ActBlock* xb, int64_t u) {
+    return __fadd_rn(p, dot(w, xq, xb, u));
+  }
+  static __device__ __forceinline__ float acc_at(float p, const W& w, const int8_t* x,
+                                                 const ActBlock* a) {
+    return __fadd_rn(p, dot_at(w, x, a));
   }
   static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
                                               int8_t* x, ActBlock* a) {
@@ -253,10 +280,17 @@ struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
     for (int k = 0; k < 4; ++k) *reinterpret_cast<int4*>(x + 16 * k) = ldx(xq + 64 * u + 16 * k);
     a[0] = xb[2 * u], a[1] = xb[2 * u + 1];
   }
-  // One 32-element sub-block from its integer sum s = sum(q x) (an exact float): sum (sc q - m)
-  // x = sc sum(q x) - m sum(x). A unit's dot is sub(first) + sub(second).
-  static __device__ __forceinline__ float sub(float sc, float m, ActBlock a, float s) {
-    return __fmul_rn(a.d, __fmaf_rn(sc, s, -__fmul_rn(m, a.isum)));
+  // One 32-element sub-block from its integer sum s = sum(q x) (an exact float), before the
+  // activation scale: sum (sc q - m) x = sc sum(q x) - m sum(x). A unit's dot is
+  // second(first(a0, inner0), a1, inner1) = fma(a1.d, inner1, a0.d * inner0).
+  static __device__ __forceinline__ float inner(float sc, float m, ActBlock a, float s) {
+    return __fmaf_rn(sc, s, -__fmul_rn(m, a.isum));
+  }
+  static __device__ __forceinline__ float first(ActBlock a, float in) {
+    return __fmul_rn(a.d, in);
+  }
+  static __device__ __forceinline__ float second(float d, ActBlock a, float in) {
+    return __fmaf_rn(a.d, in, d);
   }
 };
 
@@ -308,6 +342,15 @@ struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
                 static_cast<float>(dot4(w.q + 4 * s, ldx(x + kGroupStride * s), 0)));
     return r;
   }
+  static __device__ __forceinline__ float acc(float p, const W& w, const int8_t* xq,
+                                              const ActBlock* xb, int64_t u) {
+    return __fadd_rn(p, dot(w, xq, xb, u));
+  }
+  template <int kGroupStride = 16>
+  static __device__ __forceinline__ float acc_at(float p, const W& w, const int8_t* x,
+                                                 const ActBlock* a) {
+    return __fadd_rn(p, dot_at<kGroupStride>(w, x, a));
+  }
   static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
                                               int8_t* x, ActBlock* a) {
     const int64_t sb = u / 4, v = u % 4, h = v / 2, lh = v % 2;
@@ -318,9 +361,9 @@ struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
     }
   }
   // Adds group s (16 elements, integer sum si as an exact float) to the unit's running dot r
-  // (from 0.0f, s = 0..3).
+  // (from 0.0f, s = 0..3): r = fma(a.d, sc * si, r).
   static __device__ __forceinline__ float group(float r, float sc, ActBlock a, float si) {
-    return __fadd_rn(r, __fmul_rn(a.d, __fmul_rn(sc, si)));
+    return __fmaf_rn(a.d, __fmul_rn(sc, si), r);
   }
 };
 
