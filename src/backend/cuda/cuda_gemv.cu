@@ -327,6 +327,13 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
   constexpr bool sliced_type = T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0;
   const bool sliced = sliced_type && !legacy;
+  const bool mma = sliced && n_tok >= mma_min_rows();
+  // The split form's partials go in scratch behind the rounded x: reserved first, so that
+  // round_x's own reserve never moves the block under them.
+  const size_t split_bytes = mma ? mma_split_bytes(a.n_out, n_tok, n_in / Unit<T>::kElems) : 0;
+  const size_t split_at = pre != nullptr ? 0 : round_x_bytes(n_in, n_tok);
+  auto* base = split_bytes > 0 ? static_cast<char*>(scratch.reserve(split_at + split_bytes, stream))
+                               : nullptr;
   if (pre != nullptr) {
     a.xq = pre->xq, a.xb = pre->xb;
   } else {
@@ -337,8 +344,9 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   }
   if constexpr (sliced_type) {
     if (sliced) {
-      const SliceArgs s{a.w, a.row_bytes, a.n_out, n_in, n_tok, a.xq, a.xb, a.y, a.bias};
-      if (n_tok >= mma_min_rows()) return launch_mma<T>(s, stream);
+      SliceArgs s{a.w, a.row_bytes, a.n_out, n_in, n_tok, a.xq, a.xb, a.y, a.bias};
+      if (base != nullptr) s.split_p = reinterpret_cast<float*>(base + split_at);
+      if (mma) return launch_mma<T>(s, stream);
       return launch_slice_gemv<T>(s, stream);
     }
   }
@@ -367,11 +375,15 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
 }  // namespace
 
 // The codes, then the ActBlocks 256-byte aligned, in scratch.
+size_t round_x_bytes(int64_t n_in, int64_t n_rows) {
+  const size_t q_bytes = (static_cast<size_t>(n_in * n_rows) + 255) & ~size_t{255};
+  const size_t b_bytes = static_cast<size_t>(n_rows * (n_in / 32)) * sizeof(ActBlock);
+  return q_bytes + ((b_bytes + 255) & ~size_t{255});
+}
 RoundedX round_x(const Tensor& x, Scratch& scratch, Stream& stream) {
   const int64_t n_in = x.ne[0], n_rows = x.n_rows();
   const size_t q_bytes = (static_cast<size_t>(n_in * n_rows) + 255) & ~size_t{255};
-  auto* base = static_cast<uint8_t*>(scratch.reserve(
-      q_bytes + static_cast<size_t>(n_rows * (n_in / 32)) * sizeof(ActBlock), stream));
+  auto* base = static_cast<uint8_t*>(scratch.reserve(round_x_bytes(n_in, n_rows), stream));
   auto* xq = reinterpret_cast<int8_t*>(base);
   auto* xb = reinterpret_cast<ActBlock*>(base + q_bytes);
   launch_round_rows(x, nullptr, n_rows, xq, xb, stream);

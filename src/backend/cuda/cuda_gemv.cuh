@@ -34,6 +34,8 @@ struct RoundedX {
   const ActBlock* xb = nullptr;
 };
 RoundedX round_x(const Tensor& x, Scratch& scratch, Stream& stream);
+// The scratch bytes round_x takes for n_rows rows of n_in (a multiple of 256).
+size_t round_x_bytes(int64_t n_in, int64_t n_rows);
 // The same rounding for n_rows rows into caller memory: output row r is x row rows[r] (rows
 // null: row r).
 void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int8_t* xq,

@@ -342,7 +342,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBN;
   if (a.tile_first != nullptr && !select_expert(a, kBN, t0)) return;  // grouped matmul_id
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
-  const int64_t n_chunks = (n_units + M::kUnits - 1) / M::kUnits;
+  // Units [u_begin, u_end): all, or (split form) those of slices 8z .. 8z + 7.
+  const bool split = a.split_p != nullptr;
+  const int z = static_cast<int>(blockIdx.z);
+  const int u_begin = split ? static_cast<int>(slice_begin(8 * z, n_units)) : 0;
+  const int u_end = split ? static_cast<int>(slice_begin(8 * z + 8, n_units)) : n_units;
+  const int64_t c_begin = u_begin / M::kUnits, c_end = (u_end + M::kUnits - 1) / M::kUnits;
   uint8_t* dec = smem + L::kRaw + L::kAct + L::kAb;
   const auto* sc = reinterpret_cast<const float*>(dec + L::kDec);
 
@@ -357,42 +362,58 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   __syncthreads();
   const K copies(a, o0, x_rows, smem, row_lo);
 
-  SliceWalk slices(n_units);
+  SliceWalk slices(n_units, u_begin);
   float p[2][kNT][4], y[2][kNT][4];
   T9_FOR_ACC(p[mt][nt][i] = 0.0f; y[mt][nt][i] = 0.0f)
 
   const auto units_of = [&](int64_t c) {
     return min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
   };
-  copies.issue_w(0, units_of(0));
-  copies.issue_x(0, units_of(0), 0, smem);
+  if (c_begin < c_end) {
+    copies.issue_w(c_begin, units_of(c_begin));
+    copies.issue_x(c_begin, units_of(c_begin), 0, smem);
+  }
   cp_async_commit();
   const uint8_t* act = smem + L::kRaw;
   const WarpTile w{dec + (wm * 32 + lane % 8 + 8 * ((lane / 8) % 2)) * kStride + 16 * (lane / 16),
                    act + (wn * kWN + lane % 8 + 8 * (lane / 16)) * kStride + 16 * ((lane / 8) % 2),
                    dec + (wm * 32 + lane) * kStride, act + (wn * kWN + lane % kWN) * kStride,
                    wm * 32 + g, wn * kWN + 2 * tq};
-  for (int64_t c = 0; c < n_chunks; ++c) {
-    const int buf = static_cast<int>(c & 1), units = units_of(c);
+  for (int64_t c = c_begin; c < c_end; ++c) {
+    const int buf = static_cast<int>((c - c_begin) & 1), units = units_of(c);
+    const int lo = max(u_begin - static_cast<int>(c) * M::kUnits, 0);
+    const int hi = min(u_end - static_cast<int>(c) * M::kUnits, units);
     cp_async_wait_0();
     __syncthreads();  // chunk c landed for every thread; every warp is done with chunk c - 1
-    if (c + 1 < n_chunks) copies.issue_x(c + 1, units_of(c + 1), buf ^ 1, smem);
+    if (c + 1 < c_end) copies.issue_x(c + 1, units_of(c + 1), buf ^ 1, smem);
     K::decode(c, units, smem, row_lo);
     __syncthreads();  // decoded; the raw buffer is free
-    if (c + 1 < n_chunks) copies.issue_w(c + 1, units_of(c + 1));
+    if (c + 1 < c_end) copies.issue_w(c + 1, units_of(c + 1));
     cp_async_commit();  // weights and activations of chunk c + 1 land while chunk c is multiplied
     const int boff = buf * kBN * kStride;
     const auto* ab =
         reinterpret_cast<const ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * kAbStride;
 #pragma unroll
     for (int lu = 0; lu < M::kUnits; ++lu) {
-      if (lu >= units) break;
+      if (lu >= hi) break;
+      if (lu < lo) continue;  // before a split launch's first unit
       unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
       if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
-        T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
+        if (split) {
+          T9_FOR_ACC({
+            const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
+            const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
+            if (o < a.n_out && t < a.n_tok)
+              a.split_p[(slices.last * a.n_tok + t) * a.n_out + o] = p[mt][nt][i];
+            p[mt][nt][i] = 0.0f;
+          })
+        } else {
+          T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
+        }
       }
     }
   }
+  if (split) return;
   T9_FOR_ACC({
     const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
     const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
@@ -404,6 +425,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
 }
 
 #undef T9_FOR_ACC
+
+// The split form's second step: y = 0, y += p_l for the non-empty slices l = 0..31 in order,
+// + bias (the canonical order, cuda_units.cuh), one thread per output.
+__global__ void split_total_kernel(SliceArgs a, int n_units) {
+  pdl_enter();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= a.n_tok * a.n_out) return;
+  const int64_t t = i / a.n_out, o = i % a.n_out, plane = a.n_tok * a.n_out;
+  float y = 0.0f;
+  for (int l = 0; l < 32; ++l)
+    if (slice_begin(l + 1, n_units) > slice_begin(l, n_units))
+      y = __fadd_rn(y, a.split_p[l * plane + i]);
+  reinterpret_cast<float*>(a.y.row(t))[o] = a.bias != nullptr ? __fadd_rn(y, a.bias[o]) : y;
+}
 
 template <GgmlType T, int kNT>
 void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
@@ -420,13 +455,17 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   (void)attr_set;
   const int64_t tiles_t = n_tiles >= 0 ? n_tiles : (a.n_tok + kBN - 1) / kBN;
   T9_CHECK(tiles_t <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  const dim3 grid(grid_1d(a.n_out, kBM), static_cast<unsigned>(tiles_t));
+  const unsigned splits = a.split_p != nullptr ? 4 : 1;
+  const dim3 grid(grid_1d(a.n_out, kBM), static_cast<unsigned>(tiles_t), splits);
   stream.launch(mma_kernel<T, kNT>, grid, kThreads, kSmem, a);
+  if (a.split_p != nullptr)
+    stream.launch(split_total_kernel, grid_1d(a.n_tok * a.n_out, 256), 256, 0, a,
+                  static_cast<int>(a.n_in / Unit<T>::kElems));
 }
 
 }  // namespace
 
-// The tile width changes no bits: every output's order is the canonical one.
+// The tile width and the split form change no bits: every output's order is the canonical one.
 // TEMPO9_CUDA_MMA_NT=2 (read once, measurement): 32-row tiles for every row count.
 template <GgmlType T>
 void launch_mma(const SliceArgs& a, Stream& stream) {
@@ -436,6 +475,23 @@ void launch_mma(const SliceArgs& a, Stream& stream) {
   }();
   if (a.n_tok <= 32 || narrow) return launch_tiles<T, 2>(a, stream);
   launch_tiles<T, 4>(a, stream);
+}
+
+// Split below one tile per SM: a decode step of 32 sequences on Qwen3-8B has 16 to 192 tiles of
+// 64 weight rows per call for 132 SMs (one or two four-warp blocks each, latency-bound: 47 us for
+// the 4 MB k projection, run 57). Each of the four launches then walks a quarter of n_in; at
+// least one unit per slice (n_units >= 32). The partials cost 32 floats per output written and
+// read: at 224 tiles (4096 x 14336, 32 rows) the split took 95 us against 75 (run 60), so wider
+// calls stay whole. TEMPO9_CUDA_MMA_SPLIT=0 (read once, measurement): never.
+size_t mma_split_bytes(int64_t n_out, int64_t n_tok, int64_t n_units) {
+  static const bool off = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MMA_SPLIT");
+    return e != nullptr && e[0] == '0';
+  }();
+  if (off || n_tok > 64 || n_units < 32) return 0;
+  const int64_t tiles = (n_out + kBM - 1) / kBM * (n_tok <= 32 ? 1 : 2);
+  if (tiles >= sm_count()) return 0;
+  return static_cast<size_t>(32 * n_tok * n_out) * sizeof(float);
 }
 
 // TEMPO9_CUDA_MOE_TILE=16|32|64 (read once, measurement): that tile for every grouped call.

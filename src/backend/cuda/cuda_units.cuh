@@ -438,13 +438,17 @@ __host__ __device__ __forceinline__ int64_t slice_begin(int64_t l, int64_t n) {
 // u = 0, 1, 2, ... in turn. It replaces two 64-bit divisions per unit (a ~70-instruction
 // subroutine each, as many instructions as a warp's eight mma and their float epilogue) with a
 // compare; n < 2^26 (n_in / 32 units), so l * n fits an int and / 32 is a shift.
+// From unit u0 (u0 > 0: a split launch, below) the walk starts at the first slice ending after
+// it. `last` is the index of the slice that ended at the latest true ends_at.
 struct SliceWalk {
-  int n, l = 1, end;
-  __device__ __forceinline__ explicit SliceWalk(int n_units) : n(n_units), end(n_units / 32) {
-    while (end <= 0 && l < 32) end = ++l * n / 32;
+  int n, l = 1, end, last = -1;
+  __device__ __forceinline__ explicit SliceWalk(int n_units, int u0 = 0)
+      : n(n_units), end(n_units / 32) {
+    while (end <= u0 && l < 32) end = ++l * n / 32;
   }
   __device__ __forceinline__ bool ends_at(int u) {
     if (u + 1 != end) return false;
+    last = l - 1;
     while (end <= u + 1 && l < 32) end = ++l * n / 32;
     return true;
   }
@@ -480,6 +484,12 @@ struct SliceArgs {
   const int32_t* tile_first = nullptr;    // [n_expert + 1]; tile_first[n_expert] = tiles in all
   const int32_t* x_rows = nullptr;        // [pairs]
   const int32_t* y_rows = nullptr;        // [pairs]
+  // Split form (tensor-core kernel, plain matmuls only): launch z = 0..3 computes the slice
+  // partials p_l of slices 8z .. 8z + 7 of every output into split_p[(l * n_tok + t) * n_out + o]
+  // (empty slices are not written); a second kernel adds them in the canonical order, skipping
+  // empty slices, plus the bias, into y. The same bits as one launch, with four times the blocks.
+  // Null: one launch computes y.
+  float* split_p = nullptr;
 };
 
 // The one-row matmul of pair blockIdx.y (see SliceArgs). False (flagged once) when its expert id
@@ -530,8 +540,12 @@ template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, Stream& stream);
 
 // The tensor-core kernel (cuda_mma.cu) for T = Q4_K, Q6_K, Q8_0: same bits as the sliced GEMV.
+// With a.split_p set: the split form (SliceArgs), two launches.
 template <GgmlType T>
 void launch_mma(const SliceArgs& a, Stream& stream);
+// Scratch bytes for a.split_p when a tensor-core call of this shape should split (0: it should
+// not): few activation rows over few weight-row tiles leave most SMs idle otherwise.
+size_t mma_split_bytes(int64_t n_out, int64_t n_tok, int64_t n_units);
 
 // Activation rows per launch tile of a grouped matmul_id of `pairs` pairs over n_expert experts
 // (16, 32 or 64), and its launch: n_tiles >= a.tile_first[n_expert] tiles (an upper bound the host
