@@ -85,10 +85,10 @@ struct Smem {
   static constexpr int kBN = 16 * kNT;  // activation rows per block
   static constexpr int kChunkBytes = MmaType<T>::kUnits / U::kPerBlock * U::kBlockBytes;
   static constexpr int kRawStride = (kChunkBytes + 15 + 15) / 16 * 16;
-  static constexpr int kRaw = kBM * kRawStride;                    // raw weight chunk
-  static constexpr int kAct = 2 * kBN * kStride;                   // int8 activations, 2 buffers
-  static constexpr int kAb = 2 * kBN * kAbStride * 8;              // ActBlocks, 2 buffers
-  static constexpr int kDec = kBM * kStride;                       // decoded weights
+  static constexpr int kRaw = kBM * kRawStride;        // raw weight chunk
+  static constexpr int kAct = 2 * kBN * kStride;       // int8 activations, 2 buffers
+  static constexpr int kAb = 2 * kBN * kAbStride * 8;  // ActBlocks, 2 buffers
+  static constexpr int kDec = kBM * kStride;           // decoded weights
   static constexpr int kScales = (kBM * MmaType<T>::kSc * 4 + 15) / 16 * 16;
   static constexpr int kBytes = kRaw + kAct + kAb + kDec + kScales;
   static_assert(kRaw % 16 == 0 && kAb % 16 == 0 && kDec % 16 == 0);
@@ -139,8 +139,7 @@ struct WarpTile {
 
 // Integer sums of the 32 elements at column k0 for the warp's 2 x kNT sub-tiles.
 template <int kNT>
-__device__ __forceinline__ void sums_k32(const WarpTile& w, int boff, int k0,
-                                         int (&c)[2][kNT][4]) {
+__device__ __forceinline__ void sums_k32(const WarpTile& w, int boff, int k0, int (&c)[2][kNT][4]) {
   uint32_t a[2][4], b[kNT][2];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(a[mt], w.a32 + mt * 16 * kStride + k0);
@@ -162,8 +161,7 @@ __device__ __forceinline__ void sums_k32(const WarpTile& w, int boff, int k0,
 
 // The same for the 16 elements at column k0.
 template <int kNT>
-__device__ __forceinline__ void sums_k16(const WarpTile& w, int boff, int k0,
-                                         int (&c)[2][kNT][4]) {
+__device__ __forceinline__ void sums_k16(const WarpTile& w, int boff, int k0, int (&c)[2][kNT][4]) {
   uint32_t a[4], b[4];
   ldmatrix_x4(a, w.a16 + k0);
   if constexpr (kNT == 4) {
@@ -324,7 +322,9 @@ struct MmaCopies {
 // per SM instead of 8 on the prefill GEMMs); 2 for the others (their shared memory allows no
 // third block).
 template <GgmlType T, int kNT>
-constexpr int kMinBlocks = kNT <= 2 ? 4 : T == GgmlType::Q4_K ? 3 : 2;
+constexpr int kMinBlocks = kNT <= 2              ? 4
+                           : T == GgmlType::Q4_K ? 3
+                                                 : 2;
 // Dynamic + static (x_rows, row_lo) + the driver's 1 KB per block, three times in 228 KB.
 static_assert(3 * (Smem<GgmlType::Q4_K, 4>::kBytes + 64 * 4 + kBM + 1024) <= 228 * 1024);
 
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   __shared__ int32_t x_rows[kBN];  // 32-bit: Q4_K's three blocks per SM need the 256 bytes
   __shared__ uint8_t row_lo[kBM];
   for (int r = threadIdx.x; r < kBN; r += kThreads)
-    x_rows[r] = t0 + r >= a.n_tok       ? -1
+    x_rows[r] = t0 + r >= a.n_tok     ? -1
                 : a.x_rows != nullptr ? a.x_rows[t0 + r]
                                       : static_cast<int32_t>(t0 + r);
   __syncthreads();
@@ -377,8 +377,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   const uint8_t* act = smem + L::kRaw;
   const WarpTile w{dec + (wm * 32 + lane % 8 + 8 * ((lane / 8) % 2)) * kStride + 16 * (lane / 16),
                    act + (wn * kWN + lane % 8 + 8 * (lane / 16)) * kStride + 16 * ((lane / 8) % 2),
-                   dec + (wm * 32 + lane) * kStride, act + (wn * kWN + lane % kWN) * kStride,
-                   wm * 32 + g, wn * kWN + 2 * tq};
+                   dec + (wm * 32 + lane) * kStride,
+                   act + (wn * kWN + lane % kWN) * kStride,
+                   wm * 32 + g,
+                   wn * kWN + 2 * tq};
   for (int64_t c = c_begin; c < c_end; ++c) {
     const int buf = static_cast<int>((c - c_begin) & 1), units = units_of(c);
     const int lo = max(u_begin - static_cast<int>(c) * M::kUnits, 0);

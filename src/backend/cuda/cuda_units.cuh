@@ -175,8 +175,7 @@ struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
   }
   static __device__ __forceinline__ float acc_at(float p, const W& w, const int8_t* x,
                                                  const ActBlock* a) {
-    return acc(p, w.d, a[0],
-               static_cast<float>(dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0))));
+    return acc(p, w.d, a[0], static_cast<float>(dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0))));
   }
 };
 
