@@ -14,6 +14,8 @@
 //      float arithmetic (Unit<T>::acc and its parts, shared with the GEMV) adds to the running
 //      slice partial p; each output keeps p and the total y, flushed at slice ends (SliceWalk),
 //      so y is the canonical order of cuda_units.cuh.
+// Small-row calls over few tiles split n_in over four launches (blockIdx.z: slices 8z .. 8z + 7,
+// SliceArgs::split_p): each stores its slice partials, and split_total_kernel adds them in order.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cstdlib>
