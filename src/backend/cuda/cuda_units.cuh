@@ -12,9 +12,7 @@
 // (Q4_K, Q6_K: a unit's dot is a pure function of the unit, which the one-row GEMV relies on) or
 // the unit's last product fused into p (Q8_0: p = fma(d * a.d, s, p)). An empty slice adds +0.0f,
 // which never changes y (y starts at +0.0f and a round-to-nearest sum is -0.0f only when both
-// terms are), so a kernel may skip empty slices. For the same reason a kernel may start a slice
-// with p = (its first unit's acc from -0.0f or +0.0f): p then differs at most in the sign of a
-// zero, and y + p does not.
+// terms are), so a kernel may skip empty slices.
 #pragma once
 
 #include <cstdint>
@@ -149,8 +147,13 @@ struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
   }
   // The same from the unit's own 32 activations x and ActBlock a (packed copies in the GEMV).
   static constexpr int kXBytes = 32, kActs = 1;
+  // (The legacy kernels' order; the sliced kernels use acc below.)
   static __device__ __forceinline__ float dot_at(const W& w, const int8_t* x, const ActBlock* a) {
-    return finish(w.d, a[0], static_cast<float>(dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0))));
+    return __fmul_rn(__fmul_rn(w.d, a[0].d), sum_at(w, x));
+  }
+  // The integer sum of the unit's 32 products, as an exact float.
+  static __device__ __forceinline__ float sum_at(const W& w, const int8_t* x) {
+    return static_cast<float>(dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0)));
   }
   // Copies unit u's activations and ActBlocks (as dot_at reads them) to x, a.
   static __device__ __forceinline__ void pack(const int8_t* xq, const ActBlock* xb, int64_t u,
@@ -159,13 +162,8 @@ struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
     *reinterpret_cast<int4*>(x + 16) = ldx(xq + 32 * u + 16);
     a[0] = xb[u];
   }
-  // The unit's dot from its integer sum s = sum(q x) given as an exact float (weight scale d,
-  // activation block a).
-  static __device__ __forceinline__ float finish(float d, ActBlock a, float s) {
-    return __fmul_rn(__fmul_rn(d, a.d), s);
-  }
-  // The canonical accumulation (top of file): the dot's last product fused into the slice
-  // partial, p = fma(d * a.d, s, p).
+  // The canonical accumulation (top of file) from the unit's integer sum s (an exact float):
+  // the dot's last product fused into the slice partial, p = fma(d * a.d, s, p).
   static __device__ __forceinline__ float acc(float p, float d, ActBlock a, float s) {
     return __fmaf_rn(__fmul_rn(d, a.d), s, p);
   }
@@ -175,7 +173,7 @@ struct Unit<GgmlType::Q8_0> : UnitShape<GgmlType::Q8_0, 32> {
   }
   static __device__ __forceinline__ float acc_at(float p, const W& w, const int8_t* x,
                                                  const ActBlock* a) {
-    return acc(p, w.d, a[0], static_cast<float>(dot4(w.q + 4, ldx(x + 16), dot4(w.q, ldx(x), 0))));
+    return acc(p, w.d, a[0], sum_at(w, x));
   }
 };
 
