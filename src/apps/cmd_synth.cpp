@@ -1,6 +1,7 @@
-// `tempo9 synth --arch ARCH (--preset NAME | --config HF_CONFIG.json) --quant Q --seed N -o FILE`:
-// a random-weight GGUF of any supported shape (model/synth/synth.h); `--dry-run` prints the tensor
-// list, the file size and the parameter count instead of writing.
+// `tempo9 synth --arch ARCH (--preset NAME | --config HF_CONFIG.json) --quant Q --seed N -o FILE
+// [--tokenizer tokenizer.json]`: a random-weight GGUF of any supported shape (model/synth/synth.h),
+// with the synthetic vocabulary or a real one; `--dry-run` prints the tensor list, the file size
+// and the parameter count instead of writing.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -15,7 +16,7 @@ namespace t9::apps {
 namespace {
 
 struct SynthArgs {
-  std::string arch, preset, config, quant = "Q8_0", out;
+  std::string arch, preset, config, quant = "Q8_0", out, tokenizer;
   uint64_t seed = 0;
   int vocab = 0;
   int threads = 0;
@@ -42,6 +43,7 @@ Result<synth::SynthOptions> options(const SynthArgs& a) {
   T9_ASSIGN_OR_RETURN(opt.quant, synth::quant_from_name(a.quant));
   opt.seed = a.seed;
   opt.n_threads = a.threads;
+  opt.tokenizer_json = a.tokenizer;
   return opt;
 }
 
@@ -97,6 +99,9 @@ const bool registered = register_command(Command{
       sub.add_option("--quant", a->quant, "F32, F16, BF16, Q8_0, Q4_0, Q6_K, Q4_K_M, Q3_K_M");
       sub.add_option("--seed", a->seed, "random seed (same arguments + seed: same bytes)");
       sub.add_option("--vocab", a->vocab, "vocabulary size (default: the preset's)");
+      sub.add_option("--tokenizer", a->tokenizer,
+                     "a Hugging Face byte-level BPE tokenizer.json to embed (default: a small "
+                     "synthetic vocabulary); padded to the vocabulary size");
       sub.add_option("-t,--threads", a->threads, "threads (default: all)");
       sub.add_option("-o,--out", a->out, "output GGUF file");
       sub.add_flag("--dry-run", a->dry_run, "print the tensor list, size and parameter count");

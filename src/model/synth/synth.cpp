@@ -39,9 +39,9 @@ void put(std::vector<uint8_t>& b, T x) {
 // memory, so the tensors are streamed here: serialize the metadata alone with general.alignment 1
 // (no padding, so the bytes end exactly after the last key) as the last key, then set that key's
 // u32 value, the last 4 bytes, to the real alignment.
-Result<std::vector<uint8_t>> metadata_bytes(const SynthShape& s, SynthQuant q, uint64_t& n_kv) {
+Result<std::vector<uint8_t>> metadata_bytes(const SynthOptions& opt, uint64_t& n_kv) {
   gguf::GgufWriter w;
-  T9_TRY(add_model_metadata(w, s, q));
+  T9_TRY(add_model_metadata(w, opt.shape, opt.quant, opt.tokenizer_json));
   w.set("general.alignment", gguf::Value::u32(1));
   T9_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, w.to_bytes());
   const uint32_t align = kAlignment;
@@ -55,7 +55,7 @@ Result<std::vector<uint8_t>> metadata_bytes(const SynthShape& s, SynthQuant q, u
 Result<std::vector<uint8_t>> file_head(const SynthOptions& opt, const std::vector<TensorPlan>& plan,
                                        std::vector<uint64_t>& offsets) {
   uint64_t n_kv = 0;
-  T9_ASSIGN_OR_RETURN(std::vector<uint8_t> meta, metadata_bytes(opt.shape, opt.quant, n_kv));
+  T9_ASSIGN_OR_RETURN(std::vector<uint8_t> meta, metadata_bytes(opt, n_kv));
   std::vector<uint8_t> b;
   put<uint32_t>(b, gguf::kMagic);
   put<uint32_t>(b, 3);

@@ -22,6 +22,9 @@ struct SynthOptions {
   SynthQuant quant = SynthQuant::Q8_0;
   uint64_t seed = 0;
   int n_threads = 0;  // 0: every hardware thread
+  // A Hugging Face tokenizer.json to embed instead of the synthetic vocabulary
+  // (synth_vocab_json.h); empty: the synthetic one.
+  std::string tokenizer_json;
 };
 
 struct SynthSummary {
@@ -30,8 +33,10 @@ struct SynthSummary {
   uint64_t file_bytes = 0;          // exact size of the file write_synth_gguf makes
 };
 
-// Every metadata key of the file (general.*, <arch>.*, tokenizer.*).
-Status add_model_metadata(gguf::GgufWriter& w, const SynthShape& s, SynthQuant q);
+// Every metadata key of the file (general.*, <arch>.*, tokenizer.*); the tokenizer is read from
+// `tokenizer_json` when it is not empty.
+Status add_model_metadata(gguf::GgufWriter& w, const SynthShape& s, SynthQuant q,
+                          const std::string& tokenizer_json = {});
 
 // The plan and the file size without generating anything (--dry-run).
 Result<SynthSummary> summarize(const SynthOptions& opt);

@@ -4,6 +4,7 @@
 
 #include "model/synth/synth.h"
 #include "model/synth/synth_vocab.h"
+#include "model/synth/synth_vocab_json.h"
 
 namespace t9::synth {
 namespace {
@@ -43,7 +44,8 @@ void add_hybrid_keys(gguf::GgufWriter& w, const std::string& a, const SynthShape
 
 }  // namespace
 
-Status add_model_metadata(gguf::GgufWriter& w, const SynthShape& s, SynthQuant q) {
+Status add_model_metadata(gguf::GgufWriter& w, const SynthShape& s, SynthQuant q,
+                          const std::string& tokenizer_json) {
   const std::string& a = s.arch;
   w.set("general.architecture", Value::str(a));
   w.set("general.name", Value::str(s.name));
@@ -68,6 +70,7 @@ Status add_model_metadata(gguf::GgufWriter& w, const SynthShape& s, SynthQuant q
   }
   if (s.n_expert > 0) add_moe_keys(w, a, s);
   if (s.is_hybrid()) add_hybrid_keys(w, a, s);
+  if (!tokenizer_json.empty()) return add_tokenizer_json_metadata(w, tokenizer_json, s.n_vocab);
   return add_tokenizer_metadata(w, s.n_vocab);
 }
 

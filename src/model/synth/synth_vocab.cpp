@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -78,34 +79,51 @@ int min_vocab_size() {
 }
 
 Status add_tokenizer_metadata(gguf::GgufWriter& w, int n_vocab) {
-  if (n_vocab < min_vocab_size())
-    return error("synth: n_vocab {} is below the synthetic tokenizer's {} tokens", n_vocab,
-                 min_vocab_size());
-  std::vector<std::string> tokens = base_tokens();
-  std::vector<Value> types(tokens.size(), Value::i32(kNormal));
-  const int first_special = static_cast<int>(tokens.size());
+  SynthVocab v;
+  v.tokens = base_tokens();
+  v.types.assign(v.tokens.size(), kNormal);
+  const auto first_special = static_cast<uint32_t>(v.tokens.size());
   for (const char* s : kSpecials) {
-    tokens.emplace_back(s);
-    types.push_back(Value::i32(kControl));
+    v.tokens.emplace_back(s);
+    v.types.push_back(kControl);
   }
-  // The padding is most of a real-shape vocabulary (151k of Qwen3's 152k ids), so a random model
-  // mostly generates it: as normal tokens with visible text ("[PAD123]", ASCII, valid byte-level
-  // BPE) the servers stream something for each one, and benchmarks can time first tokens and
-  // gaps (unused tokens decode to nothing, so nothing was streamed).
-  for (int i = static_cast<int>(tokens.size()); i < n_vocab; ++i) {
-    tokens.push_back(fmt::format("[PAD{}]", i));
-    types.push_back(Value::i32(kNormal));
+  v.merges.assign(std::begin(kMerges), std::end(kMerges));
+  v.bos = first_special;      // <|endoftext|>, not added (as Qwen)
+  v.eos = first_special + 2;  // <|im_end|>
+  v.pad = first_special;
+  return write_tokenizer_metadata(w, std::move(v), n_vocab, "the synthetic tokenizer");
+}
+
+Status write_tokenizer_metadata(gguf::GgufWriter& w, SynthVocab v, int n_vocab,
+                                std::string_view source) {
+  if (v.tokens.size() > static_cast<size_t>(std::max(n_vocab, 0)))
+    return error("synth: n_vocab {} is below the {} token ids of {}", n_vocab, v.tokens.size(),
+                 source);
+  // The padding is most of a real-shape vocabulary (151k of Qwen3's 152k ids with the synthetic
+  // tokenizer), so a random model mostly generates it: as normal tokens with visible text
+  // ("[PAD123]", ASCII, valid byte-level BPE) the servers stream something for each one, and
+  // benchmarks can time first tokens and gaps (unused tokens decode to nothing, so nothing was
+  // streamed). Ids a real vocabulary leaves undefined get the same treatment.
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    if (!v.tokens[i].empty()) continue;
+    v.tokens[i] = fmt::format("[PAD{}]", i);
+    v.types[i] = kNormal;
   }
-  std::vector<std::string> merges(std::begin(kMerges), std::end(kMerges));
+  for (int i = static_cast<int>(v.tokens.size()); i < n_vocab; ++i) {
+    v.tokens.push_back(fmt::format("[PAD{}]", i));
+    v.types.push_back(kNormal);
+  }
+  std::vector<Value> types;
+  types.reserve(v.types.size());
+  for (int32_t t : v.types) types.push_back(Value::i32(t));
   w.set("tokenizer.ggml.model", Value::str("gpt2"));
   w.set("tokenizer.ggml.pre", Value::str("qwen2"));
-  w.set("tokenizer.ggml.tokens", str_array(tokens));
+  w.set("tokenizer.ggml.tokens", str_array(v.tokens));
   w.set("tokenizer.ggml.token_type", Value::array(ValueType::INT32, std::move(types)));
-  w.set("tokenizer.ggml.merges", str_array(merges));
-  const auto id = [&](int k) { return Value::u32(static_cast<uint32_t>(first_special + k)); };
-  w.set("tokenizer.ggml.bos_token_id", id(0));  // <|endoftext|>, not added (as Qwen)
-  w.set("tokenizer.ggml.eos_token_id", id(2));  // <|im_end|>
-  w.set("tokenizer.ggml.padding_token_id", id(0));
+  w.set("tokenizer.ggml.merges", str_array(v.merges));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(v.bos));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(v.eos));
+  w.set("tokenizer.ggml.padding_token_id", Value::u32(v.pad));
   w.set("tokenizer.ggml.add_bos_token", Value::boolean(false));
   w.set("tokenizer.chat_template", Value::str(kChatTemplate));
   return {};
