@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   const Case cases[] = {
       {"expert gate/up, 8 rows", 2048, 512, 8, 256, false},
       {"expert down, 8 rows", 512, 2048, 8, 256, true},
+      // A warm agent turn's suffix (~160 new tokens): ~5 rows per expert, every expert touched.
+      {"expert gate/up, 160 rows", 2048, 512, 160, 256, false},
+      {"expert down, 160 rows", 512, 2048, 160, 256, true},
       {"expert gate/up, 512 rows", 2048, 512, 512, 256, false},
       {"expert down, 512 rows", 512, 2048, 512, 256, true},
       {"expert gate/up, 2048 rows", 2048, 512, 2048, 256, false},

@@ -31,7 +31,8 @@
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
 #              PEER_BIN (folder with llama-bench/llama-server[.xz], default .devrun-peer/bin),
 #              PRESET (qwen3-8b), QUANT (Q4_K_M), MODEL (an existing GGUF: no synth; a synth
-#              file already in /tmp is reused), WAYS ("8 32"), GEN (128), AGENTS (8),
+#              file already in /tmp is reused), TOKENIZER (a tokenizer.json for synth --tokenizer;
+#              staged: .devrun/shared/fixtures/tokenizers/qwen3/tokenizer.json), WAYS ("8 32"), GEN (128), AGENTS (8),
 #              SYSTEM (10000), RATIO (2) or CTX (agents' context per sequence), RUN_ARGS (the
 #              sampling flags of single/long, default "--temp 0"; e.g. "--temp 0.7 --top-k 40"),
 #              ROUNDS (serve: rounds of the batched workload per server, 1; the 32-way figures
@@ -87,10 +88,13 @@ setup() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv
   echo "cores: $(nproc), date: $(date -u +%FT%TZ), sides: $SIDES"
-  M=${MODEL:-/tmp/${PRESET}-${QUANT}.gguf}
+  # TOKENIZER=PATH/tokenizer.json: the synth file carries that real vocabulary (synth
+  # --tokenizer) instead of the synthetic one, which cuts text into ~3.3x as many tokens.
+  M=${MODEL:-/tmp/${PRESET}-${QUANT}${TOKENIZER:+-tok}.gguf}
   if [ ! -f "$M" ]; then
     local t0=$SECONDS
-    "$T9" synth --preset "$PRESET" --quant "$QUANT" --seed 1 -o "$M" 2>&1 | tail -1
+    "$T9" synth --preset "$PRESET" --quant "$QUANT" --seed 1 ${TOKENIZER:+--tokenizer "$TOKENIZER"} \
+      -o "$M" 2>&1 | tail -1
     echo "synth $PRESET $QUANT: $((SECONDS - t0)) s, $(stat -c %s "$M") bytes"
   fi
 }

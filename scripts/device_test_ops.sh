@@ -59,6 +59,8 @@ stage() {
   for arch in llama qwen2 qwen3 gemma3 qwen3moe qwen3next qwen35 qwen35moe; do
     cp -r "$ROOT/../shared/fixtures/reference/$arch" "$STAGE/shared/fixtures/reference/"
   done
+  # The real Qwen3 tokenizer, for bench files with a real vocabulary (h200_bench.sh TOKENIZER).
+  cp -r "$ROOT/../shared/fixtures/tokenizers" "$STAGE/shared/fixtures/"
   local models=${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}
   python3 "$ROOT/dev/kernels/cuda_truncate_gguf.py" "$models/SmolLM2-135M-Instruct.Q4_1.gguf" \
     "$STAGE/smol3.gguf" --blocks 3
@@ -210,7 +212,9 @@ gemm() {
   "$STAGE/bin/cuda_moe_bench" ${GEMM_ITERS:-20} 2>&1 | tee "$OUT/moe_bench.log"
   local ncu c i=0
   ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  for c in "expert gate/up, 2048" "expert down, 2048" "dense 2048->8192"; do
+  local cases=${GEMM_NCU_CASES:-'expert gate/up, 2048|expert down, 2048|dense 2048->8192'}
+  local IFS='|'
+  for c in $cases; do
     i=$((i + 1))
     echo "== ncu $i: $c (full report: $OUT/ncu_gemm_$i.txt)"
     timeout "${NCU_S:-120}" "$ncu" --clock-control none -k regex:mma_kernel --launch-skip 1 \

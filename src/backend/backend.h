@@ -154,7 +154,8 @@ class Backend {
   virtual Result<Buffer*> alloc(size_t n_bytes) = 0;
   virtual void free(Buffer* buf) = 0;
   // Makes host weight bytes (typically an mmapped GGUF region that outlives the backend's use of
-  // them) usable by ops. CPU: wraps the pointer, zero copy. CUDA: copies to the device.
+  // them) usable by ops. CPU: wraps the pointer, zero copy. CUDA: copies to the device. The
+  // buffer is read-only to ops (no op may write it; CUDA matmuls read it ahead of their turn).
   virtual Result<Buffer*> upload_weights(const void* host, size_t n_bytes) = 0;
   // Copies n_bytes from host into dst at byte offset. The host bytes are consumed before this
   // returns, so the caller may reuse them at once (token ids, positions, block tables, AttnSeq).

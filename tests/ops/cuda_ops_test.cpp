@@ -228,7 +228,7 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
       };
       std::vector<std::vector<float>> alone;
       for (int64_t p : probes) alone.push_back(run(p, 1));
-      for (int64_t n_tok : {4, 8, 17, 64, 300}) {
+      for (int64_t n_tok : {4, 8, 17, 64, 160, 300}) {  // 17 .. 160: the split form
         for (int64_t first : {int64_t{0}, int64_t{9}}) {
           const auto y = run(first, n_tok);
           for (size_t k = 0; k < std::size(probes); ++k) {
@@ -426,31 +426,38 @@ TEST_F(Cuda, AddRmsNormEqualsAddThenRmsNorm) {
 }
 
 TEST_F(Cuda, ArgmaxTopKExactWithTies) {
-  auto rng = test_rng();
-  DeviceArena ga(*be_), ca(cpu_);
-  const int64_t v = 50000, n = 3, k = 40;
-  auto x = random_floats(rng, v * n, -10.0f, 10.0f);
-  // Row 1: the max appears three times (lowest index wins); row 2: ties inside the top k.
-  x[v + 41234] = 11.0f, x[v + 777] = 11.0f, x[v + 49999] = 11.0f;
-  for (int64_t i : {100, 200, 300, 40000}) x[2 * v + i] = 9.5f;
-  std::vector<int32_t> am[2], ids[2];
-  std::vector<float> vals[2];
-  int i = 0;
-  for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
-    DeviceArena& ar = i == 0 ? ga : ca;
-    Tensor xt = ar.from_host(x, GgmlType::F32, v, n);
-    Tensor a = ar.poisoned(GgmlType::I32, n), it = ar.poisoned(GgmlType::I32, k, n),
-           vt = ar.poisoned(GgmlType::F32, k, n);
-    be->argmax(xt, a);
-    be->top_k(xt, static_cast<int>(k), it, vt);
-    am[i] = ar.download<int32_t>(a);
-    ids[i] = ar.download<int32_t>(it);
-    vals[i++] = ar.download<float>(vt);
+  // 50000: every row 16-byte aligned (argmax's float4 scan); 50001: rows 1 and 2 are not (the
+  // scalar scan) and row 0 has a one-element tail, where row 0's maximum is put.
+  for (const int64_t v : {int64_t{50000}, int64_t{50001}}) {
+    SCOPED_TRACE(v);
+    auto rng = test_rng();
+    DeviceArena ga(*be_), ca(cpu_);
+    const int64_t n = 3, k = 40;
+    auto x = random_floats(rng, v * n, -10.0f, 10.0f);
+    // Row 1: the max appears three times (lowest index wins); row 2: ties inside the top k.
+    x[v + 41234] = 11.0f, x[v + 777] = 11.0f, x[v + 49999] = 11.0f;
+    for (int64_t i : {100, 200, 300, 40000}) x[2 * v + i] = 9.5f;
+    x[v - 1] = 12.0f;  // row 0: the last element
+    std::vector<int32_t> am[2], ids[2];
+    std::vector<float> vals[2];
+    int i = 0;
+    for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+      DeviceArena& ar = i == 0 ? ga : ca;
+      Tensor xt = ar.from_host(x, GgmlType::F32, v, n);
+      Tensor a = ar.poisoned(GgmlType::I32, n), it = ar.poisoned(GgmlType::I32, k, n),
+             vt = ar.poisoned(GgmlType::F32, k, n);
+      be->argmax(xt, a);
+      be->top_k(xt, static_cast<int>(k), it, vt);
+      am[i] = ar.download<int32_t>(a);
+      ids[i] = ar.download<int32_t>(it);
+      vals[i++] = ar.download<float>(vt);
+    }
+    EXPECT_EQ(am[0], am[1]);
+    EXPECT_EQ(am[0][0], v - 1);
+    EXPECT_EQ(am[0][1], 777);
+    EXPECT_EQ(ids[0], ids[1]);
+    EXPECT_EQ(vals[0], vals[1]);
   }
-  EXPECT_EQ(am[0], am[1]);
-  EXPECT_EQ(am[0][1], 777);
-  EXPECT_EQ(ids[0], ids[1]);
-  EXPECT_EQ(vals[0], vals[1]);
 }
 
 // ---- rope ----

@@ -22,6 +22,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_set>
 
 #include "backend/backend.h"
 
@@ -53,6 +54,10 @@ struct CudaBackendConfig {
   // GLUs write the int8 codes of their output for the matmul that reads it next
   // (cuda_derived.cuh; same bits); TEMPO9_CUDA_FUSE_ROUNDING=0 turns it off.
   bool fuse_rounding = true;
+  // Matmuls of uploaded weights (upload_weights: no kernel writes them) start reading their
+  // weights before the dependent-launch wait, while the previous kernel still runs (same bits;
+  // needs pdl); TEMPO9_CUDA_EARLY_WEIGHTS=0 turns it off.
+  bool early_weights = true;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -170,6 +175,9 @@ class CudaBackend final : public Backend {
   cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
+  // Buffers from upload_weights: read-only to kernels, so their matmuls may read them early.
+  std::unordered_set<const Buffer*> weight_bufs_;
+  bool early_weights_ = false;  // CudaBackendConfig::early_weights, with pdl on
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
 };

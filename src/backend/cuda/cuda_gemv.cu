@@ -60,6 +60,7 @@ struct QArgs {
   TensorDesc x;
   TensorDesc y;
   const float* bias;
+  bool w_early = false;  // launch_fast_matmul's: the first weights are staged before the wait
 };
 
 // Copies segment `seg` of rows g*kRows.. into buf (kRows slots of kLoads * 512 bytes).
@@ -85,7 +86,6 @@ __device__ __forceinline__ void stage(const QArgs<U>& a, int64_t g, int64_t seg,
 
 template <GgmlType T, int kTok>
 __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(QArgs<Unit<T>> a) {
-  pdl_enter();
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kWeightSmem = kWarps * 2 * kRows * U::kLoads * 512;
@@ -98,10 +98,12 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q_kernel(QArgs<Unit<T>> a) {
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
 
+  if (!a.w_early) pdl_enter();
   if (g0 < n_groups) {
     stage(a, g0, 0, bufs, lane);  // the first weights are in flight while x is quantized
     cp_async_commit();
   }
+  if (a.w_early) pdl_enter();  // and while the predecessor finishes
   const int8_t* xq_all = a.xq;
   const ActBlock* xb_all = a.xb;
   if (kTok == 1 && a.xq == nullptr) {
@@ -299,7 +301,7 @@ void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, Stream& stream) {
 
 template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Scratch& scratch,
-           Stream& stream, const RoundedX* pre) {
+           Stream& stream, const RoundedX* pre, bool w_early) {
   const int64_t n_in = w.ne[0], n_tok = x.n_rows();
   QArgs<Unit<T>> a{reinterpret_cast<const uint8_t*>(base_ptr(w)),
                    static_cast<int64_t>(w.nb[1]),
@@ -311,7 +313,8 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
                    nullptr,
                    desc(x),
                    desc(y),
-                   bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr};
+                   bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
+                   w_early};
   // Q4_K rows on 16-byte boundaries: the direct kernel (TEMPO9_CUDA_STAGED=1: the staged one).
   static const bool staged = std::getenv("TEMPO9_CUDA_STAGED") != nullptr;
   const bool direct = T == GgmlType::Q4_K && !staged && a.row_bytes % 16 == 0 &&
@@ -345,6 +348,7 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   if constexpr (sliced_type) {
     if (sliced) {
       SliceArgs s{a.w, a.row_bytes, a.n_out, n_in, n_tok, a.xq, a.xb, a.y, a.bias};
+      s.w_early = w_early;
       if (base != nullptr) s.split_p = reinterpret_cast<float*>(base + split_at);
       if (mma) return launch_mma<T>(s, stream);
       return launch_slice_gemv<T>(s, stream);
@@ -399,38 +403,38 @@ void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int
 }
 
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, Stream& stream, const RoundedX* pre) {
+                        Scratch& scratch, Stream& stream, const RoundedX* pre, bool w_early) {
   // Every weight row starts on a 2-byte boundary (all block sizes are even) in these formats.
   const bool w2 = reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 == 0;
   switch (w.type) {
     case GgmlType::Q4_0:
       if (!w2) return false;
-      run_q<GgmlType::Q4_0>(w, x, bias, y, scratch, stream, pre);
+      run_q<GgmlType::Q4_0>(w, x, bias, y, scratch, stream, pre, w_early);
       return true;
     case GgmlType::Q4_1:
       if (!w2) return false;
-      run_q<GgmlType::Q4_1>(w, x, bias, y, scratch, stream, pre);
+      run_q<GgmlType::Q4_1>(w, x, bias, y, scratch, stream, pre, w_early);
       return true;
     case GgmlType::Q5_0:
       if (!w2) return false;
-      run_q<GgmlType::Q5_0>(w, x, bias, y, scratch, stream, pre);
+      run_q<GgmlType::Q5_0>(w, x, bias, y, scratch, stream, pre, w_early);
       return true;
     case GgmlType::Q8_0:
       if (!w2) return false;
-      run_q<GgmlType::Q8_0>(w, x, bias, y, scratch, stream, pre);
+      run_q<GgmlType::Q8_0>(w, x, bias, y, scratch, stream, pre, w_early);
       return true;
     case GgmlType::Q4_K:
       if (!w2) return false;
-      run_q<GgmlType::Q4_K>(w, x, bias, y, scratch, stream, pre);
+      run_q<GgmlType::Q4_K>(w, x, bias, y, scratch, stream, pre, w_early);
       return true;
     case GgmlType::Q6_K:
       if (!w2) return false;
-      run_q<GgmlType::Q6_K>(w, x, bias, y, scratch, stream, pre);
+      run_q<GgmlType::Q6_K>(w, x, bias, y, scratch, stream, pre, w_early);
       return true;
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::F32:
-      return launch_float_matmul(w, x, bias, y, stream);
+      return launch_float_matmul(w, x, bias, y, stream, w_early);
     default:
       return false;
   }

@@ -43,12 +43,15 @@ void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int
 
 // True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment
 // of w / x needs the stage-1 kernel (cuda_matmul.cu). Shapes are checked by the caller. `pre`:
-// x already rounded (round_x of this x), or null.
+// x already rounded (round_x of this x), or null. `w_early`: w is read-only to every kernel
+// (uploaded weights), so the kernels may start reading it before their dependent-launch wait
+// (prefetch_l2, cuda_common.cuh); false for a w that a kernel may have just written.
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, Stream& stream, const RoundedX* pre = nullptr);
+                        Scratch& scratch, Stream& stream, const RoundedX* pre = nullptr,
+                        bool w_early = false);
 
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                         Stream& stream);
+                         Stream& stream, bool w_early = false);
 
 }  // namespace t9::cuda

@@ -51,14 +51,20 @@ __device__ __forceinline__ void unpack16(uint4 v, float* f) {
 template <GgmlType T, int kTok, bool kSplit, int kR = kRows>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_f_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_out, TensorDesc x,
-                  TensorDesc y, const float* __restrict__ bias, int64_t n_tok) {
-  pdl_enter();
+                  TensorDesc y, const float* __restrict__ bias, int64_t n_tok, bool w_early) {
+  if (!w_early) pdl_enter();
   constexpr int kE = T == GgmlType::F32 ? 4 : 8;  // elements per 16-byte unit
   constexpr int kStride = kSplit ? 32 * kWarps : 32;
   __shared__ float part[kSplit ? kWarps : 1][kR][kTok];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t g =
       kSplit ? static_cast<int64_t>(blockIdx.x) : static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (w_early) {  // this block's (warp's) rows into L2 before the wait
+    if (blockIdx.y == 0 && g * kR < n_out)
+      prefetch_l2(w + g * kR * row_bytes, min64(kR, n_out - g * kR) * row_bytes,
+                  kSplit ? static_cast<int>(threadIdx.x) : lane, kSplit ? kWarps * 32 : 32);
+    pdl_enter();
+  }
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, n_tok - t0));
   if (g * kR >= n_out) return;
@@ -134,8 +140,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // ---- launchers ----
 
 template <GgmlType T, int kTok>
-void launch_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-              Stream& stream) {
+void launch_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Stream& stream,
+              bool w_early) {
   const int64_t n_out = w.ne[1], n_tok = x.n_rows();
   const int64_t tok_groups = (n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", n_tok);
@@ -152,24 +158,25 @@ void launch_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor
   if (split && kTok == 8 && n_out >= 8 * kWide) {
     const dim3 wide(grid_1d(n_out, kWide), static_cast<unsigned>(tok_groups));
     stream.launch(gemv_f_kernel<T, kTok, true, kWide>, wide, kWarps * 32, 0, wp,
-                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok);
+                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok, w_early);
   } else if (split) {
     stream.launch(gemv_f_kernel<T, kTok, true>, grid, kWarps * 32, 0, wp,
-                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok);
+                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok, w_early);
   } else
     stream.launch(gemv_f_kernel<T, kTok, false>, grid, kWarps * 32, 0, wp,
-                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok);
+                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok, w_early);
 }
 
 template <GgmlType T>
-void run_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Stream& stream) {
+void run_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Stream& stream,
+           bool w_early) {
   switch (tok_tile(x.n_rows())) {
     case 1:
-      return launch_f<T, 1>(w, x, bias, y, stream);
+      return launch_f<T, 1>(w, x, bias, y, stream, w_early);
     case 4:
-      return launch_f<T, 4>(w, x, bias, y, stream);
+      return launch_f<T, 4>(w, x, bias, y, stream, w_early);
     default:
-      return launch_f<T, 8>(w, x, bias, y, stream);
+      return launch_f<T, 8>(w, x, bias, y, stream, w_early);
   }
 }
 
@@ -180,14 +187,14 @@ bool aligned16(const Tensor& t) {
 }  // namespace
 
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                         Stream& stream) {
+                         Stream& stream, bool w_early) {
   // 16-byte weight units and float4 activation loads: rows and x rows 16-byte aligned.
   const bool ok = w.nb[1] % 16 == 0 && aligned16(w) && aligned16(x) && x.nb[1] % 16 == 0 &&
                   x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0;
   if (!ok) return false;
-  if (w.type == GgmlType::F16) run_f<GgmlType::F16>(w, x, bias, y, stream);
-  if (w.type == GgmlType::BF16) run_f<GgmlType::BF16>(w, x, bias, y, stream);
-  if (w.type == GgmlType::F32) run_f<GgmlType::F32>(w, x, bias, y, stream);
+  if (w.type == GgmlType::F16) run_f<GgmlType::F16>(w, x, bias, y, stream, w_early);
+  if (w.type == GgmlType::BF16) run_f<GgmlType::BF16>(w, x, bias, y, stream, w_early);
+  if (w.type == GgmlType::F32) run_f<GgmlType::F32>(w, x, bias, y, stream, w_early);
   return true;
 }
 

@@ -53,12 +53,13 @@ constexpr int64_t kMaxPackedX = 48 << 10;
 // at a time (their loads in flight together, each activation read once for all of them).
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
-  pdl_enter();
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   static_assert(kR * kTok <= 32, "one lane per output in the final sum");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
-  const bool by_pair = a.ids != nullptr;  // matmul_id: blockIdx.y is a pair (kTok == 1)
+  const bool by_pair = a.ids != nullptr;     // matmul_id: blockIdx.y is a pair (kTok == 1)
+  const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  if (!early) pdl_enter();
   if (by_pair && !select_pair(a)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
@@ -75,6 +76,11 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   int64_t o = (static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp) * kR;
   if (kBufs > 0 && o < a.n_out) stage_row(a, o, bufs, lane);
   cp_async_commit();
+  if (early) {  // the first row's weights are in flight (staged) or asked of L2 (direct)
+    if (kBufs == 0 && o < a.n_out)
+      prefetch_l2(a.w + o * a.row_bytes, min64(kR, a.n_out - o) * a.row_bytes, lane, 32);
+    pdl_enter();
+  }
   if constexpr (kPacked) {  // while the first rows are in flight
     for (int64_t i = warp; i < nt * n_pos; i += kSliceWarps) {
       const int64_t t = i / n_pos, j = i % n_pos, k = (t * n_pos + j) * 32 + lane;
@@ -160,12 +166,14 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
 // order, then one lane per row adds the 32 partials. kBufs and kR as in gemv_slice_kernel.
 template <GgmlType T, int kBufs, int kR>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a) {
-  pdl_enter();
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   static_assert(T != GgmlType::Q8_0, "Q8_0's canonical acc is not p + a pure unit dot");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
-  if (a.ids != nullptr && !select_pair(a)) return;  // matmul_id: blockIdx.y is a pair
+  const bool by_pair = a.ids != nullptr;     // matmul_id: blockIdx.y is a pair
+  const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  if (!early) pdl_enter();
+  if (by_pair && !select_pair(a)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
   const int64_t n_units = a.n_in / U::kElems;
@@ -179,6 +187,11 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
   if (o >= a.n_out) return;  // uniform per warp; no block barriers
   if (kBufs > 0) stage_row(a, o, bufs, lane);
   cp_async_commit();
+  if (early) {  // the first row's weights are in flight (staged) or asked of L2 (direct)
+    if (kBufs == 0)
+      prefetch_l2(a.w + o * a.row_bytes, min64(kR, a.n_out - o) * a.row_bytes, lane, 32);
+    pdl_enter();
+  }
   for (int it = 0; o < a.n_out; o += stride, ++it) {
     uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * slot : 0);
     if constexpr (kBufs == 2) {

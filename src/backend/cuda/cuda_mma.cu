@@ -18,6 +18,7 @@
 // SliceArgs::split_p): each stores its slice partials, and split_total_kernel adds them in order.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "backend/cuda/cuda_units.cuh"
@@ -332,7 +333,6 @@ static_assert(3 * (Smem<GgmlType::Q4_K, 4>::kBytes + 64 * 4 + kBM + 1024) <= 228
 
 template <GgmlType T, int kNT>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(SliceArgs a) {
-  pdl_enter();
   using K = MmaCopies<T, kNT>;
   using M = MmaType<T>;
   using L = Smem<T, kNT>;
@@ -342,7 +342,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   const int wm = warp / 2, wn = warp % 2, g = lane / 4, tq = lane % 4;
   const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kBM;
   int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBN;
-  if (a.tile_first != nullptr && !select_expert(a, kBN, t0)) return;  // grouped matmul_id
+  const bool grouped = a.tile_first != nullptr;  // matmul_id: the tile's expert from the sort
+  const bool early = a.w_early && !grouped;      // the sort is a predecessor's output
+  if (!early) pdl_enter();
+  if (grouped && !select_expert(a, kBN, t0)) return;
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
   // Units [u_begin, u_end): all, or (split form) those of slices 8z .. 8z + 7.
   const bool split = a.split_p != nullptr;
@@ -371,10 +374,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   const auto units_of = [&](int64_t c) {
     return min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
   };
-  if (c_begin < c_end) {
-    copies.issue_w(c_begin, units_of(c_begin));
-    copies.issue_x(c_begin, units_of(c_begin), 0, smem);
-  }
+  if (c_begin < c_end) copies.issue_w(c_begin, units_of(c_begin));
+  if (early) pdl_enter();  // the first weights are in flight; x is a predecessor's output
+  if (c_begin < c_end) copies.issue_x(c_begin, units_of(c_begin), 0, smem);
   cp_async_commit();
   const uint8_t* act = smem + L::kRaw;
   const WarpTile w{dec + (wm * 32 + lane % 8 + 8 * ((lane / 8) % 2)) * kStride + 16 * (lane / 16),
@@ -486,14 +488,19 @@ void launch_mma(const SliceArgs& a, Stream& stream) {
 // the 4 MB k projection, run 57). Each of the four launches then walks a quarter of n_in; at
 // least one unit per slice (n_units >= 32). The partials cost 32 floats per output written and
 // read: at 224 tiles (4096 x 14336, 32 rows) the split took 95 us against 75 (run 60), so wider
-// calls stay whole. TEMPO9_CUDA_MMA_SPLIT=0 (read once, measurement): never.
+// calls stay whole. Up to 256 rows: a warm agent turn's ~160-token suffix on Qwen3.5-35B ran its
+// narrow projections (2048 -> 512 and -> 64 at 3 x 8 and 3 x 1 tiles) at 48 us each whole (run
+// 64). TEMPO9_CUDA_MMA_SPLIT=0 (read once, measurement): never.
 size_t mma_split_bytes(int64_t n_out, int64_t n_tok, int64_t n_units) {
   static const bool off = [] {
     const char* e = std::getenv("TEMPO9_CUDA_MMA_SPLIT");
     return e != nullptr && e[0] == '0';
   }();
-  if (off || n_tok > 64 || n_units < 32) return 0;
-  const int64_t tiles = (n_out + kBM - 1) / kBM * (n_tok <= 32 ? 1 : 2);
+  if (off || n_tok > 256 || n_units < 32) return 0;
+  // Activation-row tiles: one of 32 rows, or 64-row tiles (counted as at least two: the wider
+  // tile's block does twice the work).
+  const int64_t row_tiles = n_tok <= 32 ? 1 : std::max<int64_t>(2, (n_tok + 63) / 64);
+  const int64_t tiles = (n_out + kBM - 1) / kBM * row_tiles;
   if (tiles >= sm_count()) return 0;
   return static_cast<size_t>(32 * n_tok * n_out) * sizeof(float);
 }
@@ -508,7 +515,10 @@ int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {
   if (forced != 0) return forced;
   // 32-row tiles up to a mean of 64 rows per expert: at 64 (8 agents' 2048-row steps, 8 of 256
   // experts per token) a 64-row tile leaves a third of its rows empty on average, and 32-row
-  // tiles ran the agents bench 4.9% faster (run 44); above that, 64.
+  // tiles ran the agents bench 4.9% faster (run 44); above that, 64. 16-row tiles (twice the
+  // blocks per SM) up to a mean of 8: a warm agent turn's ~160 tokens (5 per expert) reached
+  // its first token in 66-72 ms with them against 74-80 with 32 (run 64).
+  if (pairs <= 8 * n_expert) return 16;
   return pairs <= 64 * n_expert ? 32 : 64;
 }
 

@@ -487,6 +487,9 @@ struct SliceArgs {
   // empty slices, plus the bias, into y. The same bits as one launch, with four times the blocks.
   // Null: one launch computes y.
   float* split_p = nullptr;
+  // Plain matmuls of uploaded weights (launch_fast_matmul's w_early): the kernel starts its
+  // first weight reads before its dependent-launch wait (cuda_common.cuh, prefetch_l2).
+  bool w_early = false;
 };
 
 // The one-row matmul of pair blockIdx.y (see SliceArgs). False (flagged once) when its expert id
