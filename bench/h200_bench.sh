@@ -116,7 +116,9 @@ ours_run() {
 
 single() {
   echo "== single stream ($M)"
-  has ours && ours_run 512
+  # SINGLE_X: the prompt's 'x' count (with TOKENIZER's real vocabulary 8 x's are one token:
+  # SINGLE_X=4096 gives 512 tokens).
+  has ours && ours_run "${SINGLE_X:-512}"
   has peer && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
 }
 
