@@ -343,7 +343,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kBM;
   int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBN;
   const bool grouped = a.tile_first != nullptr;  // matmul_id: the tile's expert from the sort
-  const bool early = a.w_early && !grouped;      // the sort is a predecessor's output
+  // The sort (and any x_rows) are a predecessor's output: read after the wait.
+  const bool early = a.w_early && !grouped && a.x_rows == nullptr;
   if (!early) pdl_enter();
   if (grouped && !select_expert(a, kBN, t0)) return;
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
@@ -515,9 +516,9 @@ int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {
   if (forced != 0) return forced;
   // 32-row tiles up to a mean of 64 rows per expert: at 64 (8 agents' 2048-row steps, 8 of 256
   // experts per token) a 64-row tile leaves a third of its rows empty on average, and 32-row
-  // tiles ran the agents bench 4.9% faster (run 44); above that, 64. 16-row tiles (twice the
-  // blocks per SM) up to a mean of 8: a warm agent turn's ~160 tokens (5 per expert) reached
-  // its first token in 66-72 ms with them against 74-80 with 32 (run 64).
+  // tiles ran the agents bench 4.9% faster (run 44); above that, 64. 16-row tiles (four blocks
+  // per SM, by shared memory, instead of three) up to a mean of 8: a warm agent turn's ~160 tokens
+  // (5 per expert) reached its first token in 66-72 ms with them against 74-80 with 32 (run 64).
   if (pairs <= 8 * n_expert) return 16;
   return pairs <= 64 * n_expert ? 32 : 64;
 }
