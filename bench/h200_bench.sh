@@ -5,6 +5,9 @@
 #              and the peer: scripts/build_peer_cuda.sh && scripts/build_peer_cuda.sh stage
 #              (-> .devrun-peer/bin), or scripts/build_peer_cuda.sh pack and
 #              `bash scripts/build_peer_cuda.sh device-build` there (-> /tmp/peer/bin).
+#              One call carries 64 MiB: for `agents`/`serve` beside the peer, stage it with
+#              PEER_BINS=llama-server and drop from .devrun what the call does not use (the
+#              test binary, the benches, shared/fixtures/reference).
 # There (run tool, carry the stage folders, repo root):
 #   bash bench/h200_bench.sh [PARTS]      PARTS: comma list of
 #       single   tempo9 run --backend cuda (512-token prompt + GEN generated, twice) and
@@ -75,6 +78,11 @@ setup() {
   local st=$ROOT/${STAGE:-.devrun}
   unxz_dir "$st/bin"
   T9=$st/bin/tempo9
+  # The tokenizer may travel compressed (11 MB of JSON, ~2 MB as .xz).
+  if [ -n "${TOKENIZER:-}" ] && [ ! -f "$TOKENIZER" ] && [ -f "$TOKENIZER.xz" ]; then
+    python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' \
+      "$TOKENIZER.xz"
+  fi
   export LD_LIBRARY_PATH=$st/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   if has peer; then
     PB=${PEER_BIN:-$ROOT/.devrun-peer/bin}
@@ -83,7 +91,10 @@ setup() {
     cb=$(cublas_dir)
     PEER_LD=$(dirname "$PB")/lib${cb:+:$cb}
     echo "peer: $PB, cuBLAS from ${cb:-NOT FOUND}"
-    [ -x "$PB/llama-bench" ] || { echo "peer binaries missing in $PB"; SIDES=${SIDES//peer/}; }
+    # llama-server serves `serve` and `agents`; llama-bench only `single` and `long` (a call's
+    # 64 MiB holds one of them beside tempo9: build_peer_cuda.sh stage with PEER_BINS).
+    [ -x "$PB/llama-server" ] || [ -x "$PB/llama-bench" ] ||
+      { echo "peer binaries missing in $PB"; SIDES=${SIDES//peer/}; }
   fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv
@@ -119,7 +130,7 @@ single() {
   # SINGLE_X: the prompt's 'x' count (with TOKENIZER's real vocabulary 8 x's are one token:
   # SINGLE_X=4096 gives 512 tokens).
   has ours && ours_run "${SINGLE_X:-512}"
-  has peer && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
+  has peer && [ -x "$PB/llama-bench" ] && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
 }
 
 # tempo9 with TEMPO9_CUDA_LEGACY_GEMV=1: Q4_K/Q6_K/Q8_0 on the previous dp4a GEMV for every row
@@ -147,7 +158,7 @@ nographs() {
 long() {
   echo "== long prompt"
   has ours && ours_run 8192
-  has peer && peer llama-bench -m "$M" -ngl 99 -p 8192 -n 0 -r 2 -o md
+  has peer && [ -x "$PB/llama-bench" ] && peer llama-bench -m "$M" -ngl 99 -p 8192 -n 0 -r 2 -o md
 }
 
 wait_http() {

@@ -54,7 +54,10 @@ build() {
 stage() {
   local out=$ROOT/.devrun-peer
   rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
-  cp "$PEER/build/bin/llama-bench" "$PEER/build/bin/llama-server" "$out/bin/"
+  # PEER_BINS: which binaries (default both; each is ~40 MB after xz, so a call that also
+  # carries tempo9 takes one: PEER_BINS=llama-server for serve/agents).
+  local b
+  for b in ${PEER_BINS:-llama-bench llama-server}; do cp "$PEER/build/bin/$b" "$out/bin/"; done
   for bin in "$out"/bin/*; do
     ldd "$bin" | awk '/=> \//{print $3}' |
       grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libgomp|ld-linux[^/]*|libcuda|libcublas|libcublasLt)\.so' |

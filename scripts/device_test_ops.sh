@@ -59,8 +59,11 @@ stage() {
   for arch in llama qwen2 qwen3 gemma3 qwen3moe qwen3next qwen35 qwen35moe; do
     cp -r "$ROOT/../shared/fixtures/reference/$arch" "$STAGE/shared/fixtures/reference/"
   done
-  # The real Qwen3 tokenizer, for bench files with a real vocabulary (h200_bench.sh TOKENIZER).
-  cp -r "$ROOT/../shared/fixtures/tokenizers" "$STAGE/shared/fixtures/"
+  # The real Qwen3 tokenizer, for bench files with a real vocabulary (h200_bench.sh TOKENIZER,
+  # which unpacks the .xz).
+  mkdir -p "$STAGE/shared/fixtures/tokenizers/qwen3"
+  xz -T2 -6 -c "$ROOT/../shared/fixtures/tokenizers/qwen3/tokenizer.json" \
+    >"$STAGE/shared/fixtures/tokenizers/qwen3/tokenizer.json.xz"
   local models=${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}
   python3 "$ROOT/dev/kernels/cuda_truncate_gguf.py" "$models/SmolLM2-135M-Instruct.Q4_1.gguf" \
     "$STAGE/smol3.gguf" --blocks 3
