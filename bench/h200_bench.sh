@@ -27,8 +27,9 @@
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
 #       kernels  ncu's time for every kernel of a KERNELS_PROMPT-token prompt (4) and
 #                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
-#                (KERNELS_GEN=1: the prompt's) by bench/ncu_kernels.py ($OUT/ncu_*.csv,
-#                $OUT/kernels_*.txt)
+#                by bench/ncu_kernels.py ($OUT/ncu_*.csv, $OUT/kernels_*.txt); for the prompt's
+#                kernels run `bench/ncu_kernels.py CSV --window 0` on the CSV (with KERNELS_GEN=1
+#                the last window is only the logits' few kernels)
 #       synth    only make the file
 #       default: single,serve
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
