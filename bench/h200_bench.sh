@@ -55,11 +55,14 @@ WAYS=${WAYS:-8 32}
 GEN=${GEN:-128}
 exec > >(tee -a "$OUT/bench.log") 2>&1
 
+# FILE.xz -> FILE (no xz binary on the device image).
+unxz_file() {
+  python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$1"
+}
 unxz_dir() {
   for f in "$1"/*.xz; do
     [ -f "$f" ] || continue
-    python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f"
-    chmod +x "${f%.xz}" && rm "$f"
+    unxz_file "$f" && chmod +x "${f%.xz}" && rm "$f"
   done
 }
 
@@ -81,8 +84,7 @@ setup() {
   T9=$st/bin/tempo9
   # The tokenizer may travel compressed (11 MB of JSON, ~2 MB as .xz).
   if [ -n "${TOKENIZER:-}" ] && [ ! -f "$TOKENIZER" ] && [ -f "$TOKENIZER.xz" ]; then
-    python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' \
-      "$TOKENIZER.xz"
+    unxz_file "$TOKENIZER.xz"
   fi
   export LD_LIBRARY_PATH=$st/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   if has peer; then

@@ -35,7 +35,8 @@ namespace t9 {
 struct Buffer {
   void* device_ptr = nullptr;
   size_t n_bytes = 0;
-  bool owned = true;  // false: wraps memory the backend does not free (mmapped weights on CPU)
+  bool owned = true;     // false: wraps memory the backend does not free (mmapped weights on CPU)
+  bool weights = false;  // from upload_weights: read-only to every op
 };
 
 // A typed view into a Buffer. Cheap to copy; does not own memory.

@@ -149,7 +149,8 @@ void CpuBackend::free(Buffer* buf) {
 }
 
 Result<Buffer*> CpuBackend::upload_weights(const void* host, size_t n_bytes) {
-  return new Buffer{const_cast<void*>(host), n_bytes, false};  // zero copy; ops never write it
+  return new Buffer{const_cast<void*>(host), n_bytes, false,
+                    true};  // zero copy; ops never write it
 }
 
 void CpuBackend::upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) {

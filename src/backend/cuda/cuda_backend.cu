@@ -465,14 +465,13 @@ void CudaBackend::free(Buffer* buf) {
   derived_->clear();
   CUDA_CHECK(cudaStreamSynchronize(stream_->before_free()));  // queued ops may still use it
   if (buf->owned) CUDA_CHECK(cudaFree(buf->device_ptr));
-  weight_bufs_.erase(buf);
   delete buf;
 }
 
 Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
   T9_ASSIGN_OR_RETURN(Buffer * buf, alloc(n_bytes));
   CUDA_CHECK(cudaMemcpy(buf->device_ptr, host, n_bytes, cudaMemcpyHostToDevice));
-  weight_bufs_.insert(buf);
+  buf->weights = true;
   return buf;
 }
 

@@ -22,7 +22,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_set>
 
 #include "backend/backend.h"
 
@@ -175,9 +174,7 @@ class CudaBackend final : public Backend {
   cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
-  // Buffers from upload_weights: read-only to kernels, so their matmuls may read them early.
-  std::unordered_set<const Buffer*> weight_bufs_;
-  bool early_weights_ = false;  // CudaBackendConfig::early_weights, with pdl on
+  bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
 };

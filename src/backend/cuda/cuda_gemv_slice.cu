@@ -34,6 +34,16 @@ __device__ __forceinline__ void stage_row(const SliceArgs& a, int64_t o, uint8_t
   for (int64_t i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, src - skew + 16 * i);
 }
 
+// The dependent-launch wait of a kernel that read its weights early (SliceArgs::w_early): staged
+// kernels have the warp's first row in flight already; unstaged ones (kBufs 0) ask L2 for rows
+// o .. o + kR - 1 first.
+template <int kBufs, int kR>
+__device__ __forceinline__ void enter_early(const SliceArgs& a, int64_t o, int lane) {
+  if (kBufs == 0 && o < a.n_out)
+    prefetch_l2(a.w + o * a.row_bytes, min64(kR, a.n_out - o) * a.row_bytes, lane, 32);
+  pdl_enter();
+}
+
 // Bytes of the packed activations of one activation row: for each slice position j < J (the
 // longest slice) and lane l, unit u0_l + j's activations (kXBytes) and ActBlocks, so that lane l
 // reads its units' activations from consecutive shared addresses (the activations of a unit sit
@@ -76,11 +86,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   int64_t o = (static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp) * kR;
   if (kBufs > 0 && o < a.n_out) stage_row(a, o, bufs, lane);
   cp_async_commit();
-  if (early) {  // the first row's weights are in flight (staged) or asked of L2 (direct)
-    if (kBufs == 0 && o < a.n_out)
-      prefetch_l2(a.w + o * a.row_bytes, min64(kR, a.n_out - o) * a.row_bytes, lane, 32);
-    pdl_enter();
-  }
+  if (early) enter_early<kBufs, kR>(a, o, lane);
   if constexpr (kPacked) {  // while the first rows are in flight
     for (int64_t i = warp; i < nt * n_pos; i += kSliceWarps) {
       const int64_t t = i / n_pos, j = i % n_pos, k = (t * n_pos + j) * 32 + lane;
@@ -187,11 +193,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
   if (o >= a.n_out) return;  // uniform per warp; no block barriers
   if (kBufs > 0) stage_row(a, o, bufs, lane);
   cp_async_commit();
-  if (early) {  // the first row's weights are in flight (staged) or asked of L2 (direct)
-    if (kBufs == 0)
-      prefetch_l2(a.w + o * a.row_bytes, min64(kR, a.n_out - o) * a.row_bytes, lane, 32);
-    pdl_enter();
-  }
+  if (early) enter_early<kBufs, kR>(a, o, lane);
   for (int it = 0; o < a.n_out; o += stride, ++it) {
     uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * slot : 0);
     if constexpr (kBufs == 2) {

@@ -167,7 +167,7 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     pre = derived_->codes(x);  // x's codes, written by the op that wrote x
   derived_->wrote(y);
   if (x.n_rows() == 0 || n_out == 0) return;
-  const bool w_early = early_weights_ && weight_bufs_.contains(w.buf);
+  const bool w_early = early_weights_ && w.buf->weights;  // read-only: no kernel writes it
   if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre, w_early)) return;
   cuda::dispatch_weight_type(w.type, [&](auto tag) {
     cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, *stream_);
