@@ -91,7 +91,7 @@ device_build() {
     -DGGML_CUDA_FA_ALL_QUANTS=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON >"$w/cmake.log" 2>&1 || true
   local rc=0
-  nice -n 19 ninja -C "$w/build" -j"$(nproc)" llama-bench llama-server >"$w/ninja.log" 2>&1 || rc=$?
+  nice -n 19 ninja -C "$w/build" -j"${DEVICE_JOBS:-$(nproc)}" llama-bench llama-server >"$w/ninja.log" 2>&1 || rc=$?
   cp "$w/build/bin/llama-bench" "$w/build/bin/llama-server" "$w/bin/" 2>/dev/null || rc=99
   echo "device-build rc $rc in $((SECONDS - t0)) s" | tee "$w/done"
 }

@@ -227,7 +227,12 @@ TEST_P(CudaGraphModel, SteppedLogitsBitwiseEqualWithGraphsPdlAndFusedRoundingOff
   ASSERT_TRUE(convert::convert_hf_to_gguf({dir, gguf.string(), GgmlType::Q8_0, ""}).ok());
   CudaBackend on({.device = 0, .graphs = true});
   CudaBackend off({.device = 0, .graphs = false, .pdl = false, .fuse_rounding = false});
-  CudaBackend unfused({.device = 0, .graphs = true, .pdl = true, .fuse_rounding = false});
+  CudaBackend unfused({.device = 0,
+                       .graphs = true,
+                       .pdl = true,
+                       .fuse_rounding = false,
+                       .early_weights = true,
+                       .fuse_parts = false});
   const ModelRun a = run_model(on, gguf.string(), GgmlType::F16, toks);
   const ModelRun b = run_model(off, gguf.string(), GgmlType::F16, toks);
   const ModelRun c = run_model(unfused, gguf.string(), GgmlType::F16, toks);
@@ -241,6 +246,10 @@ TEST_P(CudaGraphModel, SteppedLogitsBitwiseEqualWithGraphsPdlAndFusedRoundingOff
   // Every step's GLUs hand their codes to the down projection (at least one per layer).
   EXPECT_GE(on.rounding_reuses(), static_cast<long>(toks.size()));
   EXPECT_EQ(off.rounding_reuses(), 0);
+  // q/k/v (and qwen2's gate/up, the hybrid's GDN input projections) of every layer and step ran
+  // as one launch each: the same bits as `unfused`, which ran them one by one.
+  EXPECT_GE(on.fused_matmuls(), static_cast<long>(toks.size()));
+  EXPECT_EQ(unfused.fused_matmuls(), 0);
   // The whole-sequence pass groups 160 x 2 pairs per MoE layer on the device: the up and down
   // projections reuse the gate's sort (the stepped passes' single rows take the GEMV route).
   if (arch == "qwen35moe") {

@@ -200,32 +200,43 @@ TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
 // matmul_shared_x entries with ids (the MoE block's expert gate/up beside the shared expert's
 // matmuls, x rounded once): each output is the bits of a plain matmul_id / matmul of the same x,
 // for decode (the one-row route, which takes the shared rounding) and a batch of 80 tokens x 4
-// ranks (the sorted tensor-core route, which rounds rows in its own order).
+// ranks (the sorted tensor-core route, which rounds rows in its own order). The two expert
+// tensors (gate, up: one type and shape, the same ids) run as one launch, and so do the two
+// plain ones (SliceParts): two fused launches per call.
 TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
   auto rng = test_rng();
   const int64_t n_in = 256, n_out = 40, n_expert = 6;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{80, 4, 1, true}}) {
       SCOPED_TRACE(fmt::format("{} n {}", type_name(t), c.n));
       DeviceArena arena(*be_);
-      const auto wb = random_weights(rng, t, n_in, n_out * n_expert);
-      const auto db = random_weights(rng, t, n_in, n_out);
-      const Tensor w = reshape(arena.weights(wb, t, n_in, n_out * n_expert), n_in, n_out, n_expert);
-      const Tensor d = arena.weights(db, t, n_in, n_out);
+      const auto expert_tensor = [&] {
+        return reshape(arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in,
+                                     n_out * n_expert),
+                       n_in, n_out, n_expert);
+      };
+      const Tensor wg = expert_tensor(), wu = expert_tensor();
+      const Tensor d = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+      const Tensor d2 = arena.weights(random_weights(rng, t, n_in, 72), t, n_in, 72);
       const Tensor x =
           arena.from_host(random_floats(rng, static_cast<size_t>(c.n * n_in), -2.0f, 2.0f),
                           GgmlType::F32, n_in, c.n);
       const Tensor ids = arena.from_host(random_ids(rng, c, n_expert), GgmlType::I32, c.k, c.n);
-      const Tensor ys = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
-      const Tensor yd = arena.poisoned(GgmlType::F32, n_out, c.n);
-      const Backend::MatmulOut outs[] = {{w, Tensor{}, ys, ids}, {d, Tensor{}, yd}};
+      const Backend::MatmulOut outs[] = {
+          {wg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), ids},
+          {d, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.n)},
+          {wu, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), ids},
+          {d2, Tensor{}, arena.poisoned(GgmlType::F32, 72, c.n)}};
+      const long fused_before = be_->fused_matmuls();
       be_->matmul_shared_x(x, outs);
-      const Tensor ys1 = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
-      const Tensor yd1 = arena.poisoned(GgmlType::F32, n_out, c.n);
-      be_->matmul_id(w, reshape(x, n_in, 1, c.n), ids, ys1);
-      be_->matmul(d, x, Tensor{}, yd1);
-      for (const auto& [a, b] : {std::pair{ys, ys1}, std::pair{yd, yd1}}) {
-        const auto ga = arena.download<float>(a), gb = arena.download<float>(b);
+      EXPECT_EQ(be_->fused_matmuls(), fused_before + 2);
+      for (const Backend::MatmulOut& o : outs) {
+        const Tensor alone = arena.poisoned(GgmlType::F32, o.y.ne[0], o.y.ne[1], o.y.ne[2]);
+        if (o.ids.valid())
+          be_->matmul_id(o.w, reshape(x, n_in, 1, c.n), ids, alone);
+        else
+          be_->matmul(o.w, x, Tensor{}, alone);
+        const auto ga = arena.download<float>(o.y), gb = arena.download<float>(alone);
         ASSERT_EQ(ga.size(), gb.size());
         for (size_t i = 0; i < ga.size(); ++i)
           ASSERT_EQ(float_bits(ga[i]), float_bits(gb[i])) << "element " << i;

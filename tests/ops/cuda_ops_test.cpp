@@ -196,6 +196,52 @@ TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
   }
 }
 
+// matmul_shared_x launches up to four plain matmuls of one sliced type (Q4_K, Q6_K, Q8_0) as one
+// kernel (SliceParts): every output must still be the bits of its own matmul. Per type: five
+// weights of it (four fuse, the fifth runs alone) and a Q4_0 one between them (not fused), n_out
+// 70 / 200 / 33 / 512 / 64 (partial 64-row tiles), a bias on the second; rows 1 (GEMV), 3 and 8
+// (4- and 8-row GEMV tiles), 16, 40 and 160 (tensor cores, split: 16 weight tiles in all) and
+// 300 (whole).
+TEST_F(Cuda, MatmulSharedXFusedPartsEqualSeparateMatmuls) {
+  auto rng = test_rng();
+  const int64_t n_in = 1024;
+  const int64_t n_out[] = {70, 200, 40, 33, 512, 64};
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    const GgmlType types[] = {t, t, GgmlType::Q4_0, t, t, t};
+    for (int64_t n_tok : {1, 3, 8, 16, 40, 160, 300}) {
+      SCOPED_TRACE(std::string(type_name(t)) + " rows " + std::to_string(n_tok));
+      DeviceArena arena(*be_);
+      const Tensor x =
+          arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
+                          GgmlType::F32, n_in, n_tok);
+      const Tensor bias =
+          arena.from_host(random_floats(rng, 200, -1.0f, 1.0f), GgmlType::F32, 200);
+      std::vector<Backend::MatmulOut> outs;
+      std::vector<Tensor> sep;
+      for (size_t i = 0; i < std::size(types); ++i) {
+        const Tensor w =
+            arena.weights(random_weights(rng, types[i], n_in, n_out[i]), types[i], n_in, n_out[i]);
+        outs.push_back({w, i == 1 ? bias : Tensor{},
+                        arena.poisoned(GgmlType::F32, n_out[i], n_tok)});
+        sep.push_back(arena.poisoned(GgmlType::F32, n_out[i], n_tok));
+      }
+      const long fused_before = be_->fused_matmuls();
+      be_->matmul_shared_x(x, outs);
+      ASSERT_EQ(be_->fused_matmuls(), fused_before + 1);
+      for (size_t i = 0; i < outs.size(); ++i) be_->matmul(outs[i].w, x, outs[i].bias, sep[i]);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        SCOPED_TRACE("out " + std::to_string(i));
+        const auto shared = arena.download<float>(outs[i].y);
+        const auto alone = arena.download<float>(sep[i]);
+        ASSERT_EQ(shared.size(), alone.size());
+        for (size_t e = 0; e < shared.size(); ++e)
+          ASSERT_EQ(float_bits(shared[e]), float_bits(alone[e])) << "element " << e;
+        ASSERT_FALSE(std::isnan(shared[0]));
+      }
+    }
+  }
+}
+
 // Q4_K, Q6_K and Q8_0 run the sliced GEMV below 16 activation rows (tiles of 1, 4, 8) and the
 // tensor-core kernel from 16 rows on (64-row tiles); both compute the canonical order of
 // backend/cuda/cuda_units.cuh, so a row's output is the same bits alone, among 4 or 8 rows, and

@@ -125,8 +125,10 @@ TEST_F(CudaSample, SameTokensAsTheHostSampler) {
   }
   std::printf("[cuda sample] %zu rows: %d same, %d at a boundary, %d deferred to the host\n",
               rows.size(), same, near, deferred);
-  // The peaked rows (half) never need more than 1024 candidates except top-k 2000.
-  EXPECT_GE(same, static_cast<int>(rows.size()) * 3 / 4);
+  // The peaked rows (half) never need more than 1024 candidates except top-k 2000, so at least
+  // 3/4 of the rows are drawn on the device: the same token, or its neighbour when u sits at
+  // their boundary (checked above; one of 120 rows did on the H200, run 67).
+  EXPECT_GE(same + near, static_cast<int>(rows.size()) * 3 / 4);
 }
 
 TEST_F(CudaSample, ShortRowsAndBannedTokens) {

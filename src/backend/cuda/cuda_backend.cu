@@ -409,6 +409,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   sc.pdl = cfg.pdl && prop.major >= 9 && !env_off("TEMPO9_CUDA_PDL") && prof_ == nullptr;
   stream_ = std::make_unique<cuda::Stream>(sc);
   early_weights_ = sc.pdl && cfg.early_weights && !env_off("TEMPO9_CUDA_EARLY_WEIGHTS");
+  fuse_parts_ = cfg.fuse_parts && !env_off("TEMPO9_CUDA_FUSE_PARTS");
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }

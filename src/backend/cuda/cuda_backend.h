@@ -39,6 +39,7 @@ struct Scratch {
 
 class OpProfiler;    // cuda_profile.cuh
 struct RoundedX;     // cuda_gemv.cuh
+struct FusedPart;    // cuda_gemv.cuh
 class DerivedCache;  // cuda_derived.cuh
 }  // namespace cuda
 
@@ -57,6 +58,9 @@ struct CudaBackendConfig {
   // weights before the dependent-launch wait, while the previous kernel still runs (same bits;
   // needs pdl); TEMPO9_CUDA_EARLY_WEIGHTS=0 turns it off.
   bool early_weights = true;
+  // matmul_shared_x launches the plain matmuls of one weight type as one kernel (q/k/v,
+  // gate/up; same bits); TEMPO9_CUDA_FUSE_PARTS=0 turns it off.
+  bool fuse_parts = true;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -107,6 +111,8 @@ class CudaBackend final : public Backend {
   long rounding_reuses() const;
   // Grouped matmul_ids that took the expert sort of an earlier call over the same ids (tests).
   long expert_sort_reuses() const;
+  // Launches of matmul_shared_x that computed several weights at once (fuse_parts; tests).
+  long fused_matmuls() const { return fused_matmuls_; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
@@ -159,9 +165,16 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   std::unique_ptr<cuda::Stream> stream_;  // every op's work, recorded per window
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
+  bool fuse_group(const Tensor& x, std::span<const MatmulOut> outs, std::span<const size_t> group,
+                  const cuda::RoundedX& rx);
+  // The shape and type checks of matmul (a message naming the operand, no launch).
+  void check_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y);
   // matmul with x already rounded (cuda::round_x) when `pre` is set (cuda_matmul.cu).
   void matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                    const cuda::RoundedX* pre);
+  void check_matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out);
+  bool matmul_id_device(std::span<const cuda::FusedPart> parts, const Tensor& x,
+                        const Tensor& ids, const cuda::RoundedX* pre);
   // matmul_id likewise (`pre` is used by the one-row route, whose x rows are x's own rows).
   void matmul_id_with(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
                       const cuda::RoundedX* pre);
@@ -175,6 +188,8 @@ class CudaBackend final : public Backend {
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
+  bool fuse_parts_ = true;                       // CudaBackendConfig::fuse_parts
+  long fused_matmuls_ = 0;
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
 };

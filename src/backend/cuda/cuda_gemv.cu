@@ -333,7 +333,8 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   const bool mma = sliced && n_tok >= mma_min_rows();
   // The split form's partials go in scratch behind the rounded x: reserved first, so that
   // round_x's own reserve never moves the block under them.
-  const size_t split_bytes = mma ? mma_split_bytes(a.n_out, n_tok, n_in / Unit<T>::kElems) : 0;
+  const size_t split_bytes =
+      mma ? mma_split_bytes(mma_weight_tiles(a.n_out), a.n_out, n_tok, n_in / Unit<T>::kElems) : 0;
   const size_t split_at = pre != nullptr ? 0 : round_x_bytes(n_in, n_tok);
   auto* base = split_bytes > 0 ? static_cast<char*>(scratch.reserve(split_at + split_bytes, stream))
                                : nullptr;
@@ -376,7 +377,67 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   }
 }
 
+// The parts of launch_fused_matmul as one sliced call (SliceParts) of type T.
+template <GgmlType T>
+void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch, Stream& stream,
+               const RoundedX& pre, bool w_early) {
+  const int64_t n_in = x.ne[0], n_tok = x.n_rows(), n_units = n_in / Unit<T>::kElems;
+  SliceArgs s{nullptr, static_cast<int64_t>(row_bytes(T, n_in)), 0, n_in, n_tok, pre.xq, pre.xb, {}, nullptr};
+  s.w_early = w_early;
+  int64_t n_out = 0, w_tiles = 0;
+  for (const FusedPart& p : parts) {
+    s.parts.part[s.parts.n++] = {reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), desc(*p.y),
+                                 p.bias->valid()
+                                     ? reinterpret_cast<const float*>(base_ptr(*p.bias))
+                                     : nullptr,
+                                 nullptr, p.w->ne[1]};
+    n_out += p.w->ne[1];
+    w_tiles += mma_weight_tiles(p.w->ne[1]);
+  }
+  // The plain call's fields, for the launchers' choices (alignment, row bytes): part 0's.
+  const SlicePart& p0 = s.parts.part[0];
+  s.w = p0.w, s.y = p0.y, s.bias = p0.bias, s.n_out = p0.n_out;
+  if (n_tok >= mma_min_rows()) {
+    const size_t split_bytes = mma_split_bytes(w_tiles, n_out, n_tok, n_units);
+    if (split_bytes > 0) {
+      auto* base = static_cast<float*>(scratch.reserve(split_bytes, stream));
+      for (int i = 0; i < s.parts.n; ++i) {
+        s.parts.part[i].split_p = base;
+        base += 32 * n_tok * s.parts.part[i].n_out;
+      }
+    }
+    return launch_mma<T>(s, stream);
+  }
+  launch_slice_gemv<T>(s, stream);
+}
+
 }  // namespace
+
+bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch,
+                         Stream& stream, const RoundedX& pre, bool w_early) {
+  static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
+  if (legacy || parts.size() < 2 || parts.size() > static_cast<size_t>(kMaxParts)) return false;
+  const GgmlType t = parts[0].w->type;
+  if (t != GgmlType::Q4_K && t != GgmlType::Q6_K && t != GgmlType::Q8_0) return false;
+  // One kernel variant for all parts: the same type and n_in, and (Q4_K's unstaged kernels
+  // need it) the same 16-byte alignment of the weight rows.
+  const auto align16 = [](const Tensor& w) {
+    return reinterpret_cast<uintptr_t>(base_ptr(w)) % 16 == 0;
+  };
+  for (const FusedPart& p : parts) {
+    if (p.w->type != t || p.w->ne[0] != parts[0].w->ne[0] || p.w->ne[1] == 0 ||
+        reinterpret_cast<uintptr_t>(base_ptr(*p.w)) % 2 != 0 ||
+        align16(*p.w) != align16(*parts[0].w))
+      return false;
+  }
+  if (x.n_rows() == 0) return true;
+  dispatch_weight_type(t, [&](auto tag) {
+    constexpr GgmlType kT = decltype(tag)::value;
+    if constexpr (kT == GgmlType::Q4_K || kT == GgmlType::Q6_K || kT == GgmlType::Q8_0)
+      run_fused<kT>(parts, x, scratch, stream, pre, w_early);
+  });
+  return true;
+}
 
 // The codes, then the ActBlocks 256-byte aligned, in scratch.
 size_t round_x_bytes(int64_t n_in, int64_t n_rows) {

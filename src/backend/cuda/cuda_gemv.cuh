@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -49,6 +50,19 @@ void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                         Scratch& scratch, Stream& stream, const RoundedX* pre = nullptr,
                         bool w_early = false);
+
+// Several matmuls of one x in one launch (matmul_shared_x; SliceParts in cuda_units.cuh): every
+// y_i = x @ w_i^T (+ bias_i) gets the bits of its own launch_fast_matmul. False (nothing
+// enqueued) unless there are 2..4 parts, all of one sliced type (Q4_K, Q6_K, Q8_0), one n_in and
+// one alignment of their rows. Shapes are checked by the caller; x is `pre`.
+constexpr int kMaxParts = 4;
+struct FusedPart {
+  const Tensor* w;
+  const Tensor* bias;  // !valid(): none
+  const Tensor* y;
+};
+bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch,
+                         Stream& stream, const RoundedX& pre, bool w_early);
 
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,

@@ -69,6 +69,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   extern __shared__ __align__(16) uint8_t smem[];
   const bool by_pair = a.ids != nullptr;     // matmul_id: blockIdx.y is a pair (kTok == 1)
   const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  int64_t n_blocks;
+  const int64_t bx = select_part(a, n_blocks);  // first: a pair's expert offsets its part's w
   if (!early) pdl_enter();
   if (by_pair && !select_pair(a)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -82,8 +84,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
   const int64_t t0 = by_pair ? 0 : static_cast<int64_t>(blockIdx.y) * kTok;
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps * kR;
-  int64_t o = (static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp) * kR;
+  const int64_t stride = n_blocks * kSliceWarps * kR;
+  int64_t o = (bx * kSliceWarps + warp) * kR;
   if (kBufs > 0 && o < a.n_out) stage_row(a, o, bufs, lane);
   cp_async_commit();
   if (early) enter_early<kBufs, kR>(a, o, lane);
@@ -178,6 +180,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
   extern __shared__ __align__(16) uint8_t smem[];
   const bool by_pair = a.ids != nullptr;     // matmul_id: blockIdx.y is a pair
   const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  int64_t n_blocks;
+  const int64_t bx = select_part(a, n_blocks);  // first: a pair's expert offsets its part's w
   if (!early) pdl_enter();
   if (by_pair && !select_pair(a)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -188,8 +192,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
       reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot) + warp * (kR * n_units + kR * 33);
   float* red = dots + kR * n_units;
   const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kSliceWarps * kR;
-  int64_t o = (static_cast<int64_t>(blockIdx.x) * kSliceWarps + warp) * kR;
+  const int64_t stride = n_blocks * kSliceWarps * kR;
+  int64_t o = (bx * kSliceWarps + warp) * kR;
   if (o >= a.n_out) return;  // uniform per warp; no block barriers
   if (kBufs > 0) stage_row(a, o, bufs, lane);
   cp_async_commit();
@@ -256,17 +260,19 @@ int q4k_rows() {
   return n;
 }
 
-// Blocks along the weight rows: one warp per kR rows, capped at what stays resident. A
-// matmul_id launch has one grid row per pair: there the cap is shared by the pairs, so each warp
-// walks several rows (the next row's copy in flight behind this one) instead of paying the
-// block's set-up (pair lookup, activation packing) for one short row (512-input expert rows,
-// 64 pairs on the H200: 85 -> 62.5 us; 2048-input rows 30 -> 28 us).
+// Blocks along the weight rows: one warp per kR rows, capped at what stays resident (with
+// parts: shared among them, a.parts.block_first filled). A matmul_id launch has one grid row per
+// pair: there the cap is shared by the pairs, so each warp walks several rows (the next row's
+// copy in flight behind this one) instead of paying the block's set-up (pair lookup, activation
+// packing) for one short row (512-input expert rows, 64 pairs on the H200: 85 -> 62.5 us;
+// 2048-input rows 30 -> 28 us).
 template <auto kKernel>
-int64_t pair_blocks(const SliceArgs& a, int smem, int rows_per_warp, int64_t grid_rows) {
-  const int64_t needed =
-      (a.n_out + kSliceWarps * rows_per_warp - 1) / (kSliceWarps * rows_per_warp);
+int64_t pair_blocks(SliceArgs& a, int smem, int rows_per_warp, int64_t grid_rows) {
+  const int64_t rows_per_block = kSliceWarps * rows_per_warp;
+  const int64_t needed = (a.n_out + rows_per_block - 1) / rows_per_block;
   const int64_t resident =
       resident_blocks<kKernel>(kSliceWarps * 32, smem, kMaxSliceSmem, INT64_MAX);
+  if (a.parts.n > 0) return part_blocks(a.parts, rows_per_block, resident / grid_rows);
   if (a.ids == nullptr) return std::min(needed, resident);
   return std::max<int64_t>(1, std::min(needed, resident / grid_rows));
 }
@@ -281,9 +287,10 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   const int smem = static_cast<int>(smem64);
   const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  const int64_t blocks = pair_blocks<kernel>(a, smem, kR, tok_groups);
+  SliceArgs b = a;
+  const int64_t blocks = pair_blocks<kernel>(b, smem, kR, a.ids != nullptr ? tok_groups : 1);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
-                kSliceWarps * 32, smem, a);
+                kSliceWarps * 32, smem, b);
 }
 
 // Activations packed per lane in shared memory when they fit (always for one row and n_in up
@@ -322,9 +329,10 @@ void launch_coal(const SliceArgs& a, Stream& stream) {
   const int smem = static_cast<int>(smem64);
   const int64_t pairs = a.ids != nullptr ? a.n_tok : 1;
   T9_CHECK(pairs <= 65535, "matmul_id: {} pairs exceed the launch grid", pairs);
-  const int64_t blocks = pair_blocks<kernel>(a, smem, kR, pairs);
+  SliceArgs b = a;
+  const int64_t blocks = pair_blocks<kernel>(b, smem, kR, pairs);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(pairs)),
-                kSliceWarps * 32, smem, a);
+                kSliceWarps * 32, smem, b);
 }
 
 // One Q4_K / Q6_K activation row through gemv_coal_kernel unless TEMPO9_CUDA_GEMV_SLICED=1

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
+#include "backend/cuda/cuda_moe_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
 
@@ -135,7 +136,33 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
     const cuda::RoundedX* made = derived_->codes(x);  // by the op that wrote x
     rx = made != nullptr ? *made : cuda::round_x(x, xq_scratch_, *stream_);
   }
-  for (const MatmulOut& o : outs) {
+  // Matmuls of one weight type: one launch for up to kMaxParts of them (q/k/v, gate/up; and
+  // matmul_ids of one shape over the same ids: the experts' gate/up), the rest one by one below.
+  std::vector<bool> done(outs.size(), false);
+  if (round && fuse_parts_) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const MatmulOut& a = outs[i];
+      if (done[i] || !cuda_matmul_int8_activations(a.w.type)) continue;
+      const bool by_id = a.ids.valid();
+      std::vector<size_t> group{i};
+      for (size_t j = i + 1; j < outs.size() && group.size() < cuda::kMaxParts; ++j) {
+        const MatmulOut& b = outs[j];
+        if (done[j] || b.w.type != a.w.type || b.ids.valid() != by_id) continue;
+        if (by_id && !(b.ids.buf == a.ids.buf && b.ids.offset == a.ids.offset &&
+                       b.ids.ne == a.ids.ne && cuda::id_parts_fuse(a.w, b.w)))
+          continue;
+        group.push_back(j);
+      }
+      if (group.size() < 2) continue;
+      if (fuse_group(x, outs, group, rx)) {
+        for (const size_t j : group) done[j] = true;
+        ++fused_matmuls_;
+      }
+    }
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (done[i]) continue;
+    const MatmulOut& o = outs[i];
     const cuda::RoundedX* pre = round && cuda_matmul_int8_activations(o.w.type) ? &rx : nullptr;
     if (o.ids.valid())
       matmul_id_with(o.w, reshape(x, x.ne[0], 1, x.n_rows()), o.ids, o.y, pre);
@@ -144,10 +171,37 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   }
 }
 
-void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                              const cuda::RoundedX* pre) {
-  T9_CUDA_PROF(fmt::format("matmul {} {}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
+// One launch for the outputs `group` of matmul_shared_x (all plain, or all matmul_ids over one
+// ids tensor): false (nothing enqueued) when the kernels cannot take them together.
+bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
+                             std::span<const size_t> group, const cuda::RoundedX& rx) {
+  const MatmulOut& a = outs[group[0]];
+  T9_CUDA_PROF(fmt::format("{} {} {}x{} parts {} rows {}", a.ids.valid() ? "matmul_id" : "matmul",
+                           type_name(a.w.type), a.w.ne[0], a.w.ne[1], group.size(),
                            cuda::rows_bucket(x.n_rows())));
+  std::vector<cuda::FusedPart> parts;
+  bool w_early = early_weights_;
+  for (const size_t j : group) {
+    const MatmulOut& o = outs[j];
+    if (o.ids.valid())
+      check_matmul_id(o.w, reshape(x, x.ne[0], 1, x.n_rows()), o.ids, o.y);
+    else
+      check_matmul(o.w, x, o.bias, o.y);
+    parts.push_back({&o.w, &o.bias, &o.y});
+    w_early = w_early && o.w.buf->weights;
+  }
+  if (a.ids.valid()) {
+    if (a.ids.n_elements() == 0 || a.w.ne[1] == 0) return false;  // one by one: nothing to do
+    if (!matmul_id_device(parts, reshape(x, x.ne[0], 1, x.n_rows()), a.ids, &rx)) return false;
+  } else if (!cuda::launch_fused_matmul(parts, x, scratch_, *stream_, rx, w_early)) {
+    return false;
+  }
+  for (const size_t j : group) derived_->wrote(outs[j].y);
+  return true;
+}
+
+void CudaBackend::check_matmul(const Tensor& w, const Tensor& x, const Tensor& bias,
+                               const Tensor& y) {
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
   cuda::check_f32_rows(x, "matmul x");
   cuda::check_f32_rows(y, "matmul y");
@@ -163,6 +217,14 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     cuda::check_f32_rows(bias, "matmul bias");
     T9_CHECK(bias.n_elements() == n_out, "matmul: bias has {} elements", bias.n_elements());
   }
+}
+
+void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
+                              const cuda::RoundedX* pre) {
+  T9_CUDA_PROF(fmt::format("matmul {} {}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
+                           cuda::rows_bucket(x.n_rows())));
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
+  check_matmul(w, x, bias, y);
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
     pre = derived_->codes(x);  // x's codes, written by the op that wrote x
   derived_->wrote(y);

@@ -340,7 +340,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp / 2, wn = warp % 2, g = lane / 4, tq = lane % 4;
-  const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kBM;
+  int64_t part_tiles;
+  const int64_t o0 = select_part(a, part_tiles) * kBM;
   int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBN;
   const bool grouped = a.tile_first != nullptr;  // matmul_id: the tile's expert from the sort
   // The sort (and any x_rows) are a predecessor's output: read after the wait.
@@ -435,9 +436,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
 
 // The split form's second step: y = 0, y += p_l for the non-empty slices l = 0..31 in order,
 // + bias (the canonical order, cuda_units.cuh), one thread per output.
+// With parts, blocks are split among them as SliceParts says (split_total_blocks).
 __global__ void split_total_kernel(SliceArgs a, int n_units) {
   pdl_enter();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t part_blocks_;
+  const int64_t i = select_part(a, part_blocks_) * blockDim.x + threadIdx.x;
   if (i >= a.n_tok * a.n_out) return;
   const int64_t t = i / a.n_out, o = i % a.n_out, plane = a.n_tok * a.n_out;
   float y = 0.0f;
@@ -462,12 +465,23 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   (void)attr_set;
   const int64_t tiles_t = n_tiles >= 0 ? n_tiles : (a.n_tok + kBN - 1) / kBN;
   T9_CHECK(tiles_t <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
-  const unsigned splits = a.split_p != nullptr ? 4 : 1;
-  const dim3 grid(grid_1d(a.n_out, kBM), static_cast<unsigned>(tiles_t), splits);
-  stream.launch(mma_kernel<T, kNT>, grid, kThreads, kSmem, a);
-  if (a.split_p != nullptr)
-    stream.launch(split_total_kernel, grid_1d(a.n_tok * a.n_out, 256), 256, 0, a,
-                  static_cast<int>(a.n_in / Unit<T>::kElems));
+  const bool split = a.split_p != nullptr || (a.parts.n > 0 && a.parts.part[0].split_p != nullptr);
+  SliceArgs b = a;  // with parts: their tiles (64 weight rows each) along x
+  const int64_t tiles_w = b.parts.n > 0 ? part_blocks(b.parts, kBM, INT64_MAX) : grid_1d(a.n_out, kBM);
+  const dim3 grid(static_cast<unsigned>(tiles_w), static_cast<unsigned>(tiles_t), split ? 4 : 1);
+  stream.launch(mma_kernel<T, kNT>, grid, kThreads, kSmem, b);
+  if (!split) return;
+  int64_t total_blocks = grid_1d(a.n_tok * a.n_out, 256);
+  if (b.parts.n > 0) {  // one thread per output of each part
+    total_blocks = 0;
+    for (int i = 0; i < b.parts.n; ++i) {
+      b.parts.block_first[i] = static_cast<int32_t>(total_blocks);
+      total_blocks += grid_1d(a.n_tok * b.parts.part[i].n_out, 256);
+    }
+    b.parts.block_first[b.parts.n] = static_cast<int32_t>(total_blocks);
+  }
+  stream.launch(split_total_kernel, static_cast<unsigned>(total_blocks), 256, 0, b,
+                static_cast<int>(a.n_in / Unit<T>::kElems));
 }
 
 }  // namespace
@@ -492,7 +506,7 @@ void launch_mma(const SliceArgs& a, Stream& stream) {
 // calls stay whole. Up to 256 rows: a warm agent turn's ~160-token suffix on Qwen3.5-35B ran its
 // narrow projections (2048 -> 512 and -> 64 at 3 x 8 and 3 x 1 tiles) at 48 us each whole (run
 // 64). TEMPO9_CUDA_MMA_SPLIT=0 (read once, measurement): never.
-size_t mma_split_bytes(int64_t n_out, int64_t n_tok, int64_t n_units) {
+size_t mma_split_bytes(int64_t w_tiles, int64_t n_out, int64_t n_tok, int64_t n_units) {
   static const bool off = [] {
     const char* e = std::getenv("TEMPO9_CUDA_MMA_SPLIT");
     return e != nullptr && e[0] == '0';
@@ -501,10 +515,12 @@ size_t mma_split_bytes(int64_t n_out, int64_t n_tok, int64_t n_units) {
   // Activation-row tiles: one of 32 rows, or 64-row tiles (counted as at least two: the wider
   // tile's block does twice the work).
   const int64_t row_tiles = n_tok <= 32 ? 1 : std::max<int64_t>(2, (n_tok + 63) / 64);
-  const int64_t tiles = (n_out + kBM - 1) / kBM * row_tiles;
+  const int64_t tiles = w_tiles * row_tiles;
   if (tiles >= sm_count()) return 0;
   return static_cast<size_t>(32 * n_tok * n_out) * sizeof(float);
 }
+
+int64_t mma_weight_tiles(int64_t n_out) { return (n_out + kBM - 1) / kBM; }
 
 // TEMPO9_CUDA_MOE_TILE=16|32|64 (read once, measurement): that tile for every grouped call.
 int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {

@@ -221,11 +221,9 @@ void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
   matmul_id_with(w, x, ids, out, nullptr);
 }
 
-void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor& ids,
-                                 const Tensor& out, const cuda::RoundedX* pre) {
-  T9_CUDA_PROF(fmt::format("matmul_id {} {}x{}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
-                           w.ne[2], cuda::rows_bucket(ids.n_rows())));
-  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
+void CudaBackend::check_matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
+                                  const Tensor& out) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
   cuda::check_f32_rows(x, "matmul_id x");
   cuda::check_f32_rows(out, "matmul_id out");
   T9_CHECK(w.ne[3] == 1, "matmul_id: weights must be [n_expert, n_out, n_in]");
@@ -236,25 +234,42 @@ void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor&
            "matmul_id: x must be [{}, 1 or {}, {}]", n, k, n_in);
   T9_CHECK(out.ne[0] == n_out && out.ne[1] == k && out.ne[2] == n && out.ne[3] == 1,
            "matmul_id: out must be [{}, {}, {}]", n, k, n_out);
-  const int64_t m = n * k;
+  T9_CHECK(n * k <= 0x7fffffff, "matmul_id: {} rows", n * k);
+}
+
+// The device routes for one or several (fused) parts of one type and shape over the same ids:
+// false (nothing enqueued) when the type needs the host's grouping.
+bool CudaBackend::matmul_id_device(std::span<const cuda::FusedPart> parts, const Tensor& x,
+                                   const Tensor& ids, const cuda::RoundedX* pre) {
+  const Tensor& w = *parts[0].w;
+  const int64_t m = ids.n_elements(), n_expert = w.ne[2];
+  if (m <= cuda::moe_device_pairs())
+    return cuda::launch_matmul_id_gemv(parts, x, ids, scratch_, err_word_, *stream_, pre);
+  if (cuda::moe_host_grouping() || !cuda::matmul_id_groups(w)) return false;
+  const int tile_rows = cuda::mma_grouped_tile_rows(m, n_expert);
+  const cuda::ExpertSort* sort = derived_->sort(ids, n_expert, tile_rows);
+  if (sort == nullptr) {
+    derived_->keep_sort(ids,
+                        cuda::launch_expert_sort(ids, n_expert, sort_scratch_, err_word_, *stream_));
+    sort = derived_->sort(ids, n_expert, tile_rows);
+  }
+  cuda::launch_matmul_id_grouped(parts, x, ids, *sort, scratch_, *stream_, pre);
+  return true;
+}
+
+void CudaBackend::matmul_id_with(const Tensor& w, const Tensor& x, const Tensor& ids,
+                                 const Tensor& out, const cuda::RoundedX* pre) {
+  T9_CUDA_PROF(fmt::format("matmul_id {} {}x{}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
+                           w.ne[2], cuda::rows_bucket(ids.n_rows())));
+  check_matmul_id(w, x, ids, out);
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
+  const int64_t k = ids.ne[0], xk = x.ne[1], m = ids.n_elements();
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
     pre = derived_->codes(x);  // x's codes, written by the op that wrote x
   derived_->wrote(out);
   if (m == 0 || n_out == 0) return;
-  T9_CHECK(m <= 0x7fffffff, "matmul_id: {} rows", m);
-  if (m <= cuda::moe_device_pairs()) {
-    if (cuda::launch_matmul_id_gemv(w, x, ids, out, scratch_, err_word_, *stream_, pre)) return;
-  } else if (!cuda::moe_host_grouping() && cuda::matmul_id_groups(w)) {
-    const int tile_rows = cuda::mma_grouped_tile_rows(m, n_expert);
-    const cuda::ExpertSort* sort = derived_->sort(ids, n_expert, tile_rows);
-    if (sort == nullptr) {
-      derived_->keep_sort(
-          ids, cuda::launch_expert_sort(ids, n_expert, sort_scratch_, err_word_, *stream_));
-      sort = derived_->sort(ids, n_expert, tile_rows);
-    }
-    cuda::launch_matmul_id_grouped(w, x, ids, out, *sort, scratch_, *stream_, pre);
-    return;
-  }
+  const cuda::FusedPart part{&w, nullptr, &out};
+  if (matmul_id_device(std::span(&part, 1), x, ids, pre)) return;
   // The grouping needs the ids on the host: wait for the router (this window then runs
   // without a CUDA graph, cuda_stream.cuh).
   const cudaStream_t raw = stream_->eager();

@@ -83,9 +83,19 @@ __global__ void __launch_bounds__(kSortThreads)
   }
 }
 
+// The parts' weights as SliceArgs::parts (more than one: one launch for all; the first part's
+// fields stand in for the plain call's). All parts have w's type and shape.
+void set_parts(SliceArgs& s, std::span<const FusedPart> parts) {
+  if (parts.size() < 2) return;
+  for (const FusedPart& p : parts)
+    s.parts.part[s.parts.n++] = {reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), desc(*p.y),
+                                 nullptr, nullptr, p.w->ne[1]};
+}
+
 template <GgmlType T>
-void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
+void run_id(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
             Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
+  const Tensor& w = *parts[0].w;
   const int64_t n_in = w.ne[0];
   const auto [xq, xb] = pre != nullptr ? *pre : round_x(x, scratch, stream);
   SliceArgs s{reinterpret_cast<const uint8_t*>(base_ptr(w)),
@@ -95,7 +105,7 @@ void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& o
               ids.n_elements(),
               xq,
               xb,
-              desc(out),
+              desc(*parts[0].y),
               nullptr};
   s.ids = reinterpret_cast<const int32_t*>(base_ptr(ids));
   s.n_expert = w.ne[2];
@@ -103,12 +113,15 @@ void run_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& o
   s.k = ids.ne[0];
   s.x_per_rank = x.ne[1] != 1;
   s.err = err;
+  set_parts(s, parts);
   launch_slice_gemv<T>(s, stream);
 }
 
 template <GgmlType T>
-void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
-                    const ExpertSort& sort, Scratch& scratch, Stream& stream, const RoundedX* pre) {
+void run_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
+                    const ExpertSort& sort, Scratch& scratch, Stream& stream,
+                    const RoundedX* pre) {
+  const Tensor& w = *parts[0].w;
   const int64_t n_in = w.ne[0], n_expert = w.ne[2], m = ids.n_elements(), n_x = x.n_rows();
   T9_CHECK(sort.pairs == m && sort.n_expert == n_expert, "matmul_id: sort of {} pairs for {}",
            sort.pairs, m);
@@ -129,7 +142,7 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
               m,
               pre != nullptr ? pre->xq : xq,
               pre != nullptr ? pre->xb : xb,
-              desc(out),
+              desc(*parts[0].y),
               nullptr};
   s.n_expert = n_expert;
   s.expert_bytes = static_cast<int64_t>(w.nb[2]);
@@ -137,6 +150,7 @@ void run_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids, const T
   s.tile_first = sort.tile_first;
   s.x_rows = x.ne[1] != 1 ? sort.y_rows : sort.x_rows;  // x per rank: the pair's own row
   s.y_rows = sort.y_rows;
+  set_parts(s, parts);
   launch_mma_grouped<T>(s, sort.tile_rows, (m + sort.tile_rows - 1) / sort.tile_rows + n_expert,
                         stream);
 }
@@ -189,19 +203,25 @@ ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scra
   return es;
 }
 
-void launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, const ExpertSort& sort, Scratch& scratch,
+void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
+                              const Tensor& ids, const ExpertSort& sort, Scratch& scratch,
                               Stream& stream, const RoundedX* pre) {
-  const bool ok = with_sliced_type(w, [&](auto t) {
-    run_id_grouped<decltype(t)::value>(w, x, ids, out, sort, scratch, stream, pre);
+  const bool ok = with_sliced_type(*parts[0].w, [&](auto t) {
+    run_id_grouped<decltype(t)::value>(parts, x, ids, sort, scratch, stream, pre);
   });
-  T9_CHECK(ok, "matmul_id: no grouped kernel for {}", type_name(w.type));
+  T9_CHECK(ok, "matmul_id: no grouped kernel for {}", type_name(parts[0].w->type));
 }
 
-bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
+bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
-  return with_sliced_type(
-      w, [&](auto t) { run_id<decltype(t)::value>(w, x, ids, out, scratch, err, stream, pre); });
+  return with_sliced_type(*parts[0].w, [&](auto t) {
+    run_id<decltype(t)::value>(parts, x, ids, scratch, err, stream, pre);
+  });
+}
+
+bool id_parts_fuse(const Tensor& a, const Tensor& b) {
+  return a.type == b.type && a.ne == b.ne && a.nb == b.nb &&
+         reinterpret_cast<uintptr_t>(base_ptr(a)) % 16 == reinterpret_cast<uintptr_t>(base_ptr(b)) % 16;
 }
 
 }  // namespace t9::cuda

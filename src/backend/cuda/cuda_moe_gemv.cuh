@@ -13,9 +13,13 @@ namespace t9::cuda {
 // plain one-row matmul with that expert). False for weight types without the sliced kernels (the
 // caller groups on the host then). An out-of-range id sets kErrMoeId in *err. `pre`: x already
 // rounded (round_x of these rows: matmul_shared_x), or null.
-bool launch_matmul_id_gemv(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
+// With several parts (matmul_shared_x: gate and up over the same ids; id_parts_fuse), one
+// launch computes them all (SliceParts), each with the bits of its own call.
+bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream,
                            const RoundedX* pre = nullptr);
+// True when two expert tensors can share one launch: one type, shape, layout and alignment.
+bool id_parts_fuse(const Tensor& a, const Tensor& b);
 
 // matmul_id's rows for larger batches (prefill), no host round trip: the pairs sorted by expert
 // on the device (launch_expert_sort; one sort serves every matmul_id over the same ids), x's rows
@@ -37,8 +41,8 @@ bool matmul_id_groups(const Tensor& w);
 // One block; an id outside [0, n_expert) sets kErrMoeId in *err and its pair is left out.
 ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scratch, unsigned* err,
                               Stream& stream);
-void launch_matmul_id_grouped(const Tensor& w, const Tensor& x, const Tensor& ids,
-                              const Tensor& out, const ExpertSort& sort, Scratch& scratch,
+void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
+                              const Tensor& ids, const ExpertSort& sort, Scratch& scratch,
                               Stream& stream, const RoundedX* pre = nullptr);
 
 }  // namespace t9::cuda

@@ -15,9 +15,11 @@
 // terms are), so a kernel may skip empty slices.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_quant.cuh"
 
 namespace t9::cuda {
@@ -451,6 +453,43 @@ struct SliceWalk {
   }
 };
 
+// Several plain matmuls of one weight type and n_in over the same rounded x, in one launch
+// (matmul_shared_x: q/k/v, gate/up): part i multiplies by w_i (n_out_i packed rows) into y_i
+// (+ bias_i) and owns launch blocks [block_first[i], block_first[i + 1]) along x. select_part()
+// turns the arguments into the block's part, so every output gets the bits of a launch of its
+// part alone (rule 7). The point is the launches saved: a decode step is a chain of
+// latency-bound kernels, each costing its own ~3 us chain whatever its bytes.
+struct SlicePart {
+  const uint8_t* w;
+  TensorDesc y;
+  const float* bias;  // null: none
+  float* split_p;     // this part's split partials (SliceArgs::split_p), or null
+  int64_t n_out;
+};
+struct SliceParts {
+  SlicePart part[kMaxParts];
+  int32_t block_first[kMaxParts + 1];
+  int n = 0;  // 0: a plain call (no parts)
+};
+
+// Blocks along x for parts whose blocks take rows_per_block weight rows each per pass, capped
+// at `cap` in all: each part gets its share in proportion to its rows (at least one block);
+// fills parts.block_first and returns the total.
+inline int64_t part_blocks(SliceParts& parts, int64_t rows_per_block, int64_t cap) {
+  int64_t need[kMaxParts], total = 0;
+  for (int i = 0; i < parts.n; ++i) {
+    need[i] = (parts.part[i].n_out + rows_per_block - 1) / rows_per_block;
+    total += need[i];
+  }
+  int64_t first = 0;
+  for (int i = 0; i < parts.n; ++i) {
+    parts.block_first[i] = static_cast<int32_t>(first);
+    first += total <= cap ? need[i] : std::max<int64_t>(1, need[i] * cap / total);
+  }
+  parts.block_first[parts.n] = static_cast<int32_t>(first);
+  return first;
+}
+
 // One int8-activation matmul as the sliced kernels (GEMV and MMA) see it: y [n_tok, n_out] =
 // xq [n_tok, n_in] (int8 codes, rows contiguous, n_in apart; xb: n_in / 32 ActBlocks per row)
 // times w^T (n_out packed rows of row_bytes) + bias (null or n_out floats).
@@ -490,7 +529,31 @@ struct SliceArgs {
   // Plain matmuls of uploaded weights (launch_fast_matmul's w_early): the kernel starts its
   // first weight reads before its dependent-launch wait (cuda_common.cuh, prefetch_l2).
   bool w_early = false;
+  SliceParts parts = {};  // several weights in one launch (plain matmuls only), or parts.n == 0
 };
+
+// The part of launch block blockIdx.x (SliceParts): a becomes that part's matmul. Returns the
+// block's index within its part and puts the part's block count in n_blocks (without parts:
+// blockIdx.x and gridDim.x). Uniform per block; reads only kernel parameters, so it may run
+// before the dependent-launch wait.
+__device__ __forceinline__ int64_t select_part(SliceArgs& a, int64_t& n_blocks) {
+  const int b = static_cast<int>(blockIdx.x);
+  if (a.parts.n == 0) {
+    n_blocks = gridDim.x;
+    return b;
+  }
+  int first = 0, last = 0;
+#pragma unroll
+  for (int i = 0; i < kMaxParts; ++i) {  // constant indices: parameter loads, no local copy
+    if (i < a.parts.n && b >= a.parts.block_first[i]) {
+      const SlicePart& p = a.parts.part[i];
+      a.w = p.w, a.y = p.y, a.bias = p.bias, a.split_p = p.split_p, a.n_out = p.n_out;
+      first = a.parts.block_first[i], last = a.parts.block_first[i + 1];
+    }
+  }
+  n_blocks = last - first;
+  return b - first;
+}
 
 // The one-row matmul of pair blockIdx.y (see SliceArgs). False (flagged once) when its expert id
 // is out of range: the block computes nothing. Uniform per block.
@@ -543,9 +606,11 @@ void launch_slice_gemv(const SliceArgs& a, Stream& stream);
 // With a.split_p set: the split form (SliceArgs), two launches.
 template <GgmlType T>
 void launch_mma(const SliceArgs& a, Stream& stream);
-// Scratch bytes for a.split_p when a tensor-core call of this shape should split (0: it should
-// not): few activation rows over few weight-row tiles leave most SMs idle otherwise.
-size_t mma_split_bytes(int64_t n_out, int64_t n_tok, int64_t n_units);
+// Scratch bytes for a.split_p when a tensor-core call over w_tiles tiles of weight rows
+// (mma_weight_tiles per part) and n_out outputs in all should split (0: it should not): few
+// activation rows over few weight-row tiles leave most SMs idle otherwise.
+size_t mma_split_bytes(int64_t w_tiles, int64_t n_out, int64_t n_tok, int64_t n_units);
+int64_t mma_weight_tiles(int64_t n_out);
 
 // Activation rows per launch tile of a grouped matmul_id of `pairs` pairs over n_expert experts
 // (16, 32 or 64), and its launch: n_tiles >= a.tile_first[n_expert] tiles (an upper bound the host
