@@ -201,6 +201,21 @@ class Backend {
   virtual void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
                     const Tensor& out) = 0;
 
+  // q and k of an attention layer in place: the per-head RMSNorm (each head row of head_dim
+  // elements, weight q_norm / k_norm; skipped for a !valid() weight: no QK-norm), then RoPE at
+  // `positions` (rope's layout and parameters). q: F32 [n_tokens, n_head, head_dim], k: F32
+  // [n_tokens, n_kv_head, head_dim], both contiguous. The same bits as the four ops below, which
+  // is what it does unless a backend fuses them (CUDA: one launch instead of four per layer).
+  virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm,
+                            const Tensor& k_norm, float eps, float weight_bias,
+                            const Tensor& positions, const RopeParams& p) {
+    const auto head_rows = [](const Tensor& t) { return reshape(t, t.ne[0], t.ne[1] * t.ne[2]); };
+    if (q_norm.valid()) rms_norm(head_rows(q), q_norm, eps, weight_bias, head_rows(q));
+    if (k_norm.valid()) rms_norm(head_rows(k), k_norm, eps, weight_bias, head_rows(k));
+    rope(q, positions, p, q);
+    rope(k, positions, p, k);
+  }
+
   // y = x @ w^T (+ bias). w: [n_out, n_in] any supported weight type; x: F32 [n_tokens, n_in];
   // bias: F32 [n_out] or invalid; y: F32 [n_tokens, n_out], must not alias x. Batch-invariant:
   // row t of y depends only on row t of x (bitwise), never on n_tokens or the thread count.

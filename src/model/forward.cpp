@@ -12,10 +12,6 @@
 namespace t9::model {
 namespace {
 
-// [T, n_heads, d] viewed as [T * n_heads, d] rows for a per-head RMSNorm.
-Tensor head_rows(const Tensor& t) {
-  return reshape(t, t.ne[0], t.ne[1] * t.ne[2]);
-}
 // [T, n_heads, d] viewed as [T, n_heads * d] for a matmul.
 Tensor flat(const Tensor& t) {
   return reshape(t, t.ne[0] * t.ne[1], t.ne[2]);
@@ -82,10 +78,6 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
     gate = qv;
     gate.offset += static_cast<size_t>(hp_.head_dim) * 4;
   }
-  if (spec_.qk_norm) {
-    be.rms_norm(head_rows(s.q), L.q_norm, eps, nb, head_rows(s.q));
-    be.rms_norm(head_rows(s.k), L.k_norm, eps, nb, head_rows(s.k));
-  }
   RopeParams rp;
   rp.layout = spec_.rope_layout;
   rp.n_rot = hp_.n_rot;
@@ -98,8 +90,9 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
     rp.beta_slow = hp_.yarn_beta_slow;
     rp.n_ctx_orig = hp_.rope_n_ctx_orig;
   }
-  be.rope(s.q, s.pos, rp, s.q);
-  be.rope(s.k, s.pos, rp, s.k);
+  // QK-norm (when the architecture has it) and RoPE of q and k: one op (one launch on CUDA).
+  be.qk_norm_rope(s.q, s.k, spec_.qk_norm ? L.q_norm : Tensor{},
+                  spec_.qk_norm ? L.k_norm : Tensor{}, eps, nb, s.pos, rp);
 
   AttnParams ap;
   ap.n_head = hp_.n_head;

@@ -558,6 +558,72 @@ TEST_F(Cuda, RopeMatchesCpu) {
   check_rope(*be_, cpu_, p, 128, false);  // YaRN
 }
 
+// qk_norm_rope is one launch on CUDA: the bits of rms_norm over the head rows of q and of k, then
+// rope of each (the base Backend's four ops, run here on the same CUDA backend). Cases: QK-norm
+// with NeoX rotary over all of head_dim 128 (Qwen3), no norm with the normal layout (llama, qwen2),
+// a norm without weight bias and partial rotary over 64 of 256 (Qwen3.5's gated attention),
+// YaRN; GQA (8 q heads, 2 kv heads); 17 tokens at positions up to 100k.
+TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
+  auto rng = test_rng();
+  struct Case {
+    int64_t head_dim;
+    bool norm;
+    RopeParams p;
+    float weight_bias;
+  };
+  RopeParams neox;
+  neox.layout = RopeLayout::kNeox;
+  neox.n_rot = 128;
+  neox.freq_base = 1e6f;
+  RopeParams normal;
+  normal.n_rot = 64;
+  RopeParams partial = neox;
+  partial.n_rot = 64;
+  RopeParams yarn = neox;
+  yarn.freq_scale = 0.125f;
+  yarn.ext_factor = 1.0f;
+  yarn.n_ctx_orig = 4096;
+  const Case cases[] = {{128, true, neox, 0.0f},
+                        {64, false, normal, 0.0f},
+                        {256, true, partial, 1.0f},
+                        {128, true, yarn, 0.0f}};
+  const int64_t n_tok = 17, n_head = 8, n_kv = 2;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.p.n_rot));
+    DeviceArena arena(*be_);
+    const auto q = random_floats(rng, static_cast<size_t>(n_tok * n_head * c.head_dim), -3.0f, 3.0f);
+    const auto k = random_floats(rng, static_cast<size_t>(n_tok * n_kv * c.head_dim), -3.0f, 3.0f);
+    const Tensor wq = arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
+                                      GgmlType::F32, c.head_dim);
+    const Tensor wk = arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
+                                      GgmlType::F32, c.head_dim);
+    std::vector<int32_t> pos(static_cast<size_t>(n_tok));
+    for (auto& v : pos) v = static_cast<int32_t>(1 + rng() % 100000);  // 0 would not rotate
+    const Tensor pt = arena.from_host(pos, GgmlType::I32, n_tok);
+    std::vector<float> got[2][2];  // [fused, separate][q, k]
+    for (int way = 0; way < 2; ++way) {
+      const Tensor qt = arena.from_host(q, GgmlType::F32, c.head_dim, n_head, n_tok);
+      const Tensor kt = arena.from_host(k, GgmlType::F32, c.head_dim, n_kv, n_tok);
+      const Tensor nq = c.norm ? wq : Tensor{}, nk = c.norm ? wk : Tensor{};
+      if (way == 0)
+        be_->qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p);
+      else
+        be_->Backend::qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p);
+      got[way][0] = arena.download<float>(qt);
+      got[way][1] = arena.download<float>(kt);
+    }
+    for (int t = 0; t < 2; ++t) {
+      ASSERT_EQ(got[0][t].size(), got[1][t].size());
+      for (size_t e = 0; e < got[0][t].size(); ++e)
+        ASSERT_EQ(float_bits(got[0][t][e]), float_bits(got[1][t][e]))
+            << (t == 0 ? "q" : "k") << " element " << e;
+      // The op did something: rotated (and normalised) values differ from the input.
+      const auto& in = t == 0 ? q : k;
+      ASSERT_NE(float_bits(got[0][t][0]), float_bits(in[0]));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace t9::test
 
