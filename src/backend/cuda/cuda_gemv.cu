@@ -255,6 +255,18 @@ int tok_tile(int64_t n_tok) {
   return n_tok == 1 ? 1 : n_tok <= 4 ? 4 : 8;
 }
 
+}  // namespace
+
+int64_t tok1_max_weight_bytes() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_TOK1_BYTES");
+    return e != nullptr ? std::atoll(e) : int64_t{20} << 20;
+  }();
+  return n;
+}
+
+namespace {
+
 // Bytes of shared memory for x on the fused decode path (0 when x is quantized separately).
 int64_t fused_x_smem(int64_t n_in) {
   return ((n_in + 15) & ~int64_t{15}) + (n_in / 32) * static_cast<int64_t>(sizeof(ActBlock));
@@ -382,15 +394,15 @@ template <GgmlType T>
 void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch, Stream& stream,
                const RoundedX& pre, bool w_early) {
   const int64_t n_in = x.ne[0], n_tok = x.n_rows(), n_units = n_in / Unit<T>::kElems;
-  SliceArgs s{nullptr, static_cast<int64_t>(row_bytes(T, n_in)), 0, n_in, n_tok, pre.xq, pre.xb, {}, nullptr};
+  SliceArgs s{nullptr, static_cast<int64_t>(row_bytes(T, n_in)), 0, n_in, n_tok, pre.xq, pre.xb, {},
+              nullptr};
   s.w_early = w_early;
   int64_t n_out = 0, w_tiles = 0;
   for (const FusedPart& p : parts) {
-    s.parts.part[s.parts.n++] = {reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), desc(*p.y),
-                                 p.bias->valid()
-                                     ? reinterpret_cast<const float*>(base_ptr(*p.bias))
-                                     : nullptr,
-                                 nullptr, p.w->ne[1]};
+    s.parts.part[s.parts.n++] = {
+        reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), desc(*p.y),
+        p.bias->valid() ? reinterpret_cast<const float*>(base_ptr(*p.bias)) : nullptr, nullptr,
+        p.w->ne[1]};
     n_out += p.w->ne[1];
     w_tiles += mma_weight_tiles(p.w->ne[1]);
   }

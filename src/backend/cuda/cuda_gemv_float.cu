@@ -170,6 +170,9 @@ void launch_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor
 template <GgmlType T>
 void run_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Stream& stream,
            bool w_early) {
+  const int64_t w_bytes = w.ne[1] * static_cast<int64_t>(w.nb[1]);
+  if (x.n_rows() <= 8 && w_bytes <= tok1_max_weight_bytes())  // tok1_max_weight_bytes: why
+    return launch_f<T, 1>(w, x, bias, y, stream, w_early);
   switch (tok_tile(x.n_rows())) {
     case 1:
       return launch_f<T, 1>(w, x, bias, y, stream, w_early);

@@ -367,7 +367,13 @@ bool try_coal(const SliceArgs& a, Stream& stream) {
 template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, Stream& stream) {
   if (try_coal<T>(a, stream)) return;
-  if (a.n_tok == 1 || a.ids != nullptr) return launch_tile<T, 1>(a, stream);
+  int64_t w_rows = a.n_out;
+  if (a.parts.n > 0) {
+    w_rows = 0;
+    for (int i = 0; i < a.parts.n; ++i) w_rows += a.parts.part[i].n_out;
+  }
+  const bool l2_weights = a.n_tok <= 8 && w_rows * a.row_bytes <= tok1_max_weight_bytes();
+  if (a.n_tok == 1 || a.ids != nullptr || l2_weights) return launch_tile<T, 1>(a, stream);
   if (a.n_tok <= 4) return launch_tile<T, 4>(a, stream);
   launch_tile<T, 8>(a, stream);
 }

@@ -467,7 +467,8 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   T9_CHECK(tiles_t <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   const bool split = a.split_p != nullptr || (a.parts.n > 0 && a.parts.part[0].split_p != nullptr);
   SliceArgs b = a;  // with parts: their tiles (64 weight rows each) along x
-  const int64_t tiles_w = b.parts.n > 0 ? part_blocks(b.parts, kBM, INT64_MAX) : grid_1d(a.n_out, kBM);
+  const int64_t tiles_w =
+      b.parts.n > 0 ? part_blocks(b.parts, kBM, INT64_MAX) : grid_1d(a.n_out, kBM);
   const dim3 grid(static_cast<unsigned>(tiles_w), static_cast<unsigned>(tiles_t), split ? 4 : 1);
   stream.launch(mma_kernel<T, kNT>, grid, kThreads, kSmem, b);
   if (!split) return;
@@ -520,7 +521,9 @@ size_t mma_split_bytes(int64_t w_tiles, int64_t n_out, int64_t n_tok, int64_t n_
   return static_cast<size_t>(32 * n_tok * n_out) * sizeof(float);
 }
 
-int64_t mma_weight_tiles(int64_t n_out) { return (n_out + kBM - 1) / kBM; }
+int64_t mma_weight_tiles(int64_t n_out) {
+  return (n_out + kBM - 1) / kBM;
+}
 
 // TEMPO9_CUDA_MOE_TILE=16|32|64 (read once, measurement): that tile for every grouped call.
 int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {

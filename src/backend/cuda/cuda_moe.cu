@@ -249,8 +249,8 @@ bool CudaBackend::matmul_id_device(std::span<const cuda::FusedPart> parts, const
   const int tile_rows = cuda::mma_grouped_tile_rows(m, n_expert);
   const cuda::ExpertSort* sort = derived_->sort(ids, n_expert, tile_rows);
   if (sort == nullptr) {
-    derived_->keep_sort(ids,
-                        cuda::launch_expert_sort(ids, n_expert, sort_scratch_, err_word_, *stream_));
+    derived_->keep_sort(
+        ids, cuda::launch_expert_sort(ids, n_expert, sort_scratch_, err_word_, *stream_));
     sort = derived_->sort(ids, n_expert, tile_rows);
   }
   cuda::launch_matmul_id_grouped(parts, x, ids, *sort, scratch_, *stream_, pre);

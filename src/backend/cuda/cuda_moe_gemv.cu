@@ -93,8 +93,8 @@ void set_parts(SliceArgs& s, std::span<const FusedPart> parts) {
 }
 
 template <GgmlType T>
-void run_id(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
-            Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
+void run_id(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids, Scratch& scratch,
+            unsigned* err, Stream& stream, const RoundedX* pre) {
   const Tensor& w = *parts[0].w;
   const int64_t n_in = w.ne[0];
   const auto [xq, xb] = pre != nullptr ? *pre : round_x(x, scratch, stream);
@@ -119,8 +119,7 @@ void run_id(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids
 
 template <GgmlType T>
 void run_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
-                    const ExpertSort& sort, Scratch& scratch, Stream& stream,
-                    const RoundedX* pre) {
+                    const ExpertSort& sort, Scratch& scratch, Stream& stream, const RoundedX* pre) {
   const Tensor& w = *parts[0].w;
   const int64_t n_in = w.ne[0], n_expert = w.ne[2], m = ids.n_elements(), n_x = x.n_rows();
   T9_CHECK(sort.pairs == m && sort.n_expert == n_expert, "matmul_id: sort of {} pairs for {}",
@@ -203,9 +202,9 @@ ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scra
   return es;
 }
 
-void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
-                              const Tensor& ids, const ExpertSort& sort, Scratch& scratch,
-                              Stream& stream, const RoundedX* pre) {
+void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
+                              const ExpertSort& sort, Scratch& scratch, Stream& stream,
+                              const RoundedX* pre) {
   const bool ok = with_sliced_type(*parts[0].w, [&](auto t) {
     run_id_grouped<decltype(t)::value>(parts, x, ids, sort, scratch, stream, pre);
   });
@@ -221,7 +220,8 @@ bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, co
 
 bool id_parts_fuse(const Tensor& a, const Tensor& b) {
   return a.type == b.type && a.ne == b.ne && a.nb == b.nb &&
-         reinterpret_cast<uintptr_t>(base_ptr(a)) % 16 == reinterpret_cast<uintptr_t>(base_ptr(b)) % 16;
+         reinterpret_cast<uintptr_t>(base_ptr(a)) % 16 ==
+             reinterpret_cast<uintptr_t>(base_ptr(b)) % 16;
 }
 
 }  // namespace t9::cuda

@@ -41,8 +41,8 @@ bool matmul_id_groups(const Tensor& w);
 // One block; an id outside [0, n_expert) sets kErrMoeId in *err and its pair is left out.
 ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scratch, unsigned* err,
                               Stream& stream);
-void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
-                              const Tensor& ids, const ExpertSort& sort, Scratch& scratch,
-                              Stream& stream, const RoundedX* pre = nullptr);
+void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
+                              const ExpertSort& sort, Scratch& scratch, Stream& stream,
+                              const RoundedX* pre = nullptr);
 
 }  // namespace t9::cuda
