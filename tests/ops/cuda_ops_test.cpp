@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <span>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
@@ -156,43 +157,60 @@ TEST_F(Cuda, MatmulBatchInvariant) {
   }
 }
 
+// matmul_shared_x over random weights of `types` (n_out[i] outputs each, a bias on entry
+// bias_at) and n_tok random rows of x: every output must be the bits of a plain matmul of the same
+// x. Returns the fused launches the call made (CudaBackend::fused_matmuls).
+long expect_shared_x_equals_matmuls(CudaBackend& be, std::mt19937_64& rng,
+                                    std::span<const GgmlType> types, std::span<const int64_t> n_out,
+                                    int64_t n_in, int64_t n_tok, size_t bias_at) {
+  DeviceArena arena(be);
+  const Tensor x =
+      arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
+                      GgmlType::F32, n_in, n_tok);
+  const int64_t nb = n_out[bias_at];
+  const Tensor bias =
+      arena.from_host(random_floats(rng, static_cast<size_t>(nb), -1.0f, 1.0f), GgmlType::F32, nb);
+  std::vector<Backend::MatmulOut> outs;
+  std::vector<Tensor> sep;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const Tensor w =
+        arena.weights(random_weights(rng, types[i], n_in, n_out[i]), types[i], n_in, n_out[i]);
+    outs.push_back(
+        {w, i == bias_at ? bias : Tensor{}, arena.poisoned(GgmlType::F32, n_out[i], n_tok)});
+    sep.push_back(arena.poisoned(GgmlType::F32, n_out[i], n_tok));
+  }
+  const long fused_before = be.fused_matmuls();
+  be.matmul_shared_x(x, outs);
+  const long fused = be.fused_matmuls() - fused_before;
+  for (size_t i = 0; i < outs.size(); ++i) be.matmul(outs[i].w, x, outs[i].bias, sep[i]);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    SCOPED_TRACE("out " + std::to_string(i) + " " + std::string(type_name(types[i])));
+    const auto shared = arena.download<float>(outs[i].y);
+    const auto alone = arena.download<float>(sep[i]);
+    EXPECT_EQ(shared.size(), alone.size());
+    for (size_t e = 0; e < shared.size() && e < alone.size(); ++e)
+      if (float_bits(shared[e]) != float_bits(alone[e])) {
+        ADD_FAILURE() << "element " << e;
+        break;
+      }
+    EXPECT_FALSE(std::isnan(shared[0]));
+  }
+  return fused;
+}
+
 // matmul_shared_x rounds x to int8 once for every int8-activation weight: each output must be the
 // bits of a plain matmul of the same x (GEMV rows 1 and 5, tensor cores at 40 rows), for a mix of
 // types that take the rounded x (Q4_K, Q6_K, Q8_0, Q4_0) and types that do not (Q5_K: F32
-// activations; F16: float kernel), with a bias on one of them.
+// activations; F16: float kernel), with a bias on one of them. One weight per type: no fused
+// launch.
 TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
   auto rng = test_rng();
-  const int64_t n_in = 512;
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
                             GgmlType::Q8_0, GgmlType::F16,  GgmlType::Q4_0};
   const int64_t n_out[] = {70, 33, 64, 130, 24, 40};
   for (int64_t n_tok : {1, 5, 40}) {
     SCOPED_TRACE(n_tok);
-    DeviceArena arena(*be_);
-    const Tensor x =
-        arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
-                        GgmlType::F32, n_in, n_tok);
-    const Tensor bias = arena.from_host(random_floats(rng, 130, -1.0f, 1.0f), GgmlType::F32, 130);
-    std::vector<Backend::MatmulOut> outs;
-    std::vector<Tensor> sep;
-    for (size_t i = 0; i < std::size(types); ++i) {
-      const Tensor w =
-          arena.weights(random_weights(rng, types[i], n_in, n_out[i]), types[i], n_in, n_out[i]);
-      outs.push_back({w, types[i] == GgmlType::Q8_0 ? bias : Tensor{},
-                      arena.poisoned(GgmlType::F32, n_out[i], n_tok)});
-      sep.push_back(arena.poisoned(GgmlType::F32, n_out[i], n_tok));
-    }
-    be_->matmul_shared_x(x, outs);
-    for (size_t i = 0; i < outs.size(); ++i) be_->matmul(outs[i].w, x, outs[i].bias, sep[i]);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      SCOPED_TRACE(type_name(types[i]));
-      const auto shared = arena.download<float>(outs[i].y);
-      const auto alone = arena.download<float>(sep[i]);
-      ASSERT_EQ(shared.size(), alone.size());
-      for (size_t e = 0; e < shared.size(); ++e)
-        ASSERT_EQ(float_bits(shared[e]), float_bits(alone[e])) << "element " << e;
-      ASSERT_FALSE(std::isnan(shared[0]));
-    }
+    EXPECT_EQ(expect_shared_x_equals_matmuls(*be_, rng, types, n_out, 512, n_tok, 3), 0);
   }
 }
 
@@ -200,44 +218,16 @@ TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
 // kernel (SliceParts): every output must still be the bits of its own matmul. Per type: five
 // weights of it (four fuse, the fifth runs alone) and a Q4_0 one between them (not fused), n_out
 // 70 / 200 / 33 / 512 / 64 (partial 64-row tiles), a bias on the second; rows 1 (GEMV), 3 and 8
-// (4- and 8-row GEMV tiles), 16, 40 and 160 (tensor cores, split: 16 weight tiles in all) and
-// 300 (whole).
+// (one row per grid row: small weights, tok1_max_weight_bytes), 16, 40 and 160 (tensor cores,
+// split: 16 weight tiles in all) and 300 (whole).
 TEST_F(Cuda, MatmulSharedXFusedPartsEqualSeparateMatmuls) {
   auto rng = test_rng();
-  const int64_t n_in = 1024;
   const int64_t n_out[] = {70, 200, 40, 33, 512, 64};
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
     const GgmlType types[] = {t, t, GgmlType::Q4_0, t, t, t};
     for (int64_t n_tok : {1, 3, 8, 16, 40, 160, 300}) {
       SCOPED_TRACE(std::string(type_name(t)) + " rows " + std::to_string(n_tok));
-      DeviceArena arena(*be_);
-      const Tensor x =
-          arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
-                          GgmlType::F32, n_in, n_tok);
-      const Tensor bias =
-          arena.from_host(random_floats(rng, 200, -1.0f, 1.0f), GgmlType::F32, 200);
-      std::vector<Backend::MatmulOut> outs;
-      std::vector<Tensor> sep;
-      for (size_t i = 0; i < std::size(types); ++i) {
-        const Tensor w =
-            arena.weights(random_weights(rng, types[i], n_in, n_out[i]), types[i], n_in, n_out[i]);
-        outs.push_back({w, i == 1 ? bias : Tensor{},
-                        arena.poisoned(GgmlType::F32, n_out[i], n_tok)});
-        sep.push_back(arena.poisoned(GgmlType::F32, n_out[i], n_tok));
-      }
-      const long fused_before = be_->fused_matmuls();
-      be_->matmul_shared_x(x, outs);
-      ASSERT_EQ(be_->fused_matmuls(), fused_before + 1);
-      for (size_t i = 0; i < outs.size(); ++i) be_->matmul(outs[i].w, x, outs[i].bias, sep[i]);
-      for (size_t i = 0; i < outs.size(); ++i) {
-        SCOPED_TRACE("out " + std::to_string(i));
-        const auto shared = arena.download<float>(outs[i].y);
-        const auto alone = arena.download<float>(sep[i]);
-        ASSERT_EQ(shared.size(), alone.size());
-        for (size_t e = 0; e < shared.size(); ++e)
-          ASSERT_EQ(float_bits(shared[e]), float_bits(alone[e])) << "element " << e;
-        ASSERT_FALSE(std::isnan(shared[0]));
-      }
+      EXPECT_EQ(expect_shared_x_equals_matmuls(*be_, rng, types, n_out, 1024, n_tok, 1), 1);
     }
   }
 }
@@ -245,7 +235,8 @@ TEST_F(Cuda, MatmulSharedXFusedPartsEqualSeparateMatmuls) {
 // Q4_K, Q6_K and Q8_0 run the sliced GEMV below 16 activation rows (tiles of 1, 4, 8) and the
 // tensor-core kernel from 16 rows on (64-row tiles); both compute the canonical order of
 // backend/cuda/cuda_units.cuh, so a row's output is the same bits alone, among 4 or 8 rows, and
-// among 17, 64 or 300 rows, wherever it sits in the call. Shapes: n_in 4096 (7-8 units per
+// among 17, 64 or 300 rows, wherever it sits in the call (and 4 and 8 rows run one row per grid
+// row for small weights, tiles of 4 and 8 for large ones). Shapes: n_in 4096 (7-8 units per
 // slice: Q4_K/Q6_K 64, Q8_0 128 units), 1536 and 256 (fewer than 32 units for Q4_K/Q6_K: empty
 // slices), 544 for Q8_0 (17 blocks: a partial 256-element chunk, some empty slices); n_out 70
 // and 200 leave the last 64-row weight tile partial.
@@ -257,7 +248,12 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
   const int64_t n_rows = 320;
   const int64_t probes[] = {3, 16, 40, 63, 64, 150, 299};
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
-    for (const Shape s : {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{544, 70}}) {
+    // Past the L2 bound, 4 and 8 rows run as tiles of 4 and 8 activation rows (below it one row
+    // per grid row): 64 weight rows more than the bound, 4096 inputs (~21 MB).
+    const int64_t big =
+        CudaBackend::tok1_max_weight_bytes() / static_cast<int64_t>(row_bytes(t, 4096)) + 64;
+    for (const Shape s :
+         {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{544, 70}, Shape{4096, big}}) {
       if (s.n_in % traits(t).block_elems != 0) continue;
       SCOPED_TRACE(std::string(type_name(t)) + " n_in " + std::to_string(s.n_in));
       DeviceArena arena(*be_);
@@ -591,12 +587,15 @@ TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
   for (const Case& c : cases) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.p.n_rot));
     DeviceArena arena(*be_);
-    const auto q = random_floats(rng, static_cast<size_t>(n_tok * n_head * c.head_dim), -3.0f, 3.0f);
+    const auto q =
+        random_floats(rng, static_cast<size_t>(n_tok * n_head * c.head_dim), -3.0f, 3.0f);
     const auto k = random_floats(rng, static_cast<size_t>(n_tok * n_kv * c.head_dim), -3.0f, 3.0f);
-    const Tensor wq = arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
-                                      GgmlType::F32, c.head_dim);
-    const Tensor wk = arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
-                                      GgmlType::F32, c.head_dim);
+    const Tensor wq =
+        arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
+                        GgmlType::F32, c.head_dim);
+    const Tensor wk =
+        arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
+                        GgmlType::F32, c.head_dim);
     std::vector<int32_t> pos(static_cast<size_t>(n_tok));
     for (auto& v : pos) v = static_cast<int32_t>(1 + rng() % 100000);  // 0 would not rotate
     const Tensor pt = arena.from_host(pos, GgmlType::I32, n_tok);

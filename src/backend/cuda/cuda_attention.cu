@@ -116,27 +116,11 @@ __global__ void __launch_bounds__(kQkWarps * 32)
   float* row = rows[warp];
   constexpr int kPer = kQkRowMax / 32;
   float xv[kPer];
-  double ss = 0.0;
+  const float inv = warp_row_inv_rms(xr, n, lane, eps, xv);  // (unused without the norm)
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = lane + 32 * c;
-    xv[c] = i < n ? xr[i] : 0.0f;
-    ss += static_cast<double>(xv[c]) * xv[c];
-  }
-  if (norm) {
-    ss = warp_sum(ss);
-    const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
-#pragma unroll
-    for (int c = 0; c < kPer; ++c) {
-      const int64_t i = lane + 32 * c;
-      if (i < n) row[i] = xv[c] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
-    }
-  } else {
-#pragma unroll
-    for (int c = 0; c < kPer; ++c) {
-      const int64_t i = lane + 32 * c;
-      if (i < n) row[i] = xv[c];
-    }
+    if (i < n) row[i] = norm ? rms_scaled(xv[c], inv, w, i, weight_bias) : xv[c];
   }
   __syncwarp();  // the row is in shared memory; x's own elements were read above
   const int32_t position = pos[rr / heads];
@@ -595,11 +579,13 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q
            "rope: positions must be I32 [{}]", n_tok);
   const int64_t rows = q.n_rows() + k.n_rows();
   if (rows == 0) return;
-  const auto* wq = q_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(q_norm)) : nullptr;
-  const auto* wk = k_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(k_norm)) : nullptr;
+  const auto* wq =
+      q_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(q_norm)) : nullptr;
+  const auto* wk =
+      k_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(k_norm)) : nullptr;
   stream_->launch(cuda::qk_norm_rope_kernel, cuda::grid_1d(rows, cuda::kQkWarps),
-                  cuda::kQkWarps * 32, 0, cuda::desc(q), cuda::desc(k), wq, wk, q_norm.valid(),
-                  eps, weight_bias, reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)),
+                  cuda::kQkWarps * 32, 0, cuda::desc(q), cuda::desc(k), wq, wk, q_norm.valid(), eps,
+                  weight_bias, reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)),
                   cuda::rope_consts(p));
 }
 
@@ -630,7 +616,8 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cac
   const size_t ca = f16 ? 8 : 16;
   const bool vec = p.head_dim % 4 == 0 && aligned(cuda::base_ptr(k), {k.nb[1], k.nb[2]}, 16) &&
                    aligned(cuda::base_ptr(v), {v.nb[1], v.nb[2]}, 16) &&
-                   aligned(cuda::base_ptr(k_cache), {static_cast<size_t>(g.nb1), static_cast<size_t>(g.nb2)}, ca) &&
+                   aligned(cuda::base_ptr(k_cache),
+                           {static_cast<size_t>(g.nb1), static_cast<size_t>(g.nb2)}, ca) &&
                    aligned(cuda::base_ptr(v_cache), {}, ca);
   const int n4 = static_cast<int>(p.n_kv_head * p.head_dim / 4);
   const int threads = vec ? std::min(256, (n4 + 31) / 32 * 32) : 128;

@@ -166,19 +166,11 @@ __global__ void rms_norm_warp_kernel(TensorDesc x, const float* __restrict__ w, 
   float* yr = reinterpret_cast<float*>(out.row(r));
   constexpr int kPer = kWarpRowMax / 32;
   float xv[kPer];
-  double ss = 0.0;
+  const float inv = warp_row_inv_rms(xr, n, lane, eps, xv);
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = lane + 32 * c;
-    xv[c] = i < n ? xr[i] : 0.0f;
-    ss += static_cast<double>(xv[c]) * xv[c];
-  }
-  ss = warp_sum(ss);
-  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
-#pragma unroll
-  for (int c = 0; c < kPer; ++c) {
-    const int64_t i = lane + 32 * c;
-    if (i < n) yr[i] = xv[c] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
+    if (i < n) yr[i] = rms_scaled(xv[c], inv, w, i, weight_bias);
   }
 }
 

@@ -111,6 +111,9 @@ class CudaBackend final : public Backend {
   long rounding_reuses() const;
   // Grouped matmul_ids that took the expert sort of an earlier call over the same ids (tests).
   long expert_sort_reuses() const;
+  // The weight bytes up to which matmuls of 2..8 rows run one activation row per launch-grid
+  // row instead of 4- or 8-row tiles (same bits; cuda_gemv.cuh; tests size their shapes by it).
+  static int64_t tok1_max_weight_bytes();
   // Launches of matmul_shared_x that computed several weights at once (fuse_parts; tests).
   long fused_matmuls() const { return fused_matmuls_; }
 
@@ -176,8 +179,8 @@ class CudaBackend final : public Backend {
   void matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                    const cuda::RoundedX* pre);
   void check_matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out);
-  bool matmul_id_device(std::span<const cuda::FusedPart> parts, const Tensor& x,
-                        const Tensor& ids, const cuda::RoundedX* pre);
+  bool matmul_id_device(std::span<const cuda::FusedPart> parts, const Tensor& x, const Tensor& ids,
+                        const cuda::RoundedX* pre);
   // matmul_id likewise (`pre` is used by the one-row route, whose x rows are x's own rows).
   void matmul_id_with(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
                       const cuda::RoundedX* pre);

@@ -218,6 +218,28 @@ __device__ __forceinline__ double warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// RMSNorm of a row of at most kPer * 32 elements by one warp (lanes strided, the sum of squares
+// in double over the warp's tree): loads the lane's elements into xv and returns
+// 1 / sqrt(mean(x^2) + eps); element i is then rms_scaled(xv[c], ...). rms_norm_warp_kernel and
+// qk_norm_rope_kernel share both, so their bits agree.
+template <int kPer>
+__device__ __forceinline__ float warp_row_inv_rms(const float* xr, int64_t n, int lane, float eps,
+                                                  float (&xv)[kPer]) {
+  double ss = 0.0;
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = lane + 32 * c;
+    xv[c] = i < n ? xr[i] : 0.0f;
+    ss += static_cast<double>(xv[c]) * xv[c];
+  }
+  ss = warp_sum(ss);
+  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
+}
+__device__ __forceinline__ float rms_scaled(float x, float inv, const float* w, int64_t i,
+                                            float weight_bias) {
+  return x * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -120,6 +120,10 @@ void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const T
 }  // namespace
 }  // namespace cuda
 
+int64_t CudaBackend::tok1_max_weight_bytes() {
+  return cuda::tok1_max_weight_bytes();
+}
+
 void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) {
   matmul_with(w, x, bias, y, nullptr);
 }
