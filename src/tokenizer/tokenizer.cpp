@@ -4,6 +4,7 @@
 
 #include "core/check.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/fragment_cache.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/spm.h"
@@ -77,6 +78,8 @@ struct Tokenizer::Impl {
   std::vector<std::string> pieces;  // [n_tokens] decoded bytes
   std::vector<uint8_t> special;     // [n_tokens] control or unknown
   std::vector<uint8_t> eog;         // [n_tokens]
+  // Long BPE fragments' ids for the next encode of the same text (fragment_cache.h).
+  std::unique_ptr<FragmentCache> fragments = std::make_unique<FragmentCache>();
 
   Status build_pieces();
   Status encode_bpe_text(std::string_view text, std::vector<TokenId>& out) const;
@@ -196,16 +199,30 @@ Result<std::vector<TokenId>> Tokenizer::encode(std::string_view text, EncodeOpti
     for (const Fragment& f : frags) {
       if (f.token != kNoToken) {
         out.push_back(f.token);
-      } else if (m.vocab.nfc && nfc_needed(f.text)) {
+        continue;
+      }
+      const bool cached = m.fragments->wants(f.text);
+      if (cached && m.fragments->lookup(f.text, out)) continue;
+      const size_t first = out.size();
+      if (m.vocab.nfc && nfc_needed(f.text)) {
         normalized = nfc(f.text);  // added tokens are matched on the raw text, as HF does
         T9_TRY(m.encode_bpe_text(normalized, out));
       } else {
         T9_TRY(m.encode_bpe_text(f.text, out));
       }
+      if (cached) m.fragments->insert(f.text, std::span(out).subspan(first));
     }
   }
   if (opt.add_special && m.vocab.add_eos) out.push_back(m.vocab.eos);
   return out;
+}
+
+void Tokenizer::set_fragment_cache_bytes(size_t max_bytes) {
+  impl_->fragments->set_max_bytes(max_bytes);
+}
+
+FragmentCache::Stats Tokenizer::fragment_cache_stats() const {
+  return impl_->fragments->stats();
 }
 
 std::string_view Tokenizer::piece(TokenId id) const {

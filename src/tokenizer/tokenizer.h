@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "tokenizer/fragment_cache.h"
 #include "tokenizer/vocab.h"
 
 namespace t9::gguf {
@@ -59,6 +60,13 @@ class Tokenizer {
   // Whether a decode of a sequence starting at its first token drops that piece's leading space
   // (SentencePiece vocabs that add a space prefix when encoding).
   bool strips_leading_space() const;
+
+  // Byte-level BPE keeps the ids of long fragments (text between special tokens, >= 2 KB) for
+  // the next encode of the same text: an agent's re-sent system prompt (fragment_cache.h). The
+  // ids are what encoding gives either way. Budget in bytes of texts + ids (default 32 MB; 0:
+  // off); the counters for tests and metrics.
+  void set_fragment_cache_bytes(size_t max_bytes);
+  FragmentCache::Stats fragment_cache_stats() const;
 
   TokenId find(std::string_view token_text) const;  // by stored text; kNoToken if absent
   const Vocab& vocab() const;

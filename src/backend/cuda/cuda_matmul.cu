@@ -194,13 +194,14 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
     parts.push_back({&o.w, &o.bias, &o.y});
     w_early = w_early && o.w.buf->weights;
   }
+  // Before the launch, as every op (a fallback one by one marks them again: harmless).
+  for (const size_t j : group) derived_->wrote(outs[j].y);
   if (a.ids.valid()) {
     if (a.ids.n_elements() == 0 || a.w.ne[1] == 0) return false;  // one by one: nothing to do
     if (!matmul_id_device(parts, reshape(x, x.ne[0], 1, x.n_rows()), a.ids, &rx)) return false;
   } else if (!cuda::launch_fused_matmul(parts, x, scratch_, *stream_, rx, w_early)) {
     return false;
   }
-  for (const size_t j : group) derived_->wrote(outs[j].y);
   return true;
 }
 

@@ -436,7 +436,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
 
 // The split form's second step: y = 0, y += p_l for the non-empty slices l = 0..31 in order,
 // + bias (the canonical order, cuda_units.cuh), one thread per output.
-// With parts, blocks are split among them as SliceParts says (split_total_blocks).
+// With parts, its blocks are split among them by block_first (set by launch_tiles).
 __global__ void split_total_kernel(SliceArgs a, int n_units) {
   pdl_enter();
   int64_t part_blocks_;

@@ -100,6 +100,38 @@ TEST(RealModelThreads, ConcurrentEncodeMatchesSerial) {
   EXPECT_EQ(n_bad.load(), 0);
 }
 
+// Long fragments (an agent's re-sent system prompt) come from the fragment cache from their
+// second encode on: the ids must be those of a tokenizer that encodes everything (cache off), for
+// prompts that share the long fragment and differ around it, and after a budget that evicts.
+TEST(RealModelFragmentCache, HitsGiveTheIdsOfAFreshEncode) {
+  auto cached = load("qwen3"), plain = load("qwen3");
+  ASSERT_TRUE(cached.has_value() && plain.has_value());
+  plain->set_fragment_cache_bytes(0);
+  // ~24 KB or more of the corpus (code, numbers, CJK, emoji, decomposed accents: the NFC path).
+  std::string sys;
+  for (const std::string& t : corpus_texts()) sys += t + "\n";
+  while (sys.size() < 24000) sys += sys;
+  const std::string a = "<|im_start|>system\n" + sys +
+                        "<|im_end|>\n<|im_start|>user\nList the files.<|im_end|>\n"
+                        "<|im_start|>assistant\n";
+  const std::string b = "<|im_start|>system\n" + sys +
+                        "<|im_end|>\n<|im_start|>user\nList the files.<|im_end|>\n"
+                        "<|im_start|>assistant\nmain.cpp and util.h<|im_end|>\n"
+                        "<|im_start|>user\nRead main.cpp<|im_end|>\n<|im_start|>assistant\n";
+  for (const std::string* p : {&a, &b, &a}) {
+    const auto got = cached->encode_prompt(*p), want = plain->encode_prompt(*p);
+    ASSERT_TRUE(got.ok() && want.ok());
+    EXPECT_EQ(got.value(), want.value());
+  }
+  const FragmentCache::Stats st = cached->fragment_cache_stats();
+  EXPECT_GE(st.hits, 2);  // b and the second a found the system prompt's fragments
+  EXPECT_GE(st.entries, 1u);
+  EXPECT_EQ(plain->fragment_cache_stats().entries, 0u);
+  cached->set_fragment_cache_bytes(1000);  // below one fragment: nothing stays
+  EXPECT_EQ(cached->fragment_cache_stats().entries, 0u);
+  EXPECT_EQ(cached->encode_prompt(b).value(), plain->encode_prompt(b).value());
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, RealModel,
                          ::testing::Values("SmolLM2-135M-Instruct.Q4_1.gguf",
                                            "gemma-3-270m-Q4_K_M.gguf",
