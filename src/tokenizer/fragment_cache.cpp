@@ -30,7 +30,7 @@ bool FragmentCache::lookup(std::string_view text, std::vector<TokenId>& out) {
 void FragmentCache::insert(std::string_view text, std::span<const TokenId> ids) {
   Entry fresh{std::string(text), std::vector<TokenId>(ids.begin(), ids.end()), text_hash(text)};
   std::lock_guard lock(mu_);
-  if (fresh.bytes() > cfg_.max_bytes) return;
+  if (fresh.bytes() > max_bytes_.load()) return;
   const auto [lo, hi] = index_.equal_range(fresh.hash);
   for (auto it = lo; it != hi; ++it)
     if (it->second->text == text) return;  // another thread encoded it meanwhile
@@ -42,12 +42,12 @@ void FragmentCache::insert(std::string_view text, std::span<const TokenId> ids) 
 
 void FragmentCache::set_max_bytes(size_t max_bytes) {
   std::lock_guard lock(mu_);
-  cfg_.max_bytes = max_bytes;
+  max_bytes_.store(max_bytes);
   evict_locked();
 }
 
 void FragmentCache::evict_locked() {
-  while (bytes_ > cfg_.max_bytes && !lru_.empty()) {
+  while (bytes_ > max_bytes_.load() && !lru_.empty()) {
     const List::iterator last = std::prev(lru_.end());
     const auto [lo, hi] = index_.equal_range(last->hash);
     for (auto it = lo; it != hi; ++it) {

@@ -9,6 +9,7 @@
 // mutex (HTTP threads encode in parallel; a lookup is a hash and a compare).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -36,10 +37,10 @@ class FragmentCache {
     size_t bytes = 0, entries = 0;
   };
 
-  explicit FragmentCache(Config c = {}) : cfg_(c) {}
+  explicit FragmentCache(Config c = {}) : min_bytes_(c.min_bytes), max_bytes_(c.max_bytes) {}
 
   bool wants(std::string_view text) const {
-    return cfg_.max_bytes > 0 && text.size() >= cfg_.min_bytes;
+    return text.size() >= min_bytes_ && max_bytes_.load(std::memory_order_relaxed) > 0;
   }
   // Appends the ids of `text` to out and returns true when it is cached (a miss changes nothing).
   bool lookup(std::string_view text, std::vector<TokenId>& out);
@@ -59,7 +60,8 @@ class FragmentCache {
 
   void evict_locked();
 
-  Config cfg_;
+  const size_t min_bytes_;
+  std::atomic<size_t> max_bytes_;  // set_max_bytes may run beside encodes
   mutable std::mutex mu_;
   List lru_;
   std::unordered_multimap<uint64_t, List::iterator> index_;
