@@ -399,10 +399,7 @@ void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scrat
   s.w_early = w_early;
   int64_t n_out = 0, w_tiles = 0;
   for (const FusedPart& p : parts) {
-    s.parts.part[s.parts.n++] = {
-        reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), desc(*p.y),
-        p.bias->valid() ? reinterpret_cast<const float*>(base_ptr(*p.bias)) : nullptr, nullptr,
-        p.w->ne[1]};
+    s.parts.part[s.parts.n++] = slice_part(p);
     n_out += p.w->ne[1];
     w_tiles += mma_weight_tiles(p.w->ne[1]);
   }

@@ -58,7 +58,7 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
 constexpr int kMaxParts = 4;
 struct FusedPart {
   const Tensor* w;
-  const Tensor* bias;  // !valid(): none
+  const Tensor* bias;  // null or !valid(): none
   const Tensor* y;
 };
 bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch,

@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kSortThreads)
 void set_parts(SliceArgs& s, std::span<const FusedPart> parts) {
   if (parts.size() < 2) return;
   for (const FusedPart& p : parts)
-    s.parts.part[s.parts.n++] = {reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), desc(*p.y),
-                                 nullptr, nullptr, p.w->ne[1]};
+    s.parts.part[s.parts.n] = slice_part(p);
+    s.parts.part[s.parts.n++].bias = nullptr;  // matmul_id has no bias
 }
 
 template <GgmlType T>

@@ -472,6 +472,13 @@ struct SliceParts {
   int n = 0;  // 0: a plain call (no parts)
 };
 
+// The kernel's view of one part of a fused call (a null or !valid() bias: none).
+inline SlicePart slice_part(const FusedPart& p) {
+  const bool bias = p.bias != nullptr && p.bias->valid();
+  return {reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), desc(*p.y),
+          bias ? reinterpret_cast<const float*>(base_ptr(*p.bias)) : nullptr, nullptr, p.w->ne[1]};
+}
+
 // Blocks along x for parts whose blocks take rows_per_block weight rows each per pass, capped
 // at `cap` in all: each part gets its share in proportion to its rows (at least one block);
 // fills parts.block_first and returns the total.
