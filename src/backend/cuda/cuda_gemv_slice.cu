@@ -250,6 +250,78 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a
   }
 }
 
+// Short rows (at most kLanes units: a Q8_0 row of up to 512 inputs, Q4_K / Q6_K up to 1024 with
+// kLanes 16; the MoE experts' down projections), one activation row per grid row: a warp takes
+// 32 / kLanes consecutive weight rows at a time, lane group g = lane / kLanes row o + g, lane j of
+// the group unit j. Every slice of such a row holds at most one unit, so the canonical sum (top of
+// cuda_units.cuh) is the units' partials acc(0, u) added in unit order: the group adds them down
+// a shuffle chain. gemv_slice_kernel leaves half a warp idle on a 16-unit row and pays its 32-step
+// final sum per row; here every lane has a unit and the sum is shared by the rows of the warp
+// (the 8 agents' expert down projection, 64 pairs of 2048 x 512 Q8_0: 57 us, 1.3 TB/s). The
+// warp's rows are one contiguous run of bytes, staged with 16-byte cp.async, the next run in
+// flight behind this one.
+template <GgmlType T, int kLanes>
+__global__ void __launch_bounds__(kSliceWarps * 32) gemv_short_kernel(SliceArgs a) {
+  using U = Unit<T>;
+  constexpr int kRows = 32 / kLanes;  // weight rows per warp and step
+  extern __shared__ __align__(16) uint8_t smem[];
+  const bool by_pair = a.ids != nullptr;
+  const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  int64_t n_blocks;
+  const int64_t bx = select_part(a, n_blocks);
+  if (!early) pdl_enter();
+  if (by_pair) {
+    if (!select_pair(a)) return;
+  } else {  // grid row t: activation row t
+    const int64_t t = blockIdx.y;
+    a.xq += t * a.n_in;
+    a.xb += t * (a.n_in / 32);
+    a.y.base = a.y.row(t);
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / kLanes, j = lane % kLanes;
+  const int n_units = static_cast<int>(a.n_in / U::kElems);
+  const int64_t run_bytes = kRows * a.row_bytes;
+  const int64_t slot = row_slot(run_bytes);
+  uint8_t* bufs = smem + warp * 2 * slot;
+  const int64_t stride = n_blocks * kSliceWarps * kRows;
+  int64_t o = (bx * kSliceWarps + warp) * kRows;
+  // Rows o .. o + kRows - 1 (those below n_out) into buf, `skew` bytes in (stage_row's layout).
+  const auto stage = [&](int64_t first, uint8_t* buf) {
+    const uint8_t* src = a.w + first * a.row_bytes;
+    const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+    const int64_t n16 = (skew + min64(kRows, a.n_out - first) * a.row_bytes + 15) / 16;
+    for (int64_t i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, src - skew + 16 * i);
+  };
+  if (o < a.n_out) stage(o, bufs);
+  cp_async_commit();
+  if (early) enter_early<2, 1>(a, o, lane);
+  if (o >= a.n_out) return;  // uniform per warp; no block barriers
+  for (int it = 0; o < a.n_out; o += stride, ++it) {
+    uint8_t* buf = bufs + (it & 1) * slot;
+    if (o + stride < a.n_out) stage(o + stride, bufs + ((it + 1) & 1) * slot);
+    cp_async_commit();
+    cp_async_wait_1();
+    __syncwarp();
+    const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
+    const int64_t r = o + g;
+    float p = 0.0f;
+    if (j < n_units && r < a.n_out) {
+      const uint8_t* row = buf + skew + g * a.row_bytes;
+      const typename U::W wu = U::load(row + (j / U::kPerBlock) * U::kBlockBytes, j % U::kPerBlock);
+      p = U::acc(0.0f, wu, a.xq, a.xb, j);
+    }
+    float y = 0.0f;
+    for (int u = 0; u < n_units; ++u)  // warp-uniform: every lane takes part
+      y = __fadd_rn(y, __shfl_sync(0xffffffffu, p, g * kLanes + u));
+    if (j == 0 && r < a.n_out) {
+      float* yr = reinterpret_cast<float*>(a.y.row(0));
+      yr[r] = a.bias != nullptr ? __fadd_rn(y, a.bias[r]) : y;
+    }
+    __syncwarp();  // buf is restaged two steps on
+  }
+}
+
 // Rows per warp of the unstaged Q4_K path for 1-4 activation rows (TEMPO9_CUDA_Q4K_ROWS=1|2,
 // read once; default 2). The same bits either way.
 int q4k_rows() {
@@ -335,6 +407,34 @@ void launch_coal(const SliceArgs& a, Stream& stream) {
                 kSliceWarps * 32, smem, b);
 }
 
+// Short rows (gemv_short_kernel) for one activation row per grid row: rows of at most 16 units
+// unless TEMPO9_CUDA_SHORT_ROWS=0 (read once). The same bits either way.
+template <GgmlType T>
+bool try_short(const SliceArgs& a, Stream& stream) {
+  static const bool off = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_SHORT_ROWS");
+    return e != nullptr && e[0] == '0';
+  }();
+  const int64_t n_units = a.n_in / Unit<T>::kElems;
+  if (off || n_units > 16) return false;
+  const auto go = [&](auto lanes) {
+    constexpr int kLanes = decltype(lanes)::value;
+    constexpr auto kernel = gemv_short_kernel<T, kLanes>;
+    const int smem = static_cast<int>(kSliceWarps * 2 * row_slot(32 / kLanes * a.row_bytes));
+    const int64_t grid_rows = a.n_tok;
+    T9_CHECK(grid_rows <= 65535, "matmul: {} activation rows exceed the launch grid", grid_rows);
+    SliceArgs b = a;
+    const int64_t blocks = pair_blocks<kernel>(b, smem, 32 / kLanes, grid_rows);
+    stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(grid_rows)),
+                  kSliceWarps * 32, smem, b);
+  };
+  if (n_units > 8)
+    go(std::integral_constant<int, 16>{});
+  else
+    go(std::integral_constant<int, 8>{});
+  return true;
+}
+
 // One Q4_K / Q6_K activation row through gemv_coal_kernel unless TEMPO9_CUDA_GEMV_SLICED=1
 // (read once). Q8_0 keeps gemv_slice_kernel: faster there on the H200 (run 14: 4096x14336 25.3
 // vs 27.9 us, 14336x4096 30.5 vs 33.9), slower for Q4_K (21.6 vs 20.2, 27.5 vs 18.6) and Q6_K
@@ -366,14 +466,16 @@ bool try_coal(const SliceArgs& a, Stream& stream) {
 
 template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, Stream& stream) {
-  if (try_coal<T>(a, stream)) return;
   int64_t w_rows = a.n_out;
   if (a.parts.n > 0) {
     w_rows = 0;
     for (int i = 0; i < a.parts.n; ++i) w_rows += a.parts.part[i].n_out;
   }
   const bool l2_weights = a.n_tok <= 8 && w_rows * a.row_bytes <= tok1_max_weight_bytes();
-  if (a.n_tok == 1 || a.ids != nullptr || l2_weights) return launch_tile<T, 1>(a, stream);
+  const bool row_per_grid_row = a.n_tok == 1 || a.ids != nullptr || l2_weights;
+  if (row_per_grid_row && try_short<T>(a, stream)) return;
+  if (try_coal<T>(a, stream)) return;
+  if (row_per_grid_row) return launch_tile<T, 1>(a, stream);
   if (a.n_tok <= 4) return launch_tile<T, 4>(a, stream);
   launch_tile<T, 8>(a, stream);
 }

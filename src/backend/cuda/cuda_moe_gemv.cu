@@ -87,9 +87,10 @@ __global__ void __launch_bounds__(kSortThreads)
 // fields stand in for the plain call's). All parts have w's type and shape.
 void set_parts(SliceArgs& s, std::span<const FusedPart> parts) {
   if (parts.size() < 2) return;
-  for (const FusedPart& p : parts)
+  for (const FusedPart& p : parts) {
     s.parts.part[s.parts.n] = slice_part(p);
     s.parts.part[s.parts.n++].bias = nullptr;  // matmul_id has no bias
+  }
 }
 
 template <GgmlType T>
