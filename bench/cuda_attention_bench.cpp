@@ -3,7 +3,8 @@
 // prefix and decode rows over long contexts. Host clock around N enqueued calls between two syncs.
 // Per case: us per call, the kernel path (CudaAttnPath: fold or split), TFLOP/s (4 * rows * q
 // heads * head_dim * visible keys, the causal triangle counted exactly) and GB/s of unique K/V
-// bytes (each sequence's keys once per KV head). Built by scripts/device_test_ops.sh.
+// bytes (each sequence's keys once per KV head; shared pages counted once per sequence). Built
+// by scripts/device_test_ops.sh.
 //
 //   cuda_attention_bench [ITERS]   # default 20 calls per case
 #include <algorithm>
@@ -27,6 +28,7 @@ struct Case {
   const char* name;
   int n_head, n_kv_head, head_dim;
   int n_seqs, n_past, n_q;  // every sequence alike
+  int shared = 0;           // leading keys on the same pages in every sequence (whole blocks)
 };
 
 }  // namespace
@@ -42,6 +44,9 @@ int main(int argc, char** argv) {
       {"35B prefill chunk 512 at 4k", 16, 2, 256, 1, 3584, 512},
       {"35B decode 1 row at 640", 16, 2, 256, 1, 639, 1},
       {"35B decode 8 rows at 15k", 16, 2, 256, 8, 15000, 1},
+      // 8 agents over one 10k system prompt (the prefix cache's shared pages): cohort tiles.
+      {"35B decode 8 rows at 11k, 10k shared", 16, 2, 256, 8, 11000, 1, 10000},
+      {"35B decode 8 rows at 11k, none shared", 16, 2, 256, 8, 11000, 1},
       {"8B prefill chunk 512 at 8k", 32, 8, 128, 1, 7680, 512},
       {"8B decode 1 row at 640", 32, 8, 128, 1, 639, 1},
       {"8B decode 32 rows at 4k", 32, 8, 128, 32, 4096, 1},
@@ -64,6 +69,9 @@ int main(int argc, char** argv) {
     std::vector<int32_t> table(static_cast<size_t>(blocks_per_seq) * c.n_seqs);
     for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
     std::shuffle(table.begin(), table.end(), rng);
+    for (int s = 1; s < c.n_seqs; ++s)  // the shared blocks: sequence 0's
+      for (int b = 0; b < c.shared / kBlock; ++b)
+        table[static_cast<size_t>(s * blocks_per_seq + b)] = table[static_cast<size_t>(b)];
     std::vector<AttnSeq> seqs;
     for (int s = 0; s < c.n_seqs; ++s)
       seqs.push_back({s * c.n_q, c.n_q, c.n_past, s * blocks_per_seq});

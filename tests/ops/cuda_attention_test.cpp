@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
 #include "ops_test_util.h"
@@ -34,7 +35,7 @@ struct Data {
   int kv_rows = 0, q_rows = 0;
 };
 
-constexpr int kPoolBlocks = 200;  // 3200 slots: LongContextSplits needs 164 blocks
+constexpr int kPoolBlocks = 256;  // 4096 slots: SharedPrefixDecodeRowsEqualAlone needs 203 blocks
 
 Data make_data(std::mt19937_64& rng, const Case& c) {
   std::vector<int32_t> ids(kPoolBlocks);
@@ -322,6 +323,94 @@ TEST(CudaAttention, BatchInvariant) {
   for (size_t i = 0; i < alone.size(); ++i)
     ASSERT_EQ(float_bits(alone[i]), float_bits(batched[a.q_begin * q_row + i])) << i;
   ASSERT_FALSE(std::isnan(alone[0]));
+}
+
+// Agents' decode rows over one shared prompt: sequences whose block tables start with the same
+// pages (whole blocks, as the prefix cache shares them). Split launches compute the chunks that
+// decode rows of a cohort (64 / G sequences) see whole through the same pages once for the
+// cohort; each row must keep the bits it gets alone. With G = 8, cohort 0 (sequences 0..7) holds
+// six sharing decode rows, a decode row with its own pages and a prefill chunk; cohort 1 two
+// sharing rows. With G = 4 all ten form one cohort, under a window that ends inside the shared
+// prefix for some rows and before it for the longest.
+TEST(CudaAttention, SharedPrefixDecodeRowsEqualAlone) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  struct Row {
+    int ctx;      // keys, including the row's own
+    bool shares;  // table starts with the shared pages
+    int n_q = 1;
+  };
+  const std::vector<Row> rows = {{700, true}, {701, true},  {1300, true},    {695, true},
+                                 {900, true}, {820, false}, {760, true, 9},  {999, true},
+                                 {703, true}, {1100, true}};
+  const int kSharedBlocks = 43;  // 688 keys: chunks 0..4 whole, chunk 5 partly shared
+  for (auto [hd, n_head, window] :
+       {std::tuple{256, 16, 0}, std::tuple{128, 16, 0}, std::tuple{128, 8, 400}}) {
+    SCOPED_TRACE(testing::Message() << "head_dim " << hd << " n_head " << n_head << " window "
+                                    << window);
+    auto rng = test_rng();
+    Case c = base(GgmlType::F16, hd);
+    c.p.n_head = n_head;
+    c.p.sliding_window = window;
+    c.seqs.clear();
+    for (const Row& r : rows) c.seqs.push_back({r.ctx - r.n_q, r.n_q});
+    c.p.max_ctx = 1300;
+    c.p.n_seqs = static_cast<int>(rows.size());
+    ASSERT_EQ(cuda_attention_path(c.p, c.cache, 18), CudaAttnPath::kTensorSplit);
+    std::vector<int32_t> ids(kPoolBlocks);
+    for (int i = 0; i < kPoolBlocks; ++i) ids[static_cast<size_t>(i)] = i;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    size_t next = kSharedBlocks;  // ids[0 .. kSharedBlocks) are the shared pages
+    const int shared_keys = kSharedBlocks * c.p.block_size;
+    const size_t kv_row = static_cast<size_t>(c.p.n_kv_head * hd);
+    // ref: every sequence's K/V rows in full (the dense reference and sub_batch read them);
+    // d: the same, but a later sharer writes only its own keys (the pages hold the first's).
+    Data ref;
+    std::vector<bool> later(rows.size(), false);
+    int first_sharer = -1;
+    for (size_t si = 0; si < rows.size(); ++si) {
+      const Row& r = rows[si];
+      const int off = static_cast<int>(ref.tables.size());
+      for (int b = 0; b < (r.ctx + c.p.block_size - 1) / c.p.block_size; ++b)
+        ref.tables.push_back(r.shares && b < kSharedBlocks ? ids[static_cast<size_t>(b)]
+                                                           : ids.at(next++));
+      later[si] = r.shares && first_sharer >= 0;
+      if (r.shares && first_sharer < 0) first_sharer = ref.kv_rows;
+      ref.write_meta.push_back({ref.kv_rows, r.ctx, 0, off});
+      ref.attn_meta.push_back({ref.q_rows, r.n_q, r.ctx - r.n_q, off});
+      ref.kv_rows += r.ctx;
+      ref.q_rows += r.n_q;
+    }
+    ref.k = random_floats(rng, static_cast<size_t>(ref.kv_rows) * kv_row);
+    ref.v = random_floats(rng, static_cast<size_t>(ref.kv_rows) * kv_row);
+    const size_t prefix = static_cast<size_t>(shared_keys) * kv_row;
+    for (size_t si = 0; si < rows.size(); ++si) {
+      if (!later[si]) continue;
+      const size_t to = static_cast<size_t>(ref.write_meta[si].q_begin) * kv_row;
+      const size_t from = static_cast<size_t>(first_sharer) * kv_row;
+      std::copy_n(ref.k.begin() + from, prefix, ref.k.begin() + to);
+      std::copy_n(ref.v.begin() + from, prefix, ref.v.begin() + to);
+    }
+    ref.q = random_floats(rng, static_cast<size_t>(ref.q_rows * n_head * hd), -3.0f, 3.0f);
+    Data d = ref;
+    for (size_t si = 0; si < rows.size(); ++si)
+      if (later[si])
+        d.write_meta[si] = {ref.write_meta[si].q_begin + shared_keys,
+                            rows[si].ctx - shared_keys, shared_keys,
+                            ref.write_meta[si].block_table_offset};
+    CudaBackend gpu;
+    const auto batched = run(gpu, c, d).out;
+    check_vs_dense(c, ref, batched);
+    const size_t q_row = static_cast<size_t>(n_head * hd);
+    for (size_t si = 0; si < rows.size(); ++si) {
+      SCOPED_TRACE(si);
+      const AttnSeq& a = ref.attn_meta[si];
+      auto [one, d1] = sub_batch(c, ref, si, a.n_past, a.n_q);
+      one.p.n_seqs = 1;
+      const auto alone = run(gpu, one, d1).out;
+      for (size_t i = 0; i < alone.size(); ++i)
+        ASSERT_EQ(float_bits(alone[i]), float_bits(batched[a.q_begin * q_row + i])) << i;
+    }
+  }
 }
 
 }  // namespace

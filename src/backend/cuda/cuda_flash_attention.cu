@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_flash_attention.cuh"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
 
@@ -145,6 +146,68 @@ __device__ bool find_tile(const AttnSeq* seqs, int n_seqs, int rows_per_tile, in
   return false;
 }
 
+// ---- cohorts: decode rows over shared pages ----
+//
+// Agents re-send one system prompt, so their sequences' block tables start with the same pages
+// (the prefix cache shares whole blocks). A decode row fills only G of a block's 64 slots, and
+// every sequence's blocks re-read the shared keys. Split launches therefore add cohort tiles:
+// for chunk c, the decode rows (n_q == 1) of sequences [k R, k R + R) (R = 64 / G rows per
+// tile) that see the chunk whole (no causal or window mask inside it) through the same pages as
+// the first of them, as one tile. Such a chunk's keys and values are the same bytes for every
+// member, and an mma row's result does not depend on the other rows, so a member's partial has
+// the bits its own tile would write; its own tile's block for that chunk returns at once. Both
+// sides decide with cohort_members, the same function of the same arguments, so every (row,
+// chunk) is computed once.
+
+// The members for chunk c of cohort [first, first + n_max) (n_max <= kSlots): its sequences with
+// one query row in the batch that see the chunk whole through the leader's pages (the leader: the
+// first sequence that sees it whole), in order: batch row, position and sequence index into
+// qrow / pos / seq (shared, kSlots each). Returns their count, or 0 when fewer than two. Thread i
+// < n_max looks at sequence first + i: two rounds of loads (the sequence, then its table entries
+// for the chunk), whatever the cohort's size. Called by every thread of the block (barriers
+// inside; blockDim.x >= kSlots); uniform.
+__device__ int cohort_members(const FlashArgs& a, int64_t n_rows, int first, int n_max, int c,
+                              int* qrow, int* pos, int* seq) {
+  static_assert(kSlots == 64, "two warps' ballots below");
+  __shared__ int s_lead, s_lead_tab;
+  __shared__ unsigned s_ballot[2];
+  const int i = threadIdx.x, lane = i % 32, warp = i / 32;
+  const int k0 = c * kChunkKeys, k1 = k0 + kChunkKeys - 1;
+  if (i == 0) s_lead = kSlots;
+  __syncthreads();
+  AttnSeq s{};
+  bool ok = false;
+  if (i < n_max && first + i < a.n_seqs) {
+    s = a.seqs[first + i];
+    ok = s.n_q == 1 && s.q_begin >= 0 && s.q_begin < n_rows && s.n_past >= k1 &&
+         (a.window <= 0 || s.n_past - a.window + 1 <= k0);
+    if (ok) atomicMin(&s_lead, i);
+  }
+  __syncthreads();
+  if (ok && i == s_lead) s_lead_tab = s.block_table_offset;
+  __syncthreads();
+  if (ok) {
+    const int b0 = k0 / a.block_size, b1 = k1 / a.block_size;
+    for (int b = b0; b <= b1; ++b) {
+      const int64_t ti = static_cast<int64_t>(s.block_table_offset) + b;
+      const int64_t tl = static_cast<int64_t>(s_lead_tab) + b;
+      ok = ok && ti >= 0 && ti < a.n_tables && tl >= 0 && tl < a.n_tables &&
+           a.tables[ti] == a.tables[tl];
+    }
+  }
+  const unsigned ballot = __ballot_sync(0xffffffffu, ok);
+  if (lane == 0 && warp < 2) s_ballot[warp] = ballot;
+  __syncthreads();
+  const int n = __popc(s_ballot[0]) + __popc(s_ballot[1]);
+  if (n < 2) return 0;
+  if (ok) {
+    const int at = __popc(ballot & ((1u << lane) - 1u)) + (warp == 1 ? __popc(s_ballot[0]) : 0);
+    qrow[at] = s.q_begin, pos[at] = s.n_past, seq[at] = first + i;
+  }
+  __syncthreads();
+  return n;
+}
+
 // ---- the kernel ----
 
 // Block (row tile x, KV head y, chunk z). split = 0: gridDim.z = 1 and the block folds every chunk
@@ -153,7 +216,7 @@ __device__ bool find_tile(const AttnSeq* seqs, int n_seqs, int rows_per_tile, in
 template <int HD>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_attention_kernel(FlashArgs a, int64_t n_rows, int split, int n_chunks,
-                           float* __restrict__ part) {
+                           float* __restrict__ part, int cohort_x0) {
   pdl_enter();
   using Lay = FlashShape<HD>;
   constexpr int S = Lay::kStride;
@@ -173,23 +236,53 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int G = a.n_head / a.n_kv_head;
   const int rows_per_tile = kSlots / G;
-  RowTile tile;
-  if (!find_tile(a.seqs, a.n_seqs, rows_per_tile, n_rows, blockIdx.x, tile, a.err)) return;
-  const AttnSeq s = a.seqs[tile.seq];
   const int kvh = blockIdx.y;
-  // Positions and row indices fit 32 bits (checked by the launcher): fewer registers.
-  const int pos_first = s.n_past + tile.row0;
-  const int pos_last = pos_first + tile.n_rows - 1;
-  const int lo_first = a.window > 0 ? max(0, pos_first - a.window + 1) : 0;
-  int t_begin = lo_first / kTileKeys, t_end = pos_last / kTileKeys;  // inclusive
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  // The tile's query rows: batch row and position of row i < n_tile_rows (a sequence's
+  // consecutive rows, or a cohort's members); its keys [key_lo, key_hi] through the block table
+  // at table_off. Positions and row indices fit 32 bits (checked by the launcher).
+  __shared__ int s_qrow[kSlots], s_pos[kSlots], s_seq[kSlots];
+  int n_tile_rows, table_off, key_lo, key_hi;
+  if (cohort_x0 >= 0 && static_cast<int>(blockIdx.x) >= cohort_x0) {  // split launches only
+    const int c = blockIdx.z;
+    const int first = (static_cast<int>(blockIdx.x) - cohort_x0) * rows_per_tile;
+    n_tile_rows = cohort_members(a, n_rows, first, rows_per_tile, c, s_qrow, s_pos, s_seq);
+    if (n_tile_rows == 0) return;
+    table_off = a.seqs[s_seq[0]].block_table_offset;
+    key_lo = c * kChunkKeys;
+    key_hi = key_lo + kChunkKeys - 1;
+  } else {
+    RowTile tile;
+    if (!find_tile(a.seqs, a.n_seqs, rows_per_tile, n_rows, blockIdx.x, tile, a.err)) return;
+    const AttnSeq s = a.seqs[tile.seq];
+    const int pos_first = s.n_past + tile.row0;
+    key_hi = pos_first + tile.n_rows - 1;
+    key_lo = a.window > 0 ? max(0, pos_first - a.window + 1) : 0;
+    if (split) {
+      const int c = blockIdx.z;
+      if (key_hi / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
+      if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) return;
+      if (cohort_x0 >= 0 && s.n_q == 1) {  // a decode row: its cohort's tile may take chunk c
+        const int m = cohort_members(a, n_rows, tile.seq / rows_per_tile * rows_per_tile,
+                                     rows_per_tile, c, s_qrow, s_pos, s_seq);
+        for (int i = 0; i < m; ++i)
+          if (s_seq[i] == tile.seq) return;
+        __syncthreads();  // s_qrow / s_pos are refilled below
+      }
+    }
+    n_tile_rows = tile.n_rows;
+    table_off = s.block_table_offset;
+    if (tid < n_tile_rows) {
+      s_qrow[tid] = s.q_begin + tile.row0 + tid;
+      s_pos[tid] = pos_first + tid;
+    }
+  }
+  int t_begin = key_lo / kTileKeys, t_end = key_hi / kTileKeys;  // inclusive
   if (split) {
     const int c = blockIdx.z;
-    if (pos_last / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
-    if (c < lo_first / kChunkKeys || c > pos_last / kChunkKeys) return;
     t_begin = max(t_begin, c * kTilesPerChunk);
     t_end = min(t_end, c * kTilesPerChunk + kTilesPerChunk - 1);
   }
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
   // Tile t's key positions -> byte offsets in the pools (slot * nb2), -1 for a key outside the
   // rows' range or behind a bad table entry (flagged): one page-table lookup per key and tile,
@@ -198,9 +291,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (tid >= kTileKeys) return;
     const int p = t * kTileKeys + tid;
     int64_t off = -1;
-    if (p >= lo_first && p <= pos_last) {
+    if (p >= key_lo && p <= key_hi) {
       const int blk = p / a.block_size;
-      const int64_t ti = static_cast<int64_t>(s.block_table_offset) + blk;
+      const int64_t ti = static_cast<int64_t>(table_off) + blk;
       bool ok = ti >= 0 && ti < a.n_tables;
       if (ok) {
         const int64_t slot =
@@ -239,12 +332,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   // Stage Q (f16) while K and V land; slots past the tile's rows are zeros.
-  const int n_valid = tile.n_rows * G;
+  const int n_valid = n_tile_rows * G;  // (s_qrow / s_pos: written before the barrier above)
   for (int e = tid; e < kSlots * kSegs; e += kThreads) {
     const int sl = e / kSegs, d0 = (e % kSegs) * 8;
     uint4 w = {0, 0, 0, 0};
     if (sl < n_valid) {
-      const int64_t r = s.q_begin + tile.row0 + sl / G;
+      const int64_t r = s_qrow[sl / G];
       const float* qr =
           reinterpret_cast<const float*>(a.q.row(r * a.n_head + kvh * G + sl % G)) + d0;
       w.x = pack_f16(qr[0], qr[1]);  // scalar loads: q rows may be views at any 4-byte offset
@@ -265,9 +358,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     my_pos[h] = -1;
     my_lo[h] = 0;
     if (sl < n_valid) {
-      my_pos[h] = pos_first + sl / G;
+      my_pos[h] = s_pos[sl / G];
       my_lo[h] = a.window > 0 ? max(0, my_pos[h] - a.window + 1) : 0;
-      my_row[h] = (s.q_begin + tile.row0 + sl / G) * a.n_head + kvh * G + sl % G;
+      my_row[h] = s_qrow[sl / G] * a.n_head + kvh * G + sl % G;
     }
   }
   const bool warp_live = warp * 16 < n_valid;
@@ -545,14 +638,23 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
                            ? (chunk_count(max_ctx) + kChunkBucket - 1) / kChunkBucket * kChunkBucket
                            : chunk_count(max_ctx);
   const size_t part_bytes = partial_bytes(n_rows, a.n_head, n_chunks, HD);
-  T9_CHECK(tiles <= 0x7fffffff && a.n_kv_head <= 65535 && n_chunks <= 65535 &&
+  T9_CHECK(tiles + a.n_seqs <= 0x7fffffff && a.n_kv_head <= 65535 && n_chunks <= 65535 &&
                n_rows * a.n_head <= 0x7fffffff,
            "attention: launch grid");
   float* part = split ? static_cast<float*>(scratch.reserve(part_bytes, stream)) : nullptr;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.n_kv_head),
+  // Split launches of several sequences add one cohort tile per 64 / G sequences after the row
+  // tiles (cohort_chunk; TEMPO9_CUDA_ATTN_COHORTS=0, read once: none). The same bits either way.
+  static const bool cohorts_off = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_ATTN_COHORTS");
+    return e != nullptr && e[0] == '0';
+  }();
+  const int rows_per_tile = kSlots / (a.n_head / a.n_kv_head);
+  const bool cohorts = split && a.n_seqs >= 2 && !cohorts_off;
+  const int64_t cohort_tiles = cohorts ? (a.n_seqs + rows_per_tile - 1) / rows_per_tile : 0;
+  const dim3 grid(static_cast<unsigned>(tiles + cohort_tiles), static_cast<unsigned>(a.n_kv_head),
                   split ? static_cast<unsigned>(n_chunks) : 1u);
   stream.launch(flash_attention_kernel<HD>, grid, kThreads, kSmem, a, n_rows, split ? 1 : 0,
-                n_chunks, part);
+                n_chunks, part, cohorts ? static_cast<int>(tiles) : -1);
   if (split)
     stream.launch(flash_combine_kernel, dim3(static_cast<unsigned>(n_rows), a.n_head),
                   kCombineThreads, 0, part, a, n_rows, n_chunks);
