@@ -232,14 +232,34 @@ TEST_F(Cuda, MatmulSharedXFusedPartsEqualSeparateMatmuls) {
   }
 }
 
+// Float weights (F32, F16, BF16) fuse too when their launch configurations agree, as the MoE
+// router and the shared expert's one-output gate do (2048 -> 256 and 2048 -> 1, both split
+// across a block's warps): rows 1 and 8 (one activation row per grid row) run the three float
+// weights as one launch (a bias on the third); at 33 rows (tiles of 8) the router takes 8 weight
+// rows per block and the gate 2, so they run one by one. Every output is the bits of its own
+// matmul either way; the Q8_0 weight between them is no float part.
+TEST_F(Cuda, MatmulSharedXFloatPartsEqualSeparateMatmuls) {
+  auto rng = test_rng();
+  const int64_t n_out[] = {256, 1, 64, 96};
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    const GgmlType types[] = {t, t, GgmlType::Q8_0, t};
+    for (int64_t n_tok : {1, 8, 33}) {
+      SCOPED_TRACE(std::string(type_name(t)) + " rows " + std::to_string(n_tok));
+      EXPECT_EQ(expect_shared_x_equals_matmuls(*be_, rng, types, n_out, 2048, n_tok, 3),
+                n_tok <= 8 ? 1 : 0);
+    }
+  }
+}
+
 // Q4_K, Q6_K and Q8_0 run the sliced GEMV below 16 activation rows (tiles of 1, 4, 8) and the
 // tensor-core kernel from 16 rows on (64-row tiles); both compute the canonical order of
 // backend/cuda/cuda_units.cuh, so a row's output is the same bits alone, among 4 or 8 rows, and
 // among 17, 64 or 300 rows, wherever it sits in the call (and 4 and 8 rows run one row per grid
 // row for small weights, tiles of 4 and 8 for large ones). Shapes: n_in 4096 (7-8 units per
 // slice: Q4_K/Q6_K 64, Q8_0 128 units), 1536 and 256 (fewer than 32 units for Q4_K/Q6_K: empty
-// slices), 544 for Q8_0 (17 blocks: a partial 256-element chunk, some empty slices); n_out 70
-// and 200 leave the last 64-row weight tile partial.
+// slices), 544 for Q8_0 (17 blocks: a partial 256-element chunk, some empty slices), 256, 512
+// and 768 (at most 16 units: one row per grid row takes the short-row GEMV, 8 or 16 lanes a
+// row); n_out 70 and 200 leave the last 64-row weight tile partial.
 TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
   auto rng = test_rng();
   struct Shape {
@@ -253,7 +273,8 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
     const int64_t big =
         CudaBackend::tok1_max_weight_bytes() / static_cast<int64_t>(row_bytes(t, 4096)) + 64;
     for (const Shape s :
-         {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{512, 70}, Shape{544, 70}, Shape{768, 70}, Shape{4096, big}}) {
+         {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{512, 70}, Shape{544, 70},
+          Shape{768, 70}, Shape{4096, big}}) {
       if (s.n_in % traits(t).block_elems != 0) continue;
       SCOPED_TRACE(std::string(type_name(t)) + " n_in " + std::to_string(s.n_in));
       DeviceArena arena(*be_);

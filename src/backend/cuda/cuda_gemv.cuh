@@ -75,5 +75,10 @@ int64_t tok1_max_weight_bytes();
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                          Stream& stream, bool w_early = false);
+// Several F16/BF16/F32 matmuls of one x in one launch, each output the bits of its own
+// launch_float_matmul: false (nothing enqueued) unless there are 2..4 parts of one type, n_in,
+// alignment and launch configuration (the row tile and split choice their shapes give).
+bool launch_fused_float_matmul(std::span<const FusedPart> parts, const Tensor& x, Stream& stream,
+                               bool w_early);
 
 }  // namespace t9::cuda

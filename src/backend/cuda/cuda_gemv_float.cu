@@ -4,6 +4,8 @@
 
 #include "backend/cuda/cuda_gemv.cuh"
 
+#include <type_traits>
+
 namespace t9::cuda {
 namespace {
 
@@ -48,17 +50,42 @@ __device__ __forceinline__ void unpack16(uint4 v, float* f) {
 // warp (or per block when split) changes no output's order: split calls over many tokens take 8
 // (each block's activation rows serve 8 weight rows instead of 2: a 2048-token chunk's router
 // re-read its activations 128 times from L2, 533 us; session 10, run 3).
+//
+// FloatParts (n > 0): up to kMaxParts matmuls of one x, weight type and launch configuration in
+// one launch (matmul_shared_x: the MoE router beside the shared expert's one-output gate); part i
+// owns blocks [block_first[i], block_first[i + 1]) and its w, n_out, y and bias replace the
+// parameters, so each output keeps the bits of its own launch.
+struct FloatPart {
+  const uint8_t* w;
+  int64_t n_out;
+  TensorDesc y;
+  const float* bias;
+};
+struct FloatParts {
+  FloatPart part[kMaxParts];
+  int32_t block_first[kMaxParts + 1];
+  int n = 0;
+};
+
 template <GgmlType T, int kTok, bool kSplit, int kR = kRows>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_f_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_out, TensorDesc x,
-                  TensorDesc y, const float* __restrict__ bias, int64_t n_tok, bool w_early) {
+                  TensorDesc y, const float* __restrict__ bias, int64_t n_tok, bool w_early,
+                  FloatParts fp) {
+  int64_t bx = blockIdx.x;
+#pragma unroll
+  for (int i = 0; i < kMaxParts; ++i) {  // constant indices: parameter loads, no local copy
+    if (i < fp.n && blockIdx.x >= fp.block_first[i]) {
+      w = fp.part[i].w, n_out = fp.part[i].n_out, y = fp.part[i].y, bias = fp.part[i].bias;
+      bx = static_cast<int64_t>(blockIdx.x) - fp.block_first[i];
+    }
+  }
   if (!w_early) pdl_enter();
   constexpr int kE = T == GgmlType::F32 ? 4 : 8;  // elements per 16-byte unit
   constexpr int kStride = kSplit ? 32 * kWarps : 32;
   __shared__ float part[kSplit ? kWarps : 1][kR][kTok];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t g =
-      kSplit ? static_cast<int64_t>(blockIdx.x) : static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t g = kSplit ? bx : bx * kWarps + warp;
   if (w_early) {  // this block's (warp's) rows into L2 before the wait
     if (blockIdx.y == 0 && g * kR < n_out)
       prefetch_l2(w + g * kR * row_bytes, min64(kR, n_out - g * kR) * row_bytes,
@@ -139,48 +166,73 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // ---- launchers ----
 
+// A call's launch configuration, a function of the weight's shape and the row count (so of
+// nothing a batch changes but the row count). Parts fuse only when theirs agree.
+struct FloatConfig {
+  int tok = 1;        // activation rows per tile: 1, 4 or 8
+  bool split = false;  // the block's warps share its rows (few rows)
+  bool wide = false;   // split 8-row tiles with enough rows: 8 rows per block
+  bool operator==(const FloatConfig&) const = default;
+};
+FloatConfig float_config(const Tensor& w, int64_t n_rows) {
+  const int64_t n_out = w.ne[1];
+  const int64_t w_bytes = n_out * static_cast<int64_t>(w.nb[1]);
+  FloatConfig c;
+  // tok1_max_weight_bytes (cuda_gemv.cuh): why one row per grid row for small weights.
+  c.tok = n_rows <= 8 && w_bytes <= tok1_max_weight_bytes() ? 1 : tok_tile(n_rows);
+  // Split rows across the warps when one warp per row group would leave most SMs idle (a
+  // property of the weight: the same choice for every n_tok).
+  const int64_t row_groups = (n_out + kRows - 1) / kRows;
+  c.split = (row_groups + kWarps - 1) / kWarps < sm_count();
+  // Split calls over 8-token tiles with enough rows: 8 rows per block (same order per output).
+  c.wide = c.split && c.tok == 8 && n_out >= 8 * 8;
+  return c;
+}
+// Blocks along x of one matmul with configuration c.
+int64_t float_blocks(const FloatConfig& c, int64_t n_out) {
+  const int64_t row_groups = (n_out + kRows - 1) / kRows;
+  return c.wide ? grid_1d(n_out, 8) : c.split ? grid_1d(row_groups, 1) : grid_1d(row_groups, kWarps);
+}
+
 template <GgmlType T, int kTok>
-void launch_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Stream& stream,
-              bool w_early) {
+void launch_f(const FloatConfig& c, const Tensor& w, const Tensor& x, const Tensor& bias,
+              const Tensor& y, Stream& stream, bool w_early, const FloatParts& fp,
+              int64_t blocks) {
   const int64_t n_out = w.ne[1], n_tok = x.n_rows();
   const int64_t tok_groups = (n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", n_tok);
-  const int64_t row_groups = (n_out + kRows - 1) / kRows;
-  // Split rows across the warps when one warp per row group would leave most SMs idle (a
-  // property of the weight: the same choice for every n_tok).
-  const bool split = (row_groups + kWarps - 1) / kWarps < sm_count();
-  const dim3 grid(split ? grid_1d(row_groups, 1) : grid_1d(row_groups, kWarps),
-                  static_cast<unsigned>(tok_groups));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups));
   const auto* wp = reinterpret_cast<const uint8_t*>(base_ptr(w));
   const float* b = bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr;
-  // Split calls over 8-token tiles with enough rows: 8 rows per block (same order per output).
-  constexpr int kWide = 8;
-  if (split && kTok == 8 && n_out >= 8 * kWide) {
-    const dim3 wide(grid_1d(n_out, kWide), static_cast<unsigned>(tok_groups));
-    stream.launch(gemv_f_kernel<T, kTok, true, kWide>, wide, kWarps * 32, 0, wp,
-                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok, w_early);
-  } else if (split) {
-    stream.launch(gemv_f_kernel<T, kTok, true>, grid, kWarps * 32, 0, wp,
-                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok, w_early);
-  } else
-    stream.launch(gemv_f_kernel<T, kTok, false>, grid, kWarps * 32, 0, wp,
-                  static_cast<int64_t>(w.nb[1]), n_out, desc(x), desc(y), b, n_tok, w_early);
+  const auto go = [&](auto kernel) {
+    stream.launch(kernel, grid, kWarps * 32, 0, wp, static_cast<int64_t>(w.nb[1]), n_out,
+                  desc(x), desc(y), b, n_tok, w_early, fp);
+  };
+  if constexpr (kTok == 8) {
+    if (c.wide) return go(gemv_f_kernel<T, kTok, true, 8>);
+  }
+  if (c.split) return go(gemv_f_kernel<T, kTok, true>);
+  go(gemv_f_kernel<T, kTok, false>);
 }
 
 template <GgmlType T>
-void run_f(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Stream& stream,
-           bool w_early) {
-  const int64_t w_bytes = w.ne[1] * static_cast<int64_t>(w.nb[1]);
-  if (x.n_rows() <= 8 && w_bytes <= tok1_max_weight_bytes())  // tok1_max_weight_bytes: why
-    return launch_f<T, 1>(w, x, bias, y, stream, w_early);
-  switch (tok_tile(x.n_rows())) {
+void run_f(const FloatConfig& c, const Tensor& w, const Tensor& x, const Tensor& bias,
+           const Tensor& y, Stream& stream, bool w_early, const FloatParts& fp, int64_t blocks) {
+  switch (c.tok) {
     case 1:
-      return launch_f<T, 1>(w, x, bias, y, stream, w_early);
+      return launch_f<T, 1>(c, w, x, bias, y, stream, w_early, fp, blocks);
     case 4:
-      return launch_f<T, 4>(w, x, bias, y, stream, w_early);
+      return launch_f<T, 4>(c, w, x, bias, y, stream, w_early, fp, blocks);
     default:
-      return launch_f<T, 8>(w, x, bias, y, stream, w_early);
+      return launch_f<T, 8>(c, w, x, bias, y, stream, w_early, fp, blocks);
   }
+}
+
+template <typename F>
+void with_float_type(GgmlType t, F&& f) {
+  if (t == GgmlType::F16) f(std::integral_constant<GgmlType, GgmlType::F16>{});
+  if (t == GgmlType::BF16) f(std::integral_constant<GgmlType, GgmlType::BF16>{});
+  if (t == GgmlType::F32) f(std::integral_constant<GgmlType, GgmlType::F32>{});
 }
 
 bool aligned16(const Tensor& t) {
@@ -195,9 +247,38 @@ bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, c
   const bool ok = w.nb[1] % 16 == 0 && aligned16(w) && aligned16(x) && x.nb[1] % 16 == 0 &&
                   x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0;
   if (!ok) return false;
-  if (w.type == GgmlType::F16) run_f<GgmlType::F16>(w, x, bias, y, stream, w_early);
-  if (w.type == GgmlType::BF16) run_f<GgmlType::BF16>(w, x, bias, y, stream, w_early);
-  if (w.type == GgmlType::F32) run_f<GgmlType::F32>(w, x, bias, y, stream, w_early);
+  const FloatConfig c = float_config(w, x.n_rows());
+  with_float_type(w.type, [&](auto t) {
+    run_f<decltype(t)::value>(c, w, x, bias, y, stream, w_early, FloatParts{},
+                              float_blocks(c, w.ne[1]));
+  });
+  return true;
+}
+
+bool launch_fused_float_matmul(std::span<const FusedPart> parts, const Tensor& x, Stream& stream,
+                               bool w_early) {
+  if (parts.size() < 2 || parts.size() > static_cast<size_t>(kMaxParts)) return false;
+  const Tensor& w0 = *parts[0].w;
+  const FloatConfig c = float_config(w0, x.n_rows());
+  if (!(aligned16(x) && x.nb[1] % 16 == 0 && x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0)) return false;
+  FloatParts fp;
+  int64_t blocks = 0;
+  for (const FusedPart& p : parts) {
+    const Tensor& w = *p.w;
+    if (w.type != w0.type || w.ne[0] != w0.ne[0] || w.nb[1] != w0.nb[1] || w.nb[1] % 16 != 0 ||
+        !aligned16(w) || !(float_config(w, x.n_rows()) == c))
+      return false;
+    const bool has_bias = p.bias != nullptr && p.bias->valid();
+    fp.block_first[fp.n] = static_cast<int32_t>(blocks);
+    fp.part[fp.n++] = {reinterpret_cast<const uint8_t*>(base_ptr(w)), w.ne[1], desc(*p.y),
+                       has_bias ? reinterpret_cast<const float*>(base_ptr(*p.bias)) : nullptr};
+    blocks += float_blocks(c, w.ne[1]);
+  }
+  fp.block_first[fp.n] = static_cast<int32_t>(blocks);
+  T9_CHECK(blocks <= 0x7fffffff, "matmul: launch grid");
+  with_float_type(w0.type, [&](auto t) {
+    run_f<decltype(t)::value>(c, w0, x, Tensor{}, *parts[0].y, stream, w_early, fp, blocks);
+  });
   return true;
 }
 

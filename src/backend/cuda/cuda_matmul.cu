@@ -141,12 +141,16 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
     rx = made != nullptr ? *made : cuda::round_x(x, xq_scratch_, *stream_);
   }
   // Matmuls of one weight type: one launch for up to kMaxParts of them (q/k/v, gate/up; and
-  // matmul_ids of one shape over the same ids: the experts' gate/up), the rest one by one below.
+  // matmul_ids of one shape over the same ids: the experts' gate/up; float ones: the MoE router
+  // and the shared expert's gate), the rest one by one below.
   std::vector<bool> done(outs.size(), false);
-  if (round && fuse_parts_) {
+  if (fuse_parts_) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const MatmulOut& a = outs[i];
-      if (done[i] || !cuda_matmul_int8_activations(a.w.type)) continue;
+      const bool int8 = cuda_matmul_int8_activations(a.w.type);
+      const bool float_w = a.w.type == GgmlType::F32 || a.w.type == GgmlType::F16 ||
+                           a.w.type == GgmlType::BF16;
+      if (done[i] || (int8 ? !round : !float_w || a.ids.valid())) continue;
       const bool by_id = a.ids.valid();
       std::vector<size_t> group{i};
       for (size_t j = i + 1; j < outs.size() && group.size() < cuda::kMaxParts; ++j) {
@@ -199,6 +203,9 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
   if (a.ids.valid()) {
     if (a.ids.n_elements() == 0 || a.w.ne[1] == 0) return false;  // one by one: nothing to do
     if (!matmul_id_device(parts, reshape(x, x.ne[0], 1, x.n_rows()), a.ids, &rx)) return false;
+  } else if (!cuda_matmul_int8_activations(a.w.type)) {
+    if (x.n_rows() == 0) return false;  // one by one: nothing to do
+    return cuda::launch_fused_float_matmul(parts, x, *stream_, w_early);
   } else if (!cuda::launch_fused_matmul(parts, x, scratch_, *stream_, rx, w_early)) {
     return false;
   }
