@@ -197,6 +197,46 @@ TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
   }
 }
 
+// A warm agent turn's expert down projection: ~5 pairs per expert over 512-input rows (at most
+// 16 units, where the one-row GEMVs take the short-row kernel) in the device sort's 16-row tiles
+// (the grouped tensor-core kernel). 30 tokens x 4 ranks over 40 experts (120 pairs), x per rank
+// and shared; every pair must be the bits of the dense matmul of its x row with its expert (30
+// or 120 rows: the plain tensor-core kernel).
+TEST_F(CudaHybrid, MatmulIdShortRowsGroupedEqualsDense) {
+  auto rng = test_rng();
+  const int64_t n_in = 512, n_out = 100, n_expert = 40;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (const IdCase& c : {IdCase{30, 4, 4, true}, IdCase{30, 4, 1, true}}) {
+      SCOPED_TRACE(std::string(type_name(t)) + " x per rank " + std::to_string(c.xk != 1));
+      DeviceArena arena(*be_);
+      const Tensor w = reshape(
+          arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in, n_out * n_expert),
+          n_in, n_out, n_expert);
+      const auto x = random_floats(rng, static_cast<size_t>(c.n * c.xk * n_in), -2.0f, 2.0f);
+      const auto ids = random_ids(rng, c, n_expert);
+      const Tensor out = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
+      be_->matmul_id(w, arena.from_host(x, GgmlType::F32, n_in, c.xk, c.n),
+                     arena.from_host(ids, GgmlType::I32, c.k, c.n), out);
+      const auto got = arena.download<float>(out);
+      const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, c.n * c.xk);
+      for (int64_t e = 0; e < n_expert; ++e) {
+        const Tensor y = arena.poisoned(GgmlType::F32, n_out, c.n * c.xk);
+        be_->matmul(expert(w, e), xt, Tensor{}, y);
+        const auto dense = arena.download<float>(y);
+        for (int64_t r = 0; r < c.n * c.k; ++r) {
+          if (ids[static_cast<size_t>(r)] != e) continue;
+          const int64_t xr = c.xk == 1 ? r / c.k : r;
+          for (int64_t o = 0; o < n_out; ++o)
+            ASSERT_EQ(float_bits(got[static_cast<size_t>(r * n_out + o)]),
+                      float_bits(dense[static_cast<size_t>(xr * n_out + o)]))
+                << "pair " << r << " expert " << e << " out " << o;
+        }
+      }
+      ASSERT_FALSE(std::isnan(got[0]));
+    }
+  }
+}
+
 // matmul_shared_x entries with ids (the MoE block's expert gate/up beside the shared expert's
 // matmuls, x rounded once): each output is the bits of a plain matmul_id / matmul of the same x,
 // for decode (the one-row route, which takes the shared rounding) and a batch of 80 tokens x 4
