@@ -339,14 +339,14 @@ TEST(CudaAttention, SharedPrefixDecodeRowsEqualAlone) {
     bool shares;  // table starts with the shared pages
     int n_q = 1;
   };
-  const std::vector<Row> rows = {{700, true}, {701, true},  {1300, true},    {695, true},
-                                 {900, true}, {820, false}, {760, true, 9},  {999, true},
+  const std::vector<Row> rows = {{700, true}, {701, true},  {1300, true},   {695, true},
+                                 {900, true}, {820, false}, {760, true, 9}, {999, true},
                                  {703, true}, {1100, true}};
   const int kSharedBlocks = 43;  // 688 keys: chunks 0..4 whole, chunk 5 partly shared
   for (auto [hd, n_head, window] :
        {std::tuple{256, 16, 0}, std::tuple{128, 16, 0}, std::tuple{128, 8, 400}}) {
-    SCOPED_TRACE(testing::Message() << "head_dim " << hd << " n_head " << n_head << " window "
-                                    << window);
+    SCOPED_TRACE(testing::Message()
+                 << "head_dim " << hd << " n_head " << n_head << " window " << window);
     auto rng = test_rng();
     Case c = base(GgmlType::F16, hd);
     c.p.n_head = n_head;
@@ -394,9 +394,8 @@ TEST(CudaAttention, SharedPrefixDecodeRowsEqualAlone) {
     Data d = ref;
     for (size_t si = 0; si < rows.size(); ++si)
       if (later[si])
-        d.write_meta[si] = {ref.write_meta[si].q_begin + shared_keys,
-                            rows[si].ctx - shared_keys, shared_keys,
-                            ref.write_meta[si].block_table_offset};
+        d.write_meta[si] = {ref.write_meta[si].q_begin + shared_keys, rows[si].ctx - shared_keys,
+                            shared_keys, ref.write_meta[si].block_table_offset};
     CudaBackend gpu;
     const auto batched = run(gpu, c, d).out;
     check_vs_dense(c, ref, batched);

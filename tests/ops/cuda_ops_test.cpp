@@ -272,9 +272,8 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
     // per grid row): 64 weight rows more than the bound, 4096 inputs (~21 MB).
     const int64_t big =
         CudaBackend::tok1_max_weight_bytes() / static_cast<int64_t>(row_bytes(t, 4096)) + 64;
-    for (const Shape s :
-         {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{512, 70}, Shape{544, 70},
-          Shape{768, 70}, Shape{4096, big}}) {
+    for (const Shape s : {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{512, 70},
+                          Shape{544, 70}, Shape{768, 70}, Shape{4096, big}}) {
       if (s.n_in % traits(t).block_elems != 0) continue;
       SCOPED_TRACE(std::string(type_name(t)) + " n_in " + std::to_string(s.n_in));
       DeviceArena arena(*be_);

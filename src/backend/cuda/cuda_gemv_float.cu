@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // A call's launch configuration, a function of the weight's shape and the row count (so of
 // nothing a batch changes but the row count). Parts fuse only when theirs agree.
 struct FloatConfig {
-  int tok = 1;        // activation rows per tile: 1, 4 or 8
+  int tok = 1;         // activation rows per tile: 1, 4 or 8
   bool split = false;  // the block's warps share its rows (few rows)
   bool wide = false;   // split 8-row tiles with enough rows: 8 rows per block
   bool operator==(const FloatConfig&) const = default;
@@ -191,13 +191,14 @@ FloatConfig float_config(const Tensor& w, int64_t n_rows) {
 // Blocks along x of one matmul with configuration c.
 int64_t float_blocks(const FloatConfig& c, int64_t n_out) {
   const int64_t row_groups = (n_out + kRows - 1) / kRows;
-  return c.wide ? grid_1d(n_out, 8) : c.split ? grid_1d(row_groups, 1) : grid_1d(row_groups, kWarps);
+  return c.wide    ? grid_1d(n_out, 8)
+         : c.split ? grid_1d(row_groups, 1)
+                   : grid_1d(row_groups, kWarps);
 }
 
 template <GgmlType T, int kTok>
 void launch_f(const FloatConfig& c, const Tensor& w, const Tensor& x, const Tensor& bias,
-              const Tensor& y, Stream& stream, bool w_early, const FloatParts& fp,
-              int64_t blocks) {
+              const Tensor& y, Stream& stream, bool w_early, const FloatParts& fp, int64_t blocks) {
   const int64_t n_out = w.ne[1], n_tok = x.n_rows();
   const int64_t tok_groups = (n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", n_tok);
@@ -205,8 +206,8 @@ void launch_f(const FloatConfig& c, const Tensor& w, const Tensor& x, const Tens
   const auto* wp = reinterpret_cast<const uint8_t*>(base_ptr(w));
   const float* b = bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr;
   const auto go = [&](auto kernel) {
-    stream.launch(kernel, grid, kWarps * 32, 0, wp, static_cast<int64_t>(w.nb[1]), n_out,
-                  desc(x), desc(y), b, n_tok, w_early, fp);
+    stream.launch(kernel, grid, kWarps * 32, 0, wp, static_cast<int64_t>(w.nb[1]), n_out, desc(x),
+                  desc(y), b, n_tok, w_early, fp);
   };
   if constexpr (kTok == 8) {
     if (c.wide) return go(gemv_f_kernel<T, kTok, true, 8>);

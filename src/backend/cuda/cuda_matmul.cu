@@ -148,8 +148,8 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
     for (size_t i = 0; i < outs.size(); ++i) {
       const MatmulOut& a = outs[i];
       const bool int8 = cuda_matmul_int8_activations(a.w.type);
-      const bool float_w = a.w.type == GgmlType::F32 || a.w.type == GgmlType::F16 ||
-                           a.w.type == GgmlType::BF16;
+      const bool float_w =
+          a.w.type == GgmlType::F32 || a.w.type == GgmlType::F16 || a.w.type == GgmlType::BF16;
       if (done[i] || (int8 ? !round : !float_w || a.ids.valid())) continue;
       const bool by_id = a.ids.valid();
       std::vector<size_t> group{i};
