@@ -29,7 +29,10 @@
 #                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
 #                by bench/ncu_kernels.py ($OUT/ncu_*.csv, $OUT/kernels_*.txt); for the prompt's
 #                kernels run `bench/ncu_kernels.py CSV --window 0` on the CSV (with KERNELS_GEN=1
-#                the last window is only the logits' few kernels)
+#                the last window is only the logits' few kernels); KERNELS_PARALLEL=8: the
+#                prompt as 8 concurrent requests (an 8-row decode step over shared pages)
+#       batched  PARALLEL (8) copies of one SINGLE_X prompt through `tempo9 run --parallel`: the
+#                engine's per-step time of a PARALLEL-row decode over shared pages (ours only)
 #       synth    only make the file
 #       default: single,serve
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
@@ -148,7 +151,8 @@ kernels() {
   TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none --csv --print-units base \
     --metrics gpu__time_duration.sum "$T9" run -m "$M" --raw \
     -p "$(python3 -c "print('x' * ${KERNELS_PROMPT:-4})")" -n "${KERNELS_GEN:-3}" --temp 0 \
-    --ignore-eos --backend cuda --ctx $((${KERNELS_PROMPT:-4} + 64)) >"$f" 2>"$OUT/ncu_run.err"
+    --ignore-eos --backend cuda --ctx $((${KERNELS_PROMPT:-4} + 64)) \
+    --parallel "${KERNELS_PARALLEL:-1}" >"$f" 2>"$OUT/ncu_run.err"
   echo "ncu rc $?: $(grep -c gpu__time_duration "$f") kernels timed"
   python3 "$ROOT/bench/ncu_kernels.py" "$f" | tee "$OUT/kernels_$(basename "$M" .gguf).txt" | head -48
 }
@@ -244,6 +248,21 @@ agents() {
 }
 
 synth() { :; }  # the file only (setup makes it)
+
+# PARALLEL (8) copies of one prompt (SINGLE_X x's; 80000 is ~10k tokens with TOKENIZER's
+# vocabulary) through `tempo9 run --parallel`: the engine's per-step time of a PARALLEL-row
+# decode over shared pages, without HTTP or the bench client (ours only).
+batched() {
+  local n=${SINGLE_X:-512} k=${PARALLEL:-8} p
+  echo "== $k requests of one prompt ($M)"
+  p=$(python3 -c "print('x'*$n)")
+  for rep in 1 2; do
+    "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos --backend cuda \
+      --ctx $((n + GEN + 64)) --parallel "$k" >/dev/null 2>/tmp/t9run.err
+    cat /tmp/t9run.err >>"$OUT/runs.err"
+    echo "tempo9 run --parallel $k prompt $n gen $GEN (rep $rep): $(grep -E '^\[(prompt|engine|parallel)' /tmp/t9run.err | tr '\n' ' ')"
+  done
+}
 
 profile() {
   local p f=$OUT/profile_$(basename "$M" .gguf).txt

@@ -5,6 +5,9 @@
 //   tempo9 run -m MODEL --chat             interactive multi-turn chat (Ctrl-C ends a reply,
 //                                          Ctrl-C at the prompt or Ctrl-D quits)
 //   --raw: the prompt is plain text (BOS as the file's metadata says), no chat formatting.
+//   --parallel N: N copies of the prompt as N concurrent requests (one batch of N rows per decode
+//   step, the prompt's blocks shared through the prefix cache); the first one's text streams.
+//   For timing a batched step without the HTTP server (bench/h200_bench.sh kernels).
 //
 // Generated text streams to stdout; load progress (on a terminal) and timings go to stderr.
 //
@@ -14,6 +17,7 @@
 // fall back to raw text with a warning.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -51,6 +55,7 @@ struct RunOptions {
   int threads = 0;
   std::string backend = "cpu";
   bool ignore_eos = false;
+  int parallel = 1;  // copies of the prompt run side by side (not with --chat)
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -85,21 +90,28 @@ class Runner {
     for (tok::TokenId id : eog_token_ids(tok)) eog_.push_back(id);
   }
 
-  // Generates a reply to `prompt_ids`, streaming it to stdout; returns the text.
+  // Generates a reply to `prompt_ids`, streaming it to stdout; returns the text. With
+  // opt.parallel > 1 the same prompt also runs as opt.parallel - 1 more requests beside it (their
+  // tokens are counted, not printed).
   Result<std::string> generate(const std::vector<int32_t>& prompt_ids) {
-    engine::GenerateRequest req;
-    req.prompt = prompt_ids;
-    req.max_tokens = opt_.n_predict;
-    req.sampling.temperature = opt_.temp;
-    req.sampling.top_k = opt_.top_k;
-    req.sampling.top_p = opt_.top_p;
-    req.sampling.min_p = opt_.min_p;
-    req.sampling.seed = opt_.seed;
-    if (!opt_.ignore_eos) req.stop_token_ids = eog_;
-    std::vector<engine::TokenEvent> events;
-    req.on_event = [&events](const engine::TokenEvent& ev) { events.push_back(ev); };
-    auto cancelled = req.cancelled;
-    T9_TRY(engine_.submit(std::move(req)));
+    const int n_req = std::max(1, opt_.parallel);
+    std::vector<std::vector<engine::TokenEvent>> events(static_cast<size_t>(n_req));
+    std::vector<std::shared_ptr<std::atomic<bool>>> cancelled;
+    for (int i = 0; i < n_req; ++i) {
+      engine::GenerateRequest req;
+      req.prompt = prompt_ids;
+      req.max_tokens = opt_.n_predict;
+      req.sampling.temperature = opt_.temp;
+      req.sampling.top_k = opt_.top_k;
+      req.sampling.top_p = opt_.top_p;
+      req.sampling.min_p = opt_.min_p;
+      req.sampling.seed = opt_.seed;
+      if (!opt_.ignore_eos) req.stop_token_ids = eog_;
+      auto& mine = events[static_cast<size_t>(i)];
+      req.on_event = [&mine](const engine::TokenEvent& ev) { mine.push_back(ev); };
+      cancelled.push_back(req.cancelled);
+      T9_TRY(engine_.submit(std::move(req)));
+    }
 
     tok::DecodeOptions dopt;
     dopt.skip_special = true;
@@ -107,27 +119,39 @@ class Runner {
     std::string text;
     const auto t0 = std::chrono::steady_clock::now();
     auto t_first = t0;
-    int n_gen = 0;
-    bool done = false;
+    int n_gen = 0;      // the first request's tokens
+    long n_others = 0;  // the other requests' tokens
+    int n_done = 0;
+    std::vector<bool> finished(static_cast<size_t>(n_req), false);
     std::string err;
-    while (!done) {
-      if (g_interrupted.exchange(false)) cancelled->store(true);
+    while (n_done < n_req) {
+      if (g_interrupted.exchange(false))
+        for (auto& c : cancelled) c->store(true);
       const bool more = engine_.step();
-      for (const engine::TokenEvent& ev : events) {
-        if (ev.token >= 0 && ev.finish != engine::FinishReason::kStop) {
-          if (n_gen++ == 0) t_first = std::chrono::steady_clock::now();
-          std::string piece;
-          if (dec.push(ev.token, piece).ok()) {
-            std::fwrite(piece.data(), 1, piece.size(), stdout);
-            std::fflush(stdout);
-            text += piece;
+      for (int i = 0; i < n_req; ++i) {
+        for (const engine::TokenEvent& ev : events[static_cast<size_t>(i)]) {
+          if (ev.token >= 0 && ev.finish != engine::FinishReason::kStop) {
+            if (i > 0) {
+              ++n_others;
+            } else {
+              if (n_gen++ == 0) t_first = std::chrono::steady_clock::now();
+              std::string piece;
+              if (dec.push(ev.token, piece).ok()) {
+                std::fwrite(piece.data(), 1, piece.size(), stdout);
+                std::fflush(stdout);
+                text += piece;
+              }
+            }
+          }
+          if (ev.finish == engine::FinishReason::kError && err.empty()) err = ev.error;
+          if (ev.finish != engine::FinishReason::kNone && !finished[static_cast<size_t>(i)]) {
+            finished[static_cast<size_t>(i)] = true;
+            ++n_done;
           }
         }
-        if (ev.finish == engine::FinishReason::kError) err = ev.error;
-        if (ev.finish != engine::FinishReason::kNone) done = true;
+        events[static_cast<size_t>(i)].clear();
       }
-      events.clear();
-      if (!more) done = true;
+      if (!more) break;
     }
     std::string tail;
     dec.finish(tail);
@@ -135,6 +159,12 @@ class Runner {
     std::fputc('\n', stdout);
     std::fflush(stdout);
     print_timings(prompt_ids.size(), n_gen, t0, t_first);
+    if (n_req > 1) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "[parallel: %d requests, %ld tokens generated in all, %.1f tok/s]\n",
+                   n_req, n_gen + n_others,
+                   s > 0 ? static_cast<double>(n_gen + n_others) / s : 0.0);
+    }
     if (!err.empty()) return error("generation failed: {}", err);
     return text + tail;
   }
@@ -144,7 +174,10 @@ class Runner {
     engine::EngineConfig c;
     c.max_context_tokens = opt.ctx;
     c.kv.pool.block_size_tokens = m.config().kv_block_size;
-    c.kv.pool.max_blocks = (opt.ctx + m.config().kv_block_size - 1) / m.config().kv_block_size + 1;
+    // Every parallel request may hold a whole context (shared prompt blocks count once).
+    c.kv.pool.max_blocks =
+        std::max(1, opt.parallel) *
+        ((opt.ctx + m.config().kv_block_size - 1) / m.config().kv_block_size + 1);
     return c;
   }
 
@@ -283,6 +316,10 @@ const bool registered = register_command(Command{
           ->check(CLI::IsMember({"cpu", "cuda"}));
       sub.add_option("-t,--threads", opt->threads, "CPU threads (0 = all)")
           ->check(CLI::Range(0, 1024));
+      sub.add_option("--parallel", opt->parallel,
+                     "Run the prompt as N concurrent requests (batched decode; the first prints)")
+          ->check(CLI::Range(1, engine::SchedulerConfig{}.max_seqs))
+          ->excludes(c);
       return [opt] {
         if (!opt->chat && opt->prompt.empty()) {
           std::fprintf(stderr, "error: give -p PROMPT or --chat\n");

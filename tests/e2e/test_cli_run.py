@@ -1,0 +1,47 @@
+"""`tempo9 run` on the real SmolLM2 file (CPU): a greedy answer, the same prompt as concurrent
+requests (`--parallel`: batched decode steps must not change a request's tokens, rule 7 of
+docs/ARCHITECTURE.md), and the option's bad values."""
+import re
+import subprocess
+
+from live_server import BIN, CAPITAL_QUESTION, SMOLLM2
+
+
+def run(*args, check=True):
+    r = subprocess.run([BIN, "run", "-m", str(SMOLLM2), *args], capture_output=True, text=True,
+                       timeout=300)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def generated(stderr):
+    """The first request's generated-token count from the timings line."""
+    m = re.search(r"generated: (\d+) tokens", stderr)
+    assert m, stderr
+    return int(m.group(1))
+
+
+def test_greedy_answer():
+    r = run("-p", CAPITAL_QUESTION, "-n", "12", "--temp", "0")
+    assert r.stdout.strip() == "The capital of France is Paris."
+    assert "[engine: " in r.stderr
+
+
+def test_parallel_requests_give_the_same_text():
+    alone = run("-p", CAPITAL_QUESTION, "-n", "12", "--temp", "0")
+    r = run("-p", CAPITAL_QUESTION, "-n", "12", "--temp", "0", "--parallel", "3")
+    assert r.stdout == alone.stdout
+    n = generated(alone.stderr)
+    assert generated(r.stderr) == n
+    # Identical greedy requests stop at the same token: three times the first one's count.
+    assert f"[parallel: 3 requests, {3 * n} tokens generated in all" in r.stderr
+
+
+def test_parallel_bad_values_are_errors():
+    for bad in ("0", "65", "x"):
+        r = run("-p", "hi", "--parallel", bad, check=False)
+        assert r.returncode != 0
+        assert "--parallel" in r.stderr
+    r = run("--chat", "--parallel", "2", check=False)
+    assert r.returncode != 0 and "excludes" in r.stderr
