@@ -33,6 +33,7 @@
 #                prompt as 8 concurrent requests (an 8-row decode step over shared pages)
 #       batched  PARALLEL (8) copies of one SINGLE_X prompt through `tempo9 run --parallel`: the
 #                engine's per-step time of a PARALLEL-row decode over shared pages (ours only)
+#       parity   `tempo9 parity --backend cuda`: teacher-forced logits against the CPU backend
 #       synth    only make the file
 #       default: single,serve
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
@@ -248,6 +249,14 @@ agents() {
 }
 
 synth() { :; }  # the file only (setup makes it)
+
+# `tempo9 parity`: the file's teacher-forced logits on CUDA (whole batch and one token per step)
+# against the CPU backend (PARITY_TOKENS, 256; exit 1 when a clear top-1 differs).
+parity() {
+  echo "== parity, cuda vs cpu ($M)"
+  "$T9" parity -m "$M" --backend cuda --tokens "${PARITY_TOKENS:-256}" 2>&1 | tee "$OUT/parity.txt"
+  echo "parity exit ${PIPESTATUS[0]}"
+}
 
 # PARALLEL (8) copies of one prompt (SINGLE_X x's; 80000 is ~10k tokens with TOKENIZER's
 # vocabulary) through `tempo9 run --parallel`: the engine's per-step time of a PARALLEL-row
