@@ -99,10 +99,6 @@ Agreement compare(std::span<const float> ref, std::span<const float> got, int n_
   return a;
 }
 
-Result<std::unique_ptr<model::Model>> load(const std::string& path, Backend& be) {
-  return model::Model::load(path, be);
-}
-
 int parity(const ParityOptions& opt) {
   auto tok = tok::Tokenizer::from_gguf_file(opt.model);
   if (!tok.ok()) {
@@ -144,7 +140,7 @@ int parity(const ParityOptions& opt) {
   std::vector<float> ref;
   int n_vocab = 0;
   {
-    auto m = load(opt.model, ref_be);
+    auto m = model::Model::load(opt.model, ref_be);
     if (!m.ok()) {
       std::fprintf(stderr, "error: %s\n", m.message().c_str());
       return 2;
@@ -157,7 +153,7 @@ int parity(const ParityOptions& opt) {
     ref = std::move(*r);
     n_vocab = static_cast<int>(ref.size() / ids.size());
   }
-  auto m = load(opt.model, **test_be);
+  auto m = model::Model::load(opt.model, **test_be);
   if (!m.ok()) {
     std::fprintf(stderr, "error: %s\n", m.message().c_str());
     return 2;

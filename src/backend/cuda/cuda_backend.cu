@@ -391,13 +391,9 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
   prof_ = cuda::OpProfiler::from_env();
   cuda::StreamConfig sc;
-  const char* env = std::getenv("TEMPO9_CUDA_GRAPHS");
+  using cuda::env_off;
   // The profiler times each op with events between launches, which held-back launches break.
-  sc.graphs = cfg.graphs && !(env != nullptr && std::string(env) == "0") && prof_ == nullptr;
-  const auto env_off = [](const char* name) {
-    const char* e = std::getenv(name);
-    return e != nullptr && std::string(e) == "0";
-  };
+  sc.graphs = cfg.graphs && !env_off("TEMPO9_CUDA_GRAPHS") && prof_ == nullptr;
   sc.pdl = cfg.pdl && prop.major >= 9 && !env_off("TEMPO9_CUDA_PDL") && prof_ == nullptr;
   stream_ = std::make_unique<cuda::Stream>(sc);
   early_weights_ = sc.pdl && cfg.early_weights && !env_off("TEMPO9_CUDA_EARLY_WEIGHTS");

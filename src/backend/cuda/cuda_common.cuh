@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_stream.cuh"
@@ -23,6 +25,13 @@
   } while (0)
 
 namespace t9::cuda {
+
+// True when the environment variable `name` is "0": the TEMPO9_CUDA_* switches that turn a
+// default path off for A/B measurement. Callers read it once (static).
+inline bool env_off(const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr && std::string_view(e) == "0";
+}
 
 // Streaming multiprocessors of the current device (read once: one device per process).
 inline int sm_count() {

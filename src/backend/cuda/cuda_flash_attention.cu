@@ -33,7 +33,6 @@
 #include "backend/cuda/cuda_flash_attention.cuh"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
 
@@ -643,11 +642,8 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
            "attention: launch grid");
   float* part = split ? static_cast<float*>(scratch.reserve(part_bytes, stream)) : nullptr;
   // Split launches of several sequences add one cohort tile per 64 / G sequences after the row
-  // tiles (cohort_chunk; TEMPO9_CUDA_ATTN_COHORTS=0, read once: none). The same bits either way.
-  static const bool cohorts_off = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_ATTN_COHORTS");
-    return e != nullptr && e[0] == '0';
-  }();
+  // tiles (cohort_members; TEMPO9_CUDA_ATTN_COHORTS=0, read once: none). The same bits either way.
+  static const bool cohorts_off = env_off("TEMPO9_CUDA_ATTN_COHORTS");
   const int rows_per_tile = kSlots / (a.n_head / a.n_kv_head);
   const bool cohorts = split && a.n_seqs >= 2 && !cohorts_off;
   const int64_t cohort_tiles = cohorts ? (a.n_seqs + rows_per_tile - 1) / rows_per_tile : 0;

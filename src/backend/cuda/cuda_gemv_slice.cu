@@ -411,10 +411,7 @@ void launch_coal(const SliceArgs& a, Stream& stream) {
 // unless TEMPO9_CUDA_SHORT_ROWS=0 (read once). The same bits either way.
 template <GgmlType T>
 bool try_short(const SliceArgs& a, Stream& stream) {
-  static const bool off = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_SHORT_ROWS");
-    return e != nullptr && e[0] == '0';
-  }();
+  static const bool off = env_off("TEMPO9_CUDA_SHORT_ROWS");
   const int64_t n_units = a.n_in / Unit<T>::kElems;
   if (off || n_units > 16) return false;
   const auto go = [&](auto lanes) {
