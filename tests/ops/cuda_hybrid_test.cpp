@@ -197,31 +197,39 @@ TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
   }
 }
 
-// A warm agent turn's expert down projection: ~5 pairs per expert over 512-input rows (at most
-// 16 units, where the one-row GEMVs take the short-row kernel) in the device sort's 16-row tiles
-// (the grouped tensor-core kernel). 30 tokens x 4 ranks over 40 experts (120 pairs), x per rank
-// and shared; every pair must be the bits of the dense matmul of its x row with its expert (30
-// or 120 rows: the plain tensor-core kernel).
-TEST_F(CudaHybrid, MatmulIdShortRowsGroupedEqualsDense) {
+// A warm agent turn's expert down projection: few pairs per expert over short rows in the device
+// sort's 16-row tiles (80 tokens x 4 ranks = 320 pairs over 48 experts: past the one-row route's
+// 256 pairs, at most 8 per expert on average), where the grouped tensor-core kernel's blocks each
+// take several 64-row weight tiles (300 outputs: five tiles, the last one partial) over 2 or 3
+// chunks of 256 inputs. Every pair must be the bits of the dense matmul of its x row with its
+// expert (80 or 320 rows: the plain tensor-core kernel), x per rank and shared; and two expert
+// tensors fused in one launch (matmul_shared_x: a block's tiles within one part) the bits of
+// each alone.
+// One test per type: compute-sanitizer's racecheck takes one (scripts/device_test_ops.sh).
+void check_short_rows_grouped(CudaBackend& be, GgmlType t) {
   auto rng = test_rng();
-  const int64_t n_in = 512, n_out = 100, n_expert = 40;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    for (const IdCase& c : {IdCase{30, 4, 4, true}, IdCase{30, 4, 1, true}}) {
-      SCOPED_TRACE(std::string(type_name(t)) + " x per rank " + std::to_string(c.xk != 1));
-      DeviceArena arena(*be_);
-      const Tensor w = reshape(
-          arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in, n_out * n_expert),
-          n_in, n_out, n_expert);
+  const int64_t n_out = 300, n_expert = 48;
+  for (const int64_t n_in : {512, 768}) {
+    for (const IdCase& c : {IdCase{80, 4, 4, true}, IdCase{80, 4, 1, true}}) {
+      SCOPED_TRACE(fmt::format("{} n_in {} x per rank {}", type_name(t), n_in, c.xk != 1));
+      DeviceArena arena(be);
+      const auto expert_tensor = [&] {
+        return reshape(arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in,
+                                     n_out * n_expert),
+                       n_in, n_out, n_expert);
+      };
+      const Tensor w = expert_tensor();
       const auto x = random_floats(rng, static_cast<size_t>(c.n * c.xk * n_in), -2.0f, 2.0f);
       const auto ids = random_ids(rng, c, n_expert);
+      const Tensor xid = arena.from_host(x, GgmlType::F32, n_in, c.xk, c.n);
+      const Tensor idt = arena.from_host(ids, GgmlType::I32, c.k, c.n);
       const Tensor out = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
-      be_->matmul_id(w, arena.from_host(x, GgmlType::F32, n_in, c.xk, c.n),
-                     arena.from_host(ids, GgmlType::I32, c.k, c.n), out);
+      be.matmul_id(w, xid, idt, out);
       const auto got = arena.download<float>(out);
       const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, c.n * c.xk);
       for (int64_t e = 0; e < n_expert; ++e) {
         const Tensor y = arena.poisoned(GgmlType::F32, n_out, c.n * c.xk);
-        be_->matmul(expert(w, e), xt, Tensor{}, y);
+        be.matmul(expert(w, e), xt, Tensor{}, y);
         const auto dense = arena.download<float>(y);
         for (int64_t r = 0; r < c.n * c.k; ++r) {
           if (ids[static_cast<size_t>(r)] != e) continue;
@@ -233,8 +241,38 @@ TEST_F(CudaHybrid, MatmulIdShortRowsGroupedEqualsDense) {
         }
       }
       ASSERT_FALSE(std::isnan(got[0]));
+      if (c.xk != 1) continue;
+      // Two parts of one type and shape over the same ids (the MoE block's gate and up).
+      const Tensor w2 = expert_tensor();
+      const Tensor x2 = arena.from_host(x, GgmlType::F32, n_in, c.n);
+      const Backend::MatmulOut outs[] = {
+          {w, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), idt},
+          {w2, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), idt}};
+      const long fused_before = be.fused_matmuls();
+      be.matmul_shared_x(x2, outs);
+      EXPECT_EQ(be.fused_matmuls(), fused_before + 1);
+      const Tensor alone = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
+      be.matmul_id(w2, xid, idt, alone);
+      const std::vector<float> want[2] = {got, arena.download<float>(alone)};
+      for (int part = 0; part < 2; ++part) {
+        const auto fused = arena.download<float>(outs[part].y);
+        ASSERT_EQ(fused.size(), want[part].size());
+        for (size_t i = 0; i < fused.size(); ++i)
+          ASSERT_EQ(float_bits(fused[i]), float_bits(want[part][i]))
+              << "part " << part << " element " << i;
+      }
     }
   }
+}
+
+TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ8_0EqualsDense) {
+  check_short_rows_grouped(*be_, GgmlType::Q8_0);
+}
+TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ4_KEqualsDense) {
+  check_short_rows_grouped(*be_, GgmlType::Q4_K);
+}
+TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ6_KEqualsDense) {
+  check_short_rows_grouped(*be_, GgmlType::Q6_K);
 }
 
 // matmul_shared_x entries with ids (the MoE block's expert gate/up beside the shared expert's

@@ -14,6 +14,8 @@
 //      float arithmetic (Unit<T>::acc and its parts, shared with the GEMV) adds to the running
 //      slice partial p; each output keeps p and the total y, flushed at slice ends (SliceWalk),
 //      so y is the canonical order of cuda_units.cuh.
+// A block may take several weight tiles one after another (SliceArgs::w_tiles: grouped calls of
+// few rows per expert), its set-up (expert, x row indices) done once.
 // Small-row calls over few tiles split n_in over four launches (blockIdx.z: slices 8z .. 8z + 7,
 // SliceArgs::split_p): each stores its slice partials, and split_total_kernel adds them in order.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
@@ -260,19 +262,25 @@ struct MmaCopies {
   int wi0, xi0;    // its first granule (weights, activations)
 
   __device__ __forceinline__ MmaCopies(const SliceArgs& a, int64_t o0, const int32_t* x_rows,
-                                       uint8_t* smem, uint8_t* row_lo) {
-    const int tid = threadIdx.x, r = tid / kTW;
-    w_row = a.w + min64(o0 + r, a.n_out - 1) * a.row_bytes;
-    if (tid % kTW == 0) row_lo[r] = static_cast<uint8_t>(reinterpret_cast<uintptr_t>(w_row) & 15);
-    w_dst = smem + r * L::kRawStride;
+                                       uint8_t* smem) {
+    const int tid = threadIdx.x;
+    set_tile(a, o0);
+    w_dst = smem + tid / kTW * L::kRawStride;
     wi0 = tid % kTW;
     const int64_t xr = x_rows[tid / kTX];  // -1 past the rows
     x_row = xr >= 0 ? a.xq + xr * a.n_in : nullptr;
     b_row = xr >= 0 ? a.xb + xr * (a.n_in / 32) : nullptr;
     xi0 = tid % kTX;
   }
-  // Chunk c (of `units` units) of this thread's weight row into the raw buffer.
-  __device__ __forceinline__ void issue_w(int64_t c, int units) const {
+  // The weight tile of rows o0 .. o0 + 63 (for the next issue_w).
+  __device__ __forceinline__ void set_tile(const SliceArgs& a, int64_t o0) {
+    w_row = a.w + min64(o0 + threadIdx.x / kTW, a.n_out - 1) * a.row_bytes;
+  }
+  // Chunk c (of `units` units) of this thread's weight row into the raw buffer, and the row's
+  // low address bits into row_lo (for the decode's skew; read after the block's next barrier).
+  __device__ __forceinline__ void issue_w(int64_t c, int units, uint8_t* row_lo) const {
+    if (threadIdx.x % kTW == 0)
+      row_lo[threadIdx.x / kTW] = static_cast<uint8_t>(reinterpret_cast<uintptr_t>(w_row) & 15);
     const uint8_t* src = w_row + c * L::kChunkBytes;
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
     const int end = skew + units / U::kPerBlock * U::kBlockBytes;
@@ -331,6 +339,11 @@ constexpr int kMinBlocks = kNT <= 2              ? 4
 // Dynamic + static (x_rows, row_lo) + the driver's 1 KB per block, three times in 228 KB.
 static_assert(3 * (Smem<GgmlType::Q4_K, 4>::kBytes + 64 * 4 + kBM + 1024) <= 228 * 1024);
 
+// Whether blocks of kNT-wide tiles take several weight tiles (SliceArgs::w_tiles): not the
+// 64-row tiles, whose loop state spilled Q4_K's registers (196 bytes against 28, ptxas -v).
+template <int kNT>
+constexpr bool kLoopTiles = kNT <= 2;
+
 template <GgmlType T, int kNT>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(SliceArgs a) {
   using K = MmaCopies<T, kNT>;
@@ -341,7 +354,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp / 2, wn = warp % 2, g = lane / 4, tq = lane % 4;
   int64_t part_tiles;
-  const int64_t o0 = select_part(a, part_tiles) * kBM;
+  // The block's weight tiles: w_tiles of them from row o_first (fewer at the part's end). Only
+  // the narrow tiles loop: the 64-row tile's registers are full (kLoopTiles).
+  const int w_tiles = kLoopTiles<kNT> ? a.w_tiles : 1;
+  const int64_t o_first = select_part(a, part_tiles) * kBM * w_tiles;
+  const int n_wt =
+      kLoopTiles<kNT> ? static_cast<int>(min64(w_tiles, (a.n_out - o_first + kBM - 1) / kBM)) : 1;
   int64_t t0 = static_cast<int64_t>(blockIdx.y) * kBN;
   const bool grouped = a.tile_first != nullptr;  // matmul_id: the tile's expert from the sort
   // The sort (and any x_rows) are a predecessor's output: read after the wait.
@@ -367,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
                 : a.x_rows != nullptr ? a.x_rows[t0 + r]
                                       : static_cast<int32_t>(t0 + r);
   __syncthreads();
-  const K copies(a, o0, x_rows, smem, row_lo);
+  K copies(a, o_first, x_rows, smem);
 
   SliceWalk slices(n_units, u_begin);
   float p[2][kNT][4], y[2][kNT][4];
@@ -376,9 +394,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   const auto units_of = [&](int64_t c) {
     return min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
   };
-  if (c_begin < c_end) copies.issue_w(c_begin, units_of(c_begin));
+  // c_begin < c_end: n_in holds at least one unit, and the split form's launches eight slices.
+  copies.issue_w(c_begin, units_of(c_begin), row_lo);
   if (early) pdl_enter();  // the first weights are in flight; x is a predecessor's output
-  if (c_begin < c_end) copies.issue_x(c_begin, units_of(c_begin), 0, smem);
+  copies.issue_x(c_begin, units_of(c_begin), 0, smem);
   cp_async_commit();
   const uint8_t* act = smem + L::kRaw;
   const WarpTile w{dec + (wm * 32 + lane % 8 + 8 * ((lane / 8) % 2)) * kStride + 16 * (lane / 16),
@@ -387,49 +406,63 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
                    act + (wn * kWN + lane % kWN) * kStride,
                    wm * 32 + g,
                    wn * kWN + 2 * tq};
-  for (int64_t c = c_begin; c < c_end; ++c) {
-    const int buf = static_cast<int>((c - c_begin) & 1), units = units_of(c);
-    const int lo = max(u_begin - static_cast<int>(c) * M::kUnits, 0);
-    const int hi = min(u_end - static_cast<int>(c) * M::kUnits, units);
-    cp_async_wait_0();
-    __syncthreads();  // chunk c landed for every thread; every warp is done with chunk c - 1
-    if (c + 1 < c_end) copies.issue_x(c + 1, units_of(c + 1), buf ^ 1, smem);
-    K::decode(c, units, smem, row_lo);
-    __syncthreads();  // decoded; the raw buffer is free
-    if (c + 1 < c_end) copies.issue_w(c + 1, units_of(c + 1));
-    cp_async_commit();  // weights and activations of chunk c + 1 land while chunk c is multiplied
-    const int boff = buf * kBN * kStride;
-    const auto* ab =
-        reinterpret_cast<const ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * kAbStride;
+  // Chunk c of weight tile j is multiplied while the next one (of this tile or the next) is in
+  // flight: a block of several weight tiles streams them back to back, paying the set-up above
+  // once (x's chunks are re-read per tile, from L2).
+  int buf = 0;
+  for (int j = 0; j < n_wt; ++j) {
+    const int64_t o0 = o_first + j * kBM;
+    for (int64_t c = c_begin; c < c_end; ++c, buf ^= 1) {
+      const int units = units_of(c);
+      const bool next_in_tile = c + 1 < c_end, more = next_in_tile || j + 1 < n_wt;
+      const int64_t cn = next_in_tile ? c + 1 : c_begin;
+      const int lo = max(u_begin - static_cast<int>(c) * M::kUnits, 0);
+      const int hi = min(u_end - static_cast<int>(c) * M::kUnits, units);
+      cp_async_wait_0();
+      __syncthreads();  // this chunk landed for every thread; every warp is done with the last
+      if (more) copies.issue_x(cn, units_of(cn), buf ^ 1, smem);
+      K::decode(c, units, smem, row_lo);
+      __syncthreads();  // decoded; the raw buffer and row_lo are free
+      if (more) {
+        if (!next_in_tile) copies.set_tile(a, o0 + kBM);
+        copies.issue_w(cn, units_of(cn), row_lo);
+      }
+      cp_async_commit();  // the next chunk's weights and activations land while this one multiplies
+      const int boff = buf * kBN * kStride;
+      const auto* ab =
+          reinterpret_cast<const ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * kAbStride;
 #pragma unroll
-    for (int lu = 0; lu < M::kUnits; ++lu) {
-      if (lu >= hi) break;
-      if (lu < lo) continue;  // before a split launch's first unit
-      unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
-      if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
-        if (split) {
-          T9_FOR_ACC({
-            const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
-            const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
-            if (o < a.n_out && t < a.n_tok)
-              a.split_p[(slices.last * a.n_tok + t) * a.n_out + o] = p[mt][nt][i];
-            p[mt][nt][i] = 0.0f;
-          })
-        } else {
-          T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
+      for (int lu = 0; lu < M::kUnits; ++lu) {
+        if (lu >= hi) break;
+        if (lu < lo) continue;  // before a split launch's first unit
+        unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
+        if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
+          if (split) {
+            T9_FOR_ACC({
+              const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
+              const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
+              if (o < a.n_out && t < a.n_tok)
+                a.split_p[(slices.last * a.n_tok + t) * a.n_out + o] = p[mt][nt][i];
+              p[mt][nt][i] = 0.0f;
+            })
+          } else {
+            T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
+          }
         }
       }
     }
+    if (split) return;  // one tile (w_tiles == 1)
+    T9_FOR_ACC({
+      const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
+      const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
+      if (o < a.n_out && t < a.n_tok) {
+        float* yr = reinterpret_cast<float*>(a.y.row(a.y_rows != nullptr ? a.y_rows[t] : t));
+        yr[o] = a.bias != nullptr ? __fadd_rn(y[mt][nt][i], a.bias[o]) : y[mt][nt][i];
+      }
+      y[mt][nt][i] = 0.0f;
+    })
+    slices = SliceWalk(n_units, u_begin);
   }
-  if (split) return;
-  T9_FOR_ACC({
-    const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
-    const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
-    if (o < a.n_out && t < a.n_tok) {
-      float* yr = reinterpret_cast<float*>(a.y.row(a.y_rows != nullptr ? a.y_rows[t] : t));
-      yr[o] = a.bias != nullptr ? __fadd_rn(y[mt][nt][i], a.bias[o]) : y[mt][nt][i];
-    }
-  })
 }
 
 #undef T9_FOR_ACC
@@ -466,9 +499,12 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   const int64_t tiles_t = n_tiles >= 0 ? n_tiles : (a.n_tok + kBN - 1) / kBN;
   T9_CHECK(tiles_t <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   const bool split = a.split_p != nullptr || (a.parts.n > 0 && a.parts.part[0].split_p != nullptr);
-  SliceArgs b = a;  // with parts: their tiles (64 weight rows each) along x
-  const int64_t tiles_w =
-      b.parts.n > 0 ? part_blocks(b.parts, kBM, INT64_MAX) : grid_1d(a.n_out, kBM);
+  T9_CHECK(a.w_tiles == 1 || (a.w_tiles > 1 && kLoopTiles<kNT> && !split),
+           "matmul: {} weight tiles per block", a.w_tiles);
+  SliceArgs b = a;  // with parts: their blocks (w_tiles tiles of 64 weight rows each) along x
+  const int64_t rows_per_block = int64_t{kBM} * a.w_tiles;
+  const int64_t tiles_w = b.parts.n > 0 ? part_blocks(b.parts, rows_per_block, INT64_MAX)
+                                        : grid_1d(a.n_out, rows_per_block);
   const dim3 grid(static_cast<unsigned>(tiles_w), static_cast<unsigned>(tiles_t), split ? 4 : 1);
   stream.launch(mma_kernel<T, kNT>, grid, kThreads, kSmem, b);
   if (!split) return;
@@ -542,11 +578,29 @@ int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {
   return pairs <= 64 * n_expert ? 32 : 64;
 }
 
+// Weight tiles per block of a grouped call. A warm agent turn (~5 pairs per expert, 16-row tiles)
+// runs its experts' down projection (2048 x 512 each) at 32 weight tiles x ~260 expert tiles:
+// one tile per block is ~10.7k blocks of 16 k-steps each after their set-up (expert search, x
+// rows, the first chunk's whole memory latency). Four per block: 238.9 -> 223.7 us, gate/up
+// (512 x 2048) 174.1 -> 170.4 (run 82; 8 or 16 no better, and 8 halves the gate/up's blocks to
+// fewer than the GPU holds). At 32-row tiles four lost (512 rows: 270.7 -> 344.4 us): one.
+// TEMPO9_CUDA_MOE_WLOOP=N (read once, measurement): N for the 16- and 32-row tiles.
+int mma_grouped_weight_tiles(int tile_rows) {
+  static const int forced = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MOE_WLOOP");
+    return e != nullptr ? std::max(1, std::atoi(e)) : 0;
+  }();
+  if (forced != 0) return forced;
+  return tile_rows == 16 ? 4 : 1;
+}
+
 template <GgmlType T>
 void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, Stream& stream) {
-  if (tile_rows == 16) return launch_tiles<T, 1>(a, stream, n_tiles);
-  if (tile_rows == 32) return launch_tiles<T, 2>(a, stream, n_tiles);
-  launch_tiles<T, 4>(a, stream, n_tiles);
+  SliceArgs b = a;
+  b.w_tiles = tile_rows <= 32 ? mma_grouped_weight_tiles(tile_rows) : 1;
+  if (tile_rows == 16) return launch_tiles<T, 1>(b, stream, n_tiles);
+  if (tile_rows == 32) return launch_tiles<T, 2>(b, stream, n_tiles);
+  launch_tiles<T, 4>(b, stream, n_tiles);
 }
 
 template void launch_mma_grouped<GgmlType::Q4_K>(const SliceArgs&, int, int64_t, Stream&);

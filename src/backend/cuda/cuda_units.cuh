@@ -537,6 +537,9 @@ struct SliceArgs {
   // first weight reads before its dependent-launch wait (cuda_common.cuh, prefetch_l2).
   bool w_early = false;
   SliceParts parts = {};  // several weights in one launch (plain matmuls only), or parts.n == 0
+  // Tensor-core kernel: 64-row weight tiles per block (launch block x takes tiles w_tiles * x ..,
+  // one after another; not with the split form). Each output's bits do not depend on it.
+  int w_tiles = 1;
 };
 
 // The part of launch block blockIdx.x (SliceParts): a becomes that part's matmul. Returns the
