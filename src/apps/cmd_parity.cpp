@@ -2,7 +2,7 @@
 // GPU (or this thread count) agree with the CPU reference on this file?
 //
 //   tempo9 parity -m MODEL.gguf [--backend cuda] [--tokens 256] [--threads T] [--ref-threads T]
-//                 [--margin 0.25] [--text FILE]
+//                 [--margin 0.25] [--text FILE] [--isa I] [--ref-isa I]
 //
 // The text (a built-in English paragraph, or --text) is tokenized by the file's own tokenizer and
 // repeated to --tokens ids. The reference (the CPU backend, --ref-threads) feeds them as one
@@ -12,11 +12,18 @@
 // reference's top-1 leads its runner-up by at least --margin nats. A near tie may flip between
 // two correct kernels that round differently; a clear lead must not: the exit status is 1 when
 // some clear position disagrees (2: usage or load errors).
+//
+// How far two correct backends drift depends on the model: a random-weight MoE routes on
+// near-ties that a last-bit difference flips, and a flipped expert moves every later logit. A
+// CPU-vs-CPU run with another kernel set (--isa avx2 against the default's AVX-512, say: the same
+// arithmetic, other summation orders) measures that drift for the file; the per-quarter maxima
+// and the first disagreement's position show where it starts.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -40,6 +47,8 @@ struct ParityOptions {
   int threads = 0;
   int ref_threads = 0;
   float margin = 0.25f;
+  std::string isa;      // the CPU backend under test's kernels (empty: the best)
+  std::string ref_isa;  // the reference's
 };
 
 constexpr const char* kText =
@@ -65,22 +74,28 @@ Result<std::vector<float>> logits_of(model::Model& m, std::span<const int32_t> i
 }
 
 struct Agreement {
-  double max_abs = 0.0;  // largest |got - ref| over every logit
-  int top1 = 0;          // positions whose argmax agrees
-  int clear = 0;         // positions where the reference leads by >= margin
-  int clear_top1 = 0;    // ... and the argmax agrees
+  double max_abs = 0.0;        // largest |got - ref| over every logit
+  double quarter_max[4] = {};  // ... over each quarter of the positions
+  double ref_rms = 0.0;        // the reference logits' root mean square (their scale)
+  int top1 = 0;                // positions whose argmax agrees
+  int first_diff = -1;         // the first position whose argmax differs (-1: none)
+  int clear = 0;               // positions where the reference leads by >= margin
+  int clear_top1 = 0;          // ... and the argmax agrees
 };
 
 Agreement compare(std::span<const float> ref, std::span<const float> got, int n_vocab,
                   float margin) {
   Agreement a;
   const size_t n_rows = ref.size() / static_cast<size_t>(n_vocab);
+  double sum_sq = 0.0;
   for (size_t r = 0; r < n_rows; ++r) {
     const float* x = ref.data() + r * n_vocab;
     const float* y = got.data() + r * n_vocab;
+    double& quarter = a.quarter_max[4 * r / n_rows];
     int best = 0, second = -1, got_best = 0;
     for (int v = 0; v < n_vocab; ++v) {
-      a.max_abs = std::max(a.max_abs, static_cast<double>(std::fabs(x[v] - y[v])));
+      quarter = std::max(quarter, static_cast<double>(std::fabs(x[v] - y[v])));
+      sum_sq += static_cast<double>(x[v]) * x[v];
       if (y[v] > y[got_best]) got_best = v;
       if (x[v] > x[best]) {
         second = best;
@@ -91,11 +106,14 @@ Agreement compare(std::span<const float> ref, std::span<const float> got, int n_
     }
     const bool same = got_best == best;
     a.top1 += same;
+    if (!same && a.first_diff < 0) a.first_diff = static_cast<int>(r);
     if (second < 0 || x[best] - x[second] >= margin) {
       ++a.clear;
       a.clear_top1 += same;
     }
   }
+  for (const double q : a.quarter_max) a.max_abs = std::max(a.max_abs, q);
+  a.ref_rms = std::sqrt(sum_sq / static_cast<double>(ref.size()));
   return a;
 }
 
@@ -131,8 +149,29 @@ int parity(const ParityOptions& opt) {
     ids.insert(ids.end(), piece->begin(), piece->end());
   ids.resize(static_cast<size_t>(opt.tokens));
 
-  CpuBackend ref_be(CpuBackendConfig{opt.ref_threads, std::nullopt});
-  auto test_be = make_backend(opt.backend, opt.threads);
+  const auto isa_of = [](const std::string& name) -> Result<std::optional<CpuIsa>> {
+    if (name.empty()) return std::optional<CpuIsa>{};
+    const std::optional<CpuIsa> isa = parse_cpu_isa(name);
+    if (!isa) return error("unknown ISA '{}' (scalar, avx2, avx512 or amx)", name);
+    if (!cpu_isa_supported(*isa)) return error("this CPU has no {}", name);
+    return isa;
+  };
+  const auto ref_isa = isa_of(opt.ref_isa), test_isa = isa_of(opt.isa);
+  if (!ref_isa.ok() || !test_isa.ok()) {
+    std::fprintf(stderr, "error: %s: %s\n", ref_isa.ok() ? "--isa" : "--ref-isa",
+                 (ref_isa.ok() ? test_isa : ref_isa).message().c_str());
+    return 2;
+  }
+  if (!opt.isa.empty() && opt.backend != "cpu") {
+    std::fprintf(stderr, "error: --isa: the backend under test is %s, not cpu\n",
+                 opt.backend.c_str());
+    return 2;
+  }
+  CpuBackend ref_be(CpuBackendConfig{opt.ref_threads, *ref_isa});
+  auto test_be = opt.backend == "cpu"
+                     ? Result<std::unique_ptr<Backend>>(
+                           std::make_unique<CpuBackend>(CpuBackendConfig{opt.threads, *test_isa}))
+                     : make_backend(opt.backend, opt.threads);
   if (!test_be.ok()) {
     std::fprintf(stderr, "error: %s\n", test_be.message().c_str());
     return 2;
@@ -158,9 +197,14 @@ int parity(const ParityOptions& opt) {
     std::fprintf(stderr, "error: %s\n", m.message().c_str());
     return 2;
   }
+  const auto isa_name = [&](const std::optional<CpuIsa>& isa) {
+    return std::string(cpu_isa_name(isa ? *isa : best_cpu_isa()));
+  };
+  const std::string test_name = opt.backend == "cpu" ? "cpu " + isa_name(*test_isa) : opt.backend;
   std::printf(
-      "parity: %s, %zu tokens, reference cpu (%d threads) vs %s (%d threads), margin %.2f\n",
-      opt.model.c_str(), ids.size(), opt.ref_threads, opt.backend.c_str(), opt.threads, opt.margin);
+      "parity: %s, %zu tokens, reference cpu %s (%d threads) vs %s (%d threads), margin %.2f\n",
+      opt.model.c_str(), ids.size(), isa_name(*ref_isa).c_str(), opt.ref_threads, test_name.c_str(),
+      opt.threads, opt.margin);
   bool ok = true;
   for (const bool stepped : {false, true}) {
     auto got = logits_of(**m, ids, stepped);
@@ -169,9 +213,12 @@ int parity(const ParityOptions& opt) {
       return 2;
     }
     const Agreement a = compare(ref, *got, n_vocab, opt.margin);
-    std::printf("%-8s max |d| %.6g  top-1 %d/%zu  clear top-1 %d/%d\n",
-                stepped ? "stepped" : "whole", a.max_abs, a.top1, ids.size(), a.clear_top1,
-                a.clear);
+    std::printf(
+        "%-8s max |d| %.6g (by quarter %.3g %.3g %.3g %.3g; logits rms %.3g)  top-1 %d/%zu "
+        "(first differs at %d)  clear top-1 %d/%d\n",
+        stepped ? "stepped" : "whole", a.max_abs, a.quarter_max[0], a.quarter_max[1],
+        a.quarter_max[2], a.quarter_max[3], a.ref_rms, a.top1, ids.size(), a.first_diff,
+        a.clear_top1, a.clear);
     ok = ok && a.clear_top1 == a.clear;
   }
   std::printf("parity: %s\n", ok ? "ok" : "FAILED (a clear top-1 differs)");
@@ -196,6 +243,10 @@ const bool registered = register_command(Command{
                      "Top-1 lead (nats) from which the reference's choice must be kept")
           ->check(CLI::Range(0.0, 100.0));
       sub.add_option("--text", opt->text_file, "Text file to tokenize (default: built in)");
+      sub.add_option("--isa", opt->isa,
+                     "CPU kernels of the backend under test: scalar, avx2, avx512, amx "
+                     "(default: the best; --backend cpu only)");
+      sub.add_option("--ref-isa", opt->ref_isa, "CPU kernels of the reference (default: the best)");
       return [opt] { return parity(*opt); };
     }});
 
