@@ -6,13 +6,15 @@
 // bytes (each sequence's keys once per KV head; shared pages counted once per sequence). Built
 // by scripts/device_test_ops.sh.
 //
-//   cuda_attention_bench [ITERS]   # default 20 calls per case
+//   cuda_attention_bench [ITERS [CASE]]   # default 20 calls per case; CASE: only the cases whose
+//                                         # name contains it
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -36,10 +38,13 @@ struct Case {
 int main(int argc, char** argv) {
   using namespace t9;
   const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
+  const std::string only = argc > 2 ? argv[2] : "";  // run the cases whose name contains it
   CudaBackend be;
   std::printf("device: %s, %d calls per case\n", be.name().c_str(), iters);
   const Case cases[] = {
       {"35B warm turn: 2048 rows over 12k", 16, 2, 256, 1, 10240, 2048},
+      // One agent's warm turn: a tool result's ~160 new rows after a 10k-token prompt.
+      {"35B warm turn: 160 rows over 10.3k", 16, 2, 256, 1, 10140, 160},
       {"35B 8 agents x 256 rows over 12k", 16, 2, 256, 8, 12032, 256},
       {"35B prefill chunk 512 at 4k", 16, 2, 256, 1, 3584, 512},
       {"35B decode 1 row at 640", 16, 2, 256, 1, 639, 1},
@@ -55,6 +60,7 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(7);
   std::printf("%-36s %5s %9s %9s %8s\n", "case", "path", "us/call", "TFLOP/s", "GB/s");
   for (const Case& c : cases) {
+    if (!only.empty() && std::string(c.name).find(only) == std::string::npos) continue;
     const int ctx = c.n_past + c.n_q;
     const int blocks_per_seq = (ctx + kBlock - 1) / kBlock;
     const int64_t slots = int64_t{blocks_per_seq} * c.n_seqs * kBlock;

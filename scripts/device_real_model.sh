@@ -14,7 +14,8 @@
 #                                   # $OUT/parity.txt, $OUT/run_cpu.txt, $OUT/run_cuda.txt
 #   scripts/device_real_model.sh join DIR        # joins .devrun-a + .devrun-b into DIR and checks
 #                                                # the sha256 (what `parity` does first)
-# PART1_BYTES (60000000) sets the first part's size; PARITY_TOKENS (256) the teacher-forced ids.
+# PART1_BYTES (57000000: with the ~8 MB of tracked files that travel too, 60 MB broke the 64 MiB
+# limit in session 15) sets the first part's size; PARITY_TOKENS (256) the teacher-forced ids.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,7 +28,7 @@ stage() {
   [ -f "$model" ] || { echo "no model file: $model (scripts/fetch_models.py)" >&2; exit 2; }
   [ -f "$ROOT/.devrun/bin/tempo9.xz" ] ||
     { echo "no .devrun/bin/tempo9.xz: run scripts/device_test_ops.sh build first" >&2; exit 2; }
-  local part1=${PART1_BYTES:-60000000}
+  local part1=${PART1_BYTES:-57000000}
   rm -rf "$A" "$B" && mkdir -p "$A" "$B/bin" "$B/lib"
   head -c "$part1" "$model" >"$A/part1"
   tail -c +"$((part1 + 1))" "$model" >"$B/part2"

@@ -420,7 +420,7 @@ void launch_conv(const Tensor& x, const Tensor& w, const Tensor& state, int64_t 
 
 void CudaBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state,
                            const Tensor& seqs, const Tensor& out) {
-  T9_CUDA_PROF("ssm_conv");
+  T9_CUDA_PROF(fmt::format("ssm_conv rows {}", cuda::rows_bucket(x.n_rows())));
   derived_->wrote(state);
   derived_->wrote(out);
   cuda::check_f32_rows(x, "ssm_conv x");
@@ -461,7 +461,7 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                                   const Tensor& a, const Tensor& b, const Tensor& A,
                                   const Tensor& dt_bias, const Tensor& state, const Tensor& seqs,
                                   const GdnParams& p, const Tensor& out) {
-  T9_CUDA_PROF("gated_delta_net");
+  T9_CUDA_PROF(fmt::format("gated_delta_net rows {}", cuda::rows_bucket(q.ne[2])));
   derived_->wrote(state);
   derived_->wrote(out);
   for (const Tensor* t : {&q, &k, &v, &a, &b, &A, &dt_bias, &state, &out})
