@@ -197,14 +197,14 @@ int parity(const ParityOptions& opt) {
     std::fprintf(stderr, "error: %s\n", m.message().c_str());
     return 2;
   }
-  const auto isa_name = [&](const std::optional<CpuIsa>& isa) {
-    return std::string(cpu_isa_name(isa ? *isa : best_cpu_isa()));
-  };
-  const std::string test_name = opt.backend == "cpu" ? "cpu " + isa_name(*test_isa) : opt.backend;
+  // The kernel sets in use (an unset --isa follows TEMPO9_CPU_ISA, else the best).
+  const auto* test_cpu = dynamic_cast<const CpuBackend*>(test_be->get());
+  const std::string test_name =
+      test_cpu != nullptr ? "cpu " + std::string(cpu_isa_name(test_cpu->isa())) : opt.backend;
   std::printf(
       "parity: %s, %zu tokens, reference cpu %s (%d threads) vs %s (%d threads), margin %.2f\n",
-      opt.model.c_str(), ids.size(), isa_name(*ref_isa).c_str(), opt.ref_threads, test_name.c_str(),
-      opt.threads, opt.margin);
+      opt.model.c_str(), ids.size(), std::string(cpu_isa_name(ref_be.isa())).c_str(),
+      opt.ref_threads, test_name.c_str(), opt.threads, opt.margin);
   bool ok = true;
   for (const bool stepped : {false, true}) {
     auto got = logits_of(**m, ids, stepped);
