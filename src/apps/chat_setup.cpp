@@ -24,17 +24,17 @@ Result<std::optional<chat::ChatTemplate>> load_chat_template(const gguf::GgufFil
 std::vector<tok::TokenId> eog_token_ids(const tok::Tokenizer& tokenizer) {
   std::vector<tok::TokenId> ids;
   for (size_t id = 0; id < tokenizer.n_tokens(); ++id)
-    if (tokenizer.is_eog(static_cast<tok::TokenId>(id))) ids.push_back(static_cast<tok::TokenId>(id));
+    if (tokenizer.is_eog(static_cast<tok::TokenId>(id)))
+      ids.push_back(static_cast<tok::TokenId>(id));
   return ids;
 }
 
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads) {
-  if (name == "cpu") {
-    CpuBackendConfig cfg;
-    cfg.n_threads = threads;
-    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(cfg));
-  }
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads,
+                                              std::optional<CpuIsa> isa) {
+  if (name == "cpu")
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(CpuBackendConfig{threads, isa}));
   if (name == "cuda") {
+    if (isa) return error("--isa: the cuda backend has no CPU kernel set");
 #ifdef TEMPO9_HAVE_CUDA
     if (cuda_device_count() == 0) return error("--backend cuda: no CUDA device found");
     return std::unique_ptr<Backend>(std::make_unique<CudaBackend>());

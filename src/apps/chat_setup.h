@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 
 #include "chat/chat_template.h"
 #include "gguf/gguf_file.h"
@@ -22,9 +23,11 @@ Result<std::optional<chat::ChatTemplate>> load_chat_template(const gguf::GgufFil
 
 std::vector<tok::TokenId> eog_token_ids(const tok::Tokenizer& tokenizer);
 
-// The compute backend named by --backend: "cpu" (`threads` workers, 0 = all cores) or "cuda"
-// (device 0: weights, KV pool and activations in GPU memory). An error names the reason when the
-// name is unknown, the binary was built without CUDA, or no CUDA device is visible.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
+// The compute backend named by --backend: "cpu" (`threads` workers, 0 = all cores; `isa` its
+// kernel set, unset: TEMPO9_CPU_ISA, else the best) or "cuda" (device 0: weights, KV pool and
+// activations in GPU memory). An error names the reason when the name is unknown, the binary was
+// built without CUDA, no CUDA device is visible, or an ISA is given for cuda.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads,
+                                              std::optional<CpuIsa> isa = std::nullopt);
 
 }  // namespace t9::apps

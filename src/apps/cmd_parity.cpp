@@ -162,16 +162,8 @@ int parity(const ParityOptions& opt) {
                  (ref_isa.ok() ? test_isa : ref_isa).message().c_str());
     return 2;
   }
-  if (!opt.isa.empty() && opt.backend != "cpu") {
-    std::fprintf(stderr, "error: --isa: the backend under test is %s, not cpu\n",
-                 opt.backend.c_str());
-    return 2;
-  }
   CpuBackend ref_be(CpuBackendConfig{opt.ref_threads, *ref_isa});
-  auto test_be = opt.backend == "cpu"
-                     ? Result<std::unique_ptr<Backend>>(
-                           std::make_unique<CpuBackend>(CpuBackendConfig{opt.threads, *test_isa}))
-                     : make_backend(opt.backend, opt.threads);
+  auto test_be = make_backend(opt.backend, opt.threads, *test_isa);
   if (!test_be.ok()) {
     std::fprintf(stderr, "error: %s\n", test_be.message().c_str());
     return 2;

@@ -586,6 +586,7 @@ int mma_grouped_tile_rows(int64_t pairs, int64_t n_expert) {
 // fewer than the GPU holds). At 32-row tiles four lost (512 rows: 270.7 -> 344.4 us): one.
 // TEMPO9_CUDA_MOE_WLOOP=N (read once, measurement): N for the 16- and 32-row tiles.
 int mma_grouped_weight_tiles(int tile_rows) {
+  if (tile_rows > 32) return 1;  // kLoopTiles
   static const int forced = [] {
     const char* e = std::getenv("TEMPO9_CUDA_MOE_WLOOP");
     return e != nullptr ? std::max(1, std::atoi(e)) : 0;
@@ -597,7 +598,7 @@ int mma_grouped_weight_tiles(int tile_rows) {
 template <GgmlType T>
 void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, Stream& stream) {
   SliceArgs b = a;
-  b.w_tiles = tile_rows <= 32 ? mma_grouped_weight_tiles(tile_rows) : 1;
+  b.w_tiles = mma_grouped_weight_tiles(tile_rows);
   if (tile_rows == 16) return launch_tiles<T, 1>(b, stream, n_tiles);
   if (tile_rows == 32) return launch_tiles<T, 2>(b, stream, n_tiles);
   launch_tiles<T, 4>(b, stream, n_tiles);
