@@ -406,6 +406,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
                    act + (wn * kWN + lane % kWN) * kStride,
                    wm * 32 + g,
                    wn * kWN + 2 * tq};
+  // A warp whose activation rows all lie past the tile's rows (n_tok: the expert's pairs in a
+  // grouped call, where a 16-row tile holds ~5 of them in a warm agent turn) copies and decodes
+  // with the block but multiplies nothing: its outputs are never stored. Uniform per warp. Not
+  // for the 64-row tiles (mostly full; the flag cost Q4_K's 168 registers 16 bytes of spills).
+  const bool mma_idle = kNT <= 2 && t0 + wn * kWN >= a.n_tok;
   // Chunk c of weight tile j is multiplied while the next one (of this tile or the next) is in
   // flight: a block of several weight tiles streams them back to back, paying the set-up above
   // once (x's chunks are re-read per tile, from L2).
@@ -431,6 +436,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
       const int boff = buf * kBN * kStride;
       const auto* ab =
           reinterpret_cast<const ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * kAbStride;
+      if (mma_idle) continue;
 #pragma unroll
       for (int lu = 0; lu < M::kUnits; ++lu) {
         if (lu >= hi) break;
