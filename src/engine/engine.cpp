@@ -25,6 +25,8 @@ int max_request_tokens(const EngineConfig& c) {
 
 EngineConfig adapted_to(EngineConfig config, const ModelRunner& runner) {
   config.kv.recurrent_checkpoints = runner.has_recurrent_state();
+  config.kv.mid_step_checkpoints =
+      config.kv.recurrent_checkpoints && runner.supports_mid_step_checkpoints();
   const size_t bytes = runner.state_checkpoint_bytes();
   if (config.kv.recurrent_checkpoints && bytes > 0 && config.state_checkpoint_budget_bytes > 0) {
     // At least 2, so that a shared prefix and a sequence's own end can both be kept.
@@ -162,6 +164,8 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
                  ss.restore_checkpoint,
                  ss.save_checkpoint,
                  ss.snapshot_before};
+    f.save_mid_checkpoint = ss.save_mid_checkpoint;
+    f.save_mid_tokens = ss.save_mid_tokens;
     f.argmax_only = ss.need_logits && argmax_only(s.id);
     if (ss.need_logits && n_draft == 0 && !f.argmax_only && device_samplable(s.id)) {
       RequestState& st = requests_.at(s.id);
@@ -220,6 +224,7 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
     for (const ScheduledSeq& ss : plan.seqs) {
       if (ss.save_checkpoint != 0 && ss.save_checkpoint != ss.seq->rolling_checkpoint)
         kv_.drop_checkpoint(ss.save_checkpoint);
+      if (ss.save_mid_checkpoint != 0) kv_.drop_checkpoint(ss.save_mid_checkpoint);
       finish(ss.seq->id, FinishReason::kError, err);
     }
     return;

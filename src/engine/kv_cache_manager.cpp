@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/check.h"
 
@@ -139,9 +140,19 @@ void KvCacheManager::add_checkpoint_position(Sequence& seq, int pos) {
 }
 
 int KvCacheManager::cut_at_checkpoint(const Sequence& seq, int n_past, int n_tokens) const {
-  for (int p : seq.checkpoint_positions)
-    if (p > n_past && p < n_past + n_tokens) return p - n_past;
+  bool mid = config_.mid_step_checkpoints;  // the first position inside is saved on the way
+  for (int p : seq.checkpoint_positions) {
+    if (p <= n_past || p >= n_past + n_tokens) continue;
+    if (!std::exchange(mid, false)) return p - n_past;
+  }
   return n_tokens;
+}
+
+int KvCacheManager::mid_checkpoint(const Sequence& seq, int n_past, int n_tokens) const {
+  if (!config_.mid_step_checkpoints) return 0;
+  for (int p : seq.checkpoint_positions)
+    if (p > n_past && p < n_past + n_tokens) return p;
+  return 0;
 }
 
 uint64_t KvCacheManager::checkpoint_for_step(Sequence& seq, int end) {

@@ -23,6 +23,8 @@ struct KvCacheConfig {
   // The model keeps per-sequence recurrent state (ModelRunner::has_recurrent_state): a prefix
   // hit must also restore a state checkpoint (StateCheckpoints), so hits end only where one is.
   bool recurrent_checkpoints = false;
+  // The runner saves checkpoints inside a step (ModelRunner::supports_mid_step_checkpoints).
+  bool mid_step_checkpoints = false;
   int max_state_checkpoints = 64;  // cached checkpoints kept at most (LRU beyond)
 };
 
@@ -84,8 +86,12 @@ class KvCacheManager {
   // of n_computed), so that a sequence sharing that prefix finds a checkpoint there. No-op
   // without checkpoints or when pos is already planned.
   void add_checkpoint_position(Sequence& seq, int pos);
-  // n_tokens cut so that a step starting at n_past stops at the next planned position.
+  // n_tokens cut so that a step starting at n_past stops at the next planned position (with
+  // mid-step checkpoints: at the second, the first being mid_checkpoint's).
   int cut_at_checkpoint(const Sequence& seq, int n_past, int n_tokens) const;
+  // With mid-step checkpoints: the planned position strictly inside the step of n_tokens from
+  // n_past that the step saves on its way (ForwardSeq::save_mid_checkpoint), else 0.
+  int mid_checkpoint(const Sequence& seq, int n_past, int n_tokens) const;
   // Mutates: the checkpoint id a step ending at `end` saves the state into: a new one at a
   // planned position, the sequence's rolling one at other block boundaries, else 0.
   uint64_t checkpoint_for_step(Sequence& seq, int end);

@@ -37,6 +37,11 @@ struct ForwardSeq {
   // Save the state into this checkpoint BEFORE computing (after any restore): the undo point of
   // a speculative step, restored when its drafts are rejected.
   uint64_t snapshot_before = 0;
+  // Runners with supports_mid_step_checkpoints(): also save the state after the first
+  // save_mid_tokens (0 < save_mid_tokens < n_tokens) of this step's tokens into this checkpoint
+  // (0: none), as a step ending there would have saved it.
+  uint64_t save_mid_checkpoint = 0;
+  int save_mid_tokens = 0;
   // With need_logits: the sampler needs only each row's argmax (greedy, no bias, penalties or
   // logprobs: argmax_suffices()). When every such sequence of a batch says so, a runner may
   // return ForwardOutput::tokens instead of the logits (a GPU then copies back 4 bytes a row,
@@ -99,6 +104,10 @@ class ModelRunner {
   virtual bool has_recurrent_state() const { return false; }
   // Bytes one state checkpoint holds (for the checkpoint budget); 0 when unknown.
   virtual size_t state_checkpoint_bytes() const { return 0; }
+  // True when run() honours ForwardSeq::save_mid_checkpoint: the engine then lets a step run on
+  // past a planned checkpoint instead of ending it there (a warm agent turn's prompt then takes
+  // one step, not a second one for the tokens after its last block boundary).
+  virtual bool supports_mid_step_checkpoints() const { return false; }
   // The engine will never restore these checkpoints again: their memory can go.
   virtual void drop_checkpoints(std::span<const uint64_t> ids) { (void)ids; }
 };

@@ -57,6 +57,10 @@ ScheduledSeq Scheduler::scheduled(Sequence* s, int n, std::vector<TokenId> draft
     ss.snapshot_before = s->spec_undo = kv_.new_checkpoint_id();
   } else {
     ss.save_checkpoint = kv_.checkpoint_for_step(*s, s->n_computed + n);
+    if (const int p = kv_.mid_checkpoint(*s, s->n_computed, n); p > 0) {
+      ss.save_mid_tokens = p - s->n_computed;
+      ss.save_mid_checkpoint = kv_.checkpoint_for_step(*s, p);
+    }
   }
   ss.draft = std::move(draft);
   return ss;
@@ -264,6 +268,8 @@ void Scheduler::on_computed(const StepPlan& plan, std::span<const int> n_valid) 
     T9_CHECK(ss.n_past + n <= ss.seq->n_total(), "seq {}: KV beyond its tokens", ss.seq->id);
     ss.seq->n_computed += n;
     kv_.commit(*ss.seq);
+    if (ss.save_mid_checkpoint != 0)  // positions in order: the one inside the step first
+      kv_.on_checkpoint_saved(*ss.seq, ss.n_past + ss.save_mid_tokens, ss.save_mid_checkpoint);
     if (ss.save_checkpoint != 0)
       kv_.on_checkpoint_saved(*ss.seq, ss.seq->n_computed, ss.save_checkpoint);
   }

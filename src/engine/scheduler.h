@@ -50,6 +50,10 @@ struct ScheduledSeq {
   // hit), and save the state after the step into that one (0: none). See StateCheckpoints.
   uint64_t restore_checkpoint = 0;
   uint64_t save_checkpoint = 0;
+  // And after the first save_mid_tokens of the step's tokens (a planned position inside the
+  // step; ModelRunner::supports_mid_step_checkpoints), into save_mid_checkpoint (0: none).
+  uint64_t save_mid_checkpoint = 0;
+  int save_mid_tokens = 0;
   // Speculative decoding: draft tokens computed after the sequence's real pending token (they are
   // the last draft.size() of n_tokens); the step needs logits for the real token and each draft.
   std::vector<TokenId> draft;

@@ -36,6 +36,10 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
     }
     if (model_.recurrent()) {
       T9_ASSIGN_OR_RETURN(q.state_slot, state_slot(s));
+      if (s.save_mid_checkpoint != 0) {
+        q.snapshot_after = s.save_mid_tokens;
+        q.snapshot = &checkpoint(s.save_mid_checkpoint);  // map nodes stay put
+      }
     }
     seqs_.push_back(q);
   }

@@ -24,6 +24,8 @@ class EngineRunner final : public engine::ModelRunner {
   bool grow_kv_blocks(int n_blocks_total) override;
   void release_sequence(uint64_t seq_id) override;
   bool has_recurrent_state() const override { return model_.recurrent() != nullptr; }
+  // Model::forward copies the state at SeqInput::snapshot_after.
+  bool supports_mid_step_checkpoints() const override { return has_recurrent_state(); }
   size_t state_checkpoint_bytes() const override;
   void drop_checkpoints(std::span<const uint64_t> ids) override;
 

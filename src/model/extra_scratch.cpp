@@ -28,6 +28,7 @@ size_t ExtraScratch::layout(const HParams& hp, const ArchSpec& spec, int n_token
   const int64_t T = n_tokens, Tc = cap_tokens, E = hp.n_embd;
   Slots s{buf};
   rseqs = s.take(GgmlType::I32, 4, 1, cap_seqs, n_seqs);
+  rseqs_tail = s.take(GgmlType::I32, 4, 1, cap_seqs, n_seqs);
   if (spec.gated_attn) qg = s.take(GgmlType::F32, 2 * hp.n_head * hp.head_dim, 1, Tc, T);
   if (hp.full_attn_interval > 0) {
     const int64_t nk = hp.ssm_n_group, nv = hp.ssm_dt_rank, dk = hp.ssm_d_state;

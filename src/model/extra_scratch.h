@@ -13,6 +13,7 @@ namespace t9::model {
 struct ExtraScratch {
   Tensor qg;         // F32 [T, n_head * 2d] gated attention: query and gate per head
   Tensor rseqs;      // I32 [n_seqs, 4] RecurrentSeq
+  Tensor rseqs_tail;  // I32 [n_seqs, 4] RecurrentSeq: rows after a snapshot inside the step
   // Gated DeltaNet (Cd conv channels, nv value heads of dv).
   Tensor mixed;      // F32 [T, Cd] attn_qkv output (conv input)
   Tensor conv;       // F32 [T, Cd] conv + SiLU output: q | k | v

@@ -29,11 +29,19 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   // ---- attention or Gated DeltaNet block ----
   // Later layers get s.h from the previous layer's last residual add (add_rms_norm).
   if (il == 0) be.rms_norm(s.x, L.attn_norm, eps, nb, s.h);
-  if (const int ri = rec_index_[static_cast<size_t>(il)]; ri >= 0)
+  if (const int ri = rec_index_[static_cast<size_t>(il)]; ri >= 0) {
+    GdnSplit split;
+    if (!mid_snaps_.empty()) {
+      split.tail = gdn_tail_;
+      split.at_snapshot = [this, ri] {
+        for (const auto& [slot, snap] : mid_snaps_) rs_->snapshot_layer(slot, ri, *snap);
+      };
+    }
     gated_deltanet(be, hp_, spec_, L, *xs_, rs_->conv(ri), rs_->delta(ri), s.h,
-                   cfg_.gdn_min_chunked_tokens, s.o);
-  else
+                   cfg_.gdn_min_chunked_tokens, mid_snaps_.empty() ? nullptr : &split, s.o);
+  } else {
     run_attention(il, n_seqs, max_ctx);
+  }
   if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_attn_norm, eps, nb, s.o);
 
   // ---- MLP block ----

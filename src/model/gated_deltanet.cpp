@@ -16,7 +16,8 @@ Tensor head_view(const Tensor& t, int64_t first, int64_t n_heads, int64_t d) {
 
 void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const LayerWeights& L,
                     const ExtraScratch& s, const Tensor& conv_state, const Tensor& delta_state,
-                    const Tensor& h, int min_chunked_tokens, const Tensor& out) {
+                    const Tensor& h, int min_chunked_tokens, const GdnSplit* split,
+                    const Tensor& out) {
   const int64_t nk = hp.ssm_n_group, nv = hp.ssm_dt_rank, dk = hp.ssm_d_state;
   const int64_t dv = hp.ssm_d_inner / nv, r = nv / nk;
   // The input projections share h: one call (CUDA rounds h to int8 once).
@@ -42,7 +43,6 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
     b = head_view(s.bb, 0, 1, nv);
     a = head_view(s.aa, 0, 1, nv);
   }
-  be.ssm_conv(s.mixed, L.ssm_conv1d, conv_state, s.rseqs, s.conv);
   const Tensor q = head_view(s.conv, 0, nk, dk);
   const Tensor k = head_view(s.conv, nk * dk, nk, dk);
   const Tensor v = head_view(s.conv, 2 * nk * dk, nv, dv);
@@ -53,7 +53,13 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
   p.d_v = static_cast<int>(dv);
   p.v_heads_tiled = spec.gdn_v_heads_tiled;
   p.min_chunked_tokens = min_chunked_tokens;
+  be.ssm_conv(s.mixed, L.ssm_conv1d, conv_state, s.rseqs, s.conv);
   be.gated_delta_net(q, k, v, a, b, L.ssm_a, L.ssm_dt, delta_state, s.rseqs, p, s.core);
+  if (split != nullptr) {
+    split->at_snapshot();
+    be.ssm_conv(s.mixed, L.ssm_conv1d, conv_state, split->tail, s.conv);
+    be.gated_delta_net(q, k, v, a, b, L.ssm_a, L.ssm_dt, delta_state, split->tail, p, s.core);
+  }
   // Gated RMSNorm per value head: norm(core) * w * silu(z).
   const Tensor rows = reshape(s.core, dv, nv * s.core.ne[2]);
   be.rms_norm(rows, L.ssm_norm, hp.rms_eps, 0.0f, rows);

@@ -81,6 +81,9 @@ Status Model::validate(const Batch& b) const {
     if (rs_ && !rs_->in_use(q.state_slot))
       return error("batch: sequence {} has recurrent state slot {}, which is not taken", s,
                    q.state_slot);
+    if (q.snapshot != nullptr && (!rs_ || q.snapshot_after <= 0 || q.snapshot_after >= q.n_tokens))
+      return error("batch: sequence {} asks for a state snapshot after {} of its {} tokens", s,
+                   q.snapshot_after, q.n_tokens);
     for (size_t s2 = 0; rs_ && s2 < s; ++s2)
       if (b.seqs[s2].state_slot == q.state_slot)
         return error("batch: sequences {} and {} share recurrent state slot {}", s2, s,
@@ -129,7 +132,7 @@ Result<Logits> Model::forward(const Batch& b) {
   upload_inputs(b, positions);
   if (rs_ || spec_.moe || spec_.gated_attn) {
     T9_TRY(xs_->reserve(backend_, hp_, spec_, n_tokens, n_seqs));
-    if (rs_) upload_recurrent_seqs(b);
+    if (rs_) T9_TRY(upload_recurrent_seqs(b));
   }
 
   backend_.get_rows(w_.token_embd, s_->ids, s_->x);
@@ -140,14 +143,31 @@ Result<Logits> Model::forward(const Batch& b) {
   return compute_logits(b);
 }
 
-void Model::upload_recurrent_seqs(const Batch& b) {
-  std::vector<RecurrentSeq> rs;
+// A sequence with a snapshot inside the step runs its first snapshot_after rows in rseqs and the
+// rest in the tail (gated_deltanet: the state is copied in between); the delta rule and the conv
+// run token by token, so the two calls leave the one call's bits.
+Status Model::upload_recurrent_seqs(const Batch& b) {
+  std::vector<RecurrentSeq> rs, tail;
+  mid_snaps_.clear();
   for (const SeqInput& q : b.seqs) {
     // A sequence with no history starts from zero whatever the slot held before.
     const bool reset = rs_->fresh(q.state_slot) || q.n_past == 0;
-    rs.push_back({q.first_token, q.n_tokens, q.state_slot, reset ? 1 : 0});
+    const int head = q.snapshot != nullptr ? q.snapshot_after : q.n_tokens;
+    rs.push_back({q.first_token, head, q.state_slot, reset ? 1 : 0});
+    if (head == q.n_tokens) continue;
+    T9_TRY(rs_->prepare_snapshot(*q.snapshot));
+    tail.push_back({q.first_token + head, q.n_tokens - head, q.state_slot, 0});
+    mid_snaps_.emplace_back(q.state_slot, q.snapshot);
   }
   backend_.upload(xs_->rseqs.buf, xs_->rseqs.offset, rs.data(), rs.size() * sizeof(RecurrentSeq));
+  gdn_tail_ = Tensor{};
+  if (!tail.empty()) {
+    gdn_tail_ = make_tensor(xs_->rseqs_tail.buf, xs_->rseqs_tail.offset, GgmlType::I32, 4,
+                            static_cast<int64_t>(tail.size()));
+    backend_.upload(gdn_tail_.buf, gdn_tail_.offset, tail.data(),
+                    tail.size() * sizeof(RecurrentSeq));
+  }
+  return {};
 }
 
 }  // namespace t9::model

@@ -38,6 +38,11 @@ struct SeqInput {
   // its state after n_past tokens (a fresh slot, or n_past == 0, starts from zero). Ignored by
   // attention-only models.
   int state_slot = -1;
+  // Hybrid models: also copy the state after this sequence's first snapshot_after tokens (0 <
+  // snapshot_after < n_tokens; 0: none) into *snapshot, with the bits a step ending there would
+  // leave (a prefix-cache checkpoint inside the step).
+  int snapshot_after = 0;
+  StateSnapshot* snapshot = nullptr;
 };
 
 struct Batch {
@@ -125,7 +130,7 @@ class Model {
   void upload_inputs(const Batch& batch, const std::vector<int32_t>& positions);
   void run_layer(int il, int n_tokens, int n_seqs, int max_ctx);
   void run_attention(int il, int n_seqs, int max_ctx);
-  void upload_recurrent_seqs(const Batch& batch);
+  Status upload_recurrent_seqs(const Batch& batch);
   Result<Logits> compute_logits(const Batch& batch);
   Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg);
 
@@ -141,6 +146,10 @@ class Model {
   std::unique_ptr<RecurrentState> rs_;  // hybrid models only
   std::vector<LogitEdit> edit_staging_;  // apply_edits' padded host copy, reused
   std::vector<int> rec_index_;          // [n_layer_main]: index among recurrent layers, or -1
+  // This step's snapshots inside it (SeqInput::snapshot_after): slot and destination; the
+  // Gated DeltaNet layers run those sequences' rows after the snapshot over gdn_tail_.
+  std::vector<std::pair<int, StateSnapshot*>> mid_snaps_;
+  Tensor gdn_tail_;  // I32 [n, 4] RecurrentSeq in xs_->rseqs_tail's storage
 };
 
 }  // namespace t9::model

@@ -112,16 +112,19 @@ StateSnapshot& StateSnapshot::operator=(StateSnapshot&& o) noexcept {
 }
 
 void RecurrentState::copy_slot(int slot, Buffer* snap, bool to_snap) {
-  size_t at = 0;  // bytes into the snapshot: per layer the conv rows, then the delta matrix
-  for (int l = 0; l < cfg_.n_layers; ++l) {
-    for (const auto& [buf, n] : {std::pair{conv_[static_cast<size_t>(l)], conv_floats()},
-                                 std::pair{delta_[static_cast<size_t>(l)], delta_floats()}}) {
-      const Tensor live = make_tensor(buf, n * 4 * static_cast<size_t>(slot), GgmlType::F32,
-                                      static_cast<int64_t>(n));
-      const Tensor kept = make_tensor(snap, at, GgmlType::F32, static_cast<int64_t>(n));
-      backend_.copy(to_snap ? live : kept, to_snap ? kept : live);
-      at += n * 4;
-    }
+  for (int l = 0; l < cfg_.n_layers; ++l) copy_layer(slot, l, snap, to_snap);
+}
+
+void RecurrentState::copy_layer(int slot, int l, Buffer* snap, bool to_snap) {
+  // Bytes into the snapshot: per layer the conv rows, then the delta matrix.
+  size_t at = static_cast<size_t>(l) * (conv_floats() + delta_floats()) * 4;
+  for (const auto& [buf, n] : {std::pair{conv_[static_cast<size_t>(l)], conv_floats()},
+                               std::pair{delta_[static_cast<size_t>(l)], delta_floats()}}) {
+    const Tensor live =
+        make_tensor(buf, n * 4 * static_cast<size_t>(slot), GgmlType::F32, static_cast<int64_t>(n));
+    const Tensor kept = make_tensor(snap, at, GgmlType::F32, static_cast<int64_t>(n));
+    backend_.copy(to_snap ? live : kept, to_snap ? kept : live);
+    at += n * 4;
   }
 }
 
@@ -131,13 +134,24 @@ Status RecurrentState::snapshot(int slot, StateSnapshot& snap) {
     snap.zero_ = true;
     return {};
   }
+  T9_TRY(prepare_snapshot(snap));
+  copy_slot(slot, snap.buf_, true);
+  return {};
+}
+
+Status RecurrentState::prepare_snapshot(StateSnapshot& snap) {
   if (snap.buf_ == nullptr) {
     T9_ASSIGN_OR_RETURN(snap.buf_, backend_.alloc(slot_floats() * sizeof(float)));
     snap.backend_ = &backend_;
   }
-  copy_slot(slot, snap.buf_, true);
   snap.zero_ = false;
   return {};
+}
+
+void RecurrentState::snapshot_layer(int slot, int layer, StateSnapshot& snap) {
+  T9_CHECK(in_use(slot) && snap.buf_ != nullptr && layer >= 0 && layer < cfg_.n_layers,
+           "layer snapshot of recurrent slot {} layer {}", slot, layer);
+  copy_layer(slot, layer, snap.buf_, true);
 }
 
 Status RecurrentState::restore(int slot, const StateSnapshot& snap) {

@@ -78,13 +78,19 @@ class RecurrentState {
   // Replaces slot's state with a snapshot (a zero snapshot marks the slot fresh: the next forward
   // starts it from zero).
   Status restore(int slot, const StateSnapshot& snap);
+  // A snapshot taken layer by layer during a forward (a checkpoint inside a step): prepare
+  // takes its buffer and marks it non-zero, then snapshot_layer copies each layer's state of the
+  // slot when the layer has passed the checkpoint (Model::forward calls both). Error: no memory.
+  Status prepare_snapshot(StateSnapshot& snap);
+  void snapshot_layer(int slot, int layer, StateSnapshot& snap);
 
  private:
   Status grow(int min_capacity);
   size_t conv_floats() const;
   size_t delta_floats() const;
-  // Copies the slot's layers to the snapshot (to_snap) or back.
+  // Copies the slot's layers (or layer l) to the snapshot (to_snap) or back.
   void copy_slot(int slot, Buffer* snap, bool to_snap);
+  void copy_layer(int slot, int l, Buffer* snap, bool to_snap);
 
   Backend& backend_;
   RecurrentStateConfig cfg_;

@@ -19,6 +19,7 @@
 #include "model/convert/hf_convert.h"
 #include "model/engine_runner.h"
 #include "model/model.h"
+#include "snapshot_check.h"
 
 namespace t9 {
 namespace {
@@ -119,6 +120,15 @@ class Driver {
 };
 
 class HybridPrefixCache : public ::testing::TestWithParam<std::string> {};
+
+// A state snapshot taken inside a step is the state of a step ending there (snapshot_check.h).
+TEST_P(HybridPrefixCache, SnapshotInsideAStepIsTheStateOfAStepEndingThere) {
+  CpuBackend backend;
+  auto loaded = load_hybrid(GetParam(), backend);
+  ASSERT_NE(loaded, nullptr);
+  testing::check_snapshot_inside_step(*loaded->model, *loaded->twin,
+                                      tokens_of(37, 11, loaded->model->n_vocab()));
+}
 
 TEST_P(HybridPrefixCache, FiveTurnAgentConversationIsExactAndComputesOnlyTheSuffix) {
   CpuBackend backend;

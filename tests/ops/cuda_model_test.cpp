@@ -24,6 +24,7 @@
 #include "model/convert/hf_convert.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "model/snapshot_check.h"
 #include "ops_test_util.h"
 
 namespace t9::test {
@@ -88,6 +89,31 @@ TEST_P(CudaModel, MatchesTransformersAndCpu) {
     fs::remove(gguf);
   }
 }
+
+// The engine's checkpoints inside a step on CUDA (the conv and the delta rule run in two calls
+// around the state copy): the state a step ending there leaves, bitwise (model/snapshot_check.h).
+class CudaHybridModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaHybridModel, StateSnapshotInsideAStepIsTheStateOfAStepEndingThere) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  const std::string arch = GetParam();
+  const fs::path gguf =
+      fs::temp_directory_path() / fmt::format("t9-cuda-snap-{}-{}.gguf", arch, ::getpid());
+  ASSERT_TRUE(
+      convert::convert_hf_to_gguf({fixture_dir(arch), gguf.string(), GgmlType::Q8_0, ""}).ok());
+  CudaBackend gpu;
+  auto a = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
+  auto b = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.message() : a.message());
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 37; ++i) toks.push_back(1 + (i * 7919) % ((*a)->n_vocab() - 1));
+  testing::check_snapshot_inside_step(**a, **b, toks);
+  fs::remove(gguf);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hybrid, CudaHybridModel,
+                         ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
+                         [](const auto& info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Dense, CudaModel, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"),
                          [](const auto& info) { return std::string(info.param); });

@@ -89,7 +89,7 @@ EngineConfig random_config(std::mt19937& rng, int block_size) {
 // What a run exercised, summed over seeds to show the test reaches the interesting paths.
 struct Coverage {
   int64_t n_preemptions = 0, n_cached_prompt_tokens = 0, n_cancelled = 0, n_stopped = 0,
-          n_errors = 0, n_requests = 0, n_drafts = 0, n_prefix_waits = 0;
+          n_errors = 0, n_requests = 0, n_drafts = 0, n_prefix_waits = 0, n_mid_saves = 0;
 };
 
 // recurrent: the fake runner plays a hybrid model (recurrent state, checkpointed prefix hits).
@@ -100,6 +100,7 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = fal
   EngineConfig cfg = random_config(rng, block_size);
   FakeModelRunner runner(kVocab, block_size);
   runner.recurrent = recurrent;
+  runner.mid_step = seed % 2 == 0;  // half the seeds: checkpoints saved inside steps
   if (recurrent) {
     cfg.state_checkpoint_budget_bytes = 0;  // the count below is the budget
     cfg.kv.max_state_checkpoints = uni(0, 8);
@@ -155,6 +156,7 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = fal
   cov->n_cached_prompt_tokens += st.n_cached_prompt_tokens;
   cov->n_requests += st.n_requests;
   cov->n_drafts += st.n_draft_tokens;
+  cov->n_mid_saves += runner.n_mid_saves;
   cov->n_prefix_waits += st.n_prefix_waits;
   EXPECT_EQ(runner.n_checkpoints_held(), st.n_state_checkpoints) << "seed " << seed;
   EXPECT_EQ(runner.n_states_held(), 0) << "seed " << seed;
@@ -219,7 +221,8 @@ TEST(EngineFuzz, RecurrentModelRandomTrafficKeepsInvariantsAndExactOutputs) {
       "drafts %ld\n",
       cov.n_requests, cov.n_preemptions, cov.n_cached_prompt_tokens, cov.n_prefix_waits,
       cov.n_drafts);
-  EXPECT_GT(cov.n_drafts, 0);  // speculative steps (and their undo) ran on the recurrent model
+  EXPECT_GT(cov.n_drafts, 0);     // speculative steps (and their undo) ran on the recurrent model
+  EXPECT_GT(cov.n_mid_saves, 0);  // and checkpoints saved inside steps
   EXPECT_GT(cov.n_requests, 3000);
   EXPECT_GT(cov.n_preemptions, 0);
   EXPECT_GT(cov.n_cached_prompt_tokens, 0);

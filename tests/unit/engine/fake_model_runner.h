@@ -30,6 +30,7 @@ class FakeModelRunner : public ModelRunner {
 
   int n_vocab() const override { return n_vocab_; }
   bool has_recurrent_state() const override { return recurrent; }
+  bool supports_mid_step_checkpoints() const override { return recurrent && mid_step; }
   size_t state_checkpoint_bytes() const override { return recurrent ? sizeof(State) : 0; }
   void drop_checkpoints(std::span<const uint64_t> ids) override {
     for (uint64_t id : ids) checkpoints_.erase(id);
@@ -151,6 +152,9 @@ class FakeModelRunner : public ModelRunner {
   int64_t n_argmax_runs = 0;
   bool sample_when_asked = false;  // decide ForwardSeq::sample_on_device rows (Backend::sample)
   int64_t n_sample_runs = 0, n_sampled_rows = 0;
+  // Recurrent mode: honour ForwardSeq::save_mid_checkpoint (supports_mid_step_checkpoints).
+  bool mid_step = false;
+  int64_t n_mid_saves = 0;
   int64_t n_tokens_computed = 0;
   std::vector<int> grow_calls;
 
@@ -206,10 +210,18 @@ class FakeModelRunner : public ModelRunner {
       return error("seq {}: state after {} tokens for a step at {}", s.seq_id, st.n_tokens,
                    s.n_past);
     if (s.snapshot_before != 0) checkpoints_[s.snapshot_before] = st;
+    if (s.save_mid_checkpoint != 0 &&
+        (!mid_step || s.save_mid_tokens <= 0 || s.save_mid_tokens >= s.n_tokens))
+      return error("seq {}: mid-step checkpoint after {} of {} tokens", s.seq_id, s.save_mid_tokens,
+                   s.n_tokens);
     for (int i = 0; i < s.n_tokens; ++i) {
       const TokenId t = b.tokens[s.first_token + i];
       st.hash = mix(st.hash ^ (static_cast<uint64_t>(t) * 0x2545f4914f6cdd1dULL + 1));
       st.n_tokens++;
+      if (s.save_mid_checkpoint != 0 && i + 1 == s.save_mid_tokens) {
+        checkpoints_[s.save_mid_checkpoint] = st;
+        n_mid_saves++;
+      }
     }
     std::vector<TokenId> history;
     T9_TRY(read_kv(s, st.n_tokens, &history));
