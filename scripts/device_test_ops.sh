@@ -12,7 +12,8 @@
 #                                       # subset; logs in $OUT
 #   scripts/device_test_ops.sh mma      # there: every CUDA test, sanitizers on the sliced
 #                                       # matmul kernels, the GEMV/GEMM bench new vs legacy
-#   scripts/device_test_ops.sh check    # there: every CUDA test (TESTS: a gtest filter),
+#   scripts/device_test_ops.sh check    # there: every CUDA test (TESTS: a gtest filter; the
+#                                       # parameterized suites carry a prefix: Hybrid/Cuda...),
 #                                       # memcheck + racecheck on the attention, matmul_id and
 #                                       # GDN tests (MEMCHECK_TESTS, RACECHECK_TESTS); logs in $OUT
 #   scripts/device_test_ops.sh attn     # there: the attention tests, then cuda_attention_bench
@@ -119,7 +120,7 @@ device() {
   mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv 2>&1 | tee "$OUT/bench.log"
-  "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda*:*/CudaModel.*' --gtest_color=no 2>&1 |
+  "$STAGE/bin/test_cuda_ops" --gtest_filter='Cuda*:*/Cuda*' --gtest_color=no 2>&1 |
     tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda model|cuda matmul|Failure' | head -60
   local rc=${PIPESTATUS[0]}
   run_and_serve 2>&1 | tee "$OUT/run_serve.log"
@@ -169,7 +170,7 @@ check() {
   unpack
   OUT=${OUT:-/tmp/t9out}
   mkdir -p "$OUT"
-  "$STAGE/bin/test_cuda_ops" --gtest_filter="${TESTS:-Cuda*:*/CudaModel.*}" --gtest_color=no 2>&1 |
+  "$STAGE/bin/test_cuda_ops" --gtest_filter="${TESTS:-Cuda*:*/Cuda*}" --gtest_color=no 2>&1 |
     tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda attention|cuda gdn|Failure' | head -40
   local rc=${PIPESTATUS[0]}
   local f=${MEMCHECK_TESTS:-'CudaAttention*:CudaHybrid.MatmulId*:CudaHybrid.GatedDeltaNet*:-CudaHybrid.MatmulIdBad*'}
@@ -232,7 +233,7 @@ gemm() {
 
 # The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with the sanitizers.
 hybrid() {
-  TESTS=${TESTS:-'CudaHybrid*:MoeHybrid/CudaModel.*'} \
+  TESTS=${TESTS:-'CudaHybrid*:MoeHybrid/CudaModel.*:Hybrid/CudaHybridModel.*'} \
     MEMCHECK_TESTS=${MEMCHECK_TESTS:-'CudaHybrid.*:-CudaHybrid.MatmulIdBad*'} \
     RACECHECK_TESTS=${RACECHECK_TESTS:-'CudaHybrid.GatedDeltaNet*'} check
 }
@@ -246,7 +247,7 @@ mma() {
   mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw \
     --format=csv 2>&1 | tee "$OUT/bench.log"
-  "$STAGE/bin/test_cuda_ops" --gtest_filter="${TESTS:-Cuda*:*/CudaModel.*}" --gtest_color=no 2>&1 |
+  "$STAGE/bin/test_cuda_ops" --gtest_filter="${TESTS:-Cuda*:*/Cuda*}" --gtest_color=no 2>&1 |
     tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda matmul|Failure|^\[  FAILED' | head -40
   local rc=${PIPESTATUS[0]}
   timeout "${MEMCHECK_S:-120}" compute-sanitizer --tool memcheck --print-limit 20 \
