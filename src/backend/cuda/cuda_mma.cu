@@ -14,6 +14,9 @@
 //      float arithmetic (Unit<T>::acc and its parts, shared with the GEMV) adds to the running
 //      slice partial p; each output keeps p and the total y, flushed at slice ends (SliceWalk),
 //      so y is the canonical order of cuda_units.cuh.
+// Q8_0 in the narrow tiles (kNT <= 2) skips step 2 (direct form, direct_acc): the warps build their
+// A fragments from the raw chunk itself (Q8_0's codes are plain int8, 2-byte aligned), the raw
+// chunk is double-buffered, and a chunk costs one barrier instead of two.
 // A block may take several weight tiles one after another (SliceArgs::w_tiles: grouped calls of
 // few rows per expert), its set-up (expert, x row indices) done once.
 // Small-row calls over few tiles split n_in over four launches (blockIdx.z: slices 8z .. 8z + 7,
@@ -83,20 +86,26 @@ struct MmaType<GgmlType::Q6_K> {
   }
 };
 
-// Shared-memory layout of one block (bytes).
-template <GgmlType T, int kNT>
+// Shared-memory layout of one block (bytes). kDirect (Q8_0, narrow tiles: direct_acc): two raw
+// weight buffers and no decoded copy.
+template <GgmlType T, int kNT, bool kDirect = false>
 struct Smem {
   using U = Unit<T>;
   static constexpr int kBN = 16 * kNT;  // activation rows per block
   static constexpr int kChunkBytes = MmaType<T>::kUnits / U::kPerBlock * U::kBlockBytes;
-  static constexpr int kRawStride = (kChunkBytes + 15 + 15) / 16 * 16;
-  static constexpr int kRaw = kBM * kRawStride;        // raw weight chunk
-  static constexpr int kAct = 2 * kBN * kStride;       // int8 activations, 2 buffers
-  static constexpr int kAb = 2 * kBN * kAbStride * 8;  // ActBlocks, 2 buffers
-  static constexpr int kDec = kBM * kStride;           // decoded weights
-  static constexpr int kScales = (kBM * MmaType<T>::kSc * 4 + 15) / 16 * 16;
+  // The direct form's rows start on 16-byte boundaries (no skew) and are read by the mma's A
+  // pattern: 304 bytes = 76 words puts rows g = 0..7 in banks 12g mod 32 = {0, 12, 24, 4, 16, 28,
+  // 8, 20}, each followed by its 4 words of tq, so a warp's 32 loads hit 32 banks.
+  static constexpr int kRawStride =
+      kDirect ? (kChunkBytes + 15) / 16 * 16 + 32 : (kChunkBytes + 15 + 15) / 16 * 16;
+  static constexpr int kRaw = (kDirect ? 2 : 1) * kBM * kRawStride;  // raw weight chunk(s)
+  static constexpr int kAct = 2 * kBN * kStride;                      // int8 activations, 2 buffers
+  static constexpr int kAb = 2 * kBN * kAbStride * 8;                 // ActBlocks, 2 buffers
+  static constexpr int kDec = kDirect ? 0 : kBM * kStride;            // decoded weights
+  static constexpr int kScales = kDirect ? 0 : (kBM * MmaType<T>::kSc * 4 + 15) / 16 * 16;
   static constexpr int kBytes = kRaw + kAct + kAb + kDec + kScales;
   static_assert(kRaw % 16 == 0 && kAb % 16 == 0 && kDec % 16 == 0);
+  static_assert(!kDirect || (T == GgmlType::Q8_0 && kNT <= 2 && kRawStride / 4 % 32 == 12));
 };
 
 __device__ __forceinline__ void cp_async8(void* dst, const void* src) {
@@ -142,12 +151,9 @@ struct WarpTile {
   int row0, tok0;
 };
 
-// Integer sums of the 32 elements at column k0 for the warp's 2 x kNT sub-tiles.
+// B fragments (activations) of the 32 elements at column k0 for the warp's kNT 8-row tiles.
 template <int kNT>
-__device__ __forceinline__ void sums_k32(const WarpTile& w, int boff, int k0, int (&c)[2][kNT][4]) {
-  uint32_t a[2][4], b[kNT][2];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(a[mt], w.a32 + mt * 16 * kStride + k0);
+__device__ __forceinline__ void load_b32(const WarpTile& w, int boff, int k0, uint32_t (&b)[kNT][2]) {
   if constexpr (kNT == 1) {
     ldmatrix_x2(b[0], w.b32 + boff + k0);
   } else {
@@ -158,6 +164,15 @@ __device__ __forceinline__ void sums_k32(const WarpTile& w, int boff, int k0, in
       b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
     }
   }
+}
+
+// Integer sums of the 32 elements at column k0 for the warp's 2 x kNT sub-tiles.
+template <int kNT>
+__device__ __forceinline__ void sums_k32(const WarpTile& w, int boff, int k0, int (&c)[2][kNT][4]) {
+  uint32_t a[2][4], b[kNT][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(a[mt], w.a32 + mt * 16 * kStride + k0);
+  load_b32<kNT>(w, boff, k0, b);
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -240,16 +255,63 @@ __device__ __forceinline__ void unit_acc(const WarpTile& w, int boff, int lu, co
   }
 }
 
+// The 32-bit word at shared address p: 4-byte aligned (kA4), or 2-byte aligned (two aligned loads,
+// bytes 2..5 of the pair).
+template <bool kA4>
+__device__ __forceinline__ uint32_t lds32_at(const uint8_t* p) {
+  if constexpr (kA4) return *reinterpret_cast<const uint32_t*>(p);
+  return __byte_perm(*reinterpret_cast<const uint32_t*>(p - 2),
+                     *reinterpret_cast<const uint32_t*>(p + 2), 0x5432);
+}
+
+// Q8_0's direct form of unit_acc: the A fragments and scales come straight from the raw chunk
+// (row r's unit lu: f16 d at byte 34 lu, codes at 34 lu + 2 — 4-byte aligned for odd lu, 2-byte
+// for even), so the block needs no decode pass and no decoded copy (MmaCopies). raw is this
+// lane's first row (wm * 32 + g) in the chunk's buffer, plus 4 tq. Same integer sums and the same
+// Unit::acc as unit_acc: the same bits.
+template <int kNT, int kRawStride>
+__device__ __forceinline__ void direct_acc(const WarpTile& w, const uint8_t* raw, int boff, int lu,
+                                           const ActBlock* ab, float (&p)[2][kNT][4]) {
+  using U = Unit<GgmlType::Q8_0>;
+  constexpr int kBlock = U::kBlockBytes;
+  const uint8_t* q = raw + kBlock * lu + 2;
+  uint32_t a[2][4], b[kNT][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {  // m16n8k32 A: rows g (h even) / g + 8 (odd), bytes 16 (h / 2)
+      const uint8_t* at = q + (16 * mt + 8 * (h % 2)) * kRawStride + 16 * (h / 2);
+      a[mt][h] = (kBlock * lu + 2) % 4 == 0 ? lds32_at<true>(at) : lds32_at<false>(at);
+    }
+  load_b32<kNT>(w, boff, 32 * lu, b);
+  int c[2][kNT][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) mma_k32(c[mt][nt], a[mt], b[nt][0], b[nt][1]);
+  // The scales of rows g, g + 8 of each 16-row sub-tile (the lane's 4 tq bytes taken back off).
+  const uint8_t* ds = raw - 4 * (threadIdx.x % 4) + kBlock * lu;
+  float d[2][2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) d[mt][h] = f16(lds16(ds + (16 * mt + 8 * h) * kRawStride));
+  T9_FOR_ACC({
+    const int t = w.tok0 + nt * 8 + i % 2;
+    p[mt][nt][i] = U::acc(p[mt][nt][i], d[mt][i / 2], ab[t * kAbStride + lu], unbias(c[mt][nt][i]));
+  })
+}
+
 // The block's copies and decode. Each thread copies fixed rows, whose addresses it computes once:
 // weight row tid / kTW (kTW = kThreads / kBM threads per row) and activation row tid / kTX; per
 // chunk a copy is one offset and one predicate. A weight row's chunk is copied from the 16-byte
 // boundary below it (rows may start on any 2-byte boundary; Q6_K chunks are 210 bytes): the data
 // then sits `skew` bytes in, recomputed per chunk from the row's low address bits (row_lo).
-template <GgmlType T, int kNT>
+template <GgmlType T, int kNT, bool kDirect = false>
 struct MmaCopies {
   using U = Unit<T>;
   using M = MmaType<T>;
-  using L = Smem<T, kNT>;
+  using L = Smem<T, kNT, kDirect>;
   static constexpr int kBN = L::kBN;
   static constexpr int kTW = kThreads / kBM, kTX = kThreads / kBN;
   static constexpr int kG = L::kRawStride / 16;  // 16-byte granules per raw row
@@ -276,11 +338,13 @@ struct MmaCopies {
   __device__ __forceinline__ void set_tile(const SliceArgs& a, int64_t o0) {
     w_row = a.w + min64(o0 + threadIdx.x / kTW, a.n_out - 1) * a.row_bytes;
   }
-  // Chunk c (of `units` units) of this thread's weight row into the raw buffer, and the row's
-  // low address bits into row_lo (for the decode's skew; read after the block's next barrier).
-  __device__ __forceinline__ void issue_w(int64_t c, int units, uint8_t* row_lo) const {
-    if (threadIdx.x % kTW == 0)
+  // Chunk c (of `units` units) of this thread's weight row into raw buffer buf (the direct form
+  // has two), and the row's low address bits into row_lo (for the decode's skew; read after the
+  // block's next barrier; null in the direct form, whose rows are 16-byte aligned).
+  __device__ __forceinline__ void issue_w(int64_t c, int units, uint8_t* row_lo, int buf = 0) const {
+    if (row_lo != nullptr && threadIdx.x % kTW == 0)
       row_lo[threadIdx.x / kTW] = static_cast<uint8_t>(reinterpret_cast<uintptr_t>(w_row) & 15);
+    uint8_t* dst = w_dst + buf * (kBM * L::kRawStride);
     const uint8_t* src = w_row + c * L::kChunkBytes;
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
     const int end = skew + units / U::kPerBlock * U::kBlockBytes;
@@ -288,7 +352,7 @@ struct MmaCopies {
 #pragma unroll
     for (int k = 0; k < (kG + kTW - 1) / kTW; ++k) {
       const int i = wi0 + kTW * k;
-      if (i < kG && 16 * i < end) cp_async16(w_dst + 16 * i, src + 16 * i);
+      if (i < kG && 16 * i < end) cp_async16(dst + 16 * i, src + 16 * i);
     }
   }
   // Chunk c of this thread's activation row and its ActBlocks into buffer buf.
@@ -344,11 +408,13 @@ static_assert(3 * (Smem<GgmlType::Q4_K, 4>::kBytes + 64 * 4 + kBM + 1024) <= 228
 template <int kNT>
 constexpr bool kLoopTiles = kNT <= 2;
 
-template <GgmlType T, int kNT>
+// kDirect: Q8_0's direct form (direct_acc): per chunk one barrier, after which the next chunk is
+// issued into the other raw buffer; the decoded form waits at a second barrier for the decode.
+template <GgmlType T, int kNT, bool kDirect>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(SliceArgs a) {
-  using K = MmaCopies<T, kNT>;
+  using K = MmaCopies<T, kNT, kDirect>;
   using M = MmaType<T>;
-  using L = Smem<T, kNT>;
+  using L = Smem<T, kNT, kDirect>;
   constexpr int kBN = L::kBN, kWN = kBN / 2;  // activation rows per block, per warp
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -379,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   // Each tile row's x row, once (grouped matmul_id: through the sort's x_rows); the low address
   // bits of each weight row (for the decode's skew).
   __shared__ int32_t x_rows[kBN];  // 32-bit: Q4_K's three blocks per SM need the 256 bytes
-  __shared__ uint8_t row_lo[kBM];
+  __shared__ uint8_t row_lo[kBM];  // unused by the direct form
   for (int r = threadIdx.x; r < kBN; r += kThreads)
     x_rows[r] = t0 + r >= a.n_tok     ? -1
                 : a.x_rows != nullptr ? a.x_rows[t0 + r]
@@ -395,7 +461,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
     return min(M::kUnits, n_units - static_cast<int>(c) * M::kUnits);
   };
   // c_begin < c_end: n_in holds at least one unit, and the split form's launches eight slices.
-  copies.issue_w(c_begin, units_of(c_begin), row_lo);
+  copies.issue_w(c_begin, units_of(c_begin), kDirect ? nullptr : row_lo);
   if (early) pdl_enter();  // the first weights are in flight; x is a predecessor's output
   copies.issue_x(c_begin, units_of(c_begin), 0, smem);
   cp_async_commit();
@@ -406,6 +472,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
                    act + (wn * kWN + lane % kWN) * kStride,
                    wm * 32 + g,
                    wn * kWN + 2 * tq};
+  const uint8_t* raw_lane = smem + (wm * 32 + g) * L::kRawStride + 4 * tq;  // direct form
   // A warp whose activation rows all lie past the tile's rows (n_tok: the expert's pairs in a
   // grouped call, where a 16-row tile holds ~5 of them in a warm agent turn) copies and decodes
   // with the block but multiplies nothing: its outputs are never stored. Uniform per warp. Not
@@ -425,12 +492,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
       const int hi = min(u_end - static_cast<int>(c) * M::kUnits, units);
       cp_async_wait_0();
       __syncthreads();  // this chunk landed for every thread; every warp is done with the last
-      if (more) copies.issue_x(cn, units_of(cn), buf ^ 1, smem);
-      K::decode(c, units, smem, row_lo);
-      __syncthreads();  // decoded; the raw buffer and row_lo are free
-      if (more) {
-        if (!next_in_tile) copies.set_tile(a, o0 + kBM);
-        copies.issue_w(cn, units_of(cn), row_lo);
+      if constexpr (kDirect) {  // the last chunk's buffers are free
+        if (more) {
+          if (!next_in_tile) copies.set_tile(a, o0 + kBM);
+          copies.issue_w(cn, units_of(cn), nullptr, buf ^ 1);
+          copies.issue_x(cn, units_of(cn), buf ^ 1, smem);
+        }
+      } else {
+        if (more) copies.issue_x(cn, units_of(cn), buf ^ 1, smem);
+        K::decode(c, units, smem, row_lo);
+        __syncthreads();  // decoded; the raw buffer and row_lo are free
+        if (more) {
+          if (!next_in_tile) copies.set_tile(a, o0 + kBM);
+          copies.issue_w(cn, units_of(cn), row_lo);
+        }
       }
       cp_async_commit();  // the next chunk's weights and activations land while this one multiplies
       const int boff = buf * kBN * kStride;
@@ -441,7 +516,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
       for (int lu = 0; lu < M::kUnits; ++lu) {
         if (lu >= hi) break;
         if (lu < lo) continue;  // before a split launch's first unit
-        unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
+        if constexpr (kDirect)
+          direct_acc<kNT, L::kRawStride>(w, raw_lane + buf * (kBM * L::kRawStride), boff, lu, ab, p);
+        else
+          unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
         if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
           if (split) {
             T9_FOR_ACC({
@@ -489,14 +567,14 @@ __global__ void split_total_kernel(SliceArgs a, int n_units) {
   reinterpret_cast<float*>(a.y.row(t))[o] = a.bias != nullptr ? __fadd_rn(y, a.bias[o]) : y;
 }
 
-template <GgmlType T, int kNT>
+template <GgmlType T, int kNT, bool kDirect = false>
 void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
-  constexpr int kSmem = Smem<T, kNT>::kBytes, kBN = Smem<T, kNT>::kBN;
+  constexpr int kSmem = Smem<T, kNT, kDirect>::kBytes, kBN = Smem<T, kNT>::kBN;
+  constexpr auto kernel = mma_kernel<T, kNT, kDirect>;
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     // The whole 228 KB as shared memory: the blocks per SM are then set by registers and kSmem.
-    CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, kNT>,
+    CUDA_CHECK(cudaFuncSetAttribute(kernel,
                                     cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
     return true;
@@ -512,7 +590,7 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   const int64_t tiles_w = b.parts.n > 0 ? part_blocks(b.parts, rows_per_block, INT64_MAX)
                                         : grid_1d(a.n_out, rows_per_block);
   const dim3 grid(static_cast<unsigned>(tiles_w), static_cast<unsigned>(tiles_t), split ? 4 : 1);
-  stream.launch(mma_kernel<T, kNT>, grid, kThreads, kSmem, b);
+  stream.launch(kernel, grid, kThreads, kSmem, b);
   if (!split) return;
   int64_t total_blocks = grid_1d(a.n_tok * a.n_out, 256);
   if (b.parts.n > 0) {  // one thread per output of each part
@@ -527,6 +605,30 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
                 static_cast<int>(a.n_in / Unit<T>::kElems));
 }
 
+// Whether a narrow-tile call takes Q8_0's direct form: every weight row and chunk (272 bytes)
+// must start on a 16-byte boundary (the raw rows are read in place, without the decode's skew).
+// TEMPO9_CUDA_Q8_DIRECT=0 (read once, measurement): never.
+bool direct_ok(const SliceArgs& a) {
+  static const bool off = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_Q8_DIRECT");
+    return e != nullptr && e[0] == '0';
+  }();
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (off || a.row_bytes % 16 != 0 || a.expert_bytes % 16 != 0) return false;
+  if (a.parts.n == 0) return aligned(a.w);
+  for (int i = 0; i < a.parts.n; ++i)
+    if (!aligned(a.parts.part[i].w)) return false;
+  return true;
+}
+
+// Tiles of 16 kNT <= 32 activation rows: Q8_0 in the direct form where it may (same bits).
+template <GgmlType T, int kNT>
+void launch_narrow(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
+  if constexpr (T == GgmlType::Q8_0)
+    if (direct_ok(a)) return launch_tiles<T, kNT, true>(a, stream, n_tiles);
+  launch_tiles<T, kNT>(a, stream, n_tiles);
+}
+
 }  // namespace
 
 // The tile width and the split form change no bits: every output's order is the canonical one.
@@ -537,7 +639,7 @@ void launch_mma(const SliceArgs& a, Stream& stream) {
     const char* e = std::getenv("TEMPO9_CUDA_MMA_NT");
     return e != nullptr && e[0] == '2';
   }();
-  if (a.n_tok <= 32 || narrow) return launch_tiles<T, 2>(a, stream);
+  if (a.n_tok <= 32 || narrow) return launch_narrow<T, 2>(a, stream);
   launch_tiles<T, 4>(a, stream);
 }
 
@@ -605,8 +707,8 @@ template <GgmlType T>
 void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, Stream& stream) {
   SliceArgs b = a;
   b.w_tiles = mma_grouped_weight_tiles(tile_rows);
-  if (tile_rows == 16) return launch_tiles<T, 1>(b, stream, n_tiles);
-  if (tile_rows == 32) return launch_tiles<T, 2>(b, stream, n_tiles);
+  if (tile_rows == 16) return launch_narrow<T, 1>(b, stream, n_tiles);
+  if (tile_rows == 32) return launch_narrow<T, 2>(b, stream, n_tiles);
   launch_tiles<T, 4>(b, stream, n_tiles);
 }
 
