@@ -48,6 +48,8 @@ constexpr int kSlots = 64;  // (query row, q head) pairs per block: 4 warps x 16
 // read-modify-write of `out` and the split partials halve), 8 agents 35.8k -> 38.6k effective
 // tok/s, but one decode row at 640 keys 23.4 -> 34.9 us and 35B single decode 273 -> 258 tok/s.
 constexpr int kChunkKeys = 128;
+// Outputs (float2) per row whose loads the fold keeps in flight at once (kNT must be a multiple).
+constexpr int kFoldBatch = 8;
 constexpr int kThreads = 128;
 constexpr int kChunkBucket = 16;  // split launches size their chunk dimension in these steps
 constexpr int kCombineThreads = 128;
@@ -100,6 +102,22 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// ---- the split form's partials ----
+
+// Floats per (row, head, chunk) partial: head_dim accumulators, m, l, and two unused, so that
+// every partial starts on a 16-byte boundary.
+__host__ __device__ constexpr int part_stride(int head_dim) {
+  return head_dim + 4;
+}
+// Where dim d of a partial's accumulator sits: the kernel writes each lane's two n-tiles (dims
+// 16j + 2q, +1 and 16j + 8 + 2q, +1 for lane q = lane % 4) as one float4 at 16j + 4q (half the
+// store instructions of one float2 per n-tile: the partial stores throttled the 160-row split
+// calls, ncu run 97); the combine reads dim d from here.
+__device__ __forceinline__ int part_pos(int d) {
+  const int w = d % 16;
+  return d - w + 4 * ((w % 8) / 2) + 2 * (w / 8) + w % 2;
 }
 
 // ---- the fold (shared by the block-local path and the combine kernel: same bits) ----
@@ -214,7 +232,8 @@ __device__ int cohort_members(const FlashArgs& a, int64_t n_rows, int first, int
 
 // Block (row tile x, KV head y, chunk z). split = 0: gridDim.z = 1 and the block folds every chunk
 // of its rows into `out`. split = 1: the block computes chunk z only and writes its slots'
-// partials [acc (head_dim), m, l] to part[((row * n_head + head) * n_chunks + z)].
+// partials [acc (head_dim, in part_pos order), m, l, 2 unused] to part[((row * n_head + head) *
+// n_chunks + z) * part_stride(head_dim)].
 template <int HD>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_attention_kernel(FlashArgs a, int64_t n_rows, int split, int n_chunks,
@@ -333,21 +352,34 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_commit();
   }
 
-  // Stage Q (f16) while K and V land; slots past the tile's rows are zeros.
+  // Stage Q (f16) while K and V land; slots past the tile's rows are zeros. Each thread moves
+  // kQIter runs of 8 floats, kQBatch runs' loads in flight before any store (the stores to
+  // shared memory would otherwise hold each run's loads behind the last run's stores).
   const int n_valid = n_tile_rows * G;  // (s_qrow / s_pos: written before the barrier above)
-  for (int e = tid; e < kSlots * kSegs; e += kThreads) {
-    const int sl = e / kSegs, d0 = (e % kSegs) * 8;
-    uint4 w = {0, 0, 0, 0};
-    if (sl < n_valid) {
-      const int64_t r = s_qrow[sl / G];
-      const float* qr =
-          reinterpret_cast<const float*>(a.q.row(r * a.n_head + kvh * G + sl % G)) + d0;
-      w.x = pack_f16(qr[0], qr[1]);  // scalar loads: q rows may be views at any 4-byte offset
-      w.y = pack_f16(qr[2], qr[3]);
-      w.z = pack_f16(qr[4], qr[5]);
-      w.w = pack_f16(qr[6], qr[7]);
+  constexpr int kQIter = kSlots * kSegs / kThreads, kQBatch = 4;
+  static_assert(kSlots * kSegs % kThreads == 0 && kQIter % kQBatch == 0);
+#pragma unroll
+  for (int i0 = 0; i0 < kQIter; i0 += kQBatch) {
+    float v[kQBatch][8];
+#pragma unroll
+    for (int b = 0; b < kQBatch; ++b) {
+      const int e = tid + (i0 + b) * kThreads, sl = e / kSegs, d0 = (e % kSegs) * 8;
+      const float* qr = nullptr;
+      if (sl < n_valid)
+        qr = reinterpret_cast<const float*>(
+                 a.q.row(static_cast<int64_t>(s_qrow[sl / G]) * a.n_head + kvh * G + sl % G)) +
+             d0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)  // scalar loads: q rows may be views at any 4-byte offset
+        v[b][j] = qr != nullptr ? qr[j] : 0.0f;
     }
-    *reinterpret_cast<uint4*>(sq + sl * S + d0) = w;
+#pragma unroll
+    for (int b = 0; b < kQBatch; ++b) {
+      const int e = tid + (i0 + b) * kThreads, sl = e / kSegs, d0 = (e % kSegs) * 8;
+      *reinterpret_cast<uint4*>(sq + sl * S + d0) =
+          make_uint4(pack_f16(v[b][0], v[b][1]), pack_f16(v[b][2], v[b][3]),
+                     pack_f16(v[b][4], v[b][5]), pack_f16(v[b][6], v[b][7]));
+    }
   }
 
   // This thread's two fragment rows (slots warp * 16 + lane / 4 and + 8): position, window start,
@@ -480,32 +512,55 @@ __global__ void __launch_bounds__(kThreads, 2)
     // End of a chunk: hand its partial on.
     if (t == t_end || (t + 1) % kTilesPerChunk == 0) {
       const int c = t / kTilesPerChunk;
+      const int d_lane = 2 * (lane % 4);
+      if (split) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (my_row[h] < 0) continue;
-        const int d_lane = 2 * (lane % 4);
-        if (split) {
-          float* pr = part + (static_cast<int64_t>(my_row[h]) * n_chunks + c) * (HD + 2);
+        for (int h = 0; h < 2; ++h) {
+          if (my_row[h] < 0) continue;
+          float* pr = part + (static_cast<int64_t>(my_row[h]) * n_chunks + c) * part_stride(HD);
 #pragma unroll
-          for (int n = 0; n < kNT; ++n)
-            *reinterpret_cast<float2*>(pr + n * 8 + d_lane) =
-                make_float2(acc[n][2 * h], acc[n][2 * h + 1]);
+          for (int n = 0; n < kNT; n += 2)  // one float4 per two n-tiles (part_pos)
+            *reinterpret_cast<float4*>(pr + n * 8 + 2 * d_lane) = make_float4(
+                acc[n][2 * h], acc[n][2 * h + 1], acc[n + 1][2 * h], acc[n + 1][2 * h + 1]);
           if (lane % 4 == 0) {
             pr[HD] = m[h];
             pr[HD + 1] = l[h];
           }
-        } else if (m[h] != -INFINITY) {
-          const bool first = Mr[h] == -INFINITY;
-          float fa, fb;
-          fold_chunk(Mr[h], Lr[h], m[h], l[h], fa, fb);
-          float* o = reinterpret_cast<float*>(a.out.row(my_row[h]));
+        }
+      } else {
+        // The running fold lives in `out` (read back by this thread): its loads are issued
+        // kFoldBatch outputs per row at a time, both rows together, before any of them is
+        // used, so a chunk waits for HD / (8 kFoldBatch) round trips to L2, not HD / 8 (written
+        // load-use-store per output, the loads queued behind the stores: 59% of the prefill
+        // kernel's cycles stalled on them, ncu run 95).
+        bool live[2], first[2];
+        float fa[2], fb[2];
+        float* o[2];
 #pragma unroll
-          for (int n = 0; n < kNT; ++n) {
-            float2 A = first ? make_float2(0.0f, 0.0f)
-                             : *reinterpret_cast<const float2*>(o + n * 8 + d_lane);
-            A.x = fold_acc(A.x, acc[n][2 * h], fa, fb);
-            A.y = fold_acc(A.y, acc[n][2 * h + 1], fa, fb);
-            *reinterpret_cast<float2*>(o + n * 8 + d_lane) = A;
+        for (int h = 0; h < 2; ++h) {
+          live[h] = my_row[h] >= 0 && m[h] != -INFINITY;
+          first[h] = Mr[h] == -INFINITY;
+          o[h] = live[h] ? reinterpret_cast<float*>(a.out.row(my_row[h])) + d_lane : nullptr;
+          if (live[h]) fold_chunk(Mr[h], Lr[h], m[h], l[h], fa[h], fb[h]);
+        }
+#pragma unroll
+        for (int n0 = 0; n0 < kNT; n0 += kFoldBatch) {
+          float2 A[2][kFoldBatch];
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int k = 0; k < kFoldBatch; ++k)
+              A[h][k] = live[h] && !first[h] ? *reinterpret_cast<const float2*>(o[h] + (n0 + k) * 8)
+                                             : make_float2(0.0f, 0.0f);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if (!live[h]) continue;
+#pragma unroll
+            for (int k = 0; k < kFoldBatch; ++k) {
+              A[h][k].x = fold_acc(A[h][k].x, acc[n0 + k][2 * h], fa[h], fb[h]);
+              A[h][k].y = fold_acc(A[h][k].y, acc[n0 + k][2 * h + 1], fa[h], fb[h]);
+              *reinterpret_cast<float2*>(o[h] + (n0 + k) * 8) = A[h][k];
+            }
           }
         }
       }
@@ -516,18 +571,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_commit();
   }
 
-  if (!split) {  // out = A / L
+  if (!split) {  // out = A / L, the loads batched as in the fold
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (my_row[h] < 0) continue;
-      float* o = reinterpret_cast<float*>(a.out.row(my_row[h]));
+      float* o = reinterpret_cast<float*>(a.out.row(my_row[h])) + 2 * (lane % 4);
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        float2* p = reinterpret_cast<float2*>(o + n * 8 + 2 * (lane % 4));
-        float2 A = *p;
-        A.x = __fdiv_rn(A.x, Lr[h]);
-        A.y = __fdiv_rn(A.y, Lr[h]);
-        *p = A;
+      for (int n0 = 0; n0 < kNT; n0 += kFoldBatch) {
+        float2 A[kFoldBatch];
+#pragma unroll
+        for (int k = 0; k < kFoldBatch; ++k)
+          A[k] = *reinterpret_cast<const float2*>(o + (n0 + k) * 8);
+#pragma unroll
+        for (int k = 0; k < kFoldBatch; ++k) {
+          A[k].x = __fdiv_rn(A[k].x, Lr[h]);
+          A[k].y = __fdiv_rn(A[k].y, Lr[h]);
+          *reinterpret_cast<float2*>(o + (n0 + k) * 8) = A[k];
+        }
       }
     }
   }
@@ -559,7 +619,7 @@ __global__ void flash_combine_kernel(const float* __restrict__ part, FlashArgs a
   const int pos = s.n_past + static_cast<int>(r - s.q_begin);
   const int lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   const int c0 = lo / kChunkKeys, c1 = min(pos / kChunkKeys, n_chunks - 1);
-  const float* pr = part + (r * a.n_head + h) * n_chunks * (hd + 2);
+  const float* pr = part + (r * a.n_head + h) * n_chunks * part_stride(hd);
   float M = -INFINITY, L = 0.0f;  // thread 0's chain
   float A[kMaxCombineDims];
 #pragma unroll
@@ -567,8 +627,8 @@ __global__ void flash_combine_kernel(const float* __restrict__ part, FlashArgs a
   for (int b0 = c0; b0 <= c1; b0 += kCombineBatch) {
     const int nb = min(kCombineBatch, c1 + 1 - b0);
     for (int c = threadIdx.x; c < nb; c += blockDim.x) {
-      s_m[c] = pr[(b0 + c) * (hd + 2) + hd];
-      s_l[c] = pr[(b0 + c) * (hd + 2) + hd + 1];
+      s_m[c] = pr[(b0 + c) * part_stride(hd) + hd];
+      s_l[c] = pr[(b0 + c) * part_stride(hd) + hd + 1];
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -583,10 +643,11 @@ __global__ void flash_combine_kernel(const float* __restrict__ part, FlashArgs a
     for (int e = 0; e < kMaxCombineDims; ++e) {
       const int d = threadIdx.x + e * blockDim.x;
       if (d >= hd) break;
+      const int at = part_pos(d);
 #pragma unroll 8
       for (int c = 0; c < nb; ++c)
         if (s_m[c] != -INFINITY)
-          A[e] = fold_acc(A[e], pr[(b0 + c) * (hd + 2) + d], s_fa[c], s_fb[c]);
+          A[e] = fold_acc(A[e], pr[(b0 + c) * part_stride(hd) + at], s_fa[c], s_fb[c]);
     }
     __syncthreads();  // the batch's factors are read before the next batch overwrites them
   }
@@ -607,7 +668,7 @@ int chunk_count(int max_ctx) {
   return std::max(1, (max_ctx + kChunkKeys - 1) / kChunkKeys);
 }
 size_t partial_bytes(int64_t n_rows, int n_head, int n_chunks, int head_dim) {
-  return static_cast<size_t>(n_rows) * n_head * n_chunks * (head_dim + 2) * sizeof(float);
+  return static_cast<size_t>(n_rows) * n_head * n_chunks * part_stride(head_dim) * sizeof(float);
 }
 // Split the keys when the tiles alone leave most of the GPU idle (decode, short prefill chunks)
 // and the partials stay modest; the bits are the same either way.
