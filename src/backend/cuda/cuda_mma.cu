@@ -99,9 +99,9 @@ struct Smem {
   static constexpr int kRawStride =
       kDirect ? (kChunkBytes + 15) / 16 * 16 + 32 : (kChunkBytes + 15 + 15) / 16 * 16;
   static constexpr int kRaw = (kDirect ? 2 : 1) * kBM * kRawStride;  // raw weight chunk(s)
-  static constexpr int kAct = 2 * kBN * kStride;                      // int8 activations, 2 buffers
-  static constexpr int kAb = 2 * kBN * kAbStride * 8;                 // ActBlocks, 2 buffers
-  static constexpr int kDec = kDirect ? 0 : kBM * kStride;            // decoded weights
+  static constexpr int kAct = 2 * kBN * kStride;                     // int8 activations, 2 buffers
+  static constexpr int kAb = 2 * kBN * kAbStride * 8;                // ActBlocks, 2 buffers
+  static constexpr int kDec = kDirect ? 0 : kBM * kStride;           // decoded weights
   static constexpr int kScales = kDirect ? 0 : (kBM * MmaType<T>::kSc * 4 + 15) / 16 * 16;
   static constexpr int kBytes = kRaw + kAct + kAb + kDec + kScales;
   static_assert(kRaw % 16 == 0 && kAb % 16 == 0 && kDec % 16 == 0);
@@ -153,7 +153,8 @@ struct WarpTile {
 
 // B fragments (activations) of the 32 elements at column k0 for the warp's kNT 8-row tiles.
 template <int kNT>
-__device__ __forceinline__ void load_b32(const WarpTile& w, int boff, int k0, uint32_t (&b)[kNT][2]) {
+__device__ __forceinline__ void load_b32(const WarpTile& w, int boff, int k0,
+                                         uint32_t (&b)[kNT][2]) {
   if constexpr (kNT == 1) {
     ldmatrix_x2(b[0], w.b32 + boff + k0);
   } else {
@@ -341,7 +342,8 @@ struct MmaCopies {
   // Chunk c (of `units` units) of this thread's weight row into raw buffer buf (the direct form
   // has two), and the row's low address bits into row_lo (for the decode's skew; read after the
   // block's next barrier; null in the direct form, whose rows are 16-byte aligned).
-  __device__ __forceinline__ void issue_w(int64_t c, int units, uint8_t* row_lo, int buf = 0) const {
+  __device__ __forceinline__ void issue_w(int64_t c, int units, uint8_t* row_lo,
+                                          int buf = 0) const {
     if (row_lo != nullptr && threadIdx.x % kTW == 0)
       row_lo[threadIdx.x / kTW] = static_cast<uint8_t>(reinterpret_cast<uintptr_t>(w_row) & 15);
     uint8_t* dst = w_dst + buf * (kBM * L::kRawStride);
@@ -517,7 +519,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
         if (lu >= hi) break;
         if (lu < lo) continue;  // before a split launch's first unit
         if constexpr (kDirect)
-          direct_acc<kNT, L::kRawStride>(w, raw_lane + buf * (kBM * L::kRawStride), boff, lu, ab, p);
+          direct_acc<kNT, L::kRawStride>(w, raw_lane + buf * (kBM * L::kRawStride), boff, lu, ab,
+                                         p);
         else
           unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
         if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
@@ -574,8 +577,7 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   static const bool attr_set = [] {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     // The whole 228 KB as shared memory: the blocks per SM are then set by registers and kSmem.
-    CUDA_CHECK(cudaFuncSetAttribute(kernel,
-                                    cudaFuncAttributePreferredSharedMemoryCarveout,
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
     return true;
   }();
@@ -632,7 +634,13 @@ void launch_narrow(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
 }  // namespace
 
 // The tile width and the split form change no bits: every output's order is the canonical one.
-// TEMPO9_CUDA_MMA_NT=2 (read once, measurement): 32-row tiles for every row count.
+// Q8_0 in the direct form takes 32-row tiles up to 256 rows and, above, for weights of 2048 rows
+// or more: without the decode pass a 64-row tile's wider A reuse no longer pays for half the
+// blocks and 2 instead of 3 blocks per SM. One agent's warm turns (~160 rows): 49.3 / 51.3 ->
+// 46.7 / 50.3 ms (run 96); 2048 rows: 2048 -> 8192 889.7 -> 779.1 us, 4096 -> 2048 442.2 ->
+// 431.3, but 2048 -> 512 78.9 -> 96.3 (8 weight tiles: the 32-row tiles re-read them twice as
+// often; run 97). TEMPO9_CUDA_MMA_NT=2 (read once, measurement): 32-row tiles for every type and
+// row count.
 template <GgmlType T>
 void launch_mma(const SliceArgs& a, Stream& stream) {
   static const bool narrow = [] {
@@ -640,6 +648,15 @@ void launch_mma(const SliceArgs& a, Stream& stream) {
     return e != nullptr && e[0] == '2';
   }();
   if (a.n_tok <= 32 || narrow) return launch_narrow<T, 2>(a, stream);
+  if constexpr (T == GgmlType::Q8_0) {
+    int64_t n_out = a.n_out;  // all parts' rows
+    if (a.parts.n > 0) {
+      n_out = 0;
+      for (int i = 0; i < a.parts.n; ++i) n_out += a.parts.part[i].n_out;
+    }
+    if ((a.n_tok <= 256 || n_out >= 2048) && direct_ok(a))
+      return launch_tiles<T, 2, true>(a, stream);
+  }
   launch_tiles<T, 4>(a, stream);
 }
 
