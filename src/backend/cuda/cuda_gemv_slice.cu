@@ -463,12 +463,7 @@ bool try_coal(const SliceArgs& a, Stream& stream) {
 
 template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, Stream& stream) {
-  int64_t w_rows = a.n_out;
-  if (a.parts.n > 0) {
-    w_rows = 0;
-    for (int i = 0; i < a.parts.n; ++i) w_rows += a.parts.part[i].n_out;
-  }
-  const bool l2_weights = a.n_tok <= 8 && w_rows * a.row_bytes <= tok1_max_weight_bytes();
+  const bool l2_weights = a.n_tok <= 8 && weight_rows(a) * a.row_bytes <= tok1_max_weight_bytes();
   const bool row_per_grid_row = a.n_tok == 1 || a.ids != nullptr || l2_weights;
   if (row_per_grid_row && try_short<T>(a, stream)) return;
   if (try_coal<T>(a, stream)) return;

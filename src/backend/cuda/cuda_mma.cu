@@ -648,15 +648,9 @@ void launch_mma(const SliceArgs& a, Stream& stream) {
     return e != nullptr && e[0] == '2';
   }();
   if (a.n_tok <= 32 || narrow) return launch_narrow<T, 2>(a, stream);
-  if constexpr (T == GgmlType::Q8_0) {
-    int64_t n_out = a.n_out;  // all parts' rows
-    if (a.parts.n > 0) {
-      n_out = 0;
-      for (int i = 0; i < a.parts.n; ++i) n_out += a.parts.part[i].n_out;
-    }
-    if ((a.n_tok <= 256 || n_out >= 2048) && direct_ok(a))
+  if constexpr (T == GgmlType::Q8_0)
+    if ((a.n_tok <= 256 || weight_rows(a) >= 2048) && direct_ok(a))
       return launch_tiles<T, 2, true>(a, stream);
-  }
   launch_tiles<T, 4>(a, stream);
 }
 

@@ -542,6 +542,14 @@ struct SliceArgs {
   int w_tiles = 1;
 };
 
+// Weight rows of the whole call: n_out, or every part's (host: the launchers' choices).
+inline int64_t weight_rows(const SliceArgs& a) {
+  if (a.parts.n == 0) return a.n_out;
+  int64_t rows = 0;
+  for (int i = 0; i < a.parts.n; ++i) rows += a.parts.part[i].n_out;
+  return rows;
+}
+
 // The part of launch block blockIdx.x (SliceParts): a becomes that part's matmul. Returns the
 // block's index within its part and puts the part's block count in n_blocks (without parts:
 // blockIdx.x and gridDim.x). Uniform per block; reads only kernel parameters, so it may run
