@@ -307,6 +307,41 @@ TEST(CudaAttention, TensorCoreFoldEqualsSplit) {
   }
 }
 
+// Rows past 128 chunks of 128 keys: the split form's combine folds a row's partials in batches
+// of 128 chunks (one per thread) and carries the running max from batch to batch. 2200 rows
+// over 18,000 keys run folded (blocks of 128 keys make room in the test's pool), rows of it
+// rerun alone run split; with a window the first chunk is not chunk 0.
+TEST(CudaAttention, TensorCoreFoldEqualsSplitPastOneCombineBatch) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  constexpr int kPast = 15'800, kRows = 2'200;
+  for (int window : {0, 16'500}) {
+    SCOPED_TRACE(window);
+    auto rng = test_rng();
+    Case big = base(GgmlType::F16, 128);
+    big.p.block_size = 128;
+    big.seqs = {{kPast, kRows}};
+    big.p.max_ctx = kPast + kRows;
+    big.p.sliding_window = window;
+    big.p.n_seqs = 1;
+    ASSERT_EQ(cuda_attention_path(big.p, big.cache, kRows), CudaAttnPath::kTensorFold);
+    const Data d = make_data(rng, big);
+    CudaBackend gpu;
+    const auto all = run(gpu, big, d).out;
+    const size_t q_row = static_cast<size_t>(big.p.n_head * big.p.head_dim);
+    for (auto [first, n] : {std::pair{kPast + kRows - 1, 1}, std::pair{kPast + 700, 3}}) {
+      SCOPED_TRACE(first);
+      auto [one, d1] = sub_batch(big, d, 0, first, n);
+      one.p.n_seqs = 1;
+      ASSERT_EQ(cuda_attention_path(one.p, one.cache, n), CudaAttnPath::kTensorSplit);
+      const auto part = run(gpu, one, d1).out;
+      const size_t at = static_cast<size_t>(first - kPast) * q_row;
+      for (size_t i = 0; i < part.size(); ++i)
+        ASSERT_EQ(float_bits(part[i]), float_bits(all[at + i])) << i;
+      check_vs_dense(one, d1, part);
+    }
+  }
+}
+
 // A sequence's output is the same bits whether it runs alone or after other sequences.
 TEST(CudaAttention, BatchInvariant) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";

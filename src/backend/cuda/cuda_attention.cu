@@ -643,8 +643,9 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   cuda::check_f32_rows(q, "attention q");
   cuda::check_f32_rows(out, "attention out");
   cuda::check_same_shape(q, out, "attention");
-  T9_CHECK(q.ne[0] == p.head_dim && q.ne[1] == p.n_head, "attention: q must be [n, {}, {}]",
-           p.n_head, p.head_dim);
+  // Three dimensions: the kernels address q and out rows as (head, row) without a division.
+  T9_CHECK(q.ne[0] == p.head_dim && q.ne[1] == p.n_head && q.ne[3] == 1,
+           "attention: q must be [n, {}, {}]", p.n_head, p.head_dim);
   T9_CHECK(p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0, "attention: n_head {} n_kv_head {}",
            p.n_head, p.n_kv_head);
   T9_CHECK(p.head_dim > 0 && p.head_dim <= cuda::kMaxHeadDim, "attention: head_dim {} above {}",

@@ -136,6 +136,14 @@ __device__ __forceinline__ float fold_acc(float A, float a, float fa, float fb) 
   return __fadd_rn(__fmul_rn(A, fa), __fmul_rn(a, fb));
 }
 
+// Output row `row` = q row * n_head + head of out ([rows, n_head, head_dim], the launcher checks
+// three dimensions): one 32-bit division where TensorDesc::row(int64_t) would take 64-bit ones.
+__device__ __forceinline__ float* out_row(const FlashArgs& a, int row) {
+  const unsigned q_row = static_cast<unsigned>(row) / static_cast<unsigned>(a.n_head);
+  const unsigned head = static_cast<unsigned>(row) - q_row * static_cast<unsigned>(a.n_head);
+  return reinterpret_cast<float*>(a.out.row(head, q_row));
+}
+
 // ---- tiles of query rows ----
 
 struct RowTile {
@@ -355,28 +363,31 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Stage Q (f16) while K and V land; slots past the tile's rows are zeros. Each thread moves
   // kQIter runs of 8 floats, kQBatch runs' loads in flight before any store (the stores to
   // shared memory would otherwise hold each run's loads behind the last run's stores).
+  // The i0 loop stays rolled: this prologue runs once per block, and unrolled (with a 64-bit
+  // row division per run) it was a third of the kernel's 197 KB of code, which a decode block
+  // streams through the instruction cache once (docs/CUDA.md, stage 18).
   const int n_valid = n_tile_rows * G;  // (s_qrow / s_pos: written before the barrier above)
   constexpr int kQIter = kSlots * kSegs / kThreads, kQBatch = 4;
-  static_assert(kSlots * kSegs % kThreads == 0 && kQIter % kQBatch == 0);
-#pragma unroll
+  constexpr int kQSlotStep = kThreads / kSegs;  // a thread's runs are this many slots apart
+  static_assert(kSlots * kSegs % kThreads == 0 && kQIter % kQBatch == 0 && kThreads % kSegs == 0);
+  const int q_d0 = (tid % kSegs) * 8;
+#pragma unroll 1
   for (int i0 = 0; i0 < kQIter; i0 += kQBatch) {
     float v[kQBatch][8];
 #pragma unroll
     for (int b = 0; b < kQBatch; ++b) {
-      const int e = tid + (i0 + b) * kThreads, sl = e / kSegs, d0 = (e % kSegs) * 8;
+      const int sl = tid / kSegs + (i0 + b) * kQSlotStep;
       const float* qr = nullptr;
       if (sl < n_valid)
-        qr = reinterpret_cast<const float*>(
-                 a.q.row(static_cast<int64_t>(s_qrow[sl / G]) * a.n_head + kvh * G + sl % G)) +
-             d0;
+        qr = reinterpret_cast<const float*>(a.q.row(kvh * G + sl % G, s_qrow[sl / G])) + q_d0;
 #pragma unroll
       for (int j = 0; j < 8; ++j)  // scalar loads: q rows may be views at any 4-byte offset
         v[b][j] = qr != nullptr ? qr[j] : 0.0f;
     }
 #pragma unroll
     for (int b = 0; b < kQBatch; ++b) {
-      const int e = tid + (i0 + b) * kThreads, sl = e / kSegs, d0 = (e % kSegs) * 8;
-      *reinterpret_cast<uint4*>(sq + sl * S + d0) =
+      const int sl = tid / kSegs + (i0 + b) * kQSlotStep;
+      *reinterpret_cast<uint4*>(sq + sl * S + q_d0) =
           make_uint4(pack_f16(v[b][0], v[b][1]), pack_f16(v[b][2], v[b][3]),
                      pack_f16(v[b][4], v[b][5]), pack_f16(v[b][6], v[b][7]));
     }
@@ -540,7 +551,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int h = 0; h < 2; ++h) {
           live[h] = my_row[h] >= 0 && m[h] != -INFINITY;
           first[h] = Mr[h] == -INFINITY;
-          o[h] = live[h] ? reinterpret_cast<float*>(a.out.row(my_row[h])) + d_lane : nullptr;
+          o[h] = live[h] ? out_row(a, my_row[h]) + d_lane : nullptr;
           if (live[h]) fold_chunk(Mr[h], Lr[h], m[h], l[h], fa[h], fb[h]);
         }
 #pragma unroll
@@ -575,8 +586,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (my_row[h] < 0) continue;
-      float* o = reinterpret_cast<float*>(a.out.row(my_row[h])) + 2 * (lane % 4);
-#pragma unroll
+      float* o = out_row(a, my_row[h]) + 2 * (lane % 4);
+#pragma unroll 1  // once per block: rolled, like Q's staging
       for (int n0 = 0; n0 < kNT; n0 += kFoldBatch) {
         float2 A[kFoldBatch];
 #pragma unroll
@@ -593,20 +604,30 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// One block per (row, head): folds the row's chunks in order with fold_chunk, then out = A / L.
-// The (M, L) chain and each chunk's factors are computed once per batch of kCombineBatch chunks
-// by thread 0 into shared memory; then every thread folds its dims, the partials' loads
-// independent of the chain (a decode row over 15k keys has 60 chunks: one dependent global load
-// per chunk was ~40 us of latency).
-constexpr int kCombineBatch = 128;
-__global__ void flash_combine_kernel(const float* __restrict__ part, FlashArgs a, int64_t n_rows,
-                                     int n_chunks) {
+// One block per (row, head): folds the row's chunks in order with fold_chunk, then out = A / L,
+// in batches of kCombineBatch chunks (one per thread). fold_chunk's running M before chunk c is
+// the max of the earlier chunks' m (fmaxf is exact, commutative and associative, and a skipped
+// chunk's -inf changes no max), so the block finds every chunk's M with a prefix max and each
+// thread computes its chunk's factors fa, fb itself; only L's chain (two products and a sum per
+// chunk) stays serial, on thread 0. Every thread then folds its dims, the partials' loads issued
+// kCombineLoads chunks at a time ahead of their use (read unconditionally: a skipped chunk's
+// partial is in the call's scratch either way and is not used). The same operations in the same
+// order as fold_chunk / fold_acc: the same bits. (Before, thread 0 ran the whole chain and the
+// loads waited on the skip test: 35 us for 8 rows over 10k keys, ncu run 103.)
+constexpr int kCombineBatch = kCombineThreads;
+constexpr int kCombineLoads = 8;
+__global__ void __launch_bounds__(kCombineThreads)
+    flash_combine_kernel(const float* __restrict__ part, FlashArgs a, int64_t n_rows,
+                         int n_chunks) {
   pdl_enter();
+  constexpr int kWarps = kCombineThreads / 32;
   __shared__ float s_fa[kCombineBatch], s_fb[kCombineBatch], s_m[kCombineBatch], s_l[kCombineBatch];
+  __shared__ float s_wmax[kWarps];
   __shared__ float s_L;
   const int64_t r = blockIdx.x;
   const int h = blockIdx.y;
   const int hd = a.head_dim;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   int si = -1;
   for (int i = 0; i < a.n_seqs && si < 0; ++i) {
     const AttnSeq s = a.seqs[i];
@@ -620,41 +641,73 @@ __global__ void flash_combine_kernel(const float* __restrict__ part, FlashArgs a
   const int lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   const int c0 = lo / kChunkKeys, c1 = min(pos / kChunkKeys, n_chunks - 1);
   const float* pr = part + (r * a.n_head + h) * n_chunks * part_stride(hd);
-  float M = -INFINITY, L = 0.0f;  // thread 0's chain
+  float M = -INFINITY, L = 0.0f;  // M: every thread's copy; L: thread 0's chain
   float A[kMaxCombineDims];
 #pragma unroll
   for (int e = 0; e < kMaxCombineDims; ++e) A[e] = 0.0f;
   for (int b0 = c0; b0 <= c1; b0 += kCombineBatch) {
     const int nb = min(kCombineBatch, c1 + 1 - b0);
-    for (int c = threadIdx.x; c < nb; c += blockDim.x) {
-      s_m[c] = pr[(b0 + c) * part_stride(hd) + hd];
-      s_l[c] = pr[(b0 + c) * part_stride(hd) + hd + 1];
+    // This thread's chunk: its (m, l), the prefix max before it, its factors.
+    float mc = -INFINITY, lc = 0.0f;
+    if (tid < nb) {
+      mc = pr[(b0 + tid) * part_stride(hd) + hd];
+      lc = pr[(b0 + tid) * part_stride(hd) + hd + 1];
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int c = 0; c < nb; ++c) {
-        if (s_m[c] == -INFINITY) continue;  // flagged by s_m below: skipped by every thread
-        fold_chunk(M, L, s_m[c], s_l[c], s_fa[c], s_fb[c]);
-      }
-      s_L = L;
-    }
-    __syncthreads();
+    float incl = mc;  // max over chunks b0 .. b0 + tid
 #pragma unroll
-    for (int e = 0; e < kMaxCombineDims; ++e) {
-      const int d = threadIdx.x + e * blockDim.x;
-      if (d >= hd) break;
-      const int at = part_pos(d);
+    for (int k = 1; k < 32; k *= 2) {
+      const float o = __shfl_up_sync(0xffffffffu, incl, k);
+      if (lane >= k) incl = fmaxf(incl, o);
+    }
+    if (lane == 31) s_wmax[warp] = incl;
+    __syncthreads();
+    float before = M;  // max over the chunks before this thread's
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      if (w < warp) before = fmaxf(before, s_wmax[w]);
+    const float up = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane > 0) before = fmaxf(before, up);
+    if (tid < nb) {
+      s_m[tid] = mc;
+      s_l[tid] = lc;
+      if (mc != -INFINITY) {  // fold_chunk's factors, from its running M = before
+        const float mn = fmaxf(before, mc);
+        s_fa[tid] = before == -INFINITY ? 0.0f : expf(__fsub_rn(before, mn));
+        s_fb[tid] = expf(__fsub_rn(mc, mn));
+      }
+    }
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_wmax[w]);
+    __syncthreads();
+    if (tid == 0) {  // fold_chunk's L update, in chunk order
 #pragma unroll 8
       for (int c = 0; c < nb; ++c)
-        if (s_m[c] != -INFINITY)
-          A[e] = fold_acc(A[e], pr[(b0 + c) * part_stride(hd) + at], s_fa[c], s_fb[c]);
+        if (s_m[c] != -INFINITY) L = __fadd_rn(__fmul_rn(L, s_fa[c]), __fmul_rn(s_l[c], s_fb[c]));
+      s_L = L;
+    }
+    for (int c = 0; c < nb; c += kCombineLoads) {
+      float p[kCombineLoads][kMaxCombineDims];
+#pragma unroll
+      for (int k = 0; k < kCombineLoads; ++k)
+#pragma unroll
+        for (int e = 0; e < kMaxCombineDims; ++e) {
+          const int d = tid + e * kCombineThreads;
+          p[k][e] = c + k < nb && d < hd ? pr[(b0 + c + k) * part_stride(hd) + part_pos(d)] : 0.0f;
+        }
+#pragma unroll
+      for (int k = 0; k < kCombineLoads; ++k) {
+        if (c + k >= nb || s_m[c + k] == -INFINITY) continue;
+        const float fa = s_fa[c + k], fb = s_fb[c + k];
+#pragma unroll
+        for (int e = 0; e < kMaxCombineDims; ++e) A[e] = fold_acc(A[e], p[k][e], fa, fb);
+      }
     }
     __syncthreads();  // the batch's factors are read before the next batch overwrites them
   }
-  float* o = reinterpret_cast<float*>(a.out.row(r * a.n_head + h));
+  float* o = reinterpret_cast<float*>(a.out.row(h, r));
 #pragma unroll
   for (int e = 0; e < kMaxCombineDims; ++e) {
-    const int d = threadIdx.x + e * blockDim.x;
+    const int d = tid + e * kCombineThreads;
     if (d < hd) o[d] = __fdiv_rn(A[e], s_L);
   }
 }
