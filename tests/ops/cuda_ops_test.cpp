@@ -268,12 +268,16 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
   const int64_t n_rows = 320;
   const int64_t probes[] = {3, 16, 40, 63, 64, 150, 299};
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
-    // Past the L2 bound, 4 and 8 rows run as tiles of 4 and 8 activation rows (below it one row
-    // per grid row): 64 weight rows more than the bound, 4096 inputs (~21 MB).
-    const int64_t big =
-        CudaBackend::tok1_max_weight_bytes() / static_cast<int64_t>(row_bytes(t, 4096)) + 64;
-    for (const Shape s : {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{512, 70},
-                          Shape{544, 70}, Shape{768, 70}, Shape{4096, big}}) {
+    // 4 and 8 rows run as tiles of 4 and 8 activation rows (2 rows over weights below the L2
+    // bound: one row per grid row), with 1, 2 or 4 weight rows per warp as the type and the row's
+    // shared memory allow (Q8_0: 2 at 4096 inputs, 4 below); past the bound by 66 weight rows
+    // (n_out is then not a multiple of 4 for any of the three types: a partial last group).
+    const auto big = [&](int64_t n_in) {
+      return CudaBackend::tok1_max_weight_bytes() / static_cast<int64_t>(row_bytes(t, n_in)) + 66;
+    };
+    for (const Shape s :
+         {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{512, 70}, Shape{544, 70},
+          Shape{768, 70}, Shape{4096, big(4096)}, Shape{2048, big(2048)}}) {
       if (s.n_in % traits(t).block_elems != 0) continue;
       SCOPED_TRACE(std::string(type_name(t)) + " n_in " + std::to_string(s.n_in));
       DeviceArena arena(*be_);
@@ -290,7 +294,7 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
       };
       std::vector<std::vector<float>> alone;
       for (int64_t p : probes) alone.push_back(run(p, 1));
-      for (int64_t n_tok : {4, 8, 17, 64, 160, 300}) {  // 17 .. 160: the split form
+      for (int64_t n_tok : {2, 4, 8, 17, 64, 160, 300}) {  // 17 .. 160: the split form
         for (int64_t first : {int64_t{0}, int64_t{9}}) {
           const auto y = run(first, n_tok);
           for (size_t k = 0; k < std::size(probes); ++k) {

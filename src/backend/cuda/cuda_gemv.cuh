@@ -64,9 +64,10 @@ struct FusedPart {
 bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch,
                          Stream& stream, const RoundedX& pre, bool w_early);
 
-// Calls of 2..8 activation rows whose weights take at most this many bytes (they stay in L2)
-// run one activation row per launch-grid row, each re-reading the weights from L2, instead of
-// tiles of 4 or 8 rows that read them once: the tiles' serial chains cost more than the re-reads
+// Calls of 2..8 activation rows (F16/BF16/F32; the sliced types up to 2 rows,
+// cuda_gemv_slice.cu) whose weights take at most this many bytes (they stay in L2) run one
+// activation row per launch-grid row, each re-reading the weights from L2, instead of tiles of 4
+// or 8 rows that read them once: the float tiles' serial chains cost more than the re-reads
 // there (8 agents' decode steps on Qwen3.5-35B: the F32 router at 8 rows took 3x its one-row
 // time). The order per output is the same either way. TEMPO9_CUDA_TOK1_BYTES overrides (read
 // once; 0: never).

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/cuda_units.cuh"
 
@@ -56,14 +57,17 @@ __host__ __device__ __forceinline__ int64_t packed_x_bytes(int64_t n_in) {
 }
 constexpr int64_t kMaxPackedX = 48 << 10;
 
-// kBufs row buffers per warp: 2 (the next row in flight during this one) or 1 for wide rows
-// (twice the warps per SM; the next row's copy starts once this row is decoded); 0: Q4_K with
+// kBufs row buffers per warp: 2 (the next rows in flight during these) or 1 for wide rows
+// (twice the warps per SM; the next rows' copy starts once these are decoded); 0: Q4_K with
 // 16-byte-aligned rows, no staging: each lane loads its units straight from global memory with
-// three 16-byte loads (no shared memory for weights: many more warps per SM), kR rows per warp
-// at a time (their loads in flight together, each activation read once for all of them).
+// three 16-byte loads (no shared memory for weights: many more warps per SM). A warp takes kR
+// rows at a time (a buffer holds kR staged rows): each activation unit it reads serves all kR of
+// them. Tiles of 4 or 8 activation rows take kR = 4 where it fits: with one row per warp, the
+// lanes' reads of the packed activations (kTok x 32 bytes per unit and row) kept the shared
+// memory pipe busier than the weights' bytes (a 2048 -> 12352 Q8_0 call at 8 rows: 28.5 us,
+// ~1 TB/s, ncu run 103). Every output's sum is the same either way.
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
-  static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   static_assert(kR * kTok <= 32, "one lane per output in the final sum");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -75,8 +79,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   if (by_pair && !select_pair(a)) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
-  uint8_t* bufs = smem + warp * kBufs * slot;
-  float* red = reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot);
+  uint8_t* bufs = smem + warp * kBufs * kR * slot;  // buffer b, row r: bufs + (b kR + r) slot
+  float* red = reinterpret_cast<float*>(smem + kSliceWarps * kBufs * kR * slot);
   const int64_t n_units = a.n_in / U::kElems, n_pos = (n_units + 31) / 32;
   auto* xs = reinterpret_cast<int8_t*>(red + kSliceWarps * kR * kTok * 33);
   auto* as = reinterpret_cast<ActBlock*>(xs + kTok * n_pos * 32 * U::kXBytes);
@@ -86,7 +90,12 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
   const int64_t stride = n_blocks * kSliceWarps * kR;
   int64_t o = (bx * kSliceWarps + warp) * kR;
-  if (kBufs > 0 && o < a.n_out) stage_row(a, o, bufs, lane);
+  // Rows o .. o + kR - 1 into buf (rows past the end repeat the last row: computed, not stored).
+  const auto stage = [&](int64_t first, uint8_t* buf) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) stage_row(a, min64(first + r, a.n_out - 1), buf + r * slot, lane);
+  };
+  if (kBufs > 0 && o < a.n_out) stage(o, bufs);
   cp_async_commit();
   if (early) enter_early<kBufs, kR>(a, o, lane);
   if constexpr (kPacked) {  // while the first rows are in flight
@@ -100,17 +109,24 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   }
   if (o >= a.n_out) return;  // uniform per warp; no block barriers below
   for (int it = 0; o < a.n_out; o += stride, ++it) {
-    uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * slot : 0);
+    uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * kR * slot : 0);
     if constexpr (kBufs == 2) {
-      if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
+      if (o + stride < a.n_out) stage(o + stride, bufs + ((it + 1) & 1) * kR * slot);
       cp_async_commit();
       cp_async_wait_1();
     } else if constexpr (kBufs == 1) {
       cp_async_wait_0();
     }
     __syncwarp();
-    const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
-    const uint8_t* row = kBufs == 0 ? a.w + o * a.row_bytes : buf + skew;
+    // Staged row r: skew[r] bytes into its slot of buf (stage_row's layout).
+    int skew[kR];
+    const uint8_t* rows[kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const uint8_t* src = a.w + min64(o + r, a.n_out - 1) * a.row_bytes;
+      skew[r] = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+      rows[r] = buf + r * slot + skew[r];
+    }
     float p[kR][kTok];
 #pragma unroll
     for (int r = 0; r < kR; ++r)
@@ -118,17 +134,19 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
       for (int t = 0; t < kTok; ++t) p[r][t] = 0.0f;
 #pragma unroll(kBufs == 0 ? 4 : 2)  // several units' loads in flight (a slice: up to ~14 units)
     for (int64_t u = u0; u < u1; ++u) {
-      const uint8_t* blk = row + (u / U::kPerBlock) * U::kBlockBytes;
+      const int64_t blk = (u / U::kPerBlock) * U::kBlockBytes;
       const int part = static_cast<int>(u % U::kPerBlock);
       typename U::W wu[kR];
-      if constexpr (kBufs == 0) {
+      const uint8_t* blk0 = a.w + o * a.row_bytes + blk;  // (kBufs 0: straight from global memory)
 #pragma unroll
-        for (int r = 0; r < kR; ++r)  // rows past the end repeat the last row (not stored)
-          wu[r] = load_q4k_16<true>(blk + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
-      } else if constexpr (T == GgmlType::Q4_K) {  // 16-byte loads where aligned (same W)
-        wu[0] = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
-      } else {
-        wu[0] = U::load(blk, part);
+      for (int r = 0; r < kR; ++r) {
+        if constexpr (kBufs == 0)  // rows past the end repeat the last row (not stored)
+          wu[r] = load_q4k_16<true>(blk0 + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
+        else if constexpr (T == GgmlType::Q4_K)  // 16-byte loads where aligned (same W)
+          wu[r] =
+              skew[r] == 0 ? load_q4k_16<false>(rows[r] + blk, part) : U::load(rows[r] + blk, part);
+        else
+          wu[r] = U::load(rows[r] + blk, part);
       }
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
@@ -145,9 +163,9 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
         }
       }
     }
-    if constexpr (kBufs == 1) {  // the buffer is free: the next row's copy overlaps the sum
+    if constexpr (kBufs == 1) {  // the buffer is free: the next rows' copy overlaps the sum
       __syncwarp();
-      if (o + stride < a.n_out) stage_row(a, o + stride, bufs, lane);
+      if (o + stride < a.n_out) stage(o + stride, bufs);
       cp_async_commit();
     }
 #pragma unroll
@@ -349,11 +367,31 @@ int64_t pair_blocks(SliceArgs& a, int smem, int rows_per_warp, int64_t grid_rows
   return std::max<int64_t>(1, std::min(needed, resident / grid_rows));
 }
 
+// Shared memory of a gemv_slice_kernel block: kBufs buffers of kR staged rows and the partials'
+// kR x kTok x 33 floats per warp, then the packed activations.
+template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR>
+int64_t slice_smem(const SliceArgs& a) {
+  return kSliceWarps * (kBufs * kR * row_slot(a.row_bytes) + kR * kTok * 33 * 4) +
+         (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
+}
+
+// Weight rows per warp of the staged 4- and 8-row tiles: 4 while a block stays within
+// kTileRowsSmem (two blocks per SM), else 2, else 1; TEMPO9_CUDA_SLICE_ROWS=1|2|4 (read once)
+// caps it, for A/B runs. The same bits either way.
+constexpr int64_t kTileRowsSmem = 110 << 10;
+int slice_rows_cap() {
+  static const int n = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_SLICE_ROWS");
+    const int v = e != nullptr ? std::atoi(e) : 4;
+    return v >= 4 ? 4 : v >= 2 ? 2 : 1;
+  }();
+  return n;
+}
+
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 void launch_tile(const SliceArgs& a, Stream& stream) {
   constexpr auto kernel = gemv_slice_kernel<T, kTok, kPacked, kBufs, kR>;
-  const int64_t smem64 = kSliceWarps * (kBufs * row_slot(a.row_bytes) + kR * kTok * 33 * 4) +
-                         (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
+  const int64_t smem64 = slice_smem<T, kTok, kPacked, kBufs, kR>(a);
   T9_CHECK(smem64 <= kMaxSliceSmem,
            "matmul: weight rows of {} bytes exceed the GEMV's shared memory", a.row_bytes);
   const int smem = static_cast<int>(smem64);
@@ -382,12 +420,24 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
       return launch_tile<T, kTok, true, 0>(a, stream);
     }
   }
-  if (packed) {
-    if (wide) return launch_tile<T, kTok, true, 1>(a, stream);
-    return launch_tile<T, kTok, true, 2>(a, stream);
-  }
-  if (wide) return launch_tile<T, kTok, false, 1>(a, stream);
-  launch_tile<T, kTok, false, 2>(a, stream);
+  const auto staged = [&](auto packed_c, auto bufs_c) {
+    constexpr bool kP = decltype(packed_c)::value;
+    constexpr int kB = decltype(bufs_c)::value;
+    if constexpr (kTok > 1) {
+      const int cap = slice_rows_cap();
+      if (cap >= 4 && slice_smem<T, kTok, kP, kB, 4>(a) <= kTileRowsSmem)
+        return launch_tile<T, kTok, kP, kB, 4>(a, stream);
+      if (cap >= 2 && slice_smem<T, kTok, kP, kB, 2>(a) <= kTileRowsSmem)
+        return launch_tile<T, kTok, kP, kB, 2>(a, stream);
+    }
+    launch_tile<T, kTok, kP, kB, 1>(a, stream);
+  };
+  using True = std::true_type;
+  using False = std::false_type;
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
+  if (packed) return wide ? staged(True{}, One{}) : staged(True{}, Two{});
+  wide ? staged(False{}, One{}) : staged(False{}, Two{});
 }
 
 template <GgmlType T, int kBufs, int kR>
@@ -459,11 +509,25 @@ bool try_coal(const SliceArgs& a, Stream& stream) {
   }
 }
 
+// Activation rows up to which the sliced types take tok1_max_weight_bytes' one row per grid row
+// (TEMPO9_CUDA_TOK1_SLICED_ROWS overrides, read once). Since the tiles stage several weight rows
+// per warp, 8 rows over L2-resident weights are faster as one tile (ncu run 105, 35B at 8 rows:
+// the 4096 -> 2048 Q8_0 23.6 -> 13.1 us, 2048 -> 9216 40.3 -> 17.8 us); the float kernels keep
+// the bound at 8 rows (their router took 5.1 us per row and 22.4 us as a tile).
+int64_t tok1_max_sliced_rows() {
+  static const int64_t n = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_TOK1_SLICED_ROWS");
+    return e != nullptr ? std::atoll(e) : int64_t{2};
+  }();
+  return n;
+}
+
 }  // namespace
 
 template <GgmlType T>
 void launch_slice_gemv(const SliceArgs& a, Stream& stream) {
-  const bool l2_weights = a.n_tok <= 8 && weight_rows(a) * a.row_bytes <= tok1_max_weight_bytes();
+  const bool l2_weights =
+      a.n_tok <= tok1_max_sliced_rows() && weight_rows(a) * a.row_bytes <= tok1_max_weight_bytes();
   const bool row_per_grid_row = a.n_tok == 1 || a.ids != nullptr || l2_weights;
   if (row_per_grid_row && try_short<T>(a, stream)) return;
   if (try_coal<T>(a, stream)) return;
