@@ -58,8 +58,9 @@ TEST_F(CudaHybrid, MoeRouteMatchesCpu) {
     bool normalize;
   };
   const int64_t n = 37;
+  // 512 experts, top-10 (Qwen3-Next): more than one batch of loads per lane in the kernel.
   for (const Case& c : {Case{8, 2, true}, Case{64, 8, false}, Case{128, 8, true},
-                        Case{256, 1, true}, Case{60, 60, false}}) {
+                        Case{256, 1, true}, Case{60, 60, false}, Case{512, 10, true}}) {
     SCOPED_TRACE(fmt::format("{} experts, k {}, normalize {}", c.n_expert, c.k, c.normalize));
     const auto logits = router_logits(rng, n, c.n_expert);
     std::vector<std::vector<int32_t>> ids;
@@ -362,7 +363,7 @@ TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
 TEST_F(CudaHybrid, MoeCombineMatchesCpu) {
   auto rng = test_rng();
   const int64_t n = 19, d = 200;
-  for (int64_t k : {1, 8}) {
+  for (int64_t k : {1, 8, 10}) {  // 10: past one batch of the kernel's loads
     const auto y = random_floats(rng, static_cast<size_t>(n * k * d), -3.0f, 3.0f);
     const auto w = random_floats(rng, static_cast<size_t>(n * k), 0.0f, 1.0f);
     std::vector<float> got[2];
@@ -393,7 +394,7 @@ TEST_F(CudaHybrid, MoeCombineMatchesCpu) {
 TEST_F(CudaHybrid, MoeCombineSharedEqualsTheThreeOps) {
   auto rng = test_rng();
   const int64_t n = 19, d = 200;
-  for (int64_t k : {1, 8}) {
+  for (int64_t k : {1, 8, 10}) {  // 10: past one batch of the kernel's loads
     for (int64_t gate_cols : {int64_t{1}, d}) {
       SCOPED_TRACE(fmt::format("k {} gate columns {}", k, gate_cols));
       const auto y = random_floats(rng, static_cast<size_t>(n * k * d), -3.0f, 3.0f);

@@ -107,13 +107,29 @@ __global__ void moe_rows_kernel(TensorDesc src, TensorDesc dst, const int32_t* _
 }
 
 // out[t, i] = sum_j w[t, j] * y[t, j, i], j = 0 .. k-1 in order (one fused multiply-add each).
-// Element i of token t's routed sum: w_0 y_0, then + w_j y_j fused, in rank order.
+// Element i of token t's routed sum: w_0 y_0, then + w_j y_j fused, in rank order. The loads go
+// kRoutedBatch at a time ahead of the chain (a rolled loop waited for one L2 round trip per
+// expert: moe_combine_shared at one token 6.6 -> 4.4 us, ncu runs 103 / 107); y is [n, k, d],
+// so its row (j, t) needs no division.
+constexpr int kRoutedBatch = 8;
 __device__ __forceinline__ float routed_sum(const TensorDesc& y, const TensorDesc& weights,
                                             int64_t k, int64_t t, int64_t i) {
   const float* w = reinterpret_cast<const float*>(weights.row(t));
-  float o = w[0] * reinterpret_cast<const float*>(y.row(t * k))[i];
-  for (int64_t j = 1; j < k; ++j)
-    o = fmaf(w[j], reinterpret_cast<const float*>(y.row(t * k + j))[i], o);
+  float o = 0.0f;
+  for (int64_t j0 = 0; j0 < k; j0 += kRoutedBatch) {
+    float wv[kRoutedBatch], yv[kRoutedBatch];
+#pragma unroll
+    for (int b = 0; b < kRoutedBatch; ++b) {
+      const int64_t j = j0 + b;
+      wv[b] = j < k ? w[j] : 0.0f;
+      yv[b] = j < k ? reinterpret_cast<const float*>(y.row(j, t))[i] : 0.0f;
+    }
+#pragma unroll
+    for (int b = 0; b < kRoutedBatch; ++b) {
+      if (j0 + b >= k) break;
+      o = j0 + b == 0 ? wv[0] * yv[0] : fmaf(wv[b], yv[b], o);
+    }
+  }
   return o;
 }
 
