@@ -2,13 +2,14 @@
 // canonical sum order of cuda_units.cuh computed with one lane per slice, so that the
 // tensor-core kernel (cuda_mma.cu) can compute the same order with a running sum.
 //
-// A warp owns one weight row at a time (grid-stride over rows). It copies the whole row to shared
-// memory with coalesced 16-byte cp.async loads (the row may start on any 2-byte boundary: the
-// copy starts at the 16-byte boundary below and the data sits `skew` bytes in), the next row
-// double-buffered behind it. Lane l then decodes its slice's units one after the other from
-// shared memory (a slice is contiguous, so lanes read disjoint contiguous ranges) and dots each
-// with every activation row of the tile (dp4a). The 32 slice partials go through shared memory
-// and one lane per activation row adds them in slice order.
+// A warp owns kR weight rows at a time (grid-stride over rows; kR > 1 in the 4- and 8-row tiles
+// and Q4_K's unstaged path). It copies each whole row to shared memory with coalesced 16-byte
+// cp.async loads (the row may start on any 2-byte boundary: the copy starts at the 16-byte
+// boundary below and the data sits `skew` bytes in), the next rows double-buffered behind them.
+// Lane l then decodes its slice's units one after the other from shared memory (a slice is
+// contiguous, so lanes read disjoint contiguous ranges) and dots each with every activation row
+// of the tile (dp4a). The 32 slice partials go through shared memory and one lane per (weight
+// row, activation row) adds them in slice order.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <algorithm>
@@ -61,11 +62,12 @@ constexpr int64_t kMaxPackedX = 48 << 10;
 // (twice the warps per SM; the next rows' copy starts once these are decoded); 0: Q4_K with
 // 16-byte-aligned rows, no staging: each lane loads its units straight from global memory with
 // three 16-byte loads (no shared memory for weights: many more warps per SM). A warp takes kR
-// rows at a time (a buffer holds kR staged rows): each activation unit it reads serves all kR of
-// them. Tiles of 4 or 8 activation rows take kR = 4 where it fits: with one row per warp, the
-// lanes' reads of the packed activations (kTok x 32 bytes per unit and row) kept the shared
-// memory pipe busier than the weights' bytes (a 2048 -> 12352 Q8_0 call at 8 rows: 28.5 us,
-// ~1 TB/s, ncu run 103). Every output's sum is the same either way.
+// rows at a time (a buffer holds kR staged rows): each activation unit it reads from shared
+// memory serves all kR of them. Tiles of 4 or 8 activation rows take kR = 4 where it fits. On its
+// own that bought little (a 2048 -> 12352 Q8_0 call at 8 rows 28.5 -> 26.7 us, still ~1 TB/s:
+// the activation reads were not its main cost, ncu runs 103 / 105), but it made the tiles faster
+// than re-reading L2-resident weights once per activation row (tok1_max_sliced_rows below).
+// Every output's sum is the same either way.
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
   static_assert(kR * kTok <= 32, "one lane per output in the final sum");
