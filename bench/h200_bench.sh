@@ -31,6 +31,14 @@
 #                kernels run `bench/ncu_kernels.py CSV --window 0` on the CSV (with KERNELS_GEN=1
 #                the last window is only the logits' few kernels); KERNELS_PARALLEL=8: the
 #                prompt as 8 concurrent requests (an 8-row decode step over shared pages)
+#       ncu1     ncu's detailed sections (speed of light, occupancy, scheduler, warp states,
+#                memory, instructions) for one launch of the kernel matching NCU_KERNEL, after
+#                NCU_SKIP (40) matching launches, in the `kernels` run's workload (KERNELS_*;
+#                more tokens: KERNELS_GEN, default 12 here) -> $OUT/ncu1.txt. NCU_KERNEL is a
+#                regex on ncu's demangled name, casts included, e.g.
+#                'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)8, \(bool\)1, \(int\)2, \(int\)4>'
+#                (the form of ncu's own kernel list; without the casts nothing matched in run
+#                106; this part has not run on the device yet)
 #       batched  PARALLEL (8) copies of one SINGLE_X prompt through `tempo9 run --parallel`: the
 #                engine's per-step time of a PARALLEL-row decode over shared pages (ours only)
 #       parity   `tempo9 parity --backend cuda`: teacher-forced logits against the CPU backend
@@ -156,6 +164,20 @@ kernels() {
     --parallel "${KERNELS_PARALLEL:-1}" >"$f" 2>"$OUT/ncu_run.err"
   echo "ncu rc $?: $(grep -c gpu__time_duration "$f") kernels timed"
   python3 "$ROOT/bench/ncu_kernels.py" "$f" | tee "$OUT/kernels_$(basename "$M" .gguf).txt" | head -48
+}
+
+ncu1() {
+  local n=${KERNELS_PROMPT:-4}
+  TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none \
+    --kernel-name-base demangled -k "regex:${NCU_KERNEL:?NCU_KERNEL: a regex on the demangled name}" \
+    --launch-skip "${NCU_SKIP:-40}" --launch-count 1 --section SpeedOfLight --section Occupancy \
+    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section InstructionStats "$T9" run -m "$M" --raw -p "$(python3 -c "print('x' * $n)")" \
+    -n "${KERNELS_GEN:-12}" --temp 0 --ignore-eos --backend cuda --ctx $((n + 64)) \
+    --parallel "${KERNELS_PARALLEL:-1}" >"$OUT/ncu1.txt" 2>&1
+  echo "ncu rc $?"
+  grep -E "Duration|Memory Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Warp Cycles Per Issued|No kernels were profiled" \
+    "$OUT/ncu1.txt" | head -20
 }
 
 nographs() {
