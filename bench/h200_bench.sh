@@ -33,7 +33,9 @@
 #                prompt as 8 concurrent requests (an 8-row decode step over shared pages)
 #       ncu1     ncu's detailed sections (speed of light, occupancy, scheduler, warp states,
 #                memory, instructions) for one launch of the kernel matching NCU_KERNEL, after
-#                NCU_SKIP (40) matching launches, in the `kernels` run's workload (KERNELS_*;
+#                NCU_SKIP (40) matching launches (NCU_COUNT launches, 1), with the launch
+#                statistics and the source counters (the top stall sites by SASS line), in the
+#                `kernels` run's workload (KERNELS_*;
 #                more tokens: KERNELS_GEN, default 12 here) -> $OUT/ncu1.txt. NCU_KERNEL is a
 #                regex on ncu's demangled name, casts included, e.g.
 #                'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)8, \(bool\)1, \(int\)2, \(int\)4>'
@@ -170,14 +172,15 @@ ncu1() {
   local n=${KERNELS_PROMPT:-4}
   TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none \
     --kernel-name-base demangled -k "regex:${NCU_KERNEL:?NCU_KERNEL: a regex on the demangled name}" \
-    --launch-skip "${NCU_SKIP:-40}" --launch-count 1 --section SpeedOfLight --section Occupancy \
-    --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --section InstructionStats "$T9" run -m "$M" --raw -p "$(python3 -c "print('x' * $n)")" \
+    --launch-skip "${NCU_SKIP:-40}" --launch-count "${NCU_COUNT:-1}" --section LaunchStats \
+    --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section InstructionStats --section SourceCounters \
+    "$T9" run -m "$M" --raw -p "$(python3 -c "print('x' * $n)")" \
     -n "${KERNELS_GEN:-12}" --temp 0 --ignore-eos --backend cuda --ctx $((n + 64)) \
     --parallel "${KERNELS_PARALLEL:-1}" >"$OUT/ncu1.txt" 2>&1
   echo "ncu rc $?"
-  grep -E "Duration|Memory Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Warp Cycles Per Issued|No kernels were profiled" \
-    "$OUT/ncu1.txt" | head -20
+  grep -E "Grid Size|Duration|Memory Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Warp Cycles Per Issued|No kernels were profiled" \
+    "$OUT/ncu1.txt" | head -40
 }
 
 nographs() {

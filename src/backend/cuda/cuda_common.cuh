@@ -155,6 +155,9 @@ inline unsigned grid_1d(int64_t n, int threads) {
 // let the next kernel be scheduled. The next one's blocks take only what this grid leaves free
 // (the trigger fires once every block of this grid has run it) and hold at their own wait; what
 // overlaps is the launch and block setup that otherwise sits between two small kernels.
+// Triggering before the wait (the next grid scheduled while this one still waits, and so on down
+// the chain, so that GEMVs could start their weights several kernels early) was slower on the
+// H200: 35B decode 282 -> 244 tok/s, 8-row ITL 7.9 -> 8.5 ms (run 109; docs/CUDA.md stage 19).
 __device__ __forceinline__ void pdl_enter() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
