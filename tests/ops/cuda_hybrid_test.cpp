@@ -85,6 +85,39 @@ TEST_F(CudaHybrid, MoeRouteMatchesCpu) {
   }
 }
 
+// A NaN logit makes its row's p all NaN (the sum is NaN): that row's ids stay in range, and the
+// other rows of the batch still equal the CPU's exactly (one row's NaN does not leak into the
+// block's or warp's neighbours).
+TEST_F(CudaHybrid, MoeRouteNanRowLeavesOtherRowsAlone) {
+  auto rng = test_rng();
+  const int64_t n = 9, n_expert = 256;
+  const int k = 8;
+  auto logits = router_logits(rng, n, n_expert);
+  const int64_t nan_row = 4;
+  logits[static_cast<size_t>(nan_row * n_expert + 17)] = std::nanf("");
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<std::vector<float>> wts;
+  for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+    DeviceArena arena(*be);
+    const Tensor it = arena.poisoned(GgmlType::I32, k, n);
+    const Tensor wt = arena.poisoned(GgmlType::F32, k, n);
+    be->moe_route(arena.from_host(logits, GgmlType::F32, n_expert, n), k, true, it, wt);
+    ids.push_back(arena.download<int32_t>(it));
+    wts.push_back(arena.download<float>(wt));
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    for (int j = 0; j < k; ++j) {
+      const size_t i = static_cast<size_t>(r * k + j);
+      ASSERT_GE(ids[0][i], 0) << "row " << r;
+      ASSERT_LT(ids[0][i], n_expert) << "row " << r;
+      if (r == nan_row) continue;
+      EXPECT_EQ(ids[0][i], ids[1][i]) << "row " << r << " rank " << j;
+      // Within (6 + k) u of exact on each side, as in MoeRouteMatchesCpu.
+      EXPECT_LE(std::fabs(wts[0][i] - wts[1][i]), 2.0 * (6 + k) * kU * std::fabs(wts[1][i]));
+    }
+  }
+}
+
 // ---- matmul_id ----
 
 // Expert e of [n_expert, n_out, n_in] weights as a 2-D tensor (what matmul_id multiplies by).

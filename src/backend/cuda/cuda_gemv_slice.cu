@@ -63,11 +63,11 @@ constexpr int64_t kMaxPackedX = 48 << 10;
 // 16-byte-aligned rows, no staging: each lane loads its units straight from global memory with
 // three 16-byte loads (no shared memory for weights: many more warps per SM). A warp takes kR
 // rows at a time (a buffer holds kR staged rows): each activation unit it reads from shared
-// memory serves all kR of them. Tiles of 4 or 8 activation rows take kR = 4 where it fits. On its
-// own that bought little (a 2048 -> 12352 Q8_0 call at 8 rows 28.5 -> 26.7 us, still ~1 TB/s:
-// the activation reads were not its main cost, ncu runs 103 / 105), but it made the tiles faster
-// than re-reading L2-resident weights once per activation row (tok1_max_sliced_rows below).
-// Every output's sum is the same either way.
+// memory serves all kR of them. Tiles of 4 or 8 activation rows take kR = 2 or 4 (launch_tile:
+// as many as keep enough blocks per SM). On its own that bought little (a 2048 -> 12352 Q8_0
+// call at 8 rows 28.5 -> 26.7 us, still ~1 TB/s: the activation reads were not its main cost,
+// ncu runs 103 / 105), but it made the tiles faster than re-reading L2-resident weights once per
+// activation row (tok1_max_sliced_rows below). Every output's sum is the same either way.
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR = 1>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs a) {
   static_assert(kR * kTok <= 32, "one lane per output in the final sum");
@@ -378,8 +378,14 @@ int64_t slice_smem(const SliceArgs& a) {
 }
 
 // Weight rows per warp of the staged 4- and 8-row tiles: 4 while a block stays within
-// kTileRowsSmem (two blocks per SM), else 2, else 1; TEMPO9_CUDA_SLICE_ROWS=1|2|4 (read once)
-// caps it, for A/B runs. The same bits either way.
+// kTile4Smem (three blocks per SM: 228 KB less 1 KB per block), else 2 within kTileRowsSmem (two
+// blocks), else 1; TEMPO9_CUDA_SLICE_ROWS=1|2|4 (read once) caps it, for A/B runs. The same bits
+// either way. The tiles are latency-bound (ncu run 109, the 35B's DeltaNet in-projection at 8
+// rows: 2 warps per scheduler, 0.33 eligible, 7 cycles per instruction), so a third block per SM
+// beats twice the rows per warp: that call 24 -> 19.4 us with kR 2 (three blocks of 64 KB)
+// instead of 4 (two of 107.5 KB); 8 agents' ITL 7.9 -> 7.6-7.7 ms, 4 agents' 5.6 -> 5.3 (run
+// 112, where kR 4 had the 110 KB bound too).
+constexpr int64_t kTile4Smem = 75 << 10;
 constexpr int64_t kTileRowsSmem = 110 << 10;
 int slice_rows_cap() {
   static const int n = [] {
@@ -427,7 +433,7 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
     constexpr int kB = decltype(bufs_c)::value;
     if constexpr (kTok > 1) {
       const int cap = slice_rows_cap();
-      if (cap >= 4 && slice_smem<T, kTok, kP, kB, 4>(a) <= kTileRowsSmem)
+      if (cap >= 4 && slice_smem<T, kTok, kP, kB, 4>(a) <= kTile4Smem)
         return launch_tile<T, kTok, kP, kB, 4>(a, stream);
       if (cap >= 2 && slice_smem<T, kTok, kP, kB, 2>(a) <= kTileRowsSmem)
         return launch_tile<T, kTok, kP, kB, 2>(a, stream);
