@@ -34,13 +34,14 @@
 #       ncu1     ncu's detailed sections (speed of light, occupancy, scheduler, warp states,
 #                memory, instructions) for one launch of the kernel matching NCU_KERNEL, after
 #                NCU_SKIP (40) matching launches (NCU_COUNT launches, 1), with the launch
-#                statistics and the source counters (the top stall sites by SASS line), in the
-#                `kernels` run's workload (KERNELS_*;
-#                more tokens: KERNELS_GEN, default 12 here) -> $OUT/ncu1.txt. NCU_KERNEL is a
+#                statistics (grid, registers, shared memory) and the source counters (branches,
+#                excess global sectors and shared wavefronts), in the `kernels` run's workload
+#                (KERNELS_*; more tokens: KERNELS_GEN, default 12 here) -> $OUT/ncu1.txt.
+#                NCU_KERNEL is a
 #                regex on ncu's demangled name, casts included, e.g.
 #                'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)8, \(bool\)1, \(int\)2, \(int\)4>'
 #                (the form of ncu's own kernel list; without the casts nothing matched in run
-#                106; this part has not run on the device yet)
+#                106; runs 109 and 112 used it)
 #       batched  PARALLEL (8) copies of one SINGLE_X prompt through `tempo9 run --parallel`: the
 #                engine's per-step time of a PARALLEL-row decode over shared pages (ours only)
 #       parity   `tempo9 parity --backend cuda`: teacher-forced logits against the CPU backend
