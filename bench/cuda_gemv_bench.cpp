@@ -3,9 +3,11 @@
 // enqueued calls between two syncs (each call is >10 us, above the launch rate), weights rotated
 // over enough copies to exceed the 60 MB L2. Built by scripts/device_test_ops.sh.
 //
-//   cuda_gemv_bench [copy_ceiling_GBps [TYPE]]  # %copy column relative to it (default: 4263, a
-//                                               # 4 GiB torch device-to-device copy on an H200
-//                                               # here); TYPE: only that weight type (for ncu)
+//   cuda_gemv_bench [copy_ceiling_GBps [TYPE [SHAPES]]]  # %copy column relative to it
+//                                               # (default: 4263, a 4 GiB torch device-to-device
+//                                               # copy on an H200 here); TYPE: only that weight
+//                                               # type (for ncu); SHAPES: N_INxN_OUT[xN_TOK],...
+//                                               # instead of the built-in list
 // Lines with n_out 64 time a call whose weights are ~0.1-0.3 MB: what one matmul costs beside its
 // bytes (launches, the activation quantizer, one DRAM round trip). Q4_K, Q6_K and Q8_0 also run
 // 16..2048 rows: from 16 rows the int8 tensor-core kernel (cuda_mma.cu), GFLOP/s the figure to
@@ -62,14 +64,27 @@ int main(int argc, char** argv) {
   std::printf("%-6s %6s %6s %4s %10s %9s %7s %9s\n", "type", "n_in", "n_out", "tok", "us/call",
               "GB/s", "%copy", "GFLOP/s");
   const std::string only = argc > 2 ? argv[2] : "";
+  std::vector<Shape> shapes = {
+      Shape{4096, 14336, 1},   Shape{14336, 4096, 1},   Shape{4096, 4096, 1},
+      Shape{4096, 64, 1},      Shape{4096, 14336, 8},   Shape{4096, 14336, 16},
+      Shape{4096, 14336, 32},  Shape{4096, 14336, 64},  Shape{4096, 14336, 512},
+      Shape{14336, 4096, 512}, Shape{4096, 14336, 2048}};
+  if (argc > 3) {  // SHAPES: N_INxN_OUT[xN_TOK],... instead of the list above
+    shapes.clear();
+    for (const char* p = argv[3]; *p != '\0';) {
+      char* end = nullptr;
+      Shape s{std::strtoll(p, &end, 10), 0, 1};
+      s.n_out = std::strtoll(end + 1, &end, 10);
+      if (*end == 'x') s.n_tok = std::strtoll(end + 1, &end, 10);
+      shapes.push_back(s);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   for (GgmlType t : types) {
     if (!only.empty() && only != type_name(t)) continue;
     // Q4_K, Q6_K, Q8_0 from 16 rows: the tensor-core kernel (cuda_mma.cu)
     const bool sliced = t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::Q8_0;
-    for (const Shape s : {Shape{4096, 14336, 1}, Shape{14336, 4096, 1}, Shape{4096, 4096, 1},
-                          Shape{4096, 64, 1}, Shape{4096, 14336, 8}, Shape{4096, 14336, 16},
-                          Shape{4096, 14336, 32}, Shape{4096, 14336, 64}, Shape{4096, 14336, 512},
-                          Shape{14336, 4096, 512}, Shape{4096, 14336, 2048}}) {
+    for (const Shape s : shapes) {
       const bool mma_shape = s.n_tok >= 16 && s.n_tok != 512;
       if (mma_shape && !sliced) continue;
       if (s.n_tok == 512 && !sliced && t != GgmlType::F16) continue;

@@ -45,7 +45,10 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_attn_norm, eps, nb, s.o);
 
   // ---- MLP block ----
-  be.add_rms_norm(s.x, s.o, L.ffn_norm, eps, nb, s.x, s.h);
+  // The residual adds are out of place (s.x -> s.x2 here, back to s.x below), so a backend may
+  // write the sum from some blocks while others still read the old stream (CUDA's few-row norm
+  // writes its codes that way, rms_norm_codes_kernel).
+  be.add_rms_norm(s.x, s.o, L.ffn_norm, eps, nb, s.x2, s.h);
   if (spec_.moe) {
     moe_ffn(be, hp_, L, *xs_, s.h, s.o);
   } else {
@@ -57,9 +60,9 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   }
   if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_ffw_norm, eps, nb, s.o);
   if (il + 1 < hp_.n_layer_main())  // the next layer's pre-norm, fused with the residual add
-    be.add_rms_norm(s.x, s.o, w_.layers[static_cast<size_t>(il) + 1].attn_norm, eps, nb, s.x, s.h);
+    be.add_rms_norm(s.x2, s.o, w_.layers[static_cast<size_t>(il) + 1].attn_norm, eps, nb, s.x, s.h);
   else
-    be.add(s.x, s.o, s.x);
+    be.add(s.x2, s.o, s.x);
 }
 
 // Attention over s.h into s.o (before the residual add).

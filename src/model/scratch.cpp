@@ -42,6 +42,7 @@ size_t Model::Scratch::shape(int n_tokens, int n_seqs, int n_block_ids) {
   tables = make_tensor(nullptr, tables.offset, GgmlType::I32, n_block_ids);
   tables.buf = buf;
   x = reshape_rows(l.take(GgmlType::F32, E, 1, Tc, T));
+  x2 = reshape_rows(l.take(GgmlType::F32, E, 1, Tc, T));
   h = reshape_rows(l.take(GgmlType::F32, E, 1, Tc, T));
   q = l.take(GgmlType::F32, d, hp->n_head, Tc, T);
   k = l.take(GgmlType::F32, d, hp->n_head_kv, Tc, T);

@@ -13,6 +13,7 @@ struct Model::Scratch {
   Tensor seqs;    // I32 [n_seqs, 4] (AttnSeq)
   Tensor tables;  // I32 [n_block_ids]
   Tensor x;       // F32 [T, E] residual stream
+  Tensor x2;      // F32 [T, E] the residual stream inside a layer (run_layer: out-of-place adds)
   Tensor h;       // F32 [T, E] normed input of a block
   Tensor q;       // F32 [T, n_head, d]
   Tensor k, v;    // F32 [T, n_head_kv, d]
@@ -21,11 +22,11 @@ struct Model::Scratch {
   Tensor gate;    // F32 [T, F]
   Tensor up;      // F32 [T, F]
   // Logits (R = max_logit_rows_per_call rows per backend call).
-  Tensor row_ids;  // I32 [R]
-  Tensor row_max;  // I32 [R]: the rows' argmax or sampled tokens (Batch::argmax_only, sampling)
+  Tensor row_ids;     // I32 [R]
+  Tensor row_max;     // I32 [R]: the rows' argmax or sampled tokens (Batch::argmax_only, sampling)
   Tensor row_params;  // I32 [R, 6]: one RowSampling per row (Batch::sampling)
-  Tensor sel;      // F32 [R, E]
-  Tensor logits;   // F32 [R, n_vocab]
+  Tensor sel;         // F32 [R, E]
+  Tensor logits;      // F32 [R, n_vocab]
 
   Buffer* buf = nullptr;
   Buffer* logit_buf = nullptr;

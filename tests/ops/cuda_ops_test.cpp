@@ -491,6 +491,57 @@ TEST_F(Cuda, AddRmsNormEqualsAddThenRmsNorm) {
   }
 }
 
+// Decode-sized norms (up to 64 rows of 256 k <= 4096 elements, output and sum apart from the
+// inputs) run as rms_norm_codes_kernel: k blocks per row, each writing its 256 elements' floats,
+// sum and int8 codes, which the next matmul takes instead of rounding its x. Against a backend
+// with producer-written codes off (one block per row, then the matmul's own rounding): the sums,
+// the normed rows and the matmul outputs (Q8_0, Q4_K: GEMV rows 1 and 8, tensor cores at 40; 70
+// rows keep the one-block kernel) are the same bits, with and without a weight; the in-place add
+// (sum aliases a, as the forward pass ran it before) keeps the one-block kernel too.
+TEST_F(Cuda, FewRowNormsWriteTheirMatmulsCodes) {
+  auto rng = test_rng();
+  CudaBackend plain({.device = 0, .fuse_rounding = false});
+  for (const int64_t d : {int64_t{2048}, int64_t{4096}}) {
+    for (const GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+      const auto wb = random_weights(rng, t, d, 96);
+      const auto w = random_floats(rng, static_cast<size_t>(d));
+      for (const int64_t n : {int64_t{1}, int64_t{8}, int64_t{40}, int64_t{70}}) {
+        const auto a = random_floats(rng, static_cast<size_t>(d * n), -3.0f, 3.0f);
+        const auto b = random_floats(rng, static_cast<size_t>(d * n), -3.0f, 3.0f);
+        for (int form = 0; form < 3; ++form) {  // add_rms_norm apart, in place; rms_norm
+          SCOPED_TRACE(fmt::format("{} d {} rows {} form {}", type_name(t), d, n, form));
+          const auto run = [&](CudaBackend& be) {
+            DeviceArena ar(be);
+            Tensor at = ar.from_host(a, GgmlType::F32, d, n);
+            Tensor bt = ar.from_host(b, GgmlType::F32, d, n);
+            Tensor wt = form == 2 ? Tensor{} : ar.from_host(w, GgmlType::F32, d);
+            Tensor sum = form == 0 ? ar.poisoned(GgmlType::F32, d, n) : at;
+            Tensor h = ar.poisoned(GgmlType::F32, d, n), y = ar.poisoned(GgmlType::F32, 96, n);
+            if (form == 2)
+              be.rms_norm(at, wt, 1e-6f, 0.0f, h);
+            else
+              be.add_rms_norm(at, bt, wt, 1e-6f, 1.0f, sum, h);
+            be.matmul(ar.weights(wb, t, d, 96), h, Tensor{}, y);
+            const long reused = be.rounding_reuses();
+            return std::tuple{ar.download<float>(sum), ar.download<float>(h), ar.download<float>(y),
+                              reused};
+          };
+          const long before = be_->rounding_reuses();
+          const auto [fs, fh, fy, fr] = run(*be_);
+          const auto [ps, ph, py, pr] = run(plain);
+          expect_close(fs, ps, 0.0, 0.0, "sum");
+          expect_close(fh, ph, 0.0, 0.0, "normed rows");
+          expect_close(fy, py, 0.0, 0.0, "matmul of the normed rows");
+          EXPECT_FALSE(std::isnan(fy[0]));
+          // The codes were taken where the codes kernel ran (apart or rms_norm, <= 64 rows).
+          EXPECT_EQ(fr - before, form != 1 && n <= 64 ? 1 : 0);
+          EXPECT_EQ(pr, 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(Cuda, ArgmaxTopKExactWithTies) {
   // 50000: every row 16-byte aligned (argmax's float4 scan); 50001: rows 1 and 2 are not (the
   // scalar scan) and row 0 has a one-element tail, where row 0's maximum is put.

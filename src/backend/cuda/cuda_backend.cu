@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
@@ -88,9 +89,44 @@ __global__ void elementwise_kernel(EwOp op, TensorDesc a, TensorDesc b, bool b_b
 // once: a plain strided loop waits one memory latency per element (a 4096 row: 16 round trips,
 // ~9.6 us per call measured on the H200). Same operations in the same order as the plain loop.
 constexpr int kNormCache = 16;
+constexpr int kThreads = 256;  // the row kernels' block (a norm's row: 256 elements per c)
 
-// kAdd: x = a + b first (written to `sum`, kept in registers for the norm): the residual add
-// fused with the next pre-norm, the same float add and the same norm arithmetic as the two ops.
+// A thread's first kNormCache elements of a row (x, or x + b when kAdd: the residual add fused
+// with the next pre-norm, the same float add) and weights, loaded up front (elements
+// threadIdx.x + c * blockDim.x), and its part of the double sum of squares over them in c order.
+// The tail past kNormCache * blockDim.x is the caller's. Shared by both norm kernels below, so
+// that their rows are the same bits.
+template <bool kAdd>
+__device__ __forceinline__ double norm_head(const float* xr, const float* br, const float* w,
+                                            float weight_bias, int64_t n, float (&xv)[kNormCache],
+                                            float (&wv)[kNormCache]) {
+  const int64_t step = blockDim.x;
+  float bv[kNormCache];
+#pragma unroll
+  for (int c = 0; c < kNormCache; ++c) {
+    const int64_t i = threadIdx.x + c * step;
+    xv[c] = i < n ? xr[i] : 0.0f;
+    if constexpr (kAdd) bv[c] = i < n ? br[i] : 0.0f;
+    wv[c] = i < n && w != nullptr ? w[i] + weight_bias : 1.0f;
+  }
+  if constexpr (kAdd) {
+#pragma unroll
+    for (int c = 0; c < kNormCache; ++c) xv[c] = xv[c] + bv[c];
+  }
+  double ss = 0.0;
+#pragma unroll
+  for (int c = 0; c < kNormCache; ++c)
+    if (threadIdx.x + c * step < n) ss += static_cast<double>(xv[c]) * xv[c];
+  return ss;
+}
+
+// 1 / rms from the block's sum of squares (as the CPU reference: double, then one rounding).
+__device__ __forceinline__ float norm_inv(double ss, int64_t n, float eps) {
+  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
+}
+
+// One block per row. kAdd: the sum is written to `sum` (which may alias a: every read of the row
+// precedes the block_sum barriers, every write of it follows).
 template <bool kAdd>
 __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
                                 const float* __restrict__ w, float eps, float weight_bias,
@@ -102,41 +138,25 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
   const float* br = kAdd ? reinterpret_cast<const float*>(b.row(r)) : nullptr;
   float* sr = kAdd ? reinterpret_cast<float*>(sum.row(r)) : nullptr;
   float* yr = reinterpret_cast<float*>(out.row(r));
-  // Element i of the row to normalise (the sum, stored by this thread, when kAdd).
-  const auto load = [&](int64_t i) {
-    if constexpr (!kAdd) return xr[i];
-    const float v = xr[i] + br[i];
-    sr[i] = v;
-    return v;
-  };
-  // Every load first, then the sums' stores: a store between them (sum may alias a) would keep
-  // the compiler from issuing the next loads before it, one memory latency per element.
-  float xv[kNormCache], bv[kNormCache], wv[kNormCache];
-#pragma unroll
-  for (int c = 0; c < kNormCache; ++c) {
-    const int64_t i = threadIdx.x + c * step;
-    xv[c] = i < n ? xr[i] : 0.0f;
-    if constexpr (kAdd) bv[c] = i < n ? br[i] : 0.0f;
-    wv[c] = i < n && w != nullptr ? w[i] + weight_bias : 1.0f;
-  }
+  float xv[kNormCache], wv[kNormCache];
+  double ss = norm_head<kAdd>(xr, br, w, weight_bias, n, xv, wv);
   if constexpr (kAdd) {
 #pragma unroll
     for (int c = 0; c < kNormCache; ++c) {
       const int64_t i = threadIdx.x + c * step;
-      xv[c] = xv[c] + bv[c];
       if (i < n) sr[i] = xv[c];
     }
   }
-  double ss = 0.0;
-#pragma unroll
-  for (int c = 0; c < kNormCache; ++c)
-    if (threadIdx.x + c * step < n) ss += static_cast<double>(xv[c]) * xv[c];
   for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step) {
-    const float v = load(i);
+    float v = xr[i];
+    if constexpr (kAdd) {
+      v = v + br[i];
+      sr[i] = v;
+    }
     ss += static_cast<double>(v) * v;
   }
   ss = block_sum(ss, scratch);  // its barriers also order every read of x before the writes
-  const float inv = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
+  const float inv = norm_inv(ss, n, eps);
   const float* vr = kAdd ? sr : xr;  // the tail re-reads what this thread read or stored
   for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step)
     yr[i] = vr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
@@ -145,6 +165,41 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
     const int64_t i = threadIdx.x + c * step;
     if (i < n) yr[i] = xv[c] * inv * wv[c];
   }
+}
+
+// The same rows, and the int8 codes of the output (cuda_derived.cuh: the next matmul's rounded
+// x, quantize_value's bits), for a few rows of n = 256 k <= kNormCache * 256 elements (decode):
+// grid (k, rows). Every block of a row computes the whole row's sum of squares as
+// rms_norm_kernel's block does (the same loads and order: the same bits), then writes only
+// its own 256 elements (c = blockIdx.x), their codes (one 32-element block per warp) and, when
+// kAdd, their sum. That makes the norm and the rounding one launch whose blocks each do one
+// rounding step (rms_norm_kernel's one block would do 16 one after another: ~6-9% slower decode,
+// sessions 10 and 19), at the price of k reads of the row from L2. `sum` and `out` must not
+// overlap a or b (another block may still be reading them).
+template <bool kAdd>
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_codes_kernel(TensorDesc x, TensorDesc b, TensorDesc sum, const float* __restrict__ w,
+                          float eps, float weight_bias, TensorDesc out, int8_t* __restrict__ xq,
+                          ActBlock* __restrict__ xb) {
+  pdl_enter();
+  __shared__ double scratch[32];
+  const int g = static_cast<int>(blockIdx.x);
+  const int64_t r = blockIdx.y, n = x.ne0;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  const float* br = kAdd ? reinterpret_cast<const float*>(b.row(r)) : nullptr;
+  float xv[kNormCache], wv[kNormCache];
+  const double ss = block_sum(norm_head<kAdd>(xr, br, w, weight_bias, n, xv, wv), scratch);
+  const float inv = norm_inv(ss, n, eps);
+  float v = 0.0f, wg = 1.0f;
+#pragma unroll
+  for (int c = 0; c < kNormCache; ++c)  // constant indices: xv stays in registers
+    if (c == g) v = xv[c], wg = wv[c];
+  const int64_t i = threadIdx.x + static_cast<int64_t>(g) * kThreads;
+  if constexpr (kAdd) reinterpret_cast<float*>(sum.row(r))[i] = v;
+  const float y = v * inv * wg;
+  reinterpret_cast<float*>(out.row(r))[i] = y;
+  const int64_t e = r * n + i;  // the codes follow the output's memory order (contiguous rows)
+  quantize_value(y, threadIdx.x % 32, xq + (e & ~int64_t{31}), xb + e / 32);
 }
 
 // Rows of at most kWarpRowMax elements (the per-head norms: Gated DeltaNet's gated norm over 128,
@@ -326,7 +381,28 @@ __global__ void copy_kernel(TensorDesc x, GgmlType xt, TensorDesc out, GgmlType 
 
 // ---- launchers ----
 
-constexpr int kThreads = 256;
+// rms_norm_codes_kernel takes rows of 256 k <= kNormCache * kThreads elements, up to this many
+// (decode steps: each row is read k times from L2; prefill chunks keep one block per row and the
+// matmul's own rounding).
+constexpr int64_t kCodesNormRows = 64;
+
+// True when a norm of x into `dst` (out, or add_rms_norm's sum) can run as rms_norm_codes_kernel:
+// the row shape above, and dst overlapping none of `reads` (its blocks write while others read);
+// TEMPO9_CUDA_NORM_CODES=0 keeps the one-block kernel (same bits).
+bool codes_norm_fits(const Tensor& x, const Tensor& dst,
+                     std::initializer_list<const Tensor*> reads) {
+  static const bool off = env_off("TEMPO9_CUDA_NORM_CODES");  // A/B runs; read once
+  if (off || x.ne[0] % kThreads != 0 || x.ne[0] > kNormCache * kThreads ||
+      x.n_rows() > kCodesNormRows)
+    return false;
+  const ByteSpan d = byte_span(dst);
+  for (const Tensor* t : reads)
+    if (d.overlaps(byte_span(*t))) return false;
+  return true;
+}
+dim3 codes_norm_grid(const Tensor& x) {
+  return dim3(static_cast<unsigned>(x.ne[0] / kThreads), static_cast<unsigned>(x.n_rows()));
+}
 
 void launch_elementwise(EwOp op, const Tensor& a, const Tensor* b, float param, const Tensor& out,
                         Stream& stream, RoundedOut ro = {}) {
@@ -460,6 +536,11 @@ void CudaBackend::free(Buffer* buf) {
 Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
   T9_ASSIGN_OR_RETURN(Buffer * buf, alloc(n_bytes));
   CUDA_CHECK(cudaMemcpy(buf->device_ptr, host, n_bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands, and our stream does not
+  // wait for the legacy stream's copies; matmuls read weights before their dependent-launch wait
+  // (early_weights). Run 116's test that uploads weights right before a matmul read a weight row
+  // still in flight (NaN in one output) without this.
+  CUDA_CHECK(cudaDeviceSynchronize());
   buf->weights = true;
   return buf;
 }
@@ -535,6 +616,14 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, flo
                     cuda::kThreads, 0, cuda::desc(x), w, eps, weight_bias, cuda::desc(out));
     return;
   }
+  if (cuda::codes_norm_fits(x, out, {&x})) {
+    if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
+      stream_->launch(cuda::rms_norm_codes_kernel<false>, cuda::codes_norm_grid(x), cuda::kThreads,
+                      0, cuda::desc(x), cuda::desc(x), cuda::desc(x), w, eps, weight_bias,
+                      cuda::desc(out), ro.xq, ro.xb);
+      return;
+    }
+  }
   stream_->launch(cuda::rms_norm_kernel<false>, cuda::row_grid(x), cuda::kThreads, 0, cuda::desc(x),
                   cuda::desc(x), cuda::desc(x), w, eps, weight_bias, cuda::desc(out));
 }
@@ -549,6 +638,14 @@ void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w
   const float* w = cuda::norm_weight(weight, a);
   if (a.n_rows() == 0) return;
   derived_->wrote(sum);
+  if (cuda::codes_norm_fits(a, out, {&a, &b, &sum}) && cuda::codes_norm_fits(a, sum, {&a, &b})) {
+    if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
+      stream_->launch(cuda::rms_norm_codes_kernel<true>, cuda::codes_norm_grid(a), cuda::kThreads,
+                      0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w, eps, weight_bias,
+                      cuda::desc(out), ro.xq, ro.xb);
+      return;
+    }
+  }
   derived_->wrote(out);
   stream_->launch(cuda::rms_norm_kernel<true>, cuda::row_grid(a), cuda::kThreads, 0, cuda::desc(a),
                   cuda::desc(b), cuda::desc(sum), w, eps, weight_bias, cuda::desc(out));
