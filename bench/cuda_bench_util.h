@@ -20,6 +20,22 @@ inline double seconds_per_call(Backend& be, int n, const std::function<void(int)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
 }
 
+// The same n calls as one CUDA graph replay: the window is enqueued three times and the third,
+// which the CUDA backend replays as the graph it captured from the second (cuda_stream.cuh), is
+// timed. Host launch time stays out of the figure, as in a decode step (for calls of a few µs
+// the eager window above measures the host's launch rate: two launches per quantized matmul).
+inline double seconds_per_replayed_call(Backend& be, int n, const std::function<void(int)>& call) {
+  double s = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    be.sync();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) call(i);
+    be.sync();
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return s / n;
+}
+
 inline Buffer* must(Result<Buffer*> r) {
   T9_CHECK(r.ok(), "alloc: {}", r.message());
   return *r;

@@ -7,7 +7,8 @@
 //                                               # (default: 4263, a 4 GiB torch device-to-device
 //                                               # copy on an H200 here); TYPE: only that weight
 //                                               # type (for ncu); SHAPES: N_INxN_OUT[xN_TOK],...
-//                                               # instead of the built-in list
+//                                               # instead of the built-in list.
+//                                               # T9_BENCH_REPLAY=1: time CUDA graph replays
 // Lines with n_out 64 time a call whose weights are ~0.1-0.3 MB: what one matmul costs beside its
 // bytes (launches, the activation quantizer, one DRAM round trip). Q4_K, Q6_K and Q8_0 also run
 // 16..2048 rows: from 16 rows the int8 tensor-core kernel (cuda_mma.cu), GFLOP/s the figure to
@@ -28,6 +29,7 @@ namespace {
 using t9::GgmlType;
 using t9::bench::must;
 using t9::bench::seconds_per_call;
+using t9::bench::seconds_per_replayed_call;
 
 }  // namespace
 
@@ -64,6 +66,8 @@ int main(int argc, char** argv) {
   std::printf("%-6s %6s %6s %4s %10s %9s %7s %9s\n", "type", "n_in", "n_out", "tok", "us/call",
               "GB/s", "%copy", "GFLOP/s");
   const std::string only = argc > 2 ? argv[2] : "";
+  // T9_BENCH_REPLAY=1: time graph replays of the calls (seconds_per_replayed_call).
+  const bool replay = std::getenv("T9_BENCH_REPLAY") != nullptr;
   std::vector<Shape> shapes = {
       Shape{4096, 14336, 1},   Shape{14336, 4096, 1},   Shape{4096, 4096, 1},
       Shape{4096, 64, 1},      Shape{4096, 14336, 8},   Shape{4096, 14336, 16},
@@ -109,8 +113,11 @@ int main(int argc, char** argv) {
       Tensor xt = make_tensor(xb, 0, GgmlType::F32, s.n_in, s.n_tok);
       Tensor yt = make_tensor(yb, 0, GgmlType::F32, s.n_out, s.n_tok);
       const int n = s.n_tok >= 512 ? 10 : 60;
-      const double sec = seconds_per_call(
-          be, n, [&](int i) { be.matmul(w[static_cast<size_t>(i % copies)], xt, Tensor{}, yt); });
+      const auto call = [&](int i) {
+        be.matmul(w[static_cast<size_t>(i % copies)], xt, Tensor{}, yt);
+      };
+      const double sec =
+          replay ? seconds_per_replayed_call(be, n, call) : seconds_per_call(be, n, call);
       const double bytes = static_cast<double>(wbytes) + 4.0 * s.n_tok * (s.n_in + s.n_out);
       const double gbs = bytes / sec / 1e9;
       const double gflops = 2.0 * s.n_in * s.n_out * s.n_tok / sec / 1e9;
