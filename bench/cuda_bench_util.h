@@ -20,11 +20,14 @@ inline double seconds_per_call(Backend& be, int n, const std::function<void(int)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
 }
 
-// The same n calls as one CUDA graph replay: the window is enqueued three times and the third,
-// which the CUDA backend replays as the graph it captured from the second (cuda_stream.cuh), is
-// timed. Host launch time stays out of the figure, as in a decode step (for calls of a few µs
-// the eager window above measures the host's launch rate: two launches per quantized matmul).
+// The same n calls as one CUDA graph replay: after one warm-up call (scratch grows there, which
+// would change the next window's tape) the window is enqueued three times and the third, which
+// the CUDA backend replays as the graph it captured from the second (cuda_stream.cuh), is timed.
+// Host launch time stays out of the figure, as in a decode step (for calls of a few µs the eager
+// window above measures the host's launch rate: two launches per quantized matmul). Without the
+// warm-up the first shape of a run timed a capture (runs 118b-119: 17-35 µs for 6).
 inline double seconds_per_replayed_call(Backend& be, int n, const std::function<void(int)>& call) {
+  call(0);
   double s = 0.0;
   for (int rep = 0; rep < 3; ++rep) {
     be.sync();

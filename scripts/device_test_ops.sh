@@ -42,7 +42,7 @@ stage() {
   fi
   ninja -C "$BUILD" -j2 test_cuda_ops tempo9
   rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/shared/fixtures/reference"
-  for b in cuda_gemv_bench cuda_attention_bench cuda_gdn_bench cuda_moe_bench; do
+  for b in cuda_gemv_bench cuda_attention_bench cuda_gdn_bench cuda_moe_bench cuda_op_chain_bench; do
     g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/$b.cpp" \
       -o "$STAGE/bin/$b" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
       "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
