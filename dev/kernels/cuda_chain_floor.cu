@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #define CK(x)                                                                                 \
@@ -86,23 +87,12 @@ struct Case {
   int blocks, threads;
 };
 
-float per_launch_us(const Case& c, bool pdl, int n, float4* a, float4* b, cudaStream_t s) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(c.blocks);
-  cfg.blockDim = dim3(c.threads);
-  cfg.stream = s;
-  cfg.attrs = pdl ? &attr : nullptr;
-  cfg.numAttrs = pdl ? 1 : 0;
+// Median µs per launch of a graph of n launches, enqueue(i) putting launch i on stream s (20
+// timed replays; the first three replays, which upload the graph, are not counted).
+float replay_us(cudaStream_t s, int n, const std::function<void(int)>& enqueue) {
   cudaGraph_t g;
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < n; ++i) {
-    const float4* in = i % 2 ? b : a;
-    float4* out = i % 2 ? a : b;
-    CK(cudaLaunchKernelEx(&cfg, c.kernel, in, out));
-  }
+  for (int i = 0; i < n; ++i) enqueue(i);
   CK(cudaStreamEndCapture(s, &g));
   cudaGraphExec_t ge;
   CK(cudaGraphInstantiate(&ge, g, 0));
@@ -117,7 +107,7 @@ float per_launch_us(const Case& c, bool pdl, int n, float4* a, float4* b, cudaSt
     CK(cudaEventSynchronize(e1));
     float t = 0;
     CK(cudaEventElapsedTime(&t, e0, e1));
-    if (r >= 3) ms.push_back(t);  // the first replays upload the graph
+    if (r >= 3) ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
   CK(cudaGraphExecDestroy(ge));
@@ -125,6 +115,21 @@ float per_launch_us(const Case& c, bool pdl, int n, float4* a, float4* b, cudaSt
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return ms[ms.size() / 2] * 1000.0f / n;
+}
+
+// A launch of `blocks` x `threads` on s, with programmatic dependent launch when pdl (the
+// attribute must outlive the launches: pass one per config).
+cudaLaunchConfig_t launch_config(int blocks, int threads, cudaStream_t s, bool pdl,
+                                 cudaLaunchAttribute* attr) {
+  attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr->val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = s;
+  cfg.attrs = pdl ? attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cfg;
 }
 
 int main(int argc, char** argv) {
@@ -152,50 +157,31 @@ int main(int argc, char** argv) {
       {"block sum + scale, 1056 blocks x 256 (8 per SM)", link_kernel<2>, 8 * sms, 256},
   };
   std::printf("%-66s %10s %10s\n", "case", "no PDL us", "PDL us");
-  for (const Case& c : cases)
-    std::printf("%-66s %10.2f %10.2f\n", c.name, per_launch_us(c, false, n, a, b, s),
-                per_launch_us(c, true, n, a, b, s));
+  for (const Case& c : cases) {
+    float us[2];
+    for (const bool pdl : {false, true}) {
+      cudaLaunchAttribute attr{};
+      const cudaLaunchConfig_t cfg = launch_config(c.blocks, c.threads, s, pdl, &attr);
+      us[pdl] = replay_us(s, n, [&](int i) {
+        CK(cudaLaunchKernelEx(&cfg, c.kernel, static_cast<const float4*>(i % 2 ? b : a),
+                              i % 2 ? a : b));
+      });
+    }
+    std::printf("%-66s %10.2f %10.2f\n", c.name, us[0], us[1]);
+  }
   // Chains of two alternating launches (PDL on): per launch.
   const int big = 100 << 10;
   CK(cudaFuncSetAttribute(smem_link_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, big));
   const auto pair_us = [&](const char* name, auto first, auto second) {
     cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cudaGraph_t g;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < n; ++i) {
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(4);
-      cfg.blockDim = dim3(256);
-      cfg.stream = s;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = launch_config(4, 256, s, true, &attr);
+    const float us = replay_us(s, n, [&](int i) {
       if (i % 2)
         second(cfg, b, a);
       else
         first(cfg, a, b);
-    }
-    CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t ge;
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int r = 0; r < 23; ++r) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaGraphLaunch(ge, s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float t = 0;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      if (r >= 3) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf("%-66s %21.2f\n", name, ms[ms.size() / 2] * 1000.0f / n);
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
+    });
+    std::printf("%-66s %21.2f\n", name, us);
   };
   const auto plain = [](cudaLaunchConfig_t cfg, const float4* in, float4* out) {
     CK(cudaLaunchKernelEx(&cfg, link_kernel<1>, in, out));
