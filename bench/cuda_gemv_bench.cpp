@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -67,7 +68,8 @@ int main(int argc, char** argv) {
               "GB/s", "%copy", "GFLOP/s");
   const std::string only = argc > 2 ? argv[2] : "";
   // T9_BENCH_REPLAY=1: time graph replays of the calls (seconds_per_replayed_call).
-  const bool replay = std::getenv("T9_BENCH_REPLAY") != nullptr;
+  const char* replay_env = std::getenv("T9_BENCH_REPLAY");
+  const bool replay = replay_env != nullptr && std::strcmp(replay_env, "0") != 0;
   std::vector<Shape> shapes = {
       Shape{4096, 14336, 1},   Shape{14336, 4096, 1},   Shape{4096, 4096, 1},
       Shape{4096, 64, 1},      Shape{4096, 14336, 8},   Shape{4096, 14336, 16},

@@ -39,11 +39,16 @@ struct Floats {
   t9::CudaBackend& be;
   std::mt19937_64 rng{7};
   std::vector<Buffer*> bufs;
-  Tensor make(int64_t ne0, int64_t ne1 = 1) {
+  // weights: through upload_weights, as a model's norm weights (kernels may read them early).
+  Tensor make(int64_t ne0, int64_t ne1 = 1, bool weights = false) {
     std::vector<float> h(static_cast<size_t>(ne0 * ne1));
     for (auto& v : h) v = static_cast<float>(rng() % 2001) / 1000.0f - 1.0f;
-    bufs.push_back(must(be.alloc(h.size() * 4)));
-    be.upload(bufs.back(), 0, h.data(), h.size() * 4);
+    if (weights) {
+      bufs.push_back(must(be.upload_weights(h.data(), h.size() * 4)));
+    } else {
+      bufs.push_back(must(be.alloc(h.size() * 4)));
+      be.upload(bufs.back(), 0, h.data(), h.size() * 4);
+    }
     return t9::make_tensor(bufs.back(), 0, GgmlType::F32, ne0, ne1);
   }
   Tensor weights(GgmlType t, int64_t n_in, int64_t n_out) {
@@ -75,7 +80,7 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   for (const int64_t d : {int64_t{4096}, int64_t{2048}}) {
     const std::string D = std::to_string(d);
-    const Tensor x0 = f.make(d), x1 = f.make(d), b = f.make(d), w = f.make(d);
+    const Tensor x0 = f.make(d), x1 = f.make(d), b = f.make(d), w = f.make(d, 1, true);
     const Tensor h0 = f.make(d), h1 = f.make(d), s0 = f.make(d), s1 = f.make(d);
     const auto pick = [](int i, const Tensor& a, const Tensor& c) { return i % 2 ? c : a; };
     cases.push_back({"rms_norm " + D + " in place (one block)", 1, [=, &be](int i) {
@@ -95,6 +100,14 @@ int main(int argc, char** argv) {
     const Tensor g = f.make(12288), u = f.make(12288), o = f.make(12288);
     cases.push_back(
         {"glu 12288 (+ codes)", 1, [=, &be](int) { be.glu(g, u, GluKind::kSwiGLU, o); }});
+  }
+  {
+    // Qwen3.5-35B-A3B's router: one row of 256 expert logits, top 8, normalized.
+    const Tensor logits = f.make(256), wts = f.make(8);
+    Tensor ids = f.make(8);
+    ids.type = GgmlType::I32;
+    cases.push_back({"moe_route 256 experts top 8", 1,
+                     [=, &be](int) { be.moe_route(logits, 8, true, ids, wts); }});
   }
   struct Mm {
     GgmlType t;
