@@ -93,6 +93,85 @@ __global__ void moe_route_kernel(TensorDesc logits, int k, bool normalize, Tenso
     for (int j = 0; j < k; ++j) w[j] /= picked;
 }
 
+// moe_route_kernel's results for rows of at most 32 kRegs experts and k <= 32 (every model we
+// load: 64-512 experts, top 8-10), with everything in registers: lane l holds experts l, l + 32,
+// ... (loaded at once, not one L2 round trip per loop step), takes them by a bit mask instead of
+// shared memory, and finds each rank's winner with two warp reductions (redux.sync) instead of ten
+// shuffles. The same values in the same order as moe_route_kernel (the max, each expf, the double
+// sum in e order per lane then the warp's tree, the product by the float reciprocal; each lane's
+// first-best scan in e order, a taken expert counting as -inf; the winner is unique under
+// ranks_before, so any reduction order finds it): the same bits. A lane's best is never NaN (NaN
+// never ranks before anything), so its order key is the float's, with -0 folded into +0 as `==`
+// does. p is only ever indexed by unrolled constants: a `p[bi / 32]` (or a select loop that the
+// compiler turns into one) puts it in local memory (run 122's first form: a 64-byte stack frame,
+// 7.2 us a call). As a replayed chain (cuda_op_chain_bench, 256 experts, top 8): 3.75 us a call
+// against moe_route_kernel's 5.3 (runs 121, 123). One warp per row, like moe_route_kernel.
+constexpr int kRouteRegsMax = 16;
+
+__device__ __forceinline__ uint32_t float_order_key(float v) {
+  const uint32_t b = __float_as_uint(v + 0.0f);  // -0 -> +0
+  return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+
+template <int kRegs>
+__global__ void moe_route_regs_kernel(TensorDesc logits, int k, bool normalize, TensorDesc ids,
+                                      TensorDesc weights) {
+  pdl_enter();
+  const int64_t r = blockIdx.x;
+  const int lane = threadIdx.x, n = static_cast<int>(logits.ne0);
+  const float* x = reinterpret_cast<const float*>(logits.row(r));
+  float p[kRegs];
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c) p[c] = lane + 32 * c < n ? x[lane + 32 * c] : 0.0f;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c)
+    if (lane + 32 * c < n) mx = fmaxf(mx, p[c]);
+  mx = warp_max(mx);
+  double sum = 0.0;
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c)
+    if (lane + 32 * c < n) {
+      p[c] = expf(p[c] - mx);
+      sum += p[c];
+    }
+  sum = warp_sum(sum);
+  const float inv = static_cast<float>(1.0 / sum);
+#pragma unroll
+  for (int c = 0; c < kRegs; ++c) p[c] *= inv;
+  uint32_t taken = 0;  // bit c: expert lane + 32 c (moe_route_kernel's p[e] = -inf)
+  int my_id = 0;
+  float my_w = 0.0f, picked = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int c = 0; c < kRegs; ++c) {
+      const float pv = (taken >> c) & 1u ? -INFINITY : p[c];
+      if (lane + 32 * c < n && ranks_before(pv, lane + 32 * c, bv, bi)) bv = pv, bi = lane + 32 * c;
+    }
+    const uint32_t key = float_order_key(bv);
+    const uint32_t best = __reduce_max_sync(0xffffffffu, key);
+    bi = static_cast<int>(
+        __reduce_min_sync(0xffffffffu, key == best ? static_cast<uint32_t>(bi) : 0x7fffffffu));
+    float v;  // p[bi]: the winner's own best, or (bi unset) expert 0's p
+    if (bi == 0x7fffffff) {
+      // A row whose p are all NaN leaves bi unset; take expert 0 so ids stay in range.
+      bi = 0;
+      v = __shfl_sync(0xffffffffu, taken & 1u ? -INFINITY : p[0], 0);
+    } else {
+      v = __shfl_sync(0xffffffffu, bv, bi % 32);
+    }
+    if (lane == bi % 32) taken |= 1u << (bi / 32);
+    if (lane == j) my_id = bi, my_w = v;
+    picked += v;
+  }
+  if (lane < k) {
+    reinterpret_cast<int32_t*>(ids.row(r))[lane] = my_id;
+    reinterpret_cast<float*>(weights.row(r))[lane] = normalize ? my_w / picked : my_w;
+  }
+}
+
 // Row copy through an index list: dst row pairs[2i + 1] (or i) <- src row pairs[2i] (or i).
 // `gather`: x rows -> packed buffer rows i; otherwise packed rows i -> out rows. One block per
 // row, threads over the row's elements.
@@ -228,6 +307,12 @@ void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const T
   T9_CHECK(weights.ne[0] == k && weights.n_rows() == n, "moe_route: weights must be [{}, {}]", n,
            k);
   if (n == 0) return;
+  if (n_expert <= 32 * cuda::kRouteRegsMax && k <= 32) {
+    const auto kernel = n_expert <= 256 ? cuda::moe_route_regs_kernel<8>
+                                        : cuda::moe_route_regs_kernel<cuda::kRouteRegsMax>;
+    return stream_->launch(kernel, cuda::rows_grid(n), 32, 0, cuda::desc(logits), k, normalize,
+                           cuda::desc(ids), cuda::desc(weights));
+  }
   stream_->launch(cuda::moe_route_kernel, cuda::rows_grid(n), 32, static_cast<size_t>(n_expert) * 4,
                   cuda::desc(logits), k, normalize, cuda::desc(ids), cuda::desc(weights));
 }
