@@ -92,10 +92,10 @@ constexpr int kNormCache = 16;
 constexpr int kThreads = 256;  // the row kernels' block (a norm's row: 256 elements per c)
 
 // A thread's first kNormCache elements of a row (x, or x + b when kAdd: the residual add fused
-// with the next pre-norm, the same float add) and weights, loaded up front (elements
-// threadIdx.x + c * blockDim.x), and its part of the double sum of squares over them in c order.
-// The tail past kNormCache * blockDim.x is the caller's. Shared by both norm kernels below, so
-// that their rows are the same bits.
+// with the next pre-norm, the same float add) and weights (w[i] + weight_bias; 1 where w is
+// null), loaded up front (elements threadIdx.x + c * blockDim.x), and its part of the double sum
+// of squares over them in c order. The tail past kNormCache * blockDim.x is the caller's. Shared
+// by both norm kernels below, so that their rows are the same bits.
 template <bool kAdd>
 __device__ __forceinline__ double norm_head(const float* xr, const float* br, const float* w,
                                             float weight_bias, int64_t n, float (&xv)[kNormCache],
@@ -118,6 +118,11 @@ __device__ __forceinline__ double norm_head(const float* xr, const float* br, co
   for (int c = 0; c < kNormCache; ++c)
     if (threadIdx.x + c * step < n) ss += static_cast<double>(xv[c]) * xv[c];
   return ss;
+}
+
+// Norm weight i (plus the weight bias: Gemma's 1 + w); 1 without weights.
+__device__ __forceinline__ float norm_weight_at(const float* w, float weight_bias, int64_t i) {
+  return w != nullptr ? w[i] + weight_bias : 1.0f;
 }
 
 // 1 / rms from the block's sum of squares (as the CPU reference: double, then one rounding).
@@ -159,7 +164,7 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
   const float inv = norm_inv(ss, n, eps);
   const float* vr = kAdd ? sr : xr;  // the tail re-reads what this thread read or stored
   for (int64_t i = threadIdx.x + kNormCache * step; i < n; i += step)
-    yr[i] = vr[i] * inv * (w != nullptr ? w[i] + weight_bias : 1.0f);
+    yr[i] = vr[i] * inv * norm_weight_at(w, weight_bias, i);
 #pragma unroll
   for (int c = 0; c < kNormCache; ++c) {
     const int64_t i = threadIdx.x + c * step;
@@ -175,26 +180,31 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
 // kAdd, their sum. That makes the norm and the rounding one launch whose blocks each do one
 // rounding step (rms_norm_kernel's one block would do 16 one after another: ~6-9% slower decode,
 // sessions 10 and 19), at the price of k reads of the row from L2. `sum` and `out` must not
-// overlap a or b (another block may still be reading them).
+// overlap a or b (another block may still be reading them). `w_early`: w is a model weight
+// (never written after its upload), so its element is loaded before the dependent-launch wait,
+// while the predecessor finishes (in a decode step the norm weights are not in L2: ~4 GB of
+// weights stream through it per step).
 template <bool kAdd>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_codes_kernel(TensorDesc x, TensorDesc b, TensorDesc sum, const float* __restrict__ w,
-                          float eps, float weight_bias, TensorDesc out, int8_t* __restrict__ xq,
-                          ActBlock* __restrict__ xb) {
-  pdl_enter();
-  __shared__ double scratch[32];
+                          bool w_early, float eps, float weight_bias, TensorDesc out,
+                          int8_t* __restrict__ xq, ActBlock* __restrict__ xb) {
   const int g = static_cast<int>(blockIdx.x);
   const int64_t r = blockIdx.y, n = x.ne0;
+  const int64_t i = threadIdx.x + static_cast<int64_t>(g) * kThreads;
+  float wg = w_early ? norm_weight_at(w, weight_bias, i) : 0.0f;
+  pdl_enter();
+  if (!w_early) wg = norm_weight_at(w, weight_bias, i);
+  __shared__ double scratch[32];
   const float* xr = reinterpret_cast<const float*>(x.row(r));
   const float* br = kAdd ? reinterpret_cast<const float*>(b.row(r)) : nullptr;
-  float xv[kNormCache], wv[kNormCache];
-  const double ss = block_sum(norm_head<kAdd>(xr, br, w, weight_bias, n, xv, wv), scratch);
+  float xv[kNormCache], unused[kNormCache];  // this block's weight is wg
+  const double ss = block_sum(norm_head<kAdd>(xr, br, nullptr, 0.0f, n, xv, unused), scratch);
   const float inv = norm_inv(ss, n, eps);
-  float v = 0.0f, wg = 1.0f;
+  float v = 0.0f;
 #pragma unroll
   for (int c = 0; c < kNormCache; ++c)  // constant indices: xv stays in registers
-    if (c == g) v = xv[c], wg = wv[c];
-  const int64_t i = threadIdx.x + static_cast<int64_t>(g) * kThreads;
+    if (c == g) v = xv[c];
   if constexpr (kAdd) reinterpret_cast<float*>(sum.row(r))[i] = v;
   const float y = v * inv * wg;
   reinterpret_cast<float*>(out.row(r))[i] = y;
@@ -619,8 +629,9 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, flo
   if (cuda::codes_norm_fits(x, out, {&x})) {
     if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
       stream_->launch(cuda::rms_norm_codes_kernel<false>, cuda::codes_norm_grid(x), cuda::kThreads,
-                      0, cuda::desc(x), cuda::desc(x), cuda::desc(x), w, eps, weight_bias,
-                      cuda::desc(out), ro.xq, ro.xb);
+                      0, cuda::desc(x), cuda::desc(x), cuda::desc(x), w,
+                      weight.valid() && weight.buf->weights, eps, weight_bias, cuda::desc(out),
+                      ro.xq, ro.xb);
       return;
     }
   }
@@ -641,8 +652,9 @@ void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w
   if (cuda::codes_norm_fits(a, out, {&a, &b, &sum}) && cuda::codes_norm_fits(a, sum, {&a, &b})) {
     if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
       stream_->launch(cuda::rms_norm_codes_kernel<true>, cuda::codes_norm_grid(a), cuda::kThreads,
-                      0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w, eps, weight_bias,
-                      cuda::desc(out), ro.xq, ro.xb);
+                      0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w,
+                      weight.valid() && weight.buf->weights, eps, weight_bias, cuda::desc(out),
+                      ro.xq, ro.xb);
       return;
     }
   }
