@@ -192,8 +192,20 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
 // l + 32, ..., activations straight from global memory, consecutive across the warp), park them
 // in shared memory, and only the sums follow the slices: lane l adds the dots of slice l in
 // order, then one lane per row adds the 32 partials. kBufs and kR as in gemv_slice_kernel.
-template <GgmlType T, int kBufs, int kR>
-__global__ void __launch_bounds__(kSliceWarps * 32) gemv_coal_kernel(SliceArgs a) {
+//
+// Registers: left to itself ptxas gives these kernels 104-138 per thread, which leaves 3-4 blocks
+// (12-16 warps) per SM, and each warp has loads in flight only between its row's sums. kBounded
+// asks for kCoalMinBlocks blocks per SM (<= 80 registers; Q4_K's unstaged form spills 4 bytes
+// outside its unit loop; the wide rows' single buffer allows only 4 blocks by shared memory
+// anyway). Run 124, graph replays: Q4_K 4096 -> 24576 31.2 -> 24.0 us, 12288 -> 4096 22.7 ->
+// 17.7, 4096 -> 4096 9.9 -> 7.4; Q6_K 4096 -> 151936 203.4 -> 197.9; Qwen3-8B decode 233-236 ->
+// 255-257 tok/s. 6 blocks beat 8 (64 registers, 12 bytes of spills) in every GEMV shape (run 123).
+template <int kBufs>
+constexpr int kCoalMinBlocks = kBufs == 1 ? 4 : 6;
+
+template <GgmlType T, int kBufs, int kR, bool kBounded>
+__global__ void __launch_bounds__(kSliceWarps * 32, kBounded ? kCoalMinBlocks<kBufs> : 1)
+    gemv_coal_kernel(SliceArgs a) {
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   static_assert(T != GgmlType::Q8_0, "Q8_0's canonical acc is not p + a pure unit dot");
   using U = Unit<T>;
@@ -448,9 +460,9 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   wide ? staged(False{}, One{}) : staged(False{}, Two{});
 }
 
-template <GgmlType T, int kBufs, int kR>
-void launch_coal(const SliceArgs& a, Stream& stream) {
-  constexpr auto kernel = gemv_coal_kernel<T, kBufs, kR>;
+template <GgmlType T, int kBufs, int kR, bool kBounded>
+void launch_coal_with(const SliceArgs& a, Stream& stream) {
+  constexpr auto kernel = gemv_coal_kernel<T, kBufs, kR, kBounded>;
   const int64_t n_units = a.n_in / Unit<T>::kElems;
   const int64_t smem64 =
       kSliceWarps * (kBufs * row_slot(a.row_bytes) + 4 * (kR * n_units + kR * 33));
@@ -463,6 +475,15 @@ void launch_coal(const SliceArgs& a, Stream& stream) {
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, pairs);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(pairs)),
                 kSliceWarps * 32, smem, b);
+}
+
+// gemv_coal_kernel with its register bound unless TEMPO9_CUDA_COAL_MINB=0 (read once; A/B runs).
+// The same bits either way.
+template <GgmlType T, int kBufs, int kR>
+void launch_coal(const SliceArgs& a, Stream& stream) {
+  static const bool unbounded = env_off("TEMPO9_CUDA_COAL_MINB");
+  if (unbounded) return launch_coal_with<T, kBufs, kR, false>(a, stream);
+  launch_coal_with<T, kBufs, kR, true>(a, stream);
 }
 
 // Short rows (gemv_short_kernel) for one activation row per grid row: rows of at most 16 units
