@@ -443,6 +443,16 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   const auto staged = [&](auto packed_c, auto bufs_c) {
     constexpr bool kP = decltype(packed_c)::value;
     constexpr int kB = decltype(bufs_c)::value;
+    // One Q8_0 row (not by pair): two weight rows per warp where three blocks per SM fit, the
+    // activation units read once for both (run 125: 2048 -> 151936 92.5-93.8 -> 88.2 us,
+    // 2048 -> 12288 11.8-12.3 -> 11.4-11.9, the others 0-4%; 35B decode within its noise).
+    // Expert pairs keep one row per warp (their 8-agent step was not measured with two).
+    // TEMPO9_CUDA_TOK1_ROWS2=0 (read once): one row. The same bits either way.
+    if constexpr (kTok == 1 && T == GgmlType::Q8_0) {
+      static const bool one = env_off("TEMPO9_CUDA_TOK1_ROWS2");
+      if (!one && a.ids == nullptr && slice_smem<T, 1, kP, kB, 2>(a) <= kTile4Smem)
+        return launch_tile<T, 1, kP, kB, 2>(a, stream);
+    }
     if constexpr (kTok > 1) {
       const int cap = slice_rows_cap();
       if (cap >= 4 && slice_smem<T, kTok, kP, kB, 4>(a) <= kTile4Smem)
