@@ -25,6 +25,8 @@
 #                                       # 2048-row tensor-core calls (stall reasons, occupancy)
 #   scripts/device_test_ops.sh hybrid   # there: `check` for the MoE / Gated DeltaNet tests
 #                                       # only (CudaHybrid*); logs in $OUT
+#   scripts/device_test_ops.sh ncuop    # there: ncu on one bench case (NCU_BENCH, NCU_ARGS,
+#                                       # NCU_KERNEL): sections and per-instruction stalls
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -276,6 +278,34 @@ mma() {
   return "$rc"
 }
 
+# ncu on one case of a bench, to see where a kernel's warps wait (docs/CUDA.md, stage 21):
+# NCU_BENCH (cuda_op_chain_bench, or cuda_gemv_bench), NCU_ARGS (its arguments, word-split:
+# "8 moe_route", or "4263 Q4_K 4096x4096"), NCU_KERNEL (a regex on the demangled name, e.g.
+# gemv_coal; default every kernel), NCU_SKIP (4) and NCU_COUNT (1) launches. The detailed sections
+# go to $OUT/ncuop.txt; the per-instruction table, sampled every 32 cycles, to $OUT/ncuop_sass.csv,
+# summarised by bench/ncu_sass.py ($OUT/ncuop_sass.txt).
+ncuop() {
+  unpack
+  OUT=${OUT:-/tmp/t9out}
+  mkdir -p "$OUT"
+  local bench=$STAGE/bin/${NCU_BENCH:-cuda_op_chain_bench} pick=()
+  [ -n "${NCU_KERNEL:-}" ] && pick=(--kernel-name-base demangled -k "regex:$NCU_KERNEL")
+  # shellcheck disable=SC2086  # NCU_ARGS: the bench's arguments, word-split on purpose
+  timeout "${NCU_S:-120}" ncu --clock-control none "${pick[@]}" --launch-skip "${NCU_SKIP:-4}" \
+    --launch-count "${NCU_COUNT:-1}" --section LaunchStats --section SpeedOfLight \
+    --section Occupancy --section SchedulerStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section InstructionStats --section SourceCounters \
+    "$bench" ${NCU_ARGS:-8} >"$OUT/ncuop.txt" 2>&1
+  echo "ncu rc $?"
+  grep -E "Grid Size|Registers Per|Duration|Memory Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Warp Cycles Per Issued" \
+    "$OUT/ncuop.txt" | head -24
+  # shellcheck disable=SC2086
+  timeout "${NCU_S:-120}" ncu --clock-control none "${pick[@]}" --launch-skip "${NCU_SKIP:-4}" \
+    --launch-count 1 --warp-sampling-interval 0 --section SourceCounters --page source \
+    --print-source sass --csv "$bench" ${NCU_ARGS:-8} >"$OUT/ncuop_sass.csv" 2>&1
+  python3 "$ROOT/bench/ncu_sass.py" "$OUT/ncuop_sass.csv" | tee "$OUT/ncuop_sass.txt" | head -60
+}
+
 case "${1:-}" in
   build) stage ;;
   device) device ;;
@@ -285,5 +315,6 @@ case "${1:-}" in
   attn) attn ;;
   gdn) gdn ;;
   gemm) gemm ;;
-  *) echo "usage: $0 build|device|check|attn|gdn|gemm|hybrid|mma" >&2; exit 2 ;;
+  ncuop) ncuop ;;
+  *) echo "usage: $0 build|device|check|attn|gdn|gemm|hybrid|mma|ncuop" >&2; exit 2 ;;
 esac
