@@ -180,9 +180,9 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
 // kAdd, their sum. That makes the norm and the rounding one launch whose blocks each do one
 // rounding step (rms_norm_kernel's one block would do 16 one after another: ~6-9% slower decode,
 // sessions 10 and 19), at the price of k reads of the row from L2. `sum` and `out` must not
-// overlap a or b (another block may still be reading them). `w_early`: w is a model weight
-// (never written after its upload), so its element is loaded before the dependent-launch wait,
-// while the predecessor finishes (in a decode step the norm weights are not in L2: ~4 GB of
+// overlap a or b (another block may still be reading them). `w_early` (reads_early): w is a model
+// weight (never written after its upload), so its element is loaded before the dependent-launch
+// wait, while the predecessor finishes (in a decode step the norm weights are not in L2: ~4 GB of
 // weights stream through it per step).
 template <bool kAdd>
 __global__ void __launch_bounds__(kThreads)
@@ -629,9 +629,8 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, flo
   if (cuda::codes_norm_fits(x, out, {&x})) {
     if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
       stream_->launch(cuda::rms_norm_codes_kernel<false>, cuda::codes_norm_grid(x), cuda::kThreads,
-                      0, cuda::desc(x), cuda::desc(x), cuda::desc(x), w,
-                      weight.valid() && weight.buf->weights, eps, weight_bias, cuda::desc(out),
-                      ro.xq, ro.xb);
+                      0, cuda::desc(x), cuda::desc(x), cuda::desc(x), w, reads_early(weight), eps,
+                      weight_bias, cuda::desc(out), ro.xq, ro.xb);
       return;
     }
   }
@@ -652,9 +651,8 @@ void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w
   if (cuda::codes_norm_fits(a, out, {&a, &b, &sum}) && cuda::codes_norm_fits(a, sum, {&a, &b})) {
     if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
       stream_->launch(cuda::rms_norm_codes_kernel<true>, cuda::codes_norm_grid(a), cuda::kThreads,
-                      0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w,
-                      weight.valid() && weight.buf->weights, eps, weight_bias, cuda::desc(out),
-                      ro.xq, ro.xb);
+                      0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w, reads_early(weight), eps,
+                      weight_bias, cuda::desc(out), ro.xq, ro.xb);
       return;
     }
   }

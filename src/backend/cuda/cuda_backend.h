@@ -194,7 +194,10 @@ class CudaBackend final : public Backend {
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
-  bool fuse_parts_ = true;                       // CudaBackendConfig::fuse_parts
+  // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a
+  // model weight (upload_weights: no kernel ever writes it).
+  bool reads_early(const Tensor& w) const { return early_weights_ && w.valid() && w.buf->weights; }
+  bool fuse_parts_ = true;  // CudaBackendConfig::fuse_parts
   long fused_matmuls_ = 0;
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit

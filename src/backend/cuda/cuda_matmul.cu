@@ -188,7 +188,7 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
                            type_name(a.w.type), a.w.ne[0], a.w.ne[1], group.size(),
                            cuda::rows_bucket(x.n_rows())));
   std::vector<cuda::FusedPart> parts;
-  bool w_early = early_weights_;
+  bool w_early = true;
   for (const size_t j : group) {
     const MatmulOut& o = outs[j];
     if (o.ids.valid())
@@ -196,7 +196,7 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
     else
       check_matmul(o.w, x, o.bias, o.y);
     parts.push_back({&o.w, &o.bias, &o.y});
-    w_early = w_early && o.w.buf->weights;
+    w_early = w_early && reads_early(o.w);
   }
   // Before the launch, as every op (a fallback one by one marks them again: harmless).
   for (const size_t j : group) derived_->wrote(outs[j].y);
@@ -241,7 +241,7 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     pre = derived_->codes(x);  // x's codes, written by the op that wrote x
   derived_->wrote(y);
   if (x.n_rows() == 0 || n_out == 0) return;
-  const bool w_early = early_weights_ && w.buf->weights;  // read-only: no kernel writes it
+  const bool w_early = reads_early(w);
   if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre, w_early)) return;
   cuda::dispatch_weight_type(w.type, [&](auto tag) {
     cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, *stream_);
