@@ -288,21 +288,21 @@ ncuop() {
   unpack
   OUT=${OUT:-/tmp/t9out}
   mkdir -p "$OUT"
-  local bench=$STAGE/bin/${NCU_BENCH:-cuda_op_chain_bench} pick=()
+  local bench=$STAGE/bin/${NCU_BENCH:-cuda_op_chain_bench} pick=() args=()
   [ -n "${NCU_KERNEL:-}" ] && pick=(--kernel-name-base demangled -k "regex:$NCU_KERNEL")
-  # shellcheck disable=SC2086  # NCU_ARGS: the bench's arguments, word-split on purpose
+  # NCU_ARGS: the bench's arguments as shell words (quotes group: "20 '8B decode 1 row'")
+  eval "args=(${NCU_ARGS:-8})"
   timeout "${NCU_S:-120}" ncu --clock-control none "${pick[@]}" --launch-skip "${NCU_SKIP:-4}" \
     --launch-count "${NCU_COUNT:-1}" --section LaunchStats --section SpeedOfLight \
     --section Occupancy --section SchedulerStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section InstructionStats --section SourceCounters \
-    "$bench" ${NCU_ARGS:-8} >"$OUT/ncuop.txt" 2>&1
+    "$bench" "${args[@]}" >"$OUT/ncuop.txt" 2>&1
   echo "ncu rc $?"
   grep -E "Grid Size|Registers Per|Duration|Memory Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Warp Cycles Per Issued" \
     "$OUT/ncuop.txt" | head -24
-  # shellcheck disable=SC2086
   timeout "${NCU_S:-120}" ncu --clock-control none "${pick[@]}" --launch-skip "${NCU_SKIP:-4}" \
     --launch-count 1 --warp-sampling-interval 0 --section SourceCounters --page source \
-    --print-source sass --csv "$bench" ${NCU_ARGS:-8} >"$OUT/ncuop_sass.csv" 2>&1
+    --print-source sass --csv "$bench" "${args[@]}" >"$OUT/ncuop_sass.csv" 2>&1
   python3 "$ROOT/bench/ncu_sass.py" "$OUT/ncuop_sass.csv" | tee "$OUT/ncuop_sass.txt" | head -60
 }
 

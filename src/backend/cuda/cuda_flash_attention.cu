@@ -238,13 +238,21 @@ __device__ int cohort_members(const FlashArgs& a, int64_t n_rows, int first, int
 
 // ---- the kernel ----
 
-// Block (row tile x, KV head y, chunk z). split = 0: gridDim.z = 1 and the block folds every chunk
-// of its rows into `out`. split = 1: the block computes chunk z only and writes its slots'
+// Block (row tile x, KV head y, chunk z). kSplit false: gridDim.z = 1 and the block folds every
+// chunk of its rows into `out`. kSplit true: the block computes chunk z only and writes its slots'
 // partials [acc (head_dim, in part_pos order), m, l, 2 unused] to part[((row * n_head + head) *
 // n_chunks + z) * part_stride(head_dim)].
-template <int HD>
+// kSplit and kCap are template flags, not branches, because a decode block is bound by fetching
+// its code: ncu run 127 (8B, one row over 640 keys, 17.3 us) put 40% of the warps' stalls on
+// instruction fetch (no_inst), for a 101 KB kernel whose blocks run ~3,000 instructions each.
+// kCap (soft-capped logits, a.softcap > 0) inlines tanhf for each of a tile's scores (~19 KB);
+// kSplit = false carries the fold into `out` and the final division, kSplit = true the partials.
+// With the softmax's exponentials branch-free (below), run 128 (cuda_attention_bench, same bits):
+// 8B decode 1 row at 640 keys 16.2 -> 11.7 us, 35B 19.9 -> 16.4, 8B prefill chunk 512 at 8k 983
+// -> 632 us, 35B warm turn (2048 rows over 12k) 4375 -> 3510 us, 8B 32 decode rows 368 -> 227 us.
+template <int HD, bool kSplit, bool kCap>
 __global__ void __launch_bounds__(kThreads, 2)
-    flash_attention_kernel(FlashArgs a, int64_t n_rows, int split, int n_chunks,
+    flash_attention_kernel(FlashArgs a, int64_t n_rows, int n_chunks,
                            float* __restrict__ part, int cohort_x0) {
   pdl_enter();
   using Lay = FlashShape<HD>;
@@ -287,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int pos_first = s.n_past + tile.row0;
     key_hi = pos_first + tile.n_rows - 1;
     key_lo = a.window > 0 ? max(0, pos_first - a.window + 1) : 0;
-    if (split) {
+    if constexpr (kSplit) {
       const int c = blockIdx.z;
       if (key_hi / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
       if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) return;
@@ -307,7 +315,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   int t_begin = key_lo / kTileKeys, t_end = key_hi / kTileKeys;  // inclusive
-  if (split) {
+  if constexpr (kSplit) {
     const int c = blockIdx.z;
     t_begin = max(t_begin, c * kTilesPerChunk);
     t_end = min(t_end, c * kTilesPerChunk + kTilesPerChunk - 1);
@@ -412,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   float acc[kNT][4];
   float m[2], l[2];    // this chunk's running max and sum per fragment row
-  float Mr[2], Lr[2];  // the fold over finished chunks (split = 0)
+  float Mr[2], Lr[2];  // the fold over finished chunks (kSplit false)
   Mr[0] = Mr[1] = -INFINITY;
   Lr[0] = Lr[1] = 0.0f;
   const auto reset_chunk = [&] {
@@ -458,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int h = i / 2;
         const int kp = t * kTileKeys + n * 8 + 2 * (lane % 4) + i % 2;
         float v = __fmul_rn(sc[n][i], a.scale);
-        if (a.softcap > 0.0f) v = __fmul_rn(a.softcap, tanhf(__fdiv_rn(v, a.softcap)));
+        if constexpr (kCap) v = __fmul_rn(a.softcap, tanhf(__fdiv_rn(v, a.softcap)));
         if (kp > my_pos[h] || kp < my_lo[h]) v = -INFINITY;
         sc[n][i] = v;
         tmax[h] = fmaxf(tmax[h], v);
@@ -469,16 +477,22 @@ __global__ void __launch_bounds__(kThreads, 2)
       tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
       tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
       const float mn = fmaxf(m[h], tmax[h]);
-      corr[h] = mn == -INFINITY ? 1.0f : m[h] == -INFINITY ? 0.0f : expf(__fsub_rn(m[h], mn));
+      // 1 when no key is visible yet (mn = -inf), else exp(m - mn): 0 for m = -inf. Selects on
+      // the argument, not around expf: a conditional expf compiles to a branch per call, and
+      // the branches kept the 32 exponentials of a tile from overlapping.
+      corr[h] = expf(mn == -INFINITY ? 0.0f : __fsub_rn(m[h], mn));
       m[h] = mn;
     }
+    // exp(s - m), and 0 for a row with no visible key (m = -inf: its scores are all -inf, and
+    // exp(-inf - 0) is exactly +0, the value the row contributes). Branch-free, as above.
+    const float m_arg[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
     float tsum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int n = 0; n < kNK; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int h = i / 2;
-        const float p = m[h] == -INFINITY ? 0.0f : expf(__fsub_rn(sc[n][i], m[h]));
+        const float p = expf(__fsub_rn(sc[n][i], m_arg[h]));
         sc[n][i] = p;
         tsum[h] = __fadd_rn(tsum[h], p);
       }
@@ -524,7 +538,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (t == t_end || (t + 1) % kTilesPerChunk == 0) {
       const int c = t / kTilesPerChunk;
       const int d_lane = 2 * (lane % 4);
-      if (split) {
+      if constexpr (kSplit) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           if (my_row[h] < 0) continue;
@@ -582,7 +596,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_commit();
   }
 
-  if (!split) {  // out = A / L, the loads batched as in the fold
+  if constexpr (!kSplit) {  // out = A / L, the loads batched as in the fold
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (my_row[h] < 0) continue;
@@ -736,12 +750,15 @@ template <int HD>
 void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, Stream& stream) {
   constexpr int kSmem = FlashShape<HD>::kBytes;
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    // Two blocks per SM need ~200 KB of the unified L1 / shared memory as shared.
-    CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<HD>,
-                                    cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    cudaSharedmemCarveoutMaxShared));
+    for (const auto kernel :
+         {flash_attention_kernel<HD, false, false>, flash_attention_kernel<HD, false, true>,
+          flash_attention_kernel<HD, true, false>, flash_attention_kernel<HD, true, true>}) {
+      CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      // Two blocks per SM need ~200 KB of the unified L1 / shared memory as shared.
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared));
+    }
     return true;
   }();
   (void)attr_set;
@@ -766,8 +783,13 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
   const int64_t cohort_tiles = cohorts ? (a.n_seqs + rows_per_tile - 1) / rows_per_tile : 0;
   const dim3 grid(static_cast<unsigned>(tiles + cohort_tiles), static_cast<unsigned>(a.n_kv_head),
                   split ? static_cast<unsigned>(n_chunks) : 1u);
-  stream.launch(flash_attention_kernel<HD>, grid, kThreads, kSmem, a, n_rows, split ? 1 : 0,
-                n_chunks, part, cohorts ? static_cast<int>(tiles) : -1);
+  const bool cap = a.softcap > 0.0f;
+  const auto kernel = split ? (cap ? flash_attention_kernel<HD, true, true>
+                                   : flash_attention_kernel<HD, true, false>)
+                            : (cap ? flash_attention_kernel<HD, false, true>
+                                   : flash_attention_kernel<HD, false, false>);
+  stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
+                cohorts ? static_cast<int>(tiles) : -1);
   if (split)
     stream.launch(flash_combine_kernel, dim3(static_cast<unsigned>(n_rows), a.n_head),
                   kCombineThreads, 0, part, a, n_rows, n_chunks);
