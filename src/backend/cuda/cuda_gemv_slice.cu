@@ -140,15 +140,22 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
       const int part = static_cast<int>(u % U::kPerBlock);
       typename U::W wu[kR];
       const uint8_t* blk0 = a.w + o * a.row_bytes + blk;  // (kBufs 0: straight from global memory)
+      if constexpr (kBufs == 0) {  // every row's loads, then the decodes (decode_q4k)
+        Q4kRaw raw[kR];
 #pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        if constexpr (kBufs == 0)  // rows past the end repeat the last row (not stored)
-          wu[r] = load_q4k_16<true>(blk0 + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
-        else if constexpr (T == GgmlType::Q4_K)  // 16-byte loads where aligned (same W)
-          wu[r] =
-              skew[r] == 0 ? load_q4k_16<false>(rows[r] + blk, part) : U::load(rows[r] + blk, part);
-        else
-          wu[r] = U::load(rows[r] + blk, part);
+        for (int r = 0; r < kR; ++r)  // rows past the end repeat the last row (not stored)
+          raw[r] = load_q4k_raw<true>(blk0 + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) wu[r] = decode_q4k(raw[r], part);
+      } else {
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          if constexpr (T == GgmlType::Q4_K)  // 16-byte loads where aligned (same W)
+            wu[r] = skew[r] == 0 ? load_q4k_16<false>(rows[r] + blk, part)
+                                 : U::load(rows[r] + blk, part);
+          else
+            wu[r] = U::load(rows[r] + blk, part);
+        }
       }
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
@@ -193,18 +200,19 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
 // in shared memory, and only the sums follow the slices: lane l adds the dots of slice l in
 // order, then one lane per row adds the 32 partials. kBufs and kR as in gemv_slice_kernel.
 //
-// Registers: left to itself ptxas gives these kernels 104-138 per thread, which leaves 3-4 blocks
-// (12-16 warps) per SM, and each warp has loads in flight only between its row's sums. kBounded
-// asks for kCoalMinBlocks blocks per SM (<= 80 registers; Q4_K's unstaged form spills 4 bytes
-// outside its unit loop; the wide rows' single buffer allows only 4 blocks by shared memory
-// anyway). Run 124, graph replays: Q4_K 4096 -> 24576 31.2 -> 24.0 us, 12288 -> 4096 22.7 ->
-// 17.7, 4096 -> 4096 9.9 -> 7.4; Q6_K 4096 -> 151936 203.4 -> 197.9; Qwen3-8B decode 233-236 ->
-// 255-257 tok/s. 6 blocks beat 8 (64 registers, 12 bytes of spills) in every GEMV shape (run 123).
+// Registers: left to itself ptxas gives these kernels 104-176 per thread, which leaves 3-4 blocks
+// (12-16 warps) per SM, and each warp has loads in flight only between its row's sums. kMinB > 0
+// asks for kMinB blocks per SM (kCoalMinBlocks by default: <= 80 registers for the staged rows,
+// 96 for Q4_K's unstaged form, whose grouped loads (decode_q4k) spill 72 bytes at 80; the wide
+// rows' single buffer allows only 4 blocks by shared memory anyway). Run 124, graph replays:
+// Q4_K 4096 -> 24576 31.2 -> 24.0 us, 12288 -> 4096 22.7 -> 17.7, 4096 -> 4096 9.9 -> 7.4; Q6_K
+// 4096 -> 151936 203.4 -> 197.9; Qwen3-8B decode 233-236 -> 255-257 tok/s. 6 blocks beat 8 (64
+// registers, 12 bytes of spills) in every GEMV shape (run 123).
 template <int kBufs>
-constexpr int kCoalMinBlocks = kBufs == 1 ? 4 : 6;
+constexpr int kCoalMinBlocks = kBufs == 1 ? 4 : kBufs == 0 ? 5 : 6;
 
-template <GgmlType T, int kBufs, int kR, bool kBounded>
-__global__ void __launch_bounds__(kSliceWarps * 32, kBounded ? kCoalMinBlocks<kBufs> : 1)
+template <GgmlType T, int kBufs, int kR, int kMinB>
+__global__ void __launch_bounds__(kSliceWarps * 32, kMinB > 0 ? kMinB : 1)
     gemv_coal_kernel(SliceArgs a) {
   static_assert(kBufs == 0 || kR == 1, "staged kernels take one row per warp");
   static_assert(T != GgmlType::Q8_0, "Q8_0's canonical acc is not p + a pure unit dot");
@@ -247,10 +255,13 @@ __global__ void __launch_bounds__(kSliceWarps * 32, kBounded ? kCoalMinBlocks<kB
       const uint8_t* blk = row + (u / U::kPerBlock) * U::kBlockBytes;
       const int part = static_cast<int>(u % U::kPerBlock);
       typename U::W wu[kR];
-      if constexpr (kBufs == 0) {
+      if constexpr (kBufs == 0) {  // every row's loads, then the decodes (decode_q4k)
+        Q4kRaw raw[kR];
 #pragma unroll
         for (int r = 0; r < kR; ++r)  // rows past the end repeat the last row (not stored)
-          wu[r] = load_q4k_16<true>(blk + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
+          raw[r] = load_q4k_raw<true>(blk + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) wu[r] = decode_q4k(raw[r], part);
       } else if constexpr (T == GgmlType::Q4_K) {
         wu[0] = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
       } else {
@@ -470,9 +481,9 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   wide ? staged(False{}, One{}) : staged(False{}, Two{});
 }
 
-template <GgmlType T, int kBufs, int kR, bool kBounded>
+template <GgmlType T, int kBufs, int kR, int kMinB>
 void launch_coal_with(const SliceArgs& a, Stream& stream) {
-  constexpr auto kernel = gemv_coal_kernel<T, kBufs, kR, kBounded>;
+  constexpr auto kernel = gemv_coal_kernel<T, kBufs, kR, kMinB>;
   const int64_t n_units = a.n_in / Unit<T>::kElems;
   const int64_t smem64 =
       kSliceWarps * (kBufs * row_slot(a.row_bytes) + 4 * (kR * n_units + kR * 33));
@@ -487,13 +498,19 @@ void launch_coal_with(const SliceArgs& a, Stream& stream) {
                 kSliceWarps * 32, smem, b);
 }
 
-// gemv_coal_kernel with its register bound unless TEMPO9_CUDA_COAL_MINB=0 (read once; A/B runs).
-// The same bits either way.
+// gemv_coal_kernel with its register bound (kCoalMinBlocks). TEMPO9_CUDA_COAL_MINB (read once;
+// A/B runs): 0 = no bound; 6 = six blocks per SM for the unstaged Q4_K rows too. The same bits.
 template <GgmlType T, int kBufs, int kR>
 void launch_coal(const SliceArgs& a, Stream& stream) {
-  static const bool unbounded = env_off("TEMPO9_CUDA_COAL_MINB");
-  if (unbounded) return launch_coal_with<T, kBufs, kR, false>(a, stream);
-  launch_coal_with<T, kBufs, kR, true>(a, stream);
+  static const int minb = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_COAL_MINB");
+    return e != nullptr ? std::atoi(e) : -1;
+  }();
+  if (minb == 0) return launch_coal_with<T, kBufs, kR, 0>(a, stream);
+  if constexpr (kBufs == 0) {
+    if (minb == 6) return launch_coal_with<T, kBufs, kR, 6>(a, stream);
+  }
+  launch_coal_with<T, kBufs, kR, kCoalMinBlocks<kBufs>>(a, stream);
 }
 
 // Short rows (gemv_short_kernel) for one activation row per grid row: rows of at most 16 units

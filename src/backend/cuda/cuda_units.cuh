@@ -372,44 +372,58 @@ __device__ __forceinline__ int scale_byte(uint32_t s0, uint32_t s1, uint32_t s2,
   return static_cast<int>((w >> (8 * (i & 3))) & 0xFFu);
 }
 
-// Unit p of the Q4_K super-block at blk (16-byte aligned, global or shared memory) with three
-// 16-byte loads (kLdg: through the read-only path): the same W as Unit<Q4_K>::load.
 template <bool kLdg>
 __device__ __forceinline__ uint4 ld16(const uint8_t* p) {
   if constexpr (kLdg) return __ldg(reinterpret_cast<const uint4*>(p));
   return *reinterpret_cast<const uint4*>(p);
 }
+
+// Unit p of the Q4_K super-block at blk (16-byte aligned, global or shared memory) as its three
+// 16-byte words: the header (d, dmin, the 12 scale bytes) and the unit's 32 quant bytes (kLdg:
+// through the read-only path). A GEMV issues these for all of a step's rows before it decodes
+// any (decode_q4k), so that their loads are in flight together.
+struct Q4kRaw {
+  uint4 h, qa, qb;
+};
 template <bool kLdg>
-__device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_16(const uint8_t* blk, int p) {
+__device__ __forceinline__ Q4kRaw load_q4k_raw(const uint8_t* blk, int p) {
+  return {ld16<kLdg>(blk), ld16<kLdg>(blk + 16 + 32 * p), ld16<kLdg>(blk + 32 + 32 * p)};
+}
+
+// The same W as Unit<Q4_K>::load, without branches: sub-block j's 6-bit scale and min
+// (k_scale_min, quant/k_scales.h) by selects. p = u % 4 differs from lane to lane, and the
+// if / else on j < 4 this replaces was a divergent branch after each row's loads, which kept a
+// warp's later loads from being issued until the earlier ones had landed (the one-row Q4_K GEMV's
+// top stall in ncu runs 126 / 127: the first use of d, long scoreboard).
+__device__ __forceinline__ Unit<GgmlType::Q4_K>::W decode_q4k(const Q4kRaw& r, int p) {
   Unit<GgmlType::Q4_K>::W w;
-  const uint4 h = ld16<kLdg>(blk);
-  const uint4 qa = ld16<kLdg>(blk + 16 + 32 * p);
-  const uint4 qb = ld16<kLdg>(blk + 32 + 32 * p);
+  const uint4 h = r.h;
   const float d = f16(static_cast<uint16_t>(h.x & 0xFFFFu));
   const float dmin = f16(static_cast<uint16_t>(h.x >> 16));
   float sv[2], mv[2];
 #pragma unroll
-  for (int k = 0; k < 2; ++k) {  // k_scale_min (quant/k_scales.h) for sub-block j = 2p + k
+  for (int k = 0; k < 2; ++k) {
     const int j = 2 * p + k;
-    int sc, mn;
-    if (j < 4) {
-      sc = scale_byte(h.y, h.z, h.w, j) & 63;
-      mn = scale_byte(h.y, h.z, h.w, j + 4) & 63;
-    } else {
-      sc = (scale_byte(h.y, h.z, h.w, j + 4) & 0xF) | (scale_byte(h.y, h.z, h.w, j - 4) >> 6) << 4;
-      mn = (scale_byte(h.y, h.z, h.w, j + 4) >> 4) | (scale_byte(h.y, h.z, h.w, j) >> 6) << 4;
-    }
+    const int bj = scale_byte(h.y, h.z, h.w, j), bj4 = scale_byte(h.y, h.z, h.w, j + 4);
+    const int bj_lo = scale_byte(h.y, h.z, h.w, j & 3);  // byte j - 4 when j >= 4
+    const bool low = j < 4;
+    const int sc = low ? bj & 63 : (bj4 & 0xF) | (bj_lo >> 6) << 4;
+    const int mn = low ? bj4 & 63 : (bj4 >> 4) | (bj >> 6) << 4;
     sv[k] = __fmul_rn(d, static_cast<float>(sc));
     mv[k] = __fmul_rn(dmin, static_cast<float>(mn));
   }
   w.s0 = sv[0], w.m0 = mv[0], w.s1 = sv[1], w.m1 = mv[1];
-  const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+  const uint32_t q[8] = {r.qa.x, r.qa.y, r.qa.z, r.qa.w, r.qb.x, r.qb.y, r.qb.z, r.qb.w};
 #pragma unroll
   for (int k = 0; k < 8; ++k) {
     w.q[k] = static_cast<int>(q[k] & 0x0F0F0F0Fu);
     w.q[k + 8] = static_cast<int>((q[k] >> 4) & 0x0F0F0F0Fu);
   }
   return w;
+}
+template <bool kLdg>
+__device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_16(const uint8_t* blk, int p) {
+  return decode_q4k(load_q4k_raw<kLdg>(blk, p), p);
 }
 
 // ---- cp.async ----
