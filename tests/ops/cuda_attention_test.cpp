@@ -360,6 +360,36 @@ TEST(CudaAttention, BatchInvariant) {
   ASSERT_FALSE(std::isnan(alone[0]));
 }
 
+// A decode row alone (one sequence, one row: split keys and the combine kernel) and the same row
+// in a batch of four sequences (prefill chunks beside it, cohort tiles on): the same bits, for
+// every tensor-core head_dim, with and without a window, and again on repeated calls.
+TEST(CudaAttention, DecodeRowAloneEqualsBatchedEveryHeadDim) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  for (int head_dim : {64, 128, 256}) {
+    for (int window : {0, 100}) {
+      SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << " window " << window);
+      auto rng = test_rng();
+      Case both = base(GgmlType::F16, head_dim);
+      both.p.sliding_window = window;
+      const Data d = make_data(rng, both);
+      CudaBackend gpu;
+      const auto batched = run(gpu, both, d).out;
+      const AttnSeq& a = d.attn_meta[2];  // {200, 1}: the decode row, 201 keys in 2 chunks
+      ASSERT_EQ(a.n_q, 1);
+      const size_t q_row = static_cast<size_t>(both.p.n_head * both.p.head_dim);
+      auto [one, d1] = sub_batch(both, d, 2, a.n_past, a.n_q);
+      one.p.n_seqs = 1;
+      ASSERT_EQ(cuda_attention_path(one.p, one.cache, 1), CudaAttnPath::kTensorSplit);
+      for (int call = 0; call < 3; ++call) {
+        const auto alone = run(gpu, one, d1).out;
+        for (size_t i = 0; i < alone.size(); ++i)
+          ASSERT_EQ(float_bits(alone[i]), float_bits(batched[a.q_begin * q_row + i]))
+              << "call " << call << " element " << i;
+      }
+    }
+  }
+}
+
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same
 // pages (whole blocks, as the prefix cache shares them). Split launches compute the chunks that
 // decode rows of a cohort (64 / G sequences) see whole through the same pages once for the
