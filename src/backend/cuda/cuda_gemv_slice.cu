@@ -140,22 +140,15 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
       const int part = static_cast<int>(u % U::kPerBlock);
       typename U::W wu[kR];
       const uint8_t* blk0 = a.w + o * a.row_bytes + blk;  // (kBufs 0: straight from global memory)
-      if constexpr (kBufs == 0) {  // every row's loads, then the decodes (decode_q4k)
-        Q4kRaw raw[kR];
 #pragma unroll
-        for (int r = 0; r < kR; ++r)  // rows past the end repeat the last row (not stored)
-          raw[r] = load_q4k_raw<true>(blk0 + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
-#pragma unroll
-        for (int r = 0; r < kR; ++r) wu[r] = decode_q4k(raw[r], part);
-      } else {
-#pragma unroll
-        for (int r = 0; r < kR; ++r) {
-          if constexpr (T == GgmlType::Q4_K)  // 16-byte loads where aligned (same W)
-            wu[r] = skew[r] == 0 ? load_q4k_16<false>(rows[r] + blk, part)
-                                 : U::load(rows[r] + blk, part);
-          else
-            wu[r] = U::load(rows[r] + blk, part);
-        }
+      for (int r = 0; r < kR; ++r) {
+        if constexpr (kBufs == 0)  // rows past the end repeat the last row (not stored)
+          wu[r] = load_q4k_16<true>(blk0 + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
+        else if constexpr (T == GgmlType::Q4_K)  // 16-byte loads where aligned (same W)
+          wu[r] =
+              skew[r] == 0 ? load_q4k_16<false>(rows[r] + blk, part) : U::load(rows[r] + blk, part);
+        else
+          wu[r] = U::load(rows[r] + blk, part);
       }
 #pragma unroll
       for (int t = 0; t < kTok; ++t) {
@@ -261,7 +254,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32, kMinB > 0 ? kMinB : 1)
         for (int r = 0; r < kR; ++r)  // rows past the end repeat the last row (not stored)
           raw[r] = load_q4k_raw<true>(blk + (min64(o + r, a.n_out - 1) - o) * a.row_bytes, part);
 #pragma unroll
-        for (int r = 0; r < kR; ++r) wu[r] = decode_q4k(raw[r], part);
+        for (int r = 0; r < kR; ++r) wu[r] = decode_q4k<true>(raw[r], part);
       } else if constexpr (T == GgmlType::Q4_K) {
         wu[0] = skew == 0 ? load_q4k_16<false>(blk, part) : U::load(blk, part);
       } else {

@@ -380,8 +380,8 @@ __device__ __forceinline__ uint4 ld16(const uint8_t* p) {
 
 // Unit p of the Q4_K super-block at blk (16-byte aligned, global or shared memory) as its three
 // 16-byte words: the header (d, dmin, the 12 scale bytes) and the unit's 32 quant bytes (kLdg:
-// through the read-only path). A GEMV issues these for all of a step's rows before it decodes
-// any (decode_q4k), so that their loads are in flight together.
+// through the read-only path). The one-row GEMV issues these for all of a step's rows before it
+// decodes any (decode_q4k), so that their loads are in flight together.
 struct Q4kRaw {
   uint4 h, qa, qb;
 };
@@ -390,11 +390,14 @@ __device__ __forceinline__ Q4kRaw load_q4k_raw(const uint8_t* blk, int p) {
   return {ld16<kLdg>(blk), ld16<kLdg>(blk + 16 + 32 * p), ld16<kLdg>(blk + 32 + 32 * p)};
 }
 
-// The same W as Unit<Q4_K>::load, without branches: sub-block j's 6-bit scale and min
-// (k_scale_min, quant/k_scales.h) by selects. p = u % 4 differs from lane to lane, and the
-// if / else on j < 4 this replaces was a divergent branch after each row's loads, which kept a
-// warp's later loads from being issued until the earlier ones had landed (the one-row Q4_K GEMV's
-// top stall in ncu runs 126 / 127: the first use of d, long scoreboard).
+// The same W as Unit<Q4_K>::load from the raw words: sub-block j's 6-bit scale and min
+// (k_scale_min, quant/k_scales.h). kSelect: by selects, without branches. p = u % 4 differs from
+// lane to lane, and the if / else on j < 4 is then a divergent branch after each row's loads,
+// which kept the one-row GEMV's later loads from being issued until the earlier ones had landed
+// (its top stall in ncu runs 126 / 127: the first use of d, long scoreboard). The tiles of
+// several activation rows keep the branch: with selects ptxas spills the 8-row tile (92 bytes at
+// 72 registers), and those were not measured. The same W either way.
+template <bool kSelect>
 __device__ __forceinline__ Unit<GgmlType::Q4_K>::W decode_q4k(const Q4kRaw& r, int p) {
   Unit<GgmlType::Q4_K>::W w;
   const uint4 h = r.h;
@@ -404,11 +407,20 @@ __device__ __forceinline__ Unit<GgmlType::Q4_K>::W decode_q4k(const Q4kRaw& r, i
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int j = 2 * p + k;
-    const int bj = scale_byte(h.y, h.z, h.w, j), bj4 = scale_byte(h.y, h.z, h.w, j + 4);
-    const int bj_lo = scale_byte(h.y, h.z, h.w, j & 3);  // byte j - 4 when j >= 4
-    const bool low = j < 4;
-    const int sc = low ? bj & 63 : (bj4 & 0xF) | (bj_lo >> 6) << 4;
-    const int mn = low ? bj4 & 63 : (bj4 >> 4) | (bj >> 6) << 4;
+    int sc, mn;
+    if constexpr (kSelect) {
+      const int bj = scale_byte(h.y, h.z, h.w, j), bj4 = scale_byte(h.y, h.z, h.w, j + 4);
+      const int bj_lo = scale_byte(h.y, h.z, h.w, j & 3);  // byte j - 4 when j >= 4
+      const bool low = j < 4;
+      sc = low ? bj & 63 : (bj4 & 0xF) | (bj_lo >> 6) << 4;
+      mn = low ? bj4 & 63 : (bj4 >> 4) | (bj >> 6) << 4;
+    } else if (j < 4) {
+      sc = scale_byte(h.y, h.z, h.w, j) & 63;
+      mn = scale_byte(h.y, h.z, h.w, j + 4) & 63;
+    } else {
+      sc = (scale_byte(h.y, h.z, h.w, j + 4) & 0xF) | (scale_byte(h.y, h.z, h.w, j - 4) >> 6) << 4;
+      mn = (scale_byte(h.y, h.z, h.w, j + 4) >> 4) | (scale_byte(h.y, h.z, h.w, j) >> 6) << 4;
+    }
     sv[k] = __fmul_rn(d, static_cast<float>(sc));
     mv[k] = __fmul_rn(dmin, static_cast<float>(mn));
   }
@@ -423,7 +435,7 @@ __device__ __forceinline__ Unit<GgmlType::Q4_K>::W decode_q4k(const Q4kRaw& r, i
 }
 template <bool kLdg>
 __device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_16(const uint8_t* blk, int p) {
-  return decode_q4k(load_q4k_raw<kLdg>(blk, p), p);
+  return decode_q4k<false>(load_q4k_raw<kLdg>(blk, p), p);
 }
 
 // ---- cp.async ----
