@@ -433,6 +433,7 @@ __device__ __forceinline__ Unit<GgmlType::Q4_K>::W decode_q4k(const Q4kRaw& r, i
   }
   return w;
 }
+// Unit p's W with three 16-byte loads, the scale decode branched (the multi-row tiles).
 template <bool kLdg>
 __device__ __forceinline__ Unit<GgmlType::Q4_K>::W load_q4k_16(const uint8_t* blk, int p) {
   return decode_q4k<false>(load_q4k_raw<kLdg>(blk, p), p);
