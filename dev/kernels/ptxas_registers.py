@@ -16,9 +16,11 @@ import re
 import subprocess
 import sys
 
-FLAGS = ["-O3", "-DNDEBUG", "-DFMT_SHARED", "-DTEMPO9_HAVE_CUDA=1", "--expt-relaxed-constexpr",
-         "-std=c++20", "-Isrc", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
-         "-cubin", "-o", "/dev/null"]
+# One file to an sm_90a cubin, as the build compiles it (sass_branches.py shares these).
+CUBIN_FLAGS = ["-O3", "-DNDEBUG", "-DFMT_SHARED", "-DTEMPO9_HAVE_CUDA=1",
+               "--expt-relaxed-constexpr", "-std=c++20", "-Isrc",
+               "-gencode=arch=compute_90a,code=sm_90a", "-cubin"]
+FLAGS = [*CUBIN_FLAGS, "-Xptxas", "-v", "-o", "/dev/null"]
 REGS_PER_SM = 65536
 MAX_WARPS = 64
 

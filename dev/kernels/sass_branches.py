@@ -26,8 +26,9 @@ import subprocess
 import sys
 import tempfile
 
-FLAGS = ["-O3", "-DNDEBUG", "-DFMT_SHARED", "-DTEMPO9_HAVE_CUDA=1", "--expt-relaxed-constexpr",
-         "-std=c++20", "-Isrc", "-gencode=arch=compute_90a,code=sm_90a", "-cubin"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptxas_registers import CUBIN_FLAGS, demangle, short  # noqa: E402
+
 INSN = re.compile(r"/\*([0-9a-f]{4,6})\*/\s+(.*?);")
 LABEL = re.compile(r"\n(\.L_x_\d+):\n\s+/\*([0-9a-f]{4,6})\*/")
 BACK = re.compile(r"BRA[^`]*`\((\.L_x_\d+)\)")
@@ -75,19 +76,17 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
         for f in files:
-            subprocess.run(["nvcc", *FLAGS, "-o", cubin, f], check=True)
+            subprocess.run(["nvcc", *CUBIN_FLAGS, "-o", cubin, f], check=True)
             sass = subprocess.run([args.nvdisasm, "-c", cubin], check=True, capture_output=True,
                                   text=True).stdout
             rows = []
             for name, insns, labels in kernels(sass):
                 rows.append((*audit(insns, labels, args.loop_max), name))
-            names = subprocess.run(["c++filt"], input="\n".join(r[4] for r in rows),
-                                   capture_output=True, text=True).stdout.splitlines()
-            rows = [(*r[:4], re.sub(r"t9::cuda::(\(anonymous namespace\)::)?", "", n))
-                    for r, n in zip(rows, names)]
+            names = demangle([r[4] for r in rows])
+            rows = [(*r[:4], short(n)) for r, n in zip(rows, names)]
             for size, n_bssy, n_hot, n_mufu, name in sorted(rows, key=lambda r: -r[2])[:args.top]:
                 print(f"{size:>7} {n_bssy:>5} {n_hot:>8} {n_mufu:>5}  "
-                      f"{os.path.basename(f)}: {name[:110]}")
+                      f"{os.path.basename(f)}: {name}")
 
 
 if __name__ == "__main__":
