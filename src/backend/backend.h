@@ -201,19 +201,28 @@ class Backend {
   virtual void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
                     const Tensor& out) = 0;
 
+  // write_kv's arguments but k: the cache store a qk_norm_rope may carry.
+  struct KvWrite {
+    Tensor v, k_cache, v_cache, seqs, block_tables;
+    AttnParams p;
+  };
   // q and k of an attention layer in place: the per-head RMSNorm (each head row of head_dim
   // elements, weight q_norm / k_norm; skipped for a !valid() weight: no QK-norm), then RoPE at
-  // `positions` (rope's layout and parameters). q: F32 [n_tokens, n_head, head_dim], k: F32
-  // [n_tokens, n_kv_head, head_dim], both contiguous. The same bits as the four ops below, which
-  // is what it does unless a backend fuses them (CUDA: one launch instead of four per layer).
+  // `positions` (rope's layout and parameters); then, with `kv`, write_kv of the rotated k and
+  // kv->v. q: F32 [n_tokens, n_head, head_dim], k: F32 [n_tokens, n_kv_head, head_dim], both
+  // contiguous. The same bits as the ops below, which is what it does unless a backend fuses
+  // them (CUDA: one launch instead of four or five per layer).
   virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm,
                             const Tensor& k_norm, float eps, float weight_bias,
-                            const Tensor& positions, const RopeParams& p) {
+                            const Tensor& positions, const RopeParams& p,
+                            const KvWrite* kv = nullptr) {
     const auto head_rows = [](const Tensor& t) { return reshape(t, t.ne[0], t.ne[1] * t.ne[2]); };
     if (q_norm.valid()) rms_norm(head_rows(q), q_norm, eps, weight_bias, head_rows(q));
     if (k_norm.valid()) rms_norm(head_rows(k), k_norm, eps, weight_bias, head_rows(k));
     rope(q, positions, p, q);
     rope(k, positions, p, k);
+    if (kv != nullptr)
+      write_kv(k, kv->v, kv->k_cache, kv->v_cache, kv->seqs, kv->block_tables, kv->p);
   }
 
   // y = x @ w^T (+ bias). w: [n_out, n_in] any supported weight type; x: F32 [n_tokens, n_in];

@@ -101,10 +101,6 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
     rp.beta_slow = hp_.yarn_beta_slow;
     rp.n_ctx_orig = hp_.rope_n_ctx_orig;
   }
-  // QK-norm (when the architecture has it) and RoPE of q and k: one op (one launch on CUDA).
-  be.qk_norm_rope(s.q, s.k, spec_.qk_norm ? L.q_norm : Tensor{},
-                  spec_.qk_norm ? L.k_norm : Tensor{}, eps, nb, s.pos, rp);
-
   AttnParams ap;
   ap.n_head = hp_.n_head;
   ap.n_kv_head = hp_.n_head_kv;
@@ -117,7 +113,11 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
   ap.softcap = hp_.attn_softcap;
   ap.sliding_window = ls.sliding_window;
   const Tensor kc = kv_.k(ls.kv_layer), vc = kv_.v(ls.kv_layer);
-  be.write_kv(s.k, s.v, kc, vc, s.seqs, s.tables, ap);
+  // QK-norm (when the architecture has it), RoPE of q and k, and this step's K/V rows into the
+  // pool: one op (one launch on CUDA).
+  const Backend::KvWrite kv{s.v, kc, vc, s.seqs, s.tables, ap};
+  be.qk_norm_rope(s.q, s.k, spec_.qk_norm ? L.q_norm : Tensor{},
+                  spec_.qk_norm ? L.k_norm : Tensor{}, eps, nb, s.pos, rp, &kv);
   be.attention(s.q, kc, vc, s.seqs, s.tables, ap, s.attn);
   if (gate.valid()) be.mul_sigmoid(s.attn, gate, s.attn);
   be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);

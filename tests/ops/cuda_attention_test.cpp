@@ -477,6 +477,76 @@ TEST(CudaAttention, SharedPrefixDecodeRowsEqualAlone) {
   }
 }
 
+// The attention writes its output's int8 codes (cuda_derived.cuh), and so does the gated form's
+// mul_sigmoid: the output projection takes them instead of rounding its x. Against a backend
+// with producer-written codes off: the attention output, the gated output and the projection
+// (Q8_0 and Q4_K: one decode row's GEMV, 17 rows' and 2200 rows' tensor-core tiles) are the same
+// bits, and the fused backend took the codes. Every tensor-core head dim, through the split form
+// (decode rows, a short batch: the combine kernel writes the codes) and the folded one (a long
+// prefill: the block's final division does, from the mma layout).
+TEST(CudaAttention, OutputWritesItsProjectionsCodes) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackend fused;
+  CudaBackend plain({.device = 0, .fuse_rounding = false});
+  for (const int hd : {64, 128, 256}) {
+    for (const int form : {0, 1, 2}) {  // one decode row, a mixed batch (both split), a prefill
+      const bool fold = form == 2;
+      for (const GgmlType wt : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+        SCOPED_TRACE(testing::Message()
+                     << "head_dim " << hd << " form " << form << " " << type_name(wt));
+        auto rng = test_rng();
+        Case c = base(GgmlType::F16, hd);
+        if (form == 0) c.seqs = {{200, 1}};
+        if (fold) {  // enough row tiles to fill the GPU: folded (TensorCoreFoldEqualsSplit)
+          c.seqs = {{0, 2200}};
+          c.p.max_ctx = 2200;
+        }
+        c.p.n_seqs = static_cast<int>(c.seqs.size());
+        const Data d = make_data(rng, c);
+        ASSERT_EQ(cuda_attention_path(c.p, c.cache, d.q_rows),
+                  fold ? CudaAttnPath::kTensorFold : CudaAttnPath::kTensorSplit);
+        const int64_t n_in = int64_t{c.p.n_head} * hd;
+        const auto w = random_weights(rng, wt, n_in, 96);
+        const auto gate = random_floats(rng, static_cast<size_t>(n_in * d.q_rows), -3.0f, 3.0f);
+        const auto go = [&](CudaBackend& be, bool gated) {
+          DeviceArena ar(be);
+          const AttnParams& p = c.p;
+          Tensor kc = ar.poisoned(c.cache, hd, p.n_kv_head, kPoolBlocks * p.block_size);
+          Tensor vc = ar.poisoned(c.cache, hd, p.n_kv_head, kPoolBlocks * p.block_size);
+          Tensor bt = ar.from_host(d.tables, GgmlType::I32, static_cast<int64_t>(d.tables.size()));
+          be.write_kv(ar.from_host(d.k, GgmlType::F32, hd, p.n_kv_head, d.kv_rows),
+                      ar.from_host(d.v, GgmlType::F32, hd, p.n_kv_head, d.kv_rows), kc, vc,
+                      ar.from_host(as_ints(d.write_meta), GgmlType::I32, 4, p.n_seqs), bt, p);
+          Tensor out = ar.poisoned(GgmlType::F32, hd, p.n_head, d.q_rows);
+          be.attention(ar.from_host(d.q, GgmlType::F32, hd, p.n_head, d.q_rows), kc, vc,
+                       ar.from_host(as_ints(d.attn_meta), GgmlType::I32, 4, p.n_seqs), bt, p, out);
+          if (gated)
+            be.mul_sigmoid(out, ar.from_host(gate, GgmlType::F32, hd, p.n_head, d.q_rows), out);
+          Tensor y = ar.poisoned(GgmlType::F32, 96, d.q_rows);
+          const Tensor x = reshape(out, n_in, d.q_rows);
+          const long before = be.rounding_reuses();
+          be.matmul(ar.weights(w, wt, n_in, 96), x, Tensor{}, y);
+          const long reused = be.rounding_reuses() - before;
+          return std::tuple{ar.download<float>(out), ar.download<float>(y), reused};
+        };
+        for (const bool gated : {false, true}) {
+          SCOPED_TRACE(gated ? "gated" : "plain");
+          const auto [fo, fy, fr] = go(fused, gated);
+          const auto [po, py, pr] = go(plain, gated);
+          ASSERT_EQ(fo.size(), po.size());
+          for (size_t i = 0; i < fo.size(); ++i)
+            ASSERT_EQ(float_bits(fo[i]), float_bits(po[i])) << "out " << i;
+          for (size_t i = 0; i < fy.size(); ++i)
+            ASSERT_EQ(float_bits(fy[i]), float_bits(py[i])) << "projection " << i;
+          EXPECT_FALSE(std::isnan(fy[0]));
+          EXPECT_EQ(fr, 1);
+          EXPECT_EQ(pr, 0);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace t9::test
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <span>
 #include <string>
@@ -630,10 +631,13 @@ TEST_F(Cuda, RopeMatchesCpu) {
 }
 
 // qk_norm_rope is one launch on CUDA: the bits of rms_norm over the head rows of q and of k, then
-// rope of each (the base Backend's four ops, run here on the same CUDA backend). Cases: QK-norm
-// with NeoX rotary over all of head_dim 128 (Qwen3), no norm with the normal layout (llama, qwen2),
-// a norm without weight bias and partial rotary over 64 of 256 (Qwen3.5's gated attention),
-// YaRN; GQA (8 q heads, 2 kv heads); 17 tokens at positions up to 100k.
+// rope of each (the base Backend's four ops, run here on the same CUDA backend), and with a
+// KvWrite the bits write_kv stores (F16 and F32 pools: the rotated k and v in every slot, the
+// other slots' poison untouched). Cases: QK-norm with NeoX rotary over all of head_dim 128
+// (Qwen3), no norm with the normal layout (llama, qwen2), a norm without weight bias and partial
+// rotary over 64 of 256 (Qwen3.5's gated attention), YaRN; GQA (8 q heads, 2 kv heads); 17
+// tokens of two sequences (a prefill chunk of 10 at position 5, 7 at 90 over shuffled blocks of
+// 16) at positions up to 100k.
 TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
   auto rng = test_rng();
   struct Case {
@@ -659,41 +663,87 @@ TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
                         {256, true, partial, 1.0f},
                         {128, true, yarn, 0.0f}};
   const int64_t n_tok = 17, n_head = 8, n_kv = 2;
+  constexpr int kBlock = 16, kPoolBlocks = 12;
+  // Sequence 0: rows 0..9 at positions 5..14; sequence 1: rows 10..16 at 90..96.
+  const std::vector<int32_t> seqs = {0, 10, 5, 0, 10, 7, 90, 1};
+  std::vector<int32_t> tables(kPoolBlocks);
+  for (int i = 0; i < kPoolBlocks; ++i) tables[static_cast<size_t>(i)] = i;
+  std::shuffle(tables.begin(), tables.end(), rng);  // seq 0: entry 0; seq 1: 1..7 (6, 7 used)
   for (const Case& c : cases) {
-    SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " n_rot " + std::to_string(c.p.n_rot));
-    DeviceArena arena(*be_);
-    const auto q =
-        random_floats(rng, static_cast<size_t>(n_tok * n_head * c.head_dim), -3.0f, 3.0f);
-    const auto k = random_floats(rng, static_cast<size_t>(n_tok * n_kv * c.head_dim), -3.0f, 3.0f);
-    const Tensor wq =
-        arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
-                        GgmlType::F32, c.head_dim);
-    const Tensor wk =
-        arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
-                        GgmlType::F32, c.head_dim);
-    std::vector<int32_t> pos(static_cast<size_t>(n_tok));
-    for (auto& v : pos) v = static_cast<int32_t>(1 + rng() % 100000);  // 0 would not rotate
-    const Tensor pt = arena.from_host(pos, GgmlType::I32, n_tok);
-    std::vector<float> got[2][2];  // [fused, separate][q, k]
-    for (int way = 0; way < 2; ++way) {
-      const Tensor qt = arena.from_host(q, GgmlType::F32, c.head_dim, n_head, n_tok);
-      const Tensor kt = arena.from_host(k, GgmlType::F32, c.head_dim, n_kv, n_tok);
-      const Tensor nq = c.norm ? wq : Tensor{}, nk = c.norm ? wk : Tensor{};
-      if (way == 0)
-        be_->qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p);
-      else
-        be_->Backend::qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p);
-      got[way][0] = arena.download<float>(qt);
-      got[way][1] = arena.download<float>(kt);
-    }
-    for (int t = 0; t < 2; ++t) {
-      ASSERT_EQ(got[0][t].size(), got[1][t].size());
-      for (size_t e = 0; e < got[0][t].size(); ++e)
-        ASSERT_EQ(float_bits(got[0][t][e]), float_bits(got[1][t][e]))
-            << (t == 0 ? "q" : "k") << " element " << e;
-      // The op did something: rotated (and normalised) values differ from the input.
-      const auto& in = t == 0 ? q : k;
-      ASSERT_NE(float_bits(got[0][t][0]), float_bits(in[0]));
+    for (const int store : {0, 1, 2}) {  // none, F16 pool, F32 pool
+      SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " n_rot " +
+                   std::to_string(c.p.n_rot) + " store " + std::to_string(store));
+      DeviceArena arena(*be_);
+      const auto q =
+          random_floats(rng, static_cast<size_t>(n_tok * n_head * c.head_dim), -3.0f, 3.0f);
+      const auto k =
+          random_floats(rng, static_cast<size_t>(n_tok * n_kv * c.head_dim), -3.0f, 3.0f);
+      const auto v =
+          random_floats(rng, static_cast<size_t>(n_tok * n_kv * c.head_dim), -3.0f, 3.0f);
+      const Tensor wq =
+          arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
+                          GgmlType::F32, c.head_dim);
+      const Tensor wk =
+          arena.from_host(random_floats(rng, static_cast<size_t>(c.head_dim), -2.0f, 2.0f),
+                          GgmlType::F32, c.head_dim);
+      std::vector<int32_t> pos(static_cast<size_t>(n_tok));
+      for (auto& x : pos) x = static_cast<int32_t>(1 + rng() % 100000);  // 0 would not rotate
+      const Tensor pt = arena.from_host(pos, GgmlType::I32, n_tok);
+      AttnParams ap;
+      ap.n_head = static_cast<int>(n_head);
+      ap.n_kv_head = static_cast<int>(n_kv);
+      ap.head_dim = static_cast<int>(c.head_dim);
+      ap.block_size = kBlock;
+      ap.n_seqs = 2;
+      ap.max_ctx = 97;
+      const GgmlType pool = store == 1 ? GgmlType::F16 : GgmlType::F32;
+      std::vector<float> got[2][2];      // [fused, separate][q, k]
+      std::vector<uint8_t> pools[2][2];  // [fused, separate][k, v]
+      for (int way = 0; way < 2; ++way) {
+        const Tensor qt = arena.from_host(q, GgmlType::F32, c.head_dim, n_head, n_tok);
+        const Tensor kt = arena.from_host(k, GgmlType::F32, c.head_dim, n_kv, n_tok);
+        const Tensor nq = c.norm ? wq : Tensor{}, nk = c.norm ? wk : Tensor{};
+        const Backend::KvWrite kv{arena.from_host(v, GgmlType::F32, c.head_dim, n_kv, n_tok),
+                                  arena.poisoned(pool, c.head_dim, n_kv, kPoolBlocks * kBlock),
+                                  arena.poisoned(pool, c.head_dim, n_kv, kPoolBlocks * kBlock),
+                                  arena.from_host(seqs, GgmlType::I32, 4, 2),
+                                  arena.from_host(tables, GgmlType::I32, kPoolBlocks),
+                                  ap};
+        const Backend::KvWrite* kvp = store != 0 ? &kv : nullptr;
+        if (way == 0)
+          be_->qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p, kvp);
+        else
+          be_->Backend::qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p, kvp);
+        got[way][0] = arena.download<float>(qt);
+        got[way][1] = arena.download<float>(kt);
+        if (store != 0) {
+          pools[way][0] = arena.download<uint8_t>(kv.k_cache);
+          pools[way][1] = arena.download<uint8_t>(kv.v_cache);
+        }
+      }
+      for (int t = 0; t < 2; ++t) {
+        ASSERT_EQ(got[0][t].size(), got[1][t].size());
+        for (size_t e = 0; e < got[0][t].size(); ++e)
+          ASSERT_EQ(float_bits(got[0][t][e]), float_bits(got[1][t][e]))
+              << (t == 0 ? "q" : "k") << " element " << e;
+        // The op did something: rotated (and normalised) values differ from the input.
+        const auto& in = t == 0 ? q : k;
+        ASSERT_NE(float_bits(got[0][t][0]), float_bits(in[0]));
+        EXPECT_EQ(pools[0][t], pools[1][t]) << (t == 0 ? "k pool" : "v pool");
+      }
+      if (store != 0) {  // row 0's v (seq 0, position 5, head 0) sits in table entry 0's block
+        const size_t es = store == 1 ? 2 : 4, slot = static_cast<size_t>(tables[0]) * kBlock + 5;
+        const uint8_t* at = pools[0][1].data() + slot * n_kv * c.head_dim * es;
+        float v0 = 0.0f;
+        if (store == 1) {
+          uint16_t h;
+          std::memcpy(&h, at, 2);
+          v0 = f16_to_f32(h);
+        } else {
+          std::memcpy(&v0, at, 4);
+        }
+        EXPECT_EQ(v0, store == 1 ? f16_to_f32(f32_to_f16(v[0])) : v[0]);
+      }
     }
   }
 }

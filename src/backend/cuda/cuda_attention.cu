@@ -92,46 +92,6 @@ __global__ void rope_kernel(TensorDesc x, const int32_t* __restrict__ pos, RopeC
     for (int64_t i = rc.n_rot + threadIdx.x; i < x.ne0; i += blockDim.x) yr[i] = xr[i];
 }
 
-// qk_norm_rope in one launch: one warp per head row, q's rows then k's, kQkWarps per block. The
-// row's RMSNorm is rms_norm_warp_kernel's (cuda_backend.cu: lanes strided, the sum of squares in
-// double over the warp's tree; the same expression per element), kept in shared memory; then the
-// rotation of rope_kernel reads it from there. The same bits as the four separate ops.
-constexpr int kQkWarps = 8;
-constexpr int kQkRowMax = 256;  // head_dim at most (the norm's one-warp kernel's limit too)
-
-__global__ void __launch_bounds__(kQkWarps * 32)
-    qk_norm_rope_kernel(TensorDesc q, TensorDesc k, const float* __restrict__ wq,
-                        const float* __restrict__ wk, bool norm, float eps, float weight_bias,
-                        const int32_t* __restrict__ pos, RopeConsts rc) {
-  pdl_enter();
-  __shared__ float rows[kQkWarps][kQkRowMax];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kQkWarps + warp, nq = q.n_rows();
-  if (r >= nq + k.n_rows()) return;  // uniform per warp
-  const bool is_q = r < nq;
-  const int64_t rr = is_q ? r : r - nq, heads = is_q ? q.ne1 : k.ne1;
-  float* xr = reinterpret_cast<float*>(is_q ? q.row(rr) : k.row(rr));
-  const float* w = is_q ? wq : wk;
-  const int64_t n = q.ne0;
-  float* row = rows[warp];
-  constexpr int kPer = kQkRowMax / 32;
-  float xv[kPer];
-  const float inv = warp_row_inv_rms(xr, n, lane, eps, xv);  // (unused without the norm)
-#pragma unroll
-  for (int c = 0; c < kPer; ++c) {
-    const int64_t i = lane + 32 * c;
-    if (i < n) row[i] = norm ? rms_scaled(xv[c], inv, w, i, weight_bias) : xv[c];
-  }
-  __syncwarp();  // the row is in shared memory; x's own elements were read above
-  const int32_t position = pos[rr / heads];
-  for (int kk = lane; kk < rc.n_rot / 2; kk += 32) {
-    const RopePair p = rope_pair(rc, kk, position);
-    rope_rotate(p, row[p.a], row[p.b], xr);
-  }
-  if (norm)
-    for (int64_t i = rc.n_rot + lane; i < n; i += 32) xr[i] = row[i];
-}
-
 // The sequence whose rows [q_begin, q_begin + n_q) hold row r, or -1. Flags sequences whose rows
 // fall outside the batch of n_rows.
 __device__ int find_seq(const AttnSeq* seqs, int n_seqs, int64_t r, int64_t n_rows, unsigned* err) {
@@ -161,6 +121,91 @@ __device__ __forceinline__ int64_t kv_slot(const AttnSeq& s, const int32_t* tabl
     return -1;
   }
   return slot;
+}
+
+// qk_norm_rope in one launch: one warp per head row, q's rows then k's, kQkWarps per block. The
+// row's RMSNorm is rms_norm_warp_kernel's (cuda_backend.cu: lanes strided, the sum of squares in
+// double over the warp's tree; the same expression per element), kept in shared memory; then the
+// rotation of rope_kernel, in place there (each element belongs to one pair, rotated by one
+// lane), and the row goes back to x in one coalesced pass. The same bits as the four separate
+// ops. With a KvStore (the op's KvWrite), k's rotated rows and then v's rows (after k's in the
+// grid) also go to the pools, as write_kv_kernel stores them: one launch instead of two.
+constexpr int kQkWarps = 8;
+constexpr int kQkRowMax = 256;  // head_dim at most (the norm's one-warp kernel's limit too)
+
+struct KvStore {
+  TensorDesc v;
+  char* k_cache;  // null: no store (no v rows in the grid)
+  char* v_cache;
+  const AttnSeq* seqs;
+  int n_seqs;
+  const int32_t* tables;
+  KvGeom g;
+  bool f16;
+  unsigned* err;
+};
+
+// Row `hr` (token t = hr / n_kv_head, kv head hr % n_kv_head) of k or v, n elements in `row`
+// (shared, or any memory the warp can read), into its pool slot.
+__device__ __forceinline__ void store_kv_row(const KvStore& st, char* cache, int64_t hr,
+                                             const float* row, int64_t n, int64_t n_tok, int lane) {
+  const int64_t t = hr / st.g.n_kv_head, h = hr % st.g.n_kv_head;
+  const int si = find_seq(st.seqs, st.n_seqs, t, n_tok, st.err);
+  if (si < 0) return;
+  const AttnSeq s = st.seqs[si];
+  const int64_t slot = kv_slot(s, st.tables, st.g, s.n_past + (t - s.q_begin), st.err);
+  if (slot < 0) return;
+  char* p = cache + slot * st.g.nb2 + h * st.g.nb1;
+  for (int64_t i = lane; i < n; i += 32) {
+    if (st.f16)
+      reinterpret_cast<__half*>(p)[i] = __float2half_rn(row[i]);
+    else
+      reinterpret_cast<float*>(p)[i] = row[i];
+  }
+}
+
+__global__ void __launch_bounds__(kQkWarps * 32)
+    qk_norm_rope_kernel(TensorDesc q, TensorDesc k, const float* __restrict__ wq,
+                        const float* __restrict__ wk, bool norm, float eps, float weight_bias,
+                        const int32_t* __restrict__ pos, RopeConsts rc, KvStore st) {
+  pdl_enter();
+  __shared__ float rows[kQkWarps][kQkRowMax];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kQkWarps + warp, nq = q.n_rows();
+  const int64_t nk = k.n_rows(), n = q.ne0;
+  const bool store = st.k_cache != nullptr;
+  if (r >= nq + nk + (store ? nk : 0)) return;  // uniform per warp
+  if (r >= nq + nk) {                           // a v row: stored as it is
+    const int64_t hr = r - nq - nk;
+    store_kv_row(st, st.v_cache, hr, reinterpret_cast<const float*>(st.v.row(hr)), n, k.ne2, lane);
+    return;
+  }
+  const bool is_q = r < nq;
+  const int64_t rr = is_q ? r : r - nq, heads = is_q ? q.ne1 : k.ne1;
+  float* xr = reinterpret_cast<float*>(is_q ? q.row(rr) : k.row(rr));
+  const float* w = is_q ? wq : wk;
+  float* row = rows[warp];
+  constexpr int kPer = kQkRowMax / 32;
+  float xv[kPer];
+  const float inv = warp_row_inv_rms(xr, n, lane, eps, xv);  // (unused without the norm)
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = lane + 32 * c;
+    if (i < n) row[i] = norm ? rms_scaled(xv[c], inv, w, i, weight_bias) : xv[c];
+  }
+  __syncwarp();  // the row is in shared memory; x's own elements were read above
+  const int32_t position = pos[rr / heads];
+  for (int kk = lane; kk < rc.n_rot / 2; kk += 32) {
+    const RopePair p = rope_pair(rc, kk, position);
+    rope_rotate(p, row[p.a], row[p.b], row);
+  }
+  __syncwarp();  // the rotated row is in shared memory
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    const int64_t i = lane + 32 * c;
+    if (i < n) xr[i] = row[i];
+  }
+  if (store && !is_q) store_kv_row(st, st.k_cache, rr, row, n, k.ne2, lane);
 }
 
 // One block per token row of k/v; threads over (kv head, dim). kVec: four elements per thread
@@ -554,13 +599,13 @@ void CudaBackend::rope(const Tensor& x, const Tensor& positions, const RopeParam
 
 void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm,
                                const Tensor& k_norm, float eps, float weight_bias,
-                               const Tensor& positions, const RopeParams& p) {
+                               const Tensor& positions, const RopeParams& p, const KvWrite* kv) {
   const int64_t head_dim = q.ne[0], n_tok = q.ne[2];
   // One warp per row needs rows of at most 256 (rms_norm's warp kernel too: the same bits) and
   // a norm on both or neither.
   if (!fuse_parts_ || head_dim > cuda::kQkRowMax || q_norm.valid() != k_norm.valid())
-    return Backend::qk_norm_rope(q, k, q_norm, k_norm, eps, weight_bias, positions, p);
-  T9_CUDA_PROF("qk_norm_rope");
+    return Backend::qk_norm_rope(q, k, q_norm, k_norm, eps, weight_bias, positions, p, kv);
+  T9_CUDA_PROF(kv != nullptr ? "qk_norm_rope_kv" : "qk_norm_rope");
   derived_->wrote(q);
   derived_->wrote(k);
   for (const Tensor* t : {&q, &k}) {
@@ -577,7 +622,28 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q
   T9_CHECK(positions.type == GgmlType::I32 && positions.n_elements() == n_tok &&
                positions.is_contiguous(),
            "rope: positions must be I32 [{}]", n_tok);
-  const int64_t rows = q.n_rows() + k.n_rows();
+  cuda::KvStore st{};
+  if (kv != nullptr) {  // write_kv's checks; then k's rows are stored as they are rotated
+    derived_->wrote(kv->k_cache);
+    derived_->wrote(kv->v_cache);
+    cuda::check_cache(kv->k_cache, kv->p, "k_cache");
+    cuda::check_cache(kv->v_cache, kv->p, "v_cache");
+    T9_CHECK(kv->k_cache.type == kv->v_cache.type, "write_kv: k and v pools differ in type");
+    cuda::check_f32_rows(kv->v, "write_kv v");
+    T9_CHECK(k.ne[0] == kv->p.head_dim && k.ne[1] == kv->p.n_kv_head && kv->v.ne == k.ne,
+             "write_kv: k/v shape");
+    st.v = cuda::desc(kv->v);
+    st.k_cache = static_cast<char*>(cuda::base_ptr(kv->k_cache));
+    st.v_cache = static_cast<char*>(cuda::base_ptr(kv->v_cache));
+    st.seqs = cuda::seq_table(kv->seqs, kv->p);
+    st.n_seqs = kv->p.n_seqs;
+    st.tables = reinterpret_cast<const int32_t*>(cuda::base_ptr(kv->block_tables));
+    st.g = cuda::kv_geom(kv->k_cache, kv->block_tables, kv->p);
+    st.f16 = kv->k_cache.type == GgmlType::F16;
+    st.err = err_word_;
+    if (kv->p.n_seqs == 0) st.k_cache = nullptr;  // write_kv stores nothing then
+  }
+  const int64_t rows = q.n_rows() + k.n_rows() * (st.k_cache != nullptr ? 2 : 1);
   if (rows == 0) return;
   const auto* wq =
       q_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(q_norm)) : nullptr;
@@ -586,7 +652,7 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q
   stream_->launch(cuda::qk_norm_rope_kernel, cuda::grid_1d(rows, cuda::kQkWarps),
                   cuda::kQkWarps * 32, 0, cuda::desc(q), cuda::desc(k), wq, wk, q_norm.valid(), eps,
                   weight_bias, reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)),
-                  cuda::rope_consts(p));
+                  cuda::rope_consts(p), st);
 }
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache,
@@ -681,6 +747,10 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
     fa.softcap = p.softcap;
     fa.window = p.sliding_window;
     fa.err = err_word_;
+    // The output projection's rounding of out, written with it (DerivedCache).
+    const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_);
+    fa.out_q = ro.xq;
+    fa.out_b = ro.xb;
     cuda::flash_attention(fa, q.ne[2], p.max_ctx, attn_scratch_, *stream_);
     return;
   }

@@ -130,8 +130,8 @@ class CudaBackend final : public Backend {
   void softcap(const Tensor& x, float c, const Tensor& out) override;
   void glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) override;
   void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm,
-                    float eps, float weight_bias, const Tensor& positions,
-                    const RopeParams& p) override;
+                    float eps, float weight_bias, const Tensor& positions, const RopeParams& p,
+                    const KvWrite* kv = nullptr) override;
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
             const Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) override;

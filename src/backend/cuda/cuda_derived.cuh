@@ -6,7 +6,9 @@
 //     (round_x, one quantize_act_kernel launch). The down projections (dense, shared and routed
 //     experts) and the Gated DeltaNet's output projection read a GLU's output, and the GLU writes
 //     the codes as it writes the floats (quantize_value on the value in the register: the same
-//     bits as round_x). A matmul whose x covers exactly those floats takes the codes instead of
+//     bits as round_x); so do the attention (its combine kernel, or the folded block's final
+//     division: quantize_quad) and mul_sigmoid (the gated attention's output) for the output
+//     projection. A matmul whose x covers exactly those floats takes the codes instead of
 //     rounding. (The pre-norms did the same in session 10's first version; in their one block per
 //     row the extra warp reductions ran one after another and Qwen3-8B decode lost ~6%, run 6.)
 //   - the expert sort of a grouped matmul_id (cuda_moe_gemv.cuh): a MoE layer's gate, up and down

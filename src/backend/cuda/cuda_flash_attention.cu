@@ -252,8 +252,8 @@ __device__ int cohort_members(const FlashArgs& a, int64_t n_rows, int first, int
 // -> 632 us, 35B warm turn (2048 rows over 12k) 4375 -> 3510 us, 8B 32 decode rows 368 -> 227 us.
 template <int HD, bool kSplit, bool kCap>
 __global__ void __launch_bounds__(kThreads, 2)
-    flash_attention_kernel(FlashArgs a, int64_t n_rows, int n_chunks,
-                           float* __restrict__ part, int cohort_x0) {
+    flash_attention_kernel(FlashArgs a, int64_t n_rows, int n_chunks, float* __restrict__ part,
+                           int cohort_x0) {
   pdl_enter();
   using Lay = FlashShape<HD>;
   constexpr int S = Lay::kStride;
@@ -597,10 +597,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   if constexpr (!kSplit) {  // out = A / L, the loads batched as in the fold
+    static_assert(kFoldBatch % 4 == 0, "whole 32-element blocks (4 n-tiles) per batch");
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (my_row[h] < 0) continue;
+      if (my_row[h] < 0) continue;  // uniform per quad (one slot row)
       float* o = out_row(a, my_row[h]) + 2 * (lane % 4);
+      // out's memory order is (q row, head, dim) = my_row * HD + dim (FlashArgs::out_q).
+      const int64_t e0 = static_cast<int64_t>(my_row[h]) * HD;
 #pragma unroll 1  // once per block: rolled, like Q's staging
       for (int n0 = 0; n0 < kNT; n0 += kFoldBatch) {
         float2 A[kFoldBatch];
@@ -612,6 +615,16 @@ __global__ void __launch_bounds__(kThreads, 2)
           A[k].x = __fdiv_rn(A[k].x, Lr[h]);
           A[k].y = __fdiv_rn(A[k].y, Lr[h]);
           *reinterpret_cast<float2*>(o + (n0 + k) * 8) = A[k];
+        }
+        if (a.out_q != nullptr) {  // n-tiles 4b .. 4b + 3 are one 32-element block
+#pragma unroll
+          for (int b = 0; b < kFoldBatch / 4; ++b) {
+            float v[4][2];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[j][0] = A[4 * b + j].x, v[j][1] = A[4 * b + j].y;
+            const int64_t e = e0 + (n0 + 4 * b) * 8;
+            quantize_quad(v, lane, a.out_q + e, a.out_b + e / 32);
+          }
         }
       }
     }
@@ -722,7 +735,13 @@ __global__ void __launch_bounds__(kCombineThreads)
 #pragma unroll
   for (int e = 0; e < kMaxCombineDims; ++e) {
     const int d = tid + e * kCombineThreads;
-    if (d < hd) o[d] = __fdiv_rn(A[e], s_L);
+    if (d >= hd) continue;  // uniform per warp: hd is a multiple of 32
+    const float v = __fdiv_rn(A[e], s_L);
+    o[d] = v;
+    if (a.out_q != nullptr) {  // the warp's 32 dims are one block of out's codes
+      const int64_t b0 = (r * a.n_head + h) * hd + (d - lane);
+      quantize_value(v, lane, a.out_q + b0, a.out_b + b0 / 32);
+    }
   }
 }
 
@@ -753,8 +772,7 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
     for (const auto kernel :
          {flash_attention_kernel<HD, false, false>, flash_attention_kernel<HD, false, true>,
           flash_attention_kernel<HD, true, false>, flash_attention_kernel<HD, true, true>}) {
-      CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       // Two blocks per SM need ~200 KB of the unified L1 / shared memory as shared.
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared));
@@ -784,10 +802,11 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
   const dim3 grid(static_cast<unsigned>(tiles + cohort_tiles), static_cast<unsigned>(a.n_kv_head),
                   split ? static_cast<unsigned>(n_chunks) : 1u);
   const bool cap = a.softcap > 0.0f;
-  const auto kernel = split ? (cap ? flash_attention_kernel<HD, true, true>
-                                   : flash_attention_kernel<HD, true, false>)
-                            : (cap ? flash_attention_kernel<HD, false, true>
-                                   : flash_attention_kernel<HD, false, false>);
+  const auto kernel =
+      split
+          ? (cap ? flash_attention_kernel<HD, true, true> : flash_attention_kernel<HD, true, false>)
+          : (cap ? flash_attention_kernel<HD, false, true>
+                 : flash_attention_kernel<HD, false, false>);
   stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
                 cohorts ? static_cast<int>(tiles) : -1);
   if (split)

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_units.cuh"  // ActBlock
 
 namespace t9::cuda {
 
@@ -25,6 +26,11 @@ struct FlashArgs {
   float scale, softcap;
   int window;     // > 0: sliding window in keys
   unsigned* err;  // the backend's device error word
+  // Non-null: out's int8 codes too (DerivedCache::produce: out contiguous), one per element in
+  // out's memory order and one ActBlock per 32 elements, rounded as quantize_act_kernel rounds
+  // the same floats, so the output projection reads them instead of launching the rounding.
+  int8_t* out_q = nullptr;
+  ActBlock* out_b = nullptr;
 };
 
 // True when the tensor-core kernel serves this shape. The choice depends only on the pool type

@@ -223,9 +223,12 @@ __global__ void moe_combine_kernel(TensorDesc y, TensorDesc weights, TensorDesc 
 }
 
 // out = a * sigmoid(g), g per element or one per row; out may alias a (each element is read
-// before its own write).
+// before its own write). xq non-null (DerivedCache: out contiguous, n_elems a multiple of 32, so
+// every warp holds one whole 32-element block): out's codes too (the gated attention's output,
+// which the output projection reads).
 __global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, TensorDesc out,
-                                   int64_t n_elems) {
+                                   int64_t n_elems, int8_t* __restrict__ xq,
+                                   ActBlock* __restrict__ xb) {
   pdl_enter();
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n_elems) return;
@@ -233,7 +236,9 @@ __global__ void mul_sigmoid_kernel(TensorDesc a, TensorDesc g, bool per_row, Ten
   div_mod(e, a.ne0, r, i);
   const float gv = reinterpret_cast<const float*>(g.row(r))[per_row ? 0 : i];
   const float av = reinterpret_cast<const float*>(a.row(r))[i];
-  reinterpret_cast<float*>(out.row(r))[i] = av * sigmoid(gv);
+  const float y = av * sigmoid(gv);
+  reinterpret_cast<float*>(out.row(r))[i] = y;
+  if (xq != nullptr) quantize_value(y, threadIdx.x % 32, xq + (e - e % 32), xb + e / 32);
 }
 
 // moe_combine_kernel, then mul_sigmoid_kernel on `shared` (written back: the composed ops leave it
@@ -461,7 +466,6 @@ void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, con
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {
   T9_CUDA_PROF("mul_sigmoid");
-  derived_->wrote(out);
   cuda::check_f32_rows(a, "mul_sigmoid a");
   cuda::check_f32_rows(g, "mul_sigmoid g");
   cuda::check_f32_rows(out, "mul_sigmoid out");
@@ -470,10 +474,15 @@ void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& ou
   T9_CHECK(g.n_rows() == a.n_rows() && (per_row || g.ne[0] == a.ne[0]),
            "mul_sigmoid: g must be a's shape or [rows, 1]");
   const int64_t n_elems = a.n_elements();
-  if (n_elems == 0) return;
+  if (n_elems == 0) {
+    derived_->wrote(out);
+    return;
+  }
+  static_assert(cuda::kThreads % 32 == 0);
+  const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_);
   // Row r of g is its own flat row r (TensorDesc::row), as cpu::f32_row(g, r).
   stream_->launch(cuda::mul_sigmoid_kernel, cuda::grid_1d(n_elems, cuda::kThreads), cuda::kThreads,
-                  0, cuda::desc(a), cuda::desc(g), per_row, cuda::desc(out), n_elems);
+                  0, cuda::desc(a), cuda::desc(g), per_row, cuda::desc(out), n_elems, ro.xq, ro.xb);
 }
 
 }  // namespace t9

@@ -48,6 +48,35 @@ __device__ __forceinline__ void quantize_block(const float* x, int lane, int8_t*
   quantize_value(x[lane], lane, xq, xb);
 }
 
+// The same rounding of one 32-element block held in the mma accumulator layout: the 4 lanes of a
+// quad (q = lane % 4) hold elements 8j + 2q and 8j + 2q + 1 (v[j][0], v[j][1]) for j = 0..3.
+// amax (a max) and the code sum (integers) do not depend on the order they are taken in, and d,
+// 1 / d and each code are the same expressions on the same floats: quantize_value's bits. Only
+// the quad's lanes take part (their shuffles name just them), so quads may diverge.
+__device__ __forceinline__ void quantize_quad(const float (&v)[4][2], int lane, int8_t* xq,
+                                              ActBlock* xb) {
+  const unsigned quad = 0xFu << (lane & ~3);
+  float amax = fabsf(v[0][0]);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) amax = fmaxf(amax, fmaxf(fabsf(v[j][0]), fabsf(v[j][1])));
+  amax = fmaxf(amax, __shfl_xor_sync(quad, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(quad, amax, 2));
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  int s = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int q0 = max(-128, min(127, __float2int_rn(__fmul_rn(v[j][0], id))));
+    const int q1 = max(-128, min(127, __float2int_rn(__fmul_rn(v[j][1], id))));
+    *reinterpret_cast<char2*>(xq + 8 * j + 2 * (lane % 4)) =
+        make_char2(static_cast<signed char>(q0), static_cast<signed char>(q1));
+    s += q0 + q1;
+  }
+  s += __shfl_xor_sync(quad, s, 1);
+  s += __shfl_xor_sync(quad, s, 2);
+  if (lane % 4 == 0) *xb = ActBlock{d, static_cast<float>(s)};
+}
+
 // ---- shared-memory and bit helpers ----
 
 __device__ __forceinline__ uint16_t lds16(const uint8_t* p) {
