@@ -412,7 +412,10 @@ constexpr bool kLoopTiles = kNT <= 2;
 
 // kDirect: Q8_0's direct form (direct_acc): per chunk one barrier, after which the next chunk is
 // issued into the other raw buffer; the decoded form waits at a second barrier for the decode.
-template <GgmlType T, int kNT, bool kDirect>
+// kMaySplit: the kernel of the split form's launches (it serves whole calls too); the others
+// carry no partial stores, which are most of the chunk loop's code (128 stores and their tests
+// for a 64-row tile, inlined at every slice end).
+template <GgmlType T, int kNT, bool kDirect, bool kMaySplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(SliceArgs a) {
   using K = MmaCopies<T, kNT, kDirect>;
   using M = MmaType<T>;
@@ -436,7 +439,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
   if (grouped && !select_expert(a, kBN, t0)) return;
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
   // Units [u_begin, u_end): all, or (split form) those of slices 8z .. 8z + 7.
-  const bool split = a.split_p != nullptr;
+  const bool split = kMaySplit && a.split_p != nullptr;
   const int z = static_cast<int>(blockIdx.z);
   const int u_begin = split ? static_cast<int>(slice_begin(8 * z, n_units)) : 0;
   const int u_end = split ? static_cast<int>(slice_begin(8 * z + 8, n_units)) : n_units;
@@ -570,21 +573,41 @@ __global__ void split_total_kernel(SliceArgs a, int n_units) {
   reinterpret_cast<float*>(a.y.row(t))[o] = a.bias != nullptr ? __fadd_rn(y, a.bias[o]) : y;
 }
 
+// Whether whole calls of type T take mma_kernel<..., false> (no partial stores) rather than the
+// split-capable kernel. Run 134 (cuda_gemv_bench, 2048 / 500 / 200 rows, same bits, two repeats):
+// Q4_K 3-4% and Q6_K 2-4% faster without the stores (4096 -> 12288 at 2048 rows: 2072 -> 1992 us;
+// Q6_K 2782 -> 2682), Q8_0 3-6% slower (2060 -> 2124; 12288 -> 4096 2058 -> 2174), so Q8_0 keeps
+// one kernel for both forms.
+template <GgmlType T>
+constexpr bool kWholeKernel = T != GgmlType::Q8_0;
+
 template <GgmlType T, int kNT, bool kDirect = false>
 void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   constexpr int kSmem = Smem<T, kNT, kDirect>::kBytes, kBN = Smem<T, kNT>::kBN;
-  constexpr auto kernel = mma_kernel<T, kNT, kDirect>;
-  static const bool attr_set = [] {
+  const auto set_attrs = [](auto kernel) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     // The whole 228 KB as shared memory: the blocks per SM are then set by registers and kSmem.
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
+  };
+  static const bool attr_set = [&] {
+    set_attrs(mma_kernel<T, kNT, kDirect, true>);
+    if constexpr (kWholeKernel<T>) set_attrs(mma_kernel<T, kNT, kDirect, false>);
     return true;
   }();
   (void)attr_set;
+  // TEMPO9_CUDA_MMA_ONE_KERNEL=1 (read once, A/B runs): the split-capable kernel for whole calls
+  // of every type, as before the two were separate. The same bits.
+  static const bool one_kernel = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MMA_ONE_KERNEL");
+    return e != nullptr && e[0] == '1';
+  }();
   const int64_t tiles_t = n_tiles >= 0 ? n_tiles : (a.n_tok + kBN - 1) / kBN;
   T9_CHECK(tiles_t <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   const bool split = a.split_p != nullptr || (a.parts.n > 0 && a.parts.part[0].split_p != nullptr);
+  auto kernel = mma_kernel<T, kNT, kDirect, true>;
+  if constexpr (kWholeKernel<T>)
+    if (!split && !one_kernel) kernel = mma_kernel<T, kNT, kDirect, false>;
   T9_CHECK(a.w_tiles == 1 || (a.w_tiles > 1 && kLoopTiles<kNT> && !split),
            "matmul: {} weight tiles per block", a.w_tiles);
   SliceArgs b = a;  // with parts: their blocks (w_tiles tiles of 64 weight rows each) along x
