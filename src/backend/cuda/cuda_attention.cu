@@ -575,6 +575,30 @@ KvGeom kv_geom(const Tensor& cache, const Tensor& block_tables, const AttnParams
           static_cast<int64_t>(cache.nb[2])};
 }
 
+// write_kv's checks of its arguments, and the kernels' view of the store (write_kv_kernel's, or
+// qk_norm_rope_kernel's KvStore). k_cache null when nothing is stored (no rows or sequences).
+KvStore kv_store(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
+                 const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
+                 unsigned* err) {
+  check_cache(k_cache, p, "k_cache");
+  check_cache(v_cache, p, "v_cache");
+  T9_CHECK(k_cache.type == v_cache.type, "write_kv: k and v pools differ in type");
+  check_f32_rows(k, "write_kv k");
+  check_f32_rows(v, "write_kv v");
+  T9_CHECK(k.ne[0] == p.head_dim && k.ne[1] == p.n_kv_head && v.ne == k.ne, "write_kv: k/v shape");
+  KvStore st{};
+  st.v = desc(v);
+  st.k_cache = k.ne[2] == 0 || p.n_seqs == 0 ? nullptr : base_ptr(k_cache);
+  st.v_cache = base_ptr(v_cache);
+  st.seqs = seq_table(seqs, p);
+  st.n_seqs = p.n_seqs;
+  st.tables = reinterpret_cast<const int32_t*>(base_ptr(block_tables));
+  st.g = kv_geom(k_cache, block_tables, p);
+  st.f16 = k_cache.type == GgmlType::F16;
+  st.err = err;
+  return st;
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -623,25 +647,11 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q
                positions.is_contiguous(),
            "rope: positions must be I32 [{}]", n_tok);
   cuda::KvStore st{};
-  if (kv != nullptr) {  // write_kv's checks; then k's rows are stored as they are rotated
+  if (kv != nullptr) {  // k's rows are stored as they are rotated, then v's
     derived_->wrote(kv->k_cache);
     derived_->wrote(kv->v_cache);
-    cuda::check_cache(kv->k_cache, kv->p, "k_cache");
-    cuda::check_cache(kv->v_cache, kv->p, "v_cache");
-    T9_CHECK(kv->k_cache.type == kv->v_cache.type, "write_kv: k and v pools differ in type");
-    cuda::check_f32_rows(kv->v, "write_kv v");
-    T9_CHECK(k.ne[0] == kv->p.head_dim && k.ne[1] == kv->p.n_kv_head && kv->v.ne == k.ne,
-             "write_kv: k/v shape");
-    st.v = cuda::desc(kv->v);
-    st.k_cache = static_cast<char*>(cuda::base_ptr(kv->k_cache));
-    st.v_cache = static_cast<char*>(cuda::base_ptr(kv->v_cache));
-    st.seqs = cuda::seq_table(kv->seqs, kv->p);
-    st.n_seqs = kv->p.n_seqs;
-    st.tables = reinterpret_cast<const int32_t*>(cuda::base_ptr(kv->block_tables));
-    st.g = cuda::kv_geom(kv->k_cache, kv->block_tables, kv->p);
-    st.f16 = kv->k_cache.type == GgmlType::F16;
-    st.err = err_word_;
-    if (kv->p.n_seqs == 0) st.k_cache = nullptr;  // write_kv stores nothing then
+    st = cuda::kv_store(k, kv->v, kv->k_cache, kv->v_cache, kv->seqs, kv->block_tables, kv->p,
+                        err_word_);
   }
   const int64_t rows = q.n_rows() + k.n_rows() * (st.k_cache != nullptr ? 2 : 1);
   if (rows == 0) return;
@@ -661,38 +671,28 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cac
   T9_CUDA_PROF("write_kv");
   derived_->wrote(k_cache);
   derived_->wrote(v_cache);
-  cuda::check_cache(k_cache, p, "k_cache");
-  cuda::check_cache(v_cache, p, "v_cache");
-  T9_CHECK(k_cache.type == v_cache.type, "write_kv: k and v pools differ in type");
-  cuda::check_f32_rows(k, "write_kv k");
-  cuda::check_f32_rows(v, "write_kv v");
-  T9_CHECK(k.ne[0] == p.head_dim && k.ne[1] == p.n_kv_head && v.ne == k.ne, "write_kv: k/v shape");
-  const AttnSeq* s = cuda::seq_table(seqs, p);
-  const auto* tables = reinterpret_cast<const int32_t*>(cuda::base_ptr(block_tables));
-  const cuda::KvGeom g = cuda::kv_geom(k_cache, block_tables, p);
-  if (k.ne[2] == 0 || p.n_seqs == 0) return;
+  const cuda::KvStore st = cuda::kv_store(k, v, k_cache, v_cache, seqs, block_tables, p, err_word_);
+  if (st.k_cache == nullptr) return;
   const unsigned blocks = static_cast<unsigned>(k.ne[2]);
-  const bool f16 = k_cache.type == GgmlType::F16;
   // Four elements per access: 16-byte k/v rows and 8- (F16) or 16-byte (F32) cache rows.
   const auto aligned = [](const void* ptr, std::initializer_list<size_t> strides, size_t a) {
     bool ok = reinterpret_cast<uintptr_t>(ptr) % a == 0;
-    for (const size_t st : strides) ok = ok && st % a == 0;
+    for (const size_t stride : strides) ok = ok && stride % a == 0;
     return ok;
   };
-  const size_t ca = f16 ? 8 : 16;
+  const size_t ca = st.f16 ? 8 : 16;
   const bool vec = p.head_dim % 4 == 0 && aligned(cuda::base_ptr(k), {k.nb[1], k.nb[2]}, 16) &&
                    aligned(cuda::base_ptr(v), {v.nb[1], v.nb[2]}, 16) &&
                    aligned(cuda::base_ptr(k_cache),
-                           {static_cast<size_t>(g.nb1), static_cast<size_t>(g.nb2)}, ca) &&
+                           {static_cast<size_t>(st.g.nb1), static_cast<size_t>(st.g.nb2)}, ca) &&
                    aligned(cuda::base_ptr(v_cache), {}, ca);
   const int n4 = static_cast<int>(p.n_kv_head * p.head_dim / 4);
   const int threads = vec ? std::min(256, (n4 + 31) / 32 * 32) : 128;
   const auto go = [&](auto kernel) {
-    stream_->launch(kernel, blocks, threads, 0, cuda::desc(k), cuda::desc(v),
-                    cuda::base_ptr(k_cache), cuda::base_ptr(v_cache), s, p.n_seqs, tables, g,
-                    err_word_);
+    stream_->launch(kernel, blocks, threads, 0, cuda::desc(k), st.v, st.k_cache, st.v_cache,
+                    st.seqs, st.n_seqs, st.tables, st.g, st.err);
   };
-  if (f16)
+  if (st.f16)
     vec ? go(cuda::write_kv_kernel<true, true>) : go(cuda::write_kv_kernel<true, false>);
   else
     vec ? go(cuda::write_kv_kernel<false, true>) : go(cuda::write_kv_kernel<false, false>);
