@@ -176,6 +176,15 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                         const Tensor& out) = 0;
 
+  // out = silu(z) * rms_norm(x) (the Gated DeltaNet's gated norm, per value-head row):
+  // rms_norm(x, weight, eps, 0, out), then glu(z, out, kSwiGLU, out); those ops' bits (a backend
+  // may run them as one). x, z, out: F32 of one shape; out may be x.
+  virtual void rms_norm_gated(const Tensor& x, const Tensor& weight, float eps, const Tensor& z,
+                              const Tensor& out) {
+    rms_norm(x, weight, eps, 0.0f, out);
+    glu(z, out, GluKind::kSwiGLU, out);
+  }
+
   // sum = a + b, then out = rms_norm(sum): the residual add and the next block's pre-norm in one
   // op (a backend may fuse them); the same bits as add() then rms_norm(). sum may alias a;
   // a, b, sum and out are F32 [n, ne0] of one shape.
@@ -328,6 +337,26 @@ class Backend {
     moe_combine(y, weights, out);
     mul_sigmoid(shared, gate, shared);
     add(out, shared, out);
+  }
+  // The tail of a MoE FFN block after its gate and up projections (model/moe.cpp), with the
+  // shapes of the ops below (n tokens, k ranks, Fe / Fs expert / shared sizes, E = n_embd):
+  //   eg = glu(eg, eu) (SwiGLU); ed = matmul_id(down_exps, eg, ids)
+  //   no shared expert (down_shexp !valid()): moe_combine(ed, wts, out)
+  //   else: sg = glu(sg, su); so = sg @ down_shexp^T; moe_combine_shared(ed, wts, so, sgate, out)
+  // `out` gets exactly those ops' bits; eg, sg, ed and so are scratch whose contents afterwards
+  // are unspecified, so a backend may fuse the chain (CUDA: two launches instead of five for a
+  // decode step's few rows).
+  struct MoeDown {
+    Tensor down_exps, eg, eu, ids, wts, ed, out;
+    Tensor down_shexp = {}, sg = {}, su = {}, so = {}, sgate = {};
+  };
+  virtual void moe_down(const MoeDown& m) {
+    glu(m.eg, m.eu, GluKind::kSwiGLU, m.eg);
+    matmul_id(m.down_exps, m.eg, m.ids, m.ed);
+    if (!m.down_shexp.valid()) return moe_combine(m.ed, m.wts, m.out);
+    glu(m.sg, m.su, GluKind::kSwiGLU, m.sg);
+    matmul(m.down_shexp, m.sg, Tensor{}, m.so);
+    moe_combine_shared(m.ed, m.wts, m.so, m.sgate, m.out);
   }
   // Causal depthwise conv1d over time, then SiLU, continuing each sequence's rolling state.
   // x: F32 [n_tokens, C]; w: F32 [C, K] (ggml ne {K, C}); state: F32 [n_slots, K - 1, C] (the

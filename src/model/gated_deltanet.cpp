@@ -62,8 +62,7 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
   }
   // Gated RMSNorm per value head: norm(core) * w * silu(z).
   const Tensor rows = reshape(s.core, dv, nv * s.core.ne[2]);
-  be.rms_norm(rows, L.ssm_norm, hp.rms_eps, 0.0f, rows);
-  be.glu(reshape(s.z, dv, rows.ne[1]), rows, GluKind::kSwiGLU, rows);
+  be.rms_norm_gated(rows, L.ssm_norm, hp.rms_eps, reshape(s.z, dv, rows.ne[1]), rows);
   be.matmul(L.ssm_out, reshape(s.core, nv * dv, s.core.ne[2]), Tensor{}, out);
 }
 

@@ -16,13 +16,18 @@ void moe_ffn(Backend& be, const HParams& hp, const LayerWeights& L, const ExtraS
                                      {L.ffn_gate_shexp, Tensor{}, s.sg},
                                      {L.ffn_up_shexp, Tensor{}, s.su}};
   be.matmul_shared_x(h, std::span(of_h, shared ? 4 : 2));
-  be.glu(s.eg, s.eu, GluKind::kSwiGLU, s.eg);
-  be.matmul_id(L.ffn_down_exps, s.eg, s.ids, s.ed);
-  if (!shared) return be.moe_combine(s.ed, s.wts, out);
-  be.glu(s.sg, s.su, GluKind::kSwiGLU, s.sg);
-  be.matmul(L.ffn_down_shexp, s.sg, Tensor{}, s.so);
-  // out = routed sum + so * sigmoid(sgate) (one pass on CUDA; same bits as the three ops).
-  be.moe_combine_shared(s.ed, s.wts, s.so, s.sgate, out);
+  be.moe_down({.down_exps = L.ffn_down_exps,
+               .eg = s.eg,
+               .eu = s.eu,
+               .ids = s.ids,
+               .wts = s.wts,
+               .ed = s.ed,
+               .out = out,
+               .down_shexp = shared ? L.ffn_down_shexp : Tensor{},
+               .sg = s.sg,
+               .su = s.su,
+               .so = s.so,
+               .sgate = s.sgate});
 }
 
 }  // namespace t9::model

@@ -460,6 +460,55 @@ TEST_F(CudaHybrid, MoeCombineSharedEqualsTheThreeOps) {
   }
 }
 
+// The fused gated norm is rms_norm then the SwiGLU by z, bit for bit, in place (the model's
+// call) and out of place; rows of 128 (Qwen3.5's d_v: the output projection then takes the
+// fused op's codes, and its product equals the composed ops' too), 96, 200 (not a multiple of
+// 32: the composed ops) and 300 (past the fused kernel's 256: the composed ops).
+TEST_F(CudaHybrid, RmsNormGatedEqualsTheTwoOps) {
+  auto rng = test_rng();
+  const int64_t rows = 36;  // 9 tokens of 4 value heads
+  for (int64_t d : {128, 96, 200, 300}) {
+    for (bool in_place : {true, false}) {
+      SCOPED_TRACE(fmt::format("d {} in place {}", d, in_place));
+      const auto x = random_floats(rng, static_cast<size_t>(rows * d), -3.0f, 3.0f);
+      const auto z = random_floats(rng, x.size(), -4.0f, 4.0f);
+      const auto w = random_floats(rng, static_cast<size_t>(d), 0.5f, 1.5f);
+      const auto wq =  // d = 128 only: 4 heads of 128 are one row of the projection
+          d == 128 ? random_weights(rng, GgmlType::Q8_0, 4 * d, 24) : std::vector<uint8_t>{};
+      std::vector<float> out[2], proj[2];
+      long reused[2] = {0, 0};
+      for (int fused = 0; fused < 2; ++fused) {
+        DeviceArena arena(*be_);
+        const Tensor xt = arena.from_host(x, GgmlType::F32, d, rows);
+        const Tensor zt = arena.from_host(z, GgmlType::F32, d, rows);
+        const Tensor wt = arena.from_host(w, GgmlType::F32, d);
+        const Tensor ot = in_place ? xt : arena.poisoned(GgmlType::F32, d, rows);
+        if (fused)
+          be_->rms_norm_gated(xt, wt, 1e-6f, zt, ot);
+        else
+          be_->Backend::rms_norm_gated(xt, wt, 1e-6f, zt, ot);
+        if (d == 128) {  // the output projection over 4 value heads (rows of 4 d)
+          const Tensor wp = arena.weights(wq, GgmlType::Q8_0, 4 * d, 24);
+          const Tensor pt = arena.poisoned(GgmlType::F32, 24, rows / 4);
+          const long before = be_->rounding_reuses();
+          be_->matmul(wp, reshape(ot, 4 * d, rows / 4), Tensor{}, pt);
+          reused[fused] = be_->rounding_reuses() - before;
+          proj[fused] = arena.download<float>(pt);
+        }
+        out[fused] = arena.download<float>(ot);
+      }
+      for (size_t i = 0; i < out[0].size(); ++i)
+        ASSERT_EQ(float_bits(out[1][i]), float_bits(out[0][i])) << "element " << i;
+      for (size_t i = 0; i < proj[0].size(); ++i)
+        ASSERT_EQ(float_bits(proj[1][i]), float_bits(proj[0][i])) << "projection " << i;
+      if (d == 128) {  // both hand the projection their codes (the GLU's, the fused op's)
+        EXPECT_EQ(reused[0], 1);
+        EXPECT_EQ(reused[1], 1);
+      }
+    }
+  }
+}
+
 TEST_F(CudaHybrid, MulSigmoidMatchesCpu) {
   auto rng = test_rng();
   const int64_t rows = 23, d = 96;

@@ -26,10 +26,6 @@ enum class EwOp { kAdd, kMul, kSwiGLU, kGeGLU, kScale, kSilu, kGelu, kSoftcap };
 
 // ---- kernels ----
 
-__device__ __forceinline__ float silu(float v) {
-  return v / (1.0f + expf(-v));
-}
-
 // ggml's GELU tanh approximation (as backend/cpu).
 __device__ __forceinline__ float gelu_tanh(float v) {
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
@@ -436,15 +432,6 @@ void check_unary(const Tensor& x, const Tensor& out, const char* what) {
   check_f32_rows(x, what);
   check_f32_rows(out, what);
   check_same_shape(x, out, what);
-}
-
-// The norm's weight row (null: none), checked against x's rows.
-const float* norm_weight(const Tensor& weight, const Tensor& x) {
-  if (!weight.valid()) return nullptr;
-  check_f32_rows(weight, "rms_norm weight");
-  T9_CHECK(weight.ne[0] == x.ne[0], "rms_norm weight has {} elements, rows {}", weight.ne[0],
-           x.ne[0]);
-  return reinterpret_cast<const float*>(base_ptr(weight));
 }
 
 unsigned row_grid(const Tensor& t) {

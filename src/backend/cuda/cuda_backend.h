@@ -161,8 +161,14 @@ class CudaBackend final : public Backend {
   void mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) override;
   void moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
                           const Tensor& gate, const Tensor& out) override;
+  // Calls of 1-2 tokens in two launches (cuda_moe_down.cu), others as the composed ops.
+  void moe_down(const MoeDown& m) override;
   void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& seqs,
                 const Tensor& out) override;
+  // Rows of up to 256 (multiples of 32) in one launch that also writes the output projection's
+  // codes.
+  void rms_norm_gated(const Tensor& x, const Tensor& weight, float eps, const Tensor& z,
+                      const Tensor& out) override;
   void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
                        const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& state,
                        const Tensor& seqs, const GdnParams& p, const Tensor& out) override;

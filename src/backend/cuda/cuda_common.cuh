@@ -89,6 +89,16 @@ __device__ __forceinline__ void div_mod(int64_t e, int64_t d, int64_t& q, int64_
   }
 }
 
+// The activations' float expressions, one definition for every kernel that applies them (the
+// GLU, the MoE tail, the gates, the Gated DeltaNet): the CPU backend's formulas, so that fused
+// and separate kernels round alike.
+__device__ __forceinline__ float silu(float v) {
+  return v / (1.0f + expf(-v));
+}
+__device__ __forceinline__ float sigmoid(float v) {
+  return 1.0f / (1.0f + expf(-v));
+}
+
 // A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are
 // contiguous for every op (backend.h).
 struct TensorDesc {
@@ -139,6 +149,15 @@ inline void check_f32_rows(const Tensor& t, const char* what) {
 inline void check_same_shape(const Tensor& a, const Tensor& b, const char* what) {
   T9_CHECK(a.ne == b.ne, "{}: shape [{},{},{},{}] vs [{},{},{},{}]", what, a.ne[3], a.ne[2],
            a.ne[1], a.ne[0], b.ne[3], b.ne[2], b.ne[1], b.ne[0]);
+}
+
+// The norm's weight row (null: none), checked against x's rows.
+inline const float* norm_weight(const Tensor& weight, const Tensor& x) {
+  if (!weight.valid()) return nullptr;
+  check_f32_rows(weight, "rms_norm weight");
+  T9_CHECK(weight.ne[0] == x.ne[0], "rms_norm weight has {} elements, rows {}", weight.ne[0],
+           x.ne[0]);
+  return reinterpret_cast<const float*>(base_ptr(weight));
 }
 
 inline unsigned grid_1d(int64_t n, int threads) {

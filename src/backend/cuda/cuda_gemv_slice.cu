@@ -202,7 +202,9 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
 // 4096 -> 151936 203.4 -> 197.9; Qwen3-8B decode 233-236 -> 255-257 tok/s. 6 blocks beat 8 (64
 // registers, 12 bytes of spills) in every GEMV shape (run 123).
 template <int kBufs>
-constexpr int kCoalMinBlocks = kBufs == 1 ? 4 : kBufs == 0 ? 5 : 6;
+constexpr int kCoalMinBlocks = kBufs == 1   ? 4
+                               : kBufs == 0 ? 5
+                                            : 6;
 
 template <GgmlType T, int kBufs, int kR, int kMinB>
 __global__ void __launch_bounds__(kSliceWarps * 32, kMinB > 0 ? kMinB : 1)
@@ -341,15 +343,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_short_kernel(SliceArgs 
     __syncwarp();
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
     const int64_t r = o + g;
-    float p = 0.0f;
-    if (j < n_units && r < a.n_out) {
-      const uint8_t* row = buf + skew + g * a.row_bytes;
-      const typename U::W wu = U::load(row + (j / U::kPerBlock) * U::kBlockBytes, j % U::kPerBlock);
-      p = U::acc(0.0f, wu, a.xq, a.xb, j);
-    }
-    float y = 0.0f;
-    for (int u = 0; u < n_units; ++u)  // warp-uniform: every lane takes part
-      y = __fadd_rn(y, __shfl_sync(0xffffffffu, p, g * kLanes + u));
+    const float y = short_row_dot<T, kLanes>(r < a.n_out ? buf + skew + g * a.row_bytes : nullptr,
+                                             a.xq, a.xb, n_units, lane);
     if (j == 0 && r < a.n_out) {
       float* yr = reinterpret_cast<float*>(a.y.row(0));
       yr[r] = a.bias != nullptr ? __fadd_rn(y, a.bias[r]) : y;

@@ -31,10 +31,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float sigmoid(float v) {
-  return 1.0f / (1.0f + expf(-v));
-}
-
 // (v, i) ranks before (bv, bi): larger value, then lower index (the CPU's first-max scan).
 __device__ __forceinline__ bool ranks_before(float v, int i, float bv, int bi) {
   return v > bv || (v == bv && i < bi);
@@ -462,6 +458,17 @@ void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, con
   stream_->launch(cuda::moe_combine_shared_kernel, cuda::grid_1d(n_elems, cuda::kThreads),
                   cuda::kThreads, 0, cuda::desc(y), cuda::desc(weights), cuda::desc(shared),
                   cuda::desc(gate), per_row, cuda::desc(out), k, n_elems);
+}
+
+void CudaBackend::moe_down(const MoeDown& m) {
+  if (m.ids.n_elements() <= cuda::moe_device_pairs()) {  // the composed route's one-row GEMVs
+    T9_CUDA_PROF(fmt::format("moe_down {} rows {}", type_name(m.down_exps.type),
+                             cuda::rows_bucket(m.ids.n_rows())));
+    // Before the launches, as every op; eg, sg, ed and so are not written (backend.h: scratch).
+    derived_->wrote(m.out);
+    if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_, reads_early(m.down_shexp))) return;
+  }
+  Backend::moe_down(m);
 }
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {

@@ -155,27 +155,6 @@ void run_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Ten
                         stream);
 }
 
-// Calls f(std::integral_constant<GgmlType, T>) for the sliced types (Q4_K, Q6_K, Q8_0) with
-// 2-byte-aligned weights unless TEMPO9_CUDA_LEGACY_GEMV is set; false when it does not.
-template <typename F>
-bool with_sliced_type(const Tensor& w, F&& f) {
-  static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
-  if (legacy || reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 != 0) return false;
-  switch (w.type) {
-    case GgmlType::Q4_K:
-      f(std::integral_constant<GgmlType, GgmlType::Q4_K>{});
-      return true;
-    case GgmlType::Q6_K:
-      f(std::integral_constant<GgmlType, GgmlType::Q6_K>{});
-      return true;
-    case GgmlType::Q8_0:
-      f(std::integral_constant<GgmlType, GgmlType::Q8_0>{});
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 bool matmul_id_groups(const Tensor& w) {

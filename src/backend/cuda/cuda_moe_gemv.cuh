@@ -2,11 +2,35 @@
 // CudaBackend::matmul_id (cuda_moe.cu) for Q4_K / Q6_K / Q8_0 expert tensors.
 #pragma once
 
+#include <cstdlib>
+#include <type_traits>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
 
 namespace t9::cuda {
+
+// Calls f(std::integral_constant<GgmlType, T>) for the sliced types (Q4_K, Q6_K, Q8_0) with
+// 2-byte-aligned weights unless TEMPO9_CUDA_LEGACY_GEMV is set; false when it does not.
+template <typename F>
+bool with_sliced_type(const Tensor& w, F&& f) {
+  static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
+  if (legacy || reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 != 0) return false;
+  switch (w.type) {
+    case GgmlType::Q4_K:
+      f(std::integral_constant<GgmlType, GgmlType::Q4_K>{});
+      return true;
+    case GgmlType::Q6_K:
+      f(std::integral_constant<GgmlType, GgmlType::Q6_K>{});
+      return true;
+    case GgmlType::Q8_0:
+      f(std::integral_constant<GgmlType, GgmlType::Q8_0>{});
+      return true;
+    default:
+      return false;
+  }
+}
 
 // matmul_id's rows (backend.h) in one launch, no host round trip: each (token, rank) pair is a
 // one-row sliced GEMV with its expert's matrix, the expert read from ids on the device (bits of a
@@ -44,5 +68,20 @@ ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scra
 void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                               const ExpertSort& sort, Scratch& scratch, Stream& stream,
                               const RoundedX* pre = nullptr);
+
+// Backend::moe_down (backend.h) in two launches for decode-sized calls (cuda_moe_down.cu): one
+// GLU over the routed and the shared rows that writes only their int8 codes, then one kernel per
+// (block of output rows, token) that multiplies each of the token's k experts (and the shared
+// expert) by its codes in the canonical order and combines them as moe_combine(_shared) does:
+// `out` gets the composed ops' bits; eg, sg, ed and so are left untouched. False (nothing
+// enqueued) unless the call takes it: at most 2 tokens (TEMPO9_CUDA_MOE_DOWN_TOKENS; past about
+// one wave of the kernel the composed route is faster, cuda_moe_down.cu), down matrices of one
+// sliced type with at most 16 units per row (gemv_short's rows), contiguous F32 operands, a per-row
+// or per-element gate, k + 1 <= kMoeDownTerms; TEMPO9_CUDA_FUSE_MOE_DOWN=0 (read once) turns it
+// off. `shared_early`: the shared expert's weights are read-only (uploaded), so the kernel stages
+// them before its dependent-launch wait.
+constexpr int kMoeDownTerms = 17;
+bool launch_moe_down(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
+                     bool shared_early);
 
 }  // namespace t9::cuda

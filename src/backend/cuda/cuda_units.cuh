@@ -488,6 +488,26 @@ __device__ __forceinline__ void cp_async_wait_0() {
 __host__ __device__ __forceinline__ int64_t slice_begin(int64_t l, int64_t n) {
   return l * n / 32;
 }
+// One output of a short row (n_units <= kLanes, warp-uniform) in the canonical order: every
+// slice holds at most one unit, so the sum is the units' partials acc(0, u) added in unit order.
+// Lane j of the kLanes-lane group g = lane / kLanes holds unit j of the group's row (`row`: its
+// bytes; null when the group has no row), xq / xb the activation row; every lane of the group
+// gets the sum (the group adds down a shuffle chain). All 32 lanes call it.
+template <GgmlType T, int kLanes>
+__device__ __forceinline__ float short_row_dot(const uint8_t* row, const int8_t* xq,
+                                               const ActBlock* xb, int n_units, int lane) {
+  using U = Unit<T>;
+  const int g = lane / kLanes, j = lane % kLanes;
+  float p = 0.0f;
+  if (row != nullptr && j < n_units) {
+    const typename U::W wu = U::load(row + (j / U::kPerBlock) * U::kBlockBytes, j % U::kPerBlock);
+    p = U::acc(0.0f, wu, xq, xb, j);
+  }
+  float y = 0.0f;
+  for (int u = 0; u < n_units; ++u) y = __fadd_rn(y, __shfl_sync(0xffffffffu, p, g * kLanes + u));
+  return y;
+}
+
 // The slice ends of a row of n units, walked in unit order: ends_at(u) is true when unit u is
 // the last unit of a non-empty slice (some m in 1..32 has floor(m n / 32) = u + 1). Called for
 // u = 0, 1, 2, ... in turn. It replaces two 64-bit divisions per unit (a ~70-instruction

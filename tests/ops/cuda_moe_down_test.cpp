@@ -1,0 +1,159 @@
+// CUDA's Backend::moe_down: decode-sized calls run as two launches (cuda_moe_down.cu) and must
+// give `out` the bits of the composed ops (the base implementation: glu, matmul_id, glu, matmul,
+// moe_combine(_shared)) on the same backend, which tests/ops/cuda_hybrid_test.cpp checks against
+// the CPU op by op. Fresh random inputs per run (seed printed; TEMPO9_TEST_SEED reproduces),
+// outputs NaN-poisoned. Compiled to nothing without CUDA; on a CUDA build with no GPU the tests
+// fail (they never skip).
+#ifdef TEMPO9_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_util.h"
+#include "ops_test_util.h"
+
+namespace t9::test {
+namespace {
+
+using namespace cuda_util;
+
+constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
+
+class CudaMoeDown : public cuda_util::CudaVsCpu {};
+
+struct DownCase {
+  GgmlType type;
+  int64_t n, k, fe, fs;  // fs 0: no shared expert
+  bool gate_per_row;
+};
+
+// One token's k distinct experts of n_expert (a router's), the tokens' sets independent (so
+// experts repeat across tokens).
+std::vector<int32_t> router_ids(std::mt19937_64& rng, int64_t n, int64_t k, int n_expert) {
+  std::vector<int32_t> ids(static_cast<size_t>(n * k)), perm(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < n; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::copy_n(perm.begin(), k, ids.begin() + t * k);
+  }
+  return ids;
+}
+
+// Decode calls (1 and 2 tokens: the fused route's default limit). n_out = 203: partial row
+// blocks for 2 (16 units) and 4 (8 units) rows per warp.
+TEST_F(CudaMoeDown, EqualsTheComposedOps) {
+  auto rng = test_rng();
+  const int64_t d = 203;
+  const int n_expert = 32;
+  for (const DownCase& c : {DownCase{GgmlType::Q8_0, 1, 8, 512, 512, true},
+                            DownCase{GgmlType::Q8_0, 2, 8, 512, 512, true},
+                            DownCase{GgmlType::Q8_0, 2, 8, 512, 0, true},
+                            DownCase{GgmlType::Q8_0, 2, 10, 256, 512, false},
+                            DownCase{GgmlType::Q4_K, 1, 8, 512, 512, true},
+                            DownCase{GgmlType::Q4_K, 2, 4, 1024, 256, false},
+                            DownCase{GgmlType::Q6_K, 2, 8, 512, 512, true},
+                            DownCase{GgmlType::Q6_K, 1, 8, 256, 0, true}}) {
+    SCOPED_TRACE(fmt::format("{} n {} k {} fe {} fs {} per-row gate {}", type_name(c.type), c.n,
+                             c.k, c.fe, c.fs, c.gate_per_row));
+    const bool shared = c.fs > 0;
+    const auto w_exps = random_weights(rng, c.type, c.fe, d * n_expert);
+    const auto w_sh = shared ? random_weights(rng, c.type, c.fs, d) : std::vector<uint8_t>{};
+    const auto eg = random_floats(rng, static_cast<size_t>(c.n * c.k * c.fe), -3.0f, 3.0f);
+    const auto eu = random_floats(rng, eg.size(), -3.0f, 3.0f);
+    const auto sg = random_floats(rng, static_cast<size_t>(c.n * c.fs), -3.0f, 3.0f);
+    const auto su = random_floats(rng, sg.size(), -3.0f, 3.0f);
+    const auto ids = router_ids(rng, c.n, c.k, n_expert);
+    const auto wts = random_floats(rng, static_cast<size_t>(c.n * c.k), 0.0f, 1.0f);
+    const int64_t gate_cols = c.gate_per_row ? 1 : d;
+    const auto gate = random_floats(rng, static_cast<size_t>(c.n * gate_cols), -4.0f, 4.0f);
+    std::vector<float> out[2], eg_after;
+    for (int fused = 0; fused < 2; ++fused) {
+      DeviceArena arena(*be_);
+      Backend::MoeDown m;
+      m.down_exps = reshape(arena.weights(w_exps, c.type, c.fe, d * n_expert), c.fe, d, n_expert);
+      m.eg = arena.from_host(eg, GgmlType::F32, c.fe, c.k, c.n);
+      m.eu = arena.from_host(eu, GgmlType::F32, c.fe, c.k, c.n);
+      m.ids = arena.from_host(ids, GgmlType::I32, c.k, c.n);
+      m.wts = arena.from_host(wts, GgmlType::F32, c.k, c.n);
+      m.ed = arena.poisoned(GgmlType::F32, d, c.k, c.n);
+      m.out = arena.poisoned(GgmlType::F32, d, c.n);
+      if (shared) {
+        m.down_shexp = arena.weights(w_sh, c.type, c.fs, d);
+        m.sg = arena.from_host(sg, GgmlType::F32, c.fs, c.n);
+        m.su = arena.from_host(su, GgmlType::F32, c.fs, c.n);
+        m.so = arena.poisoned(GgmlType::F32, d, c.n);
+        m.sgate = arena.from_host(gate, GgmlType::F32, gate_cols, c.n);
+      }
+      if (fused) {
+        be_->moe_down(m);
+        eg_after = arena.download<float>(m.eg);
+      } else {
+        be_->Backend::moe_down(m);
+      }
+      out[fused] = arena.download<float>(m.out);
+    }
+    // The fused route leaves eg as it was (the composed GLU overwrites it): it did run.
+    for (size_t i = 0; i < eg.size(); ++i)
+      ASSERT_EQ(float_bits(eg_after[i]), float_bits(eg[i])) << "eg element " << i;
+    for (size_t i = 0; i < out[0].size(); ++i)
+      ASSERT_EQ(float_bits(out[1][i]), float_bits(out[0][i])) << "out element " << i;
+  }
+}
+
+void check_composed_route(CudaBackend& be, int64_t n) {
+  auto rng = test_rng();
+  const int64_t k = 8, fe = 512, d = 64;
+  const int n_expert = 16;
+  const auto w_exps = random_weights(rng, GgmlType::Q8_0, fe, d * n_expert);
+  const auto eg = random_floats(rng, static_cast<size_t>(n * k * fe), -3.0f, 3.0f);
+  const auto eu = random_floats(rng, eg.size(), -3.0f, 3.0f);
+  const auto ids = router_ids(rng, n, k, n_expert);
+  const auto wts = random_floats(rng, static_cast<size_t>(n * k), 0.0f, 1.0f);
+  DeviceArena arena(be);
+  Backend::MoeDown m;
+  m.down_exps = reshape(arena.weights(w_exps, GgmlType::Q8_0, fe, d * n_expert), fe, d, n_expert);
+  m.eg = arena.from_host(eg, GgmlType::F32, fe, k, n);
+  m.eu = arena.from_host(eu, GgmlType::F32, fe, k, n);
+  m.ids = arena.from_host(ids, GgmlType::I32, k, n);
+  m.wts = arena.from_host(wts, GgmlType::F32, k, n);
+  m.ed = arena.poisoned(GgmlType::F32, d, k, n);
+  m.out = arena.poisoned(GgmlType::F32, d, n);
+  be.moe_down(m);
+  const auto glu = arena.download<float>(m.eg);
+  const auto ed = arena.download<float>(m.ed);
+  const auto out = arena.download<float>(m.out);
+  for (size_t i = 0; i < eg.size(); ++i) {  // the SwiGLU, to float rounding (expf: 2 ulp)
+    const double ref = eg[i] / (1.0 + std::exp(-static_cast<double>(eg[i]))) * eu[i];
+    ASSERT_NEAR(glu[i], ref, 8 * kU * std::fabs(ref) + 1e-30) << "eg element " << i;
+  }
+  // out = moe_combine(ed): rank order, the first a product, then fused multiply-adds.
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t o = 0; o < d; ++o) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < k; ++j) {
+        const float y = ed[static_cast<size_t>((t * k + j) * d + o)];
+        const float w = wts[static_cast<size_t>(t * k + j)];
+        acc = j == 0 ? w * y : std::fmaf(w, y, acc);
+      }
+      ASSERT_EQ(float_bits(out[static_cast<size_t>(t * d + o)]), float_bits(acc))
+          << "token " << t << " out " << o;
+    }
+}
+
+// Past the fused route's tokens (3: the composed one-row GEMVs; 33 tokens of k 8, past 256
+// pairs: the grouped tensor-core route) the call takes the composed ops, which overwrite eg with
+// the GLU; the result is still theirs.
+TEST_F(CudaMoeDown, LargerCallsTakeTheComposedOps) {
+  for (const int64_t n : {3, 33}) {
+    SCOPED_TRACE(fmt::format("{} tokens", n));
+    check_composed_route(*be_, n);
+  }
+}
+
+}  // namespace
+}  // namespace t9::test
+
+#endif  // TEMPO9_HAVE_CUDA
