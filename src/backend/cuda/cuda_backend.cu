@@ -213,8 +213,7 @@ __global__ void __launch_bounds__(kThreads)
 // (lanes strided, then the warp's tree). One block per row left most of its 256 threads idle and
 // paid a block-wide reduction per row: 546 us for a 2048-token chunk's 65536 rows of 128 (session
 // 10, run 3). Which kernel runs depends only on the row length, so a row's bits do not depend on
-// the batch.
-constexpr int kWarpRowMax = 256;
+// the batch. (kWarpRowMax: cuda_common.cuh.)
 
 __global__ void rms_norm_warp_kernel(TensorDesc x, const float* __restrict__ w, float eps,
                                      float weight_bias, TensorDesc out) {

@@ -249,6 +249,9 @@ __device__ __forceinline__ double warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// Rows up to which norms take one warp per row (rms_norm_warp_kernel, rms_norm_gated_kernel):
+// both sum kWarpRowMax / 32 values per lane, so their sums of squares are the same bits.
+constexpr int kWarpRowMax = 256;
 // RMSNorm of a row of at most kPer * 32 elements by one warp (lanes strided, the sum of squares
 // in double over the warp's tree): loads the lane's elements into xv and returns
 // 1 / sqrt(mean(x^2) + eps); element i is then rms_scaled(xv[c], ...). rms_norm_warp_kernel and

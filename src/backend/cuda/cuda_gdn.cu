@@ -417,7 +417,7 @@ void launch_conv(const Tensor& x, const Tensor& w, const Tensor& state, int64_t 
 // (cuda_derived.cuh: the output projection's rounded x). One warp per row doing its four blocks'
 // roundings one after another took 6.65 us for Qwen3.5's 32 rows of 128 (ncu, run 139): as long
 // as the two kernels it replaced (rms_norm_warp 3.4 + the GLU 2.9, whose threads each round once).
-constexpr int kGatedNormPer = 8;
+constexpr int kGatedNormPer = kWarpRowMax / 32;  // rms_norm_warp_kernel's, for its bits
 __global__ void rms_norm_gated_kernel(TensorDesc x, const float* __restrict__ w, float eps,
                                       TensorDesc z, TensorDesc out, int8_t* __restrict__ xq,
                                       ActBlock* __restrict__ xb) {
@@ -570,7 +570,7 @@ void CudaBackend::rms_norm_gated(const Tensor& x, const Tensor& weight, float ep
                                  const Tensor& out) {
   // TEMPO9_CUDA_FUSE_GATED_NORM=0 (read once): the two ops (A/B runs; same bits).
   static const bool off = cuda::env_off("TEMPO9_CUDA_FUSE_GATED_NORM");
-  if (off || x.ne[0] > 32 * cuda::kGatedNormPer || x.ne[0] % 32 != 0 || x.n_rows() > 0x7fffffff)
+  if (off || x.ne[0] > cuda::kWarpRowMax || x.ne[0] % 32 != 0 || x.n_rows() > 0x7fffffff)
     return Backend::rms_norm_gated(x, weight, eps, z, out);
   T9_CUDA_PROF("rms_norm_gated");
   for (const Tensor* t : {&x, &z, &out}) cuda::check_f32_rows(*t, "rms_norm_gated");

@@ -461,12 +461,13 @@ void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, con
 }
 
 void CudaBackend::moe_down(const MoeDown& m) {
-  if (m.ids.n_elements() <= cuda::moe_device_pairs()) {  // the composed route's one-row GEMVs
+  {
     T9_CUDA_PROF(fmt::format("moe_down {} rows {}", type_name(m.down_exps.type),
                              cuda::rows_bucket(m.ids.n_rows())));
     // Before the launches, as every op; eg, sg, ed and so are not written (backend.h: scratch).
     derived_->wrote(m.out);
-    if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_, reads_early(m.down_shexp))) return;
+    if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_, reads_early(m.down_shexp)))
+      return;
   }
   Backend::moe_down(m);
 }
