@@ -466,8 +466,7 @@ void CudaBackend::moe_down(const MoeDown& m) {
                              cuda::rows_bucket(m.ids.n_rows())));
     // Before the launches, as every op; eg, sg, ed and so are not written (backend.h: scratch).
     derived_->wrote(m.out);
-    if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_, reads_early(m.down_shexp)))
-      return;
+    if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_, reads_early(m.down_shexp))) return;
   }
   Backend::moe_down(m);
 }
