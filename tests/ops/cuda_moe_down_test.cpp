@@ -1,9 +1,10 @@
-// CUDA's Backend::moe_down: decode-sized calls run as two launches (cuda_moe_down.cu) and must
-// give `out` the bits of the composed ops (the base implementation: glu, matmul_id, glu, matmul,
-// moe_combine(_shared)) on the same backend, which tests/ops/cuda_hybrid_test.cpp checks against
-// the CPU op by op. Fresh random inputs per run (seed printed; TEMPO9_TEST_SEED reproduces),
-// outputs NaN-poisoned. Compiled to nothing without CUDA; on a CUDA build with no GPU the tests
-// fail (they never skip).
+// CUDA's MoE block fusions, each against the same backend's unfused ops (which
+// tests/ops/cuda_hybrid_test.cpp checks against the CPU op by op): Backend::moe_down's decode-sized
+// calls run as two launches (cuda_moe_down.cu) and must give `out` the bits of the composed ops
+// (the base implementation: glu, matmul_id, glu, matmul, moe_combine(_shared)); the shared
+// expert's gate/up ride in the experts' launch (SliceParts' plain rows). Fresh random inputs per
+// run (seed printed; TEMPO9_TEST_SEED reproduces), outputs NaN-poisoned. Compiled to nothing
+// without CUDA; on a CUDA build with no GPU the tests fail (they never skip).
 #ifdef TEMPO9_HAVE_CUDA
 
 #include <algorithm>
@@ -150,6 +151,58 @@ TEST_F(CudaMoeDown, LargerCallsTakeTheComposedOps) {
   for (const int64_t n : {3, 33}) {
     SCOPED_TRACE(fmt::format("{} tokens", n));
     check_composed_route(*be_, n);
+  }
+}
+
+// matmul_shared_x with the experts' gate/up (over one ids) beside the shared expert's gate/up of
+// the same shape (the MoE block's call, model/moe.cpp): up to 8 tokens the shared matmuls ride as
+// plain rows of the experts' launch (one fused launch for the four), past that the shared ones
+// are a fused launch of their own (two). Either way every output has the bits of its own
+// matmul_id / matmul. n_in 256 takes the short-row kernel; 2048 gemv_slice_kernel (Q8_0) and
+// gemv_coal_kernel (Q4_K, Q6_K). n_out 72: partial row blocks.
+TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
+  auto rng = test_rng();
+  const int64_t n_out = 72, k = 8;
+  const int n_expert = 16;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (const int64_t n_in : {256, 2048}) {
+      for (const int64_t n : {1, 2, 8, 9}) {
+        SCOPED_TRACE(fmt::format("{} n_in {} tokens {}", type_name(t), n_in, n));
+        DeviceArena arena(*be_);
+        const auto expert_tensor = [&] {
+          return reshape(arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in,
+                                       n_out * n_expert),
+                         n_in, n_out, n_expert);
+        };
+        const Tensor wg = expert_tensor(), wu = expert_tensor();
+        const Tensor sg = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+        const Tensor su = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+        const Tensor x =
+            arena.from_host(random_floats(rng, static_cast<size_t>(n * n_in), -2.0f, 2.0f),
+                            GgmlType::F32, n_in, n);
+        const Tensor ids = arena.from_host(router_ids(rng, n, k, n_expert), GgmlType::I32, k, n);
+        const Backend::MatmulOut outs[] = {
+            {wg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, k, n), ids},
+            {wu, Tensor{}, arena.poisoned(GgmlType::F32, n_out, k, n), ids},
+            {sg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, n)},
+            {su, Tensor{}, arena.poisoned(GgmlType::F32, n_out, n)}};
+        const long fused_before = be_->fused_matmuls();
+        be_->matmul_shared_x(x, outs);
+        EXPECT_EQ(be_->fused_matmuls() - fused_before, n <= 8 ? 1 : 2);
+        for (const Backend::MatmulOut& o : outs) {
+          const Tensor alone = arena.poisoned(GgmlType::F32, o.y.ne[0], o.y.ne[1], o.y.ne[2]);
+          if (o.ids.valid())
+            be_->matmul_id(o.w, reshape(x, n_in, 1, n), ids, alone);
+          else
+            be_->matmul(o.w, x, Tensor{}, alone);
+          const auto ga = arena.download<float>(o.y), gb = arena.download<float>(alone);
+          ASSERT_EQ(ga.size(), gb.size());
+          for (size_t i = 0; i < ga.size(); ++i)
+            ASSERT_EQ(float_bits(ga[i]), float_bits(gb[i])) << "element " << i;
+          ASSERT_FALSE(std::isnan(ga[0]));
+        }
+      }
+    }
   }
 }
 

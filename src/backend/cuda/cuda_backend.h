@@ -178,7 +178,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Stream> stream_;  // every op's work, recorded per window
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
   bool fuse_group(const Tensor& x, std::span<const MatmulOut> outs, std::span<const size_t> group,
-                  const cuda::RoundedX& rx);
+                  std::span<const size_t> plain, const cuda::RoundedX& rx);
+  // True when a matmul_id over ids may carry plain matmuls as its plain rows (cuda_moe.cu).
+  bool plain_rows_ride(const Tensor& ids) const;
   // The shape and type checks of matmul (a message naming the operand, no launch).
   void check_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y);
   // matmul with x already rounded (cuda::round_x) when `pre` is set (cuda_matmul.cu).
@@ -186,7 +188,7 @@ class CudaBackend final : public Backend {
                    const cuda::RoundedX* pre);
   void check_matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out);
   bool matmul_id_device(std::span<const cuda::FusedPart> parts, const Tensor& x, const Tensor& ids,
-                        const cuda::RoundedX* pre);
+                        const cuda::RoundedX* pre, std::span<const cuda::FusedPart> plain = {});
   // matmul_id likewise (`pre` is used by the one-row route, whose x rows are x's own rows).
   void matmul_id_with(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out,
                       const cuda::RoundedX* pre);

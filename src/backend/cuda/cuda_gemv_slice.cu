@@ -414,7 +414,7 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   T9_CHECK(smem64 <= kMaxSliceSmem,
            "matmul: weight rows of {} bytes exceed the GEMV's shared memory", a.row_bytes);
   const int smem = static_cast<int>(smem64);
-  const int64_t tok_groups = (a.n_tok + kTok - 1) / kTok;
+  const int64_t tok_groups = kTok == 1 ? one_row_grid_rows(a) : (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   SliceArgs b = a;
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, a.ids != nullptr ? tok_groups : 1);
@@ -478,7 +478,7 @@ void launch_coal_with(const SliceArgs& a, Stream& stream) {
   T9_CHECK(smem64 <= kMaxSliceSmem,
            "matmul: weight rows of {} bytes exceed the GEMV's shared memory", a.row_bytes);
   const int smem = static_cast<int>(smem64);
-  const int64_t pairs = a.ids != nullptr ? a.n_tok : 1;
+  const int64_t pairs = a.ids != nullptr ? one_row_grid_rows(a) : 1;
   T9_CHECK(pairs <= 65535, "matmul_id: {} pairs exceed the launch grid", pairs);
   SliceArgs b = a;
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, pairs);
@@ -512,7 +512,7 @@ bool try_short(const SliceArgs& a, Stream& stream) {
     constexpr int kLanes = decltype(lanes)::value;
     constexpr auto kernel = gemv_short_kernel<T, kLanes>;
     const int smem = static_cast<int>(kSliceWarps * 2 * row_slot(32 / kLanes * a.row_bytes));
-    const int64_t grid_rows = a.n_tok;
+    const int64_t grid_rows = one_row_grid_rows(a);
     T9_CHECK(grid_rows <= 65535, "matmul: {} activation rows exceed the launch grid", grid_rows);
     SliceArgs b = a;
     const int64_t blocks = pair_blocks<kernel>(b, smem, 32 / kLanes, grid_rows);

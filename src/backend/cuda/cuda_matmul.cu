@@ -142,7 +142,9 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   }
   // Matmuls of one weight type: one launch for up to kMaxParts of them (q/k/v, gate/up; and
   // matmul_ids of one shape over the same ids: the experts' gate/up; float ones: the MoE router
-  // and the shared expert's gate), the rest one by one below.
+  // and the shared expert's gate), the rest one by one below. A matmul_id group of decode size
+  // also takes one plain matmul of its shape per part as its plain rows (SliceParts: the shared
+  // expert's gate/up beside the experts'), when there are exactly that many.
   std::vector<bool> done(outs.size(), false);
   if (fuse_parts_) {
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -161,9 +163,19 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
           continue;
         group.push_back(j);
       }
-      if (group.size() < 2) continue;
-      if (fuse_group(x, outs, group, rx)) {
+      std::vector<size_t> plain;
+      if (by_id && x.n_rows() > 0 && plain_rows_ride(a.ids)) {
+        for (size_t j = 0; j < outs.size(); ++j) {
+          const MatmulOut& b = outs[j];
+          if (!done[j] && !b.ids.valid() && !b.bias.valid() && cuda::id_plain_part_fits(a.w, b.w))
+            plain.push_back(j);
+        }
+        if (plain.size() != group.size()) plain.clear();
+      }
+      if (group.size() < 2 && plain.empty()) continue;
+      if (fuse_group(x, outs, group, plain, rx)) {
         for (const size_t j : group) done[j] = true;
+        for (const size_t j : plain) done[j] = true;
         ++fused_matmuls_;
       }
     }
@@ -182,12 +194,14 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
 // One launch for the outputs `group` of matmul_shared_x (all plain, or all matmul_ids over one
 // ids tensor): false (nothing enqueued) when the kernels cannot take them together.
 bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
-                             std::span<const size_t> group, const cuda::RoundedX& rx) {
+                             std::span<const size_t> group, std::span<const size_t> plain,
+                             const cuda::RoundedX& rx) {
   const MatmulOut& a = outs[group[0]];
-  T9_CUDA_PROF(fmt::format("{} {} {}x{} parts {} rows {}", a.ids.valid() ? "matmul_id" : "matmul",
-                           type_name(a.w.type), a.w.ne[0], a.w.ne[1], group.size(),
+  T9_CUDA_PROF(fmt::format("{} {} {}x{} parts {}{} rows {}",
+                           a.ids.valid() ? "matmul_id" : "matmul", type_name(a.w.type), a.w.ne[0],
+                           a.w.ne[1], group.size(), plain.empty() ? "" : " plain",
                            cuda::rows_bucket(x.n_rows())));
-  std::vector<cuda::FusedPart> parts;
+  std::vector<cuda::FusedPart> parts, plain_parts;
   bool w_early = true;
   for (const size_t j : group) {
     const MatmulOut& o = outs[j];
@@ -198,11 +212,18 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
     parts.push_back({&o.w, &o.bias, &o.y});
     w_early = w_early && reads_early(o.w);
   }
+  for (const size_t j : plain) {
+    const MatmulOut& o = outs[j];
+    check_matmul(o.w, x, o.bias, o.y);
+    plain_parts.push_back({&o.w, &o.bias, &o.y});
+  }
   // Before the launch, as every op (a fallback one by one marks them again: harmless).
   for (const size_t j : group) derived_->wrote(outs[j].y);
+  for (const size_t j : plain) derived_->wrote(outs[j].y);
   if (a.ids.valid()) {
     if (a.ids.n_elements() == 0 || a.w.ne[1] == 0) return false;  // one by one: nothing to do
-    if (!matmul_id_device(parts, reshape(x, x.ne[0], 1, x.n_rows()), a.ids, &rx)) return false;
+    if (!matmul_id_device(parts, reshape(x, x.ne[0], 1, x.n_rows()), a.ids, &rx, plain_parts))
+      return false;
   } else if (!cuda_matmul_int8_activations(a.w.type)) {
     if (x.n_rows() == 0) return false;  // one by one: nothing to do
     return cuda::launch_fused_float_matmul(parts, x, *stream_, w_early);

@@ -339,14 +339,28 @@ void CudaBackend::check_matmul_id(const Tensor& w, const Tensor& x, const Tensor
   T9_CHECK(n * k <= 0x7fffffff, "matmul_id: {} rows", n * k);
 }
 
+// Tokens up to which matmul_shared_x puts plain matmuls beside a matmul_id as its plain rows
+// (TEMPO9_CUDA_SHARED_ROWS_TOKENS, read once; 0: never). Each plain row re-reads its matrix
+// (from L2 after the first), where a plain launch of 3-8 rows reads it once per tile.
+bool CudaBackend::plain_rows_ride(const Tensor& ids) const {
+  static const int64_t max_tokens = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_SHARED_ROWS_TOKENS");
+    return e != nullptr ? std::atoll(e) : int64_t{8};
+  }();
+  return ids.n_elements() <= cuda::moe_device_pairs() && ids.n_rows() <= max_tokens;
+}
+
 // The device routes for one or several (fused) parts of one type and shape over the same ids:
-// false (nothing enqueued) when the type needs the host's grouping.
+// false (nothing enqueued) when the type needs the host's grouping. `plain`: see
+// launch_matmul_id_gemv; only where plain_rows_ride(ids).
 bool CudaBackend::matmul_id_device(std::span<const cuda::FusedPart> parts, const Tensor& x,
-                                   const Tensor& ids, const cuda::RoundedX* pre) {
+                                   const Tensor& ids, const cuda::RoundedX* pre,
+                                   std::span<const cuda::FusedPart> plain) {
   const Tensor& w = *parts[0].w;
   const int64_t m = ids.n_elements(), n_expert = w.ne[2];
+  T9_CHECK(plain.empty() || plain_rows_ride(ids), "matmul_id: plain rows at {} pairs", m);
   if (m <= cuda::moe_device_pairs())
-    return cuda::launch_matmul_id_gemv(parts, x, ids, scratch_, err_word_, *stream_, pre);
+    return cuda::launch_matmul_id_gemv(parts, x, ids, scratch_, err_word_, *stream_, pre, plain);
   if (cuda::moe_host_grouping() || !cuda::matmul_id_groups(w)) return false;
   const int tile_rows = cuda::mma_grouped_tile_rows(m, n_expert);
   const cuda::ExpertSort* sort = derived_->sort(ids, n_expert, tile_rows);

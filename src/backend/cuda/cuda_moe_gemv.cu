@@ -83,19 +83,28 @@ __global__ void __launch_bounds__(kSortThreads)
   }
 }
 
-// The parts' weights as SliceArgs::parts (more than one: one launch for all; the first part's
-// fields stand in for the plain call's). All parts have w's type and shape.
-void set_parts(SliceArgs& s, std::span<const FusedPart> parts) {
-  if (parts.size() < 2) return;
-  for (const FusedPart& p : parts) {
-    s.parts.part[s.parts.n] = slice_part(p);
-    s.parts.part[s.parts.n++].bias = nullptr;  // matmul_id has no bias
+// The parts' weights as SliceArgs::parts (more than one, or plain rows: one launch for all; the
+// first part's fields stand in for the plain call's). All parts have w's type and shape; part i's
+// plain rows (n_plain of them) multiply by plain[i].w into plain[i].y.
+void set_parts(SliceArgs& s, std::span<const FusedPart> parts, std::span<const FusedPart> plain,
+               int64_t n_plain) {
+  if (parts.size() < 2 && plain.empty()) return;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    SlicePart& sp = s.parts.part[s.parts.n++];
+    sp = slice_part(parts[i]);
+    sp.bias = nullptr;  // matmul_id has no bias
+    if (!plain.empty()) {
+      sp.plain_w = reinterpret_cast<const uint8_t*>(base_ptr(*plain[i].w));
+      sp.plain_y = desc(*plain[i].y);
+    }
   }
+  if (!plain.empty()) s.parts.plain_rows = static_cast<int>(n_plain);
 }
 
 template <GgmlType T>
-void run_id(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids, Scratch& scratch,
-            unsigned* err, Stream& stream, const RoundedX* pre) {
+void run_id(std::span<const FusedPart> parts, std::span<const FusedPart> plain, const Tensor& x,
+            const Tensor& ids, Scratch& scratch, unsigned* err, Stream& stream,
+            const RoundedX* pre) {
   const Tensor& w = *parts[0].w;
   const int64_t n_in = w.ne[0];
   const auto [xq, xb] = pre != nullptr ? *pre : round_x(x, scratch, stream);
@@ -114,7 +123,7 @@ void run_id(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids
   s.k = ids.ne[0];
   s.x_per_rank = x.ne[1] != 1;
   s.err = err;
-  set_parts(s, parts);
+  set_parts(s, parts, plain, x.n_rows());
   launch_slice_gemv<T>(s, stream);
 }
 
@@ -150,7 +159,7 @@ void run_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Ten
   s.tile_first = sort.tile_first;
   s.x_rows = x.ne[1] != 1 ? sort.y_rows : sort.x_rows;  // x per rank: the pair's own row
   s.y_rows = sort.y_rows;
-  set_parts(s, parts);
+  set_parts(s, parts, {}, 0);
   launch_mma_grouped<T>(s, sort.tile_rows, (m + sort.tile_rows - 1) / sort.tile_rows + n_expert,
                         stream);
 }
@@ -192,9 +201,12 @@ void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
 }
 
 bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
-                           Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre) {
+                           Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre,
+                           std::span<const FusedPart> plain) {
+  T9_CHECK(plain.empty() || (plain.size() == parts.size() && x.ne[1] == 1),
+           "matmul_id: {} plain parts for {} parts", plain.size(), parts.size());
   return with_sliced_type(*parts[0].w, [&](auto t) {
-    run_id<decltype(t)::value>(parts, x, ids, scratch, err, stream, pre);
+    run_id<decltype(t)::value>(parts, plain, x, ids, scratch, err, stream, pre);
   });
 }
 
@@ -202,6 +214,13 @@ bool id_parts_fuse(const Tensor& a, const Tensor& b) {
   return a.type == b.type && a.ne == b.ne && a.nb == b.nb &&
          reinterpret_cast<uintptr_t>(base_ptr(a)) % 16 ==
              reinterpret_cast<uintptr_t>(base_ptr(b)) % 16;
+}
+
+bool id_plain_part_fits(const Tensor& experts, const Tensor& w) {
+  return w.type == experts.type && w.ne[0] == experts.ne[0] && w.ne[1] == experts.ne[1] &&
+         w.ne[2] == 1 && w.ne[3] == 1 && w.nb[1] == experts.nb[1] &&
+         reinterpret_cast<uintptr_t>(base_ptr(w)) % 16 ==
+             reinterpret_cast<uintptr_t>(base_ptr(experts)) % 16;
 }
 
 }  // namespace t9::cuda

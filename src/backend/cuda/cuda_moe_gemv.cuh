@@ -38,12 +38,18 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 // caller groups on the host then). An out-of-range id sets kErrMoeId in *err. `pre`: x already
 // rounded (round_x of these rows: matmul_shared_x), or null.
 // With several parts (matmul_shared_x: gate and up over the same ids; id_parts_fuse), one
-// launch computes them all (SliceParts), each with the bits of its own call.
+// launch computes them all (SliceParts), each with the bits of its own call. `plain` (empty, or
+// one per part: id_plain_part_fits; x one row per token): plain[i].y = x @ plain[i].w^T in the
+// same launch (SliceParts' plain rows: the MoE shared expert's gate and up), with the bits of a
+// plain matmul.
 bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream,
-                           const RoundedX* pre = nullptr);
+                           const RoundedX* pre = nullptr, std::span<const FusedPart> plain = {});
 // True when two expert tensors can share one launch: one type, shape, layout and alignment.
 bool id_parts_fuse(const Tensor& a, const Tensor& b);
+// True when the 2-D weight w can ride as plain rows beside the expert tensor `experts` (one
+// type, n_in, n_out, row bytes and alignment).
+bool id_plain_part_fits(const Tensor& experts, const Tensor& w);
 
 // matmul_id's rows for larger batches (prefill), no host round trip: the pairs sorted by expert
 // on the device (launch_expert_sort; one sort serves every matmul_id over the same ids), x's rows

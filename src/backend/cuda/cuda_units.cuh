@@ -535,17 +535,26 @@ struct SliceWalk {
 // turns the arguments into the block's part, so every output gets the bits of a launch of its
 // part alone (rule 7). The point is the launches saved: a decode step is a chain of
 // latency-bound kernels, each costing its own ~3 us chain whatever its bytes.
+//
+// A matmul_id's parts may carry plain rows (SliceParts::plain_rows > 0; the one-row GEMVs only):
+// launch-grid rows n_tok .. n_tok + plain_rows - 1, after the pairs, multiply x row r - n_tok by
+// the part's plain_w (one matrix of the experts' type, shape and row bytes) into row r - n_tok of
+// plain_y, with the bits of a plain one-row matmul. matmul_shared_x puts the MoE shared expert's
+// gate and up there, beside the routed experts': one launch instead of two per MoE layer.
 struct SlicePart {
   const uint8_t* w;
   TensorDesc y;
   const float* bias;  // null: none
   float* split_p;     // this part's split partials (SliceArgs::split_p), or null
   int64_t n_out;
+  const uint8_t* plain_w = nullptr;  // matmul_id with plain rows: the plain rows' matrix
+  TensorDesc plain_y = {};           // and their output
 };
 struct SliceParts {
   SlicePart part[kMaxParts];
   int32_t block_first[kMaxParts + 1];
-  int n = 0;  // 0: a plain call (no parts)
+  int n = 0;           // 0: a plain call (no parts)
+  int plain_rows = 0;  // matmul_id: plain rows after the pairs (see above)
 };
 
 // The kernel's view of one part of a fused call (a null or !valid() bias: none).
@@ -637,11 +646,14 @@ __device__ __forceinline__ int64_t select_part(SliceArgs& a, int64_t& n_blocks) 
     return b;
   }
   int first = 0, last = 0;
+  // A plain row of a matmul_id (SlicePart::plain_w; the pairs' grid rows come first).
+  const bool plain = a.ids != nullptr && blockIdx.y >= a.n_tok;
 #pragma unroll
   for (int i = 0; i < kMaxParts; ++i) {  // constant indices: parameter loads, no local copy
     if (i < a.parts.n && b >= a.parts.block_first[i]) {
       const SlicePart& p = a.parts.part[i];
       a.w = p.w, a.y = p.y, a.bias = p.bias, a.split_p = p.split_p, a.n_out = p.n_out;
+      if (plain) a.w = p.plain_w, a.y = p.plain_y;
       first = a.parts.block_first[i], last = a.parts.block_first[i + 1];
     }
   }
@@ -649,10 +661,25 @@ __device__ __forceinline__ int64_t select_part(SliceArgs& a, int64_t& n_blocks) 
   return b - first;
 }
 
-// The one-row matmul of pair blockIdx.y (see SliceArgs). False (flagged once) when its expert id
-// is out of range: the block computes nothing. Uniform per block.
+// Launch-grid rows of a call with one activation row per grid row: its rows or pairs, and a
+// matmul_id's plain rows after the pairs (SliceParts).
+inline int64_t one_row_grid_rows(const SliceArgs& a) {
+  return a.n_tok + (a.ids != nullptr ? a.parts.plain_rows : 0);
+}
+
+// The one-row matmul of pair blockIdx.y, or of a plain row after the pairs (see SliceArgs,
+// SliceParts). False (flagged once) when a pair's expert id is out of range: the block computes
+// nothing. Uniform per block.
 __device__ __forceinline__ bool select_pair(SliceArgs& a) {
   const int64_t r = blockIdx.y;
+  if (r >= a.n_tok) {  // a plain row (SliceParts::plain_rows): select_part chose its matrix
+    const int64_t t = r - a.n_tok;
+    a.xq += t * a.n_in;
+    a.xb += t * (a.n_in / 32);
+    a.y.base = a.y.row(t);
+    a.n_tok = 1;
+    return true;
+  }
   const int32_t e = a.ids[r];
   if (e < 0 || e >= a.n_expert) {
     if (threadIdx.x == 0 && blockIdx.x == 0) atomicOr(a.err, kErrMoeId);
