@@ -247,12 +247,7 @@ void check_short_rows_grouped(CudaBackend& be, GgmlType t) {
     for (const IdCase& c : {IdCase{80, 4, 4, true}, IdCase{80, 4, 1, true}}) {
       SCOPED_TRACE(fmt::format("{} n_in {} x per rank {}", type_name(t), n_in, c.xk != 1));
       DeviceArena arena(be);
-      const auto expert_tensor = [&] {
-        return reshape(arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in,
-                                     n_out * n_expert),
-                       n_in, n_out, n_expert);
-      };
-      const Tensor w = expert_tensor();
+      const Tensor w = random_experts(arena, rng, t, n_in, n_out, n_expert);
       const auto x = random_floats(rng, static_cast<size_t>(c.n * c.xk * n_in), -2.0f, 2.0f);
       const auto ids = random_ids(rng, c, n_expert);
       const Tensor xid = arena.from_host(x, GgmlType::F32, n_in, c.xk, c.n);
@@ -277,7 +272,7 @@ void check_short_rows_grouped(CudaBackend& be, GgmlType t) {
       ASSERT_FALSE(std::isnan(got[0]));
       if (c.xk != 1) continue;
       // Two parts of one type and shape over the same ids (the MoE block's gate and up).
-      const Tensor w2 = expert_tensor();
+      const Tensor w2 = random_experts(arena, rng, t, n_in, n_out, n_expert);
       const Tensor x2 = arena.from_host(x, GgmlType::F32, n_in, c.n);
       const Backend::MatmulOut outs[] = {
           {w, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), idt},
@@ -322,12 +317,8 @@ TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
     for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{80, 4, 1, true}}) {
       SCOPED_TRACE(fmt::format("{} n {}", type_name(t), c.n));
       DeviceArena arena(*be_);
-      const auto expert_tensor = [&] {
-        return reshape(arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in,
-                                     n_out * n_expert),
-                       n_in, n_out, n_expert);
-      };
-      const Tensor wg = expert_tensor(), wu = expert_tensor();
+      const Tensor wg = random_experts(arena, rng, t, n_in, n_out, n_expert);
+      const Tensor wu = random_experts(arena, rng, t, n_in, n_out, n_expert);
       const Tensor d = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
       const Tensor d2 = arena.weights(random_weights(rng, t, n_in, 72), t, n_in, 72);
       const Tensor x =
@@ -342,18 +333,7 @@ TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
       const long fused_before = be_->fused_matmuls();
       be_->matmul_shared_x(x, outs);
       EXPECT_EQ(be_->fused_matmuls(), fused_before + 2);
-      for (const Backend::MatmulOut& o : outs) {
-        const Tensor alone = arena.poisoned(GgmlType::F32, o.y.ne[0], o.y.ne[1], o.y.ne[2]);
-        if (o.ids.valid())
-          be_->matmul_id(o.w, reshape(x, n_in, 1, c.n), ids, alone);
-        else
-          be_->matmul(o.w, x, Tensor{}, alone);
-        const auto ga = arena.download<float>(o.y), gb = arena.download<float>(alone);
-        ASSERT_EQ(ga.size(), gb.size());
-        for (size_t i = 0; i < ga.size(); ++i)
-          ASSERT_EQ(float_bits(ga[i]), float_bits(gb[i])) << "element " << i;
-        ASSERT_FALSE(std::isnan(ga[0]));
-      }
+      expect_each_output_alone(*be_, arena, x, outs);
     }
   }
 }

@@ -169,17 +169,12 @@ TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
       for (const int64_t n : {1, 2, 8, 9}) {
         SCOPED_TRACE(fmt::format("{} n_in {} tokens {}", type_name(t), n_in, n));
         DeviceArena arena(*be_);
-        const auto expert_tensor = [&] {
-          return reshape(arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in,
-                                       n_out * n_expert),
-                         n_in, n_out, n_expert);
-        };
-        const Tensor wg = expert_tensor(), wu = expert_tensor();
+        const Tensor wg = random_experts(arena, rng, t, n_in, n_out, n_expert);
+        const Tensor wu = random_experts(arena, rng, t, n_in, n_out, n_expert);
         const Tensor sg = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
         const Tensor su = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
-        const Tensor x =
-            arena.from_host(random_floats(rng, static_cast<size_t>(n * n_in), -2.0f, 2.0f),
-                            GgmlType::F32, n_in, n);
+        const Tensor x = arena.from_host(
+            random_floats(rng, static_cast<size_t>(n * n_in), -2.0f, 2.0f), GgmlType::F32, n_in, n);
         const Tensor ids = arena.from_host(router_ids(rng, n, k, n_expert), GgmlType::I32, k, n);
         const Backend::MatmulOut outs[] = {
             {wg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, k, n), ids},
@@ -189,18 +184,7 @@ TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
         const long fused_before = be_->fused_matmuls();
         be_->matmul_shared_x(x, outs);
         EXPECT_EQ(be_->fused_matmuls() - fused_before, n <= 8 ? 1 : 2);
-        for (const Backend::MatmulOut& o : outs) {
-          const Tensor alone = arena.poisoned(GgmlType::F32, o.y.ne[0], o.y.ne[1], o.y.ne[2]);
-          if (o.ids.valid())
-            be_->matmul_id(o.w, reshape(x, n_in, 1, n), ids, alone);
-          else
-            be_->matmul(o.w, x, Tensor{}, alone);
-          const auto ga = arena.download<float>(o.y), gb = arena.download<float>(alone);
-          ASSERT_EQ(ga.size(), gb.size());
-          for (size_t i = 0; i < ga.size(); ++i)
-            ASSERT_EQ(float_bits(ga[i]), float_bits(gb[i])) << "element " << i;
-          ASSERT_FALSE(std::isnan(ga[0]));
-        }
+        expect_each_output_alone(*be_, arena, x, outs);
       }
     }
   }

@@ -36,6 +36,33 @@ class CudaVsCpu : public ::testing::Test {
   std::unique_ptr<CudaBackend> be_;
   CpuBackend cpu_{CpuBackendConfig{2, std::nullopt}};
 };
+
+// Random weights of type t for n_expert experts, uploaded as model weights: [n_in, n_out,
+// n_expert].
+inline Tensor random_experts(DeviceArena& arena, std::mt19937_64& rng, GgmlType t, int64_t n_in,
+                             int64_t n_out, int64_t n_expert) {
+  return reshape(
+      arena.weights(random_weights(rng, t, n_in, n_out * n_expert), t, n_in, n_out * n_expert),
+      n_in, n_out, n_expert);
+}
+
+// Each output of a matmul_shared_x(x, outs) call is bitwise the same backend's matmul (or
+// matmul_id, over [n_in, 1, n] x) of x alone, and not NaN (outputs start poisoned).
+inline void expect_each_output_alone(Backend& be, DeviceArena& arena, const Tensor& x,
+                                     std::span<const Backend::MatmulOut> outs) {
+  for (const Backend::MatmulOut& o : outs) {
+    const Tensor alone = arena.poisoned(GgmlType::F32, o.y.ne[0], o.y.ne[1], o.y.ne[2]);
+    if (o.ids.valid())
+      be.matmul_id(o.w, reshape(x, x.ne[0], 1, x.n_rows()), o.ids, alone);
+    else
+      be.matmul(o.w, x, Tensor{}, alone);
+    const auto ga = arena.download<float>(o.y), gb = arena.download<float>(alone);
+    ASSERT_EQ(ga.size(), gb.size());
+    for (size_t i = 0; i < ga.size(); ++i)
+      ASSERT_EQ(float_bits(ga[i]), float_bits(gb[i])) << "element " << i;
+    ASSERT_FALSE(std::isnan(ga[0]));
+  }
+}
 #endif
 
 inline std::string fixture_dir(const std::string& arch) {
