@@ -260,7 +260,8 @@ TEST_F(Cuda, MatmulSharedXFloatPartsEqualSeparateMatmuls) {
 // slice: Q4_K/Q6_K 64, Q8_0 128 units), 1536 and 256 (fewer than 32 units for Q4_K/Q6_K: empty
 // slices), 544 for Q8_0 (17 blocks: a partial 256-element chunk, some empty slices), 256, 512
 // and 768 (at most 16 units: one row per grid row takes the short-row GEMV, 8 or 16 lanes a
-// row); n_out 70 and 200 leave the last 64-row weight tile partial.
+// row); n_out 70 and 200 leave the last 64-row weight tile partial; 2048 -> 9002 takes more than
+// one pass of the resident blocks at one row (the grid-stride walk's later passes).
 TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
   auto rng = test_rng();
   struct Shape {
@@ -278,7 +279,7 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
     };
     for (const Shape s :
          {Shape{4096, 70}, Shape{1536, 200}, Shape{256, 70}, Shape{512, 70}, Shape{544, 70},
-          Shape{768, 70}, Shape{4096, big(4096)}, Shape{2048, big(2048)}}) {
+          Shape{768, 70}, Shape{4096, big(4096)}, Shape{2048, big(2048)}, Shape{2048, 9002}}) {
       if (s.n_in % traits(t).block_elems != 0) continue;
       SCOPED_TRACE(std::string(type_name(t)) + " n_in " + std::to_string(s.n_in));
       DeviceArena arena(*be_);
