@@ -415,8 +415,15 @@ constexpr bool kLoopTiles = kNT <= 2;
 // kMaySplit: the kernel of the split form's launches (it serves whole calls too); the others
 // carry no partial stores, which are most of the chunk loop's code (128 stores and their tests
 // for a 64-row tile, inlined at every slice end).
-template <GgmlType T, int kNT, bool kDirect, bool kMaySplit>
+// kL > 0 (whole calls only, fixed_slice_units below): every slice holds kL units (1: at most
+// one) and kL divides a chunk's units, so the slice ends inside a chunk are known at compile
+// time. The generic walk tests each unit at run time (SliceWalk::ends_at, a loop) and each unit
+// for the split form's bounds; those branches made every unit a divergence region (BSSY/BSYNC
+// in the SASS) that the compiler cannot schedule across, so one unit's shared loads and mma
+// could not issue under the previous unit's float work.
+template <GgmlType T, int kNT, bool kDirect, bool kMaySplit, int kL = 0>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(SliceArgs a) {
+  static_assert(kL == 0 || (!kMaySplit && MmaType<T>::kUnits % (kL > 0 ? kL : 1) == 0));
   using K = MmaCopies<T, kNT, kDirect>;
   using M = MmaType<T>;
   using L = Smem<T, kNT, kDirect>;
@@ -517,26 +524,39 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<T, kNT>) mma_kernel(Slice
       const auto* ab =
           reinterpret_cast<const ActBlock*>(smem + L::kRaw + L::kAct) + buf * kBN * kAbStride;
       if (mma_idle) continue;
+      if constexpr (kL > 0) {  // full chunks, slice ends at compile-time units
 #pragma unroll
-      for (int lu = 0; lu < M::kUnits; ++lu) {
-        if (lu >= hi) break;
-        if (lu < lo) continue;  // before a split launch's first unit
-        if constexpr (kDirect)
-          direct_acc<kNT, L::kRawStride>(w, raw_lane + buf * (kBM * L::kRawStride), boff, lu, ab,
-                                         p);
-        else
-          unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
-        if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
-          if (split) {
-            T9_FOR_ACC({
-              const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
-              const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
-              if (o < a.n_out && t < a.n_tok)
-                a.split_p[(slices.last * a.n_tok + t) * a.n_out + o] = p[mt][nt][i];
-              p[mt][nt][i] = 0.0f;
-            })
-          } else {
+        for (int lu = 0; lu < M::kUnits; ++lu) {
+          if constexpr (kDirect)
+            direct_acc<kNT, L::kRawStride>(w, raw_lane + buf * (kBM * L::kRawStride), boff, lu, ab,
+                                           p);
+          else
+            unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
+          if ((lu + 1) % kL == 0)
             T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
+        }
+      } else {
+#pragma unroll
+        for (int lu = 0; lu < M::kUnits; ++lu) {
+          if (lu >= hi) break;
+          if (lu < lo) continue;  // before a split launch's first unit
+          if constexpr (kDirect)
+            direct_acc<kNT, L::kRawStride>(w, raw_lane + buf * (kBM * L::kRawStride), boff, lu, ab,
+                                           p);
+          else
+            unit_acc<T, kNT>(w, boff, lu, sc, ab, p);
+          if (slices.ends_at(static_cast<int>(c) * M::kUnits + lu)) {  // uniform across the block
+            if (split) {
+              T9_FOR_ACC({
+                const int64_t o = o0 + wm * 32 + mt * 16 + g + 8 * (i / 2);
+                const int64_t t = t0 + wn * kWN + nt * 8 + 2 * tq + i % 2;
+                if (o < a.n_out && t < a.n_tok)
+                  a.split_p[(slices.last * a.n_tok + t) * a.n_out + o] = p[mt][nt][i];
+                p[mt][nt][i] = 0.0f;
+              })
+            } else {
+              T9_FOR_ACC(y[mt][nt][i] = __fadd_rn(y[mt][nt][i], p[mt][nt][i]); p[mt][nt][i] = 0.0f)
+            }
           }
         }
       }
@@ -581,6 +601,31 @@ __global__ void split_total_kernel(SliceArgs a, int n_units) {
 template <GgmlType T>
 constexpr bool kWholeKernel = T != GgmlType::Q8_0;
 
+// Units per slice when every slice of a row of n_units holds the same count dividing a chunk's
+// units (mma_kernel's kL): 1 (n_units <= 32: at most one unit each), 2 or 4; else 0 (the
+// generic walk). Whole chunks only. Kernels exist for Q8_0's 1, 2 and 4 (n_in 512, 2048, 4096:
+// every matmul of Qwen3.5-35B-A3B) and for Q4_K's and Q6_K's 2 (n_in 4096: Qwen3-8B's
+// projections but the down projection). TEMPO9_CUDA_MMA_FIXED_SLICES=0 (read once, A/B runs):
+// always 0. The same bits either way.
+template <GgmlType T>
+constexpr bool kHasFixedSlices(int l) {
+  return T == GgmlType::Q8_0 ? l == 1 || l == 2 || l == 4 : l == 2;
+}
+template <GgmlType T>
+int fixed_slice_units(int64_t n_units) {
+  static const bool off = env_off("TEMPO9_CUDA_MMA_FIXED_SLICES");
+  int l = 0;
+  if (n_units <= 32)
+    l = 1;
+  else if (n_units == 64)
+    l = 2;
+  else if (n_units == 128)
+    l = 4;
+  const bool ok = !off && n_units % MmaType<T>::kUnits == 0 && l > 0 &&
+                  MmaType<T>::kUnits % l == 0 && kHasFixedSlices<T>(l);
+  return ok ? l : 0;
+}
+
 template <GgmlType T, int kNT, bool kDirect = false>
 void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   constexpr int kSmem = Smem<T, kNT, kDirect>::kBytes, kBN = Smem<T, kNT>::kBN;
@@ -593,6 +638,9 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   static const bool attr_set = [&] {
     set_attrs(mma_kernel<T, kNT, kDirect, true>);
     if constexpr (kWholeKernel<T>) set_attrs(mma_kernel<T, kNT, kDirect, false>);
+    if constexpr (kHasFixedSlices<T>(1)) set_attrs(mma_kernel<T, kNT, kDirect, false, 1>);
+    if constexpr (kHasFixedSlices<T>(2)) set_attrs(mma_kernel<T, kNT, kDirect, false, 2>);
+    if constexpr (kHasFixedSlices<T>(4)) set_attrs(mma_kernel<T, kNT, kDirect, false, 4>);
     return true;
   }();
   (void)attr_set;
@@ -608,6 +656,15 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   auto kernel = mma_kernel<T, kNT, kDirect, true>;
   if constexpr (kWholeKernel<T>)
     if (!split && !one_kernel) kernel = mma_kernel<T, kNT, kDirect, false>;
+  if (!split && !one_kernel) {
+    const int l = fixed_slice_units<T>(a.n_in / Unit<T>::kElems);
+    if constexpr (kHasFixedSlices<T>(1))
+      if (l == 1) kernel = mma_kernel<T, kNT, kDirect, false, 1>;
+    if constexpr (kHasFixedSlices<T>(2))
+      if (l == 2) kernel = mma_kernel<T, kNT, kDirect, false, 2>;
+    if constexpr (kHasFixedSlices<T>(4))
+      if (l == 4) kernel = mma_kernel<T, kNT, kDirect, false, 4>;
+  }
   T9_CHECK(a.w_tiles == 1 || (a.w_tiles > 1 && kLoopTiles<kNT> && !split),
            "matmul: {} weight tiles per block", a.w_tiles);
   SliceArgs b = a;  // with parts: their blocks (w_tiles tiles of 64 weight rows each) along x

@@ -159,6 +159,9 @@ __global__ void __launch_bounds__(kDownWarps * 32) moe_down_kernel(MoeDownArgs a
   const auto* xb = reinterpret_cast<const ActBlock*>(smem + L.rb);
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
   float acc = 0.0f;
+  // Two terms at a time: their dots are independent (only acc is a chain), so the second's loads
+  // and dp4a issue under the first's sum.
+#pragma unroll 2
   for (int r = 0; r < k; ++r) {  // moe_combine's routed_sum, in rank order
     const int32_t e = __shfl_sync(0xffffffffu, my_id, r);
     const float wr = __shfl_sync(0xffffffffu, my_w, r);

@@ -23,12 +23,25 @@ namespace {
 // pair's place is its expert's running start, plus that expert's pairs in earlier warps of the
 // chunk (per-warp counts in shared memory), plus the lanes before it in its warp with the same
 // expert (__match_any_sync). An id outside [0, n_expert) is flagged and its pair dropped (its out
-// row is left as it was). Shared memory: (1 + kSortWarps) n_expert ints.
+// row is left as it was). tile_expert[t] (max_tiles of them) is launch tile t's expert, -1 past
+// the last: a grouped block reads its expert in one load (select_expert). Shared memory:
+// (1 + kSortWarps) n_expert ints.
 constexpr int kSortThreads = 256, kSortWarps = kSortThreads / 32;
+struct SortOut {
+  int32_t* expert_first;
+  int32_t* tile_first;
+  int32_t* tile_expert;  // null: not written
+  int max_tiles;
+  int32_t* x_rows;
+  int32_t* y_rows;
+};
 __global__ void __launch_bounds__(kSortThreads)
     moe_sort_kernel(const int32_t* __restrict__ ids, int m, int n_expert, int k, int tile_rows,
-                    int32_t* __restrict__ expert_first, int32_t* __restrict__ tile_first,
-                    int32_t* __restrict__ x_rows, int32_t* __restrict__ y_rows, unsigned* err) {
+                    SortOut out, unsigned* err) {
+  int32_t* __restrict__ expert_first = out.expert_first;
+  int32_t* __restrict__ tile_first = out.tile_first;
+  int32_t* __restrict__ x_rows = out.x_rows;
+  int32_t* __restrict__ y_rows = out.y_rows;
   pdl_enter();
   extern __shared__ int32_t sm[];
   int32_t* running = sm;            // [n_expert]: pass 0 counts, then each expert's next place
@@ -55,7 +68,13 @@ __global__ void __launch_bounds__(kSortThreads)
     }
     expert_first[n_expert] = f, tile_first[n_expert] = t;
   }
-  __syncthreads();
+  __syncthreads();  // tile_first is visible to the block
+  if (out.tile_expert != nullptr) {
+    for (int e = threadIdx.x; e < n_expert; e += kSortThreads)
+      for (int t = tile_first[e]; t < tile_first[e + 1]; ++t) out.tile_expert[t] = e;
+    for (int t = tile_first[n_expert] + threadIdx.x; t < out.max_tiles; t += kSortThreads)
+      out.tile_expert[t] = -1;
+  }
   for (int c0 = 0; c0 < m; c0 += kSortThreads) {
     const int i = c0 + threadIdx.x;
     int32_t id = i < m ? ids[i] : -1;
@@ -157,11 +176,11 @@ void run_id_grouped(std::span<const FusedPart> parts, const Tensor& x, const Ten
   s.expert_bytes = static_cast<int64_t>(w.nb[2]);
   s.expert_first = sort.expert_first;
   s.tile_first = sort.tile_first;
+  s.tile_expert = sort.tile_expert;
   s.x_rows = x.ne[1] != 1 ? sort.y_rows : sort.x_rows;  // x per rank: the pair's own row
   s.y_rows = sort.y_rows;
   set_parts(s, parts, {}, 0);
-  launch_mma_grouped<T>(s, sort.tile_rows, (m + sort.tile_rows - 1) / sort.tile_rows + n_expert,
-                        stream);
+  launch_mma_grouped<T>(s, sort.tile_rows, sort.max_tiles, stream);
 }
 
 }  // namespace
@@ -177,17 +196,24 @@ ExpertSort launch_expert_sort(const Tensor& ids, int64_t n_expert, Scratch& scra
   es.n_expert = n_expert;
   es.k = ids.ne[0];
   es.tile_rows = mma_grouped_tile_rows(es.pairs, n_expert);
-  const size_t n_ints = static_cast<size_t>(2 * (n_expert + 1) + 2 * es.pairs);
+  es.max_tiles = (es.pairs + es.tile_rows - 1) / es.tile_rows + n_expert;
+  T9_CHECK(es.max_tiles <= 65535, "matmul_id: {} pairs exceed the launch grid", es.pairs);
+  // TEMPO9_CUDA_MOE_TILE_MAP=0 (read once, A/B runs): no tile map; blocks search tile_first.
+  static const bool map_off = env_off("TEMPO9_CUDA_MOE_TILE_MAP");
+  const size_t n_ints = static_cast<size_t>(2 * (n_expert + 1) + 2 * es.pairs + es.max_tiles);
   es.expert_first = static_cast<int32_t*>(scratch.reserve(n_ints * 4, stream));
   es.tile_first = es.expert_first + n_expert + 1;
   es.x_rows = es.tile_first + n_expert + 1;
   es.y_rows = es.x_rows + es.pairs;
+  es.tile_expert = map_off ? nullptr : es.y_rows + es.pairs;
   const size_t sort_smem = static_cast<size_t>(n_expert) * (1 + kSortWarps) * 4;
   T9_CHECK(sort_smem <= (48 << 10), "matmul_id: {} experts (at most 1365)", n_expert);
   stream.launch(moe_sort_kernel, 1, kSortThreads, sort_smem,
                 reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<int>(es.pairs),
                 static_cast<int>(n_expert), static_cast<int>(ids.ne[0]), es.tile_rows,
-                es.expert_first, es.tile_first, es.x_rows, es.y_rows, err);
+                SortOut{es.expert_first, es.tile_first, es.tile_expert,
+                        static_cast<int>(es.max_tiles), es.x_rows, es.y_rows},
+                err);
   return es;
 }
 

@@ -63,6 +63,8 @@ struct ExpertSort {
   int tile_rows = 0;                // launch tile of the grouped kernel (mma_grouped_tile_rows)
   int32_t* expert_first = nullptr;  // [n_expert + 1]: expert e's sorted pairs start here
   int32_t* tile_first = nullptr;    // [n_expert + 1]: and its launch tiles here
+  int32_t* tile_expert = nullptr;   // [max_tiles]: each launch tile's expert, -1 past the last
+  int64_t max_tiles = 0;            // the grouped launch's tiles: (pairs / tile_rows) + n_expert
   int32_t* x_rows = nullptr;        // [pairs]: the token of each sorted pair (x shared by ranks)
   int32_t* y_rows = nullptr;        // [pairs]: the pair itself (its out row; its x row per rank)
 };
