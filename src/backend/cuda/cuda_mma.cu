@@ -604,12 +604,13 @@ constexpr bool kWholeKernel = T != GgmlType::Q8_0;
 // Units per slice when every slice of a row of n_units holds the same count dividing a chunk's
 // units (mma_kernel's kL): 1 (n_units <= 32: at most one unit each), 2 or 4; else 0 (the
 // generic walk). Whole chunks only. Kernels exist for Q8_0's 1, 2 and 4 (n_in 512, 2048, 4096:
-// every matmul of Qwen3.5-35B-A3B) and for Q4_K's and Q6_K's 2 (n_in 4096: Qwen3-8B's
-// projections but the down projection). TEMPO9_CUDA_MMA_FIXED_SLICES=0 (read once, A/B runs):
-// always 0. The same bits either way.
+// every matmul of Qwen3.5-35B-A3B; run 147: 15-22% faster per call). Q4_K and Q6_K keep the
+// generic walk: their kL = 2 kernels (n_in 4096) were only compared with a generic form that was
+// not kept (run 148: -8% .. +4%), and their end-to-end figures are this walk's.
+// TEMPO9_CUDA_MMA_FIXED_SLICES=0 (read once, A/B runs): always 0. The same bits either way.
 template <GgmlType T>
 constexpr bool kHasFixedSlices(int l) {
-  return T == GgmlType::Q8_0 ? l == 1 || l == 2 || l == 4 : l == 2;
+  return T == GgmlType::Q8_0 && (l == 1 || l == 2 || l == 4);
 }
 template <GgmlType T>
 int fixed_slice_units(int64_t n_units) {
