@@ -262,7 +262,8 @@ agents() {
     # The engine's own counters (steps, busy seconds by part, step-time histogram): busy time
     # against the bench's wall says how much of a round the device sat idle.
     curl -s http://127.0.0.1:18411/metrics >"$OUT/agents_metrics_tempo9.txt" 2>/dev/null
-    grep -E '^tempo9_engine_(time_seconds_total|steps_total)' "$OUT/agents_metrics_tempo9.txt"
+    python3 "$ROOT/bench/agents_breakdown.py" "$OUT/agents_tempo9.json" \
+      "$OUT/agents_metrics_tempo9.txt" | tee "$OUT/agents_breakdown_tempo9.txt"
     kill $pid 2>/dev/null
     wait $pid 2>/dev/null
   fi

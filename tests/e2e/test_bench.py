@@ -4,7 +4,10 @@ A/B compare run (the same server twice) whose report carries both targets and th
 bad invocations that must fail cleanly before any load is sent."""
 import json
 import os
+import re
 import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +78,37 @@ def test_agents_report_is_consistent(server, tmp_path):
     assert abs(t["effective_tok_s"] - (t["prompt_tokens"] + t["completion_tokens"]) / t["wall_s"]) < 1e-6 * t["effective_tok_s"] + 1e-9
     assert "| errors | 0 |" in p.stdout
     assert f"| requests | {K * T * R} |" in p.stdout
+
+
+def test_agents_breakdown_reads_the_report_and_metrics(server, tmp_path):
+    """bench/agents_breakdown.py over a real report and the server's /metrics right after it: each
+    turn's computed prompt tokens are the report's prompt - cached for that turn, the re-sent
+    reply part is none in turn 1 and at most one reply per request after, and the step
+    histogram's lines add up to the server's step count (the server is shared by the session's
+    tests, so its counters span more than this run; only their own consistency is checked)."""
+    _, rep = tiny_agents(server, tmp_path)
+    metrics = tmp_path / "metrics.txt"
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as r:
+        metrics.write_bytes(r.read())
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "agents_breakdown.py"),
+                        str(tmp_path / "report.json"), str(metrics)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    steps = int(re.search(r"engine steps (\d+)", lines[0]).group(1))
+    assert steps > 0
+    assert sum(int(m.group(1)) for m in map(re.compile(r"steps <= +[\d.]+ ms: (\d+)").search, lines)
+               if m) == steps
+    reqs = rep["targets"][0]["requests"]
+    for tn in range(1, T + 1):
+        m = re.search(rf"^turn {tn}: (\d+) requests, (\d+) prompt tokens computed .* again: (\d+) ",
+                      p.stdout, re.M)
+        assert m, p.stdout
+        mine = [r for r in reqs if r["turn"] == tn]
+        assert int(m.group(1)) == len(mine) == K * R
+        assert int(m.group(2)) == sum(r["prompt_tokens"] - r["cached_tokens"] for r in mine)
+        resent = int(m.group(3))
+        assert resent == 0 if tn == 1 else 0 <= resent <= len(mine) * G
 
 
 def test_compare_runs_both_targets(server, tmp_path):
