@@ -64,7 +64,7 @@ struct ExpertSort {
   int32_t* expert_first = nullptr;  // [n_expert + 1]: expert e's sorted pairs start here
   int32_t* tile_first = nullptr;    // [n_expert + 1]: and its launch tiles here
   int32_t* tile_expert = nullptr;   // [max_tiles]: each launch tile's expert, -1 past the last
-  int64_t max_tiles = 0;            // the grouped launch's tiles: ceil(pairs / tile_rows) + n_expert
+  int64_t max_tiles = 0;            // grouped launch tiles: ceil(pairs / tile_rows) + n_expert
   int32_t* x_rows = nullptr;        // [pairs]: the token of each sorted pair (x shared by ranks)
   int32_t* y_rows = nullptr;        // [pairs]: the pair itself (its out row; its x row per rank)
 };
