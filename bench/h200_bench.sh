@@ -54,6 +54,7 @@
 #              staged: .devrun/shared/fixtures/tokenizers/qwen3/tokenizer.json), WAYS ("8 32"), GEN (128), AGENTS (8),
 #              SYSTEM (10000), RATIO (2) or CTX (agents' context per sequence), RUN_ARGS (the
 #              sampling flags of single/long, default "--temp 0"; e.g. "--temp 0.7 --top-k 40"),
+#              WARMUP (single/long: 1 = each run warms up first, as llama-bench does; 0 = cold),
 #              ROUNDS (serve: rounds of the batched workload per server, 1; the 32-way figures
 #              vary ~10% between single samples).
 # Everything goes to $OUT (bench.log, runs.err, bench_*way_*.json, serve logs).
@@ -131,15 +132,19 @@ setup() {
 peer() { LD_LIBRARY_PATH=$PEER_LD "$PB/$1" "${@:2}"; }
 
 # tempo9 run: N-token raw prompt ('x' is one token in the synth vocabulary), GEN tokens.
+# tempo9 run twice on an n-'x' prompt. --warmup (WARMUP=0: off; runs before 149 were cold): an
+# untimed run of the same shape first, as llama-bench does before its repetitions, so the figures
+# leave out first-use costs (lazy kernel loading, scratch growth, decode graph capture).
 ours_run() {
-  local n=$1 p
+  local n=$1 p warm=--warmup
   p=$(python3 -c "print('x'*$n)")
+  [ "${WARMUP:-1}" = 0 ] && warm=
   for rep in 1 2; do
     # shellcheck disable=SC2086  # RUN_ARGS: more tempo9 run flags, word-split on purpose
     "$T9" run -m "$M" --raw -p "$p" -n "$GEN" ${RUN_ARGS:---temp 0} --ignore-eos --backend cuda \
-      --ctx $((n + GEN + 64)) >/dev/null 2>/tmp/t9run.err
+      --ctx $((n + GEN + 64)) $warm >/dev/null 2>/tmp/t9run.err
     cat /tmp/t9run.err >>"$OUT/runs.err"
-    echo "tempo9 run --backend cuda prompt $n gen $GEN (rep $rep): $(grep -E '^\[(prompt|engine)' /tmp/t9run.err | tr '\n' ' ')"
+    echo "tempo9 run --backend cuda prompt $n gen $GEN${warm:+ warm} (rep $rep): $(grep -E '^\[(prompt|engine)' /tmp/t9run.err | tr '\n' ' ')"
   done
 }
 

@@ -8,6 +8,9 @@
 //   --parallel N: N copies of the prompt as N concurrent requests (one batch of N rows per decode
 //   step, the prompt's blocks shared through the prefix cache); the first one's text streams.
 //   For timing a batched step without the HTTP server (bench/h200_bench.sh kernels).
+//   --warmup: before the timed run, one untimed run of the same shape (llama-bench's warm-up), so
+//   that the timed prompt and decode steps do not pay first-use costs (the CUDA driver loads a
+//   kernel at its first launch, scratch grows, each decode batch size captures its graph once).
 //
 // Generated text streams to stdout; load progress (on a terminal) and timings go to stderr.
 //
@@ -56,6 +59,7 @@ struct RunOptions {
   std::string backend = "cpu";
   bool ignore_eos = false;
   int parallel = 1;  // copies of the prompt run side by side (not with --chat)
+  bool warmup = false;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -88,6 +92,35 @@ class Runner {
   Runner(const RunOptions& opt, model::Model& m, tok::Tokenizer& tok)
       : opt_(opt), model_(m), tok_(tok), runner_(m), engine_(engine_config(opt, m), runner_) {
     for (tok::TokenId id : eog_token_ids(tok)) eog_.push_back(id);
+  }
+
+  // One untimed run shaped like generate(prompt_ids): as many requests, the same prompt length,
+  // up to 8 generated tokens (decode steps of the same batch size). Its prompts differ from the
+  // real one in the first token, so the prefix cache serves the timed run nothing from it. The
+  // engine's step counters are read again after it (print_timings reports the timed run only).
+  Status warm_up(std::vector<int32_t> prompt_ids) {
+    if (prompt_ids.empty()) return {};
+    const auto n_vocab = static_cast<int32_t>(tok_.n_tokens());
+    prompt_ids[0] = (prompt_ids[0] + 1) % n_vocab;
+    const int n_req = std::max(1, opt_.parallel);
+    int n_done = 0;
+    std::string err;
+    for (int i = 0; i < n_req; ++i) {
+      engine::GenerateRequest req;
+      req.prompt = prompt_ids;
+      req.max_tokens = std::min(opt_.n_predict, 8);
+      req.sampling.temperature = 0.0f;
+      req.on_event = [&n_done, &err](const engine::TokenEvent& ev) {
+        if (ev.finish == engine::FinishReason::kError && err.empty()) err = ev.error;
+        if (ev.finish != engine::FinishReason::kNone) ++n_done;
+      };
+      T9_TRY(engine_.submit(std::move(req)));
+    }
+    while (n_done < n_req && engine_.step()) {
+    }
+    base_ = engine_.stats();
+    if (!err.empty()) return error("warm-up failed: {}", err);
+    return {};
   }
 
   // Generates a reply to `prompt_ids`, streaming it to stdout; returns the text. With
@@ -192,13 +225,16 @@ class Runner {
                  n_gen > 1 && gen_s > 0 ? (n_gen - 1) / gen_s : 0.0);
     // Where a step's time goes (host work beside the model shows up as schedule/postprocess).
     const engine::EngineStats st = engine_.stats();
-    if (st.n_steps > 0) {
-      const double n = static_cast<double>(st.n_steps);
+    const int64_t n_steps = st.n_steps - base_.n_steps;
+    if (n_steps > 0) {
+      const double n = static_cast<double>(n_steps);
       std::fprintf(stderr,
                    "[engine: %lld steps, per step %.3f ms: schedule %.3f, model %.3f, "
                    "postprocess %.3f]\n",
-                   static_cast<long long>(st.n_steps), st.total_step_ms / n,
-                   st.total_schedule_ms / n, st.total_model_ms / n, st.total_postprocess_ms / n);
+                   static_cast<long long>(n_steps), (st.total_step_ms - base_.total_step_ms) / n,
+                   (st.total_schedule_ms - base_.total_schedule_ms) / n,
+                   (st.total_model_ms - base_.total_model_ms) / n,
+                   (st.total_postprocess_ms - base_.total_postprocess_ms) / n);
     }
   }
 
@@ -208,6 +244,7 @@ class Runner {
   model::EngineRunner runner_;
   engine::Engine engine_;
   std::vector<int32_t> eog_;
+  engine::EngineStats base_;  // the counters after warm_up (zero without one)
 };
 
 // The prompt for a conversation: the model's chat template, or (raw, or a base model without a
@@ -284,6 +321,13 @@ int run(const RunOptions& opt) {
     std::fprintf(stderr, "error: %s\n", ids.message().c_str());
     return 1;
   }
+  if (opt.warmup) {
+    const Status w = runner.warm_up(*ids);
+    if (!w.ok()) {
+      std::fprintf(stderr, "error: %s\n", w.message().c_str());
+      return 1;
+    }
+  }
   auto reply = runner.generate(*ids);
   if (!reply.ok()) {
     std::fprintf(stderr, "error: %s\n", reply.message().c_str());
@@ -319,6 +363,9 @@ const bool registered = register_command(Command{
       sub.add_option("--parallel", opt->parallel,
                      "Run the prompt as N concurrent requests (batched decode; the first prints)")
           ->check(CLI::Range(1, engine::SchedulerConfig{}.max_seqs))
+          ->excludes(c);
+      sub.add_flag("--warmup", opt->warmup,
+                   "One untimed run of the same shape first (first-use costs out of the timings)")
           ->excludes(c);
       return [opt] {
         if (!opt->chat && opt->prompt.empty()) {

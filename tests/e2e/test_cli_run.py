@@ -45,3 +45,24 @@ def test_parallel_bad_values_are_errors():
         assert "--parallel" in r.stderr
     r = run("--chat", "--parallel", "2", check=False)
     assert r.returncode != 0 and "excludes" in r.stderr
+
+
+def engine_steps(stderr):
+    """The timed run's engine step count from the [engine: ...] line."""
+    m = re.search(r"\[engine: (\d+) steps", stderr)
+    assert m, stderr
+    return int(m.group(1))
+
+
+def test_warmup_changes_neither_the_text_nor_the_timed_counts():
+    # --warmup runs an untimed request of the same shape first (its prompt's first token changed,
+    # so the prefix cache gives the timed run nothing): the same greedy text, and the timings
+    # count only the timed run's steps (one prompt step + 11 decode steps for 12 tokens, as
+    # without the warm-up).
+    cold = run("-p", CAPITAL_QUESTION, "-n", "12", "--temp", "0")
+    warm = run("-p", CAPITAL_QUESTION, "-n", "12", "--temp", "0", "--warmup")
+    assert warm.stdout == cold.stdout
+    assert generated(warm.stderr) == generated(cold.stderr)
+    assert engine_steps(warm.stderr) == engine_steps(cold.stderr)
+    r = run("--chat", "--warmup", check=False)
+    assert r.returncode != 0 and "excludes" in r.stderr

@@ -94,10 +94,13 @@ struct Smem {
   static constexpr int kBN = 16 * kNT;  // activation rows per block
   static constexpr int kChunkBytes = MmaType<T>::kUnits / U::kPerBlock * U::kBlockBytes;
   // The direct form's rows start on 16-byte boundaries (no skew) and are read by the mma's A
-  // pattern: 304 bytes = 76 words puts rows g = 0..7 in banks 12g mod 32 = {0, 12, 24, 4, 16, 28,
-  // 8, 20}, each followed by its 4 words of tq, so a warp's 32 loads hit 32 banks.
+  // pattern: a stride of an odd number of 16-byte granules puts rows g = 0..7 in banks 4 k g mod
+  // 32 (k odd) = eight distinct multiples of 4, each followed by its 4 words of tq, so a warp's 32
+  // loads hit 32 banks. The chunk's own 272 bytes (68 words: banks 4g) need no padding; at 304
+  // (stage 17's stride) a 32-row tile took 59.5 KB and three blocks per SM, at 272 55.5 KB and
+  // four (by registers too: 128 at __launch_bounds__(128, 4)).
   static constexpr int kRawStride =
-      kDirect ? (kChunkBytes + 15) / 16 * 16 + 32 : (kChunkBytes + 15 + 15) / 16 * 16;
+      kDirect ? (kChunkBytes + 15) / 16 * 16 : (kChunkBytes + 15 + 15) / 16 * 16;
   static constexpr int kRaw = (kDirect ? 2 : 1) * kBM * kRawStride;  // raw weight chunk(s)
   static constexpr int kAct = 2 * kBN * kStride;                     // int8 activations, 2 buffers
   static constexpr int kAb = 2 * kBN * kAbStride * 8;                // ActBlocks, 2 buffers
@@ -105,7 +108,8 @@ struct Smem {
   static constexpr int kScales = kDirect ? 0 : (kBM * MmaType<T>::kSc * 4 + 15) / 16 * 16;
   static constexpr int kBytes = kRaw + kAct + kAb + kDec + kScales;
   static_assert(kRaw % 16 == 0 && kAb % 16 == 0 && kDec % 16 == 0);
-  static_assert(!kDirect || (T == GgmlType::Q8_0 && kNT <= 2 && kRawStride / 4 % 32 == 12));
+  static_assert(!kDirect || (T == GgmlType::Q8_0 && kNT <= 2 && kRawStride % 16 == 0 &&
+                             kRawStride / 16 % 2 == 1));
 };
 
 __device__ __forceinline__ void cp_async8(void* dst, const void* src) {
@@ -402,8 +406,10 @@ template <GgmlType T, int kNT>
 constexpr int kMinBlocks = kNT <= 2              ? 4
                            : T == GgmlType::Q4_K ? 3
                                                  : 2;
-// Dynamic + static (x_rows, row_lo) + the driver's 1 KB per block, three times in 228 KB.
+// Dynamic + static (x_rows, row_lo) + the driver's 1 KB per block, three times in 228 KB; four
+// for Q8_0's direct 32-row tiles.
 static_assert(3 * (Smem<GgmlType::Q4_K, 4>::kBytes + 64 * 4 + kBM + 1024) <= 228 * 1024);
+static_assert(4 * (Smem<GgmlType::Q8_0, 2, true>::kBytes + 32 * 4 + kBM + 1024) <= 228 * 1024);
 
 // Whether blocks of kNT-wide tiles take several weight tiles (SliceArgs::w_tiles): not the
 // 64-row tiles, whose loop state spilled Q4_K's registers (196 bytes against 28, ptxas -v).
@@ -604,13 +610,14 @@ constexpr bool kWholeKernel = T != GgmlType::Q8_0;
 // Units per slice when every slice of a row of n_units holds the same count dividing a chunk's
 // units (mma_kernel's kL): 1 (n_units <= 32: at most one unit each), 2 or 4; else 0 (the
 // generic walk). Whole chunks only. Kernels exist for Q8_0's 1, 2 and 4 (n_in 512, 2048, 4096:
-// every matmul of Qwen3.5-35B-A3B; run 147: 15-22% faster per call). Q4_K and Q6_K keep the
-// generic walk: their kL = 2 kernels (n_in 4096) were only compared with a generic form that was
-// not kept (run 148: -8% .. +4%), and their end-to-end figures are this walk's.
-// TEMPO9_CUDA_MMA_FIXED_SLICES=0 (read once, A/B runs): always 0. The same bits either way.
+// every matmul of Qwen3.5-35B-A3B; run 147: 15-22% faster per call) and Q4_K's and Q6_K's 2
+// (n_in 4096: Qwen3-8B's projections but the down projection; run 149 against the walk: Q6_K
+// 4-5% faster, Q4_K 1-3% at 2048 rows and 512-row 4096 -> 6144, but 4096 -> 4096 at 512 rows 6%
+// slower, 260 vs 245 us). TEMPO9_CUDA_MMA_FIXED_SLICES=0 (read once, A/B runs): always 0. The
+// same bits either way.
 template <GgmlType T>
 constexpr bool kHasFixedSlices(int l) {
-  return T == GgmlType::Q8_0 && (l == 1 || l == 2 || l == 4);
+  return T == GgmlType::Q8_0 ? l == 1 || l == 2 || l == 4 : l == 2;
 }
 template <GgmlType T>
 int fixed_slice_units(int64_t n_units) {
@@ -629,10 +636,19 @@ int fixed_slice_units(int64_t n_units) {
 
 template <GgmlType T, int kNT, bool kDirect = false>
 void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
-  constexpr int kSmem = Smem<T, kNT, kDirect>::kBytes, kBN = Smem<T, kNT>::kBN;
-  const auto set_attrs = [](auto kernel) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    // The whole 228 KB as shared memory: the blocks per SM are then set by registers and kSmem.
+  // TEMPO9_CUDA_MMA_SMEM_PAD=N (read once, A/B runs): N more bytes of shared memory per block,
+  // to measure a tile at fewer blocks per SM with the same code (the same bits).
+  static const int pad = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MMA_SMEM_PAD");
+    return e != nullptr ? std::clamp(std::atoi(e), 0, 64 * 1024) : 0;
+  }();
+  const int smem_bytes = Smem<T, kNT, kDirect>::kBytes + pad;
+  constexpr int kBN = Smem<T, kNT>::kBN;
+  const auto set_attrs = [smem_bytes](auto kernel) {
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+    // The whole 228 KB as shared memory: the blocks per SM are then set by registers and
+    // smem_bytes.
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
   };
@@ -673,7 +689,7 @@ void launch_tiles(const SliceArgs& a, Stream& stream, int64_t n_tiles = -1) {
   const int64_t tiles_w = b.parts.n > 0 ? part_blocks(b.parts, rows_per_block, INT64_MAX)
                                         : grid_1d(a.n_out, rows_per_block);
   const dim3 grid(static_cast<unsigned>(tiles_w), static_cast<unsigned>(tiles_t), split ? 4 : 1);
-  stream.launch(kernel, grid, kThreads, kSmem, b);
+  stream.launch(kernel, grid, kThreads, smem_bytes, b);
   if (!split) return;
   int64_t total_blocks = grid_1d(a.n_tok * a.n_out, 256);
   if (b.parts.n > 0) {  // one thread per output of each part
