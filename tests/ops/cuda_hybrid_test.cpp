@@ -304,6 +304,39 @@ TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ6_KEqualsDense) {
   check_short_rows_grouped(*be_, GgmlType::Q6_K);
 }
 
+// The device sort over several of its chunks (1024 pairs each): 700 tokens x 4 ranks = 2800
+// pairs, rank 0 of every token on expert 0 (so one expert's pairs recur in every group of 32 of
+// every warp, the case where a pair's place carries counts across a warp's groups and across
+// chunks), the other ranks random over 15 more. Every pair's row must be the bits of the dense
+// matmul of its x row with its expert.
+TEST_F(CudaHybrid, MatmulIdSortAcrossChunksEqualsDense) {
+  auto rng = test_rng();
+  const int64_t n_in = 256, n_out = 64, n_expert = 16, n = 700, k = 4;
+  DeviceArena arena(*be_);
+  const Tensor w = random_experts(arena, rng, GgmlType::Q8_0, n_in, n_out, n_expert);
+  const auto x = random_floats(rng, static_cast<size_t>(n * n_in), -2.0f, 2.0f);
+  std::vector<int32_t> ids(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = i % k == 0 ? 0 : 1 + static_cast<int32_t>(rng() % (n_expert - 1));
+  const Tensor out = arena.poisoned(GgmlType::F32, n_out, k, n);
+  be_->matmul_id(w, arena.from_host(x, GgmlType::F32, n_in, 1, n),
+                 arena.from_host(ids, GgmlType::I32, k, n), out);
+  const auto got = arena.download<float>(out);
+  const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, n);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const Tensor y = arena.poisoned(GgmlType::F32, n_out, n);
+    be_->matmul(expert(w, e), xt, Tensor{}, y);
+    const auto dense = arena.download<float>(y);
+    for (int64_t r = 0; r < n * k; ++r) {
+      if (ids[static_cast<size_t>(r)] != e) continue;
+      for (int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(float_bits(got[static_cast<size_t>(r * n_out + o)]),
+                  float_bits(dense[static_cast<size_t>(r / k * n_out + o)]))
+            << "pair " << r << " expert " << e << " out " << o;
+    }
+  }
+}
+
 // matmul_shared_x entries with ids (the MoE block's expert gate/up beside the shared expert's
 // matmuls, x rounded once): each output is the bits of a plain matmul_id / matmul of the same x,
 // for decode (the one-row route, which takes the shared rounding) and a batch of 80 tokens x 4

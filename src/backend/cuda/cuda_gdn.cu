@@ -175,45 +175,79 @@ __global__ void gdn_recurrent_kernel(TensorDesc q, TensorDesc k, TensorDesc v, T
   for (int i = j; i < dk * dv; i += nt) Sg[i] = S[i];
 }
 
-// One token of the delta rule on a thread's kRows state rows i = 4 m + qq of column j (four
-// threads per column): S *= decay; mem = S^T k (kRows fused terms, then an xor tree over the
-// column's 4 threads); delta = (v_j - mem) beta; S += k delta; returns out_j = S^T q (same
-// shape). k(i) and q(i) are the normalised key and query, k * inv_k and q * inv_q: computed on
-// the fly (gdn_regs_kernel) or kept (gdn_rounds_kernel), the same floats, so both kernels share
-// this arithmetic and give the same bits.
-template <int kRows, class KAt, class QAt>
-__device__ __forceinline__ float gdn_token(float (&S)[kRows], KAt k, QAt q, int qq, float decay,
-                                           float beta, float vj) {
-  float mem = 0.0f;
+// A normalised q / k row of d_k = 4 kRows in shared memory, as the threads of a column read it:
+// quarter qq (rows kRows qq .. kRows qq + kRows - 1, one thread's) at float kGdnQuarter qq, 4
+// floats of padding after each quarter, so that the four quarters' 16-byte loads of one token
+// fall in distinct banks (at any kRows in 4 .. 32) and a thread reads its rows as float4.
+template <int kRows>
+constexpr int kGdnQuarter = kRows + 4;
+template <int kRows>
+constexpr int kGdnRowFloats = 4 * kGdnQuarter<kRows>;  // floats per padded row
+template <int kRows>
+__device__ __forceinline__ int gdn_at(int i) {  // where element i of the row sits
+  return i + 4 * (i / kRows);
+}
+
+// This thread's kRows values of a padded row (kScale: times s, rounded once, the same float as a
+// row stored already scaled).
+template <int kRows, bool kScale>
+__device__ __forceinline__ void gdn_quarter(const float* row, int qq, float s, float (&x)[kRows]) {
+  const float4* r4 = reinterpret_cast<const float4*>(row + qq * kGdnQuarter<kRows>);
 #pragma unroll
-  for (int m = 0; m < kRows; ++m) {
-    S[m] *= decay;
-    mem = fmaf(S[m], k(4 * m + qq), mem);
+  for (int m4 = 0; m4 < kRows / 4; ++m4) {
+    const float4 v = r4[m4];
+    x[4 * m4] = kScale ? v.x * s : v.x;
+    x[4 * m4 + 1] = kScale ? v.y * s : v.y;
+    x[4 * m4 + 2] = kScale ? v.z * s : v.z;
+    x[4 * m4 + 3] = kScale ? v.w * s : v.w;
   }
-  mem += __shfl_xor_sync(0xffffffffu, mem, 1);
-  mem += __shfl_xor_sync(0xffffffffu, mem, 2);
+}
+
+// sum_m a[m] b[m] over a thread's kRows terms as four partial sums (partial r: the terms m = r,
+// r + 4, ... in order, from 0), joined (p0 + p1) + (p2 + p3), then added over the column's four
+// threads by an xor tree: chains of kRows / 4 dependent FMAs instead of kRows.
+template <int kRows>
+__device__ __forceinline__ float gdn_column_dot(const float (&a)[kRows], const float (&b)[kRows]) {
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) part[m % 4] = fmaf(a[m], b[m], part[m % 4]);
+  float d = (part[0] + part[1]) + (part[2] + part[3]);
+  d += __shfl_xor_sync(0xffffffffu, d, 1);
+  d += __shfl_xor_sync(0xffffffffu, d, 2);
+  return d;
+}
+
+// One token of the delta rule on a thread's kRows state rows i = kRows qq + m of column j (four
+// threads per column, quarter qq): S *= decay; mem = S^T k; delta = (v_j - mem) beta; S += k
+// delta; returns out_j = S^T q, both sums in gdn_column_dot's order. k and q are the normalised
+// key and query rows (padded, gdn_at), stored as k * inv_k and q * inv_q (gdn_rounds_kernel) or
+// multiplied here (kScale, gdn_regs_kernel): the same floats, so both kernels share this
+// arithmetic and give the same bits.
+template <int kRows, bool kScale>
+__device__ __forceinline__ float gdn_token(float (&S)[kRows], const float* k_row,
+                                           const float* q_row, float inv_k, float inv_q, int qq,
+                                           float decay, float beta, float vj) {
+  float kv[kRows];
+  gdn_quarter<kRows, kScale>(k_row, qq, inv_k, kv);
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) S[m] *= decay;
+  const float mem = gdn_column_dot<kRows>(S, kv);
   const float delta = (vj - mem) * beta;
-  float o = 0.0f;
 #pragma unroll
-  for (int m = 0; m < kRows; ++m) {
-    S[m] = fmaf(k(4 * m + qq), delta, S[m]);
-    o = fmaf(S[m], q(4 * m + qq), o);
-  }
-  o += __shfl_xor_sync(0xffffffffu, o, 1);
-  o += __shfl_xor_sync(0xffffffffu, o, 2);
-  return o;
+  for (int m = 0; m < kRows; ++m) S[m] = fmaf(kv[m], delta, S[m]);
+  float qv[kRows];
+  gdn_quarter<kRows, kScale>(q_row, qq, inv_q, qv);
+  return gdn_column_dot<kRows>(S, qv);
 }
 
 // The fast kernel: the state in registers, four threads per column. Block (head h, columns
 // 32 c .. 32 c + 31) = blockIdx.x (h = blockIdx.x / n_col_blocks), sequence blockIdx.y; 128
 // threads; lane = 4 * (column within the warp's 8) + quarter, so thread (column j, quarter qq)
-// holds S[i][j] for the kRows = d_k / 4 rows i = 4 m + qq (interleaved, so the quarters read
-// q and k from different shared-memory banks). Per token, the same formulas as the CPU's
-// gdn_recurrent, with the sums over d_k taken as four interleaved partial sums joined by an xor
-// tree (another order than the CPU's sequential one: within gdn_bound) and the squares of q and k
-// as 32 lane partials and an xor tree; every order is fixed, so results do not depend on the
-// batch or on how tokens are split into steps. The next token's inputs are loaded while this
-// one is computed.
+// holds S[i][j] for the kRows = d_k / 4 rows i = kRows qq + m. Per token, the same formulas as
+// the CPU's gdn_recurrent, with the sums over d_k in gdn_column_dot's order (another order than
+// the CPU's sequential one: within gdn_bound) and the squares of q and k as 32 lane partials and
+// an xor tree; every order is fixed, so results do not depend on the batch or on how tokens are
+// split into steps. The next token's inputs are loaded while this one is computed.
 template <int kRows>
 __global__ void __launch_bounds__(kGdnWarps * 32)
     gdn_regs_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
@@ -224,7 +258,8 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
   pdl_enter();
   constexpr int kDk = 4 * kRows;
   constexpr int kPerLane = (kDk + 31) / 32;  // q/k values a lane loads for the norms
-  __shared__ float qs[kGdnWarps][kDk], ks[kGdnWarps][kDk];
+  __shared__ __align__(16) float qs[kGdnWarps][kGdnRowFloats<kRows>];
+  __shared__ __align__(16) float ks[kGdnWarps][kGdnRowFloats<kRows>];
   const int n_cb = (p.dv + kGdnCols - 1) / kGdnCols;
   const int h = blockIdx.x / n_cb, cb = blockIdx.x % n_cb;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -239,7 +274,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
   float* Sg = state + (static_cast<int64_t>(s.slot) * p.nv + h) * kDk * p.dv;
   float S[kRows];
 #pragma unroll
-  for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(4 * m + qq) * p.dv + j] : 0.0f;
+  for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(kRows * qq + m) * p.dv + j] : 0.0f;
   const float Ah = A[h], dth = dt[h];
   // Element h of a and b ([n_tokens, r, n_v / r]) sits at this offset in each token's plane;
   // every per-token address below is a plane stride away (no division in the token loop).
@@ -268,7 +303,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
       const int i = lane + 32 * e;
-      if (i < kDk) qs[warp][i] = qn[e], ks[warp][i] = kn[e];
+      if (i < kDk) qs[warp][gdn_at<kRows>(i)] = qn[e], ks[warp][gdn_at<kRows>(i)] = kn[e];
       ssq = fmaf(qn[e], qn[e], ssq);
       ssk = fmaf(kn[e], kn[e], ssk);
     }
@@ -280,15 +315,14 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     const float vj = vn;
     if (t + 1 < s.n_q) load_next(r + 1);
     const float inv_q = p.q_scale / sqrtf(ssq + p.eps), inv_k = 1.0f / sqrtf(ssk + p.eps);
-    const float o = gdn_token<kRows>(
-        S, [&](int i) { return ks[warp][i] * inv_k; }, [&](int i) { return qs[warp][i] * inv_q; },
-        qq, decay, beta, vj);
+    const float o =
+        gdn_token<kRows, true>(S, ks[warp], qs[warp], inv_k, inv_q, qq, decay, beta, vj);
     if (col && qq == 0) reinterpret_cast<float*>(out.row(h, r))[j] = o;
     __syncwarp();  // qs/ks read by every lane before the next token overwrites them
   }
   if (col)
 #pragma unroll
-    for (int m = 0; m < kRows; ++m) Sg[(4 * m + qq) * p.dv + j] = S[m];
+    for (int m = 0; m < kRows; ++m) Sg[(kRows * qq + m) * p.dv + j] = S[m];
 }
 
 // The same arithmetic for calls with long sequences (prompt chunks), where the per-token chain
@@ -308,9 +342,10 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
                       int64_t n_tok, unsigned* err) {
   pdl_enter();
   constexpr int kDk = 4 * kRows;
-  constexpr int kPerLane = (kDk + 31) / 32;                 // q/k values a lane loads for the norms
-  constexpr int kPerWarp = kGdnChunk / kGdnWarps;           // tokens a warp prepares per round
-  __shared__ float qs[kGdnChunk][kDk], ks[kGdnChunk][kDk];  // q * inv_q, k * inv_k
+  constexpr int kPerLane = (kDk + 31) / 32;        // q/k values a lane loads for the norms
+  constexpr int kPerWarp = kGdnChunk / kGdnWarps;  // tokens a warp prepares per round
+  __shared__ __align__(16) float qs[kGdnChunk][kGdnRowFloats<kRows>];  // q * inv_q (gdn_at)
+  __shared__ __align__(16) float ks[kGdnChunk][kGdnRowFloats<kRows>];  // k * inv_k
   __shared__ float vs[kGdnChunk][kGdnCols], decs[kGdnChunk], betas[kGdnChunk];
   const int n_cb = (p.dv + kGdnCols - 1) / kGdnCols;
   const int h = blockIdx.x / n_cb, cb = blockIdx.x % n_cb;
@@ -326,7 +361,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
   float* Sg = state + (static_cast<int64_t>(s.slot) * p.nv + h) * kDk * p.dv;
   float S[kRows];
 #pragma unroll
-  for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(4 * m + qq) * p.dv + j] : 0.0f;
+  for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(kRows * qq + m) * p.dv + j] : 0.0f;
   const float Ah = A[h], dth = dt[h];
   const int64_t a_off = (h / a.ne0) * a.nb1 + (h % a.ne0) * 4;  // as in gdn_regs_kernel
   const int64_t b_off = (h / b.ne0) * b.nb1 + (h % b.ne0) * 4;
@@ -366,7 +401,8 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 #pragma unroll
       for (int e = 0; e < kPerLane; ++e) {
         const int i = lane + 32 * e;
-        if (i < kDk) qs[tt][i] = qn[u][e] * inv_q, ks[tt][i] = kn[u][e] * inv_k;
+        if (i < kDk)
+          qs[tt][gdn_at<kRows>(i)] = qn[u][e] * inv_q, ks[tt][gdn_at<kRows>(i)] = kn[u][e] * inv_k;
       }
       vs[tt][lane] = vn[u];  // kGdnCols == 32: one column per lane
       if (lane == 0) {
@@ -376,9 +412,8 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     }
     __syncthreads();  // the round is prepared
     for (int tt = 0; tt < n_c; ++tt) {
-      const float o = gdn_token<kRows>(
-          S, [&](int i) { return ks[tt][i]; }, [&](int i) { return qs[tt][i]; }, qq, decs[tt],
-          betas[tt], vs[tt][jl]);
+      const float o = gdn_token<kRows, false>(S, ks[tt], qs[tt], 1.0f, 1.0f, qq, decs[tt],
+                                              betas[tt], vs[tt][jl]);
       if (col && qq == 0)
         reinterpret_cast<float*>(out.row(h, static_cast<int64_t>(s.q_begin) + c0 + tt))[j] = o;
     }
@@ -386,7 +421,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
   }
   if (col)
 #pragma unroll
-    for (int m = 0; m < kRows; ++m) Sg[(4 * m + qq) * p.dv + j] = S[m];
+    for (int m = 0; m < kRows; ++m) Sg[(kRows * qq + m) * p.dv + j] = S[m];
 }
 
 const RecurrentSeq* seqs_ptr(const Tensor& seqs) {

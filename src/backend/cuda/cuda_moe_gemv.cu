@@ -19,14 +19,17 @@ namespace {
 // each expert's pairs and of its launch tiles of tile_rows), and per sorted pair its token
 // (x_rows: the x row when the ranks share x) and the pair itself (y_rows: its out row, and its x
 // row when x is per rank); within an expert the pairs keep (token, rank) order. Pass 0
-// counts with shared-memory atomics; pass 1 takes the pairs kSortThreads at a time in order: a
-// pair's place is its expert's running start, plus that expert's pairs in earlier warps of the
-// chunk (per-warp counts in shared memory), plus the lanes before it in its warp with the same
-// expert (__match_any_sync). An id outside [0, n_expert) is flagged and its pair dropped (its out
-// row is left as it was). tile_expert[t] (max_tiles of them) is launch tile t's expert, -1 past
+// counts with shared-memory atomics; pass 1 takes the pairs a chunk at a time in order: a pair's
+// place is its expert's running start, plus that expert's pairs in earlier warps of the chunk
+// (per-warp counts in shared memory), in its warp's earlier groups, and in the lanes before it
+// in its group (__match_any_sync). An id outside [0, n_expert) is flagged and its pair dropped (its
+// out row is left as it was). tile_expert[t] (max_tiles of them) is launch tile t's expert, -1 past
 // the last: a grouped block reads its expert in one load (select_expert). Shared memory:
-// (1 + kSortWarps) n_expert ints.
-constexpr int kSortThreads = 256, kSortWarps = kSortThreads / 32;
+// (1 + kSortWarps) n_expert ints. A chunk is kSortGroups x kSortThreads pairs, warp w's the
+// kSortGroups x 32 consecutive ones from kSortGroups 32 w (its groups of 32 in order): four
+// groups a chunk cut a 2048-token step's sort (16384 pairs, 256 experts) from 64 chunks and
+// their three barriers each to 16.
+constexpr int kSortThreads = 256, kSortWarps = kSortThreads / 32, kSortGroups = 4;
 struct SortOut {
   int32_t* expert_first;
   int32_t* tile_first;
@@ -75,17 +78,32 @@ __global__ void __launch_bounds__(kSortThreads)
     for (int t = tile_first[n_expert] + threadIdx.x; t < out.max_tiles; t += kSortThreads)
       out.tile_expert[t] = -1;
   }
-  for (int c0 = 0; c0 < m; c0 += kSortThreads) {
-    const int i = c0 + threadIdx.x;
-    int32_t id = i < m ? ids[i] : -1;
-    if (id >= n_expert) id = -1;  // flagged in pass 0
-    const unsigned same = __match_any_sync(0xffffffffu, id);
-    const int before = __popc(same & ((1u << lane) - 1));
-    if (id >= 0 && before == 0) wcount[warp * n_expert + id] = __popc(same);
+  constexpr int kChunk = kSortGroups * kSortThreads;
+  for (int c0 = 0; c0 < m; c0 += kChunk) {
+    // Each pair's place among its expert's pairs of this warp's earlier groups and lanes; the
+    // warp's running count per expert in wcount (read by every lane of an expert before its
+    // first lane adds the group's count).
+    int32_t id[kSortGroups], local[kSortGroups];
+#pragma unroll
+    for (int g = 0; g < kSortGroups; ++g) {
+      const int i = c0 + kSortGroups * 32 * warp + 32 * g + lane;
+      id[g] = i < m ? ids[i] : -1;
+      if (id[g] >= n_expert) id[g] = -1;  // flagged in pass 0
+      const unsigned same = __match_any_sync(0xffffffffu, id[g]);
+      const int before = __popc(same & ((1u << lane) - 1));
+      const int base = id[g] >= 0 ? wcount[warp * n_expert + id[g]] : 0;
+      __syncwarp();
+      local[g] = base + before;
+      if (id[g] >= 0 && before == 0) wcount[warp * n_expert + id[g]] = base + __popc(same);
+      __syncwarp();
+    }
     __syncthreads();
-    if (id >= 0) {
-      int at = running[id] + before;
-      for (int w = 0; w < warp; ++w) at += wcount[w * n_expert + id];
+#pragma unroll
+    for (int g = 0; g < kSortGroups; ++g) {
+      if (id[g] < 0) continue;
+      const int i = c0 + kSortGroups * 32 * warp + 32 * g + lane;
+      int at = running[id[g]] + local[g];
+      for (int w = 0; w < warp; ++w) at += wcount[w * n_expert + id[g]];
       x_rows[at] = i / k;
       y_rows[at] = i;
     }
