@@ -681,13 +681,14 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& ref, 
 
 // Three sequences in one batch: a fresh one (random garbage in its slot must be ignored), one
 // continuing a random state, one single decode token; slot 1 unused (must stay as it was).
-// Shapes: the tiny fixtures' (16x16, grouped heads), Qwen3.5's tiled heads, 128x128 heads (the
-// real models'; state in registers, 4 blocks per head), and d_k = 40 (the general
-// shared-memory kernel).
+// Shapes: the tiny fixtures' (16x16, grouped heads), Qwen3.5's tiled heads, 64 x 48 (a partial
+// block of columns), 128x128 heads (the real models'; state in registers, 4 blocks per head),
+// and d_k = 40 (the general shared-memory kernel).
 TEST_F(CudaHybrid, GatedDeltaNetMatchesCpuRecurrent) {
   auto rng = test_rng();
-  for (const GdnCase& c : {GdnCase{2, 4, 16, 16, false}, GdnCase{2, 6, 32, 24, true},
-                           GdnCase{1, 2, 128, 128, false}, GdnCase{1, 2, 40, 24, false}}) {
+  for (const GdnCase& c :
+       {GdnCase{2, 4, 16, 16, false}, GdnCase{2, 6, 32, 24, true}, GdnCase{1, 2, 64, 48, false},
+        GdnCase{1, 2, 128, 128, false}, GdnCase{1, 2, 40, 24, false}}) {
     SCOPED_TRACE(fmt::format("nk {} nv {} dk {} dv {} tiled {}", c.nk, c.nv, c.dk, c.dv, c.tiled));
     const int64_t n_tok = 30, n_slots = 4;
     const GdnInputs in = gdn_inputs(rng, c, n_tok);

@@ -430,6 +430,55 @@ TEST_F(Cuda, ElementwiseMatchCpu) {
   }
 }
 
+// The elementwise ops' vector kernel (contiguous, 16-byte aligned tensors: 4 elements a thread)
+// against the per-element kernel (the same floats in tensors 4 bytes off alignment): the same bits
+// for every op, in place too, and the GLU's codes the same (the next Q8_0 matmul reads them, so
+// its outputs must be equal as well).
+TEST_F(Cuda, ElementwiseVectorKernelEqualsPerElement) {
+  auto rng = test_rng();
+  DeviceArena ar(*be_);
+  const int64_t d = 320, n = 9;  // 90 blocks of 32 elements
+  const auto a = random_floats(rng, d * n, -4.0f, 4.0f);
+  const auto b = random_floats(rng, d * n, -4.0f, 4.0f);
+  // [d, n] holding v, at the start of its buffer (aligned) or one float in (4 bytes off).
+  const auto put = [&](const std::vector<float>& v, bool aligned) {
+    std::vector<float> p(v.size() + 1, 0.0f);
+    std::copy(v.begin(), v.end(), p.begin() + (aligned ? 0 : 1));
+    Tensor t = ar.from_host(p, GgmlType::F32, static_cast<int64_t>(p.size()));
+    Tensor r = make_tensor(t.buf, t.offset + (aligned ? 0 : 4), GgmlType::F32, d, n);
+    return r;
+  };
+  const auto wb = random_weights(rng, GgmlType::Q8_0, d, 40);
+  const Tensor w = ar.weights(wb, GgmlType::Q8_0, d, 40);
+  for (int which = 0; which < 9; ++which) {
+    SCOPED_TRACE(which);
+    std::vector<float> got[2], proj[2];
+    for (const bool aligned : {true, false}) {
+      const Tensor at = put(a, aligned), bt = put(b, aligned);
+      const Tensor y = which == 8 ? at : put(std::vector<float>(a.size(), NAN), aligned);
+      if (which == 0) be_->add(at, bt, y);
+      if (which == 1) be_->mul(at, bt, y);
+      if (which == 2) be_->scale(at, 0.37f, y);
+      if (which == 3) be_->unary(at, UnaryKind::kSilu, y);
+      if (which == 4) be_->unary(at, UnaryKind::kGeluTanh, y);
+      if (which == 5) be_->glu(at, bt, GluKind::kSwiGLU, y);
+      if (which == 6) be_->glu(at, bt, GluKind::kGeGLU, y);
+      if (which == 7) be_->softcap(at, 3.0f, y);
+      if (which == 8) be_->glu(at, bt, GluKind::kSwiGLU, y);  // in place
+      got[aligned ? 0 : 1] = ar.download<float>(y);
+      const Tensor py = ar.poisoned(GgmlType::F32, 40, n);
+      be_->matmul(w, y, Tensor{}, py);  // the GLUs: through the codes they wrote
+      proj[aligned ? 0 : 1] = ar.download<float>(py);
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    for (size_t i = 0; i < got[0].size(); ++i)
+      ASSERT_EQ(float_bits(got[0][i]), float_bits(got[1][i])) << "element " << i;
+    for (size_t i = 0; i < proj[0].size(); ++i)
+      ASSERT_EQ(float_bits(proj[0][i]), float_bits(proj[1][i])) << "projection " << i;
+    ASSERT_FALSE(std::isnan(got[0][0]));
+  }
+}
+
 // Rows of 2144 (one block per row), 128 and 200 (one warp per row, the per-head norms; 200 leaves
 // part of the last 32 lanes idle), 37 rows: several warp-kernel blocks and a partial one.
 TEST_F(Cuda, RmsNormSoftmaxMatchCpu) {
