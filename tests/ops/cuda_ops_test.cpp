@@ -430,14 +430,14 @@ TEST_F(Cuda, ElementwiseMatchCpu) {
   }
 }
 
-// The elementwise ops' vector kernel (contiguous, 16-byte aligned tensors: 4 elements a thread)
-// against the per-element kernel (the same floats in tensors 4 bytes off alignment): the same bits
-// for every op, in place too, and the GLU's codes the same (the next Q8_0 matmul reads them, so
-// its outputs must be equal as well).
+// The elementwise ops' vector kernel (contiguous, 16-byte aligned tensors of at least 2^16
+// elements: 4 elements a thread) against the per-element kernel (the same floats in tensors 4
+// bytes off alignment): the same bits for every op, in place too, and the GLU's codes the same
+// (the next Q8_0 matmul reads them, so its outputs must be equal as well).
 TEST_F(Cuda, ElementwiseVectorKernelEqualsPerElement) {
   auto rng = test_rng();
   DeviceArena ar(*be_);
-  const int64_t d = 320, n = 9;  // 90 blocks of 32 elements
+  const int64_t d = 2048, n = 40;  // 81920 elements: the vector kernel's size
   const auto a = random_floats(rng, d * n, -4.0f, 4.0f);
   const auto b = random_floats(rng, d * n, -4.0f, 4.0f);
   // [d, n] holding v, at the start of its buffer (aligned) or one float in (4 bytes off).
