@@ -15,11 +15,16 @@ def run(*args, check=True):
     return r
 
 
-def generated(stderr):
-    """The first request's generated-token count from the timings line."""
-    m = re.search(r"generated: (\d+) tokens", stderr)
+def timing(pattern, stderr):
+    """An integer from the timings lines on stderr."""
+    m = re.search(pattern, stderr)
     assert m, stderr
     return int(m.group(1))
+
+
+def generated(stderr):
+    """The first request's generated-token count."""
+    return timing(r"generated: (\d+) tokens", stderr)
 
 
 def test_greedy_answer():
@@ -48,10 +53,8 @@ def test_parallel_bad_values_are_errors():
 
 
 def engine_steps(stderr):
-    """The timed run's engine step count from the [engine: ...] line."""
-    m = re.search(r"\[engine: (\d+) steps", stderr)
-    assert m, stderr
-    return int(m.group(1))
+    """The timed run's engine step count."""
+    return timing(r"\[engine: (\d+) steps", stderr)
 
 
 def test_warmup_changes_neither_the_text_nor_the_timed_counts():
