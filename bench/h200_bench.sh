@@ -29,7 +29,8 @@
 #                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
 #                by bench/ncu_kernels.py ($OUT/ncu_*.csv, $OUT/kernels_*.txt); for the prompt's
 #                kernels run `bench/ncu_kernels.py CSV --window 0` on the CSV (with KERNELS_GEN=1
-#                the last window is only the logits' few kernels); KERNELS_PARALLEL=8: the
+#                the last window is only the logits' few kernels; KERNELS_WINDOW=0 summarises
+#                the prompt's window instead); KERNELS_PARALLEL=8: the
 #                prompt as 8 concurrent requests (an 8-row decode step over shared pages)
 #       ncu1     ncu's detailed sections (speed of light, occupancy, scheduler, warp states,
 #                memory, instructions) for one launch of the kernel matching NCU_KERNEL, after
@@ -171,7 +172,9 @@ kernels() {
     --ignore-eos --backend cuda --ctx $((${KERNELS_PROMPT:-4} + 64)) \
     --parallel "${KERNELS_PARALLEL:-1}" >"$f" 2>"$OUT/ncu_run.err"
   echo "ncu rc $?: $(grep -c gpu__time_duration "$f") kernels timed"
-  python3 "$ROOT/bench/ncu_kernels.py" "$f" | tee "$OUT/kernels_$(basename "$M" .gguf).txt" | head -48
+  # KERNELS_WINDOW=0: the prompt's window (a prefill step's map) instead of the last one.
+  python3 "$ROOT/bench/ncu_kernels.py" "$f" ${KERNELS_WINDOW:+--window "$KERNELS_WINDOW"} |
+    tee "$OUT/kernels_$(basename "$M" .gguf).txt" | head -48
 }
 
 ncu1() {
