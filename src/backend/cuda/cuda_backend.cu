@@ -78,34 +78,6 @@ __global__ void elementwise_kernel(EwOp op, TensorDesc a, TensorDesc b, bool b_b
   if (xq != nullptr) quantize_value(y, threadIdx.x % 32, xq + (e & ~int64_t{31}), xb + e / 32);
 }
 
-// quantize_value's rounding of one 32-element block held by the 8 lanes of an octet (lane % 8 =
-// j holds elements 4j .. 4j + 3): amax (a max) and the code sum (integers) do not depend on the
-// order they are taken in, and d, 1 / d and each code are the same expressions on the same
-// floats, so the same bits. Only the octet's lanes take part in its shuffles.
-__device__ __forceinline__ void quantize_octet(const float (&v)[4], int lane, int8_t* xq,
-                                               ActBlock* xb) {
-  const unsigned octet = 0xFFu << (lane & ~7);
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-  amax = fmaxf(amax, __shfl_xor_sync(octet, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(octet, amax, 2));
-  amax = fmaxf(amax, __shfl_xor_sync(octet, amax, 4));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  int q[4], s = 0;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    q[k] = max(-128, min(127, __float2int_rn(__fmul_rn(v[k], id))));
-    s += q[k];
-  }
-  *reinterpret_cast<char4*>(xq + 4 * (lane % 8)) =
-      make_char4(static_cast<signed char>(q[0]), static_cast<signed char>(q[1]),
-                 static_cast<signed char>(q[2]), static_cast<signed char>(q[3]));
-  s += __shfl_xor_sync(octet, s, 1);
-  s += __shfl_xor_sync(octet, s, 2);
-  s += __shfl_xor_sync(octet, s, 4);
-  if (lane % 8 == 0) *xb = ActBlock{d, static_cast<float>(s)};
-}
-
 // The same ops where a, b (not broadcast) and out are contiguous, 16-byte aligned and n is a
 // multiple of 4: thread i takes elements 4i .. 4i + 3 with one 16-byte load per input and one
 // store, and no index arithmetic (elementwise_kernel's 64-bit div_mod per element made the

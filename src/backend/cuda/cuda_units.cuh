@@ -31,15 +31,28 @@ struct ActBlock {
 
 // ---- activation quantization ----
 
+// A block's scale d = amax / 127 and its reciprocal (0 for an all-zero block), IEEE-rounded: every
+// rounding below takes them from here, so their codes are the same bits.
+struct BlockScale {
+  float d, id;
+};
+__device__ __forceinline__ BlockScale block_scale(float amax) {
+  const float d = __fdiv_rn(amax, 127.0f);
+  return {d, d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f};
+}
+
+// One element's code: rint(v * (1 / d)), clamped to int8.
+__device__ __forceinline__ int code_of(float v, float id) {
+  return max(-128, min(127, __float2int_rn(__fmul_rn(v, id))));
+}
+
 // One 32-element block, lane = element v (all 32 lanes of the warp call it); the CPU backend's
 // quantize_act_row rounding: d = amax / 127, q = rint(x * (1 / d)) (both IEEE-rounded, no
 // contraction). The separate kernel, the fused decode path and the ops that round their own
 // output (DerivedCache, cuda_derived.cuh) all call this, so their codes are the same bits.
 __device__ __forceinline__ void quantize_value(float v, int lane, int8_t* xq, ActBlock* xb) {
-  const float amax = warp_max(fabsf(v));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  const int q = max(-128, min(127, __float2int_rn(__fmul_rn(v, id))));
+  const auto [d, id] = block_scale(warp_max(fabsf(v)));
+  const int q = code_of(v, id);
   xq[lane] = static_cast<int8_t>(q);
   const int s = __reduce_add_sync(0xffffffffu, q);
   if (lane == 0) *xb = ActBlock{d, static_cast<float>(s)};
@@ -61,13 +74,12 @@ __device__ __forceinline__ void quantize_quad(const float (&v)[4][2], int lane, 
   for (int j = 0; j < 4; ++j) amax = fmaxf(amax, fmaxf(fabsf(v[j][0]), fabsf(v[j][1])));
   amax = fmaxf(amax, __shfl_xor_sync(quad, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(quad, amax, 2));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  const auto [d, id] = block_scale(amax);
   int s = 0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int q0 = max(-128, min(127, __float2int_rn(__fmul_rn(v[j][0], id))));
-    const int q1 = max(-128, min(127, __float2int_rn(__fmul_rn(v[j][1], id))));
+    const int q0 = code_of(v[j][0], id);
+    const int q1 = code_of(v[j][1], id);
     *reinterpret_cast<char2*>(xq + 8 * j + 2 * (lane % 4)) =
         make_char2(static_cast<signed char>(q0), static_cast<signed char>(q1));
     s += q0 + q1;
@@ -75,6 +87,33 @@ __device__ __forceinline__ void quantize_quad(const float (&v)[4][2], int lane, 
   s += __shfl_xor_sync(quad, s, 1);
   s += __shfl_xor_sync(quad, s, 2);
   if (lane % 4 == 0) *xb = ActBlock{d, static_cast<float>(s)};
+}
+
+// quantize_value's rounding of one 32-element block held by the 8 lanes of an octet (lane % 8 =
+// j holds elements 4j .. 4j + 3): amax (a max) and the code sum (integers) do not depend on the
+// order they are taken in, and d, 1 / d and each code are the same expressions on the same
+// floats, so the same bits. Only the octet's lanes take part in its shuffles.
+__device__ __forceinline__ void quantize_octet(const float (&v)[4], int lane, int8_t* xq,
+                                               ActBlock* xb) {
+  const unsigned octet = 0xFFu << (lane & ~7);
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  amax = fmaxf(amax, __shfl_xor_sync(octet, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(octet, amax, 2));
+  amax = fmaxf(amax, __shfl_xor_sync(octet, amax, 4));
+  const auto [d, id] = block_scale(amax);
+  int q[4], s = 0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    q[k] = code_of(v[k], id);
+    s += q[k];
+  }
+  *reinterpret_cast<char4*>(xq + 4 * (lane % 8)) =
+      make_char4(static_cast<signed char>(q[0]), static_cast<signed char>(q[1]),
+                 static_cast<signed char>(q[2]), static_cast<signed char>(q[3]));
+  s += __shfl_xor_sync(octet, s, 1);
+  s += __shfl_xor_sync(octet, s, 2);
+  s += __shfl_xor_sync(octet, s, 4);
+  if (lane % 8 == 0) *xb = ActBlock{d, static_cast<float>(s)};
 }
 
 // ---- shared-memory and bit helpers ----
