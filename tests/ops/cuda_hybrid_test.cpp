@@ -154,8 +154,8 @@ std::vector<int32_t> random_ids(std::mt19937_64& rng, const IdCase& c, int n_exp
 // sum|w| (1% slack), plus (n_in + 2) u (sum|w x| + |y|) of float accumulation in any order;
 // (3) within twice that of the CPU's matmul_id (each side is within the bound of the reference).
 void check_matmul_id(CudaBackend& be, CpuBackend& cpu, std::mt19937_64& rng, GgmlType t,
-                     const IdCase& c) {
-  const int64_t n_in = 256, n_out = 40, n_expert = 6;
+                     const IdCase& c, int64_t n_in = 256) {
+  const int64_t n_out = 40, n_expert = 6;
   const auto wb = random_weights(rng, t, n_in, n_out * n_expert);
   const auto x = random_floats(rng, static_cast<size_t>(c.n * c.xk * n_in), -2.0f, 2.0f);
   const auto ids = random_ids(rng, c, n_expert);
@@ -229,6 +229,15 @@ TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
                             IdCase{3, 6, 6, true}, IdCase{80, 4, 1, true}})
       check_matmul_id(*be_, cpu_, rng, t, c);
   }
+}
+
+// The device route's pairs at n_in 1024 (Q8_0's one-row tiles by pair; the cases above, at 256,
+// take the short-row kernel): several tokens, 33 tokens over 6 experts, x per rank, repeated
+// experts within a token: every pair the bits of its dense matmul.
+TEST_F(CudaHybrid, MatmulIdPairsOfLongRowsEqualDense) {
+  auto rng = test_rng();
+  for (const IdCase& c : {IdCase{6, 4, 1, true}, IdCase{7, 2, 2, false}, IdCase{33, 4, 1, true}})
+    check_matmul_id(*be_, cpu_, rng, GgmlType::Q8_0, c, 1024);
 }
 
 // A warm agent turn's expert down projection: few pairs per expert over short rows in the device
@@ -339,34 +348,38 @@ TEST_F(CudaHybrid, MatmulIdSortAcrossChunksEqualsDense) {
 
 // matmul_shared_x entries with ids (the MoE block's expert gate/up beside the shared expert's
 // matmuls, x rounded once): each output is the bits of a plain matmul_id / matmul of the same x,
-// for decode (the one-row route, which takes the shared rounding) and a batch of 80 tokens x 4
-// ranks (the sorted tensor-core route, which rounds rows in its own order). The two expert
-// tensors (gate, up: one type and shape, the same ids) run as one launch, and so do the two
-// plain ones (SliceParts): two fused launches per call.
+// for decode (the one-row route, which takes the shared rounding; up to 8 tokens the two plain
+// matmuls ride in the experts' launch as its plain rows: the short-row kernel at n_in 256, the
+// one-row tiles or gemv_coal_kernel at 1024) and a batch of 80 tokens x 4
+// ranks (the sorted tensor-core route, which rounds rows in its own order; the two expert
+// tensors run as one launch, and so do the two plain ones).
 TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
   auto rng = test_rng();
-  const int64_t n_in = 256, n_out = 40, n_expert = 6;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{80, 4, 1, true}}) {
-      SCOPED_TRACE(fmt::format("{} n {}", type_name(t), c.n));
-      DeviceArena arena(*be_);
-      const Tensor wg = random_experts(arena, rng, t, n_in, n_out, n_expert);
-      const Tensor wu = random_experts(arena, rng, t, n_in, n_out, n_expert);
-      const Tensor d = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
-      const Tensor d2 = arena.weights(random_weights(rng, t, n_in, 72), t, n_in, 72);
-      const Tensor x =
-          arena.from_host(random_floats(rng, static_cast<size_t>(c.n * n_in), -2.0f, 2.0f),
-                          GgmlType::F32, n_in, c.n);
-      const Tensor ids = arena.from_host(random_ids(rng, c, n_expert), GgmlType::I32, c.k, c.n);
-      const Backend::MatmulOut outs[] = {
-          {wg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), ids},
-          {d, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.n)},
-          {wu, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), ids},
-          {d2, Tensor{}, arena.poisoned(GgmlType::F32, 72, c.n)}};
-      const long fused_before = be_->fused_matmuls();
-      be_->matmul_shared_x(x, outs);
-      EXPECT_EQ(be_->fused_matmuls(), fused_before + 2);
-      expect_each_output_alone(*be_, arena, x, outs);
+  const int64_t n_out = 40, n_expert = 6;
+  for (const int64_t n_in : {256, 1024}) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      for (const IdCase& c :
+           {IdCase{1, 4, 1, true}, IdCase{6, 4, 1, true}, IdCase{80, 4, 1, true}}) {
+        SCOPED_TRACE(fmt::format("{} n_in {} n {}", type_name(t), n_in, c.n));
+        DeviceArena arena(*be_);
+        const Tensor wg = random_experts(arena, rng, t, n_in, n_out, n_expert);
+        const Tensor wu = random_experts(arena, rng, t, n_in, n_out, n_expert);
+        const Tensor d = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+        const Tensor d2 = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+        const Tensor x =
+            arena.from_host(random_floats(rng, static_cast<size_t>(c.n * n_in), -2.0f, 2.0f),
+                            GgmlType::F32, n_in, c.n);
+        const Tensor ids = arena.from_host(random_ids(rng, c, n_expert), GgmlType::I32, c.k, c.n);
+        const Backend::MatmulOut outs[] = {
+            {wg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), ids},
+            {d, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.n)},
+            {wu, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.k, c.n), ids},
+            {d2, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.n)}};
+        const long fused_before = be_->fused_matmuls();
+        be_->matmul_shared_x(x, outs);
+        EXPECT_EQ(be_->fused_matmuls(), fused_before + (c.n <= 8 ? 1 : 2));
+        expect_each_output_alone(*be_, arena, x, outs);
+      }
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
+#include "core/argmax.h"
 #include "cuda_test_util.h"
 #include "ops_test_util.h"
 #include "quant/dequantize.h"
@@ -626,6 +627,30 @@ TEST_F(Cuda, ArgmaxTopKExactWithTies) {
     EXPECT_EQ(ids[0], ids[1]);
     EXPECT_EQ(vals[0], vals[1]);
   }
+}
+
+// Rows of a real vocabulary's size (61 chunks of the device's 4096-logit blocks) with the maximum
+// in different chunks, ties across chunks, a row of -inf (the first index) and NaNs that never
+// win (a NaN row gives 0): ids equal to the CPU's where its scan defines them (NaN not at 0).
+TEST_F(Cuda, ArgmaxAcrossChunksNanAndInf) {
+  auto rng = test_rng();
+  const int64_t v = 248320, n = 6;
+  auto x = random_floats(rng, v * n, -10.0f, 10.0f);
+  x[0 * v + 200000] = 20.0f;                                 // row 0: in a late chunk
+  x[1 * v + 4096] = 20.0f, x[1 * v + 8191] = 20.0f;          // row 1: chunk 1's first element...
+  x[1 * v + 3] = std::nanf(""), x[1 * v + 9000] = INFINITY;  // ...NaN loses, +inf wins
+  for (int64_t i = 0; i < v; ++i) x[2 * v + i] = -INFINITY;  // row 2: all -inf -> 0
+  x[2 * v + 5] = std::nanf("");                              //   (a NaN does not win)
+  for (int64_t i = 0; i < v; ++i) x[3 * v + i] = std::nanf("");  // row 3: all NaN -> 0
+  x[4 * v + v - 1] = 30.0f;                                      // row 4: the last element
+  x[5 * v + 12345] = 15.0f, x[5 * v + 123456] = 15.0f;           // row 5: tie across chunks
+  DeviceArena ga(*be_);
+  Tensor xt = ga.from_host(x, GgmlType::F32, v, n), a = ga.poisoned(GgmlType::I32, n);
+  be_->argmax(xt, a);
+  EXPECT_EQ(ga.download<int32_t>(a), (std::vector<int32_t>{200000, 9000, 0, 0, v - 1, 12345}));
+  std::vector<int32_t> cpu;
+  for (int64_t r : {0, 1, 2, 4, 5}) cpu.push_back(static_cast<int32_t>(first_argmax(&x[r * v], v)));
+  EXPECT_EQ(cpu, (std::vector<int32_t>{200000, 9000, 0, v - 1, 12345}));
 }
 
 // ---- rope ----

@@ -292,39 +292,6 @@ __device__ void block_best(float* v, int64_t* i, float* sv, int64_t* si) {
     if (ranks_before(sv[w], si[w], *v, *i)) *v = sv[w], *i = si[w];
 }
 
-// One block per row: argmax (lowest index among equal maxima, like the CPU's first-max scan).
-// Each thread scans its elements in increasing index order, so its best is already the first of
-// its equal maxima. 16-byte-aligned rows are read as float4, four loads in flight per thread (a
-// 248k-entry vocabulary row took 100 us one float at a time, most of it load latency).
-__global__ void argmax_kernel(TensorDesc x, int32_t* __restrict__ out) {
-  pdl_enter();
-  __shared__ float sv[32];
-  __shared__ int64_t si[32];
-  const int64_t r = blockIdx.x;
-  const float* xr = reinterpret_cast<const float*>(x.row(r));
-  float bv = -INFINITY;
-  int64_t bi = INT64_MAX;
-  int64_t i0 = 0;  // first element of the scalar tail
-  if (reinterpret_cast<uintptr_t>(xr) % 16 == 0) {
-    const auto* x4 = reinterpret_cast<const float4*>(xr);
-    const int64_t n4 = x.ne0 / 4;
-#pragma unroll 4
-    for (int64_t j = threadIdx.x; j < n4; j += blockDim.x) {
-      const float4 v = x4[j];
-      const float e[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (ranks_before(e[k], 4 * j + k, bv, bi)) bv = e[k], bi = 4 * j + k;
-    }
-    i0 = 4 * n4;
-  }
-  for (int64_t i = i0 + threadIdx.x; i < x.ne0; i += blockDim.x)
-    if (ranks_before(xr[i], i, bv, bi)) bv = xr[i], bi = i;
-  block_best(&bv, &bi, sv, si);
-  // A row of only -inf/NaN leaves bi unset: the CPU returns 0 then.
-  if (threadIdx.x == 0) out[r] = bi == INT64_MAX ? 0 : static_cast<int32_t>(bi);
-}
-
 // One block per row; k passes, each taking the best element ranked after the previous pick.
 // O(k * n) reads per row: fine for sampling's small k (stage 1).
 __global__ void top_k_kernel(TensorDesc x, int k, TensorDesc ids, TensorDesc values) {
@@ -528,6 +495,7 @@ CudaBackend::~CudaBackend() {
   if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, s);
   if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, s);
   if (sample_scratch_.ptr != nullptr) (void)cudaFreeAsync(sample_scratch_.ptr, s);
+  if (argmax_scratch_.ptr != nullptr) (void)cudaFreeAsync(argmax_scratch_.ptr, s);
   (void)cudaStreamSynchronize(s);
   (void)cudaFree(err_word_);
   stream_.reset();
@@ -729,17 +697,6 @@ void CudaBackend::glu(const Tensor& gate, const Tensor& up, GluKind kind, const 
 }
 
 // ---- sampling helpers ----
-
-void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
-  T9_CUDA_PROF("argmax");
-  cuda::check_f32_rows(logits, "argmax logits");
-  T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows() && out.is_contiguous(),
-           "argmax: out");
-  derived_->wrote(out);
-  if (logits.n_rows() == 0) return;
-  stream_->launch(cuda::argmax_kernel, cuda::row_grid(logits), 1024, 0, cuda::desc(logits),
-                  reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
-}
 
 void CudaBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {
   T9_CUDA_PROF("top_k");

@@ -198,6 +198,7 @@ class CudaBackend final : public Backend {
   cuda::Scratch moe_scratch_;     // matmul_id's packed rows (matmul itself uses scratch_)
   cuda::Scratch attn_scratch_;    // attention's per-split partial results
   cuda::Scratch sample_scratch_;  // sample's order keys, one per logit
+  cuda::Scratch argmax_scratch_;  // argmax's best key per (row, 4096-logit chunk)
   cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors

@@ -21,6 +21,7 @@
 // neighbour within 1e-5 of the boundary (run 48: none differed).
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -313,6 +314,85 @@ __global__ void __launch_bounds__(kSampleThreads)
 
 // One thread per edit (at most one per (row, token)); padding rows < 0 and out-of-range
 // entries leave the logits alone (the engine makes only valid ones; the CPU op checks).
+// Greedy argmax (Backend::argmax): the first index of the largest value, NaN never winning, 0 for
+// a row of only NaN. One block per 4096-element chunk of a row writes its best as one 64-bit key,
+// then one warp per row takes the largest key. A key orders by value (order_key; NaN below every
+// number) and, among equal values, by lower index (the low word holds ~index), so the max over
+// the keys is exact in any order: no ties to break, the same id however the chunks fall. One
+// block per row (the old form) spent ~35 us on a 248k-entry row, most of it load latency.
+constexpr int kArgmaxThreads = 256;
+constexpr int kArgmaxChunk = 4096;  // elements per block: four float4 loads in flight per thread
+
+__device__ __forceinline__ uint64_t argmax_key(float v, int64_t i) {
+  const uint64_t k = v != v ? 0u : order_key(v);
+  return (k << 32) | (0xffffffffu - static_cast<uint32_t>(i));
+}
+
+__device__ __forceinline__ uint64_t warp_max_u64(uint64_t k) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t ok = __shfl_xor_sync(0xffffffffu, k, o);
+    k = ok > k ? ok : k;
+  }
+  return k;
+}
+
+// grid (chunks, rows); part[r * chunks + c] = chunk c's best key of row r.
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_chunks_kernel(TensorDesc x, uint64_t* __restrict__ part) {
+  pdl_enter();
+  __shared__ uint64_t warp_best[kArgmaxThreads / 32];
+  const int64_t r = blockIdx.y, lo = static_cast<int64_t>(blockIdx.x) * kArgmaxChunk;
+  const int64_t hi = min(x.ne0, lo + kArgmaxChunk);
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  uint64_t best = 0;
+  if (reinterpret_cast<uintptr_t>(xr) % 16 == 0) {  // lo is a multiple of 4: xr + lo is aligned
+    float4 v[kArgmaxChunk / (4 * kArgmaxThreads)];
+#pragma unroll
+    for (int k = 0; k < kArgmaxChunk / (4 * kArgmaxThreads); ++k) {
+      const int64_t i = lo + 4 * (threadIdx.x + k * kArgmaxThreads);
+      v[k] =
+          i + 3 < hi ? *reinterpret_cast<const float4*>(xr + i) : make_float4(NAN, NAN, NAN, NAN);
+    }
+#pragma unroll
+    for (int k = 0; k < kArgmaxChunk / (4 * kArgmaxThreads); ++k) {
+      const int64_t i = lo + 4 * (threadIdx.x + k * kArgmaxThreads);
+      if (i + 3 < hi) {
+        const float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) best = max(best, argmax_key(e[j], i + j));
+      } else {
+        for (int64_t j = i; j < hi; ++j) best = max(best, argmax_key(xr[j], j));  // the tail
+      }
+    }
+  } else {
+    for (int64_t i = lo + threadIdx.x; i < hi; i += kArgmaxThreads)
+      best = max(best, argmax_key(xr[i], i));
+  }
+  best = warp_max_u64(best);
+  if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kArgmaxThreads / 32; ++w) best = max(best, warp_best[w]);
+    part[r * gridDim.x + blockIdx.x] = best;
+  }
+}
+
+// One warp per row over its chunks' keys.
+__global__ void argmax_rows_kernel(const uint64_t* __restrict__ part, int chunks, int64_t rows,
+                                   int32_t* __restrict__ out) {
+  pdl_enter();
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows) return;  // uniform per warp
+  const int lane = threadIdx.x % 32;
+  uint64_t best = 0;
+  for (int c = lane; c < chunks; c += 32) best = max(best, part[r * chunks + c]);
+  best = warp_max_u64(best);
+  if (lane == 0)
+    out[r] =
+        (best >> 32) == 0 ? 0 : static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(best));
+}
+
 __global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__ edits, int64_t n) {
   pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -336,6 +416,28 @@ void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
   if (n == 0) return;
   stream_->launch(cuda::adjust_logits_kernel, cuda::grid_1d(n, 256), 256, 0, cuda::desc(logits),
                   reinterpret_cast<const LogitEdit*>(cuda::base_ptr(edits)), n);
+}
+
+void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
+  T9_CUDA_PROF("argmax");
+  cuda::check_f32_rows(logits, "argmax logits");
+  T9_CHECK(out.type == GgmlType::I32 && out.n_elements() == logits.n_rows() && out.is_contiguous(),
+           "argmax: out");
+  T9_CHECK(logits.ne[0] < INT_MAX, "argmax: {} logits per row", logits.ne[0]);
+  derived_->wrote(out);
+  const int64_t rows = logits.n_rows();
+  if (rows == 0) return;
+  const int chunks =
+      std::max(1, static_cast<int>((logits.ne[0] + cuda::kArgmaxChunk - 1) / cuda::kArgmaxChunk));
+  T9_CHECK(rows <= 65535, "argmax: {} rows", rows);  // grid.y
+  auto* part = static_cast<uint64_t*>(
+      argmax_scratch_.reserve(static_cast<size_t>(rows * chunks) * sizeof(uint64_t), *stream_));
+  stream_->launch(cuda::argmax_chunks_kernel,
+                  dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)),
+                  cuda::kArgmaxThreads, 0, cuda::desc(logits), part);
+  stream_->launch(cuda::argmax_rows_kernel, cuda::grid_1d(rows, 4), 128, 0,
+                  static_cast<const uint64_t*>(part), chunks, rows,
+                  reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
 }
 
 void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {
