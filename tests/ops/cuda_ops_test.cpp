@@ -253,6 +253,33 @@ TEST_F(Cuda, MatmulSharedXFloatPartsEqualSeparateMatmuls) {
   }
 }
 
+// A prompt chunk's router (2048 -> 256 float weights over 1203 rows: the split 8 x 8 tiles, the
+// last tile 3 rows): each row's outputs must be the bits of the same row alone (one row per grid
+// row), so a prompt computed in one step routes as it would token by token.
+TEST_F(Cuda, FloatMatmulLongCallRowsEqualOneRow) {
+  auto rng = test_rng();
+  const int64_t n_in = 2048, n_out = 256, n_rows = 1203;
+  for (GgmlType t : {GgmlType::F32, GgmlType::BF16}) {
+    SCOPED_TRACE(type_name(t));
+    DeviceArena arena(*be_);
+    const Tensor w = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+    const auto x = random_floats(rng, static_cast<size_t>(n_in * n_rows), -3.0f, 3.0f);
+    const Tensor y = arena.poisoned(GgmlType::F32, n_out, n_rows);
+    be_->matmul(w, arena.from_host(x, GgmlType::F32, n_in, n_rows), Tensor{}, y);
+    const auto all = arena.download<float>(y);
+    for (const int64_t r : {int64_t{0}, int64_t{7}, int64_t{64}, int64_t{575}, n_rows - 1}) {
+      const std::vector<float> xr(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
+      const Tensor y1 = arena.poisoned(GgmlType::F32, n_out, 1);
+      be_->matmul(w, arena.from_host(xr, GgmlType::F32, n_in, 1), Tensor{}, y1);
+      const auto one = arena.download<float>(y1);
+      for (int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(float_bits(all[static_cast<size_t>(r * n_out + o)]),
+                  float_bits(one[static_cast<size_t>(o)]))
+            << "row " << r << " out " << o;
+    }
+  }
+}
+
 // Q4_K, Q6_K and Q8_0 run the sliced GEMV below 16 activation rows (tiles of 1, 4, 8) and the
 // tensor-core kernel from 16 rows on (64-row tiles); both compute the canonical order of
 // backend/cuda/cuda_units.cuh, so a row's output is the same bits alone, among 4 or 8 rows, and
