@@ -1,6 +1,7 @@
 // Backend::sample on the device: one block of 1024 threads per logits row decides the row's
 // token with core/sampling.h's algorithm, so only 4 bytes a row come back (not 1 MB of a 248k
-// vocabulary) and the host never sorts.
+// vocabulary) and the host never sorts. Backend::argmax (batches that are all greedy) is here too,
+// below: chunks of a row in parallel, then one warp per row.
 //
 // Per row (settings: a RowSampling; l_i = logit_i / temperature, IEEE-rounded like the host):
 //   - temperature 0: the first index of the largest logit (rows without NaN: core/argmax.h).
@@ -312,8 +313,6 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (tid == 0) out[r] = token;
 }
 
-// One thread per edit (at most one per (row, token)); padding rows < 0 and out-of-range
-// entries leave the logits alone (the engine makes only valid ones; the CPU op checks).
 // Greedy argmax (Backend::argmax): the first index of the largest value, NaN never winning, 0 for
 // a row of only NaN. One block per 4096-element chunk of a row writes its best as one 64-bit key,
 // then one warp per row takes the largest key. A key orders by value (order_key; NaN below every
@@ -393,6 +392,8 @@ __global__ void argmax_rows_kernel(const uint64_t* __restrict__ part, int chunks
         (best >> 32) == 0 ? 0 : static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(best));
 }
 
+// One thread per edit (at most one per (row, token)); padding rows < 0 and out-of-range
+// entries leave the logits alone (the engine makes only valid ones; the CPU op checks).
 __global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__ edits, int64_t n) {
   pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
