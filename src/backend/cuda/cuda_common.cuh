@@ -279,6 +279,21 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+__device__ __forceinline__ uint64_t warp_max(uint64_t v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+
+// A float's order as an unsigned key (larger float, larger key), -0 folded into +0 as `==` does;
+// NaN is the caller's to map (moe_route never ranks one, sampling takes it as -inf).
+__device__ __forceinline__ uint32_t float_order_key(float v) {
+  const uint32_t b = __float_as_uint(v + 0.0f);  // -0 -> +0
+  return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 // `scratch` holds 32 values of T. The order is fixed by the block shape, so results are

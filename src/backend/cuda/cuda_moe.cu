@@ -104,11 +104,6 @@ __global__ void moe_route_kernel(TensorDesc logits, int k, bool normalize, Tenso
 // against moe_route_kernel's 5.3 (runs 121, 123). One warp per row, like moe_route_kernel.
 constexpr int kRouteRegsMax = 16;
 
-__device__ __forceinline__ uint32_t float_order_key(float v) {
-  const uint32_t b = __float_as_uint(v + 0.0f);  // -0 -> +0
-  return b & 0x80000000u ? ~b : b | 0x80000000u;
-}
-
 template <int kRegs>
 __global__ void moe_route_regs_kernel(TensorDesc logits, int k, bool normalize, TensorDesc ids,
                                       TensorDesc weights) {

@@ -40,10 +40,7 @@ constexpr int kMaxKept = 1024;  // candidates the cuts may read: one per thread
 
 // Larger float -> larger key; -0 as +0 (the host compares them equal) and NaN as -inf.
 __device__ __forceinline__ uint32_t order_key(float v) {
-  if (v != v) v = -INFINITY;
-  if (v == 0.0f) v = 0.0f;
-  const uint32_t b = __float_as_uint(v);
-  return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+  return float_order_key(v != v ? -INFINITY : v);
 }
 __device__ __forceinline__ float key_value(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) != 0 ? (k & 0x7fffffffu) : ~k);
@@ -327,15 +324,6 @@ __device__ __forceinline__ uint64_t argmax_key(float v, int64_t i) {
   return (k << 32) | (0xffffffffu - static_cast<uint32_t>(i));
 }
 
-__device__ __forceinline__ uint64_t warp_max_u64(uint64_t k) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const uint64_t ok = __shfl_xor_sync(0xffffffffu, k, o);
-    k = ok > k ? ok : k;
-  }
-  return k;
-}
-
 // grid (chunks, rows); part[r * chunks + c] = chunk c's best key of row r.
 __global__ void __launch_bounds__(kArgmaxThreads)
     argmax_chunks_kernel(TensorDesc x, uint64_t* __restrict__ part) {
@@ -368,7 +356,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     for (int64_t i = lo + threadIdx.x; i < hi; i += kArgmaxThreads)
       best = max(best, argmax_key(xr[i], i));
   }
-  best = warp_max_u64(best);
+  best = warp_max(best);
   if (threadIdx.x % 32 == 0) warp_best[threadIdx.x / 32] = best;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -386,7 +374,7 @@ __global__ void argmax_rows_kernel(const uint64_t* __restrict__ part, int chunks
   const int lane = threadIdx.x % 32;
   uint64_t best = 0;
   for (int c = lane; c < chunks; c += 32) best = max(best, part[r * chunks + c]);
-  best = warp_max_u64(best);
+  best = warp_max(best);
   if (lane == 0)
     out[r] =
         (best >> 32) == 0 ? 0 : static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(best));
