@@ -43,8 +43,10 @@ std::vector<int32_t> router_ids(std::mt19937_64& rng, int64_t n, int64_t k, int 
   return ids;
 }
 
-// Decode calls (1 and 2 tokens: the fused route's default limit). n_out = 203: partial row
-// blocks for 2 (16 units) and 4 (8 units) rows per warp.
+// Decode calls: 1 and 2 tokens (the fused route's default limit), and 3-8 tokens with a shared
+// expert of the experts' shape (CudaBackend::moe_down_pairs: both GLUs' codes in one launch, the
+// shared rows as plain rows of the by-pair launch; short rows and, at 2048 inputs, the one-row
+// tiles). n_out = 203: partial row blocks for 2 (16 units) and 4 (8 units) rows per warp.
 TEST_F(CudaMoeDown, EqualsTheComposedOps) {
   auto rng = test_rng();
   const int64_t d = 203;
@@ -56,7 +58,12 @@ TEST_F(CudaMoeDown, EqualsTheComposedOps) {
                             DownCase{GgmlType::Q4_K, 1, 8, 512, 512, true},
                             DownCase{GgmlType::Q4_K, 2, 4, 1024, 256, false},
                             DownCase{GgmlType::Q6_K, 2, 8, 512, 512, true},
-                            DownCase{GgmlType::Q6_K, 1, 8, 256, 0, true}}) {
+                            DownCase{GgmlType::Q6_K, 1, 8, 256, 0, true},
+                            DownCase{GgmlType::Q8_0, 3, 8, 512, 512, true},
+                            DownCase{GgmlType::Q8_0, 8, 8, 512, 512, false},
+                            DownCase{GgmlType::Q8_0, 7, 8, 2048, 2048, true},
+                            DownCase{GgmlType::Q4_K, 8, 4, 1024, 1024, true},
+                            DownCase{GgmlType::Q6_K, 5, 8, 256, 256, false}}) {
     SCOPED_TRACE(fmt::format("{} n {} k {} fe {} fs {} per-row gate {}", type_name(c.type), c.n,
                              c.k, c.fe, c.fs, c.gate_per_row));
     const bool shared = c.fs > 0;
@@ -96,7 +103,7 @@ TEST_F(CudaMoeDown, EqualsTheComposedOps) {
       }
       out[fused] = arena.download<float>(m.out);
     }
-    // The fused route leaves eg as it was (the composed GLU overwrites it): it did run.
+    // The fused routes leave eg as it was (the composed GLU overwrites it): one of them ran.
     for (size_t i = 0; i < eg.size(); ++i)
       ASSERT_EQ(float_bits(eg_after[i]), float_bits(eg[i])) << "eg element " << i;
     for (size_t i = 0; i < out[0].size(); ++i)
@@ -144,9 +151,9 @@ void check_composed_route(CudaBackend& be, int64_t n) {
     }
 }
 
-// Past the fused route's tokens (3: the composed one-row GEMVs; 33 tokens of k 8, past 256
-// pairs: the grouped tensor-core route) the call takes the composed ops, which overwrite eg with
-// the GLU; the result is still theirs.
+// Past the fused route's tokens without a shared expert (3: the composed one-row GEMVs; 33
+// tokens of k 8, past 256 pairs: the grouped tensor-core route) the call takes the composed ops,
+// which overwrite eg with the GLU; the result is still theirs.
 TEST_F(CudaMoeDown, LargerCallsTakeTheComposedOps) {
   for (const int64_t n : {3, 33}) {
     SCOPED_TRACE(fmt::format("{} tokens", n));

@@ -161,7 +161,8 @@ class CudaBackend final : public Backend {
   void mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) override;
   void moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
                           const Tensor& gate, const Tensor& out) override;
-  // Calls of 1-2 tokens in two launches (cuda_moe_down.cu), others as the composed ops.
+  // Calls of 1-2 tokens in two launches (cuda_moe_down.cu), 3-8 with a shared expert in three
+  // (moe_down_pairs), others as the composed ops.
   void moe_down(const MoeDown& m) override;
   void ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state, const Tensor& seqs,
                 const Tensor& out) override;
@@ -181,6 +182,9 @@ class CudaBackend final : public Backend {
                   std::span<const size_t> plain, const cuda::RoundedX& rx);
   // True when a matmul_id over ids may carry plain matmuls as its plain rows (cuda_moe.cu).
   bool plain_rows_ride(const Tensor& ids) const;
+  // moe_down with the shared expert's rows in the experts' by-pair launch; false (nothing
+  // enqueued) where that route does not apply.
+  bool moe_down_pairs(const MoeDown& m);
   // The shape and type checks of matmul (a message naming the operand, no launch).
   void check_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y);
   // matmul with x already rounded (cuda::round_x) when `pre` is set (cuda_matmul.cu).

@@ -476,8 +476,39 @@ void CudaBackend::moe_down(const MoeDown& m) {
     // Before the launches, as every op; eg, sg, ed and so are not written (backend.h: scratch).
     derived_->wrote(m.out);
     if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_, reads_early(m.down_shexp))) return;
+    if (moe_down_pairs(m)) return;
   }
   Backend::moe_down(m);
+}
+
+// The composed tail in three launches instead of five where the down projection runs by pair
+// (decode steps of 3-8 tokens): both GLUs' codes in one launch (eg and sg are not written), the
+// routed pairs and the shared expert's rows (plain rows) in one by-pair launch into ed and so,
+// then moe_combine_shared. Each step has its composed op's bits: the codes are the GLU's (the same
+// expression and rounding), every pair and plain row the bits of its one-row matmul, which every
+// route of matmul gives. Each plain row re-reads the shared matrix (from L2 after the first)
+// where the 8-row tile read it once, but the tile and the shared GLU were two more links of the
+// decode chain (~7.8 and ~3.1 us a layer in run 159's 8-row map): run 160, 628 -> 548 kernels
+// and 6.98 -> 6.69 ms a step, 8 agents +1.1%. TEMPO9_CUDA_MOE_DOWN_PAIRS=0 (read once) turns it
+// off.
+bool CudaBackend::moe_down_pairs(const MoeDown& m) {
+  static const bool off = cuda::env_off("TEMPO9_CUDA_MOE_DOWN_PAIRS");
+  const Tensor &w = m.down_exps, &ws = m.down_shexp;
+  if (off || !ws.valid() || m.ids.type != GgmlType::I32 || m.ids.ne[0] < 2 ||
+      m.eg.ne[1] != m.ids.ne[0] || m.eg.ne[2] != m.ids.ne[1] || !plain_rows_ride(m.ids) ||
+      !cuda::id_plain_part_fits(w, ws) || !cuda::matmul_id_groups(w))
+    return false;
+  check_matmul_id(w, m.eg, m.ids, m.ed);
+  check_matmul(ws, m.sg, Tensor{}, m.so);
+  cuda::RoundedX codes;
+  if (!cuda::launch_moe_glu_codes(m, xq_scratch_, *stream_, codes)) return false;
+  derived_->wrote(m.ed);
+  derived_->wrote(m.so);
+  const cuda::FusedPart part{&w, nullptr, &m.ed}, plain{&ws, nullptr, &m.so};
+  const bool ok = matmul_id_device(std::span(&part, 1), m.eg, m.ids, &codes, std::span(&plain, 1));
+  T9_CHECK(ok, "moe_down: no by-pair route for {}", type_name(w.type));
+  moe_combine_shared(m.ed, m.wts, m.so, m.sgate, m.out);
+  return true;
 }
 
 void CudaBackend::mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) {

@@ -305,6 +305,34 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
 
 }  // namespace
 
+bool launch_moe_glu_codes(const Backend::MoeDown& m, Scratch& scratch, Stream& stream,
+                          RoundedX& codes) {
+  const int64_t f = m.eg.ne[0], k = m.eg.ne[1], n = m.eg.ne[2], pairs = n * k;
+  if (f % 32 != 0 || m.eg.ne[3] != 1 || !m.down_shexp.valid() || m.sg.ne[0] != f) return false;
+  for (const Tensor* t : {&m.eg, &m.eu})
+    if (!contiguous_f32(*t) || t->ne != m.eg.ne) return false;
+  for (const Tensor* t : {&m.sg, &m.su})
+    if (!contiguous_f32(*t) || t->ne[0] != f || t->n_rows() != n) return false;
+  // Codes of every row (the pairs', then the tokens'), then their ActBlocks in the same order.
+  const int64_t rows = pairs + n;
+  const int64_t qb = (rows * f + 255) / 256 * 256;
+  auto* base =
+      static_cast<uint8_t*>(scratch.reserve(static_cast<size_t>(qb + rows * f / 32 * 8), stream));
+  auto* xq = reinterpret_cast<int8_t*>(base);
+  auto* xb = reinterpret_cast<ActBlock*>(base + qb);
+  const GluCodes routed{reinterpret_cast<const float*>(base_ptr(m.eg)),
+                        reinterpret_cast<const float*>(base_ptr(m.eu)), pairs * f, xq, xb};
+  const GluCodes sh{reinterpret_cast<const float*>(base_ptr(m.sg)),
+                    reinterpret_cast<const float*>(base_ptr(m.su)), n * f, xq + pairs * f,
+                    xb + pairs * f / 32};
+  const int64_t routed_blocks = (routed.n + kGluThreads - 1) / kGluThreads;
+  const int64_t shared_blocks = (sh.n + kGluThreads - 1) / kGluThreads;
+  stream.launch(moe_glu_codes_kernel, dim3(static_cast<unsigned>(routed_blocks + shared_blocks)),
+                kGluThreads, 0, routed, sh, routed_blocks);
+  codes = RoundedX{xq, xb};
+  return true;
+}
+
 bool launch_moe_down(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
                      bool shared_early) {
   if (!takes(m)) return false;

@@ -160,7 +160,8 @@ void run_id(std::span<const FusedPart> parts, std::span<const FusedPart> plain, 
   s.k = ids.ne[0];
   s.x_per_rank = x.ne[1] != 1;
   s.err = err;
-  set_parts(s, parts, plain, x.n_rows());
+  // Plain rows: one per token (x per rank: pre's rows after the pairs').
+  set_parts(s, parts, plain, s.x_per_rank ? ids.n_rows() : x.n_rows());
   launch_slice_gemv<T>(s, stream);
 }
 
@@ -247,7 +248,7 @@ void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
 bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre,
                            std::span<const FusedPart> plain) {
-  T9_CHECK(plain.empty() || (plain.size() == parts.size() && x.ne[1] == 1),
+  T9_CHECK(plain.empty() || (plain.size() == parts.size() && (x.ne[1] == 1 || pre != nullptr)),
            "matmul_id: {} plain parts for {} parts", plain.size(), parts.size());
   return with_sliced_type(*parts[0].w, [&](auto t) {
     run_id<decltype(t)::value>(parts, plain, x, ids, scratch, err, stream, pre);

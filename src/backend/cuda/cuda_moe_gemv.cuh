@@ -39,9 +39,10 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 // rounded (round_x of these rows: matmul_shared_x), or null.
 // With several parts (matmul_shared_x: gate and up over the same ids; id_parts_fuse), one
 // launch computes them all (SliceParts), each with the bits of its own call. `plain` (empty, or
-// one per part: id_plain_part_fits; x one row per token): plain[i].y = x @ plain[i].w^T in the
-// same launch (SliceParts' plain rows: the MoE shared expert's gate and up), with the bits of a
-// plain matmul.
+// one per part: id_plain_part_fits): plain[i].y = x_p @ plain[i].w^T in the same launch
+// (SliceParts' plain rows: the MoE shared expert's gate and up, or its down projection), with the
+// bits of a plain matmul. x_p is x when x has one row per token; with x per rank, `pre` must hold
+// the pairs' rows and then one row per token (launch_moe_glu_codes), and x_p is those rows.
 bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream,
                            const RoundedX* pre = nullptr, std::span<const FusedPart> plain = {});
@@ -91,5 +92,13 @@ void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
 constexpr int kMoeDownTerms = 17;
 bool launch_moe_down(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
                      bool shared_early);
+
+// The first launch of moe_down's fused route on its own: the int8 codes of glu(eg, eu) (the
+// routed pairs' rows, [n k, Fe]) followed by those of glu(sg, su) (one row per token, Fs = Fe),
+// with the separate GLU's bits, in scratch; eg and sg are not written. For the by-pair route with
+// the shared expert's down projection as plain rows (launch_matmul_id_gemv's `pre`). False
+// (nothing enqueued) unless eg, eu, sg and su are contiguous F32 of those shapes, Fe % 32 == 0.
+bool launch_moe_glu_codes(const Backend::MoeDown& m, Scratch& scratch, Stream& stream,
+                          RoundedX& codes);
 
 }  // namespace t9::cuda

@@ -584,10 +584,11 @@ struct SliceWalk {
 // latency-bound kernels, each costing its own ~3 us chain whatever its bytes.
 //
 // A matmul_id's parts may carry plain rows (SliceParts::plain_rows > 0; the one-row GEMVs only):
-// launch-grid rows n_tok .. n_tok + plain_rows - 1, after the pairs, multiply x row r - n_tok by
-// the part's plain_w (one matrix of the experts' type, shape and row bytes) into row r - n_tok of
-// plain_y, with the bits of a plain one-row matmul. matmul_shared_x puts the MoE shared expert's
-// gate and up there, beside the routed experts': one launch instead of two per MoE layer.
+// launch-grid rows n_tok .. n_tok + plain_rows - 1, after the pairs, multiply x row r - n_tok
+// (with x per rank: x row r, the rows after the pairs') by the part's plain_w (one matrix of the
+// experts' type, shape and row bytes) into row r - n_tok of plain_y, with the bits of a plain
+// one-row matmul. matmul_shared_x puts the MoE shared expert's gate and up there, beside the
+// routed experts' (one launch instead of two per MoE layer), and moe_down its down projection.
 struct SlicePart {
   const uint8_t* w;
   TensorDesc y;
@@ -723,9 +724,10 @@ inline int64_t one_row_grid_rows(const SliceArgs& a) {
 __device__ __forceinline__ bool select_pair(SliceArgs& a) {
   const int64_t r = blockIdx.y;
   if (r >= a.n_tok) {  // a plain row (SliceParts::plain_rows): select_part chose its matrix
-    const int64_t t = r - a.n_tok;
-    a.xq += t * a.n_in;
-    a.xb += t * (a.n_in / 32);
+    // x row t of a shared x; with x per rank, the rows after the pairs' (launch_moe_glu_codes).
+    const int64_t t = r - a.n_tok, xr = a.x_per_rank ? r : t;
+    a.xq += xr * a.n_in;
+    a.xb += xr * (a.n_in / 32);
     a.y.base = a.y.row(t);
     a.n_tok = 1;
     return true;
