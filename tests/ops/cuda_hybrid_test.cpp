@@ -121,14 +121,6 @@ TEST_F(CudaHybrid, MoeRouteNanRowLeavesOtherRowsAlone) {
 // ---- matmul_id ----
 
 // Expert e of [n_expert, n_out, n_in] weights as a 2-D tensor (what matmul_id multiplies by).
-Tensor expert(const Tensor& w, int64_t e) {
-  Tensor v = w;
-  v.offset = w.offset + static_cast<size_t>(e) * w.nb[2];
-  v.ne[2] = 1;
-  v.nb[3] = v.nb[2];
-  return v;
-}
-
 struct IdCase {
   int64_t n, k, xk;
   bool distinct;  // each token's k experts distinct (a router's); else repeats allowed
@@ -264,21 +256,7 @@ void check_short_rows_grouped(CudaBackend& be, GgmlType t) {
       const Tensor out = arena.poisoned(GgmlType::F32, n_out, c.k, c.n);
       be.matmul_id(w, xid, idt, out);
       const auto got = arena.download<float>(out);
-      const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, c.n * c.xk);
-      for (int64_t e = 0; e < n_expert; ++e) {
-        const Tensor y = arena.poisoned(GgmlType::F32, n_out, c.n * c.xk);
-        be.matmul(expert(w, e), xt, Tensor{}, y);
-        const auto dense = arena.download<float>(y);
-        for (int64_t r = 0; r < c.n * c.k; ++r) {
-          if (ids[static_cast<size_t>(r)] != e) continue;
-          const int64_t xr = c.xk == 1 ? r / c.k : r;
-          for (int64_t o = 0; o < n_out; ++o)
-            ASSERT_EQ(float_bits(got[static_cast<size_t>(r * n_out + o)]),
-                      float_bits(dense[static_cast<size_t>(xr * n_out + o)]))
-                << "pair " << r << " expert " << e << " out " << o;
-        }
-      }
-      ASSERT_FALSE(std::isnan(got[0]));
+      expect_pairs_equal_dense(be, arena, w, x, c.xk != 1, ids, c.k, got);
       if (c.xk != 1) continue;
       // Two parts of one type and shape over the same ids (the MoE block's gate and up).
       const Tensor w2 = random_experts(arena, rng, t, n_in, n_out, n_expert);
@@ -330,20 +308,7 @@ TEST_F(CudaHybrid, MatmulIdSortAcrossChunksEqualsDense) {
   const Tensor out = arena.poisoned(GgmlType::F32, n_out, k, n);
   be_->matmul_id(w, arena.from_host(x, GgmlType::F32, n_in, 1, n),
                  arena.from_host(ids, GgmlType::I32, k, n), out);
-  const auto got = arena.download<float>(out);
-  const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, n);
-  for (int64_t e = 0; e < n_expert; ++e) {
-    const Tensor y = arena.poisoned(GgmlType::F32, n_out, n);
-    be_->matmul(expert(w, e), xt, Tensor{}, y);
-    const auto dense = arena.download<float>(y);
-    for (int64_t r = 0; r < n * k; ++r) {
-      if (ids[static_cast<size_t>(r)] != e) continue;
-      for (int64_t o = 0; o < n_out; ++o)
-        ASSERT_EQ(float_bits(got[static_cast<size_t>(r * n_out + o)]),
-                  float_bits(dense[static_cast<size_t>(r / k * n_out + o)]))
-            << "pair " << r << " expert " << e << " out " << o;
-    }
-  }
+  expect_pairs_equal_dense(*be_, arena, w, x, false, ids, k, arena.download<float>(out));
 }
 
 // matmul_shared_x entries with ids (the MoE block's expert gate/up beside the shared expert's

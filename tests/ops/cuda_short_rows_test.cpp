@@ -79,25 +79,7 @@ TEST_F(CudaShortRows, ExpertPairsLongWalkEqualDense) {
   const Tensor out = arena.poisoned(GgmlType::F32, n_out, k, n_tok);
   be_->matmul_id(w, arena.from_host(x, GgmlType::F32, n_in, 1, n_tok),
                  arena.from_host(ids, GgmlType::I32, k, n_tok), out);
-  const auto got = arena.download<float>(out);
-  const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, n_tok);
-  for (int64_t e = 0; e < n_expert; ++e) {
-    Tensor we = w;
-    we.offset = w.offset + static_cast<size_t>(e) * w.nb[2];
-    we.ne[2] = 1;
-    we.nb[3] = we.nb[2];
-    const Tensor y = arena.poisoned(GgmlType::F32, n_out, n_tok);
-    be_->matmul(we, xt, Tensor{}, y);
-    const auto dense = arena.download<float>(y);
-    for (int64_t p = 0; p < n_tok * k; ++p) {
-      if (ids[static_cast<size_t>(p)] != e) continue;
-      for (int64_t o = 0; o < n_out; ++o)
-        ASSERT_EQ(float_bits(got[static_cast<size_t>(p * n_out + o)]),
-                  float_bits(dense[static_cast<size_t>(p / k * n_out + o)]))
-            << "pair " << p << " expert " << e << " out " << o;
-    }
-  }
-  ASSERT_FALSE(std::isnan(got[0]));
+  expect_pairs_equal_dense(*be_, arena, w, x, false, ids, k, arena.download<float>(out));
 }
 
 }  // namespace

@@ -46,6 +46,40 @@ inline Tensor random_experts(DeviceArena& arena, std::mt19937_64& rng, GgmlType 
       n_in, n_out, n_expert);
 }
 
+// Expert e of w [n_in, n_out, n_expert] as a 2-D [n_in, n_out] weight tensor.
+inline Tensor expert(const Tensor& w, int64_t e) {
+  Tensor v = w;
+  v.offset = w.offset + static_cast<size_t>(e) * w.nb[2];
+  v.ne[2] = 1;
+  v.nb[3] = v.nb[2];
+  return v;
+}
+
+// Every (token, rank) pair r of a matmul_id's output `got` ([pairs, n_out], pairs = ids.size()) is
+// bitwise the same backend's dense matmul of its x row with expert ids[r] of w: x holds n_in-wide
+// rows, one per token (row r / k) or, x_per_rank, one per pair (row r).
+inline void expect_pairs_equal_dense(Backend& be, DeviceArena& arena, const Tensor& w,
+                                     const std::vector<float>& x, bool x_per_rank,
+                                     const std::vector<int32_t>& ids, int64_t k,
+                                     const std::vector<float>& got) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_expert = w.ne[2];
+  const int64_t x_rows = static_cast<int64_t>(x.size()) / n_in;
+  const Tensor xt = arena.from_host(x, GgmlType::F32, n_in, x_rows);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const Tensor y = arena.poisoned(GgmlType::F32, n_out, x_rows);
+    be.matmul(expert(w, e), xt, Tensor{}, y);
+    const auto dense = arena.download<float>(y);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      if (ids[r] != e) continue;
+      const size_t xr = x_per_rank ? r : r / static_cast<size_t>(k);
+      for (int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(float_bits(got[r * n_out + o]), float_bits(dense[xr * n_out + o]))
+            << "pair " << r << " expert " << e << " out " << o;
+    }
+  }
+  ASSERT_FALSE(std::isnan(got[0]));
+}
+
 // Each output of a matmul_shared_x(x, outs) call is bitwise the same backend's matmul (or
 // matmul_id, over [n_in, 1, n] x) of x alone, and not NaN (outputs start poisoned).
 inline void expect_each_output_alone(Backend& be, DeviceArena& arena, const Tensor& x,
