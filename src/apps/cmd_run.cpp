@@ -236,6 +236,9 @@ class Runner {
                    (st.total_model_ms - base_.total_model_ms) / n,
                    (st.total_postprocess_ms - base_.total_postprocess_ms) / n);
     }
+    // Counted since the model loaded (warm-up included).
+    if (const std::string d = model_.backend().diagnostics(); !d.empty())
+      std::fprintf(stderr, "[%s]\n", d.c_str());
   }
 
   const RunOptions& opt_;

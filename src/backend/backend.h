@@ -146,6 +146,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // One line on what the backend's machinery did so far, for `tempo9 run`'s timings (CUDA: its
+  // graph windows, replays and captures); empty when there is nothing to say.
+  virtual std::string diagnostics() const { return {}; }
 
   // ---- memory ----
   // Bytes this backend can still allocate where that is bounded apart from host RAM (a GPU's free

@@ -575,6 +575,12 @@ CudaGraphStats CudaBackend::graph_stats() const {
   return stream_->stats();
 }
 
+std::string CudaBackend::diagnostics() const {
+  const CudaGraphStats st = stream_->stats();
+  return fmt::format("cuda graphs: {} windows, {} replayed, {} captures ({:.1f} ms to build)",
+                     st.windows, st.replays, st.captures, st.capture_ms);
+}
+
 long CudaBackend::rounding_reuses() const {
   return derived_->code_reuses();
 }

@@ -99,6 +99,8 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
+  // "cuda graphs: ..." (graph_stats): a step that stops replaying shows here as captures.
+  std::string diagnostics() const override;
   std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo's free bytes
   Result<Buffer*> alloc(size_t n_bytes) override;
   void free(Buffer* buf) override;
