@@ -148,6 +148,18 @@ struct ModelRun {
   std::vector<float> whole, stepped;
 };
 
+// Fills 256 KB of stack below the caller with bytes that differ on every call. run_model calls it
+// before each step, so a kernel argument carrying an uninitialized local's bytes (which would
+// otherwise repeat along the test's fixed call path) differs from step to step, and the step's
+// tape never repeats: CudaGraphModel's replay count catches it (FloatParts, found in run 166).
+[[gnu::noinline]] inline void scribble_stack() {
+  static uint64_t calls = 0;
+  volatile uint64_t buf[32 * 1024];
+  const uint64_t salt = ++calls * 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < 32 * 1024; ++i) buf[i] = salt ^ (i * 0xBF58476D1CE4E5B9ull);
+  (void)buf[0];  // a volatile read: the stores are the point, not dead
+}
+
 // Whole sequence in one pass (kAll) and token by token (kLast), default ModelConfig (for hybrids:
 // the recurrent delta rule in every step) but for the KV type.
 inline ModelRun run_model(Backend& be, const std::string& gguf, GgmlType kv,
@@ -166,6 +178,7 @@ inline ModelRun run_model(Backend& be, const std::string& gguf, GgmlType kv,
   }
   model::Session step(**m);
   for (int32_t t : toks) {
+    scribble_stack();
     auto l = step.feed(std::span<const int32_t>(&t, 1), model::LogitRows::kLast);
     EXPECT_TRUE(l.ok()) << l.message();
     if (!l.ok()) break;

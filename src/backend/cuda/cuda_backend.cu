@@ -577,8 +577,10 @@ CudaGraphStats CudaBackend::graph_stats() const {
 
 std::string CudaBackend::diagnostics() const {
   const CudaGraphStats st = stream_->stats();
-  return fmt::format("cuda graphs: {} windows, {} replayed, {} captures ({:.1f} ms to build)",
-                     st.windows, st.replays, st.captures, st.capture_ms);
+  return fmt::format(
+      "cuda graphs: {} windows, {} replayed, {} captures ({:.1f} ms to build), {} held back then "
+      "issued ({} kernels in all)",
+      st.windows, st.replays, st.captures, st.capture_ms, st.diverged, st.held_kernels);
 }
 
 long CudaBackend::rounding_reuses() const {

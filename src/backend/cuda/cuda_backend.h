@@ -73,6 +73,9 @@ struct CudaGraphStats {
   // back), and the wait for the device after the graph launch.
   double replay_host_ms = 0, replay_wait_ms = 0;
   double other_ms = 0;  // the other windows, first record to the end of sync()
+  // Windows held back against a cached tape that then left every one: their launches waited on
+  // the host until then. held_kernels counts the kernels they held back in all.
+  long diverged = 0, held_kernels = 0;
 };
 
 // Number of CUDA devices visible (0 when there is no driver or no GPU).

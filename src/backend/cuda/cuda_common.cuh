@@ -101,10 +101,10 @@ __device__ __forceinline__ float sigmoid(float v) {
 
 // A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are
 // contiguous for every op (backend.h).
-struct TensorDesc {
-  char* base;
-  int64_t ne0, ne1, ne2, ne3;
-  int64_t nb1, nb2, nb3;
+struct TensorDesc {  // every member initialized (the tape's bytes: cuda_stream.cuh)
+  char* base = nullptr;
+  int64_t ne0 = 0, ne1 = 0, ne2 = 0, ne3 = 0;
+  int64_t nb1 = 0, nb2 = 0, nb3 = 0;
 
   __device__ __forceinline__ int64_t n_rows() const { return ne1 * ne2 * ne3; }
   // Row r, a flat index over (ne1, ne2, ne3) like cpu::row_ptr. Rows of the first plane (every

@@ -52,14 +52,14 @@ __global__ void quantize_act_kernel(TensorDesc x, int64_t n_in, int64_t n_blocks
 // ---- the quantized kernel ----
 
 template <typename U>
-struct QArgs {
-  const uint8_t* w;
-  int64_t row_bytes, n_out, n_units, n_in, n_tok;
-  const int8_t* xq;  // null: fused decode (kTok == 1), the block quantizes row 0 of x itself
-  const ActBlock* xb;
-  TensorDesc x;
-  TensorDesc y;
-  const float* bias;
+struct QArgs {  // every member initialized (the tape's bytes: cuda_stream.cuh)
+  const uint8_t* w = nullptr;
+  int64_t row_bytes = 0, n_out = 0, n_units = 0, n_in = 0, n_tok = 0;
+  const int8_t* xq = nullptr;  // null: fused decode (kTok == 1), the block quantizes x row 0
+  const ActBlock* xb = nullptr;
+  TensorDesc x = {};
+  TensorDesc y = {};
+  const float* bias = nullptr;
   bool w_early = false;  // launch_fast_matmul's: the first weights are staged before the wait
 };
 

@@ -55,15 +55,19 @@ __device__ __forceinline__ void unpack16(uint4 v, float* f) {
 // one launch (matmul_shared_x: the MoE router beside the shared expert's one-output gate); part i
 // owns blocks [block_first[i], block_first[i + 1]) and its w, n_out, y and bias replace the
 // parameters, so each output keeps the bits of its own launch.
+//
+// Every member has an initializer: a launch's argument bytes go on the stream's tape, and a
+// member left unset (the unused parts of `part`) carried stack bytes that differed from step to
+// step, so no decode step's tape ever repeated and no graph was replayed (run 166).
 struct FloatPart {
-  const uint8_t* w;
-  int64_t n_out;
-  TensorDesc y;
-  const float* bias;
+  const uint8_t* w = nullptr;
+  int64_t n_out = 0;
+  TensorDesc y = {};
+  const float* bias = nullptr;
 };
 struct FloatParts {
-  FloatPart part[kMaxParts];
-  int32_t block_first[kMaxParts + 1];
+  FloatPart part[kMaxParts] = {};
+  int32_t block_first[kMaxParts + 1] = {};
   int n = 0;
 };
 
@@ -262,7 +266,7 @@ bool launch_fused_float_matmul(std::span<const FusedPart> parts, const Tensor& x
   const Tensor& w0 = *parts[0].w;
   const FloatConfig c = float_config(w0, x.n_rows());
   if (!(aligned16(x) && x.nb[1] % 16 == 0 && x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0)) return false;
-  FloatParts fp;
+  FloatParts fp{};
   int64_t blocks = 0;
   for (const FusedPart& p : parts) {
     const Tensor& w = *p.w;

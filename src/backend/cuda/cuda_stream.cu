@@ -2,14 +2,19 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #define XXH_INLINE_ALL
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
+#include <string>
+#include <string_view>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_stream.cuh"
+#include "core/log.h"
 
 namespace t9::cuda {
 namespace {
@@ -53,6 +58,8 @@ Stream::Stream(const StreamConfig& cfg) : cfg_(cfg) {
   CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
   mode_ = cfg_.graphs ? Mode::kEager : Mode::kOff;
   tape_.reserve(size_t{1} << 20);
+  const char* dbg = std::getenv("TEMPO9_CUDA_GRAPH_DEBUG");
+  debug_ = cfg_.graphs && dbg != nullptr && std::string_view(dbg) == "1";
 }
 
 Stream::~Stream() {
@@ -124,8 +131,90 @@ void Stream::diverge() {
     return;
   }
   issue(0, tape_.size(), stream_);  // what was held back, in order
+  ++stats_.diverged;
+  stats_.held_kernels += kernels_on_tape();
   mode_ = Mode::kEager;
   cand_ = nullptr;
+}
+
+long Stream::kernels_on_tape() const {
+  long n = 0;
+  for (size_t at = 0; at < tape_.size();) {
+    uint32_t kind = 0, bytes = 0;
+    std::memcpy(&kind, tape_.data() + at, 4);
+    std::memcpy(&bytes, tape_.data() + at + 4, 4);
+    n += kind == kKernel;
+    at += bytes;
+  }
+  return n;
+}
+
+void Stream::explain_new_tape() {
+  if (debug_left_ <= 0) return;
+  --debug_left_;
+  const std::vector<uint8_t>& a = last_tape_;
+  const std::vector<uint8_t>& b = tape_;
+  size_t at = 0;
+  long record = 0;
+  for (; at < a.size() && at < b.size(); ++record) {
+    uint32_t ba = 0, bb = 0;
+    std::memcpy(&ba, a.data() + at + 4, 4);
+    std::memcpy(&bb, b.data() + at + 4, 4);
+    if (ba != bb || std::memcmp(a.data() + at, b.data() + at, ba) != 0) break;
+    at += ba;
+  }
+  std::string what;
+  if (at >= a.size() || at >= b.size()) {
+    what = fmt::format("one tape ends at record {} ({} vs {} bytes)", record, a.size(), b.size());
+  } else {
+    uint32_t kind = 0;
+    std::memcpy(&kind, b.data() + at, 4);
+    if (kind != kKernel) {
+      CopyHead ha{}, hb{};
+      std::memcpy(&ha, a.data() + at, std::min(sizeof(ha), a.size() - at));
+      std::memcpy(&hb, b.data() + at, sizeof(hb));
+      what = fmt::format("record {}: copy kind {} dev {} -> {}, {} -> {} bytes, offset {} -> {}",
+                         record, kind, ha.dev, hb.dev, ha.n_bytes, hb.n_bytes, ha.offset,
+                         hb.offset);
+    } else {
+      KernelHead ha{}, hb{};
+      std::memcpy(&ha, a.data() + at, std::min(sizeof(ha), a.size() - at));
+      std::memcpy(&hb, b.data() + at, sizeof(hb));
+      const char* name = nullptr;
+      if (cudaFuncGetName(&name, hb.func) != cudaSuccess || name == nullptr) name = "?";
+      what = fmt::format("record {}: kernel {} grid ({},{},{}) -> ({},{},{})", record, name,
+                         ha.grid[0], ha.grid[1], ha.grid[2], hb.grid[0], hb.grid[1], hb.grid[2]);
+      if (ha.func == hb.func && ha.n_args == hb.n_args) {
+        uint32_t sizes[kMaxArgs];
+        std::memcpy(sizes, b.data() + at + sizeof(hb), 4 * hb.n_args);
+        size_t off = at + sizeof(hb) + round8(4 * hb.n_args);
+        for (uint32_t i = 0; i < hb.n_args; ++i) {
+          const size_t n = round8(sizes[i]);
+          if (std::memcmp(a.data() + off, b.data() + off, n) != 0) {
+            for (size_t w = 0; w < n; w += 8) {  // the argument's first differing word
+              uint64_t va = 0, vb = 0;
+              std::memcpy(&va, a.data() + off + w, 8);
+              std::memcpy(&vb, b.data() + off + w, 8);
+              if (va != vb) {
+                what += fmt::format(", argument {} ({} bytes), word {}: {:#x} -> {:#x}", i,
+                                    sizes[i], w / 8, va, vb);
+                break;
+              }
+            }
+            break;
+          }
+          off += n;
+        }
+      } else if (ha.func != hb.func) {
+        const char* na = nullptr;
+        if (cudaFuncGetName(&na, ha.func) != cudaSuccess || na == nullptr) na = "?";
+        what += fmt::format(" (was {})", na);
+      }
+    }
+  }
+  log_line(LogLevel::kInfo, fmt::format("cuda graphs: window {} is a new tape ({} bytes): {}",
+                                        stats_.windows, b.size(), what));
+  last_tape_ = tape_;
 }
 
 Stream::Graph* Stream::find_graph(bool exact) {
@@ -286,6 +375,8 @@ void Stream::synchronize() {
       replayed = true;
     } else {
       issue(0, tape_.size(), stream_);  // ended before any cached tape did
+      ++stats_.diverged;
+      stats_.held_kernels += kernels_on_tape();
       ran_eager = true;
     }
   }
@@ -297,6 +388,7 @@ void Stream::synchronize() {
       if (find_graph(true) == nullptr) build_graph();
     } else {
       recent_[recent_next_++ % recent_.size()] = h;
+      if (debug_) explain_new_tape();
     }
   }
   CUDA_CHECK(cudaStreamSynchronize(stream_));

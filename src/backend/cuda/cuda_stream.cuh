@@ -10,6 +10,12 @@
 // the staged bytes differ, and every per-step value a kernel reads (positions, n_past, block
 // tables, expert ids) is in device memory those uploads fill.
 //
+// A tape holds argument bytes as passed, so every field of a kernel's argument structs must be
+// set: a struct member left uninitialized carries stack bytes that change from step to step, and
+// then no tape repeats and nothing replays (FloatParts did this to every MoE decode step until run
+// 166; those structs now initialize every member). TEMPO9_CUDA_GRAPH_DEBUG=1 logs where a new
+// tape departs from the previous one, and `tempo9 run` prints the replay counts.
+//
 // So a tape seen a second time is captured into a CUDA graph from the tape (nothing runs
 // twice: the window itself already ran). Later windows are held back and checked record by
 // record against the cached tapes; one that matches a tape to its end runs as one graph launch,
@@ -104,6 +110,10 @@ class Stream {
   void issue(size_t from, size_t to, cudaStream_t s);  // the tape's records in [from, to)
   void diverge();                                      // the newest record left cand_'s tape
   Graph* find_graph(bool exact);
+  long kernels_on_tape() const;  // kernel records on tape_ (stats)
+  // TEMPO9_CUDA_GRAPH_DEBUG=1: logs where a new tape first departs from the previous window's
+  // (record, kernel, grid, argument), the first 20 times: what keeps a step from repeating.
+  void explain_new_tape();
   void open_window();
   void build_graph();
   void drop_graphs();
@@ -125,6 +135,9 @@ class Stream {
   bool busy_ = false;                             // the window has work
   std::chrono::steady_clock::time_point t_open_;  // the window's first record
   CudaGraphStats stats_;
+  bool debug_ = false;
+  int debug_left_ = 20;
+  std::vector<uint8_t> last_tape_;  // debug_: the previous new tape
 };
 
 }  // namespace t9::cuda

@@ -589,18 +589,18 @@ struct SliceWalk {
 // experts' type, shape and row bytes) into row r - n_tok of plain_y, with the bits of a plain
 // one-row matmul. matmul_shared_x puts the MoE shared expert's gate and up there, beside the
 // routed experts' (one launch instead of two per MoE layer), and moe_down its down projection.
-struct SlicePart {
-  const uint8_t* w;
-  TensorDesc y;
-  const float* bias;  // null: none
-  float* split_p;     // this part's split partials (SliceArgs::split_p), or null
-  int64_t n_out;
+struct SlicePart {  // every member initialized (the tape's bytes: cuda_stream.cuh)
+  const uint8_t* w = nullptr;
+  TensorDesc y = {};
+  const float* bias = nullptr;  // null: none
+  float* split_p = nullptr;     // this part's split partials (SliceArgs::split_p), or null
+  int64_t n_out = 0;
   const uint8_t* plain_w = nullptr;  // matmul_id with plain rows: the plain rows' matrix
   TensorDesc plain_y = {};           // and their output
 };
 struct SliceParts {
-  SlicePart part[kMaxParts];
-  int32_t block_first[kMaxParts + 1];
+  SlicePart part[kMaxParts] = {};
+  int32_t block_first[kMaxParts + 1] = {};
   int n = 0;           // 0: a plain call (no parts)
   int plain_rows = 0;  // matmul_id: plain rows after the pairs (see above)
 };
@@ -639,13 +639,13 @@ inline int64_t part_blocks(SliceParts& parts, int64_t rows_per_block, int64_t ca
 // by expert ids[r]'s matrix (w + ids[r] * expert_bytes) into y row r. select_pair() turns the
 // arguments into that one-row matmul inside the kernel, so every pair gets the bits of a plain
 // one-row matmul with its expert (rule 7) and the grouping needs no host round trip.
-struct SliceArgs {
-  const uint8_t* w;
-  int64_t row_bytes, n_out, n_in, n_tok;
-  const int8_t* xq;
-  const ActBlock* xb;
-  TensorDesc y;
-  const float* bias;
+struct SliceArgs {  // every member initialized (the tape's bytes: cuda_stream.cuh)
+  const uint8_t* w = nullptr;
+  int64_t row_bytes = 0, n_out = 0, n_in = 0, n_tok = 0;
+  const int8_t* xq = nullptr;
+  const ActBlock* xb = nullptr;
+  TensorDesc y = {};
+  const float* bias = nullptr;
   const int32_t* ids = nullptr;  // [n_tok] expert per pair, or null
   int64_t n_expert = 0, expert_bytes = 0, k = 1;
   bool x_per_rank = false;
