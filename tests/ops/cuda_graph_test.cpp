@@ -84,6 +84,76 @@ TEST(CudaGraphs, ReplayReadsFreshUploadsAndStopsOnNewArguments) {
   }
 }
 
+// A window of many kernels: upload x, out = x, then out *= s_i for each scale (powers of two, so
+// every product is exact and the expected bits are computed on the host), download out.
+std::vector<float> scaled_window(CudaBackend& be, Buffer* xb, Buffer* ob,
+                                 const std::vector<float>& x, const std::vector<float>& scales) {
+  const auto n = static_cast<int64_t>(x.size());
+  const Tensor xt = make_tensor(xb, 0, GgmlType::F32, n), ot = make_tensor(ob, 0, GgmlType::F32, n);
+  be.upload(xb, 0, x.data(), x.size() * 4);
+  be.scale(xt, 1.0f, ot);
+  for (const float s : scales) be.scale(ot, s, ot);
+  std::vector<float> out(x.size(), -1.0f);
+  be.download(ob, 0, out.data(), out.size() * 4);
+  be.sync();
+  return out;
+}
+
+// Segmented replay (StreamConfig::segment_kernels: graphs of 8 kernels, then 128, then the rest):
+// a replayed window launches each segment as soon as its records match. A window that departs
+// after the first segment has run, or ends before the cached tape does, must finish with its own
+// work (issued from where the segments stopped) and right results; the cached graph must replay
+// again afterwards. The same windows with one graph per window count the same replays.
+TEST(CudaGraphs, SegmentsRunAsTheirRecordsMatch) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto rng = test_rng();
+  for (bool segments : {true, false}) {
+    SCOPED_TRACE(segments ? "segments" : "one graph");
+    CudaBackend be({.device = 0, .graphs = true, .graph_segments = segments});
+    const int64_t n = 512;
+    auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
+    ASSERT_TRUE(xb.ok() && ob.ok());
+    std::vector<float> scales(150);  // 151 kernels: segments of 8, 128 and 15
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = i % 2 == 0 ? 2.0f : 0.5f;
+    const auto check = [&](const std::vector<float>& sc) {
+      const auto x = random_floats(rng, n, -4.0f, 4.0f);
+      const auto y = scaled_window(be, *xb, *ob, x, sc);
+      float f = 1.0f;
+      for (const float s : sc) f *= s;  // exact: powers of two
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(float_bits(y[i]), float_bits(x[i] * f)) << "element " << i;
+    };
+    for (int w = 0; w < 4; ++w) check(scales);  // captured after the second, then replayed
+    const long replays = be.graph_stats().replays;
+    EXPECT_EQ(be.graph_stats().captures, 1);
+    EXPECT_EQ(replays, 2);
+    auto other = scales;
+    other[100] = 4.0f;  // departs in the second segment (kernel 102), after the first ran
+    check(other);
+    auto early = other;
+    other[7] = 4.0f;  // departs in the first segment (kernel 9)
+    check(other);
+    early.resize(20);  // ends inside the second segment
+    check(early);
+    EXPECT_EQ(be.graph_stats().replays, replays);
+    check(scales);  // the cached graph again
+    EXPECT_EQ(be.graph_stats().replays, replays + 1);
+    // A second cached tape with the same first segments: a window that leaves one after its
+    // first segment ran switches to the other (the segments launched are the same work), so
+    // windows that alternate between the two both replay.
+    auto alt = scales;
+    alt[120] = 4.0f;  // departs at kernel 122, in the second segment
+    check(alt);
+    check(alt);  // captured after the second
+    EXPECT_EQ(be.graph_stats().captures, 2);
+    const long before = be.graph_stats().replays;
+    for (int w = 0; w < 4; ++w) check(w % 2 == 0 ? scales : alt);
+    EXPECT_EQ(be.graph_stats().replays, before + 4);
+    be.free(*xb);
+    be.free(*ob);
+  }
+}
+
 // A free() in the middle of a held-back window issues what was held back first; the data that
 // window computed must still be right.
 TEST(CudaGraphs, FreeMidWindowIssuesHeldBackWork) {

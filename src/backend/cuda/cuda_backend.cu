@@ -470,6 +470,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   // The profiler times each op with events between launches, which held-back launches break.
   sc.graphs = cfg.graphs && !env_off("TEMPO9_CUDA_GRAPHS") && prof_ == nullptr;
   sc.pdl = cfg.pdl && prop.major >= 9 && !env_off("TEMPO9_CUDA_PDL") && prof_ == nullptr;
+  if (!cfg.graph_segments || env_off("TEMPO9_CUDA_GRAPH_SEGMENTS")) sc.segment_kernels.clear();
   stream_ = std::make_unique<cuda::Stream>(sc);
   early_weights_ = sc.pdl && cfg.early_weights && !env_off("TEMPO9_CUDA_EARLY_WEIGHTS");
   fuse_parts_ = cfg.fuse_parts && !env_off("TEMPO9_CUDA_FUSE_PARTS");

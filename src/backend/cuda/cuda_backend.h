@@ -61,6 +61,10 @@ struct CudaBackendConfig {
   // matmul_shared_x launches the plain matmuls of one weight type as one kernel (q/k/v,
   // gate/up; same bits); TEMPO9_CUDA_FUSE_PARTS=0 turns it off.
   bool fuse_parts = true;
+  // Replayed windows run as a few consecutive graphs, each launched once its records match, so
+  // the device starts while the host records the rest (StreamConfig::segment_kernels; same
+  // work); TEMPO9_CUDA_GRAPH_SEGMENTS=0: one graph per window.
+  bool graph_segments = true;
 };
 
 // What the graph machinery did (tests, bench printouts).

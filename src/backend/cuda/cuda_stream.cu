@@ -47,9 +47,15 @@ size_t round8(size_t n) {
 
 }  // namespace
 
+// A cached tape as consecutive segments, each its own graph: segment i covers tape bytes
+// [segs[i - 1].end, segs[i].end) and the last ends at tape.size().
 struct Stream::Graph {
   std::vector<uint8_t> tape;
-  cudaGraphExec_t exec = nullptr;
+  struct Segment {
+    size_t end;
+    cudaGraphExec_t exec;
+  };
+  std::vector<Segment> segs;
   uint64_t last_use = 0;
 };
 
@@ -65,7 +71,8 @@ Stream::Stream(const StreamConfig& cfg) : cfg_(cfg) {
 Stream::~Stream() {
   // No CUDA_CHECK: a destructor must not abort while another failure unwinds.
   (void)cudaStreamSynchronize(stream_);
-  for (auto& g : graphs_) (void)cudaGraphExecDestroy(g->exec);
+  for (auto& g : graphs_)
+    for (auto& sg : g->segs) (void)cudaGraphExecDestroy(sg.exec);
   if (staging_ != nullptr) (void)cudaFreeHost(staging_);
   (void)cudaStreamDestroy(capture_);
   (void)cudaStreamDestroy(stream_);
@@ -119,8 +126,17 @@ void Stream::end_record(size_t at) {
       break;
     case Mode::kReplay:
       if (tape_.size() > cand_->tape.size() ||
-          std::memcmp(tape_.data() + at, cand_->tape.data() + at, tape_.size() - at) != 0)
-        diverge();
+          std::memcmp(tape_.data() + at, cand_->tape.data() + at, tape_.size() - at) != 0) {
+        diverge();  // another cached tape with this prefix, or eager from here
+        if (mode_ != Mode::kReplay) break;
+      }
+      if (next_seg_ + 1 < cand_->segs.size() && tape_.size() == cand_->segs[next_seg_].end) {
+        // A whole segment matched: it runs now, while the host records the next one (the last
+        // segment waits for sync(), which tells that the window ends with the tape).
+        CUDA_CHECK(cudaGraphLaunch(cand_->segs[next_seg_].exec, stream_));
+        launched_ = cand_->segs[next_seg_].end;
+        ++next_seg_;
+      }
       break;
   }
 }
@@ -130,16 +146,16 @@ void Stream::diverge() {
     cand_ = g;
     return;
   }
-  issue(0, tape_.size(), stream_);  // what was held back, in order
+  issue(launched_, tape_.size(), stream_);  // what was held back, in order
   ++stats_.diverged;
-  stats_.held_kernels += kernels_on_tape();
+  stats_.held_kernels += kernels_on_tape(launched_);
   mode_ = Mode::kEager;
   cand_ = nullptr;
 }
 
-long Stream::kernels_on_tape() const {
+long Stream::kernels_on_tape(size_t from) const {
   long n = 0;
-  for (size_t at = 0; at < tape_.size();) {
+  for (size_t at = from; at < tape_.size();) {
     uint32_t kind = 0, bytes = 0;
     std::memcpy(&kind, tape_.data() + at, 4);
     std::memcpy(&bytes, tape_.data() + at + 4, 4);
@@ -220,7 +236,13 @@ void Stream::explain_new_tape() {
 Stream::Graph* Stream::find_graph(bool exact) {
   for (auto& g : graphs_) {
     const bool fits = exact ? g->tape.size() == tape_.size() : g->tape.size() >= tape_.size();
-    if (fits && std::memcmp(g->tape.data(), tape_.data(), tape_.size()) == 0) return g.get();
+    // The segments already launched must be g's first segments too. Tapes equal up to here
+    // split into segments at the same bytes (segment_ends() counts kernels), so this holds
+    // whenever the prefix matches; the check keeps the invariant explicit.
+    const bool same_launched =
+        next_seg_ == 0 || (g->segs.size() >= next_seg_ && g->segs[next_seg_ - 1].end == launched_);
+    if (fits && same_launched && std::memcmp(g->tape.data(), tape_.data(), tape_.size()) == 0)
+      return g.get();
   }
   return nullptr;
 }
@@ -307,7 +329,7 @@ void Stream::download(void* host, const void* src, size_t n_bytes) {
 
 cudaStream_t Stream::eager() {
   open_window();
-  if (mode_ == Mode::kReplay) issue(0, tape_.size(), stream_);
+  if (mode_ == Mode::kReplay) issue(launched_, tape_.size(), stream_);
   mode_ = Mode::kOff;
   tape_.clear();
   cand_ = nullptr;
@@ -327,34 +349,38 @@ cudaStream_t Stream::before_free() {
 }
 
 void Stream::drop_graphs() {
-  for (auto& g : graphs_) CUDA_CHECK(cudaGraphExecDestroy(g->exec));
+  for (auto& g : graphs_)
+    for (auto& sg : g->segs) CUDA_CHECK(cudaGraphExecDestroy(sg.exec));
   graphs_.clear();
   cand_ = nullptr;
 }
 
 void Stream::build_graph() {
   const auto t0 = std::chrono::steady_clock::now();
-  CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
-  issue(0, tape_.size(), capture_);  // recorded into the graph, not run
-  cudaGraph_t graph = nullptr;
-  CUDA_CHECK(cudaStreamEndCapture(capture_, &graph));
-  cudaGraphExec_t exec = nullptr;
-  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  // Upload now, behind this window's eager work, instead of in the first replay, which otherwise
-  // pays for it (run 120's chain bench timed first replays: ~1 us more per launch than run 121's
-  // later ones).
-  CUDA_CHECK(cudaGraphUpload(exec, stream_));
+  auto g = std::make_unique<Graph>();
+  g->tape = tape_;
+  for (const size_t end : segment_ends()) {
+    const size_t begin = g->segs.empty() ? 0 : g->segs.back().end;
+    CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    issue(begin, end, capture_);  // recorded into the graph, not run
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamEndCapture(capture_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    // Upload now, behind this window's eager work, instead of in the first replay, which
+    // otherwise pays for it (run 120's chain bench timed first replays: ~1 us more per launch
+    // than run 121's later ones).
+    CUDA_CHECK(cudaGraphUpload(exec, stream_));
+    g->segs.push_back({end, exec});
+  }
   if (static_cast<int>(graphs_.size()) >= cfg_.max_graphs) {
     auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
       return a->last_use < b->last_use;
     });
-    CUDA_CHECK(cudaGraphExecDestroy((*lru)->exec));
+    for (auto& sg : (*lru)->segs) CUDA_CHECK(cudaGraphExecDestroy(sg.exec));
     graphs_.erase(lru);
   }
-  auto g = std::make_unique<Graph>();
-  g->tape = tape_;
-  g->exec = exec;
   g->last_use = ++clock_;
   graphs_.push_back(std::move(g));
   ++stats_.captures;
@@ -362,21 +388,44 @@ void Stream::build_graph() {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+std::vector<size_t> Stream::segment_ends() const {
+  std::vector<size_t> ends;
+  long kernels = 0;
+  size_t next = 0;  // index into cfg_.segment_kernels
+  for (size_t at = 0; at < tape_.size();) {
+    uint32_t kind = 0, bytes = 0;
+    std::memcpy(&kind, tape_.data() + at, 4);
+    std::memcpy(&bytes, tape_.data() + at + 4, 4);
+    at += bytes;
+    if (kind != kKernel || next >= cfg_.segment_kernels.size()) continue;
+    if (++kernels == cfg_.segment_kernels[next]) {
+      if (at < tape_.size()) ends.push_back(at);
+      kernels = 0;
+      ++next;
+    }
+  }
+  ends.push_back(tape_.size());
+  return ends;
+}
+
 void Stream::synchronize() {
   using Ms = std::chrono::duration<double, std::milli>;
   bool ran_eager = mode_ == Mode::kEager, replayed = false;
   const auto t_sync = std::chrono::steady_clock::now();
   if (mode_ == Mode::kReplay && !tape_.empty()) {
+    // Another cached tape may end here (find_graph keeps to those whose first segments are the
+    // ones launched).
     Graph* g = tape_.size() == cand_->tape.size() ? cand_ : find_graph(true);
     if (g != nullptr) {
-      CUDA_CHECK(cudaGraphLaunch(g->exec, stream_));
+      for (size_t i = next_seg_; i < g->segs.size(); ++i)
+        CUDA_CHECK(cudaGraphLaunch(g->segs[i].exec, stream_));
       g->last_use = ++clock_;
       ++stats_.replays;
       replayed = true;
     } else {
-      issue(0, tape_.size(), stream_);  // ended before any cached tape did
+      issue(launched_, tape_.size(), stream_);  // ended before any cached tape did
       ++stats_.diverged;
-      stats_.held_kernels += kernels_on_tape();
+      stats_.held_kernels += kernels_on_tape(launched_);
       ran_eager = true;
     }
   }
@@ -403,6 +452,8 @@ void Stream::synchronize() {
   busy_ = false;
 
   // The next window.
+  launched_ = 0;
+  next_seg_ = 0;
   pending_.clear();
   tape_.clear();
   staged_ = 0;

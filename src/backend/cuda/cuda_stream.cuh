@@ -45,6 +45,14 @@ struct StreamConfig {
   // cuda_common.cuh). Graphs captured from such launches keep the programmatic edges.
   bool pdl = true;
   int max_graphs = 16;                           // cached graphs (least recently used evicted)
+  // A cached tape is captured as consecutive graphs of these many kernels (then one of the rest),
+  // and a replayed window launches each as soon as its records match, while the host goes on
+  // recording: one graph for the whole window kept the device idle for the host's whole
+  // recording (~0.13 ms of a 35B decode step, run 167), so replays were no faster than eager
+  // launches. The first segment is short (the device starts after a few records), the next long
+  // enough that the host records the rest while it runs (35B decode, run 169: 374-379 tok/s
+  // against 362 with one graph and 366 eager). TEMPO9_CUDA_GRAPH_SEGMENTS=0: one graph.
+  std::vector<long> segment_kernels = {8, 128};
   size_t staging_bytes = size_t{16} << 20;       // pinned staging to start with; grows to fit a
   size_t max_staging_bytes = size_t{512} << 20;  // window, up to this (larger copies run direct)
 };
@@ -110,12 +118,13 @@ class Stream {
   void issue(size_t from, size_t to, cudaStream_t s);  // the tape's records in [from, to)
   void diverge();                                      // the newest record left cand_'s tape
   Graph* find_graph(bool exact);
-  long kernels_on_tape() const;  // kernel records on tape_ (stats)
+  long kernels_on_tape(size_t from) const;  // kernel records on tape_ from byte `from` (stats)
   // TEMPO9_CUDA_GRAPH_DEBUG=1: logs where a new tape first departs from the previous window's
   // (record, kernel, grid, argument), the first 20 times: what keeps a step from repeating.
   void explain_new_tape();
   void open_window();
   void build_graph();
+  std::vector<size_t> segment_ends() const;  // tape_'s segment boundaries (bytes), last = size
   void drop_graphs();
 
   StreamConfig cfg_;
@@ -129,6 +138,8 @@ class Stream {
   size_t staging_bytes_ = 0, staged_ = 0, staging_want_ = 0;
   std::vector<std::unique_ptr<Graph>> graphs_;
   Graph* cand_ = nullptr;             // kReplay: the cached tape the window follows
+  size_t launched_ = 0;               // kReplay: tape bytes already launched as cand_'s segments
+  size_t next_seg_ = 0;               // and the first segment not launched
   std::array<uint64_t, 8> recent_{};  // hashes of the latest eager windows' tapes
   size_t recent_next_ = 0;
   uint64_t clock_ = 0;
