@@ -445,11 +445,14 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
     // One Q8_0 row (not by pair): two weight rows per warp where three blocks per SM fit, the
     // activation units read once for both (run 125: 2048 -> 151936 92.5-93.8 -> 88.2 us,
     // 2048 -> 12288 11.8-12.3 -> 11.4-11.9, the others 0-4%; 35B decode within its noise).
-    // Expert pairs keep one row per warp (their 8-agent step was not measured with two).
-    // TEMPO9_CUDA_TOK1_ROWS2=0 (read once): one row. The same bits either way.
+    // Expert pairs too (run 169): a pair's warps wait for the route before their first copy, so
+    // each row a warp walks is a DRAM round trip in series; two rows per warp halve them.
+    // TEMPO9_CUDA_TOK1_ROWS2=0 / TEMPO9_CUDA_PAIR_ROWS2=0 (read once): one row for plain rows /
+    // pairs. The same bits either way.
     if constexpr (kTok == 1 && T == GgmlType::Q8_0) {
       static const bool one = env_off("TEMPO9_CUDA_TOK1_ROWS2");
-      if (!one && a.ids == nullptr && slice_smem<T, 1, kP, kB, 2>(a) <= kTile4Smem)
+      static const bool pair_one = env_off("TEMPO9_CUDA_PAIR_ROWS2");
+      if (!(a.ids == nullptr ? one : pair_one) && slice_smem<T, 1, kP, kB, 2>(a) <= kTile4Smem)
         return launch_tile<T, 1, kP, kB, 2>(a, stream);
     }
     if constexpr (kTok > 1) {
