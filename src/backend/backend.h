@@ -222,12 +222,15 @@ class Backend {
   // elements, weight q_norm / k_norm; skipped for a !valid() weight: no QK-norm), then RoPE at
   // `positions` (rope's layout and parameters); then, with `kv`, write_kv of the rotated k and
   // kv->v. q: F32 [n_tokens, n_head, head_dim], k: F32 [n_tokens, n_kv_head, head_dim], both
-  // contiguous. The same bits as the ops below, which is what it does unless a backend fuses
-  // them (CUDA: one launch instead of four or five per layer).
+  // contiguous. With q_from (q's shape, any strides over whole head rows: the gated attention's
+  // query halves), q's values are first copied from there. The same bits as the ops below, which
+  // is what it does unless a backend fuses them (CUDA: one launch instead of five or six per
+  // layer).
   virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm,
                             const Tensor& k_norm, float eps, float weight_bias,
                             const Tensor& positions, const RopeParams& p,
-                            const KvWrite* kv = nullptr) {
+                            const KvWrite* kv = nullptr, const Tensor* q_from = nullptr) {
+    if (q_from != nullptr) copy(*q_from, q);
     const auto head_rows = [](const Tensor& t) { return reshape(t, t.ne[0], t.ne[1] * t.ne[2]); };
     if (q_norm.valid()) rms_norm(head_rows(q), q_norm, eps, weight_bias, head_rows(q));
     if (k_norm.valid()) rms_norm(head_rows(k), k_norm, eps, weight_bias, head_rows(k));
@@ -280,6 +283,16 @@ class Backend {
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                          const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
                          const Tensor& out) = 0;
+  // The gated attention's output: attention into out, then out = out * sigmoid(gate)
+  // (mul_sigmoid; gate: F32 [n_tokens, n_head, head_dim], any strides over whole head rows). The
+  // same bits as the two ops, which is what it does unless a backend fuses them (CUDA: in the
+  // attention's output store).
+  virtual void gated_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
+                               const Tensor& gate, const Tensor& out) {
+    attention(q, k_cache, v_cache, seqs, block_tables, p, out);
+    mul_sigmoid(out, gate, out);
+  }
 
   // Per row of F32 [n, n_vocab]: out I32 [n] = index of the max (lowest index on ties).
   virtual void argmax(const Tensor& logits, const Tensor& out) = 0;

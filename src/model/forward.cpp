@@ -72,7 +72,8 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
   Scratch& s = *s_;
   Backend& be = backend_;
   const float eps = hp_.rms_eps, nb = spec_.norm_weight_bias;
-  Tensor gate;  // gated attention: [T, n_head, d] view of the gate halves
+  Tensor gate;    // gated attention: [T, n_head, d] view of the gate halves
+  Tensor q_from;  // gated attention: the query halves (qk_norm_rope copies them into s.q)
   const Backend::MatmulOut qkv[] = {{L.wq, L.bq, spec_.gated_attn ? xs_->qg : flat(s.q)},
                                     {L.wk, L.bk, flat(s.k)},
                                     {L.wv, L.bv, flat(s.v)}};
@@ -85,7 +86,7 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
     qv.nb[1] = static_cast<size_t>(2 * hp_.head_dim) * 4;
     qv.nb[2] = xs_->qg.nb[1];
     qv.nb[3] = qv.nb[2] * static_cast<size_t>(qv.ne[2]);
-    be.copy(qv, s.q);
+    q_from = qv;
     gate = qv;
     gate.offset += static_cast<size_t>(hp_.head_dim) * 4;
   }
@@ -117,9 +118,12 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
   // pool: one op (one launch on CUDA).
   const Backend::KvWrite kv{s.v, kc, vc, s.seqs, s.tables, ap};
   be.qk_norm_rope(s.q, s.k, spec_.qk_norm ? L.q_norm : Tensor{},
-                  spec_.qk_norm ? L.k_norm : Tensor{}, eps, nb, s.pos, rp, &kv);
-  be.attention(s.q, kc, vc, s.seqs, s.tables, ap, s.attn);
-  if (gate.valid()) be.mul_sigmoid(s.attn, gate, s.attn);
+                  spec_.qk_norm ? L.k_norm : Tensor{}, eps, nb, s.pos, rp, &kv,
+                  q_from.valid() ? &q_from : nullptr);
+  if (gate.valid())
+    be.gated_attention(s.q, kc, vc, s.seqs, s.tables, ap, gate, s.attn);
+  else
+    be.attention(s.q, kc, vc, s.seqs, s.tables, ap, s.attn);
   be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);
 }
 

@@ -478,12 +478,14 @@ TEST(CudaAttention, SharedPrefixDecodeRowsEqualAlone) {
 }
 
 // The attention writes its output's int8 codes (cuda_derived.cuh), and so does the gated form's
-// mul_sigmoid: the output projection takes them instead of rounding its x. Against a backend
-// with producer-written codes off: the attention output, the gated output and the projection
-// (Q8_0 and Q4_K: one decode row's GEMV, 17 rows' and 2200 rows' tensor-core tiles) are the same
-// bits, and the fused backend took the codes. Every tensor-core head dim, through the split form
-// (decode rows, a short batch: the combine kernel writes the codes) and the folded one (a long
-// prefill: the block's final division does, from the mma layout).
+// mul_sigmoid, or gated_attention's output store (the gate in the attention kernels): the output
+// projection takes them instead of rounding its x. Against a backend with producer-written codes
+// off running attention then mul_sigmoid: the attention output, the gated output either way and
+// the projection (Q8_0 and Q4_K: one decode row's GEMV, 17 rows' and 2200 rows' tensor-core
+// tiles) are the same bits, and the fused backend took the codes. Every tensor-core head dim,
+// through the split form (decode rows, a short batch: the combine kernel writes the codes) and
+// the folded one (a long prefill: the block's final division does, from the mma layout). The
+// gate is the second half of [query, gate] head rows, as the model lays them out.
 TEST(CudaAttention, OutputWritesItsProjectionsCodes) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   CudaBackend fused;
@@ -507,8 +509,9 @@ TEST(CudaAttention, OutputWritesItsProjectionsCodes) {
                   fold ? CudaAttnPath::kTensorFold : CudaAttnPath::kTensorSplit);
         const int64_t n_in = int64_t{c.p.n_head} * hd;
         const auto w = random_weights(rng, wt, n_in, 96);
-        const auto gate = random_floats(rng, static_cast<size_t>(n_in * d.q_rows), -3.0f, 3.0f);
-        const auto go = [&](CudaBackend& be, bool gated) {
+        const auto gate = random_floats(rng, static_cast<size_t>(2 * n_in * d.q_rows), -3.0f, 3.0f);
+        // gated: 0 none, 1 attention then mul_sigmoid, 2 gated_attention.
+        const auto go = [&](CudaBackend& be, int gated) {
           DeviceArena ar(be);
           const AttnParams& p = c.p;
           Tensor kc = ar.poisoned(c.cache, hd, p.n_kv_head, kPoolBlocks * p.block_size);
@@ -518,10 +521,17 @@ TEST(CudaAttention, OutputWritesItsProjectionsCodes) {
                       ar.from_host(d.v, GgmlType::F32, hd, p.n_kv_head, d.kv_rows), kc, vc,
                       ar.from_host(as_ints(d.write_meta), GgmlType::I32, 4, p.n_seqs), bt, p);
           Tensor out = ar.poisoned(GgmlType::F32, hd, p.n_head, d.q_rows);
-          be.attention(ar.from_host(d.q, GgmlType::F32, hd, p.n_head, d.q_rows), kc, vc,
-                       ar.from_host(as_ints(d.attn_meta), GgmlType::I32, 4, p.n_seqs), bt, p, out);
-          if (gated)
-            be.mul_sigmoid(out, ar.from_host(gate, GgmlType::F32, hd, p.n_head, d.q_rows), out);
+          Tensor g = ar.from_host(gate, GgmlType::F32, 2 * hd, p.n_head, d.q_rows);
+          g.ne[0] = hd;  // the gate halves
+          g.offset += static_cast<size_t>(hd) * 4;
+          const Tensor qt = ar.from_host(d.q, GgmlType::F32, hd, p.n_head, d.q_rows);
+          const Tensor st = ar.from_host(as_ints(d.attn_meta), GgmlType::I32, 4, p.n_seqs);
+          if (gated == 2) {
+            be.gated_attention(qt, kc, vc, st, bt, p, g, out);
+          } else {
+            be.attention(qt, kc, vc, st, bt, p, out);
+            if (gated == 1) be.mul_sigmoid(out, g, out);
+          }
           Tensor y = ar.poisoned(GgmlType::F32, 96, d.q_rows);
           const Tensor x = reshape(out, n_in, d.q_rows);
           const long before = be.rounding_reuses();
@@ -529,10 +539,10 @@ TEST(CudaAttention, OutputWritesItsProjectionsCodes) {
           const long reused = be.rounding_reuses() - before;
           return std::tuple{ar.download<float>(out), ar.download<float>(y), reused};
         };
-        for (const bool gated : {false, true}) {
-          SCOPED_TRACE(gated ? "gated" : "plain");
+        for (const int gated : {0, 1, 2}) {
+          SCOPED_TRACE(gated == 0 ? "plain" : gated == 1 ? "mul_sigmoid" : "gated_attention");
           const auto [fo, fy, fr] = go(fused, gated);
-          const auto [po, py, pr] = go(plain, gated);
+          const auto [po, py, pr] = go(plain, gated == 0 ? 0 : 1);
           ASSERT_EQ(fo.size(), po.size());
           for (size_t i = 0; i < fo.size(); ++i)
             ASSERT_EQ(float_bits(fo[i]), float_bits(po[i])) << "out " << i;

@@ -739,7 +739,8 @@ TEST_F(Cuda, RopeMatchesCpu) {
 // (Qwen3), no norm with the normal layout (llama, qwen2), a norm without weight bias and partial
 // rotary over 64 of 256 (Qwen3.5's gated attention), YaRN; GQA (8 q heads, 2 kv heads); 17
 // tokens of two sequences (a prefill chunk of 10 at position 5, 7 at 90 over shuffled blocks of
-// 16) at positions up to 100k.
+// 16) at positions up to 100k. Store 3: q read from the query halves of [q, gate] head rows
+// (q_from, the gated attention's layout), the F32 pool.
 TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
   auto rng = test_rng();
   struct Case {
@@ -772,7 +773,7 @@ TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
   for (int i = 0; i < kPoolBlocks; ++i) tables[static_cast<size_t>(i)] = i;
   std::shuffle(tables.begin(), tables.end(), rng);  // seq 0: entry 0; seq 1: 1..7 (6, 7 used)
   for (const Case& c : cases) {
-    for (const int store : {0, 1, 2}) {  // none, F16 pool, F32 pool
+    for (const int store : {0, 1, 2, 3}) {  // none, F16 pool, F32 pool, F32 pool + q_from
       SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + " n_rot " +
                    std::to_string(c.p.n_rot) + " store " + std::to_string(store));
       DeviceArena arena(*be_);
@@ -801,8 +802,17 @@ TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
       const GgmlType pool = store == 1 ? GgmlType::F16 : GgmlType::F32;
       std::vector<float> got[2][2];      // [fused, separate][q, k]
       std::vector<uint8_t> pools[2][2];  // [fused, separate][k, v]
+      // [q row, gate row] per head for q_from: the gate halves are noise the op must not read.
+      std::vector<float> qg = random_floats(rng, q.size() * 2, -3.0f, 3.0f);
+      for (size_t r = 0; r < q.size() / static_cast<size_t>(c.head_dim); ++r)
+        std::copy_n(q.begin() + static_cast<int64_t>(r) * c.head_dim, c.head_dim,
+                    qg.begin() + static_cast<int64_t>(2 * r) * c.head_dim);
       for (int way = 0; way < 2; ++way) {
-        const Tensor qt = arena.from_host(q, GgmlType::F32, c.head_dim, n_head, n_tok);
+        const Tensor qt = store == 3 ? arena.poisoned(GgmlType::F32, c.head_dim, n_head, n_tok)
+                                     : arena.from_host(q, GgmlType::F32, c.head_dim, n_head, n_tok);
+        Tensor qf = arena.from_host(qg, GgmlType::F32, 2 * c.head_dim, n_head, n_tok);
+        qf.ne[0] = c.head_dim;  // the query halves
+        const Tensor* q_from = store == 3 ? &qf : nullptr;
         const Tensor kt = arena.from_host(k, GgmlType::F32, c.head_dim, n_kv, n_tok);
         const Tensor nq = c.norm ? wq : Tensor{}, nk = c.norm ? wk : Tensor{};
         const Backend::KvWrite kv{arena.from_host(v, GgmlType::F32, c.head_dim, n_kv, n_tok),
@@ -813,9 +823,9 @@ TEST_F(Cuda, QkNormRopeEqualsTheSeparateOps) {
                                   ap};
         const Backend::KvWrite* kvp = store != 0 ? &kv : nullptr;
         if (way == 0)
-          be_->qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p, kvp);
+          be_->qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p, kvp, q_from);
         else
-          be_->Backend::qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p, kvp);
+          be_->Backend::qk_norm_rope(qt, kt, nq, nk, 1e-6f, c.weight_bias, pt, c.p, kvp, q_from);
         got[way][0] = arena.download<float>(qt);
         got[way][1] = arena.download<float>(kt);
         if (store != 0) {

@@ -129,7 +129,9 @@ __device__ __forceinline__ int64_t kv_slot(const AttnSeq& s, const int32_t* tabl
 // rotation of rope_kernel, in place there (each element belongs to one pair, rotated by one
 // lane), and the row goes back to x in one coalesced pass. The same bits as the four separate
 // ops. With a KvStore (the op's KvWrite), k's rotated rows and then v's rows (after k's in the
-// grid) also go to the pools, as write_kv_kernel stores them: one launch instead of two.
+// grid) also go to the pools, as write_kv_kernel stores them: one launch instead of two. q's rows
+// are read from q_from (q itself, or the gated attention's query halves: the copy's launch saved,
+// ~1.5% of the 35B's decode step, run 175) and written to q.
 constexpr int kQkWarps = 8;
 constexpr int kQkRowMax = 256;  // head_dim at most (the norm's one-warp kernel's limit too)
 
@@ -165,7 +167,7 @@ __device__ __forceinline__ void store_kv_row(const KvStore& st, char* cache, int
 }
 
 __global__ void __launch_bounds__(kQkWarps * 32)
-    qk_norm_rope_kernel(TensorDesc q, TensorDesc k, const float* __restrict__ wq,
+    qk_norm_rope_kernel(TensorDesc q, TensorDesc q_from, TensorDesc k, const float* __restrict__ wq,
                         const float* __restrict__ wk, bool norm, float eps, float weight_bias,
                         const int32_t* __restrict__ pos, RopeConsts rc, KvStore st) {
   pdl_enter();
@@ -187,7 +189,8 @@ __global__ void __launch_bounds__(kQkWarps * 32)
   float* row = rows[warp];
   constexpr int kPer = kQkRowMax / 32;
   float xv[kPer];
-  const float inv = warp_row_inv_rms(xr, n, lane, eps, xv);  // (unused without the norm)
+  const float* src = is_q ? reinterpret_cast<const float*>(q_from.row(rr)) : xr;
+  const float inv = warp_row_inv_rms(src, n, lane, eps, xv);  // (unused without the norm)
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = lane + 32 * c;
@@ -623,12 +626,19 @@ void CudaBackend::rope(const Tensor& x, const Tensor& positions, const RopeParam
 
 void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm,
                                const Tensor& k_norm, float eps, float weight_bias,
-                               const Tensor& positions, const RopeParams& p, const KvWrite* kv) {
+                               const Tensor& positions, const RopeParams& p, const KvWrite* kv,
+                               const Tensor* q_from) {
   const int64_t head_dim = q.ne[0], n_tok = q.ne[2];
   // One warp per row needs rows of at most 256 (rms_norm's warp kernel too: the same bits) and
-  // a norm on both or neither.
-  if (!fuse_parts_ || head_dim > cuda::kQkRowMax || q_norm.valid() != k_norm.valid())
-    return Backend::qk_norm_rope(q, k, q_norm, k_norm, eps, weight_bias, positions, p, kv);
+  // a norm on both or neither. q_from: read in place of q (its rows are whole head rows); it
+  // must not overlap q, whose rows the kernel writes while others read.
+  // TEMPO9_CUDA_Q_FROM=0 (read once): q_from copied by its own launch first (A/B runs).
+  static const bool q_from_off = cuda::env_off("TEMPO9_CUDA_Q_FROM");
+  if (!fuse_parts_ || head_dim > cuda::kQkRowMax || q_norm.valid() != k_norm.valid() ||
+      (q_from != nullptr &&
+       (q_from_off || q_from->type != GgmlType::F32 || q_from->ne != q.ne || q_from->nb[0] != 4 ||
+        cuda::byte_span(*q_from).overlaps(cuda::byte_span(q)))))
+    return Backend::qk_norm_rope(q, k, q_norm, k_norm, eps, weight_bias, positions, p, kv, q_from);
   T9_CUDA_PROF(kv != nullptr ? "qk_norm_rope_kv" : "qk_norm_rope");
   derived_->wrote(q);
   derived_->wrote(k);
@@ -659,10 +669,11 @@ void CudaBackend::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q
       q_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(q_norm)) : nullptr;
   const auto* wk =
       k_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(k_norm)) : nullptr;
-  stream_->launch(cuda::qk_norm_rope_kernel, cuda::grid_1d(rows, cuda::kQkWarps),
-                  cuda::kQkWarps * 32, 0, cuda::desc(q), cuda::desc(k), wq, wk, q_norm.valid(), eps,
-                  weight_bias, reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)),
-                  cuda::rope_consts(p), st);
+  stream_->launch(
+      cuda::qk_norm_rope_kernel, cuda::grid_1d(rows, cuda::kQkWarps), cuda::kQkWarps * 32, 0,
+      cuda::desc(q), cuda::desc(q_from != nullptr ? *q_from : q), cuda::desc(k), wq, wk,
+      q_norm.valid(), eps, weight_bias, reinterpret_cast<const int32_t*>(cuda::base_ptr(positions)),
+      cuda::rope_consts(p), st);
 }
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache,
@@ -701,7 +712,35 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cac
 void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                             const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
                             const Tensor& out) {
-  T9_CUDA_PROF(fmt::format("attention rows {}", cuda::rows_bucket(q.ne[2])));
+  attention_with(q, k_cache, v_cache, seqs, block_tables, p, nullptr, out);
+}
+
+// TEMPO9_CUDA_FUSE_GATE=0 (read once): attention then mul_sigmoid (A/B runs; the same bits).
+void CudaBackend::gated_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                  const Tensor& seqs, const Tensor& block_tables,
+                                  const AttnParams& p, const Tensor& gate, const Tensor& out) {
+  static const bool off = cuda::env_off("TEMPO9_CUDA_FUSE_GATE");
+  if (off || !attention_with(q, k_cache, v_cache, seqs, block_tables, p, &gate, out))
+    Backend::gated_attention(q, k_cache, v_cache, seqs, block_tables, p, gate, out);
+}
+
+bool CudaBackend::attention_with(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                 const Tensor& seqs, const Tensor& block_tables,
+                                 const AttnParams& p, const Tensor* gate, const Tensor& out) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(k_cache)) |
+                        reinterpret_cast<uintptr_t>(cuda::base_ptr(v_cache))) %
+                           16 ==
+                       0;
+  const bool f16 = k_cache.type == GgmlType::F16;
+  const bool flash = cuda::flash_attention_fits(f16 && aligned, p.head_dim, p.n_head, p.n_kv_head);
+  // The kernels read the gate as float2 pairs of whole head rows, [n, n_head, head_dim] like out.
+  if (gate != nullptr && (!flash || gate->type != GgmlType::F32 || gate->ne != out.ne ||
+                          gate->nb[0] != 4 || gate->nb[1] % 8 != 0 || gate->nb[2] % 8 != 0 ||
+                          reinterpret_cast<uintptr_t>(cuda::base_ptr(*gate)) % 8 != 0 ||
+                          cuda::byte_span(*gate).overlaps(cuda::byte_span(out))))
+    return false;
+  T9_CUDA_PROF(fmt::format("{} rows {}", gate != nullptr ? "gated_attention" : "attention",
+                           cuda::rows_bucket(q.ne[2])));
   derived_->wrote(out);
   cuda::check_cache(k_cache, p, "k_cache");
   cuda::check_cache(v_cache, p, "v_cache");
@@ -719,14 +758,9 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   const AttnSeq* s = cuda::seq_table(seqs, p);
   const auto* tables = reinterpret_cast<const int32_t*>(cuda::base_ptr(block_tables));
   const cuda::KvGeom g = cuda::kv_geom(k_cache, block_tables, p);
-  if (q.ne[2] == 0 || p.n_seqs == 0) return;
+  if (q.ne[2] == 0 || p.n_seqs == 0) return true;
   T9_CHECK(q.ne[2] <= 0x7fffffff && p.n_head <= 65535, "attention: launch grid");
-  const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(k_cache)) |
-                        reinterpret_cast<uintptr_t>(cuda::base_ptr(v_cache))) %
-                           16 ==
-                       0;
-  const bool f16 = k_cache.type == GgmlType::F16;
-  if (cuda::flash_attention_fits(f16 && aligned, p.head_dim, p.n_head, p.n_kv_head)) {
+  if (flash) {
     cuda::FlashArgs fa{};
     fa.q = cuda::desc(q);
     fa.out = cuda::desc(out);
@@ -751,8 +785,9 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
     const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_);
     fa.out_q = ro.xq;
     fa.out_b = ro.xb;
+    if (gate != nullptr) fa.gate = cuda::desc(*gate);
     cuda::flash_attention(fa, q.ne[2], p.max_ctx, attn_scratch_, *stream_);
-    return;
+    return true;
   }
   const dim3 grid(static_cast<unsigned>(q.ne[2]), static_cast<unsigned>(p.n_head));
   const dim3 grid_split(grid.x, grid.y, cuda::kMaxSplits);
@@ -763,6 +798,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
                          p.n_head, p.scale, p.softcap, p.sliding_window, part, err_word_);
   stream_->launch(cuda::attention_combine_kernel, grid, cuda::kAttnThreads, 0, part, s, p.n_seqs,
                   static_cast<int>(q.ne[2]), p.n_head, p.head_dim, cuda::desc(out), err_word_);
+  return true;
 }
 
 }  // namespace t9

@@ -470,7 +470,21 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   // The profiler times each op with events between launches, which held-back launches break.
   sc.graphs = cfg.graphs && !env_off("TEMPO9_CUDA_GRAPHS") && prof_ == nullptr;
   sc.pdl = cfg.pdl && prop.major >= 9 && !env_off("TEMPO9_CUDA_PDL") && prof_ == nullptr;
-  if (!cfg.graph_segments || env_off("TEMPO9_CUDA_GRAPH_SEGMENTS")) sc.segment_kernels.clear();
+  if (!cfg.graph_segments || env_off("TEMPO9_CUDA_GRAPH_SEGMENTS")) {
+    sc.segment_kernels.clear();
+  } else if (const char* e = std::getenv("TEMPO9_CUDA_GRAPH_SEGMENTS")) {
+    // Increasing sizes "8,128" (A/B runs): other segment sizes; anything else keeps the default.
+    std::vector<long> sizes;
+    for (const char* p = e; *p != '\0';) {
+      char* end = nullptr;
+      const long v = std::strtol(p, &end, 10);
+      if (end == p || v <= (sizes.empty() ? 0 : sizes.back())) break;
+      sizes.push_back(v);
+      p = *end == ',' ? end + 1 : end;
+      if (*end != ',' && *end != '\0') break;
+    }
+    if (!sizes.empty()) sc.segment_kernels = sizes;
+  }
   stream_ = std::make_unique<cuda::Stream>(sc);
   early_weights_ = sc.pdl && cfg.early_weights && !env_off("TEMPO9_CUDA_EARLY_WEIGHTS");
   fuse_parts_ = cfg.fuse_parts && !env_off("TEMPO9_CUDA_FUSE_PARTS");

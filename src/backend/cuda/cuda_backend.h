@@ -140,7 +140,7 @@ class CudaBackend final : public Backend {
   void glu(const Tensor& gate, const Tensor& up, GluKind kind, const Tensor& out) override;
   void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm,
                     float eps, float weight_bias, const Tensor& positions, const RopeParams& p,
-                    const KvWrite* kv = nullptr) override;
+                    const KvWrite* kv = nullptr, const Tensor* q_from = nullptr) override;
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
             const Tensor& out) override;
   void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) override;
@@ -150,6 +150,10 @@ class CudaBackend final : public Backend {
                 const Tensor& seqs, const Tensor& block_tables, const AttnParams& p) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
                  const Tensor& block_tables, const AttnParams& p, const Tensor& out) override;
+  // The gate in the tensor-core kernels' output store (cuda_flash_attention.cu).
+  void gated_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
+                       const Tensor& gate, const Tensor& out) override;
   void argmax(const Tensor& logits, const Tensor& out) override;
   void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override;
   void adjust_logits(const Tensor& logits, const Tensor& edits) override;
@@ -194,6 +198,11 @@ class CudaBackend final : public Backend {
   // moe_down with the shared expert's rows in the experts' by-pair launch; false (nothing
   // enqueued) where that route does not apply.
   bool moe_down_pairs(const MoeDown& m);
+  // attention, and with a gate (non-null) gated_attention when the tensor-core kernels serve
+  // the call; false (nothing enqueued) for a gate they do not.
+  bool attention_with(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
+                      const Tensor* gate, const Tensor& out);
   // The shape and type checks of matmul (a message naming the operand, no launch).
   void check_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y);
   // matmul with x already rounded (cuda::round_x) when `pre` is set (cuda_matmul.cu).

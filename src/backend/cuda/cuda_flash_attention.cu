@@ -144,6 +144,18 @@ __device__ __forceinline__ float* out_row(const FlashArgs& a, int row) {
   return reinterpret_cast<float*>(a.out.row(head, q_row));
 }
 
+// The gate row of output row `row` (FlashArgs::gate), as out_row.
+__device__ __forceinline__ const float* gate_row(const FlashArgs& a, int row) {
+  const unsigned q_row = static_cast<unsigned>(row) / static_cast<unsigned>(a.n_head);
+  const unsigned head = static_cast<unsigned>(row) - q_row * static_cast<unsigned>(a.n_head);
+  return reinterpret_cast<const float*>(a.gate.row(head, q_row));
+}
+
+// mul_sigmoid_kernel's expression: the attention's float times the gate's sigmoid.
+__device__ __forceinline__ float gated(float v, float g) {
+  return v * sigmoid(g);
+}
+
 // ---- tiles of query rows ----
 
 struct RowTile {
@@ -602,18 +614,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int h = 0; h < 2; ++h) {
       if (my_row[h] < 0) continue;  // uniform per quad (one slot row)
       float* o = out_row(a, my_row[h]) + 2 * (lane % 4);
+      const bool gate = a.gate.base != nullptr;
+      const float* gr = gate ? gate_row(a, my_row[h]) + 2 * (lane % 4) : nullptr;
       // out's memory order is (q row, head, dim) = my_row * HD + dim (FlashArgs::out_q).
       const int64_t e0 = static_cast<int64_t>(my_row[h]) * HD;
 #pragma unroll 1  // once per block: rolled, like Q's staging
       for (int n0 = 0; n0 < kNT; n0 += kFoldBatch) {
-        float2 A[kFoldBatch];
+        float2 A[kFoldBatch], G[kFoldBatch];  // the gate's loads beside A's: one round trip
 #pragma unroll
-        for (int k = 0; k < kFoldBatch; ++k)
+        for (int k = 0; k < kFoldBatch; ++k) {
           A[k] = *reinterpret_cast<const float2*>(o + (n0 + k) * 8);
+          G[k] = gate ? *reinterpret_cast<const float2*>(gr + (n0 + k) * 8) : make_float2(0, 0);
+        }
 #pragma unroll
         for (int k = 0; k < kFoldBatch; ++k) {
           A[k].x = __fdiv_rn(A[k].x, Lr[h]);
           A[k].y = __fdiv_rn(A[k].y, Lr[h]);
+          if (gate) A[k].x = gated(A[k].x, G[k].x), A[k].y = gated(A[k].y, G[k].y);
           *reinterpret_cast<float2*>(o + (n0 + k) * 8) = A[k];
         }
         if (a.out_q != nullptr) {  // n-tiles 4b .. 4b + 3 are one 32-element block
@@ -664,6 +681,14 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   if (si < 0) return;  // a row no sequence owns is left as it is (the kernel flagged bad tables)
   const AttnSeq s = a.seqs[si];
+  // The gate's values of this thread's dims, loaded now: their round trip overlaps the fold.
+  float g[kMaxCombineDims];
+#pragma unroll
+  for (int e = 0; e < kMaxCombineDims; ++e) {
+    const int d = tid + e * kCombineThreads;
+    g[e] = a.gate.base != nullptr && d < hd ? reinterpret_cast<const float*>(a.gate.row(h, r))[d]
+                                            : 0.0f;
+  }
   const int pos = s.n_past + static_cast<int>(r - s.q_begin);
   const int lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   const int c0 = lo / kChunkKeys, c1 = min(pos / kChunkKeys, n_chunks - 1);
@@ -736,7 +761,8 @@ __global__ void __launch_bounds__(kCombineThreads)
   for (int e = 0; e < kMaxCombineDims; ++e) {
     const int d = tid + e * kCombineThreads;
     if (d >= hd) continue;  // uniform per warp: hd is a multiple of 32
-    const float v = __fdiv_rn(A[e], s_L);
+    const float q = __fdiv_rn(A[e], s_L);
+    const float v = a.gate.base != nullptr ? gated(q, g[e]) : q;
     o[d] = v;
     if (a.out_q != nullptr) {  // the warp's 32 dims are one block of out's codes
       const int64_t b0 = (r * a.n_head + h) * hd + (d - lane);

@@ -31,6 +31,9 @@ struct FlashArgs {
   // the same floats, so the output projection reads them instead of launching the rounding.
   int8_t* out_q = nullptr;
   ActBlock* out_b = nullptr;
+  // Non-null base: the gated attention's output gate, [rows, n_head, head_dim] (whole head rows,
+  // any strides): out = (A / L) * sigmoid(gate) as mul_sigmoid rounds it, and the codes of that.
+  TensorDesc gate = {};
 };
 
 // True when the tensor-core kernel serves this shape. The choice depends only on the pool type

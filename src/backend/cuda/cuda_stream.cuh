@@ -51,7 +51,8 @@ struct StreamConfig {
   // recording (~0.13 ms of a 35B decode step, run 167), so replays were no faster than eager
   // launches. The first segment is short (the device starts after a few records), the next long
   // enough that the host records the rest while it runs (35B decode, run 169: 374-379 tok/s
-  // against 362 with one graph and 366 eager). TEMPO9_CUDA_GRAPH_SEGMENTS=0: one graph.
+  // against 362 with one graph and 366 eager). TEMPO9_CUDA_GRAPH_SEGMENTS=0: one graph;
+  // =4,64 (increasing sizes): other segments (run 174: 4/64, 16/256 and 8/64/256 ran even).
   std::vector<long> segment_kernels = {8, 128};
   size_t staging_bytes = size_t{16} << 20;       // pinned staging to start with; grows to fit a
   size_t max_staging_bytes = size_t{512} << 20;  // window, up to this (larger copies run direct)
