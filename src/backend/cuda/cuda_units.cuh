@@ -678,6 +678,13 @@ struct SliceArgs {  // every member initialized (the tape's bytes: cuda_stream.c
   int w_tiles = 1;
 };
 
+// Run 176: with SliceArgs at 1032 bytes (a TensorDesc and two pointers added), the by-pair
+// one-row kernels wrote through a null plain_y in their plain rows (memcheck: gemv_short_kernel,
+// CudaHybrid.MatmulSharedXWithIdsEqualsMatmulId), with the new fields unused; packed to 968 bytes
+// every test passed. Not explained (the launch passes the bytes through cudaLaunchKernelExC, and
+// CUDA 12.1+ allows 32 KB of parameters); kept under 1 KB until it is.
+static_assert(sizeof(SliceArgs) <= 1024, "SliceArgs past 1 KB: see run 176 above");
+
 // Weight rows of the whole call: n_out, or every part's (host: the launchers' choices).
 inline int64_t weight_rows(const SliceArgs& a) {
   if (a.parts.n == 0) return a.n_out;
