@@ -3,9 +3,11 @@
 // tensor-core kernel (cuda_mma.cu) can compute the same order with a running sum.
 //
 // A warp owns kR weight rows at a time (grid-stride over rows; kR > 1 in the 4- and 8-row tiles
-// and Q4_K's unstaged path). It copies each whole row to shared memory with coalesced 16-byte
-// cp.async loads (the row may start on any 2-byte boundary: the copy starts at the 16-byte
-// boundary below and the data sits `skew` bytes in), the next rows double-buffered behind them.
+// and Q4_K's unstaged path). It copies each whole row to shared memory (the row may start on any
+// 2-byte boundary: the copy starts at the 16-byte boundary below and the data sits `skew` bytes
+// in), the next rows double-buffered behind them: one bulk copy per row on an mbarrier per
+// buffer (SliceArgs::bulk_rows), or coalesced 16-byte cp.async loads by every lane (wide rows'
+// single buffer).
 // Lane l then decodes its slice's units one after the other from shared memory (a slice is
 // contiguous, so lanes read disjoint contiguous ranges) and dots each with every activation row
 // of the tile (dp4a). The 32 slice partials go through shared memory and one lane per (weight
@@ -46,6 +48,10 @@ __device__ __forceinline__ void enter_early(const SliceArgs& a, int64_t o, int l
   pdl_enter();
 }
 
+// Shared bytes of the two-buffer form's mbarriers (two per warp, SliceArgs::bulk_rows).
+template <int kBufs>
+constexpr int64_t kSliceBarBytes = kBufs == 2 ? kSliceWarps * 2 * 8 : 0;
+
 // Bytes of the packed activations of one activation row: for each slice position j < J (the
 // longest slice) and lane l, unit u0_l + j's activations (kXBytes) and ActBlocks, so that lane l
 // reads its units' activations from consecutive shared addresses (the activations of a unit sit
@@ -82,7 +88,15 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
   uint8_t* bufs = smem + warp * kBufs * kR * slot;  // buffer b, row r: bufs + (b kR + r) slot
-  float* red = reinterpret_cast<float*>(smem + kSliceWarps * kBufs * kR * slot);
+  // Two buffers: each warp's two mbarriers (SliceArgs::bulk_rows) after the buffers.
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kSliceWarps * kBufs * kR * slot) + 2 * warp;
+  float* red =
+      reinterpret_cast<float*>(smem + kSliceWarps * kBufs * kR * slot + kSliceBarBytes<kBufs>);
+  const bool bulk = kBufs == 2 && a.bulk_rows;
+  if (bulk) {
+    if (lane == 0) mbar_init(bars), mbar_init(bars + 1);
+    __syncwarp();
+  }
   const int64_t n_units = a.n_in / U::kElems, n_pos = (n_units + 31) / 32;
   auto* xs = reinterpret_cast<int8_t*>(red + kSliceWarps * kR * kTok * 33);
   auto* as = reinterpret_cast<ActBlock*>(xs + kTok * n_pos * 32 * U::kXBytes);
@@ -92,12 +106,32 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   const int nt = static_cast<int>(min64(kTok, a.n_tok - t0));
   const int64_t stride = n_blocks * kSliceWarps * kR;
   int64_t o = (bx * kSliceWarps + warp) * kR;
-  // Rows o .. o + kR - 1 into buf (rows past the end repeat the last row: computed, not stored).
-  const auto stage = [&](int64_t first, uint8_t* buf) {
+  // Rows o .. o + kR - 1 into buf (rows past the end repeat the last row: computed, not stored);
+  // with bulk copies, lane 0 issues one per row on bar (stage_row's layout).
+  const auto stage = [&](int64_t first, uint8_t* buf, uint64_t* bar) {
+    if (bulk) {
+      if (lane != 0) return;
+      unsigned n16[kR];
+      unsigned total = 0;
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const uint8_t* src = a.w + min64(first + r, a.n_out - 1) * a.row_bytes;
+        const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+        n16[r] = static_cast<unsigned>((skew + a.row_bytes + 15) / 16);
+        total += 16 * n16[r];
+      }
+      mbar_expect(bar, total);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        const uint8_t* src = a.w + min64(first + r, a.n_out - 1) * a.row_bytes;
+        bulk_copy(buf + r * slot, src - (reinterpret_cast<uintptr_t>(src) & 15), 16 * n16[r], bar);
+      }
+      return;
+    }
 #pragma unroll
     for (int r = 0; r < kR; ++r) stage_row(a, min64(first + r, a.n_out - 1), buf + r * slot, lane);
   };
-  if (kBufs > 0 && o < a.n_out) stage(o, bufs);
+  if (kBufs > 0 && o < a.n_out) stage(o, bufs, bars);
   cp_async_commit();
   if (early) enter_early<kBufs, kR>(a, o, lane);
   if constexpr (kPacked) {  // while the first rows are in flight
@@ -113,9 +147,14 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   for (int it = 0; o < a.n_out; o += stride, ++it) {
     uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * kR * slot : 0);
     if constexpr (kBufs == 2) {
-      if (o + stride < a.n_out) stage(o + stride, bufs + ((it + 1) & 1) * kR * slot);
-      cp_async_commit();
-      cp_async_wait_1();
+      if (o + stride < a.n_out)
+        stage(o + stride, bufs + ((it + 1) & 1) * kR * slot, bars + ((it + 1) & 1));
+      if (bulk) {  // buffer it & 1's (it / 2)-th fill
+        mbar_wait(bars + (it & 1), static_cast<unsigned>(it >> 1) & 1u);
+      } else {
+        cp_async_commit();
+        cp_async_wait_1();
+      }
     } else if constexpr (kBufs == 1) {
       cp_async_wait_0();
     }
@@ -167,7 +206,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
     }
     if constexpr (kBufs == 1) {  // the buffer is free: the next rows' copy overlaps the sum
       __syncwarp();
-      if (o + stride < a.n_out) stage(o + stride, bufs);
+      if (o + stride < a.n_out) stage(o + stride, bufs, bars);
       cp_async_commit();
     }
 #pragma unroll
@@ -385,7 +424,7 @@ int64_t pair_blocks(SliceArgs& a, int smem, int rows_per_warp, int64_t grid_rows
 template <GgmlType T, int kTok, bool kPacked, int kBufs, int kR>
 int64_t slice_smem(const SliceArgs& a) {
   return kSliceWarps * (kBufs * kR * row_slot(a.row_bytes) + kR * kTok * 33 * 4) +
-         (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
+         kSliceBarBytes<kBufs> + (kPacked ? kTok * packed_x_bytes<T>(a.n_in) : 0);
 }
 
 // Weight rows per warp of the staged 4- and 8-row tiles: 4 while a block stays within
@@ -417,6 +456,11 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   const int64_t tok_groups = kTok == 1 ? one_row_grid_rows(a) : (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   SliceArgs b = a;
+  // The two-buffer form stages by bulk copies (run 178: 35B single decode 375 / 378 against
+  // 362-368 tok/s, 8 agents 51.8k against 51.0k); TEMPO9_CUDA_BULK_ROWS=0 (read once): per-lane
+  // cp.async, the same bits.
+  static const bool bulk = !env_off("TEMPO9_CUDA_BULK_ROWS");
+  b.bulk_rows = bulk && kBufs == 2;
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, a.ids != nullptr ? tok_groups : 1);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
                 kSliceWarps * 32, smem, b);

@@ -523,6 +523,37 @@ __device__ __forceinline__ void cp_async_wait_0() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
+// ---- bulk copies (sm_90: the copy engine moves a byte range, completing on an mbarrier) ----
+
+// A one-arrival mbarrier, visible to the copy engine afterwards.
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(bar)));
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// The one arrival of this phase, which then completes once `bytes` have landed.
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// `bytes` (a multiple of 16; both ends 16-byte aligned) from global src to shared dst.
+__device__ __forceinline__ void bulk_copy(uint8_t* dst, const uint8_t* src, unsigned bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+// Waits until phase `parity` of bar has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra W;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
 // First unit of slice l (0..32) of a row of n units: see the canonical order above.
 __host__ __device__ __forceinline__ int64_t slice_begin(int64_t l, int64_t n) {
   return l * n / 32;
@@ -672,6 +703,11 @@ struct SliceArgs {  // every member initialized (the tape's bytes: cuda_stream.c
   // Plain matmuls of uploaded weights (launch_fast_matmul's w_early): the kernel starts its
   // first weight reads before its dependent-launch wait (cuda_common.cuh, prefetch_l2).
   bool w_early = false;
+  // The sliced GEMV's two-buffer form (gemv_slice_kernel, kBufs 2): each warp's rows staged by
+  // one bulk copy per row (lane 0) on an mbarrier per buffer instead of per-lane cp.async (run
+  // 177: 2x the ideal L2 sectors and 3.5x the shared wavefronts per cp.async instruction). The
+  // same bytes, the same bits.
+  bool bulk_rows = false;
   SliceParts parts = {};  // several weights in one launch (plain matmuls only), or parts.n == 0
   // Tensor-core kernel: 64-row weight tiles per block (launch block x takes tiles w_tiles * x ..,
   // one after another; not with the split form). Each output's bits do not depend on it.
