@@ -33,6 +33,18 @@ inline bool env_off(const char* name) {
   return e != nullptr && std::string_view(e) == "0";
 }
 
+// Which staged GEMVs take bulk copies (SliceArgs::bulk_rows, MoeDownArgs::bulk_rows), read
+// once. TEMPO9_CUDA_BULK_ROWS=0: none (per-lane cp.async everywhere); TEMPO9_CUDA_BULK_WIDE=0:
+// not the wide rows' single buffer; TEMPO9_CUDA_BULK_SHORT=0: not the short rows
+// (gemv_short_kernel, moe_down_kernel). The same bits every way.
+enum class BulkForm { kTwoBuffers, kWide, kShort };
+inline bool bulk_rows_on(BulkForm f) {
+  static const bool all = !env_off("TEMPO9_CUDA_BULK_ROWS");
+  static const bool wide = !env_off("TEMPO9_CUDA_BULK_WIDE");
+  static const bool shrt = !env_off("TEMPO9_CUDA_BULK_SHORT");
+  return all && (f == BulkForm::kTwoBuffers || (f == BulkForm::kWide ? wide : shrt));
+}
+
 // Streaming multiprocessors of the current device (read once: one device per process).
 inline int sm_count() {
   static const int n = [] {

@@ -6,8 +6,8 @@
 // and Q4_K's unstaged path). It copies each whole row to shared memory (the row may start on any
 // 2-byte boundary: the copy starts at the 16-byte boundary below and the data sits `skew` bytes
 // in), the next rows double-buffered behind them: one bulk copy per row on an mbarrier per
-// buffer (SliceArgs::bulk_rows), or coalesced 16-byte cp.async loads by every lane (wide rows'
-// single buffer).
+// buffer (SliceArgs::bulk_rows; wide rows take a single buffer), or coalesced 16-byte cp.async
+// loads by every lane.
 // Lane l then decodes its slice's units one after the other from shared memory (a slice is
 // contiguous, so lanes read disjoint contiguous ranges) and dots each with every activation row
 // of the tile (dp4a). The 32 slice partials go through shared memory and one lane per (weight
@@ -48,9 +48,9 @@ __device__ __forceinline__ void enter_early(const SliceArgs& a, int64_t o, int l
   pdl_enter();
 }
 
-// Shared bytes of the two-buffer form's mbarriers (two per warp, SliceArgs::bulk_rows).
+// Shared bytes of the staged forms' mbarriers (one per warp and buffer, SliceArgs::bulk_rows).
 template <int kBufs>
-constexpr int64_t kSliceBarBytes = kBufs == 2 ? kSliceWarps * 2 * 8 : 0;
+constexpr int64_t kSliceBarBytes = int64_t{8} * kSliceWarps* kBufs;
 
 // Bytes of the packed activations of one activation row: for each slice position j < J (the
 // longest slice) and lane l, unit u0_l + j's activations (kXBytes) and ActBlocks, so that lane l
@@ -88,13 +88,15 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t slot = row_slot(a.row_bytes);
   uint8_t* bufs = smem + warp * kBufs * kR * slot;  // buffer b, row r: bufs + (b kR + r) slot
-  // Two buffers: each warp's two mbarriers (SliceArgs::bulk_rows) after the buffers.
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kSliceWarps * kBufs * kR * slot) + 2 * warp;
+  // Each warp's mbarriers, one per buffer (SliceArgs::bulk_rows), after the buffers.
+  uint64_t* bars =
+      reinterpret_cast<uint64_t*>(smem + kSliceWarps * kBufs * kR * slot) + kBufs * warp;
   float* red =
       reinterpret_cast<float*>(smem + kSliceWarps * kBufs * kR * slot + kSliceBarBytes<kBufs>);
-  const bool bulk = kBufs == 2 && a.bulk_rows;
+  const bool bulk = kBufs > 0 && a.bulk_rows;
   if (bulk) {
-    if (lane == 0) mbar_init(bars), mbar_init(bars + 1);
+    if (lane == 0)
+      for (int b = 0; b < kBufs; ++b) mbar_init(bars + b);
     __syncwarp();
   }
   const int64_t n_units = a.n_in / U::kElems, n_pos = (n_units + 31) / 32;
@@ -156,7 +158,10 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
         cp_async_wait_1();
       }
     } else if constexpr (kBufs == 1) {
-      cp_async_wait_0();
+      if (bulk)  // the buffer's it-th fill
+        mbar_wait(bars, static_cast<unsigned>(it) & 1u);
+      else
+        cp_async_wait_0();
     }
     __syncwarp();
     // Staged row r: skew[r] bytes into its slot of buf (stage_row's layout).
@@ -262,24 +267,49 @@ __global__ void __launch_bounds__(kSliceWarps * 32, kMinB > 0 ? kMinB : 1)
   const int64_t slot = row_slot(a.row_bytes);
   const int64_t n_units = a.n_in / U::kElems;
   uint8_t* bufs = smem + warp * kBufs * slot;
+  // Each warp's mbarriers, one per buffer (SliceArgs::bulk_rows), then the dots.
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kSliceWarps * kBufs * slot) + kBufs * warp;
   float* dots =
-      reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot) + warp * (kR * n_units + kR * 33);
+      reinterpret_cast<float*>(smem + kSliceWarps * kBufs * slot + kSliceBarBytes<kBufs>) +
+      warp * (kR * n_units + kR * 33);
   float* red = dots + kR * n_units;
   const int64_t u0 = slice_begin(lane, n_units), u1 = slice_begin(lane + 1, n_units);
   const int64_t stride = n_blocks * kSliceWarps * kR;
   int64_t o = (bx * kSliceWarps + warp) * kR;
   if (o >= a.n_out) return;  // uniform per warp; no block barriers
-  if (kBufs > 0) stage_row(a, o, bufs, lane);
+  const bool bulk = kBufs > 0 && a.bulk_rows;
+  if (bulk && lane == 0)
+    for (int b = 0; b < kBufs; ++b) mbar_init(bars + b);
+  __syncwarp();
+  // Row r into buf: one bulk copy on bar (lane 0), or every lane's cp.async (stage_row's layout).
+  const auto stage = [&](int64_t r, uint8_t* buf, uint64_t* bar) {
+    if (!bulk) return stage_row(a, r, buf, lane);
+    if (lane != 0) return;
+    const uint8_t* src = a.w + r * a.row_bytes;
+    const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
+    const auto bytes = static_cast<unsigned>(16 * ((skew + a.row_bytes + 15) / 16));
+    mbar_expect(bar, bytes);
+    bulk_copy(buf, src - skew, bytes, bar);
+  };
+  if (kBufs > 0) stage(o, bufs, bars);
   cp_async_commit();
   if (early) enter_early<kBufs, kR>(a, o, lane);
   for (int it = 0; o < a.n_out; o += stride, ++it) {
     uint8_t* buf = bufs + (kBufs == 2 ? (it & 1) * slot : 0);
     if constexpr (kBufs == 2) {
-      if (o + stride < a.n_out) stage_row(a, o + stride, bufs + ((it + 1) & 1) * slot, lane);
-      cp_async_commit();
-      cp_async_wait_1();
+      if (o + stride < a.n_out)
+        stage(o + stride, bufs + ((it + 1) & 1) * slot, bars + ((it + 1) & 1));
+      if (bulk) {  // buffer it & 1's (it / 2)-th fill
+        mbar_wait(bars + (it & 1), static_cast<unsigned>(it >> 1) & 1u);
+      } else {
+        cp_async_commit();
+        cp_async_wait_1();
+      }
     } else if constexpr (kBufs == 1) {
-      cp_async_wait_0();
+      if (bulk)  // the buffer's it-th fill
+        mbar_wait(bars, static_cast<unsigned>(it) & 1u);
+      else
+        cp_async_wait_0();
     }
     __syncwarp();
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
@@ -306,7 +336,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32, kMinB > 0 ? kMinB : 1)
     }
     __syncwarp();
     if constexpr (kBufs == 1) {  // the buffer is free: the next row's copy overlaps the sums
-      if (o + stride < a.n_out) stage_row(a, o + stride, bufs, lane);
+      if (o + stride < a.n_out) stage(o + stride, bufs, bars);
       cp_async_commit();
     }
 #pragma unroll
@@ -335,8 +365,9 @@ __global__ void __launch_bounds__(kSliceWarps * 32, kMinB > 0 ? kMinB : 1)
 // a shuffle chain. gemv_slice_kernel leaves half a warp idle on a 16-unit row and pays its 32-step
 // final sum per row; here every lane has a unit and the sum is shared by the rows of the warp
 // (the 8 agents' expert down projection, 64 pairs of 2048 x 512 Q8_0: 56.6 -> 27.7 us, run 75). The
-// warp's rows are one contiguous run of bytes, staged with 16-byte cp.async, the next run in
-// flight behind this one.
+// warp's rows are one contiguous run of bytes, staged by one bulk copy on an mbarrier per buffer
+// (SliceArgs::bulk_rows) or by every lane's 16-byte cp.async, the next run in flight behind this
+// one.
 template <GgmlType T, int kLanes>
 __global__ void __launch_bounds__(kSliceWarps * 32) gemv_short_kernel(SliceArgs a) {
   using U = Unit<T>;
@@ -361,24 +392,41 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_short_kernel(SliceArgs 
   const int64_t run_bytes = kRows * a.row_bytes;
   const int64_t slot = row_slot(run_bytes);
   uint8_t* bufs = smem + warp * 2 * slot;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kSliceWarps * 2 * slot) + 2 * warp;
+  if (a.bulk_rows) {
+    if (lane == 0) mbar_init(bars), mbar_init(bars + 1);
+    __syncwarp();
+  }
   const int64_t stride = n_blocks * kSliceWarps * kRows;
   int64_t o = (bx * kSliceWarps + warp) * kRows;
   // Rows o .. o + kRows - 1 (those below n_out) into buf, `skew` bytes in (stage_row's layout).
-  const auto stage = [&](int64_t first, uint8_t* buf) {
+  const auto stage = [&](int64_t first, uint8_t* buf, uint64_t* bar) {
     const uint8_t* src = a.w + first * a.row_bytes;
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
     const int64_t n16 = (skew + min64(kRows, a.n_out - first) * a.row_bytes + 15) / 16;
+    if (a.bulk_rows) {
+      if (lane == 0) {
+        mbar_expect(bar, static_cast<unsigned>(16 * n16));
+        bulk_copy(buf, src - skew, static_cast<unsigned>(16 * n16), bar);
+      }
+      return;
+    }
     for (int64_t i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, src - skew + 16 * i);
   };
-  if (o < a.n_out) stage(o, bufs);
+  if (o < a.n_out) stage(o, bufs, bars);
   cp_async_commit();
   if (early) enter_early<2, 1>(a, o, lane);
   if (o >= a.n_out) return;  // uniform per warp; no block barriers
   for (int it = 0; o < a.n_out; o += stride, ++it) {
     uint8_t* buf = bufs + (it & 1) * slot;
-    if (o + stride < a.n_out) stage(o + stride, bufs + ((it + 1) & 1) * slot);
-    cp_async_commit();
-    cp_async_wait_1();
+    if (o + stride < a.n_out)
+      stage(o + stride, bufs + ((it + 1) & 1) * slot, bars + ((it + 1) & 1));
+    if (a.bulk_rows) {  // buffer it & 1's (it / 2)-th fill
+      mbar_wait(bars + (it & 1), static_cast<unsigned>(it >> 1) & 1u);
+    } else {
+      cp_async_commit();
+      cp_async_wait_1();
+    }
     __syncwarp();
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(a.w + o * a.row_bytes) & 15);
     const int64_t r = o + g;
@@ -456,11 +504,11 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   const int64_t tok_groups = kTok == 1 ? one_row_grid_rows(a) : (a.n_tok + kTok - 1) / kTok;
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   SliceArgs b = a;
-  // The two-buffer form stages by bulk copies (run 178: 35B single decode 375 / 378 against
-  // 362-368 tok/s, 8 agents 51.8k against 51.0k); TEMPO9_CUDA_BULK_ROWS=0 (read once): per-lane
-  // cp.async, the same bits.
-  static const bool bulk = !env_off("TEMPO9_CUDA_BULK_ROWS");
-  b.bulk_rows = bulk && kBufs == 2;
+  // The staged forms copy rows in bulk (run 178, two buffers: 35B single decode 375 / 378
+  // against 362-368 tok/s, 8 agents 51.8k against 51.0k); bulk_rows_on names the switches.
+  b.bulk_rows = kBufs == 2   ? bulk_rows_on(BulkForm::kTwoBuffers)
+                : kBufs == 1 ? bulk_rows_on(BulkForm::kWide)
+                             : false;
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, a.ids != nullptr ? tok_groups : 1);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
                 kSliceWarps * 32, smem, b);
@@ -521,13 +569,17 @@ void launch_coal_with(const SliceArgs& a, Stream& stream) {
   constexpr auto kernel = gemv_coal_kernel<T, kBufs, kR, kMinB>;
   const int64_t n_units = a.n_in / Unit<T>::kElems;
   const int64_t smem64 =
-      kSliceWarps * (kBufs * row_slot(a.row_bytes) + 4 * (kR * n_units + kR * 33));
+      kSliceWarps * (kBufs * row_slot(a.row_bytes) + 4 * (kR * n_units + kR * 33)) +
+      kSliceBarBytes<kBufs>;
   T9_CHECK(smem64 <= kMaxSliceSmem,
            "matmul: weight rows of {} bytes exceed the GEMV's shared memory", a.row_bytes);
   const int smem = static_cast<int>(smem64);
   const int64_t pairs = a.ids != nullptr ? one_row_grid_rows(a) : 1;
   T9_CHECK(pairs <= 65535, "matmul_id: {} pairs exceed the launch grid", pairs);
   SliceArgs b = a;
+  b.bulk_rows = kBufs == 2   ? bulk_rows_on(BulkForm::kTwoBuffers)
+                : kBufs == 1 ? bulk_rows_on(BulkForm::kWide)
+                             : false;
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, pairs);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(pairs)),
                 kSliceWarps * 32, smem, b);
@@ -558,10 +610,12 @@ bool try_short(const SliceArgs& a, Stream& stream) {
   const auto go = [&](auto lanes) {
     constexpr int kLanes = decltype(lanes)::value;
     constexpr auto kernel = gemv_short_kernel<T, kLanes>;
-    const int smem = static_cast<int>(kSliceWarps * 2 * row_slot(32 / kLanes * a.row_bytes));
+    const int smem =
+        static_cast<int>(kSliceWarps * 2 * row_slot(32 / kLanes * a.row_bytes) + kSliceBarBytes<2>);
     const int64_t grid_rows = one_row_grid_rows(a);
     T9_CHECK(grid_rows <= 65535, "matmul: {} activation rows exceed the launch grid", grid_rows);
     SliceArgs b = a;
+    b.bulk_rows = bulk_rows_on(BulkForm::kShort);
     const int64_t blocks = pair_blocks<kernel>(b, smem, 32 / kLanes, grid_rows);
     stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(grid_rows)),
                   kSliceWarps * 32, smem, b);

@@ -72,12 +72,13 @@ struct MoeDownArgs {
   float* out;          // [n, n_out]
   int64_t slot;        // shared bytes per staged weight run (kRows rows + skew)
   bool shared_early;   // ws is uploaded weights: staged before the dependent-launch wait
+  bool bulk_rows;      // each run by one bulk copy (lane 0) on the warp's mbarrier (SliceArgs')
   unsigned* err;
 };
 
 // Shared memory of a block: the token's codes and ActBlocks of every term (routed codes k n_in,
 // their ActBlocks, the shared codes, theirs: the four contiguous runs of the scratch), then each
-// warp's weight runs (terms x slot).
+// warp's weight runs (terms x slot), then each warp's mbarrier (MoeDownArgs::bulk_rows).
 struct DownSmem {
   int64_t rq, rb, sq, sb;  // byte offsets of the four runs
   int64_t x_bytes;         // their total, a multiple of 16
@@ -98,11 +99,20 @@ __device__ __forceinline__ void stage_block(const void* src, int64_t bytes, uint
 }
 
 // Rows of a weight matrix (`bytes` from src) into buf by one warp, from the 16-byte boundary
-// below (gemv_short_kernel's staging: the data sits `skew` bytes in). Returns the skew.
-__device__ __forceinline__ int stage_rows(const uint8_t* src, int64_t bytes, uint8_t* buf,
-                                          int lane) {
+// below (gemv_short_kernel's staging: the data sits `skew` bytes in): per-lane cp.async, or with
+// bar one bulk copy by lane 0 whose bytes bar's phase then waits for (its arrival is the
+// caller's, mbar_arrive). Returns the skew.
+__device__ __forceinline__ int stage_rows(const uint8_t* src, int64_t bytes, uint8_t* buf, int lane,
+                                          uint64_t* bar) {
   const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
   const int64_t n16 = (skew + bytes + 15) / 16;
+  if (bar != nullptr) {
+    if (lane == 0) {
+      mbar_expect_tx(bar, static_cast<unsigned>(16 * n16));
+      bulk_copy(buf, src - skew, static_cast<unsigned>(16 * n16), bar);
+    }
+    return skew;
+  }
   for (int64_t i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, src - skew + 16 * i);
   return skew;
 }
@@ -123,9 +133,16 @@ __global__ void __launch_bounds__(kDownWarps * 32) moe_down_kernel(MoeDownArgs a
   const int k = static_cast<int>(a.k), terms = k + (shared ? 1 : 0);
   const DownSmem L(a.k, a.n_in, a.s_in);
   uint8_t* bufs = smem + L.x_bytes + static_cast<int64_t>(warp) * terms * a.slot;
+  uint64_t* bar = nullptr;  // bulk copies: this warp's mbarrier, one phase
+  if (a.bulk_rows && rows > 0) {
+    bar = reinterpret_cast<uint64_t*>(smem + L.x_bytes + kDownWarps * terms * a.slot) + warp;
+    if (lane == 0) mbar_init(bar);
+    __syncwarp();
+  }
   int s_skew = 0;
   if (shared && a.shared_early && rows > 0)
-    s_skew = stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, bufs + k * a.slot, lane);
+    s_skew =
+        stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, bufs + k * a.slot, lane, bar);
   pdl_enter();  // ids, weights, codes and the gate are the predecessors' outputs
   const int32_t my_id = lane < k ? a.ids[t * k + lane] : 0;
   const float my_w = lane < k ? a.wts[t * k + lane] : 0.0f;
@@ -137,7 +154,8 @@ __global__ void __launch_bounds__(kDownWarps * 32) moe_down_kernel(MoeDownArgs a
     stage_block(a.sq + t * a.s_in, L.sb - L.sq, smem + L.sq);
     stage_block(a.sb + t * (a.s_in / 32), L.x_bytes - L.sb, smem + L.sb);
     if (!a.shared_early && rows > 0)
-      s_skew = stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, bufs + k * a.slot, lane);
+      s_skew =
+          stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, bufs + k * a.slot, lane, bar);
   }
   // Every routed run in flight at once. A bad id stages nothing: its term is left out and
   // flagged, as the composed route's select_pair leaves its pair.
@@ -149,12 +167,14 @@ __global__ void __launch_bounds__(kDownWarps * 32) moe_down_kernel(MoeDownArgs a
     }
     if (rows > 0)
       stage_rows(a.w + e * a.expert_bytes + o * a.row_bytes, rows * a.row_bytes, bufs + r * a.slot,
-                 lane);
+                 lane, bar);
   }
+  if (bar != nullptr && lane == 0) mbar_arrive(bar);  // every run's bytes declared
   cp_async_commit();
   cp_async_wait_0();
   __syncthreads();  // the codes were staged by the whole block
   if (rows == 0) return;
+  if (bar != nullptr) mbar_wait(bar, 0);
   const auto* xq = reinterpret_cast<const int8_t*>(smem + L.rq);
   const auto* xb = reinterpret_cast<const ActBlock*>(smem + L.rb);
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
@@ -256,7 +276,8 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
     a.n_out = d, a.n_in = f, a.s_in = fs, a.k = k;
     // Shared bytes per staged run: kRows rows plus up to 15 bytes of skew, rounded to 16.
     a.slot = (kRows * std::max(a.row_bytes, a.s_row_bytes) + 15 + 16) & ~int64_t{15};
-    const int64_t smem = DownSmem(k, f, fs).x_bytes + kDownWarps * (k + (shared ? 1 : 0)) * a.slot;
+    const int64_t smem = DownSmem(k, f, fs).x_bytes +
+                         kDownWarps * ((k + (shared ? 1 : 0)) * a.slot + int64_t{sizeof(uint64_t)});
     if (smem > kMaxDownSmem) return false;  // before anything is enqueued
 
     // Codes: the routed rows, then the shared rows (256-byte aligned parts).
@@ -285,6 +306,7 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
     a.gate_cols = shared ? m.sgate.ne[0] : 1;
     a.out = reinterpret_cast<float*>(base_ptr(m.out));
     a.shared_early = shared && shared_early;
+    a.bulk_rows = bulk_rows_on(BulkForm::kShort);
     a.err = err;
     constexpr auto kernel = moe_down_kernel<T, kLanes>;
     static const bool attr = [] {

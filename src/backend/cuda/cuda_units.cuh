@@ -536,6 +536,16 @@ __device__ __forceinline__ void mbar_expect(uint64_t* bar, unsigned bytes) {
                "r"(bytes)
                : "memory");
 }
+// Adds `bytes` to the transfers the current phase waits for, with no arrival (copies issued one
+// by one before the phase's one arrival, mbar_arrive).
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+// The one arrival of this phase (its transfers declared by mbar_expect_tx).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
 // `bytes` (a multiple of 16; both ends 16-byte aligned) from global src to shared dst.
 __device__ __forceinline__ void bulk_copy(uint8_t* dst, const uint8_t* src, unsigned bytes,
                                           uint64_t* bar) {
@@ -703,10 +713,10 @@ struct SliceArgs {  // every member initialized (the tape's bytes: cuda_stream.c
   // Plain matmuls of uploaded weights (launch_fast_matmul's w_early): the kernel starts its
   // first weight reads before its dependent-launch wait (cuda_common.cuh, prefetch_l2).
   bool w_early = false;
-  // The sliced GEMV's two-buffer form (gemv_slice_kernel, kBufs 2): each warp's rows staged by
-  // one bulk copy per row (lane 0) on an mbarrier per buffer instead of per-lane cp.async (run
-  // 177: 2x the ideal L2 sectors and 3.5x the shared wavefronts per cp.async instruction). The
-  // same bytes, the same bits.
+  // The staged one-row GEMVs (gemv_slice_kernel and gemv_coal_kernel with kBufs 1 or 2,
+  // gemv_short_kernel): each warp's rows staged by one bulk copy per row or run (lane 0) on an
+  // mbarrier per buffer instead of per-lane cp.async (run 177: 2x the ideal L2 sectors and 3.5x
+  // the shared wavefronts per cp.async instruction). The same bytes, the same bits.
   bool bulk_rows = false;
   SliceParts parts = {};  // several weights in one launch (plain matmuls only), or parts.n == 0
   // Tensor-core kernel: 64-row weight tiles per block (launch block x takes tiles w_tiles * x ..,
