@@ -44,7 +44,7 @@ struct StreamConfig {
   // scheduled while the previous one runs and waits for it in its first statement (pdl_enter in
   // cuda_common.cuh). Graphs captured from such launches keep the programmatic edges.
   bool pdl = true;
-  int max_graphs = 16;                           // cached graphs (least recently used evicted)
+  int max_graphs = 16;  // cached graphs (least recently used evicted)
   // A cached tape is captured as consecutive graphs of these many kernels (then one of the rest),
   // and a replayed window launches each as soon as its records match, while the host goes on
   // recording: one graph for the whole window kept the device idle for the host's whole
@@ -109,7 +109,10 @@ class Stream {
                       size_t n_args);
   template <typename P>
   void put_arg(P v) {
-    __builtin_clear_padding(&v);  // padding bytes must not make equal tapes differ
+    // Padding bytes must not make equal tapes differ. GCC 12.2 misplaces padding that follows
+    // an array of structs (it zeroes live bytes instead): argument structs keep none there
+    // (SliceArgs' static_asserts, cuda_units.cuh).
+    __builtin_clear_padding(&v);
     std::memcpy(tape_.data() + cursor_, &v, sizeof(P));
     cursor_ += (sizeof(P) + 7) / 8 * 8;
   }

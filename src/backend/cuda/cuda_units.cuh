@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -644,6 +645,7 @@ struct SliceParts {
   int32_t block_first[kMaxParts + 1] = {};
   int n = 0;           // 0: a plain call (no parts)
   int plain_rows = 0;  // matmul_id: plain rows after the pairs (see above)
+  int32_t unused = 0;  // no padding after the array (see SliceArgs below)
 };
 
 // The kernel's view of one part of a fused call (a null or !valid() bias: none).
@@ -722,14 +724,23 @@ struct SliceArgs {  // every member initialized (the tape's bytes: cuda_stream.c
   // Tensor-core kernel: 64-row weight tiles per block (launch block x takes tiles w_tiles * x ..,
   // one after another; not with the split form). Each output's bits do not depend on it.
   int w_tiles = 1;
+  int32_t unused = 0;  // no padding after parts (below)
 };
 
-// Run 176: with SliceArgs at 1032 bytes (a TensorDesc and two pointers added), the by-pair
-// one-row kernels wrote through a null plain_y in their plain rows (memcheck: gemv_short_kernel,
-// CudaHybrid.MatmulSharedXWithIdsEqualsMatmulId), with the new fields unused; packed to 968 bytes
-// every test passed. Not explained (the launch passes the bytes through cudaLaunchKernelExC, and
-// CUDA 12.1+ allows 32 KB of parameters); kept under 1 KB until it is.
-static_assert(sizeof(SliceArgs) <= 1024, "SliceArgs past 1 KB: see run 176 above");
+// No padding after the parts array, anywhere. The stream clears an argument's padding bytes
+// before it goes on the tape (__builtin_clear_padding, cuda_stream.cuh), and GCC 12.2 clears the
+// wrong bytes for padding that follows an array of structs: it zeroed the upper half of part 0's
+// first pointer, or of a field of its y, depending on the layout. That was run 176's "null
+// plain_y" (SliceArgs grown to 1032 bytes: the by-pair kernels' plain rows wrote through a zeroed
+// pointer) and run 180's illegal address (48 bytes more). Reproduced on the host (a struct
+// {bool; {T part[4]; int n;}} of 304 bytes: bytes 12-15 cleared instead of 300-303); the
+// explicit `unused` members leave no padding there to misplace.
+static_assert(offsetof(SliceParts, unused) + sizeof(int32_t) == sizeof(SliceParts) &&
+                  offsetof(SliceParts, block_first) == sizeof(SlicePart) * kMaxParts,
+              "SliceParts: no padding after its array (see above)");
+static_assert(offsetof(SliceArgs, w_tiles) == offsetof(SliceArgs, parts) + sizeof(SliceParts) &&
+                  offsetof(SliceArgs, unused) + sizeof(int32_t) == sizeof(SliceArgs),
+              "SliceArgs: no padding after parts (see above)");
 
 // Weight rows of the whole call: n_out, or every part's (host: the launchers' choices).
 inline int64_t weight_rows(const SliceArgs& a) {
