@@ -30,7 +30,8 @@ function(tempo9_cuda_module)
     --expt-relaxed-constexpr -lineinfo -Xcompiler=-Wall,-Wextra>)
   target_include_directories(tempo9_cuda PUBLIC ${CMAKE_SOURCE_DIR}/src)
   # cuBLAS joins when a kernel uses it (prefill GEMM); until then no binary needs libcublas.
-  target_link_libraries(tempo9_cuda PUBLIC tempo9_backend CUDA::cudart_static)
+  # dlopen: libcupti, loaded only by a traced run (cuda_trace.cu).
+  target_link_libraries(tempo9_cuda PUBLIC tempo9_backend CUDA::cudart_static ${CMAKE_DL_LIBS})
   target_compile_definitions(tempo9_cuda PUBLIC TEMPO9_HAVE_CUDA=1)
   target_link_libraries(tempo9_all INTERFACE tempo9_cuda)
 endfunction()

@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
+#include "backend/cuda/cuda_trace.cuh"
 #include "backend/cuda/cuda_units.cuh"
 #include "core/log.h"
 
@@ -464,6 +465,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   device_name_ = fmt::format("{}, sm_{}{}", prop.name, prop.major, prop.minor);
   CUDA_CHECK(cudaMalloc(&err_word_, sizeof(unsigned)));
   CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
+  trace_ = cuda::KernelTrace::from_env();  // before the first kernel
   prof_ = cuda::OpProfiler::from_env();
   cuda::StreamConfig sc;
   using cuda::env_off;
@@ -493,7 +495,8 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
 }
 
 CudaBackend::~CudaBackend() {
-  prof_.reset();  // prints its table; needs the stream's events
+  prof_.reset();   // prints its table; needs the stream's events
+  trace_.reset();  // writes the timeline; needs the context
   if (const CudaGraphStats st = stream_->stats(); st.captures > 0)
     log_line(LogLevel::kInfo,
              fmt::format("cuda graphs: {} windows, {} replayed (host {:.3f} ms + device wait "

@@ -38,6 +38,7 @@ struct Scratch {
 };
 
 class OpProfiler;    // cuda_profile.cuh
+class KernelTrace;   // cuda_trace.cuh
 struct RoundedX;     // cuda_gemv.cuh
 struct FusedPart;    // cuda_gemv.cuh
 class DerivedCache;  // cuda_derived.cuh
@@ -231,7 +232,8 @@ class CudaBackend final : public Backend {
   bool fuse_parts_ = true;  // CudaBackendConfig::fuse_parts
   long fused_matmuls_ = 0;
   std::string device_name_;
-  std::unique_ptr<cuda::OpProfiler> prof_;  // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
+  std::unique_ptr<cuda::OpProfiler> prof_;    // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
+  std::unique_ptr<cuda::KernelTrace> trace_;  // TEMPO9_CUDA_TRACE=FILE: the kernels' timeline
 };
 
 }  // namespace t9
