@@ -52,6 +52,13 @@ __device__ __forceinline__ void enter_early(const SliceArgs& a, int64_t o, int l
 template <int kBufs>
 constexpr int64_t kSliceBarBytes = int64_t{8} * kSliceWarps* kBufs;
 
+// SliceArgs::bulk_rows of a kBufs-buffer form: its form's switch (bulk_rows_on).
+template <int kBufs>
+bool bulk_rows_for() {
+  return kBufs == 2 ? bulk_rows_on(BulkForm::kTwoBuffers)
+                    : kBufs == 1 && bulk_rows_on(BulkForm::kWide);
+}
+
 // Bytes of the packed activations of one activation row: for each slice position j < J (the
 // longest slice) and lane l, unit u0_l + j's activations (kXBytes) and ActBlocks, so that lane l
 // reads its units' activations from consecutive shared addresses (the activations of a unit sit
@@ -505,10 +512,8 @@ void launch_tile(const SliceArgs& a, Stream& stream) {
   T9_CHECK(tok_groups <= 65535, "matmul: {} activation rows exceed the launch grid", a.n_tok);
   SliceArgs b = a;
   // The staged forms copy rows in bulk (run 178, two buffers: 35B single decode 375 / 378
-  // against 362-368 tok/s, 8 agents 51.8k against 51.0k); bulk_rows_on names the switches.
-  b.bulk_rows = kBufs == 2   ? bulk_rows_on(BulkForm::kTwoBuffers)
-                : kBufs == 1 ? bulk_rows_on(BulkForm::kWide)
-                             : false;
+  // against 362-368 tok/s, 8 agents 51.8k against 51.0k; run 179: the other forms even).
+  b.bulk_rows = bulk_rows_for<kBufs>();
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, a.ids != nullptr ? tok_groups : 1);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups)),
                 kSliceWarps * 32, smem, b);
@@ -577,9 +582,7 @@ void launch_coal_with(const SliceArgs& a, Stream& stream) {
   const int64_t pairs = a.ids != nullptr ? one_row_grid_rows(a) : 1;
   T9_CHECK(pairs <= 65535, "matmul_id: {} pairs exceed the launch grid", pairs);
   SliceArgs b = a;
-  b.bulk_rows = kBufs == 2   ? bulk_rows_on(BulkForm::kTwoBuffers)
-                : kBufs == 1 ? bulk_rows_on(BulkForm::kWide)
-                             : false;
+  b.bulk_rows = bulk_rows_for<kBufs>();
   const int64_t blocks = pair_blocks<kernel>(b, smem, kR, pairs);
   stream.launch(kernel, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(pairs)),
                 kSliceWarps * 32, smem, b);
