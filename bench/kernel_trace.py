@@ -8,9 +8,16 @@ The trace (src/backend/cuda/cuda_trace.cuh) holds every kernel's device start an
 graphs replaying, dependent launches overlapping. With PDL a kernel's blocks start early and
 wait for their predecessor, so its start says little; what a kernel costs the step is how much
 later the chain ends because of it: its end minus the previous kernel's end ("chain" below).
-Windows are runs of kernels with no gap over --gap-us between one's end and the next's start
-(a decode step is one window); the table covers the last --last windows (default 64), so that a
-run's warm-up and prompt steps drop out.
+A window is the work one host synchronization waits for (an engine step) when the trace holds
+the host's cudaStreamSynchronize calls, else a run of kernels with no gap over --gap-us between
+one's end and the next's start; the table covers the last --last windows (default 64), so that
+a run's warm-up and prompt steps drop out. "idle" is a window's wall time with no kernel
+running: where the device waited for the host or for launches.
+
+Rows named "api:..." are the host's CUDA runtime calls (graph launches, synchronizations) in the
+same clock. --timeline N prints the last N windows as a timeline instead: each graph launch's
+kernels as one device row (first start, last end, the device's idle time before it) among the
+host's calls, so a gap shows what the device waited for.
 """
 import argparse
 import collections
@@ -41,9 +48,11 @@ def main() -> int:
     ap.add_argument("--last", type=int, default=64, help="windows (steps) to summarize")
     ap.add_argument("--gap-us", type=float, default=50.0, help="gap that ends a window")
     ap.add_argument("--top", type=int, default=30, help="rows of the table")
+    ap.add_argument("--timeline", type=int, default=0, metavar="N",
+                    help="print the last N windows' device work and host calls instead")
     args = ap.parse_args()
 
-    rows = []
+    rows, calls = [], []
     with open(args.trace) as f:
         header = f.readline().rstrip("\n").split("\t")
         if header[:2] != ["start_ns", "end_ns"]:
@@ -51,6 +60,9 @@ def main() -> int:
             return 1
         for line in f:
             p = line.rstrip("\n").split("\t", 6)
+            if p[6].startswith("api:"):
+                calls.append((int(p[0]), int(p[1]), p[6][4:]))
+                continue
             grid = f"({p[3]},{p[4]},{p[5]})"
             rows.append((int(p[0]), int(p[1]), int(p[2]), grid, short(p[6])))
     if not rows:
@@ -58,19 +70,17 @@ def main() -> int:
         return 1
     rows.sort(key=lambda r: r[1])  # by end: the chain's order
 
-    windows, cur = [], [rows[0]]
-    for r in rows[1:]:
-        if r[0] - cur[-1][1] > args.gap_us * 1000:
-            windows.append(cur)
-            cur = []
-        cur.append(r)
-    windows.append(cur)
+    syncs = sorted(end for _start, end, name in calls if name.startswith("cudaStreamSynchronize"))
+    windows = split_at_syncs(rows, syncs) if syncs else split_at_gaps(rows, args.gap_us * 1000)
+    if args.timeline > 0:
+        return timeline(windows, calls, args.timeline)
     picked = windows[-args.last:]
 
     agg = collections.defaultdict(lambda: [0, 0.0, 0.0])  # count, chain ns, duration ns
-    walls = []
+    walls, idles = [], []
     for w in picked:
         walls.append(w[-1][1] - w[0][0])
+        idles.append(idle_ns(w))
         prev_end = w[0][0]
         for start, end, _graph, grid, name in w:
             a = agg[(name, grid)]
@@ -83,7 +93,8 @@ def main() -> int:
     wall_us = sum(walls) / n / 1000
     kernels = sum(len(w) for w in picked) / n
     print(f"{len(windows)} windows in the trace; the last {n}: {kernels:.0f} kernels and "
-          f"{wall_us:.1f} us each (first start to last end)")
+          f"{wall_us:.1f} us each (first start to last end), idle {sum(idles) / n / 1000:.1f} "
+          f"us each ({'one per host synchronization' if syncs else 'split at gaps'})")
     print(f"{'chain us/step':>13} {'%':>5} {'n/step':>6} {'chain us each':>13} "
           f"{'duration us each':>16}  kernel grid")
     total_chain = sum(a[1] for a in agg.values())
@@ -92,6 +103,75 @@ def main() -> int:
         print(f"{chain / n / 1000:13.1f} {100 * chain / max(1, total_chain):5.1f} "
               f"{count / n:6.1f} {chain / count / 1000:13.2f} {dur / count / 1000:16.2f}  "
               f"{name} {grid}")
+    return 0
+
+
+def split_at_gaps(rows, gap_ns):
+    """Runs of kernels (sorted by end) with no gap over gap_ns before the next one's start."""
+    windows, cur = [], [rows[0]]
+    for r in rows[1:]:
+        if r[0] - cur[-1][1] > gap_ns:
+            windows.append(cur)
+            cur = []
+        cur.append(r)
+    windows.append(cur)
+    return windows
+
+
+def split_at_syncs(rows, syncs):
+    """Each kernel (sorted by end) in the window of the first synchronization that returned
+    after it ended; kernels after the last one form a last window."""
+    windows, cur, i = [], [], 0
+    for r in rows:
+        while i < len(syncs) and syncs[i] < r[1]:
+            if cur:
+                windows.append(cur)
+                cur = []
+            i += 1
+        cur.append(r)
+    if cur:
+        windows.append(cur)
+    return windows
+
+
+def idle_ns(window):
+    """Time between the window's first start and last end when no kernel of it ran."""
+    idle, reach = 0, None
+    for start, end, *_ in sorted(window):
+        if reach is not None and start > reach:
+            idle += start - reach
+        reach = end if reach is None else max(reach, end)
+    return idle
+
+
+def timeline(windows, calls, n):
+    """The last n windows: a row per graph launch's kernels (eager kernels: a row per run of
+    them) and per host call, by start time, in us from the end of the window before them."""
+    picked = [r for w in windows[-n:] for r in w]
+    t0 = windows[-n - 1][-1][1] if len(windows) > n else picked[0][0]
+    events = []  # (start, end, text)
+    runs = []    # [start, end, graph, count]
+    for start, end, graph, _grid, _name in sorted(picked):
+        if runs and graph != 0 and runs[-1][2] == graph:
+            runs[-1][1] = max(runs[-1][1], end)
+            runs[-1][3] += 1
+        elif runs and graph == 0 and runs[-1][2] == 0 and start <= runs[-1][1] + 1000:
+            runs[-1][1] = max(runs[-1][1], end)
+            runs[-1][3] += 1
+        else:
+            runs.append([start, end, graph, 1])
+    prev_end = t0
+    for start, end, graph, count in runs:
+        what = f"graph {graph}" if graph != 0 else "eager"
+        events.append((start, end, f"device {what}: {count} kernels, idle {(start - prev_end) / 1000:.1f} us before"))
+        prev_end = max(prev_end, end)
+    last = picked[-1][1] if picked else t0
+    for start, end, name in calls:
+        if t0 <= start <= last:
+            events.append((start, end, f"host {name}"))
+    print(f"{'start us':>9} {'end us':>9}  what")
+    for start, end, text in sorted(events):
+        print(f"{(start - t0) / 1000:9.1f} {(end - t0) / 1000:9.1f}  {text}")
     return 0
 
 

@@ -24,12 +24,14 @@ namespace t9::cuda {
 namespace {
 
 // One kernel's record, copied out of CUPTI's buffer (its name pointer stays valid: CUPTI owns
-// the strings for the process's lifetime).
+// the strings for the process's lifetime). A runtime API call (the host side: when a graph
+// launch or a synchronization was called and returned) has name nullptr and its callback id.
 struct KernelRecord {
   uint64_t start, end;
   uint32_t graph;
   int32_t grid[3];
   const char* name;
+  uint32_t cbid = 0;
 };
 
 // The CUPTI entry points (from libcupti, opened at run time).
@@ -40,6 +42,7 @@ struct Cupti {
   decltype(&cuptiActivityDisable) disable = nullptr;
   decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiGetCallbackName) callback_name = nullptr;  // optional
 };
 
 // CUPTI's callbacks are plain functions: the process's one trace keeps its state here.
@@ -59,6 +62,11 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     std::lock_guard<std::mutex> lock(g_mu);
     CUpti_Activity* rec = nullptr;
     while (g_cupti.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
+        g_records.push_back({a->start, a->end, 0, {0, 0, 0}, nullptr, a->cbid});
+        continue;
+      }
       if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
           rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
         continue;
@@ -85,6 +93,7 @@ bool load_cupti() {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(g_cupti.lib, name));
     return fn != nullptr;
   };
+  (void)sym("cuptiGetCallbackName", g_cupti.callback_name);
   return sym("cuptiActivityRegisterCallbacks", g_cupti.register_callbacks) &&
          sym("cuptiActivityEnable", g_cupti.enable) &&
          sym("cuptiActivityDisable", g_cupti.disable) &&
@@ -100,6 +109,16 @@ std::string demangled(const char* name) {
   return s;
 }
 
+// "api:cudaGraphLaunch_v10000" (CUPTI's name for the runtime call), or its callback id.
+std::string api_name(uint32_t cbid) {
+  const char* name = nullptr;
+  if (g_cupti.callback_name == nullptr ||
+      g_cupti.callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS ||
+      name == nullptr)
+    return fmt::format("api:cbid_{}", cbid);
+  return fmt::format("api:{}", name);
+}
+
 }  // namespace
 
 std::unique_ptr<KernelTrace> KernelTrace::from_env() {
@@ -111,7 +130,8 @@ std::unique_ptr<KernelTrace> KernelTrace::from_env() {
   }
   if (!load_cupti() ||
       g_cupti.register_callbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
-      g_cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+      g_cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+      g_cupti.enable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS) {
     log_line(LogLevel::kWarn,
              "TEMPO9_CUDA_TRACE: libcupti did not load or start (set "
              "TEMPO9_CUPTI_LIB to its path); not tracing");
@@ -124,6 +144,7 @@ KernelTrace::~KernelTrace() {
   (void)cudaDeviceSynchronize();
   g_cupti.flush_all(1);  // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: also the buffers still filling
   (void)g_cupti.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  (void)g_cupti.disable(CUPTI_ACTIVITY_KIND_RUNTIME);
   std::lock_guard<std::mutex> lock(g_mu);
   std::FILE* f = std::fopen(path_.c_str(), "w");
   if (f == nullptr) {
@@ -131,13 +152,17 @@ KernelTrace::~KernelTrace() {
     return;
   }
   std::fputs("start_ns\tend_ns\tgraph\tgrid_x\tgrid_y\tgrid_z\tname\n", f);
-  for (const KernelRecord& r : g_records)
+  size_t kernels = 0;
+  for (const KernelRecord& r : g_records) {
+    kernels += r.name != nullptr;
     std::fprintf(f, "%llu\t%llu\t%u\t%d\t%d\t%d\t%s\n", static_cast<unsigned long long>(r.start),
                  static_cast<unsigned long long>(r.end), r.graph, r.grid[0], r.grid[1], r.grid[2],
-                 demangled(r.name).c_str());
+                 r.name != nullptr ? demangled(r.name).c_str() : api_name(r.cbid).c_str());
+  }
   std::fclose(f);
-  log_line(LogLevel::kInfo,
-           fmt::format("TEMPO9_CUDA_TRACE: {} kernels written to {}", g_records.size(), path_));
+  log_line(LogLevel::kInfo, fmt::format("TEMPO9_CUDA_TRACE: {} kernels and {} runtime calls "
+                                        "written to {}",
+                                        kernels, g_records.size() - kernels, path_));
   g_records.clear();
 }
 

@@ -32,7 +32,8 @@ def test_chain_shares_of_the_last_windows(tmp_path):
     p = run(tmp_path, slow + window(1_000_000) + window(2_000_000), "--last", "2")
     assert p.returncode == 0, p.stderr
     out = p.stdout.splitlines()
-    assert out[0] == "3 windows in the trace; the last 2: 2 kernels and 13.0 us each (first start to last end)"
+    assert out[0] == ("3 windows in the trace; the last 2: 2 kernels and 13.0 us each (first start "
+                      "to last end), idle 0.0 us each (split at gaps)")
     # The GEMV first: its chain share is 10 us a step (its end 13 us minus the norm's 3), 76.9%
     # of 13, though it ran 12 us (it started during the norm); the norm's share is its 3 us.
     # Names lose their namespaces, return type and arguments, not their template arguments.
@@ -48,3 +49,46 @@ def test_not_a_trace(tmp_path):
     bad.write_text("hello\n")
     p = subprocess.run([sys.executable, str(SCRIPT), str(bad)], capture_output=True, text=True)
     assert p.returncode == 1 and "not a TEMPO9_CUDA_TRACE file" in p.stderr
+
+
+def test_host_calls_stay_out_of_the_table_and_show_in_the_timeline(tmp_path):
+    # Two windows 1 ms apart, each one graph (id 7) launched by the host 20 us before its first
+    # kernel; a host call is not a kernel, so the table is the same as without it.
+    launch = "cudaGraphLaunch_v10000"
+    lines = []
+    for t0 in (1_000_000, 2_000_000):
+        lines.append(f"{t0 - 20_000}\t{t0 - 15_000}\t0\t0\t0\t0\tapi:{launch}\n")
+        lines += [l.replace("\t1\t", "\t7\t", 1) for l in window(t0)]
+    p = run(tmp_path, lines, "--last", "2")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert out[0] == ("2 windows in the trace; the last 2: 2 kernels and 13.0 us each (first start "
+                      "to last end), idle 0.0 us each (split at gaps)")
+    assert len(out) == 4
+    # The timeline of the last window, in us from the end of the one before (1.013 ms).
+    p = run(tmp_path, lines, "--timeline", "1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        " start us    end us  what",
+        f"    967.0     972.0  host {launch}",
+        "    987.0    1000.0  device graph 7: 2 kernels, idle 987.0 us before",
+    ]
+
+
+def test_windows_end_at_the_hosts_synchronizations(tmp_path):
+    # Two steps, each a short graph launch and, 40 us after it ends (under --gap-us: one window
+    # by gaps), a long one; the host synchronizes after each step. With the synchronizations a
+    # window is a step, and its 40 us without a kernel count as idle.
+    sync = "cudaStreamSynchronize_v3020"
+    lines = []
+    for t0 in (1_000_000, 1_200_000):
+        lines += [f"{t0}\t{t0 + 3000}\t4\t8\t1\t1\t{NORM}\n",
+                  f"{t0 + 43_000}\t{t0 + 53_000}\t5\t657\t1\t1\t{GEMV}\n",
+                  f"{t0 + 10_000}\t{t0 + 54_000}\t0\t0\t0\t0\tapi:{sync}\n"]
+    p = run(tmp_path, lines, "--last", "2")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert out[0] == ("2 windows in the trace; the last 2: 2 kernels and 53.0 us each (first start "
+                      "to last end), idle 40.0 us each (one per host synchronization)")
+    # The GEMV's chain share is its end minus the norm's: the idle time is charged to it.
+    assert out[2].split()[:2] == ["50.0", "94.3"], out
