@@ -192,6 +192,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   std::unique_ptr<cuda::Stream> stream_;  // every op's work, recorded per window
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
+  unsigned err_host_ = 0;         // its copy, downloaded at the end of every window (sync())
   bool fuse_group(const Tensor& x, std::span<const MatmulOut> outs, std::span<const size_t> group,
                   std::span<const size_t> plain, const cuda::RoundedX& rx);
   // True when a matmul_id over ids may carry plain matmuls as its plain rows (cuda_moe.cu).

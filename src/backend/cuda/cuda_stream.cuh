@@ -96,6 +96,8 @@ class Stream {
   void synchronize();
 
   const CudaGraphStats& stats() const { return stats_; }
+  // Whether the window holds anything (a record, or work issued through eager()).
+  bool has_work() const { return busy_; }
 
  private:
   enum class Mode { kEager, kReplay, kOff };
