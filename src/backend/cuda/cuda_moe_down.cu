@@ -7,13 +7,14 @@
 //   1. moe_glu_codes_kernel: silu(gate) * up for every routed pair's row and every shared row,
 //      rounded to int8 codes per 32 elements (quantize_value: the codes the separate GLU's
 //      DerivedCache hands the down projection). The floats are not stored: nothing reads them.
-//   2. moe_down_kernel: grid (blocks of output rows, token). A warp owns kRows = 32 / kLanes
-//      output rows and stages those rows of each of the token's experts (and of the shared
-//      expert) into shared memory at once, then computes each term's dot in the canonical
-//      order (short_row_dot: gemv_short_kernel's arithmetic, the composed route's one-row
-//      GEMV) and adds them as moe_combine / moe_combine_shared do: o = w_0 y_0, then
-//      o = fma(w_j, y_j, o) in rank order, then o + so * sigmoid(gate). So `out` is the composed
-//      ops' bits (tests/ops/cuda_hybrid_test.cpp MoeDownEqualsTheComposedOps).
+//   2. moe_down_kernel: grid (blocks of output rows, token). A row group of kSplit warps owns
+//      kRows = 32 / kLanes output rows; each of its warps stages those rows of its share of the
+//      token's experts (and of the shared expert) into shared memory at once, then computes each
+//      term's dot in the canonical order (short_row_dot: gemv_short_kernel's arithmetic, the
+//      composed route's one-row GEMV), and the group's first warp adds them as moe_combine /
+//      moe_combine_shared do: o = w_0 y_0, then o = fma(w_j, y_j, o) in rank order, then
+//      o + so * sigmoid(gate). So `out` is the composed ops' bits
+//      (tests/ops/cuda_moe_down_test.cpp EqualsTheComposedOps).
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <algorithm>
@@ -120,29 +121,43 @@ __device__ __forceinline__ int stage_rows(const uint8_t* src, int64_t bytes, uin
 // One round trip for the ids and weights (lane r holds rank r's), one for everything staged:
 // the first form, which read each term's ids and codes as it came to it, paid an L2 round trip
 // per term and lost to the composed ops at 8 tokens (run 137).
-template <GgmlType T, int kLanes>
-__global__ void __launch_bounds__(kDownWarps * 32) moe_down_kernel(MoeDownArgs a) {
+//
+// kSplit term groups: the block has kDownWarps row groups of kSplit warps each, and warp s of a
+// row group stages and multiplies only the terms q with q % kSplit == s (term k: the shared
+// expert), each into its own slot; the dots go through shared memory to warp 0 of the group,
+// which adds them in rank order as the one-warp form does (the same operations on the same
+// values: the same bits). With kSplit 1 a warp owns all of its rows' terms one after another:
+// ncu (run 189) measured that form at 9.9 us for 10 MB on the 35B's shape, ~2,700 instructions
+// per warp at 5.3 cycles each with 7.7 warps per SM: a chain of dependent instructions (each
+// term's 16-step ordered sum), not the weights' arrival (run 188 staged them ~5 us earlier and
+// the kernel still ended ~8.5 us after its wait).
+template <GgmlType T, int kLanes, int kSplit>
+__global__ void __launch_bounds__(32 * kDownWarps * kSplit) moe_down_kernel(MoeDownArgs a) {
   constexpr int kRows = 32 / kLanes;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int rg = warp % kDownWarps, sg = warp / kDownWarps;  // row group, term group
   const int g = lane / kLanes, j = lane % kLanes;
   const int64_t t = blockIdx.y;
-  const int64_t o = (static_cast<int64_t>(blockIdx.x) * kDownWarps + warp) * kRows;
+  const int64_t o = (static_cast<int64_t>(blockIdx.x) * kDownWarps + rg) * kRows;
   const int64_t rows = o < a.n_out ? min64(kRows, a.n_out - o) : 0;  // 0: an idle warp
   const bool shared = a.ws != nullptr, row_ok = g < rows;
   const int k = static_cast<int>(a.k), terms = k + (shared ? 1 : 0);
+  const int slots = (terms + kSplit - 1) / kSplit;  // a warp's term q sits in slot q / kSplit
   const DownSmem L(a.k, a.n_in, a.s_in);
-  uint8_t* bufs = smem + L.x_bytes + static_cast<int64_t>(warp) * terms * a.slot;
+  uint8_t* bufs = smem + L.x_bytes + static_cast<int64_t>(warp) * slots * a.slot;
+  const bool mine_shared = shared && k % kSplit == sg;
+  uint8_t* s_buf = bufs + k / kSplit * a.slot;
   uint64_t* bar = nullptr;  // bulk copies: this warp's mbarrier, one phase
   if (a.bulk_rows && rows > 0) {
-    bar = reinterpret_cast<uint64_t*>(smem + L.x_bytes + kDownWarps * terms * a.slot) + warp;
+    bar =
+        reinterpret_cast<uint64_t*>(smem + L.x_bytes + kDownWarps * kSplit * slots * a.slot) + warp;
     if (lane == 0) mbar_init(bar);
     __syncwarp();
   }
   int s_skew = 0;
-  if (shared && a.shared_early && rows > 0)
-    s_skew =
-        stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, bufs + k * a.slot, lane, bar);
+  if (mine_shared && a.shared_early && rows > 0)
+    s_skew = stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, s_buf, lane, bar);
   pdl_enter();  // ids, weights, codes and the gate are the predecessors' outputs
   const int32_t my_id = lane < k ? a.ids[t * k + lane] : 0;
   const float my_w = lane < k ? a.wts[t * k + lane] : 0.0f;
@@ -153,53 +168,80 @@ __global__ void __launch_bounds__(kDownWarps * 32) moe_down_kernel(MoeDownArgs a
   if (shared) {
     stage_block(a.sq + t * a.s_in, L.sb - L.sq, smem + L.sq);
     stage_block(a.sb + t * (a.s_in / 32), L.x_bytes - L.sb, smem + L.sb);
-    if (!a.shared_early && rows > 0)
-      s_skew =
-          stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, bufs + k * a.slot, lane, bar);
+    if (mine_shared && !a.shared_early && rows > 0)
+      s_skew = stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, s_buf, lane, bar);
   }
   // Every routed run in flight at once. A bad id stages nothing: its term is left out and
   // flagged, as the composed route's select_pair leaves its pair.
-  for (int r = 0; r < k; ++r) {
+  for (int r = sg; r < k; r += kSplit) {
     const int32_t e = __shfl_sync(0xffffffffu, my_id, r);
     if (e < 0 || e >= a.n_expert) {
       if (lane == 0 && rows > 0) atomicOr(a.err, kErrMoeId);
       continue;
     }
     if (rows > 0)
-      stage_rows(a.w + e * a.expert_bytes + o * a.row_bytes, rows * a.row_bytes, bufs + r * a.slot,
-                 lane, bar);
+      stage_rows(a.w + e * a.expert_bytes + o * a.row_bytes, rows * a.row_bytes,
+                 bufs + r / kSplit * a.slot, lane, bar);
   }
   if (bar != nullptr && lane == 0) mbar_arrive(bar);  // every run's bytes declared
   cp_async_commit();
   cp_async_wait_0();
   __syncthreads();  // the codes were staged by the whole block
-  if (rows == 0) return;
+  if (kSplit == 1 && rows == 0) return;
   if (bar != nullptr) mbar_wait(bar, 0);
   const auto* xq = reinterpret_cast<const int8_t*>(smem + L.rq);
   const auto* xb = reinterpret_cast<const ActBlock*>(smem + L.rb);
   const int n_units = static_cast<int>(a.n_in / Unit<T>::kElems);
-  float acc = 0.0f;
-  // Two terms at a time: their dots are independent (only acc is a chain), so the second's loads
-  // and dp4a issue under the first's sum.
-#pragma unroll 2
-  for (int r = 0; r < k; ++r) {  // moe_combine's routed_sum, in rank order
+  // Term r's dot for this lane group's row (0 for a left-out term: short_row_dot of no row).
+  const auto routed_dot = [&](int r) {
     const int32_t e = __shfl_sync(0xffffffffu, my_id, r);
-    const float wr = __shfl_sync(0xffffffffu, my_w, r);
     const bool ok = row_ok && e >= 0 && e < a.n_expert;
     const uint8_t* src = a.w + (ok ? e : 0) * a.expert_bytes + o * a.row_bytes;
     const int skew = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 15);
-    const float y =
-        short_row_dot<T, kLanes>(ok ? bufs + r * a.slot + skew + g * a.row_bytes : nullptr,
-                                 xq + r * a.n_in, xb + r * (a.n_in / 32), n_units, lane);
-    acc = r == 0 ? __fmul_rn(wr, y) : __fmaf_rn(wr, y, acc);
-  }
-  if (shared) {  // moe_combine_shared: m = so * sigmoid(gate), then the routed sum + m
-    const float so =
-        short_row_dot<T, kLanes>(row_ok ? bufs + k * a.slot + s_skew + g * a.s_row_bytes : nullptr,
-                                 reinterpret_cast<const int8_t*>(smem + L.sq),
-                                 reinterpret_cast<const ActBlock*>(smem + L.sb),
-                                 static_cast<int>(a.s_in / Unit<T>::kElems), lane);
-    acc = __fadd_rn(acc, __fmul_rn(so, sigmoid(gv)));
+    return short_row_dot<T, kLanes>(
+        ok ? bufs + r / kSplit * a.slot + skew + g * a.row_bytes : nullptr, xq + r * a.n_in,
+        xb + r * (a.n_in / 32), n_units, lane);
+  };
+  const auto shared_dot = [&] {
+    return short_row_dot<T, kLanes>(row_ok ? s_buf + s_skew + g * a.s_row_bytes : nullptr,
+                                    reinterpret_cast<const int8_t*>(smem + L.sq),
+                                    reinterpret_cast<const ActBlock*>(smem + L.sb),
+                                    static_cast<int>(a.s_in / Unit<T>::kElems), lane);
+  };
+  float acc = 0.0f;
+  if constexpr (kSplit == 1) {
+    // Two terms at a time: their dots are independent (only acc is a chain), so the second's
+    // loads and dp4a issue under the first's sum.
+#pragma unroll 2
+    for (int r = 0; r < k; ++r) {  // moe_combine's routed_sum, in rank order
+      const float wr = __shfl_sync(0xffffffffu, my_w, r);
+      const float y = routed_dot(r);
+      acc = r == 0 ? __fmul_rn(wr, y) : __fmaf_rn(wr, y, acc);
+    }
+    // moe_combine_shared: m = so * sigmoid(gate), then the routed sum + m
+    if (shared) acc = __fadd_rn(acc, __fmul_rn(shared_dot(), sigmoid(gv)));
+  } else {
+    // ys[rg][row][term]: the dots, after the bars (16-byte aligned).
+    float* ys = reinterpret_cast<float*>(smem + L.x_bytes + kDownWarps * kSplit * slots * a.slot +
+                                         (kDownWarps * kSplit * 8 + 15) / 16 * 16);
+    float* my_ys = ys + (rg * kRows + g) * terms;
+    if (rows > 0) {
+      for (int r = sg; r < k; r += kSplit) {
+        const float y = routed_dot(r);
+        if (j == 0) my_ys[r] = y;
+      }
+      if (mine_shared) {
+        const float so = shared_dot();
+        if (j == 0) my_ys[k] = so;
+      }
+    }
+    __syncthreads();  // every term's dot in ys
+    if (sg != 0 || rows == 0) return;
+    for (int r = 0; r < k; ++r) {  // as above, from ys
+      const float wr = __shfl_sync(0xffffffffu, my_w, r);
+      acc = r == 0 ? __fmul_rn(wr, my_ys[r]) : __fmaf_rn(wr, my_ys[r], acc);
+    }
+    if (shared) acc = __fadd_rn(acc, __fmul_rn(my_ys[k], sigmoid(gv)));
   }
   if (j == 0 && row_ok) a.out[t * a.n_out + o + g] = acc;
 }
@@ -217,6 +259,16 @@ int64_t fused_tokens() {
   static const int64_t n = [] {
     const char* e = std::getenv("TEMPO9_CUDA_MOE_DOWN_TOKENS");
     return e != nullptr ? std::atoll(e) : int64_t{2};
+  }();
+  return n;
+}
+
+// Term groups per row group of moe_down_kernel (TEMPO9_CUDA_MOE_DOWN_SPLIT=1 or 3, read once;
+// default 3: the Qwen3.5-35B-A3B's 8 experts and shared expert as three terms per warp).
+int down_split() {
+  static const int n = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_MOE_DOWN_SPLIT");
+    return e != nullptr && e[0] == '1' ? 1 : 3;
   }();
   return n;
 }
@@ -276,8 +328,14 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
     a.n_out = d, a.n_in = f, a.s_in = fs, a.k = k;
     // Shared bytes per staged run: kRows rows plus up to 15 bytes of skew, rounded to 16.
     a.slot = (kRows * std::max(a.row_bytes, a.s_row_bytes) + 15 + 16) & ~int64_t{15};
-    const int64_t smem = DownSmem(k, f, fs).x_bytes +
-                         kDownWarps * ((k + (shared ? 1 : 0)) * a.slot + int64_t{sizeof(uint64_t)});
+    // The term groups' layout (moe_down_kernel): codes, each warp's slots, the warps' mbarriers,
+    // then with kSplit > 1 the dots (16-byte aligned).
+    const int split = down_split();
+    const int64_t terms = k + (shared ? 1 : 0), warps = kDownWarps * split;
+    const int64_t slots = (terms + split - 1) / split;
+    int64_t smem = DownSmem(k, f, fs).x_bytes + warps * slots * a.slot +
+                   (warps * int64_t{sizeof(uint64_t)} + 15) / 16 * 16;
+    if (split > 1) smem += kDownWarps * kRows * terms * int64_t{sizeof(float)};
     if (smem > kMaxDownSmem) return false;  // before anything is enqueued
 
     // Codes: the routed rows, then the shared rows (256-byte aligned parts).
@@ -308,16 +366,23 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
     a.shared_early = shared && shared_early;
     a.bulk_rows = bulk_rows_on(BulkForm::kShort);
     a.err = err;
-    constexpr auto kernel = moe_down_kernel<T, kLanes>;
-    static const bool attr = [] {
-      CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDownSmem));
-      return true;
-    }();
-    (void)attr;
     const int64_t row_blocks = (d + kDownWarps * kRows - 1) / (kDownWarps * kRows);
-    stream.launch(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(n)),
-                  kDownWarps * 32, static_cast<size_t>(smem), a);
+    const auto launch = [&](auto split_c) {
+      constexpr int kSplit = decltype(split_c)::value;
+      constexpr auto kernel = moe_down_kernel<T, kLanes, kSplit>;
+      static const bool attr = [] {
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        kMaxDownSmem));
+        return true;
+      }();
+      (void)attr;
+      stream.launch(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(n)),
+                    kDownWarps * kSplit * 32, static_cast<size_t>(smem), a);
+    };
+    if (split == 3)
+      launch(std::integral_constant<int, 3>{});
+    else
+      launch(std::integral_constant<int, 1>{});
     return true;
   };
   // As gemv_short_kernel's choice (try_short): 16 lanes for rows of 9..16 units, else 8.
