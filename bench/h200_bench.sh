@@ -25,6 +25,12 @@
 #       nographs single's tempo9 run with TEMPO9_CUDA_GRAPHS=0 (every decode step launched op by
 #                op: the before/after for CUDA graphs)
 #       profile  tempo9 run with TEMPO9_CUDA_PROFILE=1 (per-op GPU times, $OUT/profile_*.txt)
+#       trace    single's tempo9 run once with TEMPO9_CUDA_TRACE ($OUT/trace_*.tsv: every kernel's
+#                device times and the host's CUDA calls, graphs and PDL on) and
+#                bench/kernel_trace.py on it: each kernel's share of a decode step's chain over
+#                the last 100 steps, the steps' idle device time, and the last 2 steps' timeline
+#                ($OUT/trace_*.txt). CUPTI 13 is found in the CUDA install (TEMPO9_CUPTI_LIB:
+#                another libcupti.so.13). Tracing slows decode ~5-8%: rank with it, decide untraced
 #       kernels  ncu's time for every kernel of a KERNELS_PROMPT-token prompt (4) and
 #                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
 #                by bench/ncu_kernels.py ($OUT/ncu_*.csv, $OUT/kernels_*.txt); for the prompt's
@@ -318,6 +324,19 @@ profile() {
   TEMPO9_CUDA_PROFILE=1 "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos \
     --backend cuda --ctx $((512 + GEN + 64)) >/dev/null 2>"$f"
   head -24 "$f"
+}
+
+trace() {
+  local n=${SINGLE_X:-512} p f
+  f=$OUT/trace_$(basename "$M" .gguf)
+  p=$(python3 -c "print('x'*$n)")
+  TEMPO9_CUDA_TRACE=$f.tsv "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos \
+    --backend cuda --ctx $((n + GEN + 64)) --warmup >/dev/null 2>/tmp/t9run.err
+  cat /tmp/t9run.err >>"$OUT/runs.err"
+  echo "tempo9 run --backend cuda traced, prompt $n gen $GEN: $(grep -E '^\[(prompt|engine)|TRACE' /tmp/t9run.err | tr '\n' ' ')"
+  { python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --last 100 --top 40
+    python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2; } >"$f.txt"
+  head -32 "$f.txt"
 }
 
 setup

@@ -77,13 +77,22 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
-// libcupti from TEMPO9_CUPTI_LIB, else the loader's path, else the CUDA install's usual places.
+// libcupti from TEMPO9_CUPTI_LIB when set (only there), else the first of the loader's path and
+// the CUDA install's usual places that opens (the H200 machine's CUDA 13.0 has it under
+// targets/; its nsight-compute copies are CUPTI 10-12, which open but do not start with the CUDA
+// 13 driver: run 186). A library that opened is kept (unloading one that may have started
+// threads is not safe), so a failed start is not retried with another.
 bool load_cupti() {
   std::vector<std::string> paths;
-  if (const char* e = std::getenv("TEMPO9_CUPTI_LIB")) paths.emplace_back(e);
-  for (const char* p : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
-                        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"})
-    paths.emplace_back(p);
+  if (const char* e = std::getenv("TEMPO9_CUPTI_LIB"); e != nullptr && *e != '\0') {
+    paths.emplace_back(e);
+  } else {
+    for (const char* p : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
+                          "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so.13",
+                          "/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13",
+                          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"})
+      paths.emplace_back(p);
+  }
   for (const std::string& p : paths) {
     g_cupti.lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (g_cupti.lib != nullptr) break;
