@@ -30,7 +30,7 @@
 #                bench/kernel_trace.py on it: each kernel's share of a decode step's chain over
 #                the last 100 steps, the steps' idle device time, and the last 2 steps' timeline
 #                ($OUT/trace_*.txt). CUPTI 13 is found in the CUDA install (TEMPO9_CUPTI_LIB:
-#                another libcupti.so.13). Tracing slows decode ~5-8%: rank with it, decide untraced
+#                another libcupti.so.13). Tracing slows decode 7-14%: rank with it, decide untraced
 #       kernels  ncu's time for every kernel of a KERNELS_PROMPT-token prompt (4) and
 #                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
 #                by bench/ncu_kernels.py ($OUT/ncu_*.csv, $OUT/kernels_*.txt); for the prompt's
