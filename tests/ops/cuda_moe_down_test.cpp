@@ -47,7 +47,7 @@ std::vector<int32_t> router_ids(std::mt19937_64& rng, int64_t n, int64_t k, int 
 // expert of the experts' shape (CudaBackend::moe_down_pairs: both GLUs' codes in one launch, the
 // shared rows as plain rows of the by-pair launch; short rows and, at 2048 inputs, the one-row
 // tiles). n_out = 203: partial row blocks for 2 (16 units) and 4 (8 units) rows per warp.
-TEST_F(CudaMoeDown, EqualsTheComposedOps) {
+void check_equals_composed(CudaBackend& be) {
   auto rng = test_rng();
   const int64_t d = 203;
   const int n_expert = 32;
@@ -79,7 +79,7 @@ TEST_F(CudaMoeDown, EqualsTheComposedOps) {
     const auto gate = random_floats(rng, static_cast<size_t>(c.n * gate_cols), -4.0f, 4.0f);
     std::vector<float> out[2], eg_after;
     for (int fused = 0; fused < 2; ++fused) {
-      DeviceArena arena(*be_);
+      DeviceArena arena(be);
       Backend::MoeDown m;
       m.down_exps = reshape(arena.weights(w_exps, c.type, c.fe, d * n_expert), c.fe, d, n_expert);
       m.eg = arena.from_host(eg, GgmlType::F32, c.fe, c.k, c.n);
@@ -96,10 +96,10 @@ TEST_F(CudaMoeDown, EqualsTheComposedOps) {
         m.sgate = arena.from_host(gate, GgmlType::F32, gate_cols, c.n);
       }
       if (fused) {
-        be_->moe_down(m);
+        be.moe_down(m);
         eg_after = arena.download<float>(m.eg);
       } else {
-        be_->Backend::moe_down(m);
+        be.Backend::moe_down(m);
       }
       out[fused] = arena.download<float>(m.out);
     }
@@ -108,6 +108,19 @@ TEST_F(CudaMoeDown, EqualsTheComposedOps) {
       ASSERT_EQ(float_bits(eg_after[i]), float_bits(eg[i])) << "eg element " << i;
     for (size_t i = 0; i < out[0].size(); ++i)
       ASSERT_EQ(float_bits(out[1][i]), float_bits(out[0][i])) << "out element " << i;
+  }
+}
+
+// Every split of moe_down_kernel's row groups (CudaBackendConfig::moe_down_split: 1-4 warps,
+// each taking that share of a token's terms) gives the composed ops' bits. (An A/B run's
+// TEMPO9_CUDA_MOE_DOWN_SPLIT in the environment overrides the config: leave it unset here.)
+TEST_F(CudaMoeDown, EqualsTheComposedOps) {
+  for (const int split : {3, 1, 2, 4}) {
+    SCOPED_TRACE(fmt::format("moe_down_split {}", split));
+    CudaBackendConfig cfg;
+    cfg.moe_down_split = split;
+    CudaBackend be(cfg);
+    check_equals_composed(be);
   }
 }
 

@@ -490,6 +490,12 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   stream_ = std::make_unique<cuda::Stream>(sc);
   early_weights_ = sc.pdl && cfg.early_weights && !env_off("TEMPO9_CUDA_EARLY_WEIGHTS");
   fuse_parts_ = cfg.fuse_parts && !env_off("TEMPO9_CUDA_FUSE_PARTS");
+  T9_CHECK(cfg.moe_down_split >= 1 && cfg.moe_down_split <= 4, "moe_down_split {} (1-4)",
+           cfg.moe_down_split);
+  moe_down_split_ = cfg.moe_down_split;
+  const char* split_env = std::getenv("TEMPO9_CUDA_MOE_DOWN_SPLIT");  // A/B runs
+  if (split_env != nullptr && split_env[0] >= '1' && split_env[0] <= '4' && split_env[1] == '\0')
+    moe_down_split_ = split_env[0] - '0';
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }

@@ -66,6 +66,9 @@ struct CudaBackendConfig {
   // the device starts while the host records the rest (StreamConfig::segment_kernels; same
   // work); TEMPO9_CUDA_GRAPH_SEGMENTS=0: one graph per window.
   bool graph_segments = true;
+  // Warps per row group of the fused MoE down projection (moe_down_kernel), each taking that
+  // share of a token's terms (1-4; same bits); TEMPO9_CUDA_MOE_DOWN_SPLIT=1..4 overrides.
+  int moe_down_split = 3;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -231,6 +234,7 @@ class CudaBackend final : public Backend {
   // model weight (upload_weights: no kernel ever writes it).
   bool reads_early(const Tensor& w) const { return early_weights_ && w.valid() && w.buf->weights; }
   bool fuse_parts_ = true;  // CudaBackendConfig::fuse_parts
+  int moe_down_split_ = 3;  // CudaBackendConfig::moe_down_split
   long fused_matmuls_ = 0;
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;    // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit

@@ -263,16 +263,6 @@ int64_t fused_tokens() {
   return n;
 }
 
-// Term groups per row group of moe_down_kernel (TEMPO9_CUDA_MOE_DOWN_SPLIT=1 or 3, read once;
-// default 3: the Qwen3.5-35B-A3B's 8 experts and shared expert as three terms per warp).
-int down_split() {
-  static const int n = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_MOE_DOWN_SPLIT");
-    return e != nullptr && e[0] == '1' ? 1 : 3;
-  }();
-  return n;
-}
-
 // The kernel's shape checks; anything else goes to the composed ops (which report bad shapes).
 bool takes(const Backend::MoeDown& m) {
   static const bool off = env_off("TEMPO9_CUDA_FUSE_MOE_DOWN");
@@ -307,7 +297,7 @@ bool takes(const Backend::MoeDown& m) {
 
 template <GgmlType T>
 bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
-         bool shared_early) {
+         bool shared_early, int split) {
   using U = Unit<T>;
   const Tensor& w = m.down_exps;
   const bool shared = m.down_shexp.valid();
@@ -330,7 +320,6 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
     a.slot = (kRows * std::max(a.row_bytes, a.s_row_bytes) + 15 + 16) & ~int64_t{15};
     // The term groups' layout (moe_down_kernel): codes, each warp's slots, the warps' mbarriers,
     // then with kSplit > 1 the dots (16-byte aligned).
-    const int split = down_split();
     const int64_t terms = k + (shared ? 1 : 0), warps = kDownWarps * split;
     const int64_t slots = (terms + split - 1) / split;
     int64_t smem = DownSmem(k, f, fs).x_bytes + warps * slots * a.slot +
@@ -379,10 +368,19 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
       stream.launch(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(n)),
                     kDownWarps * kSplit * 32, static_cast<size_t>(smem), a);
     };
-    if (split == 3)
-      launch(std::integral_constant<int, 3>{});
-    else
-      launch(std::integral_constant<int, 1>{});
+    switch (split) {
+      case 1:
+        launch(std::integral_constant<int, 1>{});
+        break;
+      case 2:
+        launch(std::integral_constant<int, 2>{});
+        break;
+      case 4:
+        launch(std::integral_constant<int, 4>{});
+        break;
+      default:
+        launch(std::integral_constant<int, 3>{});
+    }
     return true;
   };
   // As gemv_short_kernel's choice (try_short): 16 lanes for rows of 9..16 units, else 8.
@@ -421,11 +419,12 @@ bool launch_moe_glu_codes(const Backend::MoeDown& m, Scratch& scratch, Stream& s
 }
 
 bool launch_moe_down(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
-                     bool shared_early) {
+                     bool shared_early, int split) {
+  T9_CHECK(split >= 1 && split <= 4, "moe_down: split {} (1-4)", split);
   if (!takes(m)) return false;
   bool done = false;
   const bool typed = with_sliced_type(m.down_exps, [&](auto t) {
-    done = run<decltype(t)::value>(m, scratch, err, stream, shared_early);
+    done = run<decltype(t)::value>(m, scratch, err, stream, shared_early, split);
   });
   return typed && done;
 }

@@ -88,10 +88,11 @@ void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
 // sliced type with at most 16 units per row (gemv_short's rows), contiguous F32 operands, a per-row
 // or per-element gate, k + 1 <= kMoeDownTerms; TEMPO9_CUDA_FUSE_MOE_DOWN=0 (read once) turns it
 // off. `shared_early`: the shared expert's weights are read-only (uploaded), so the kernel stages
-// them before its dependent-launch wait.
+// them before its dependent-launch wait. `split` (1-4): warps per row group, each taking that
+// share of a token's terms (CudaBackendConfig::moe_down_split; the same bits for every split).
 constexpr int kMoeDownTerms = 17;
 bool launch_moe_down(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
-                     bool shared_early);
+                     bool shared_early, int split);
 
 // The first launch of moe_down's fused route on its own: the int8 codes of glu(eg, eu) (the
 // routed pairs' rows, [n k, Fe]) followed by those of glu(sg, su) (one row per token, Fs = Fe),
