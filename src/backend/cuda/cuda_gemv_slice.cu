@@ -50,7 +50,7 @@ __device__ __forceinline__ void enter_early(const SliceArgs& a, int64_t o, int l
 
 // Shared bytes of the staged forms' mbarriers (one per warp and buffer, SliceArgs::bulk_rows).
 template <int kBufs>
-constexpr int64_t kSliceBarBytes = int64_t{8} * kSliceWarps* kBufs;
+constexpr int64_t kSliceBarBytes = int64_t{kSliceWarps} * kBufs * 8;
 
 // SliceArgs::bulk_rows of a kBufs-buffer form: its form's switch (bulk_rows_on).
 template <int kBufs>
