@@ -33,6 +33,7 @@
 
 #include "apps/chat_setup.h"
 #include "apps/command.h"
+#include "apps/engine_options.h"
 #include "backend/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "model/engine_runner.h"
@@ -60,6 +61,7 @@ struct RunOptions {
   bool ignore_eos = false;
   int parallel = 1;  // copies of the prompt run side by side (not with --chat)
   bool warmup = false;
+  engine::StepPipeline pipeline = engine::StepPipeline::kAuto;
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -206,6 +208,7 @@ class Runner {
   static engine::EngineConfig engine_config(const RunOptions& opt, model::Model& m) {
     engine::EngineConfig c;
     c.max_context_tokens = opt.ctx;
+    c.pipeline = opt.pipeline;
     c.kv.pool.block_size_tokens = m.config().kv_block_size;
     // Every parallel request may hold a whole context (shared prompt blocks count once).
     c.kv.pool.max_blocks =
@@ -363,6 +366,7 @@ const bool registered = register_command(Command{
           ->check(CLI::IsMember({"cpu", "cuda"}));
       sub.add_option("-t,--threads", opt->threads, "CPU threads (0 = all)")
           ->check(CLI::Range(0, 1024));
+      add_pipeline_option(sub, opt->pipeline);
       sub.add_option("--parallel", opt->parallel,
                      "Run the prompt as N concurrent requests (batched decode; the first prints)")
           ->check(CLI::Range(1, engine::SchedulerConfig{}.max_seqs))

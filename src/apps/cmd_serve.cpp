@@ -13,6 +13,7 @@
 
 #include "apps/chat_setup.h"
 #include "apps/command.h"
+#include "apps/engine_options.h"
 #include "backend/cpu/cpu_backend.h"
 #include "chat/chat_template.h"
 #include "chat/tool_calls/dialects.h"
@@ -37,6 +38,7 @@ struct ServeOptions {
   int max_batch_tokens = engine::SchedulerConfig{}.max_batch_tokens;
   int prefill_chunk = engine::SchedulerConfig{}.prefill_chunk_tokens;
   int spec_draft = 0;  // speculative prompt-lookup drafts per step (0 = off)
+  engine::StepPipeline pipeline = engine::StepPipeline::kAuto;
   int kv_block_size = 16;
   std::string kv_memory = "0.5";     // bytes (suffix K/M/G) or a fraction of RAM (GPU: free memory)
   std::string state_memory = "0.1";  // recurrent-state checkpoints (hybrid models): of RAM
@@ -139,6 +141,7 @@ int serve(ServeOptions& opt) {
   ecfg.kv.enable_prefix_cache = !opt.no_prefix_cache;
   ecfg.state_checkpoint_budget_bytes = static_cast<int64_t>(*state_bytes);
   ecfg.scheduler.spec.max_draft = opt.spec_draft;
+  ecfg.pipeline = opt.pipeline;
   server::Metrics metrics;
   ecfg.on_step = [&metrics](double step_ms) { metrics.observe_step(step_ms); };
   model::EngineRunner runner(m);
@@ -238,6 +241,7 @@ const bool registered = register_command(Command{
                      "requests (0 = off; outputs are identical either way)")
           ->check(CLI::Range(0, 16))
           ->capture_default_str();
+      add_pipeline_option(sub, o->pipeline);
       sub.add_option("--tool-dialect", o->server.tool_dialect,
                      "tool-call dialect (hermes, qwen_xml, none); default: from the template");
       sub.add_option("--http-threads", o->server.n_http_threads,

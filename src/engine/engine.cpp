@@ -41,6 +41,8 @@ Engine::Engine(const EngineConfig& config, ModelRunner& runner)
       runner_(runner),
       kv_(config_.kv, [this](int n_total) { return runner_.grow_kv_blocks(n_total); }),
       scheduler_(config_.scheduler, kv_) {
+  pipeline_ = config_.pipeline == StepPipeline::kOn ||
+              (config_.pipeline == StepPipeline::kAuto && runner_.overlaps_steps());
   publish_stats(0);
 }
 
@@ -50,6 +52,11 @@ Engine::~Engine() {
   std::vector<uint64_t> ids;
   for (const auto& [id, st] : requests_) ids.push_back(id);
   for (uint64_t id : ids) finish(id, FinishReason::kError, "engine shut down");
+  if (in_flight_) {  // every row's request is gone: only the runner's queue is left to drain
+    in_flight_.reset();
+    (void)runner_.wait();
+  }
+  end_deferred();
 }
 
 Result<uint64_t> Engine::submit(GenerateRequest req) {
@@ -100,15 +107,32 @@ bool Engine::step() {
   };
   const auto t0 = Clock::now();
   intake();
-  StepPlan plan = scheduler_.schedule();
-  note_plan(plan);
   auto t_run = Clock::now(), t_post = t_run;
-  if (!plan.empty()) {
-    ForwardBatch batch = make_batch(plan);
+  if (!in_flight_) {
+    StepPlan plan = scheduler_.schedule();
+    note_plan(plan);
+    if (!plan.empty()) {
+      ForwardBatch batch = make_batch(plan);
+      t_run = t_post = Clock::now();
+      if (pipeline_ && pipelinable(plan, batch)) {
+        runner_.enqueue(batch);  // waited for below, after the next step is enqueued
+        in_flight_ = InFlight{std::move(plan), std::move(batch)};
+      } else {
+        Result<ForwardOutput> out = runner_.run(batch);
+        t_post = Clock::now();
+        postprocess(plan, batch, out);
+      }
+    }
+  }
+  if (in_flight_) {
+    InFlight cur = std::move(*in_flight_);
+    in_flight_ = enqueue_lookahead(cur);
     t_run = Clock::now();
-    Result<ForwardOutput> out = runner_.run(batch);
+    Result<ForwardOutput> out = runner_.wait();
     t_post = Clock::now();
-    postprocess(plan, batch, out);
+    drop_ended_rows(cur.plan, cur.batch, out);
+    postprocess(cur.plan, cur.batch, out);
+    end_deferred();
   }
   if (std::vector<uint64_t> dropped = kv_.take_dropped_checkpoints(); !dropped.empty())
     runner_.drop_checkpoints(dropped);
@@ -126,7 +150,97 @@ bool Engine::step() {
   publish_stats(step_ms);
   if (config_.on_step) config_.on_step(step_ms);
   std::lock_guard lock(mu_);
-  return scheduler_.has_work() || !incoming_.empty();
+  return scheduler_.has_work() || !incoming_.empty() || in_flight_.has_value();
+}
+
+// A step the next one can be planned behind: each sequence's token is decided by the runner
+// (an argmax on the device) and every sequence samples one (a decode or a prompt's last chunk),
+// without drafts.
+bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const {
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const ScheduledSeq& ss = plan.seqs[i];
+    if (!ss.need_logits || !ss.draft.empty() || !batch.seqs[i].argmax_only) return false;
+  }
+  return !plan.seqs.empty();
+}
+
+std::optional<Engine::InFlight> Engine::enqueue_lookahead(const InFlight& cur) {
+  if (!pipelinable(cur.plan, cur.batch)) return std::nullopt;
+  {
+    std::lock_guard lock(mu_);
+    if (!incoming_.empty()) return std::nullopt;  // the normal schedule admits them
+  }
+  // One token for each sequence of cur that goes on (its request still there, not cancelled,
+  // not taking its last token in cur): the token cur samples for it, cur's output row keep[i].
+  std::vector<int> rows;  // cur's output row of each planned sequence, in plan order
+  std::vector<char> keep(cur.plan.seqs.size(), 0);
+  for (size_t i = 0; i < cur.plan.seqs.size(); ++i) {
+    auto it = requests_.find(cur.batch.seqs[i].seq_id);
+    if (it == requests_.end()) continue;
+    const RequestState& st = it->second;
+    if (st.usage.n_generated_tokens + 1 >= st.req.max_tokens ||
+        st.req.cancelled->load(std::memory_order_relaxed))
+      continue;
+    keep[i] = 1;
+    rows.push_back(static_cast<int>(i));  // one logit row per sequence (pipelinable)
+  }
+  if (rows.empty()) return std::nullopt;
+  StepPlan plan = scheduler_.schedule_lookahead(cur.plan, keep);
+  if (plan.empty()) return std::nullopt;
+  note_plan(plan);
+  ForwardBatch batch = make_batch(plan, rows);
+  runner_.enqueue(batch);
+  counters_.n_pipelined_steps.fetch_add(1);
+  return InFlight{std::move(plan), std::move(batch)};
+}
+
+void Engine::drop_ended_rows(StepPlan& plan, ForwardBatch& batch, Result<ForwardOutput>& out) {
+  std::vector<int> first_row(plan.seqs.size());
+  int row = 0;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    first_row[i] = row;
+    row += plan.seqs[i].need_logits ? batch.seqs[i].n_logits : 0;
+  }
+  for (size_t k = plan.seqs.size(); k-- > 0;) {
+    if (requests_.count(batch.seqs[k].seq_id)) continue;
+    const ScheduledSeq& ss = plan.seqs[k];
+    // Its saves are never published (a rolling one, or its spare, goes with the sequence).
+    if (ss.save_checkpoint != 0 && ss.save_checkpoint != ss.seq->rolling_checkpoint &&
+        ss.save_checkpoint != ss.seq->rolling_spare)
+      kv_.drop_checkpoint(ss.save_checkpoint);
+    if (ss.save_mid_checkpoint != 0) kv_.drop_checkpoint(ss.save_mid_checkpoint);
+    counters_.n_discarded_tokens.fetch_add(ss.n_tokens);
+    const int n = ss.need_logits ? batch.seqs[k].n_logits : 0;
+    if (out.ok() && n > 0) {
+      ForwardOutput& o = *out;
+      const auto r0 = static_cast<std::ptrdiff_t>(first_row[k]);
+      if (!o.tokens.empty()) o.tokens.erase(o.tokens.begin() + r0, o.tokens.begin() + r0 + n);
+      if (!o.logits.empty()) {
+        const auto v = static_cast<std::ptrdiff_t>(o.n_vocab);
+        o.logits.erase(o.logits.begin() + r0 * v, o.logits.begin() + (r0 + n) * v);
+      }
+      o.n_rows -= n;
+    }
+    plan.n_tokens -= ss.n_tokens;
+    plan.seqs.erase(plan.seqs.begin() + static_cast<std::ptrdiff_t>(k));
+    batch.seqs.erase(batch.seqs.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+}
+
+bool Engine::in_flight_has(uint64_t seq_id) const {
+  if (!in_flight_) return false;
+  for (const ForwardSeq& f : in_flight_->batch.seqs)
+    if (f.seq_id == seq_id) return true;
+  return false;
+}
+
+void Engine::end_deferred() {
+  std::erase_if(deferred_ends_, [this](const std::pair<uint64_t, bool>& d) {
+    if (in_flight_has(d.first)) return false;
+    scheduler_.finish(d.first, d.second);
+    runner_.release_sequence(d.first);
+    return true;
+  });
 }
 
 // Bookkeeping a plan implies before it runs: failures, preemptions, first admissions.
@@ -137,15 +251,16 @@ void Engine::note_plan(const StepPlan& plan) {
   counters_.n_prefix_waits.fetch_add(plan.n_prefix_waits);
   counters_.n_computed_tokens.fetch_add(plan.n_tokens);
   for (const ScheduledSeq& ss : plan.seqs) {
-    RequestState& st = requests_.at(ss.seq->id);
-    if (st.admitted) continue;
+    auto it = requests_.find(ss.seq->id);  // (a pipelined step's row may outlive its request)
+    if (it == requests_.end() || it->second.admitted) continue;
+    RequestState& st = it->second;
     st.admitted = true;
     st.usage.n_cached_prompt_tokens = std::max(ss.seq->n_cached_prompt_tokens, 0);
     counters_.n_cached_prompt_tokens.fetch_add(st.usage.n_cached_prompt_tokens);
   }
 }
 
-ForwardBatch Engine::make_batch(const StepPlan& plan) {
+ForwardBatch Engine::make_batch(const StepPlan& plan, std::span<const int> token_rows) {
   ForwardBatch b;
   b.block_size = kv_.block_size();
   b.tokens.reserve(plan.n_tokens);
@@ -166,7 +281,8 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
                  ss.snapshot_before};
     f.save_mid_checkpoint = ss.save_mid_checkpoint;
     f.save_mid_tokens = ss.save_mid_tokens;
-    f.argmax_only = ss.need_logits && argmax_only(s.id);
+    // A pipelined step's rows are argmax rows, as the step they follow (its request may be gone).
+    f.argmax_only = ss.need_logits && (!token_rows.empty() || argmax_only(s.id));
     if (ss.need_logits && n_draft == 0 && !f.argmax_only && device_samplable(s.id)) {
       RequestState& st = requests_.at(s.id);
       const SamplingParams& sp = st.req.sampling;
@@ -188,6 +304,13 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
       }
     }
     if (ss.need_logits) logit_row += f.n_logits;
+    if (!token_rows.empty()) {  // the step in flight samples it, in that row
+      f.token_from_row = token_rows[b.seqs.size()];
+      b.seqs.push_back(f);
+      b.tokens.push_back(0);
+      b.positions.push_back(ss.n_past);
+      continue;
+    }
     b.seqs.push_back(f);
     for (int i = 0; i < ss.n_tokens; ++i) {
       b.tokens.push_back(i < ss.n_tokens - n_draft ? s.tokens[ss.n_past + i]
@@ -363,6 +486,10 @@ void Engine::finish(uint64_t id, FinishReason reason, const std::string& err) {
 }
 
 void Engine::end_sequence(uint64_t id, bool keep_state) {
+  if (in_flight_has(id)) {  // a step in flight still writes its KV and state
+    deferred_ends_.emplace_back(id, keep_state);
+    return;
+  }
   scheduler_.finish(id, keep_state);
   runner_.release_sequence(id);
 }
@@ -432,6 +559,8 @@ EngineStats Engine::stats() const {
   s.n_preemptions = counters_.n_preemptions.load();
   s.n_prefix_waits = counters_.n_prefix_waits.load();
   s.n_steps = counters_.n_steps.load();
+  s.n_pipelined_steps = counters_.n_pipelined_steps.load();
+  s.n_discarded_tokens = counters_.n_discarded_tokens.load();
   s.kv_blocks_total = counters_.kv_total.load();
   s.kv_blocks_used = counters_.kv_used.load();
   s.kv_blocks_cached = counters_.kv_cached.load();

@@ -1,6 +1,12 @@
 // Engine: the step loop. One engine thread owns the scheduler, the KV bookkeeping, the sampler
 // state and the model runner; each step is
 //     plan = schedule();  out = runner.run(batch(plan));  postprocess(plan, batch, out);
+// Pipelined (EngineConfig::pipeline), a decode step whose tokens the runner decides itself is
+// enqueued instead, and while it computes the next one is planned and enqueued with "the token
+// this step samples" as its input (Scheduler::schedule_lookahead); then the first is waited for
+// and postprocessed. A sequence that ended meanwhile (a stop token, a cancel) has its row in the
+// step ahead discarded: its KV and state past its end are never committed or published, and the
+// sequence is ended once no step in flight names it.
 // HTTP threads only call submit() (thread-safe queue), set a request's cancel flag, and read
 // stats(); they receive TokenEvents through the request's on_event callback (see TokenChannel).
 //
@@ -14,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -28,8 +35,12 @@
 
 namespace t9::engine {
 
+// Pipelined decode steps (see Engine). kAuto: when the runner overlaps_steps().
+enum class StepPipeline { kAuto, kOff, kOn };
+
 struct EngineConfig {
   SchedulerConfig scheduler;
+  StepPipeline pipeline = StepPipeline::kAuto;
   KvCacheConfig kv;
   int max_context_tokens = 4096;  // the model's context: bounds prompt + max_tokens
   // Recurrent models: memory for cached state checkpoints (sets kv.max_state_checkpoints from
@@ -65,6 +76,10 @@ struct EngineStats {
   // requests) instead of computing it again (Scheduler::defer_for_shared_prefix).
   int64_t n_prefix_waits = 0;
   int64_t n_steps = 0;
+  // Pipelined steps: planned and enqueued while the step before them computed; and their tokens
+  // computed for sequences that ended before them (discarded).
+  int64_t n_pipelined_steps = 0;
+  int64_t n_discarded_tokens = 0;
   int kv_blocks_total = 0;  // backed by storage
   int kv_blocks_used = 0;
   int kv_blocks_cached = 0;     // unused but findable by the prefix cache
@@ -120,7 +135,8 @@ class Engine {
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
         n_computed_tokens{0}, n_generated_tokens{0}, n_draft_tokens{0}, n_accepted_draft_tokens{0},
-        n_preemptions{0}, n_prefix_waits{0}, n_steps{0};
+        n_preemptions{0}, n_prefix_waits{0}, n_steps{0}, n_pipelined_steps{0},
+        n_discarded_tokens{0};
     std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_checkpoints{0},
         n_waiting{0}, n_running{0};
     std::atomic<double> last_step_ms{0};
@@ -128,9 +144,25 @@ class Engine {
         total_postprocess_ms{0};
   };
 
+  // A step enqueued on the runner and not yet waited for.
+  struct InFlight {
+    StepPlan plan;
+    ForwardBatch batch;
+  };
+
   void intake();
   void note_plan(const StepPlan& plan);
-  ForwardBatch make_batch(const StepPlan& plan);
+  // token_rows (a pipelined step): per plan entry, the output row of the step in flight whose
+  // token is the entry's one input token (ForwardSeq::token_from_row).
+  ForwardBatch make_batch(const StepPlan& plan, std::span<const int> token_rows = {});
+  bool pipelinable(const StepPlan& plan, const ForwardBatch& batch) const;
+  // Plans and enqueues the step after `cur` (in flight); nullopt when the next step must be
+  // scheduled normally.
+  std::optional<InFlight> enqueue_lookahead(const InFlight& cur);
+  // Removes the entries of sequences that ended while the step computed (and their output rows).
+  void drop_ended_rows(StepPlan& plan, ForwardBatch& batch, Result<ForwardOutput>& out);
+  bool in_flight_has(uint64_t seq_id) const;
+  void end_deferred();  // ends the deferred sequences that no step in flight names any more
   void postprocess(const StepPlan& plan, const ForwardBatch& batch, Result<ForwardOutput>& out);
   std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st, const ForwardSeq& f,
                                         std::span<const TokenId> draft, const ForwardOutput& out,
@@ -150,6 +182,11 @@ class Engine {
   KvCacheManager kv_;
   Scheduler scheduler_;
   std::unordered_map<uint64_t, RequestState> requests_;  // engine thread only
+  bool pipeline_ = false;                                // EngineConfig::pipeline resolved
+  std::optional<InFlight> in_flight_;
+  // Sequences whose request ended while a step in flight has a row for them, with end_sequence's
+  // keep_state: their blocks and state stay until that step is back.
+  std::vector<std::pair<uint64_t, bool>> deferred_ends_;
 
   mutable std::mutex mu_;  // guards incoming_ and stop_
   std::condition_variable cv_;

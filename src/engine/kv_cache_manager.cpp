@@ -156,17 +156,31 @@ int KvCacheManager::mid_checkpoint(const Sequence& seq, int n_past, int n_tokens
 }
 
 uint64_t KvCacheManager::checkpoint_for_step(Sequence& seq, int end) {
+  return checkpoint_into(seq, end, seq.rolling_checkpoint);
+}
+
+uint64_t KvCacheManager::checkpoint_for_lookahead(Sequence& seq, int end) {
+  return checkpoint_into(seq, end, seq.rolling_spare);
+}
+
+// A new id at a planned position, `rolling` (made on first use) at other block boundaries.
+uint64_t KvCacheManager::checkpoint_into(Sequence& seq, int end, uint64_t& rolling) {
   if (!checkpoints_enabled()) return 0;
   if (std::find(seq.checkpoint_positions.begin(), seq.checkpoint_positions.end(), end) !=
       seq.checkpoint_positions.end())
     return ckpts_.new_id();
   if (end % block_size() != 0) return 0;
-  if (seq.rolling_checkpoint == 0) seq.rolling_checkpoint = ckpts_.new_id();
-  return seq.rolling_checkpoint;
+  if (rolling == 0) rolling = ckpts_.new_id();
+  return rolling;
 }
 
 void KvCacheManager::on_checkpoint_saved(Sequence& seq, int end, uint64_t id) {
   if (id == seq.rolling_checkpoint) {
+    seq.rolling_position = end;
+    return;
+  }
+  if (id == seq.rolling_spare) {  // a pipelined step's save: the spare is the newer state now
+    std::swap(seq.rolling_checkpoint, seq.rolling_spare);
     seq.rolling_position = end;
     return;
   }
@@ -191,7 +205,9 @@ void KvCacheManager::free(Sequence& seq, bool keep_state) {
       ckpts_.drop(seq.rolling_checkpoint);
   }
   if (seq.spec_undo != 0) ckpts_.drop(seq.spec_undo);
+  if (seq.rolling_spare != 0) ckpts_.drop(seq.rolling_spare);
   seq.spec_undo = 0;
+  seq.rolling_spare = 0;
   seq.rolling_checkpoint = 0;
   seq.rolling_position = 0;
   seq.restore_checkpoint = 0;

@@ -95,6 +95,10 @@ class KvCacheManager {
   // Mutates: the checkpoint id a step ending at `end` saves the state into: a new one at a
   // planned position, the sequence's rolling one at other block boundaries, else 0.
   uint64_t checkpoint_for_step(Sequence& seq, int end);
+  // The same for a pipelined step, planned before the sequence's previous step has returned:
+  // at block boundaries it names seq.rolling_spare, never the rolling checkpoint itself, which
+  // the sequence publishes if it ends before this step (whose state then holds one token more).
+  uint64_t checkpoint_for_lookahead(Sequence& seq, int end);
   // Mutates: the step ending at `end` ran and saved into `id` (after commit(seq)).
   void on_checkpoint_saved(Sequence& seq, int end, uint64_t id);
   // Mutates: a step's snapshot that will never be published (its step failed).
@@ -118,6 +122,7 @@ class KvCacheManager {
 
  private:
   void ensure_hashes(Sequence& seq, int n_full_blocks) const;
+  uint64_t checkpoint_into(Sequence& seq, int end, uint64_t& rolling);
   // Stores checkpoint `id` for the block ending at `end` (or drops it if that block is gone).
   void publish(const Sequence& seq, int end, uint64_t id);
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -55,6 +56,12 @@ struct ForwardSeq {
   // with the same u.
   bool sample_on_device = false;
   RowSampling sampling{};
+  // Pipelined steps (ModelRunner::enqueue): >= 0 when this sequence's one token is the token the
+  // previously enqueued batch decided for its logit row `token_from_row` (on the device already,
+  // not yet known to the engine); ForwardBatch::tokens holds 0 in its place. The engine's
+  // pipelined batches hold the previous batch's sequences that go on, in the same order (the
+  // rows increase), so a GPU runner gathers its input ids from the previous token output.
+  int token_from_row = -1;
 };
 
 struct ForwardBatch {
@@ -93,6 +100,20 @@ class ModelRunner {
   virtual int n_vocab() const = 0;
   // Computes the batch. An error (device failure) fails the batch's requests, not the process.
   virtual Result<ForwardOutput> run(const ForwardBatch& batch) = 0;
+
+  // Pipelined steps: enqueue() starts a batch, wait() returns the output of the oldest batch
+  // enqueued and not yet waited for (an error there fails that batch's requests). At most two
+  // batches are in flight; a batch with token_from_row rows is enqueued right after the batch
+  // whose tokens it reads, before that one is waited for. Sequences of a batch in flight keep
+  // their state until it is waited for (release_sequence comes after), and a batch's block
+  // tables are read before enqueue() returns.
+  // The default computes the batch inside enqueue() (with run()), so every runner speaks the
+  // protocol; a runner whose enqueue() returns before the work is done (a GPU's queue) says so
+  // with overlaps_steps(), and the engine then plans the next decode step while it runs.
+  virtual void enqueue(const ForwardBatch& batch);
+  virtual Result<ForwardOutput> wait();
+  virtual bool overlaps_steps() const { return false; }
+
   // Backs KV block ids [0, n_blocks_total) with storage, keeping the existing blocks' contents.
   // False = out of memory; the engine then evicts and preempts instead of growing.
   virtual bool grow_kv_blocks(int n_blocks_total) = 0;
@@ -110,6 +131,9 @@ class ModelRunner {
   virtual bool supports_mid_step_checkpoints() const { return false; }
   // The engine will never restore these checkpoints again: their memory can go.
   virtual void drop_checkpoints(std::span<const uint64_t> ids) { (void)ids; }
+
+ private:
+  std::deque<Result<ForwardOutput>> computed_;  // the default enqueue()'s outputs, oldest first
 };
 
 inline bool ForwardBatch::all_sampled_by_runner() const {

@@ -31,6 +31,7 @@ void Scheduler::finish(uint64_t id, bool keep_state) {
   if (it == seqs_.end()) return;
   Sequence* s = it->second.get();
   kv_.free(*s, keep_state);
+  waiting_for_memory_ = false;  // the blocks it held may let the head in
   std::erase(running_, s);
   std::erase(waiting_, s);
   seqs_.erase(it);
@@ -227,7 +228,10 @@ void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
     }
     int n = chunk_for(*s, hit.n_tokens, budget);
     if (!kv_.allocate(*s, n, &hit)) {
-      if (!running_.empty()) return;  // wait for running sequences to free memory (FCFS)
+      if (!running_.empty()) {  // wait for running sequences to free memory (FCFS)
+        waiting_for_memory_ = true;
+        return;
+      }
       waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));  // it can never fit
       fail(s, plan);
       continue;
@@ -249,10 +253,42 @@ void Scheduler::schedule_waiting(StepPlan& plan, int& budget) {
 }
 
 StepPlan Scheduler::schedule() {
+  waiting_for_memory_ = false;
   StepPlan plan;
   int budget = config_.max_batch_tokens;
   plan_branch_points();
   if (schedule_running(plan, budget)) schedule_waiting(plan, budget);
+  return plan;
+}
+
+StepPlan Scheduler::schedule_lookahead(const StepPlan& prev, std::span<const char> keep) {
+  // A waiting sequence is admitted by the normal schedule, when there is room for it.
+  if (!waiting_.empty() && n_running() < config_.max_seqs && !waiting_for_memory_) return {};
+  for (size_t i = 0; i < prev.seqs.size(); ++i) {
+    if (!keep[i]) continue;  // (its sequence may have ended)
+    const ScheduledSeq& p = prev.seqs[i];
+    Sequence* s = p.seq;
+    // Only after a sequence's latest step, with its token still to come.
+    if (!p.draft.empty() || !p.need_logits || s->n_computed != p.n_past ||
+        p.n_past + p.n_tokens != s->n_total() || s->restore_checkpoint != 0)
+      return {};
+    if (config_.spec.max_draft > 0 && s->spec_eligible) return {};
+    // Its blocks cover the step in flight and the token that step samples.
+    if (!kv_.allocate(*s, p.n_tokens + 1)) return {};
+  }
+  StepPlan plan;
+  for (size_t i = 0; i < prev.seqs.size(); ++i) {
+    if (!keep[i]) continue;
+    const ScheduledSeq& p = prev.seqs[i];
+    ScheduledSeq ss;
+    ss.seq = p.seq;
+    ss.n_past = p.n_past + p.n_tokens;
+    ss.n_tokens = 1;
+    ss.need_logits = true;
+    ss.save_checkpoint = kv_.checkpoint_for_lookahead(*ss.seq, ss.n_past + 1);
+    plan.seqs.push_back(ss);
+    plan.n_tokens += 1;
+  }
   return plan;
 }
 

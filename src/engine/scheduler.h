@@ -27,8 +27,8 @@
 namespace t9::engine {
 
 struct SchedulerConfig {
-  int max_batch_tokens = 2048;     // tokens per step, all sequences together
-  int max_seqs = 64;               // running sequences
+  int max_batch_tokens = 2048;  // tokens per step, all sequences together
+  int max_seqs = 64;            // running sequences
   // Most tokens one sequence computes in one step. The default is the whole step budget: prompts
   // arriving together are then computed first come, first served rather than side by side, which
   // gives most of them their first token sooner for the same total work (8 agents' 2.3k-token warm
@@ -82,6 +82,14 @@ class Scheduler {
 
   // Mutates: plans the next step and allocates its blocks.
   StepPlan schedule();
+  // Mutates: a pipelined step, planned while `prev` (every entry a one-row decode or a prompt's
+  // last chunk, without drafts) is still computing: one token for each prev.seqs[i] with keep[i]
+  // (the others' sequences end with prev), the token prev samples for it, at the end of its prev
+  // entry, in prev's order. Empty (nothing planned) when the normal schedule has something to do
+  // instead: a waiting sequence it could admit, or drafts to propose; also when an entry is not
+  // its sequence's latest step, or a sequence's KV cannot grow without preempting (blocks taken
+  // for other entries stay with their sequences).
+  StepPlan schedule_lookahead(const StepPlan& prev, std::span<const char> keep);
   // Mutates: after the model ran the plan, advances n_computed and registers full blocks.
   // n_valid[i] (when given): how many of plan.seqs[i]'s tokens hold valid KV — fewer than
   // n_tokens when drafts were rejected.
@@ -110,6 +118,9 @@ class Scheduler {
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> seqs_;
   std::deque<Sequence*> waiting_;   // FCFS; preempted sequences re-enter at the head
   std::vector<Sequence*> running_;  // oldest admitted first
+  // The last schedule() left the waiting head out for lack of KV memory, and no sequence has
+  // freed its blocks since (pipelined steps go on meanwhile: nothing could be admitted).
+  bool waiting_for_memory_ = false;
 };
 
 }  // namespace t9::engine

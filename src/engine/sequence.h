@@ -48,6 +48,10 @@ struct Sequence {
   // block): published into the cache when the sequence finishes or is preempted.
   uint64_t rolling_checkpoint = 0;
   int rolling_position = 0;  // tokens the rolling checkpoint covers; 0 = none yet
+  // A second rolling id for pipelined steps (KvCacheManager::checkpoint_for_lookahead): a step
+  // planned before the previous one's token is known saves there, and becomes the rolling
+  // checkpoint only if the sequence did not end first; the rolling one stays intact meanwhile.
+  uint64_t rolling_spare = 0;
 
   int n_total() const { return static_cast<int>(tokens.size()); }
   int n_generated() const { return n_total() - n_prompt; }

@@ -75,6 +75,12 @@ std::string Metrics::render(const engine::EngineStats& s) const {
           "computing it.",
           s.n_prefix_waits);
   counter("tempo9_engine_steps_total", "Engine steps run.", s.n_steps);
+  counter("tempo9_pipelined_steps_total",
+          "Decode steps planned and enqueued while the step before them computed.",
+          s.n_pipelined_steps);
+  counter("tempo9_discarded_tokens_total",
+          "Tokens of pipelined steps computed for requests that ended before them.",
+          s.n_discarded_tokens);
   gauge("tempo9_kv_blocks_total", "KV blocks backed by storage.", s.kv_blocks_total);
   gauge("tempo9_kv_blocks_used", "KV blocks held by sequences.", s.kv_blocks_used);
   gauge("tempo9_kv_blocks_cached", "Unused KV blocks kept for the prefix cache.", s.kv_blocks_cached);

@@ -70,18 +70,28 @@ struct Reply {
   int n_cached = 0;
 };
 
+struct DriverOptions {
+  bool prefix_cache = true;
+  int spec_draft = 0;
+  // Pipelined steps (the CPU runner computes them inside enqueue(): the engine's bookkeeping is
+  // what is tested). They need the runner to decide the tokens, so no logprobs then.
+  bool pipeline = false;
+  bool logprobs = true;
+};
+
 class Driver {
  public:
-  Driver(model::Model& m, bool prefix_cache, int spec_draft = 0) : runner_(m) {
+  Driver(model::Model& m, DriverOptions o) : runner_(m), logprobs_(o.logprobs) {
     engine::EngineConfig c;
     c.kv.pool.block_size_tokens = m.config().kv_block_size;
     c.kv.pool.max_blocks = 512;
-    c.kv.enable_prefix_cache = prefix_cache;
+    c.kv.enable_prefix_cache = o.prefix_cache;
     c.scheduler.prefill_chunk_tokens = 64;  // long prompts take several steps
     c.scheduler.max_batch_tokens = 160;
     c.max_context_tokens = 8192;
     c.check_every_step = true;
-    c.scheduler.spec = {spec_draft, 3, 1};
+    c.scheduler.spec = {o.spec_draft, 3, 1};
+    c.pipeline = o.pipeline ? engine::StepPipeline::kOn : engine::StepPipeline::kOff;
     engine_ = std::make_unique<engine::Engine>(c, runner_);
   }
 
@@ -94,7 +104,7 @@ class Driver {
       req.prompt = p;
       req.max_tokens = n_gen;
       req.sampling.temperature = 0.0f;
-      req.logprobs = true;
+      req.logprobs = logprobs_;
       req.on_event = [r](const engine::TokenEvent& ev) {
         if (ev.token >= 0) {
           r->tokens.push_back(ev.token);
@@ -116,6 +126,7 @@ class Driver {
 
  private:
   model::EngineRunner runner_;
+  bool logprobs_;
   std::unique_ptr<engine::Engine> engine_;
 };
 
@@ -137,7 +148,7 @@ TEST_P(HybridPrefixCache, FiveTurnAgentConversationIsExactAndComputesOnlyTheSuff
   model::Model& m = *loaded->model;
   constexpr int kGen = 24;
   const int bs = m.config().kv_block_size;
-  Driver cached(m, true), plain(*loaded->twin, false);
+  Driver cached(m, {}), plain(*loaded->twin, {.prefix_cache = false});
   std::vector<int32_t> history = tokens_of(150, 11, m.n_vocab());  // system prompt + first ask
   std::vector<int32_t> prev;
   for (int turn = 0; turn < 5; ++turn) {
@@ -180,7 +191,7 @@ TEST_P(HybridPrefixCache, ConcurrentAgentsSharingASystemPromptAreExact) {
   ASSERT_TRUE(loaded);
   model::Model& m = *loaded->model;
   constexpr int kGen = 12, kAgents = 3;
-  Driver cached(m, true), plain(*loaded->twin, false);
+  Driver cached(m, {}), plain(*loaded->twin, {.prefix_cache = false});
   const std::vector<int32_t> system = tokens_of(100, 7, m.n_vocab());
   std::vector<std::vector<int32_t>> hist(kAgents, system);
   for (int a = 0; a < kAgents; ++a) {
@@ -213,7 +224,7 @@ TEST_P(HybridPrefixCache, SpeculativeDecodingIsExact) {
   auto loaded = load_hybrid(GetParam(), backend);
   ASSERT_TRUE(loaded);
   model::Model& m = *loaded->model;
-  Driver spec(m, true, 4), plain(*loaded->twin, true, 0);
+  Driver spec(m, {.spec_draft = 4}), plain(*loaded->twin, {});
   std::vector<int32_t> p;  // a repetitive prompt, so that n-gram drafts exist
   const auto unit = tokens_of(12, 3, m.n_vocab());
   for (int r = 0; r < 8; ++r) p.insert(p.end(), unit.begin(), unit.end());
@@ -226,6 +237,43 @@ TEST_P(HybridPrefixCache, SpeculativeDecodingIsExact) {
   std::printf("[%s] speculative: %ld drafts, %ld kept, %ld vs %ld steps\n", GetParam().c_str(),
               static_cast<long>(st.n_draft_tokens), static_cast<long>(st.n_accepted_draft_tokens),
               static_cast<long>(st.n_steps), static_cast<long>(plain.engine().stats().n_steps));
+}
+
+// Pipelined steps with the prefix cache on: each turn's decode steps are planned while the one
+// before computes, with "the token it samples" as their input, and the checkpoint each reply
+// publishes at its end must be the one unpipelined decoding publishes (the next turn's hit
+// length proves where it is; its restore computing the same tokens proves what it holds).
+TEST_P(HybridPrefixCache, PipelinedStepsWithThePrefixCacheAreExact) {
+  CpuBackend backend;
+  auto loaded = load_hybrid(GetParam(), backend);
+  ASSERT_TRUE(loaded);
+  model::Model& m = *loaded->model;
+  constexpr int kGen = 19, kAgents = 2;
+  Driver piped(m, {.pipeline = true, .logprobs = false});
+  Driver plain(*loaded->twin, {.logprobs = false});
+  std::vector<std::vector<int32_t>> hist(kAgents, tokens_of(70, 9, m.n_vocab()));
+  for (int a = 0; a < kAgents; ++a) {
+    auto ask = tokens_of(5 + 4 * a, 60 + a, m.n_vocab());
+    hist[a].insert(hist[a].end(), ask.begin(), ask.end());
+  }
+  for (int turn = 0; turn < 3; ++turn) {
+    SCOPED_TRACE(::testing::Message() << GetParam() << " turn " << turn);
+    const std::vector<Reply> x = piped.generate(hist, kGen);
+    const std::vector<Reply> y = plain.generate(hist, kGen);
+    for (int a = 0; a < kAgents; ++a) {
+      ASSERT_EQ(x[a].tokens.size(), static_cast<size_t>(kGen)) << "agent " << a;
+      EXPECT_EQ(x[a].tokens, y[a].tokens) << "agent " << a;
+      EXPECT_EQ(x[a].n_cached, y[a].n_cached) << "agent " << a;
+      hist[a].insert(hist[a].end(), x[a].tokens.begin(), x[a].tokens.end());
+      auto more = tokens_of(7, 300 + 10 * turn + a, m.n_vocab());
+      hist[a].insert(hist[a].end(), more.begin(), more.end());
+    }
+  }
+  const engine::EngineStats st = piped.engine().stats();
+  EXPECT_EQ(st.n_pipelined_steps, 3 * (kGen - 1));  // every decode step after the prompt's
+  EXPECT_EQ(st.n_computed_tokens, plain.engine().stats().n_computed_tokens);
+  std::printf("[%s] pipelined: %ld of %ld steps planned ahead\n", GetParam().c_str(),
+              static_cast<long>(st.n_pipelined_steps), static_cast<long>(st.n_steps));
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrid, HybridPrefixCache,

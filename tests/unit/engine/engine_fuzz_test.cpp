@@ -48,7 +48,9 @@ std::vector<TokenId> reference(const GenerateRequest& req, uint64_t id) {
   return out;
 }
 
-GenerateRequest random_request(std::mt19937& rng, const std::vector<std::vector<TokenId>>& bases) {
+// decode_heavy: mostly greedy requests without penalties, whose steps can be pipelined.
+GenerateRequest random_request(std::mt19937& rng, const std::vector<std::vector<TokenId>>& bases,
+                               bool decode_heavy = false) {
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   GenerateRequest r;
   // Half the prompts extend a shared base (prefix-cache hits, partial and whole-block).
@@ -58,29 +60,31 @@ GenerateRequest random_request(std::mt19937& rng, const std::vector<std::vector<
   }
   int n_extra = uni(r.prompt.empty() ? 1 : 0, 24);
   for (int i = 0; i < n_extra; ++i) r.prompt.push_back(uni(0, kVocab - 1));
-  r.max_tokens = uni(1, 16);
+  r.max_tokens = uni(1, decode_heavy ? 40 : 16);
   r.sampling.seed = rng();
-  r.sampling.temperature = uni(0, 2) == 0 ? 0.0f : 0.7f;
+  // Greedy: 1 in 3; decode-heavy 9 in 10 (a step is pipelined only when all its rows are).
+  const int t = decode_heavy ? uni(0, 9) : uni(0, 2);
+  r.sampling.temperature = (decode_heavy ? t != 0 : t == 0) ? 0.0f : 0.7f;
   r.sampling.top_k = uni(0, 1) ? 0 : uni(1, 10);
   r.sampling.top_p = uni(0, 1) ? 1.0f : 0.8f;
-  r.sampling.repetition_penalty = uni(0, 3) == 0 ? 1.3f : 1.0f;
-  r.sampling.frequency_penalty = uni(0, 3) == 0 ? 0.4f : 0.0f;
+  r.sampling.repetition_penalty = uni(0, decode_heavy ? 19 : 3) == 0 ? 1.3f : 1.0f;
+  r.sampling.frequency_penalty = uni(0, decode_heavy ? 19 : 3) == 0 ? 0.4f : 0.0f;
   if (uni(0, 3) == 0) r.stop_token_ids = {uni(0, kVocab - 1), uni(0, kVocab - 1)};
   return r;
 }
 
-EngineConfig random_config(std::mt19937& rng, int block_size) {
+EngineConfig random_config(std::mt19937& rng, int block_size, bool decode_heavy = false) {
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   EngineConfig c;
   c.kv.pool.block_size_tokens = block_size;
   c.kv.pool.grow_chunk_blocks = uni(1, 8);
-  c.kv.pool.max_blocks = uni(8, 48);
+  c.kv.pool.max_blocks = decode_heavy ? uni(16, 128) : uni(8, 48);
   c.kv.enable_prefix_cache = uni(0, 3) != 0;
   c.scheduler.max_batch_tokens = uni(1, 96);
   c.scheduler.prefill_chunk_tokens = uni(1, 40);
   c.scheduler.max_seqs = uni(1, 8);
   // Speculative drafts (greedy requests only): verification must keep the tokens exact.
-  c.scheduler.spec = {uni(0, 3) == 0 ? 0 : uni(1, 5), 3, uni(1, 2)};
+  c.scheduler.spec = {uni(0, decode_heavy ? 1 : 3) == 0 ? 0 : uni(1, 5), 3, uni(1, 2)};
   c.max_context_tokens = 1 << 20;
   c.check_every_step = false;  // checked by the test after every step, with the seed named
   return c;
@@ -89,18 +93,27 @@ EngineConfig random_config(std::mt19937& rng, int block_size) {
 // What a run exercised, summed over seeds to show the test reaches the interesting paths.
 struct Coverage {
   int64_t n_preemptions = 0, n_cached_prompt_tokens = 0, n_cancelled = 0, n_stopped = 0,
-          n_errors = 0, n_requests = 0, n_drafts = 0, n_prefix_waits = 0, n_mid_saves = 0;
+          n_errors = 0, n_requests = 0, n_drafts = 0, n_prefix_waits = 0, n_mid_saves = 0,
+          n_pipelined_steps = 0, n_discarded_tokens = 0;
 };
 
 // recurrent: the fake runner plays a hybrid model (recurrent state, checkpointed prefix hits).
-void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = false) {
+// pipelined: pipelined steps on a runner that computes in wait() (FakeModelRunner::deferred),
+// deciding greedy rows itself (the argmax), as the CUDA runner does.
+void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = false,
+              bool pipelined = false) {
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int block_size = std::array{1, 2, 4, 8}[uni(0, 3)];
-  EngineConfig cfg = random_config(rng, block_size);
+  EngineConfig cfg = random_config(rng, block_size, pipelined);
   FakeModelRunner runner(kVocab, block_size);
   runner.recurrent = recurrent;
   runner.mid_step = seed % 2 == 0;  // half the seeds: checkpoints saved inside steps
+  if (pipelined) {
+    cfg.pipeline = StepPipeline::kOn;
+    runner.deferred = true;
+    runner.argmax_when_asked = true;
+  }
   if (recurrent) {
     cfg.state_checkpoint_budget_bytes = 0;  // the count below is the budget
     cfg.kv.max_state_checkpoints = uni(0, 8);
@@ -121,8 +134,11 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = fal
   for (int step = 0; n_arrived < n_arrivals || engine.stats().n_running + engine.stats().n_waiting;
        ++step) {
     ASSERT_LT(step, 200000) << "seed " << seed << ": no progress";
-    for (int k = uni(0, 2); k > 0 && n_arrived < n_arrivals; --k, ++n_arrived) {
-      GenerateRequest r = random_request(rng, bases);
+    // Pipelined runs: arrivals in bursts with quiet steps between them (an arrival ends the
+    // pipeline for a step, so that the normal schedule admits it).
+    const int n_new = pipelined ? (uni(0, 9) == 0 ? uni(1, 6) : 0) : uni(0, 2);
+    for (int k = n_new; k > 0 && n_arrived < n_arrivals; --k, ++n_arrived) {
+      GenerateRequest r = random_request(rng, bases, pipelined);
       auto t = std::make_shared<Tracked>();
       t->req = r;
       t->n_kv_tokens = static_cast<int>(r.prompt.size()) + r.max_tokens - 1;
@@ -158,6 +174,8 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = fal
   cov->n_drafts += st.n_draft_tokens;
   cov->n_mid_saves += runner.n_mid_saves;
   cov->n_prefix_waits += st.n_prefix_waits;
+  cov->n_pipelined_steps += st.n_pipelined_steps;
+  cov->n_discarded_tokens += st.n_discarded_tokens;
   EXPECT_EQ(runner.n_checkpoints_held(), st.n_state_checkpoints) << "seed " << seed;
   EXPECT_EQ(runner.n_states_held(), 0) << "seed " << seed;
   EXPECT_EQ(engine.kv().pool().n_free(), engine.kv().pool().n_blocks()) << "seed " << seed;
@@ -227,6 +245,30 @@ TEST(EngineFuzz, RecurrentModelRandomTrafficKeepsInvariantsAndExactOutputs) {
   EXPECT_GT(cov.n_preemptions, 0);
   EXPECT_GT(cov.n_cached_prompt_tokens, 0);
   EXPECT_GT(cov.n_prefix_waits, 0);
+}
+
+// Pipelined steps under the same traffic, with the "device" computing each step only when it is
+// waited for: the next step's plan, stop tokens, cancels and length limits land while a step is
+// in flight. Outputs must equal the reference exactly, and nothing may leak.
+TEST(EngineFuzz, PipelinedStepsKeepInvariantsAndExactOutputs) {
+  for (const bool recurrent : {false, true}) {
+    Coverage cov;
+    for (uint32_t seed = 201; seed <= 212; ++seed) {
+      run_fuzz(seed, 400, &cov, recurrent, /*pipelined=*/true);
+      if (HasFatalFailure()) return;
+    }
+    std::printf(
+        "pipelined%s: requests %ld pipelined steps %ld discarded tokens %ld cancelled %ld "
+        "stopped %ld preemptions %ld cached prompt tokens %ld\n",
+        recurrent ? " recurrent" : "", cov.n_requests, cov.n_pipelined_steps,
+        cov.n_discarded_tokens, cov.n_cancelled, cov.n_stopped, cov.n_preemptions,
+        cov.n_cached_prompt_tokens);
+    EXPECT_GT(cov.n_requests, 3000);
+    EXPECT_GT(cov.n_pipelined_steps, 0);
+    EXPECT_GT(cov.n_discarded_tokens, 0);  // rows computed past a stop token or a cancel
+    EXPECT_GT(cov.n_preemptions, 0);
+    EXPECT_GT(cov.n_cached_prompt_tokens, 0);
+  }
 }
 
 }  // namespace

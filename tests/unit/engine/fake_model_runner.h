@@ -10,10 +10,15 @@
 // loaded from / saved to checkpoints as ForwardSeq asks. Before a sequence's logits the state
 // must equal the hash chain of the token history read back from the KV, else run() fails: a
 // checkpoint restored at the wrong position or for other tokens cannot go unnoticed.
+//
+// With `deferred` it plays a GPU for pipelined steps: enqueue() keeps a copy of the batch and its
+// block tables, and wait() computes it, so the engine's bookkeeping between the two (the next
+// step planned, sequences ended) happens before the "device" writes this step's KV and state.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -29,6 +34,40 @@ class FakeModelRunner : public ModelRunner {
   FakeModelRunner(int n_vocab, int block_size) : n_vocab_(n_vocab), block_size_(block_size) {}
 
   int n_vocab() const override { return n_vocab_; }
+  bool overlaps_steps() const override { return deferred; }
+
+  void enqueue(const ForwardBatch& batch) override {
+    n_enqueued++;
+    for (const ForwardSeq& s : batch.seqs) n_token_from_row += s.token_from_row >= 0 ? 1 : 0;
+    if (!deferred) return ModelRunner::enqueue(batch);
+    Queued q;
+    q.batch = batch;
+    for (const ForwardSeq& s : batch.seqs)
+      q.tables.emplace_back(s.block_table.begin(), s.block_table.end());
+    queue_.push_back(std::move(q));
+  }
+
+  Result<ForwardOutput> wait() override {
+    if (!deferred) return ModelRunner::wait();
+    if (queue_.empty()) return error("wait() with nothing enqueued");
+    Queued q = std::move(queue_.front());
+    queue_.pop_front();
+    for (size_t i = 0; i < q.batch.seqs.size(); ++i) {
+      ForwardSeq& s = q.batch.seqs[i];
+      s.block_table = q.tables[i];
+      if (s.token_from_row < 0) continue;
+      // The token the previous step decided for that row, as the device would copy it.
+      if (s.token_from_row >= static_cast<int>(last_tokens_.size()))
+        return error("token_from_row {} of {} rows", s.token_from_row, last_tokens_.size());
+      q.batch.tokens[static_cast<size_t>(s.first_token)] =
+          last_tokens_[static_cast<size_t>(s.token_from_row)];
+      s.token_from_row = -1;
+    }
+    Result<ForwardOutput> out = run(q.batch);
+    last_tokens_.clear();
+    if (out.ok()) last_tokens_ = out->tokens;
+    return out;
+  }
   bool has_recurrent_state() const override { return recurrent; }
   bool supports_mid_step_checkpoints() const override { return recurrent && mid_step; }
   size_t state_checkpoint_bytes() const override { return recurrent ? sizeof(State) : 0; }
@@ -157,6 +196,8 @@ class FakeModelRunner : public ModelRunner {
   int64_t n_mid_saves = 0;
   int64_t n_tokens_computed = 0;
   std::vector<int> grow_calls;
+  bool deferred = false;  // compute enqueued batches in wait() (see the top)
+  int64_t n_enqueued = 0, n_token_from_row = 0;
 
  private:
   static uint64_t mix(uint64_t z) {
@@ -240,6 +281,13 @@ class FakeModelRunner : public ModelRunner {
     }
     return {};
   }
+
+  struct Queued {
+    ForwardBatch batch;
+    std::vector<std::vector<BlockId>> tables;  // the block tables as they were at enqueue()
+  };
+  std::deque<Queued> queue_;
+  std::vector<int32_t> last_tokens_;  // the tokens of the batch computed last
 
   int n_vocab_;
   int block_size_;

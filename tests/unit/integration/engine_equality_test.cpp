@@ -147,6 +147,21 @@ TEST_F(EngineEquality, AloneEqualsBatchedWithSevenOthers) {
       prompts.size(), lengths(prompts).c_str(), kGen, static_cast<long long>(st.n_steps));
 }
 
+// (a'') Pipelined steps: every decode step after the first is planned and enqueued before the
+// step whose token it reads has returned; the tokens must be those of each prompt alone.
+TEST_F(EngineEquality, PipelinedStepsEqualAlone) {
+  const auto prompts = short_prompts();
+  for (const auto& p : prompts) alone(p);
+  EngineSetup setup;
+  setup.pipeline = true;
+  EngineSession s(*rm_, setup);
+  expect_same_as_alone(prompts, s.run(prompts, kGen), "pipelined");
+  const engine::EngineStats st = s.stats();
+  EXPECT_EQ(st.n_steps, kGen);
+  EXPECT_EQ(st.n_pipelined_steps, kGen - 1);  // all but the prompts' step
+  EXPECT_EQ(st.n_discarded_tokens, 0);        // max_tokens is known ahead: nothing past it
+}
+
 // (a') The serving path: the engine on its own thread, requests arriving 30 ms apart from another
 // thread, tokens through TokenChannels. Which steps each request shares with which others now
 // depends on timing; the tokens must not.

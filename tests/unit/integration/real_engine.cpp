@@ -63,6 +63,7 @@ engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size) {
   c.max_context_tokens = 1 << 17;
   c.check_every_step = s.integrity_checks;  // also in Release builds
   c.scheduler.spec = {s.spec_draft, 3, 2};
+  c.pipeline = s.pipeline ? engine::StepPipeline::kOn : engine::StepPipeline::kOff;
   return c;
 }
 

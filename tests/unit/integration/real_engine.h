@@ -56,6 +56,8 @@ struct EngineSetup {
   uint64_t seed = 1;
   float repetition_penalty = 1.0f;  // and presence: penalties for any temperature
   float presence_penalty = 0.0f;
+  // Pipelined steps (EngineConfig::pipeline on; the CPU runner computes inside enqueue()).
+  bool pipeline = false;
 };
 engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size);
 
