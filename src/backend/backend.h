@@ -164,15 +164,29 @@ class Backend {
   // Copies n_bytes from host into dst at byte offset. The host bytes are consumed before this
   // returns, so the caller may reuse them at once (token ids, positions, block tables, AttnSeq).
   virtual void upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) = 0;
-  // Enqueues a copy to host; `host` is valid only after sync().
+  // Enqueues a copy to host; `host` is valid only after sync() (or the wait_submitted() of its
+  // unit).
   virtual void download(const Buffer* src, size_t offset, void* host, size_t n_bytes) = 0;
+  // Waits for everything enqueued, submitted or not, and delivers the downloads.
   virtual void sync() = 0;
+  // Pipelined steps: submit() makes the work enqueued since the last submit() or sync() one unit,
+  // which runs while the caller enqueues the next (a decode step recorded while the previous one
+  // computes); wait_submitted() waits for the oldest submitted unit not yet waited for and
+  // delivers its downloads (nothing to wait for: returns). Backends whose ops compute when
+  // called (the CPU) need neither; asynchronous() says whether overlapping pays.
+  virtual void submit() {}
+  virtual void wait_submitted() {}
+  virtual bool asynchronous() const { return false; }
 
   // ---- ops (out may alias the input for elementwise ops unless said otherwise) ----
 
   // out[i, :] = dequantize(table[ids[i], :]). table: [n_vocab, n_embd] any supported type;
   // ids: I32 [n]; out: F32 [n, n_embd]. Ids out of range are a caller bug (tokenizer validated).
   virtual void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) = 0;
+  // In place: every ids[i] < 0 becomes prev[-1 - ids[i]]. ids, prev: I32. The input ids of a
+  // pipelined step whose tokens the step before decided on the backend (prev: its argmax
+  // output), read there without a round trip to the host. Indices out of range are a caller bug.
+  virtual void take_tokens(const Tensor& prev, const Tensor& ids) = 0;
 
   // out = x / sqrt(mean(x^2) + eps) * (weight + weight_bias), per row of ne[0]. weight: F32 [ne0]
   // or invalid (no weight). weight_bias = 1 gives Gemma's (1 + w) without copying the weights.

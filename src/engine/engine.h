@@ -76,8 +76,8 @@ struct EngineStats {
   // requests) instead of computing it again (Scheduler::defer_for_shared_prefix).
   int64_t n_prefix_waits = 0;
   int64_t n_steps = 0;
-  // Pipelined steps: planned and enqueued while the step before them computed; and their tokens
-  // computed for sequences that ended before them (discarded).
+  // Pipelined steps: planned and enqueued while the step before them computed; and tokens a step
+  // in flight computed for sequences that ended before it returned (discarded).
   int64_t n_pipelined_steps = 0;
   int64_t n_discarded_tokens = 0;
   int kv_blocks_total = 0;  // backed by storage

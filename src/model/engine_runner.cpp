@@ -1,5 +1,6 @@
 #include "model/engine_runner.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/check.h"
@@ -17,9 +18,74 @@ EngineRunner::~EngineRunner() {
 }
 
 Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batch) {
+  enqueue(batch);
+  return wait();
+}
+
+void EngineRunner::enqueue(const engine::ForwardBatch& batch) {
+  Started st;
+  st.status = start(batch, &st.on_model);
+  model_.backend().submit();
+  started_.push_back(std::move(st));
+}
+
+Result<engine::ForwardOutput> EngineRunner::wait() {
+  if (started_.empty()) return error("wait() without an enqueued batch");
+  Result<engine::ForwardOutput> out = finish_oldest();
+  started_.pop_front();
+  return out;
+}
+
+Result<engine::ForwardOutput> EngineRunner::finish_oldest() {
+  Started& st = started_.front();
+  if (st.output) return std::move(*st.output);
+  if (!st.status.ok()) {
+    if (st.on_model) (void)model_.wait();  // its output is void with the error
+    return error("{}", st.status.message());
+  }
+  T9_ASSIGN_OR_RETURN(Logits lg, model_.wait());
+  engine::ForwardOutput out;
+  out.logits = std::move(lg.data);
+  out.tokens = std::move(lg.tokens);
+  out.n_rows = lg.n_rows;
+  out.n_vocab = lg.n_vocab;
+  return out;
+}
+
+Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
   if (batch.block_size != model_.config().kv_block_size)
     return error("engine block size {} != model KV block size {}", batch.block_size,
                  model_.config().kv_block_size);
+  std::span<const int32_t> tokens = batch.tokens;
+  if (std::any_of(batch.seqs.begin(), batch.seqs.end(),
+                  [](const engine::ForwardSeq& s) { return s.token_from_row >= 0; })) {
+    // The previous batch's tokens: read on the backend where the model keeps them, else on the
+    // host once that batch is done (it is the newest started one).
+    tokens_.assign(batch.tokens.begin(), batch.tokens.end());
+    for (const engine::ForwardSeq& s : batch.seqs) {
+      if (s.token_from_row < 0) continue;
+      if (s.token_from_row < model_.previous_tokens()) {
+        tokens_[static_cast<size_t>(s.first_token)] = -1 - s.token_from_row;
+        continue;
+      }
+      if (started_.empty()) return error("a pipelined batch without its previous batch");
+      Started& prev = started_.back();
+      if (!prev.output) {
+        // finish_oldest() works on the front: the previous batch must be the only one left.
+        if (started_.size() != 1) return error("a pipelined batch behind two unfinished ones");
+        prev.output = finish_oldest();
+      }
+      if (!prev.output->ok()) return error("the previous batch failed");
+      const std::vector<int32_t>& prev_tokens = (*prev.output)->tokens;
+      if (static_cast<size_t>(s.token_from_row) >= prev_tokens.size() ||
+          prev_tokens[static_cast<size_t>(s.token_from_row)] < 0)
+        return error("sequence {}: no decided token in row {} of the previous batch", s.seq_id,
+                     s.token_from_row);
+      tokens_[static_cast<size_t>(s.first_token)] =
+          prev_tokens[static_cast<size_t>(s.token_from_row)];
+    }
+    tokens = tokens_;
+  }
   seqs_.clear();
   for (const engine::ForwardSeq& s : batch.seqs) {
     SeqInput q;
@@ -44,7 +110,7 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
     seqs_.push_back(q);
   }
   Batch b;
-  b.tokens = batch.tokens;
+  b.tokens = tokens;
   b.positions = batch.positions;
   b.seqs = seqs_;
   b.argmax_only = batch.all_argmax_only();
@@ -61,14 +127,10 @@ Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batc
     b.sampling = sampling_;
     b.edits = batch.edits;
   }
-  T9_ASSIGN_OR_RETURN(Logits lg, model_.forward(b));
+  T9_TRY(model_.enqueue(b));
+  *on_model = true;
   if (model_.recurrent()) T9_TRY(save_checkpoints(batch));
-  engine::ForwardOutput out;
-  out.logits = std::move(lg.data);
-  out.tokens = std::move(lg.tokens);
-  out.n_rows = lg.n_rows;
-  out.n_vocab = lg.n_vocab;
-  return out;
+  return {};
 }
 
 // The state continues from the slot's contents, or from a restored checkpoint (a prefix hit);

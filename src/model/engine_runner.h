@@ -3,6 +3,8 @@
 // ForwardBatch into the model's Batch.
 #pragma once
 
+#include <deque>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +23,14 @@ class EngineRunner final : public engine::ModelRunner {
   EngineRunner& operator=(const EngineRunner&) = delete;
   int n_vocab() const override { return model_.n_vocab(); }
   Result<engine::ForwardOutput> run(const engine::ForwardBatch& batch) override;
+  // The model's enqueue() and the backend's submit(): a pipelined step's input tokens are read
+  // on the backend from the previous step's argmax (Batch::tokens), or, where the model does not
+  // hold them (more rows than one logits call), taken on the host after waiting for that step.
+  void enqueue(const engine::ForwardBatch& batch) override;
+  Result<engine::ForwardOutput> wait() override;
+  // The CUDA backend overlaps (Backend::asynchronous), but `auto` waits for the H200 A/B
+  // (docs/CUDA.md, next step 00000); `--pipeline on` runs it meanwhile.
+  bool overlaps_steps() const override { return false; }
   bool grow_kv_blocks(int n_blocks_total) override;
   void release_sequence(uint64_t seq_id) override;
   bool has_recurrent_state() const override { return model_.recurrent() != nullptr; }
@@ -32,9 +42,24 @@ class EngineRunner final : public engine::ModelRunner {
  private:
   Result<int> state_slot(const engine::ForwardSeq& s);
   Status save_checkpoints(const engine::ForwardBatch& batch);
+  // Records the batch on the model (no wait), then the state snapshots it asks for; on_model:
+  // whether the model holds an output of it to wait for (also when a snapshot failed).
+  Status start(const engine::ForwardBatch& batch, bool* on_model);
+  // The output of the oldest started batch (waits for it).
+  Result<engine::ForwardOutput> finish_oldest();
+
+  // Started batches, oldest first: an error of start() (nothing on the model to wait for unless
+  // on_model), or an output already taken (the host needed its tokens early).
+  struct Started {
+    Status status;
+    bool on_model = false;
+    std::optional<Result<engine::ForwardOutput>> output;
+  };
+  std::deque<Started> started_;
+  std::vector<int32_t> tokens_;  // a pipelined batch's tokens (-1 - row where read on the backend)
 
   Model& model_;
-  std::vector<SeqInput> seqs_;  // reused between steps
+  std::vector<SeqInput> seqs_;         // reused between steps
   std::vector<RowSampling> sampling_;  // Batch::sampling, reused between steps
   // Hybrid models: engine sequence id -> RecurrentState slot, taken on first sight.
   std::unordered_map<uint64_t, int> slots_;

@@ -207,7 +207,6 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     backend_.download(s.logit_buf, lg.offset, out.data.data() + first * row_floats,
                       static_cast<size_t>(n) * row_floats * sizeof(float));
   }
-  backend_.sync();
   return out;
 }
 

@@ -52,15 +52,21 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, Backend& bac
   return m;
 }
 
-Status Model::validate(const Batch& b) const {
+Status Model::validate(const Batch& b, int prev_rows) const {
   const auto n_tokens = static_cast<int64_t>(b.tokens.size());
   if (n_tokens == 0 || b.seqs.empty()) return error("batch: no tokens or no sequences");
   if (!b.positions.empty() && static_cast<int64_t>(b.positions.size()) != n_tokens)
     return error("batch: {} positions for {} tokens", b.positions.size(), n_tokens);
-  for (size_t i = 0; i < b.tokens.size(); ++i)
+  for (size_t i = 0; i < b.tokens.size(); ++i) {
+    if (b.tokens[i] < 0 && -1 - static_cast<int64_t>(b.tokens[i]) < prev_rows) continue;
     if (b.tokens[i] < 0 || b.tokens[i] >= hp_.n_vocab)
-      return error("batch: token {} at index {} is out of range [0, {})", b.tokens[i], i,
-                   hp_.n_vocab);
+      return error("batch: token {} at index {} is out of range [0, {}){}", b.tokens[i], i,
+                   hp_.n_vocab,
+                   b.tokens[i] < 0 ? fmt::format(" (the previous batch decided {} tokens on the "
+                                                 "backend)",
+                                                 prev_rows)
+                                   : "");
+  }
   int64_t expected_first = 0;
   const int bs = cfg_.kv_block_size;
   for (size_t s = 0; s < b.seqs.size(); ++s) {
@@ -111,7 +117,25 @@ void Model::upload_inputs(const Batch& b, const std::vector<int32_t>& positions)
 }
 
 Result<Logits> Model::forward(const Batch& b) {
-  T9_TRY(validate(b));
+  T9_TRY(enqueue(b));
+  backend_.sync();
+  Logits out = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  return out;
+}
+
+Result<Logits> Model::wait() {
+  if (in_flight_.empty()) return error("Model::wait() without an enqueued batch");
+  backend_.wait_submitted();
+  Logits out = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  return out;
+}
+
+Status Model::enqueue(const Batch& b) {
+  // The previous batch's tokens are this batch's to read; a failure below leaves none to read.
+  const int prev_rows = std::exchange(prev_token_rows_, 0);
+  T9_TRY(validate(b, prev_rows));
   const int n_tokens = static_cast<int>(b.tokens.size());
   const int n_seqs = static_cast<int>(b.seqs.size());
   std::vector<int32_t> positions(b.positions.begin(), b.positions.end());
@@ -130,6 +154,11 @@ Result<Logits> Model::forward(const Batch& b) {
   T9_TRY(s_->reserve(backend_, hp_, cfg_, n_tokens, n_seqs, n_block_ids));
   s_->shape(n_tokens, n_seqs, n_block_ids);
   upload_inputs(b, positions);
+  if (std::any_of(b.tokens.begin(), b.tokens.end(), [](int32_t t) { return t < 0; })) {
+    const Tensor prev = make_tensor(s_->logit_buf, s_->row_max.offset, GgmlType::I32,
+                                    static_cast<int64_t>(prev_rows));
+    backend_.take_tokens(prev, s_->ids);
+  }
   if (rs_ || spec_.moe || spec_.gated_attn) {
     T9_TRY(xs_->reserve(backend_, hp_, spec_, n_tokens, n_seqs));
     if (rs_) T9_TRY(upload_recurrent_seqs(b));
@@ -140,7 +169,12 @@ Result<Logits> Model::forward(const Batch& b) {
   for (int il = 0; il < hp_.n_layer_main(); ++il) run_layer(il, n_tokens, n_seqs, max_ctx);
   if (rs_)
     for (const SeqInput& q : b.seqs) rs_->set_fresh(q.state_slot, false);
-  return compute_logits(b);
+  T9_ASSIGN_OR_RETURN(Logits out, compute_logits(b));
+  // The argmax of every row sits in row_max until the next batch's own: the next batch may
+  // read its tokens there (an argmax never leaves a row undecided, as sampling may).
+  if (b.argmax_only && out.n_rows <= cfg_.max_logit_rows_per_call) prev_token_rows_ = out.n_rows;
+  in_flight_.push_back(std::move(out));
+  return {};
 }
 
 // A sequence with a snapshot inside the step runs its first snapshot_after rows in rseqs and the

@@ -5,6 +5,7 @@
 // Threading: not thread-safe; one thread (the engine thread) calls forward().
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -46,7 +47,11 @@ struct SeqInput {
 };
 
 struct Batch {
-  std::span<const int32_t> tokens;     // [n_tokens], sequences back to back
+  // [n_tokens], sequences back to back. -1 - r (enqueue() only): the token the batch enqueued
+  // before decided for its logit row r, read on the backend (Backend::take_tokens), not yet
+  // known on the host; valid when that batch had argmax_only and at most
+  // ModelConfig::max_logit_rows_per_call rows (previous_tokens()).
+  std::span<const int32_t> tokens;
   std::span<const int32_t> positions;  // [n_tokens]; empty: n_past + j per sequence
   std::span<const SeqInput> seqs;      // [n_seqs]
   // Every logit row is wanted only as its argmax (greedy sampling): forward() returns
@@ -121,16 +126,28 @@ class Model {
   // nothing; the call is batch-invariant (a sequence's logits do not depend on the others).
   Result<Logits> forward(const Batch& batch);
 
+  // Pipelined steps: enqueue() records forward()'s work without waiting for it and keeps its
+  // output; the caller may record more (state snapshots), then Backend::submit()s the unit.
+  // wait() waits for the oldest submitted unit (Backend::wait_submitted) and returns the oldest
+  // enqueued output. An error from enqueue() leaves nothing to wait for.
+  Status enqueue(const Batch& batch);
+  Result<Logits> wait();
+  // Logit rows of the batch enqueued last whose tokens a batch may name (Batch::tokens).
+  int previous_tokens() const { return prev_token_rows_; }
+
  private:
   Model(gguf::GgufFile file, Backend& backend, const ModelConfig& cfg, HParams hp, ArchSpec spec);
   struct Scratch;
   bool engine_claimed_ = false;
-  Status validate(const Batch& batch) const;
+  // prev_rows: rows of the previous batch's tokens the batch may name (Batch::tokens).
+  Status validate(const Batch& batch, int prev_rows) const;
   Status ensure_scratch(int n_tokens, int n_seqs, int n_block_ids);
   void upload_inputs(const Batch& batch, const std::vector<int32_t>& positions);
   void run_layer(int il, int n_tokens, int n_seqs, int max_ctx);
   void run_attention(int il, int n_seqs, int max_ctx);
   Status upload_recurrent_seqs(const Batch& batch);
+  // Records the logits (or tokens) of the batch's rows; their downloads land in the result's
+  // vectors after the next sync or wait.
   Result<Logits> compute_logits(const Batch& batch);
   Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg);
 
@@ -142,14 +159,17 @@ class Model {
   Weights w_;
   KvPool kv_;
   std::unique_ptr<Scratch> s_;
-  std::unique_ptr<ExtraScratch> xs_;   // MoE / gated attention / Gated DeltaNet activations
-  std::unique_ptr<RecurrentState> rs_;  // hybrid models only
+  std::unique_ptr<ExtraScratch> xs_;     // MoE / gated attention / Gated DeltaNet activations
+  std::unique_ptr<RecurrentState> rs_;   // hybrid models only
   std::vector<LogitEdit> edit_staging_;  // apply_edits' padded host copy, reused
-  std::vector<int> rec_index_;          // [n_layer_main]: index among recurrent layers, or -1
+  std::vector<int> rec_index_;           // [n_layer_main]: index among recurrent layers, or -1
   // This step's snapshots inside it (SeqInput::snapshot_after): slot and destination; the
   // Gated DeltaNet layers run those sequences' rows after the snapshot over gdn_tail_.
   std::vector<std::pair<int, StateSnapshot*>> mid_snaps_;
   Tensor gdn_tail_;  // I32 [n, 4] RecurrentSeq in xs_->rseqs_tail's storage
+  // enqueue()d outputs, oldest first (their downloads' destinations: they must not move).
+  std::deque<Logits> in_flight_;
+  int prev_token_rows_ = 0;  // previous_tokens()
 };
 
 }  // namespace t9::model

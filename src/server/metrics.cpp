@@ -36,7 +36,8 @@ std::vector<double> latency_bounds_s() {
 }  // namespace
 
 Metrics::Metrics()
-    : ttft_s_(latency_bounds_s()), e2e_s_(latency_bounds_s()),
+    : ttft_s_(latency_bounds_s()),
+      e2e_s_(latency_bounds_s()),
       step_ms_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}) {}
 
 void Metrics::observe_request(const engine::Usage&, double ttft_ms, double e2e_ms,
@@ -79,33 +80,44 @@ std::string Metrics::render(const engine::EngineStats& s) const {
           "Decode steps planned and enqueued while the step before them computed.",
           s.n_pipelined_steps);
   counter("tempo9_discarded_tokens_total",
-          "Tokens of pipelined steps computed for requests that ended before them.",
+          "Tokens computed in steps in flight for requests that ended before the step returned.",
           s.n_discarded_tokens);
   gauge("tempo9_kv_blocks_total", "KV blocks backed by storage.", s.kv_blocks_total);
   gauge("tempo9_kv_blocks_used", "KV blocks held by sequences.", s.kv_blocks_used);
-  gauge("tempo9_kv_blocks_cached", "Unused KV blocks kept for the prefix cache.", s.kv_blocks_cached);
-  gauge("tempo9_state_checkpoints", "Recurrent-state checkpoints kept for the prefix cache (hybrid models).",
+  gauge("tempo9_kv_blocks_cached", "Unused KV blocks kept for the prefix cache.",
+        s.kv_blocks_cached);
+  gauge("tempo9_state_checkpoints",
+        "Recurrent-state checkpoints kept for the prefix cache (hybrid models).",
         s.n_state_checkpoints);
-  gauge("tempo9_kv_blocks_free", "KV blocks free (cached included) or not yet grown.", s.kv_blocks_free);
+  gauge("tempo9_kv_blocks_free", "KV blocks free (cached included) or not yet grown.",
+        s.kv_blocks_free);
   gauge("tempo9_queue_depth", "Requests waiting for the engine.", s.n_waiting);
   gauge("tempo9_running_sequences", "Sequences running.", s.n_running);
   gauge("tempo9_last_step_seconds", "Duration of the last engine step.", s.last_step_ms / 1000.0);
-  out += "# HELP tempo9_engine_time_seconds_total Engine step time by part (schedule, model, "
-         "postprocess; overhead = schedule + postprocess).\n# TYPE tempo9_engine_time_seconds_total counter\n";
-  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"schedule\"}} {}\n", s.total_schedule_ms / 1000.0);
-  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"model\"}} {}\n", s.total_model_ms / 1000.0);
-  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"postprocess\"}} {}\n", s.total_postprocess_ms / 1000.0);
-  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"step\"}} {}\n", s.total_step_ms / 1000.0);
+  out +=
+      "# HELP tempo9_engine_time_seconds_total Engine step time by part (schedule, model, "
+      "postprocess; overhead = schedule + postprocess).\n# TYPE tempo9_engine_time_seconds_total "
+      "counter\n";
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"schedule\"}} {}\n",
+                     s.total_schedule_ms / 1000.0);
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"model\"}} {}\n",
+                     s.total_model_ms / 1000.0);
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"postprocess\"}} {}\n",
+                     s.total_postprocess_ms / 1000.0);
+  out += fmt::format("tempo9_engine_time_seconds_total{{part=\"step\"}} {}\n",
+                     s.total_step_ms / 1000.0);
   ttft_s_.render("tempo9_time_to_first_token_seconds", "Time to first token.", out);
   e2e_s_.render("tempo9_request_duration_seconds", "Request duration, end to end.", out);
   step_ms_.render("tempo9_engine_step_seconds", "Engine step duration.", out);
   std::lock_guard lock(mu_);
-  out += "# HELP tempo9_requests_finished_total Requests finished, by reason.\n"
-         "# TYPE tempo9_requests_finished_total counter\n";
+  out +=
+      "# HELP tempo9_requests_finished_total Requests finished, by reason.\n"
+      "# TYPE tempo9_requests_finished_total counter\n";
   for (const auto& [r, n] : finished_by_reason_)
     out += fmt::format("tempo9_requests_finished_total{{reason=\"{}\"}} {}\n", r, n);
-  out += "# HELP tempo9_http_errors_total HTTP error responses, by status.\n"
-         "# TYPE tempo9_http_errors_total counter\n";
+  out +=
+      "# HELP tempo9_http_errors_total HTTP error responses, by status.\n"
+      "# TYPE tempo9_http_errors_total counter\n";
   for (const auto& [st, n] : http_errors_)
     out += fmt::format("tempo9_http_errors_total{{status=\"{}\"}} {}\n", st, n);
   return out;

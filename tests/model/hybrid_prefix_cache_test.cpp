@@ -34,22 +34,24 @@ struct Loaded {
   ~Loaded() { fs::remove(file); }
 };
 
-std::unique_ptr<model::Model> load_file(const fs::path& file, CpuBackend& backend) {
-  auto m = model::Model::load(file.string(), backend, model::ModelConfig{});
+std::unique_ptr<model::Model> load_file(const fs::path& file, CpuBackend& backend,
+                                        const model::ModelConfig& cfg = {}) {
+  auto m = model::Model::load(file.string(), backend, cfg);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.message());
   if (!m.ok()) return nullptr;
   return std::move(m).value();
 }
 
-std::unique_ptr<Loaded> load_hybrid(const std::string& arch, CpuBackend& backend) {
+std::unique_ptr<Loaded> load_hybrid(const std::string& arch, CpuBackend& backend,
+                                    const model::ModelConfig& cfg = {}) {
   auto l = std::make_unique<Loaded>();
   l->file =
       fs::temp_directory_path() / ("t9-hpc-" + arch + "-" + std::to_string(::getpid()) + ".gguf");
   const std::string dir = std::string(TEMPO9_SHARED_DIR) + "/fixtures/reference/" + arch;
   Status st = convert::convert_hf_to_gguf({dir, l->file.string(), GgmlType::Q8_0, ""});
   EXPECT_TRUE(st.ok()) << st.message();
-  l->model = load_file(l->file, backend);
-  l->twin = load_file(l->file, backend);
+  l->model = load_file(l->file, backend, cfg);
+  l->twin = load_file(l->file, backend, cfg);
   if (!l->model || !l->twin) return nullptr;
   return l;
 }
@@ -239,13 +241,12 @@ TEST_P(HybridPrefixCache, SpeculativeDecodingIsExact) {
               static_cast<long>(st.n_steps), static_cast<long>(plain.engine().stats().n_steps));
 }
 
-// Pipelined steps with the prefix cache on: each turn's decode steps are planned while the one
-// before computes, with "the token it samples" as their input, and the checkpoint each reply
-// publishes at its end must be the one unpipelined decoding publishes (the next turn's hit
-// length proves where it is; its restore computing the same tokens proves what it holds).
-TEST_P(HybridPrefixCache, PipelinedStepsWithThePrefixCacheAreExact) {
+// Pipelined steps (see the test below) on `arch`, loaded with rows_per_call logit rows per call.
+void check_pipelined_conversation(const std::string& arch, int rows_per_call) {
   CpuBackend backend;
-  auto loaded = load_hybrid(GetParam(), backend);
+  model::ModelConfig cfg;
+  cfg.max_logit_rows_per_call = rows_per_call;
+  auto loaded = load_hybrid(arch, backend, cfg);
   ASSERT_TRUE(loaded);
   model::Model& m = *loaded->model;
   constexpr int kGen = 19, kAgents = 2;
@@ -257,7 +258,7 @@ TEST_P(HybridPrefixCache, PipelinedStepsWithThePrefixCacheAreExact) {
     hist[a].insert(hist[a].end(), ask.begin(), ask.end());
   }
   for (int turn = 0; turn < 3; ++turn) {
-    SCOPED_TRACE(::testing::Message() << GetParam() << " turn " << turn);
+    SCOPED_TRACE(::testing::Message() << arch << " turn " << turn);
     const std::vector<Reply> x = piped.generate(hist, kGen);
     const std::vector<Reply> y = plain.generate(hist, kGen);
     for (int a = 0; a < kAgents; ++a) {
@@ -272,8 +273,22 @@ TEST_P(HybridPrefixCache, PipelinedStepsWithThePrefixCacheAreExact) {
   const engine::EngineStats st = piped.engine().stats();
   EXPECT_EQ(st.n_pipelined_steps, 3 * (kGen - 1));  // every decode step after the prompt's
   EXPECT_EQ(st.n_computed_tokens, plain.engine().stats().n_computed_tokens);
-  std::printf("[%s] pipelined: %ld of %ld steps planned ahead\n", GetParam().c_str(),
+  std::printf("[%s] pipelined: %ld of %ld steps planned ahead\n", arch.c_str(),
               static_cast<long>(st.n_pipelined_steps), static_cast<long>(st.n_steps));
+}
+
+// Pipelined steps with the prefix cache on: each turn's decode steps are planned while the one
+// before computes, with "the token it samples" as their input, and the checkpoint each reply
+// publishes at its end must be the one unpipelined decoding publishes (the next turn's hit
+// length proves where it is; its restore computing the same tokens proves what it holds).
+// With one logit row per backend call, two rows are more than the model keeps on the backend
+// (Model::previous_tokens): the runner then waits and takes them on the host, same tokens.
+TEST_P(HybridPrefixCache, PipelinedStepsWithThePrefixCacheAreExact) {
+  for (const int rows_per_call : {64, 1}) {
+    SCOPED_TRACE(::testing::Message() << rows_per_call << " logit rows per call");
+    check_pipelined_conversation(GetParam(), rows_per_call);
+    if (HasFatalFailure()) return;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrid, HybridPrefixCache,

@@ -368,6 +368,25 @@ TEST_F(Cuda, GetRowsEveryTypeBitExact) {
   }
 }
 
+// take_tokens on the device equals the CPU op (the negative ids read prev's rows in place).
+TEST_F(Cuda, TakeTokensEqualsCpu) {
+  auto rng = test_rng();
+  std::vector<int32_t> prev(40), ids(300);
+  for (auto& p : prev) p = static_cast<int32_t>(rng() % 150000);
+  for (auto& i : ids)
+    i = rng() % 2 ? static_cast<int32_t>(rng() % 150000) : -1 - static_cast<int32_t>(rng() % 40);
+  std::vector<int32_t> got[2];
+  Backend* backends[2] = {be_.get(), &cpu_};
+  for (int k = 0; k < 2; ++k) {
+    DeviceArena arena(*backends[k]);
+    Tensor it = arena.from_host(ids, GgmlType::I32, static_cast<int64_t>(ids.size()));
+    backends[k]->take_tokens(arena.from_host(prev, GgmlType::I32, 40), it);
+    got[k] = arena.download<int32_t>(it);
+  }
+  EXPECT_EQ(got[0], got[1]);
+  EXPECT_EQ(std::count_if(got[0].begin(), got[0].end(), [](int32_t t) { return t < 0; }), 0);
+}
+
 using CudaDeathTest = Cuda;
 
 TEST_F(CudaDeathTest, GetRowsBadIdFailsAtSync) {

@@ -188,6 +188,15 @@ TEST_F(RowOps, CopyCastsAndGetRows) {
   }
 }
 
+// take_tokens: the negative ids become the named rows of prev, the others stay.
+TEST_F(RowOps, TakeTokensReadsThePreviousRows) {
+  const std::vector<int32_t> prev = {11, 22, 33, 44};
+  const std::vector<int32_t> ids = {5, -1, -4, 0, -2, 7, -3};
+  Tensor it = arena.from_host(ids, GgmlType::I32, static_cast<int64_t>(ids.size()));
+  be.take_tokens(arena.from_host(prev, GgmlType::I32, 4), it);
+  EXPECT_EQ(arena.download<int32_t>(it), (std::vector<int32_t>{5, 11, 44, 0, 22, 7, 33}));
+}
+
 // TEMPO9_CPU_ISA picks the kernels when the config does not; an explicit config wins.
 TEST(CpuBackendIsa, EnvironmentAndConfigSelectIsa) {
   ASSERT_EQ(setenv("TEMPO9_CPU_ISA", "scalar", 1), 0);

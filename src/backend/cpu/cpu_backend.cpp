@@ -165,6 +165,20 @@ void CpuBackend::download(const Buffer* src, size_t offset, void* host, size_t n
 
 // ---- row ops ----
 
+void CpuBackend::take_tokens(const Tensor& prev, const Tensor& ids) {
+  T9_CHECK(prev.type == GgmlType::I32 && prev.is_contiguous() && ids.type == GgmlType::I32 &&
+               ids.is_contiguous(),
+           "take_tokens: prev and ids must be contiguous I32");
+  const auto* p = reinterpret_cast<const int32_t*>(base_ptr(prev));
+  auto* id = reinterpret_cast<int32_t*>(base_ptr(ids));
+  for (int64_t i = 0; i < ids.n_elements(); ++i) {
+    if (id[i] >= 0) continue;
+    const int64_t r = -1 - static_cast<int64_t>(id[i]);
+    T9_CHECK(r < prev.n_elements(), "take_tokens: row {} of {}", r, prev.n_elements());
+    id[i] = p[r];
+  }
+}
+
 void CpuBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) {
   T9_CHECK(ids.type == GgmlType::I32 && ids.nb[0] == 4, "get_rows: ids must be I32");
   check_f32_rows(out, "get_rows out");

@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
   void sync() override {}
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
+  void take_tokens(const Tensor& prev, const Tensor& ids) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                 const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;

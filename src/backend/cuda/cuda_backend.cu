@@ -347,6 +347,21 @@ __global__ void get_rows_kernel(TensorDesc table, const int32_t* __restrict__ id
     if (j < lim) yr[j] = v[j];
 }
 
+// ids[i] < 0 becomes prev[-1 - ids[i]] (Backend::take_tokens); a row past prev flags
+// kErrGetRowsId and leaves the id (get_rows then flags it too).
+__global__ void take_tokens_kernel(const int32_t* __restrict__ prev, int64_t n_prev,
+                                   int32_t* __restrict__ ids, int64_t n, unsigned* err) {
+  pdl_enter();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n || ids[i] >= 0) return;
+  const int64_t r = -1 - static_cast<int64_t>(ids[i]);
+  if (r >= n_prev) {
+    atomicOr(err, kErrGetRowsId);
+    return;
+  }
+  ids[i] = prev[r];
+}
+
 __device__ __forceinline__ float load_any(GgmlType t, const char* row, int64_t i) {
   if (t == GgmlType::F16) return f16_load(row + 2 * i);
   if (t == GgmlType::BF16) return bf16_load(row + 2 * i);
@@ -583,16 +598,35 @@ void CudaBackend::download(const Buffer* src, size_t offset, void* host, size_t 
 }
 
 void CudaBackend::sync() {
+  submit();
+  if (submitted_.empty()) stream_->synchronize();  // nothing recorded: work outside any window
+  while (!submitted_.empty()) wait_submitted();
+  if (prof_) prof_->resolve();
+}
+
+void CudaBackend::submit() {
   derived_->clear();
   // The error word rides in the window as its last copy (a record like any other, so tapes still
   // repeat) instead of a blocking cudaMemcpy after it: one round trip less per step (~10 us of
   // host time between two decode steps, TEMPO9_CUDA_TRACE run 187). A window without work ran
   // no kernel that could have set it (and it was 0 after the last check).
-  err_host_ = 0;
-  if (stream_->has_work()) stream_->download(&err_host_, err_word_, sizeof(err_host_));
-  stream_->synchronize();
-  if (prof_) prof_->resolve();
-  const unsigned err = err_host_;
+  if (!stream_->has_work()) return;
+  const size_t slot = err_next_++ % err_host_.size();
+  err_host_[slot] = 0;
+  stream_->download(&err_host_[slot], err_word_, sizeof(unsigned));
+  submitted_.emplace_back(stream_->end_window(), slot);
+}
+
+void CudaBackend::wait_submitted() {
+  if (submitted_.empty()) return;
+  const auto [ticket, slot] = submitted_.front();
+  submitted_.pop_front();
+  stream_->wait_for(ticket);
+  check_error_word(slot);
+}
+
+void CudaBackend::check_error_word(size_t slot) {
+  const unsigned err = err_host_[slot];
   if (err != 0) CUDA_CHECK(cudaMemset(err_word_, 0, sizeof(unsigned)));
   T9_CHECK(err == 0,
            "cuda kernel reported bad indices (bits {:#x}: 1 kv slot/block table, "
@@ -638,6 +672,19 @@ void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor&
     stream_->launch(cuda::get_rows_kernel<T>, cuda::grid_1d(n_ids * n_chunks, 128), 128, 0,
                     cuda::desc(table), id, n_ids, cuda::desc(out), err_word_);
   });
+}
+
+void CudaBackend::take_tokens(const Tensor& prev, const Tensor& ids) {
+  T9_CUDA_PROF("take_tokens");
+  T9_CHECK(prev.type == GgmlType::I32 && prev.is_contiguous() && ids.type == GgmlType::I32 &&
+               ids.is_contiguous(),
+           "take_tokens: prev and ids must be contiguous I32");
+  const int64_t n = ids.n_elements();
+  if (n == 0) return;
+  derived_->wrote(ids);
+  stream_->launch(cuda::take_tokens_kernel, cuda::grid_1d(n, 128), 128, 0,
+                  reinterpret_cast<const int32_t*>(cuda::base_ptr(prev)), prev.n_elements(),
+                  reinterpret_cast<int32_t*>(cuda::base_ptr(ids)), n, err_word_);
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,

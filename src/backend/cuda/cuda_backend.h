@@ -18,10 +18,14 @@
 //     and reported by the next sync() as a T9_CHECK failure.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "backend/backend.h"
 
@@ -119,6 +123,10 @@ class CudaBackend final : public Backend {
   void upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) override;
   void download(const Buffer* src, size_t offset, void* host, size_t n_bytes) override;
   void sync() override;
+  // A window ended without a wait (cuda_stream.cuh), its error word checked when waited for.
+  void submit() override;
+  void wait_submitted() override;
+  bool asynchronous() const override { return prof_ == nullptr; }
   CudaGraphStats graph_stats() const;
   // Matmuls that took the codes their x's producer wrote instead of rounding x (tests).
   long rounding_reuses() const;
@@ -131,6 +139,7 @@ class CudaBackend final : public Backend {
   long fused_matmuls() const { return fused_matmuls_; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
+  void take_tokens(const Tensor& prev, const Tensor& ids) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                 const Tensor& out) override;
   // One kernel: the sum is kept in registers for the norm (same bits as add + rms_norm).
@@ -195,7 +204,13 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   std::unique_ptr<cuda::Stream> stream_;  // every op's work, recorded per window
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
-  unsigned err_host_ = 0;         // its copy, downloaded at the end of every window (sync())
+  // Its copies, downloaded at the end of every window into the next slot (two windows may be in
+  // flight: the one waited for and the one recorded behind it), and the submitted windows'
+  // tickets with their slots, oldest first.
+  std::array<unsigned, 4> err_host_{};
+  size_t err_next_ = 0;
+  std::deque<std::pair<uint64_t, size_t>> submitted_;
+  void check_error_word(size_t slot);
   bool fuse_group(const Tensor& x, std::span<const MatmulOut> outs, std::span<const size_t> group,
                   std::span<const size_t> plain, const cuda::RoundedX& rx);
   // True when a matmul_id over ids may carry plain matmuls as its plain rows (cuda_moe.cu).

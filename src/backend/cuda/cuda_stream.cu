@@ -33,8 +33,9 @@ static_assert(sizeof(KernelHead) == 48 && std::has_unique_object_representations
 
 struct CopyHead {
   uint32_t kind, bytes;
-  void* dev;                 // the device side of the copy
-  uint64_t offset, n_bytes;  // staging offset and length
+  void* dev;        // the device side of the copy
+  uint8_t* staged;  // the host side: in a pinned staging buffer
+  uint64_t n_bytes;
 };
 static_assert(sizeof(CopyHead) == 32 && std::has_unique_object_representations_v<CopyHead>);
 
@@ -73,7 +74,10 @@ Stream::~Stream() {
   (void)cudaStreamSynchronize(stream_);
   for (auto& g : graphs_)
     for (auto& sg : g->segs) (void)cudaGraphExecDestroy(sg.exec);
-  if (staging_ != nullptr) (void)cudaFreeHost(staging_);
+  for (const Ended& e : ended_) (void)cudaEventDestroy(e.done);
+  for (cudaEvent_t ev : spare_events_) (void)cudaEventDestroy(ev);
+  for (const Staging& st : staging_)
+    if (st.base != nullptr) (void)cudaFreeHost(st.base);
   (void)cudaStreamDestroy(capture_);
   (void)cudaStreamDestroy(stream_);
 }
@@ -101,7 +105,7 @@ size_t Stream::begin_kernel(const void* func, dim3 grid, dim3 block, size_t smem
   return at;
 }
 
-void Stream::copy_record(uint32_t kind, void* dev, size_t offset, size_t n_bytes) {
+void Stream::copy_record(uint32_t kind, void* dev, uint8_t* staged, size_t n_bytes) {
   const size_t at = tape_.size();
   open_window();
   tape_.resize(at + sizeof(CopyHead));
@@ -109,7 +113,7 @@ void Stream::copy_record(uint32_t kind, void* dev, size_t offset, size_t n_bytes
   h.kind = kind;
   h.bytes = sizeof(CopyHead);
   h.dev = dev;
-  h.offset = offset;
+  h.staged = staged;
   h.n_bytes = n_bytes;
   std::memcpy(tape_.data() + at, &h, sizeof(h));
   end_record(at);
@@ -189,9 +193,9 @@ void Stream::explain_new_tape() {
       CopyHead ha{}, hb{};
       std::memcpy(&ha, a.data() + at, std::min(sizeof(ha), a.size() - at));
       std::memcpy(&hb, b.data() + at, sizeof(hb));
-      what = fmt::format("record {}: copy kind {} dev {} -> {}, {} -> {} bytes, offset {} -> {}",
-                         record, kind, ha.dev, hb.dev, ha.n_bytes, hb.n_bytes, ha.offset,
-                         hb.offset);
+      what = fmt::format("record {}: copy kind {} dev {} -> {}, {} -> {} bytes, staged {} -> {}",
+                         record, kind, ha.dev, hb.dev, ha.n_bytes, hb.n_bytes,
+                         static_cast<void*>(ha.staged), static_cast<void*>(hb.staged));
     } else {
       KernelHead ha{}, hb{};
       std::memcpy(&ha, a.data() + at, std::min(sizeof(ha), a.size() - at));
@@ -279,52 +283,51 @@ void Stream::issue(size_t from, size_t to, cudaStream_t s) {
       CopyHead h;
       std::memcpy(&h, t + at, sizeof(h));
       if (kind == kUpload)
-        CUDA_CHECK(
-            cudaMemcpyAsync(h.dev, staging_ + h.offset, h.n_bytes, cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaMemcpyAsync(h.dev, h.staged, h.n_bytes, cudaMemcpyHostToDevice, s));
       else
-        CUDA_CHECK(
-            cudaMemcpyAsync(staging_ + h.offset, h.dev, h.n_bytes, cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaMemcpyAsync(h.staged, h.dev, h.n_bytes, cudaMemcpyDeviceToHost, s));
     }
     at += bytes;
   }
 }
 
-size_t Stream::stage(size_t n_bytes) {
-  if (staging_ == nullptr) {  // first copy: nothing refers to staging yet
-    staging_bytes_ = cfg_.staging_bytes;
-    CUDA_CHECK(
-        cudaHostAlloc(reinterpret_cast<void**>(&staging_), staging_bytes_, cudaHostAllocDefault));
+uint8_t* Stream::stage(size_t n_bytes) {
+  open_window();  // picks the buffer (before any byte is written into it)
+  Staging& st = staging_[cur_];
+  if (st.base == nullptr) {  // first copy into this buffer: nothing refers to it yet
+    st.bytes = std::max(cfg_.staging_bytes, std::min(staging_want_, cfg_.max_staging_bytes));
+    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&st.base), st.bytes, cudaHostAllocDefault));
   }
   const size_t off = (staged_ + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
-  if (off + n_bytes > staging_bytes_) {
+  if (off + n_bytes > st.bytes) {
     staging_want_ = std::max(staging_want_, off + n_bytes);
-    return std::numeric_limits<size_t>::max();
+    return nullptr;
   }
   staged_ = off + n_bytes;
-  return off;
+  return st.base + off;
 }
 
 void Stream::upload(void* dst, const void* host, size_t n_bytes) {
   if (n_bytes == 0) return;
-  const size_t off = stage(n_bytes);
-  if (off == std::numeric_limits<size_t>::max()) {
+  uint8_t* staged = stage(n_bytes);
+  if (staged == nullptr) {
     // From pageable memory the runtime stages the bytes before returning.
     CUDA_CHECK(cudaMemcpyAsync(dst, host, n_bytes, cudaMemcpyHostToDevice, eager()));
     return;
   }
-  std::memcpy(staging_ + off, host, n_bytes);
-  copy_record(kUpload, dst, off, n_bytes);
+  std::memcpy(staged, host, n_bytes);
+  copy_record(kUpload, dst, staged, n_bytes);
 }
 
 void Stream::download(void* host, const void* src, size_t n_bytes) {
   if (n_bytes == 0) return;
-  const size_t off = stage(n_bytes);
-  if (off == std::numeric_limits<size_t>::max()) {
+  uint8_t* staged = stage(n_bytes);
+  if (staged == nullptr) {
     CUDA_CHECK(cudaMemcpyAsync(host, src, n_bytes, cudaMemcpyDeviceToHost, eager()));
     return;
   }
-  pending_.push_back({host, off, n_bytes});
-  copy_record(kDownload, const_cast<void*>(src), off, n_bytes);
+  pending_.push_back({host, staged, n_bytes});
+  copy_record(kDownload, const_cast<void*>(src), staged, n_bytes);
 }
 
 cudaStream_t Stream::eager() {
@@ -340,6 +343,26 @@ void Stream::open_window() {
   if (busy_) return;
   busy_ = true;
   t_open_ = std::chrono::steady_clock::now();
+  staged_ = 0;
+  // The last window's buffer when its downloads have landed (synchronous steps: always, so their
+  // tapes stay one), else the other one, once the window before that has been delivered.
+  if (staging_in_use(cur_)) {
+    cur_ ^= 1;
+    while (staging_in_use(cur_)) deliver_oldest();
+  }
+  Staging& st = staging_[cur_];
+  if (st.base != nullptr && staging_want_ > st.bytes && st.bytes < cfg_.max_staging_bytes) {
+    drop_graphs();  // they copy through the old buffer
+    CUDA_CHECK(cudaFreeHost(st.base));
+    st.bytes = std::min(cfg_.max_staging_bytes, std::max(staging_want_, 2 * st.bytes));
+    CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&st.base), st.bytes, cudaHostAllocDefault));
+  }
+}
+
+bool Stream::staging_in_use(int b) const {
+  for (const Ended& e : ended_)
+    if (e.staging == b) return true;
+  return false;
 }
 
 cudaStream_t Stream::before_free() {
@@ -408,10 +431,10 @@ std::vector<size_t> Stream::segment_ends() const {
   return ends;
 }
 
-void Stream::synchronize() {
-  using Ms = std::chrono::duration<double, std::milli>;
+uint64_t Stream::end_window() {
+  if (!busy_) return 0;
   bool ran_eager = mode_ == Mode::kEager, replayed = false;
-  const auto t_sync = std::chrono::steady_clock::now();
+  const auto t_end = std::chrono::steady_clock::now();
   if (mode_ == Mode::kReplay && !tape_.empty()) {
     // Another cached tape may end here (find_graph keeps to those whose first segments are the
     // ones launched).
@@ -440,15 +463,16 @@ void Stream::synchronize() {
       if (debug_) explain_new_tape();
     }
   }
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  for (const Pending& p : pending_) std::memcpy(p.host, staging_ + p.offset, p.n_bytes);
-  if (replayed) {
-    stats_.replay_host_ms += Ms(t_sync - t_open_).count();
-    stats_.replay_wait_ms += Ms(std::chrono::steady_clock::now() - t_sync).count();
-  } else if (busy_) {
-    stats_.other_ms += Ms(std::chrono::steady_clock::now() - t_open_).count();
+  Ended e{next_ticket_++, cur_, nullptr, std::move(pending_), replayed, t_open_, t_end};
+  if (spare_events_.empty()) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
+  } else {
+    e.done = spare_events_.back();
+    spare_events_.pop_back();
   }
-  if (busy_) ++stats_.windows;
+  CUDA_CHECK(cudaEventRecord(e.done, stream_));
+  ended_.push_back(std::move(e));
+  ++stats_.windows;
   busy_ = false;
 
   // The next window.
@@ -456,19 +480,41 @@ void Stream::synchronize() {
   next_seg_ = 0;
   pending_.clear();
   tape_.clear();
-  staged_ = 0;
-  if (staging_want_ > staging_bytes_ && staging_want_ <= cfg_.max_staging_bytes) {
-    drop_graphs();  // they copy through the old staging address
-    CUDA_CHECK(cudaFreeHost(staging_));
-    staging_bytes_ = std::min(cfg_.max_staging_bytes, std::max(staging_want_, 2 * staging_bytes_));
-    CUDA_CHECK(
-        cudaHostAlloc(reinterpret_cast<void**>(&staging_), staging_bytes_, cudaHostAllocDefault));
-  }
-  staging_want_ = 0;
   cand_ = nullptr;
   for (auto& g : graphs_)
     if (cand_ == nullptr || g->last_use > cand_->last_use) cand_ = g.get();
   mode_ = !cfg_.graphs ? Mode::kOff : cand_ != nullptr ? Mode::kReplay : Mode::kEager;
+  return ended_.back().ticket;
+}
+
+void Stream::deliver_oldest() {
+  using Ms = std::chrono::duration<double, std::milli>;
+  Ended& e = ended_.front();
+  const auto t_wait = std::chrono::steady_clock::now();
+  CUDA_CHECK(cudaEventSynchronize(e.done));
+  const auto t_done = std::chrono::steady_clock::now();
+  for (const Pending& p : e.pending) std::memcpy(p.host, p.staged, p.n_bytes);
+  if (e.replayed) {
+    stats_.replay_host_ms += Ms(e.t_end - e.t_open).count();
+    stats_.replay_wait_ms += Ms(t_done - t_wait).count();
+  } else {
+    stats_.other_ms += Ms(t_done - e.t_open).count();
+  }
+  spare_events_.push_back(e.done);
+  ended_.pop_front();
+}
+
+void Stream::wait_for(uint64_t ticket) {
+  while (!ended_.empty() && ended_.front().ticket <= ticket) deliver_oldest();
+}
+
+void Stream::synchronize() {
+  const uint64_t ticket = end_window();
+  if (ended_.empty()) {  // nothing recorded: work outside the tape may still be queued
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  wait_for(ticket != 0 ? ticket : ended_.back().ticket);
 }
 
 }  // namespace t9::cuda

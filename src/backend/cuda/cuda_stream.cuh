@@ -23,6 +23,13 @@
 // departs from every cached tape issues what it held back and goes on launching as it goes.
 // Whether a window replays or not, the work and its order are the same, so results are bitwise
 // the same (tests/ops/cuda_graph_test.cpp).
+//
+// A window may also end without a wait (end_window(): pipelined steps, Backend::submit): it is
+// replayed or issued, and its downloads are delivered by wait_for(its ticket) later, while the
+// next window is recorded. That window then stages its copies in the second pinned buffer (the
+// first one's downloads have not landed yet), so its tape, and graph, name that buffer: steps
+// recorded that way alternate between two tapes. A window whose predecessor was waited for
+// reuses its buffer, so synchronous steps keep one tape.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,6 +38,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -92,8 +100,15 @@ class Stream {
   // The raw stream for events only (profiling turns graphs off, so launches are never held).
   cudaStream_t raw() const { return stream_; }
 
-  // Ends the window: replays or issues it, waits for the device, delivers the downloads.
+  // Ends the window: replays or issues it, waits for the device, delivers the downloads (also
+  // those of windows ended before without a wait).
   void synchronize();
+  // Ends the window without waiting: replays or issues it; returns its ticket for wait_for (0: the
+  // window held nothing). Its downloads land later, so the next window stages elsewhere.
+  uint64_t end_window();
+  // Waits until the window with this ticket (and every one before it) has run on the device, and
+  // delivers their downloads. Returns at once for a window already delivered.
+  void wait_for(uint64_t ticket);
 
   const CudaGraphStats& stats() const { return stats_; }
   // Whether the window holds anything (a record, or work issued through eager()).
@@ -104,7 +119,23 @@ class Stream {
   struct Graph;
   struct Pending {
     void* host;
-    size_t offset, n_bytes;
+    const uint8_t* staged;
+    size_t n_bytes;
+  };
+  // One of the two pinned staging buffers (a window's uploads are copied there when called, its
+  // downloads land there).
+  struct Staging {
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+  };
+  // A window ended without a wait (end_window), oldest first.
+  struct Ended {
+    uint64_t ticket;
+    int staging;  // its staging buffer, in use until it is delivered
+    cudaEvent_t done;
+    std::vector<Pending> pending;
+    bool replayed;
+    std::chrono::steady_clock::time_point t_open, t_end;
   };
 
   size_t begin_kernel(const void* func, dim3 grid, dim3 block, size_t smem, const uint32_t* sizes,
@@ -119,8 +150,9 @@ class Stream {
     cursor_ += (sizeof(P) + 7) / 8 * 8;
   }
   void end_record(size_t at);
-  size_t stage(size_t n_bytes);  // offset in staging_ for n bytes, or SIZE_MAX when full
-  void copy_record(uint32_t kind, void* dev, size_t offset, size_t n_bytes);
+  // The open window's staging buffer: n bytes there, or null when they do not fit.
+  uint8_t* stage(size_t n_bytes);
+  void copy_record(uint32_t kind, void* dev, uint8_t* staged, size_t n_bytes);
   void issue(size_t from, size_t to, cudaStream_t s);  // the tape's records in [from, to)
   void diverge();                                      // the newest record left cand_'s tape
   Graph* find_graph(bool exact);
@@ -128,7 +160,11 @@ class Stream {
   // TEMPO9_CUDA_GRAPH_DEBUG=1: logs where a new tape first departs from the previous window's
   // (record, kernel, grid, argument), the first 20 times: what keeps a step from repeating.
   void explain_new_tape();
+  // Opens the window at its first record or copy: picks its staging buffer (the last window's
+  // when that one has been delivered, else the other, waiting for it if it is still in use).
   void open_window();
+  bool staging_in_use(int b) const;
+  void deliver_oldest();  // waits for ended_.front() and delivers its downloads
   void build_graph();
   std::vector<size_t> segment_ends() const;  // tape_'s segment boundaries (bytes), last = size
   void drop_graphs();
@@ -140,8 +176,12 @@ class Stream {
   std::vector<uint8_t> tape_;
   size_t cursor_ = 0;
   std::vector<Pending> pending_;
-  uint8_t* staging_ = nullptr;  // pinned
-  size_t staging_bytes_ = 0, staged_ = 0, staging_want_ = 0;
+  std::array<Staging, 2> staging_{};  // pinned
+  int cur_ = 0;                       // the open window's staging buffer
+  size_t staged_ = 0, staging_want_ = 0;
+  std::deque<Ended> ended_;
+  std::vector<cudaEvent_t> spare_events_;
+  uint64_t next_ticket_ = 1;
   std::vector<std::unique_ptr<Graph>> graphs_;
   Graph* cand_ = nullptr;             // kReplay: the cached tape the window follows
   size_t launched_ = 0;               // kReplay: tape bytes already launched as cand_'s segments
