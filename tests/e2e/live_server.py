@@ -59,3 +59,11 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+def metric(url, name):
+    """The value of an unlabelled series in the server's /metrics (it must be there)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        m = re.search(rf"^{name} (\S+)$", r.read().decode(), re.M)
+    assert m, f"{name} missing from /metrics"
+    return float(m.group(1))

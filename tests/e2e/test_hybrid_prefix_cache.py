@@ -6,14 +6,12 @@ the text is noise, but greedy decoding makes it exact and comparable).
 Each turn re-sends the whole history. From turn 2 on the cached server must report cached prompt
 tokens (KV blocks + a restored recurrent-state checkpoint) and compute only the rest — its
 /metrics counters prove it — while every reply stays identical to the uncached server's."""
-import re
 import subprocess
-import urllib.request
 
 import openai
 import pytest
 
-from live_server import BIN, Server
+from live_server import BIN, Server, metric
 
 BLOCK = 16  # the engine's KV block size (tokens)
 
@@ -27,14 +25,6 @@ def tiny_hybrid(tmp_path_factory):
     subprocess.run([BIN, "synth", "--arch", "qwen35moe", "--preset", "tiny", "--quant", "Q8_0",
                     "--seed", "5", "-o", str(path)], check=True, capture_output=True)
     return path
-
-
-def metric(url, name):
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        text = r.read().decode()
-    m = re.search(rf"^{name} (\S+)$", text, re.M)
-    assert m, f"{name} missing from /metrics"
-    return float(m.group(1))
 
 
 def test_five_turn_conversation_is_exact_and_reuses_the_history(tiny_hybrid):

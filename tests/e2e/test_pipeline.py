@@ -4,13 +4,11 @@ ended by the end-of-turn token or a stop string while the next step was already 
 byte-identical to the plain server's, and the server's /metrics show that steps were planned
 ahead and the rows past those ends discarded."""
 import concurrent.futures
-import re
-import urllib.request
 
 import openai
 import pytest
 
-from live_server import SMOLLM2, Server
+from live_server import SMOLLM2, Server, metric
 
 ASKS = ["What is the capital of France?", "Name three primary colors.",
         "Write one sentence about the sea.", "Count from one to ten in words."]
@@ -21,13 +19,6 @@ def piped_server():
     s = Server(SMOLLM2, "--pipeline", "on")
     yield s
     s.stop()
-
-
-def metric(url, name):
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        m = re.search(rf"^{name} (\S+)$", r.read().decode(), re.M)
-    assert m, f"{name} missing from /metrics"
-    return float(m.group(1))
 
 
 def replies(server):

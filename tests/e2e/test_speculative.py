@@ -1,13 +1,11 @@
 """Speculative decoding (`serve --spec-draft 4`: prompt-lookup drafts verified greedily) through the
 OpenAI SDK: a reply that copies from the prompt is byte-identical to the plain server's, and the
 server's /metrics show that drafts were computed and kept."""
-import re
-import urllib.request
 
 import openai
 import pytest
 
-from live_server import SMOLLM2, Server
+from live_server import SMOLLM2, Server, metric
 
 CODE = "def area(w, h):\n    return w * h\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n"
 MSGS = [{"role": "system", "content": "You are a careful assistant."},
@@ -19,13 +17,6 @@ def spec_server():
     s = Server(SMOLLM2, "--spec-draft", "4")
     yield s
     s.stop()
-
-
-def metric(url, name):
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
-        m = re.search(rf"^{name} (\S+)$", r.read().decode(), re.M)
-    assert m, f"{name} missing from /metrics"
-    return float(m.group(1))
 
 
 def test_speculative_replies_equal_plain_ones(server, spec_server):

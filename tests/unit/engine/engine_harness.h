@@ -44,6 +44,11 @@ inline std::vector<TokenId> prompt_of(int n, int seed) {
   return p;
 }
 
+// Greedy continuation of `prompt` for n tokens, straight from the fake model's oracle.
+inline std::vector<TokenId> oracle(const std::vector<TokenId>& prompt, int n) {
+  return FakeModelRunner::reference_generate(prompt, n, kVocab);
+}
+
 inline GenerateRequest greedy(std::vector<TokenId> prompt, int max_tokens) {
   GenerateRequest r;
   r.prompt = std::move(prompt);

@@ -18,12 +18,9 @@ using testing::FakeModelRunner;
 using testing::greedy;
 using testing::Harness;
 using testing::kVocab;
+using testing::oracle;
 using testing::prompt_of;
 using testing::test_config;
-
-std::vector<TokenId> oracle(const std::vector<TokenId>& prompt, int n) {
-  return FakeModelRunner::reference_generate(prompt, n, kVocab);
-}
 
 // The checkpoint budget in bytes sets how many recurrent-state checkpoints the prefix cache keeps
 // (tempo9 serve --state-memory): budget / bytes per checkpoint, at least 2; budget 0 keeps the

@@ -13,16 +13,12 @@ namespace t9::engine {
 namespace {
 
 using testing::Collected;
-using testing::FakeModelRunner;
 using testing::greedy;
 using testing::Harness;
 using testing::kVocab;
+using testing::oracle;
 using testing::prompt_of;
 using testing::test_config;
-
-std::vector<TokenId> oracle(const std::vector<TokenId>& prompt, int n) {
-  return FakeModelRunner::reference_generate(prompt, n, kVocab);
-}
 
 std::unique_ptr<Harness> harness(bool pipelined, bool recurrent = false) {
   EngineConfig cfg = test_config();

@@ -9,17 +9,13 @@
 namespace t9::engine {
 namespace {
 
-using testing::FakeModelRunner;
 using testing::greedy;
 using testing::Harness;
 using testing::kBlock;
 using testing::kVocab;
+using testing::oracle;
 using testing::prompt_of;
 using testing::test_config;
-
-std::vector<TokenId> oracle(const std::vector<TokenId>& prompt, int n) {
-  return FakeModelRunner::reference_generate(prompt, n, kVocab);
-}
 
 std::unique_ptr<Harness> recurrent_harness(EngineConfig cfg = test_config(),
                                            bool mid_step = false) {
