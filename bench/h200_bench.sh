@@ -31,6 +31,11 @@
 #                the last 100 steps, the steps' idle device time, and the last 2 steps' timeline
 #                ($OUT/trace_*.txt). CUPTI 13 is found in the CUDA install (TEMPO9_CUPTI_LIB:
 #                another libcupti.so.13). Tracing slows decode 7-14%: rank with it, decide untraced
+#       pipeline pipelined decode steps (`--pipeline`, docs/CUDA.md stage 34): single's tempo9 run
+#                with --pipeline off, on, off, on (twice each), then greedy identity: the text of
+#                PIPE_GEN (96) tokens of a short prompt with --pipeline on against off, at 1 and
+#                PARALLEL (8) rows ("identical" or cmp's first difference). For the trace part
+#                pass TRACE_ARGS="--pipeline on", for agents SERVE_ARGS="--pipeline on"
 #       kernels  ncu's time for every kernel of a KERNELS_PROMPT-token prompt (4) and
 #                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
 #                by bench/ncu_kernels.py ($OUT/ncu_*.csv, $OUT/kernels_*.txt); for the prompt's
@@ -330,13 +335,33 @@ trace() {
   local n=${SINGLE_X:-512} p f
   f=$OUT/trace_$(basename "$M" .gguf)
   p=$(python3 -c "print('x'*$n)")
+  # shellcheck disable=SC2086  # TRACE_ARGS: more tempo9 run flags, word-split on purpose
   TEMPO9_CUDA_TRACE=$f.tsv "$T9" run -m "$M" --raw -p "$p" -n "$GEN" --temp 0 --ignore-eos \
-    --backend cuda --ctx $((n + GEN + 64)) --warmup >/dev/null 2>/tmp/t9run.err
+    --backend cuda --ctx $((n + GEN + 64)) --warmup ${TRACE_ARGS:-} >/dev/null 2>/tmp/t9run.err
   cat /tmp/t9run.err >>"$OUT/runs.err"
   echo "tempo9 run --backend cuda traced, prompt $n gen $GEN: $(grep -E '^\[(prompt|engine)|TRACE' /tmp/t9run.err | tr '\n' ' ')"
   { python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --last 100 --top 40
     python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2; } >"$f.txt"
   head -32 "$f.txt"
+}
+
+pipeline() {
+  local mode k p
+  echo "== pipelined steps ($M)"
+  for mode in off on off on; do
+    RUN_ARGS="${RUN_ARGS:---temp 0} --pipeline $mode" ours_run "${SINGLE_X:-512}"
+  done
+  p=$(python3 -c "print('x'*800)")
+  for k in 1 "${PARALLEL:-8}"; do
+    for mode in off on; do
+      "$T9" run -m "$M" --raw -p "$p" -n "${PIPE_GEN:-96}" --temp 0 --ignore-eos --backend cuda \
+        --ctx 1000 --parallel "$k" --pipeline "$mode" >"$OUT/pipe_${k}_$mode.txt" 2>/tmp/t9run.err
+      cat /tmp/t9run.err >>"$OUT/runs.err"
+    done
+    echo "greedy text at $k rows, --pipeline on vs off: $(cmp "$OUT/pipe_${k}_off.txt" \
+      "$OUT/pipe_${k}_on.txt" >/dev/null 2>&1 && echo identical ||
+      cmp "$OUT/pipe_${k}_off.txt" "$OUT/pipe_${k}_on.txt" 2>&1 | head -1) ($(wc -c <"$OUT/pipe_${k}_on.txt") bytes)"
+  done
 }
 
 setup

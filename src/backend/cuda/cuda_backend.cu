@@ -601,7 +601,7 @@ void CudaBackend::sync() {
   submit();
   if (submitted_.empty()) stream_->synchronize();  // nothing recorded: work outside any window
   while (!submitted_.empty()) wait_submitted();
-  if (prof_) prof_->resolve();
+  if (prof_) prof_->resolve();  // (again when nothing was submitted: a no-op otherwise)
 }
 
 void CudaBackend::submit() {
@@ -623,6 +623,9 @@ void CudaBackend::wait_submitted() {
   submitted_.pop_front();
   stream_->wait_for(ticket);
   check_error_word(slot);
+  // Steps end here, not in sync(): the profile's events are all done when nothing is left in
+  // flight or being recorded.
+  if (prof_ && submitted_.empty() && !stream_->has_work()) prof_->resolve();
 }
 
 void CudaBackend::check_error_word(size_t slot) {
