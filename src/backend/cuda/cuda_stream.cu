@@ -353,6 +353,7 @@ void Stream::open_window() {
   Staging& st = staging_[cur_];
   if (st.base != nullptr && staging_want_ > st.bytes && st.bytes < cfg_.max_staging_bytes) {
     drop_graphs();  // they copy through the old buffer
+    if (mode_ == Mode::kReplay) mode_ = Mode::kEager;  // no cached tape left to follow
     CUDA_CHECK(cudaFreeHost(st.base));
     st.bytes = std::min(cfg_.max_staging_bytes, std::max(staging_want_, 2 * st.bytes));
     CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&st.base), st.bytes, cudaHostAllocDefault));
