@@ -156,7 +156,7 @@ ours_run() {
     "$T9" run -m "$M" --raw -p "$p" -n "$GEN" ${RUN_ARGS:---temp 0} --ignore-eos --backend cuda \
       --ctx $((n + GEN + 64)) $warm >/dev/null 2>/tmp/t9run.err
     cat /tmp/t9run.err >>"$OUT/runs.err"
-    echo "tempo9 run --backend cuda prompt $n gen $GEN${warm:+ warm} (rep $rep): $(grep -E '^\[(prompt|engine|cuda graphs)' /tmp/t9run.err | tr '\n' ' ')"
+    echo "tempo9 run --backend cuda prompt $n gen $GEN${warm:+ warm} (rep $rep): $(grep -E '^\[(prompt|engine|cuda graphs|pipelined)' /tmp/t9run.err | tr '\n' ' ')"
   done
 }
 

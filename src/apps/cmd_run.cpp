@@ -238,6 +238,13 @@ class Runner {
                    (st.total_schedule_ms - base_.total_schedule_ms) / n,
                    (st.total_model_ms - base_.total_model_ms) / n,
                    (st.total_postprocess_ms - base_.total_postprocess_ms) / n);
+      // Pipelined steps (--pipeline): "model" above is then the wait for a step that was
+      // enqueued while the one before it computed.
+      if (const int64_t n_piped = st.n_pipelined_steps - base_.n_pipelined_steps; n_piped > 0)
+        std::fprintf(stderr,
+                     "[pipelined: %lld of %lld steps enqueued ahead, %lld tokens discarded]\n",
+                     static_cast<long long>(n_piped), static_cast<long long>(n_steps),
+                     static_cast<long long>(st.n_discarded_tokens - base_.n_discarded_tokens));
     }
     // Counted since the model loaded (warm-up included).
     if (const std::string d = model_.backend().diagnostics(); !d.empty())
