@@ -125,8 +125,9 @@ bool Engine::step() {
     }
   }
   if (in_flight_) {
+    std::optional<InFlight> next = enqueue_lookahead(*in_flight_);
     InFlight cur = std::move(*in_flight_);
-    in_flight_ = enqueue_lookahead(cur);
+    in_flight_ = std::move(next);  // what end_sequence defers for from here on
     t_run = Clock::now();
     Result<ForwardOutput> out = runner_.wait();
     t_post = Clock::now();
