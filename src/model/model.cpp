@@ -118,9 +118,9 @@ void Model::upload_inputs(const Batch& b, const std::vector<int32_t>& positions)
 
 Result<Logits> Model::forward(const Batch& b) {
   T9_TRY(enqueue(b));
-  backend_.sync();
-  Logits out = std::move(in_flight_.front());
-  in_flight_.pop_front();
+  backend_.sync();  // (delivers any batch enqueued before too; those stay for their wait())
+  Logits out = std::move(in_flight_.back());
+  in_flight_.pop_back();
   return out;
 }
 

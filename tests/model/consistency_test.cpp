@@ -89,6 +89,53 @@ TEST(ModelConsistency, BatchOfSequencesMatchesEachAlone) {
   expect_same(lb, rb, "sequence b in a batch");
 }
 
+// Pipelined batches (Model::enqueue / wait): the second batch names the first one's argmax rows
+// as its input tokens (-1 - row), read on the backend, and both outputs equal forward() with the
+// tokens given on the host; a batch naming rows the first did not decide is an error.
+TEST(ModelConsistency, EnqueuedBatchReadsThePreviousArgmax) {
+  auto m = load_model(testing::kSmolLM2);
+  ASSERT_TRUE(m);
+  const auto a = some_tokens(9, m->n_vocab(), 3), b = some_tokens(6, m->n_vocab(), 4);
+  ASSERT_TRUE(m->kv().reserve(m->kv().n_blocks() + 4).ok());
+  const int base = m->kv().n_blocks() - 4;
+  std::vector<int32_t> ta{base, base + 1}, tb{base + 2, base + 3};
+  // Step 1: both prompts, argmax of each last row. Step 2: one token each, the argmax of step 1.
+  std::vector<int32_t> t1(a);
+  t1.insert(t1.end(), b.begin(), b.end());
+  const std::vector<SeqInput> s1{{0, 9, 0, ta, LogitRows::kLast}, {9, 6, 0, tb, LogitRows::kLast}};
+  const std::vector<SeqInput> s2{{0, 1, 9, ta, LogitRows::kLast}, {1, 1, 6, tb, LogitRows::kLast}};
+  Batch b1{t1, {}, s1};
+  b1.argmax_only = true;
+  auto r1 = m->forward(b1);
+  ASSERT_TRUE(r1.ok()) << r1.message();
+  ASSERT_EQ(r1->tokens.size(), 2u);
+  const std::vector<int32_t> t2 = r1->tokens;
+  Batch b2{t2, {}, s2};
+  b2.argmax_only = true;
+  auto r2 = m->forward(b2);
+  ASSERT_TRUE(r2.ok()) << r2.message();
+  // The same two steps pipelined (the KV of step 1 is rewritten with the same values).
+  ASSERT_TRUE(m->enqueue(b1).ok());
+  EXPECT_EQ(m->previous_tokens(), 2);
+  const std::vector<int32_t> from_prev{-1, -2};  // rows 0 and 1 of step 1
+  Batch p2{from_prev, {}, s2};
+  p2.argmax_only = true;
+  ASSERT_TRUE(m->enqueue(p2).ok());
+  auto w1 = m->wait();
+  auto w2 = m->wait();
+  ASSERT_TRUE(w1.ok() && w2.ok());
+  EXPECT_EQ(w1->tokens, r1->tokens);
+  EXPECT_EQ(w2->tokens, r2->tokens);
+  // Row 2 was never decided: an error, after which no tokens are left to read.
+  const std::vector<int32_t> bad{-3, -1};
+  ASSERT_TRUE(m->enqueue(b1).ok());
+  auto e1 = m->enqueue(Batch{bad, {}, s2});
+  ASSERT_FALSE(e1.ok());
+  EXPECT_NE(e1.message().find("decided 2 tokens"), std::string::npos) << e1.message();
+  EXPECT_EQ(m->previous_tokens(), 0);  // a failed batch leaves none to read
+  ASSERT_TRUE(m->wait().ok());
+}
+
 TEST(ModelConsistency, BadInputIsAnError) {
   auto m = load_model(testing::kSmolLM2);
   ASSERT_TRUE(m);
