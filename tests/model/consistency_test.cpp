@@ -6,6 +6,7 @@
 
 #include "model/session.h"
 #include "model_test_util.h"
+#include "pipeline_check.h"
 
 namespace t9::model {
 namespace {
@@ -134,6 +135,15 @@ TEST(ModelConsistency, EnqueuedBatchReadsThePreviousArgmax) {
   EXPECT_NE(e1.message().find("decided 2 tokens"), std::string::npos) << e1.message();
   EXPECT_EQ(m->previous_tokens(), 0);  // a failed batch leaves none to read
   ASSERT_TRUE(m->wait().ok());
+}
+
+// Greedy decode with each step enqueued before the previous one is waited for: the tokens of
+// forward() steps (pipeline_check.h; the CUDA suite runs the same check).
+TEST(ModelConsistency, PipelinedDecodeEqualsForwardSteps) {
+  auto plain = load_model(testing::kSmolLM2), piped = load_model(testing::kSmolLM2);
+  ASSERT_TRUE(plain && piped);
+  t9::testing::check_pipelined_decode(*plain, *piped, some_tokens(11, plain->n_vocab(), 5),
+                                      some_tokens(4, plain->n_vocab(), 6), 20);
 }
 
 TEST(ModelConsistency, BadInputIsAnError) {

@@ -19,6 +19,7 @@
 #include "model/convert/hf_convert.h"
 #include "model/engine_runner.h"
 #include "model/model.h"
+#include "pipeline_check.h"
 #include "snapshot_check.h"
 
 namespace t9 {
@@ -141,6 +142,17 @@ TEST_P(HybridPrefixCache, SnapshotInsideAStepIsTheStateOfAStepEndingThere) {
   ASSERT_NE(loaded, nullptr);
   testing::check_snapshot_inside_step(*loaded->model, *loaded->twin,
                                       tokens_of(37, 11, loaded->model->n_vocab()));
+}
+
+// Pipelined decode steps on the hybrids: the recurrent state advances by steps enqueued before
+// the previous one is waited for, each reading its input ids on the backend (pipeline_check.h).
+TEST_P(HybridPrefixCache, PipelinedDecodeEqualsForwardSteps) {
+  CpuBackend backend;
+  auto loaded = load_hybrid(GetParam(), backend);
+  ASSERT_NE(loaded, nullptr);
+  const int n_vocab = loaded->model->n_vocab();
+  testing::check_pipelined_decode(*loaded->model, *loaded->twin, tokens_of(21, 3, n_vocab),
+                                  tokens_of(6, 4, n_vocab), 24);
 }
 
 TEST_P(HybridPrefixCache, FiveTurnAgentConversationIsExactAndComputesOnlyTheSuffix) {

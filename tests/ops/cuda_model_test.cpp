@@ -23,6 +23,7 @@
 #include "cuda_test_util.h"
 #include "model/convert/hf_convert.h"
 #include "model/model.h"
+#include "model/pipeline_check.h"
 #include "model/session.h"
 #include "model/snapshot_check.h"
 #include "ops_test_util.h"
@@ -110,6 +111,36 @@ TEST_P(CudaHybridModel, StateSnapshotInsideAStepIsTheStateOfAStepEndingThere) {
   testing::check_snapshot_inside_step(**a, **b, toks);
   fs::remove(gguf);
 }
+
+// Pipelined decode steps on CUDA: each step recorded and submitted while the one before runs (a
+// stream window ended without a wait, the next staged in the other pinned buffer), its input ids
+// read on the device from the previous argmax (take_tokens): the tokens of synchronous steps.
+class CudaPipelinedModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaPipelinedModel, DecodeEqualsForwardSteps) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  const std::string arch = GetParam();
+  const fs::path gguf =
+      fs::temp_directory_path() / fmt::format("t9-cuda-pipe-{}-{}.gguf", arch, ::getpid());
+  ASSERT_TRUE(
+      convert::convert_hf_to_gguf({fixture_dir(arch), gguf.string(), GgmlType::Q8_0, ""}).ok());
+  CudaBackend gpu;
+  auto a = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
+  auto b = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
+  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.message() : a.message());
+  std::vector<int32_t> pa, pb;
+  for (int i = 0; i < 21; ++i) pa.push_back(1 + (i * 7919) % ((*a)->n_vocab() - 1));
+  for (int i = 0; i < 6; ++i) pb.push_back(1 + (i * 104729) % ((*a)->n_vocab() - 1));
+  testing::check_pipelined_decode(**a, **b, pa, pb, 24);
+  const CudaGraphStats st = gpu.graph_stats();
+  std::printf("[%s] pipelined decode: %ld windows, %ld replayed, %ld captures\n", arch.c_str(),
+              st.windows, st.replays, st.captures);
+  fs::remove(gguf);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaPipelinedModel,
+                         ::testing::Values("llama", "qwen3moe", "qwen35", "qwen35moe"),
+                         [](const auto& info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Hybrid, CudaHybridModel,
                          ::testing::Values("qwen3next", "qwen35", "qwen35moe"),
