@@ -9,7 +9,7 @@ graphs replaying, dependent launches overlapping. With PDL a kernel's blocks sta
 wait for their predecessor, so its start says little; what a kernel costs the step is how much
 later the chain ends because of it: its end minus the previous kernel's end ("chain" below).
 A window is the work one host synchronization waits for (an engine step) when the trace holds
-the host's cudaStreamSynchronize calls, else a run of kernels with no gap over --gap-us between
+the host's cudaStreamSynchronize or cudaEventSynchronize calls, else a run of kernels with no gap over --gap-us between
 one's end and the next's start; the table covers the last --last windows (default 64), so that
 a run's warm-up and prompt steps drop out. "idle" is a window's wall time with no kernel
 running: where the device waited for the host or for launches.
@@ -70,7 +70,10 @@ def main() -> int:
         return 1
     rows.sort(key=lambda r: r[1])  # by end: the chain's order
 
-    syncs = sorted(end for _start, end, name in calls if name.startswith("cudaStreamSynchronize"))
+    # A step ends where the host waits for it: the stream (synchronous steps, before stage 34) or
+    # the window's event (Stream::wait_for; with pipelined steps the next step is queued by then).
+    syncs = sorted(end for _start, end, name in calls
+                   if name.startswith(("cudaStreamSynchronize", "cudaEventSynchronize")))
     windows = split_at_syncs(rows, syncs) if syncs else split_at_gaps(rows, args.gap_us * 1000)
     if args.timeline > 0:
         return timeline(windows, calls, args.timeline)

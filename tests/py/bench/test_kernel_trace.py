@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "bench" / "kernel_trace.py"
 
@@ -75,11 +77,13 @@ def test_host_calls_stay_out_of_the_table_and_show_in_the_timeline(tmp_path):
     ]
 
 
-def test_windows_end_at_the_hosts_synchronizations(tmp_path):
+@pytest.mark.parametrize("sync", ["cudaStreamSynchronize_v3020", "cudaEventSynchronize_v3020"])
+def test_windows_end_at_the_hosts_synchronizations(tmp_path, sync):
     # Two steps, each a short graph launch and, 40 us after it ends (under --gap-us: one window
     # by gaps), a long one; the host synchronizes after each step. With the synchronizations a
     # window is a step, and its 40 us without a kernel count as idle.
-    sync = "cudaStreamSynchronize_v3020"
+    # A step ends with a stream synchronization, or since pipelined steps with its window's
+    # event's (Stream::wait_for): either ends a window.
     lines = []
     for t0 in (1_000_000, 1_200_000):
         lines += [f"{t0}\t{t0 + 3000}\t4\t8\t1\t1\t{NORM}\n",
