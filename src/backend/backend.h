@@ -26,6 +26,7 @@
 
 #include "core/check.h"
 #include "core/result.h"
+#include "core/sampling.h"
 #include "quant/types.h"
 
 namespace t9 {
@@ -315,6 +316,11 @@ class Backend {
   // answer -1 for a row whose kept set it cannot settle on its own (CUDA: a top-k above 1024,
   // or top-p / min-p keeping more than the 1024 best); the caller then samples that row itself.
   virtual void sample(const Tensor& logits, const Tensor& params, const Tensor& out) = 0;
+  // Whether sample() always decides a row with these settings (never -1, whatever the logits).
+  virtual bool settles(const RowSampling& s) const {
+    (void)s;
+    return true;
+  }
   // Per edit (I32 [n, 6], one core/sampling.h LogitEdit of 24 bytes each, bit for bit):
   // logits[row, token] = edited_logit(logits[row, token], edit); rows < 0 are padding. At most
   // one edit per (row, token).

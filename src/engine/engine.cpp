@@ -154,13 +154,22 @@ bool Engine::step() {
   return scheduler_.has_work() || !incoming_.empty() || in_flight_.has_value();
 }
 
-// A step the next one can be planned behind: each sequence's token is decided by the runner
-// (an argmax on the device) and every sequence samples one (a decode or a prompt's last chunk),
-// without drafts.
+// A step the next one can be planned behind: every sequence samples a token (a decode or a
+// prompt's last chunk) without drafts, the runner decides it (an argmax, or a draw that always
+// settles on the device), and the next step's edits do not depend on it (no penalties).
 bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const {
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& ss = plan.seqs[i];
-    if (!ss.need_logits || !ss.draft.empty() || !batch.seqs[i].argmax_only) return false;
+    const ForwardSeq& f = batch.seqs[i];
+    if (!ss.need_logits || !ss.draft.empty()) return false;
+    if (f.argmax_only) continue;
+    if (!f.sample_on_device || !runner_.decides(f.sampling)) return false;
+    auto it = requests_.find(f.seq_id);
+    if (it == requests_.end()) continue;  // ended: its row is discarded anyway
+    const SamplingParams& sp = it->second.req.sampling;
+    if (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f ||
+        sp.frequency_penalty != 0.0f)
+      return false;
   }
   return !plan.seqs.empty();
 }
@@ -282,8 +291,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan, std::span<const int> token
                  ss.snapshot_before};
     f.save_mid_checkpoint = ss.save_mid_checkpoint;
     f.save_mid_tokens = ss.save_mid_tokens;
-    // A pipelined step's rows are argmax rows, as the step they follow (its request may be gone).
-    f.argmax_only = ss.need_logits && (!token_rows.empty() || argmax_only(s.id));
+    f.argmax_only = ss.need_logits && argmax_only(s.id);
     if (ss.need_logits && n_draft == 0 && !f.argmax_only && device_samplable(s.id)) {
       RequestState& st = requests_.at(s.id);
       const SamplingParams& sp = st.req.sampling;

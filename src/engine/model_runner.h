@@ -113,6 +113,13 @@ class ModelRunner {
   virtual void enqueue(const ForwardBatch& batch);
   virtual Result<ForwardOutput> wait();
   virtual bool overlaps_steps() const { return false; }
+  // Whether a sample_on_device row with these settings always gets its token from the runner
+  // (never -1): only such rows (and argmax rows) can be followed by a pipelined step, whose
+  // input is that token.
+  virtual bool decides(const RowSampling& sampling) const {
+    (void)sampling;
+    return false;
+  }
 
   // Backs KV block ids [0, n_blocks_total) with storage, keeping the existing blocks' contents.
   // False = out of memory; the engine then evicts and preempts instead of growing.

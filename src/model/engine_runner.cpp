@@ -17,6 +17,20 @@ EngineRunner::~EngineRunner() {
   model_.release_from_engine();
 }
 
+namespace {
+
+// TEMPO9_SAMPLE_ON_HOST=1 (read once, measurement): sampled rows bring their logits back.
+bool sample_on_host() {
+  static const bool host_only = std::getenv("TEMPO9_SAMPLE_ON_HOST") != nullptr;
+  return host_only;
+}
+
+}  // namespace
+
+bool EngineRunner::decides(const RowSampling& sampling) const {
+  return !sample_on_host() && model_.backend().settles(sampling);
+}
+
 Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batch) {
   enqueue(batch);
   return wait();
@@ -115,9 +129,7 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
   b.seqs = seqs_;
   b.argmax_only = batch.all_argmax_only();
   sampling_.clear();
-  // TEMPO9_SAMPLE_ON_HOST=1 (read once, measurement): sampled rows bring their logits back.
-  static const bool host_only = std::getenv("TEMPO9_SAMPLE_ON_HOST") != nullptr;
-  if (!b.argmax_only && !host_only && batch.all_sampled_by_runner()) {
+  if (!b.argmax_only && !sample_on_host() && batch.all_sampled_by_runner()) {
     for (const engine::ForwardSeq& s : batch.seqs) {
       if (!s.need_logits) continue;
       // argmax_only rows: temperature 0 (the argmax); sample_on_device rows: one row each.

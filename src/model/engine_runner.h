@@ -31,6 +31,9 @@ class EngineRunner final : public engine::ModelRunner {
   // The CUDA backend overlaps (Backend::asynchronous), but `auto` waits for the H200 A/B
   // (docs/CUDA.md, next step 00000); `--pipeline on` runs it meanwhile.
   bool overlaps_steps() const override { return false; }
+  // The backend's sampler settles these settings (Backend::settles), unless
+  // TEMPO9_SAMPLE_ON_HOST sends every sampled row's logits back.
+  bool decides(const RowSampling& sampling) const override;
   bool grow_kv_blocks(int n_blocks_total) override;
   void release_sequence(uint64_t seq_id) override;
   bool has_recurrent_state() const override { return model_.recurrent() != nullptr; }

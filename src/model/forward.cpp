@@ -199,7 +199,10 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     }
     backend_.download(s.logit_buf, s.row_max.offset, out.tokens.data() + first,
                       static_cast<size_t>(n) * sizeof(int32_t));
-    if (b.sampling.empty()) continue;
+    // Rows the backend may leave undecided (-1) need their logits: wait for the tokens here. When
+    // every row settles on the backend (Backend::settles) the step is not waited for here, so a
+    // pipelined step can be recorded behind it.
+    if (b.sampling.empty() || settles(b)) continue;
     backend_.sync();  // the tokens are on the host: a row the backend left (-1) needs its logits
     const auto* t = out.tokens.data() + first;
     if (std::find(t, t + n, -1) == t + n) continue;

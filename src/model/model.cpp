@@ -124,6 +124,11 @@ Result<Logits> Model::forward(const Batch& b) {
   return out;
 }
 
+bool Model::settles(const Batch& b) const {
+  return std::all_of(b.sampling.begin(), b.sampling.end(),
+                     [this](const RowSampling& s) { return backend_.settles(s); });
+}
+
 Result<Logits> Model::wait() {
   if (in_flight_.empty()) return error("Model::wait() without an enqueued batch");
   backend_.wait_submitted();
@@ -170,9 +175,11 @@ Status Model::enqueue(const Batch& b) {
   if (rs_)
     for (const SeqInput& q : b.seqs) rs_->set_fresh(q.state_slot, false);
   T9_ASSIGN_OR_RETURN(Logits out, compute_logits(b));
-  // The argmax of every row sits in row_max until the next batch's own: the next batch may
-  // read its tokens there (an argmax never leaves a row undecided, as sampling may).
-  if (b.argmax_only && out.n_rows <= cfg_.max_logit_rows_per_call) prev_token_rows_ = out.n_rows;
+  // The token of every row sits in row_max until the next batch's own: the next batch may read
+  // it there, when every row was decided on the backend (an argmax, or a draw that settles).
+  if ((b.argmax_only || (!b.sampling.empty() && settles(b))) &&
+      out.n_rows <= cfg_.max_logit_rows_per_call)
+    prev_token_rows_ = out.n_rows;
   in_flight_.push_back(std::move(out));
   return {};
 }

@@ -49,8 +49,8 @@ struct SeqInput {
 struct Batch {
   // [n_tokens], sequences back to back. -1 - r (enqueue() only): the token the batch enqueued
   // before decided for its logit row r, read on the backend (Backend::take_tokens), not yet
-  // known on the host; valid when that batch had argmax_only and at most
-  // ModelConfig::max_logit_rows_per_call rows (previous_tokens()).
+  // known on the host; valid when that batch had argmax_only or sampling that settles on the
+  // backend, and at most ModelConfig::max_logit_rows_per_call rows (previous_tokens()).
   std::span<const int32_t> tokens;
   std::span<const int32_t> positions;  // [n_tokens]; empty: n_past + j per sequence
   std::span<const SeqInput> seqs;      // [n_seqs]
@@ -150,6 +150,9 @@ class Model {
   // vectors after the next sync or wait.
   Result<Logits> compute_logits(const Batch& batch);
   Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg);
+  // Every sampled row of the batch is decided on the backend (Backend::settles): none comes
+  // back -1, so no logits are needed for it.
+  bool settles(const Batch& batch) const;
 
   gguf::GgufFile file_;
   Backend& backend_;

@@ -1,7 +1,7 @@
 """Pipelined decode steps (`serve --pipeline on`: each decode step planned and enqueued while the
-one before it computes, on the engine thread) through the OpenAI SDK: concurrent greedy replies,
-ended by the end-of-turn token or a stop string while the next step was already enqueued, are
-byte-identical to the plain server's, and the server's /metrics show that steps were planned
+one before it computes, on the engine thread) through the OpenAI SDK: concurrent greedy replies
+and a seeded sampled one, ended by the end-of-turn token or a stop string while the next step was
+already enqueued, are byte-identical to the plain server's, and the server's /metrics show that steps were planned
 ahead and the rows past those ends discarded."""
 import concurrent.futures
 
@@ -26,8 +26,10 @@ def replies(server):
 
     def ask(i):
         stop = ["4."] if i == 3 else None  # a stop string ends it while a step is ahead
+        # One seeded sampled request (no cut: its draws are decided with the steps, pipelined too).
+        sampling = {"temperature": 0.8, "seed": 5} if i == 2 else {"temperature": 0}
         r = c.chat.completions.create(model="m", messages=[{"role": "user", "content": ASKS[i]}],
-                                      max_tokens=40, temperature=0, stop=stop)
+                                      max_tokens=40, stop=stop, **sampling)
         return r.choices[0].message.content, r.choices[0].finish_reason
 
     with concurrent.futures.ThreadPoolExecutor(len(ASKS)) as pool:

@@ -140,6 +140,9 @@ class CudaBackend final : public Backend {
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void take_tokens(const Tensor& prev, const Tensor& ids) override;
+  // Greedy, no cut, or a top-k of at most 1024 (cuda_sample.cu): a top-p or min-p over the
+  // vocabulary may keep more than the kernel's 1024 candidates.
+  bool settles(const RowSampling& s) const override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, float weight_bias,
                 const Tensor& out) override;
   // One kernel: the sum is kept in registers for the norm (same bits as add + rms_norm).

@@ -429,6 +429,12 @@ void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {
                   reinterpret_cast<int32_t*>(cuda::base_ptr(out)));
 }
 
+bool CudaBackend::settles(const RowSampling& s) const {
+  if (s.temperature == 0.0f) return true;
+  if (s.top_k > 0) return s.top_k <= cuda::kMaxKept;  // (a top-k past the vocabulary: m = n)
+  return s.top_p >= 1.0f && s.min_p <= 0.0f;
+}
+
 void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {
   T9_CUDA_PROF("sample");
   derived_->wrote(out);

@@ -99,7 +99,8 @@ struct Coverage {
 
 // recurrent: the fake runner plays a hybrid model (recurrent state, checkpointed prefix hits).
 // pipelined: pipelined steps on a runner that computes in wait() (FakeModelRunner::deferred),
-// deciding greedy rows itself (the argmax), as the CUDA runner does.
+// deciding every row itself (the argmax, or the draw with the request's u), as the CUDA runner
+// does.
 void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = false,
               bool pipelined = false) {
   std::mt19937 rng(seed);
@@ -113,6 +114,8 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = fal
     cfg.pipeline = StepPipeline::kOn;
     runner.deferred = true;
     runner.argmax_when_asked = true;
+    runner.sample_when_asked = true;
+    runner.settle_all = true;
   }
   if (recurrent) {
     cfg.state_checkpoint_budget_bytes = 0;  // the count below is the budget

@@ -35,6 +35,7 @@ class FakeModelRunner : public ModelRunner {
 
   int n_vocab() const override { return n_vocab_; }
   bool overlaps_steps() const override { return deferred; }
+  bool decides(const RowSampling&) const override { return sample_when_asked && settle_all; }
 
   void enqueue(const ForwardBatch& batch) override {
     n_enqueued++;
@@ -133,7 +134,7 @@ class FakeModelRunner : public ModelRunner {
         for (int j = 0; j < s.n_logits; ++j, ++r) {
           const std::span<const float> row(out.logits.data() + static_cast<size_t>(r) * n_vocab_,
                                            static_cast<size_t>(n_vocab_));
-          const bool leave = s.sample_on_device && (n_sampled_rows++ % 2 == 1);
+          const bool leave = s.sample_on_device && !settle_all && (n_sampled_rows++ % 2 == 1);
           any_undecided = any_undecided || leave;
           out.tokens.push_back(leave ? -1 : sample_row(row, s.sampling));
         }
@@ -190,6 +191,7 @@ class FakeModelRunner : public ModelRunner {
   bool argmax_when_asked = false;
   int64_t n_argmax_runs = 0;
   bool sample_when_asked = false;  // decide ForwardSeq::sample_on_device rows (Backend::sample)
+  bool settle_all = false;         // and every one of them (decides(): none left undecided)
   int64_t n_sample_runs = 0, n_sampled_rows = 0;
   // Recurrent mode: honour ForwardSeq::save_mid_checkpoint (supports_mid_step_checkpoints).
   bool mid_step = false;

@@ -67,6 +67,38 @@ TEST(Pipeline, ARowPastItsLengthIsDiscardedBesideALongerOne) {
   EXPECT_EQ(st.kv_blocks_used, 0);
 }
 
+// Sampled rows the runner always decides (ModelRunner::decides) are pipelined too: each step's
+// draw is taken when it is planned, in the same order as unpipelined, so a seeded request gives
+// the same tokens. A penalty makes the next step's edits depend on the token in flight: no
+// pipelining then.
+TEST(Pipeline, SampledRowsThatTheRunnerDecidesArePipelined) {
+  const auto sampled = [](uint64_t seed, float repetition) {
+    GenerateRequest r = greedy(prompt_of(7, 14), 12);
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_k = 20;
+    r.sampling.seed = seed;
+    r.sampling.repetition_penalty = repetition;
+    return r;
+  };
+  for (const float repetition : {1.0f, 1.3f}) {
+    SCOPED_TRACE(::testing::Message() << "repetition penalty " << repetition);
+    std::vector<std::vector<TokenId>> out;
+    for (const bool pipelined : {false, true}) {
+      auto h = harness(pipelined);
+      h->runner.sample_when_asked = true;
+      h->runner.settle_all = true;
+      const uint64_t a = h->submit(sampled(7, repetition));
+      const uint64_t b = h->submit(greedy(prompt_of(5, 15), 12));
+      h->run();
+      out.push_back(h->result(a).tokens);
+      EXPECT_EQ(h->result(b).tokens, oracle(prompt_of(5, 15), 12));
+      EXPECT_EQ(h->engine->stats().n_pipelined_steps, pipelined && repetition == 1.0f ? 11 : 0);
+    }
+    ASSERT_EQ(out[0].size(), 12u);
+    EXPECT_EQ(out[0], out[1]);
+  }
+}
+
 // The runner's own setting decides by default: a runner that computes inside enqueue() gains
 // nothing from planning ahead, so kAuto leaves it unpipelined.
 TEST(Pipeline, AutoFollowsTheRunner) {

@@ -162,6 +162,31 @@ TEST_F(EngineEquality, PipelinedStepsEqualAlone) {
   EXPECT_EQ(st.n_discarded_tokens, 0);        // max_tokens is known ahead: nothing past it
 }
 
+// Seeded sampling decided by the backend, pipelined: each step's draw is taken as it is planned,
+// in the unpipelined order, so the tokens are those of unpipelined steps; a penalized request
+// (whose next edits need the token in flight) is simply not pipelined, with the same result.
+TEST_F(EngineEquality, PipelinedSampledStepsEqualUnpipelined) {
+  const auto prompts = short_prompts();
+  for (const float repetition : {1.0f, 1.3f}) {
+    std::vector<Output> got[2];
+    int64_t piped = 0;
+    for (int pipelined = 0; pipelined < 2; ++pipelined) {
+      EngineSetup setup;
+      setup.temperature = 0.9f, setup.top_p = 0.9f, setup.seed = 11;
+      setup.repetition_penalty = repetition;
+      setup.pipeline = pipelined == 1;
+      EngineSession s(*rm_, setup);
+      got[pipelined] = s.run(prompts, kGen);
+      if (pipelined == 1) piped = s.stats().n_pipelined_steps;
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[1][i].finish, engine::FinishReason::kLength) << got[1][i].error;
+      EXPECT_EQ(got[0][i].tokens, got[1][i].tokens) << "request #" << i << " rep " << repetition;
+    }
+    EXPECT_EQ(piped, repetition == 1.0f ? kGen - 1 : 0);
+  }
+}
+
 // (a') The serving path: the engine on its own thread, requests arriving 30 ms apart from another
 // thread, tokens through TokenChannels. Which steps each request shares with which others now
 // depends on timing; the tokens must not.
