@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -91,25 +92,45 @@ TEST_P(CudaModel, MatchesTransformersAndCpu) {
   }
 }
 
+// Two models from one fixture converted to Q8_0, on one backend (a test and its twin run).
+struct Twins {
+  fs::path gguf;
+  std::unique_ptr<model::Model> a, b;
+  ~Twins() { fs::remove(gguf); }
+};
+
+std::unique_ptr<Twins> load_twins(const std::string& arch, CudaBackend& gpu) {
+  auto t = std::make_unique<Twins>();
+  t->gguf = fs::temp_directory_path() / fmt::format("t9-cuda-twin-{}-{}.gguf", arch, ::getpid());
+  const Status st =
+      convert::convert_hf_to_gguf({fixture_dir(arch), t->gguf.string(), GgmlType::Q8_0, ""});
+  EXPECT_TRUE(st.ok()) << st.message();
+  auto a = model::Model::load(t->gguf.string(), gpu, model::ModelConfig{});
+  auto b = model::Model::load(t->gguf.string(), gpu, model::ModelConfig{});
+  EXPECT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.message() : a.message());
+  if (!st.ok() || !a.ok() || !b.ok()) return nullptr;
+  t->a = std::move(a).value();
+  t->b = std::move(b).value();
+  return t;
+}
+
+// Token ids 1 + (i * step) % (n_vocab - 1) for i < n.
+std::vector<int32_t> spread_tokens(int n, int step, int n_vocab) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(1 + (i * step) % (n_vocab - 1));
+  return t;
+}
+
 // The engine's checkpoints inside a step on CUDA (the conv and the delta rule run in two calls
 // around the state copy): the state a step ending there leaves, bitwise (model/snapshot_check.h).
 class CudaHybridModel : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaHybridModel, StateSnapshotInsideAStepIsTheStateOfAStepEndingThere) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
-  const std::string arch = GetParam();
-  const fs::path gguf =
-      fs::temp_directory_path() / fmt::format("t9-cuda-snap-{}-{}.gguf", arch, ::getpid());
-  ASSERT_TRUE(
-      convert::convert_hf_to_gguf({fixture_dir(arch), gguf.string(), GgmlType::Q8_0, ""}).ok());
   CudaBackend gpu;
-  auto a = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
-  auto b = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
-  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.message() : a.message());
-  std::vector<int32_t> toks;
-  for (int i = 0; i < 37; ++i) toks.push_back(1 + (i * 7919) % ((*a)->n_vocab() - 1));
-  testing::check_snapshot_inside_step(**a, **b, toks);
-  fs::remove(gguf);
+  auto t = load_twins(GetParam(), gpu);
+  ASSERT_NE(t, nullptr);
+  testing::check_snapshot_inside_step(*t->a, *t->b, spread_tokens(37, 7919, t->a->n_vocab()));
 }
 
 // Pipelined decode steps on CUDA: each step recorded and submitted while the one before runs (a
@@ -119,23 +140,15 @@ class CudaPipelinedModel : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaPipelinedModel, DecodeEqualsForwardSteps) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
-  const std::string arch = GetParam();
-  const fs::path gguf =
-      fs::temp_directory_path() / fmt::format("t9-cuda-pipe-{}-{}.gguf", arch, ::getpid());
-  ASSERT_TRUE(
-      convert::convert_hf_to_gguf({fixture_dir(arch), gguf.string(), GgmlType::Q8_0, ""}).ok());
   CudaBackend gpu;
-  auto a = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
-  auto b = model::Model::load(gguf.string(), gpu, model::ModelConfig{});
-  ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.message() : a.message());
-  std::vector<int32_t> pa, pb;
-  for (int i = 0; i < 21; ++i) pa.push_back(1 + (i * 7919) % ((*a)->n_vocab() - 1));
-  for (int i = 0; i < 6; ++i) pb.push_back(1 + (i * 104729) % ((*a)->n_vocab() - 1));
-  testing::check_pipelined_decode(**a, **b, pa, pb, 24);
+  auto t = load_twins(GetParam(), gpu);
+  ASSERT_NE(t, nullptr);
+  const int n_vocab = t->a->n_vocab();
+  testing::check_pipelined_decode(*t->a, *t->b, spread_tokens(21, 7919, n_vocab),
+                                  spread_tokens(6, 104729, n_vocab), 24);
   const CudaGraphStats st = gpu.graph_stats();
-  std::printf("[%s] pipelined decode: %ld windows, %ld replayed, %ld captures\n", arch.c_str(),
+  std::printf("[%s] pipelined decode: %ld windows, %ld replayed, %ld captures\n", GetParam(),
               st.windows, st.replays, st.captures);
-  fs::remove(gguf);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaPipelinedModel,
