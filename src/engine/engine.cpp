@@ -181,7 +181,7 @@ std::optional<Engine::InFlight> Engine::enqueue_lookahead(const InFlight& cur) {
     if (!incoming_.empty()) return std::nullopt;  // the normal schedule admits them
   }
   // One token for each sequence of cur that goes on (its request still there, not cancelled,
-  // not taking its last token in cur): the token cur samples for it, cur's output row keep[i].
+  // not taking its last token in cur): the token cur samples for it, in cur's output row i.
   std::vector<int> rows;  // cur's output row of each planned sequence, in plan order
   std::vector<char> keep(cur.plan.seqs.size(), 0);
   for (size_t i = 0; i < cur.plan.seqs.size(); ++i) {
