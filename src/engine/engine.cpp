@@ -166,10 +166,7 @@ bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const 
     if (!f.sample_on_device || !runner_.decides(f.sampling)) return false;
     auto it = requests_.find(f.seq_id);
     if (it == requests_.end()) continue;  // ended: its row is discarded anyway
-    const SamplingParams& sp = it->second.req.sampling;
-    if (sp.repetition_penalty != 1.0f || sp.presence_penalty != 0.0f ||
-        sp.frequency_penalty != 0.0f)
-      return false;
+    if (has_penalties(it->second.req.sampling)) return false;
   }
   return !plan.seqs.empty();
 }
@@ -180,25 +177,21 @@ std::optional<Engine::InFlight> Engine::enqueue_lookahead(const InFlight& cur) {
     std::lock_guard lock(mu_);
     if (!incoming_.empty()) return std::nullopt;  // the normal schedule admits them
   }
-  // One token for each sequence of cur that goes on (its request still there, not cancelled,
-  // not taking its last token in cur): the token cur samples for it, in cur's output row i.
-  std::vector<int> rows;  // cur's output row of each planned sequence, in plan order
+  // One token for each sequence of cur that goes on: its request still there, not cancelled,
+  // not taking its last token in cur.
   std::vector<char> keep(cur.plan.seqs.size(), 0);
   for (size_t i = 0; i < cur.plan.seqs.size(); ++i) {
     auto it = requests_.find(cur.batch.seqs[i].seq_id);
     if (it == requests_.end()) continue;
     const RequestState& st = it->second;
-    if (st.usage.n_generated_tokens + 1 >= st.req.max_tokens ||
-        st.req.cancelled->load(std::memory_order_relaxed))
-      continue;
-    keep[i] = 1;
-    rows.push_back(static_cast<int>(i));  // one logit row per sequence (pipelinable)
+    keep[i] = st.usage.n_generated_tokens + 1 < st.req.max_tokens &&
+              !st.req.cancelled->load(std::memory_order_relaxed);
   }
-  if (rows.empty()) return std::nullopt;
+  if (std::find(keep.begin(), keep.end(), 1) == keep.end()) return std::nullopt;
   StepPlan plan = scheduler_.schedule_lookahead(cur.plan, keep);
   if (plan.empty()) return std::nullopt;
   note_plan(plan);
-  ForwardBatch batch = make_batch(plan, rows);
+  ForwardBatch batch = make_batch(plan);
   runner_.enqueue(batch);
   counters_.n_pipelined_steps.fetch_add(1);
   return InFlight{std::move(plan), std::move(batch)};
@@ -270,7 +263,7 @@ void Engine::note_plan(const StepPlan& plan) {
   }
 }
 
-ForwardBatch Engine::make_batch(const StepPlan& plan, std::span<const int> token_rows) {
+ForwardBatch Engine::make_batch(const StepPlan& plan) {
   ForwardBatch b;
   b.block_size = kv_.block_size();
   b.tokens.reserve(plan.n_tokens);
@@ -313,8 +306,8 @@ ForwardBatch Engine::make_batch(const StepPlan& plan, std::span<const int> token
       }
     }
     if (ss.need_logits) logit_row += f.n_logits;
-    if (!token_rows.empty()) {  // the step in flight samples it, in that row
-      f.token_from_row = token_rows[b.seqs.size()];
+    if (ss.token_from_row >= 0) {  // the step in flight samples it, in that row
+      f.token_from_row = ss.token_from_row;
       b.seqs.push_back(f);
       b.tokens.push_back(0);
       b.positions.push_back(ss.n_past);

@@ -152,9 +152,7 @@ class Engine {
 
   void intake();
   void note_plan(const StepPlan& plan);
-  // token_rows (a pipelined step): per plan entry, the output row of the step in flight whose
-  // token is the entry's one input token (ForwardSeq::token_from_row).
-  ForwardBatch make_batch(const StepPlan& plan, std::span<const int> token_rows = {});
+  ForwardBatch make_batch(const StepPlan& plan);
   bool pipelinable(const StepPlan& plan, const ForwardBatch& batch) const;
   // Plans and enqueues the step after `cur` (in flight); nullopt when the next step must be
   // scheduled normally.

@@ -4,6 +4,14 @@
 
 namespace t9::engine {
 
+Result<TokenId> previous_token(const ForwardSeq& s, std::span<const int32_t> prev) {
+  const auto r = static_cast<size_t>(s.token_from_row);
+  if (s.n_tokens != 1 || s.token_from_row < 0 || r >= prev.size() || prev[r] < 0)
+    return error("sequence {}: no decided token in row {} of the previous batch ({} rows)",
+                 s.seq_id, s.token_from_row, prev.size());
+  return prev[r];
+}
+
 // The synchronous form of the pipeline protocol: the batch is computed now and its output kept
 // for wait(). A token_from_row row takes its token from the newest kept output, which is the
 // batch enqueued just before (the protocol's order).
@@ -20,17 +28,15 @@ void ModelRunner::enqueue(const ForwardBatch& batch) {
   }
   const ForwardOutput& prev = *computed_.back();
   ForwardBatch resolved = batch;
-  for (const ForwardSeq& s : batch.seqs) {
+  for (ForwardSeq& s : resolved.seqs) {
     if (s.token_from_row < 0) continue;
-    if (s.n_tokens != 1 || static_cast<size_t>(s.token_from_row) >= prev.tokens.size() ||
-        prev.tokens[static_cast<size_t>(s.token_from_row)] < 0) {
-      computed_.push_back(error("sequence {}: no decided token in row {} of the previous step",
-                                s.seq_id, s.token_from_row));
+    Result<TokenId> t = previous_token(s, prev.tokens);
+    if (!t.ok()) {
+      computed_.push_back(error("{}", t.message()));
       return;
     }
-    resolved.tokens[static_cast<size_t>(s.first_token)] =
-        prev.tokens[static_cast<size_t>(s.token_from_row)];
-    resolved.seqs[static_cast<size_t>(&s - batch.seqs.data())].token_from_row = -1;
+    resolved.tokens[static_cast<size_t>(s.first_token)] = *t;
+    s.token_from_row = -1;
   }
   computed_.push_back(run(resolved));
 }

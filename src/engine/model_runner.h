@@ -64,6 +64,11 @@ struct ForwardSeq {
   int token_from_row = -1;
 };
 
+// The token a token_from_row sequence reads: prev[s.token_from_row], prev being the previous
+// batch's decided tokens (ForwardOutput::tokens); an error where that row has none (out of range,
+// or -1: left to the host) or the sequence is not one token.
+Result<TokenId> previous_token(const ForwardSeq& s, std::span<const int32_t> prev);
+
 struct ForwardBatch {
   std::vector<TokenId> tokens;     // [n_tokens], sequences back to back
   std::vector<int32_t> positions;  // [n_tokens]

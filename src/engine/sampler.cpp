@@ -37,7 +37,7 @@ bool make_logit_edits(const SamplingParams& params, int n_vocab,
   const bool rep = params.repetition_penalty != 1.0f;
   const bool pf = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
   // Plain sampling (the common case, every decode step) edits nothing: no scan of the output.
-  if (!rep && !pf && (!with_bias || params.logit_bias.empty())) return true;
+  if (!has_penalties(params) && (!with_bias || params.logit_bias.empty())) return true;
   // The generated tokens with their counts, and the biased tokens: both short, sorted here.
   std::vector<std::pair<TokenId, int>> gen;
   if (rep || pf) {

@@ -41,6 +41,11 @@ struct SampleResult {
 // engine keeps them per request, so a step's edits cost O(distinct tokens), not a prompt scan.
 std::vector<TokenId> distinct_tokens(std::span<const TokenId> tokens, int n_vocab);
 
+// Repetition, presence or frequency penalty: the row's edits depend on the tokens so far.
+inline bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
 // The penalties of one row as edits (core/sampling.h), one per token in token order, each with
 // row = `row`: the repetition penalty on every distinct prompt (`prompt_distinct`, as
 // distinct_tokens gives) and generated token, presence and frequency on generated ones.

@@ -265,12 +265,13 @@ StepPlan Scheduler::schedule_lookahead(const StepPlan& prev, std::span<const cha
   // A waiting sequence is admitted by the normal schedule, when there is room for it.
   if (!waiting_.empty() && n_running() < config_.max_seqs && !waiting_for_memory_) return {};
   for (size_t i = 0; i < prev.seqs.size(); ++i) {
-    if (!keep[i]) continue;  // (its sequence may have ended)
     const ScheduledSeq& p = prev.seqs[i];
-    Sequence* s = p.seq;
+    if (!p.draft.empty() || !p.need_logits) return {};  // so prev's output row i is entry i's
+    if (!keep[i]) continue;                             // (its sequence may have ended)
     // Only after a sequence's latest step, with its token still to come.
-    if (!p.draft.empty() || !p.need_logits || s->n_computed != p.n_past ||
-        p.n_past + p.n_tokens != s->n_total() || s->restore_checkpoint != 0)
+    Sequence* s = p.seq;
+    if (s->n_computed != p.n_past || p.n_past + p.n_tokens != s->n_total() ||
+        s->restore_checkpoint != 0)
       return {};
     if (config_.spec.max_draft > 0 && s->spec_eligible) return {};
     // Its blocks cover the step in flight and the token that step samples.
@@ -285,6 +286,7 @@ StepPlan Scheduler::schedule_lookahead(const StepPlan& prev, std::span<const cha
     ss.n_past = p.n_past + p.n_tokens;
     ss.n_tokens = 1;
     ss.need_logits = true;
+    ss.token_from_row = static_cast<int>(i);
     ss.save_checkpoint = kv_.checkpoint_for_lookahead(*ss.seq, ss.n_past + 1);
     plan.seqs.push_back(ss);
     plan.n_tokens += 1;

@@ -58,6 +58,9 @@ struct ScheduledSeq {
   // the last draft.size() of n_tokens); the step needs logits for the real token and each draft.
   std::vector<TokenId> draft;
   uint64_t snapshot_before = 0;  // ForwardSeq::snapshot_before (recurrent models with drafts)
+  // A pipelined step (schedule_lookahead): the one token is the one the step in flight samples
+  // in this output row (ForwardSeq::token_from_row); -1 otherwise.
+  int token_from_row = -1;
 };
 
 struct StepPlan {

@@ -90,13 +90,8 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
         prev.output = finish_oldest();
       }
       if (!prev.output->ok()) return error("the previous batch failed");
-      const std::vector<int32_t>& prev_tokens = (*prev.output)->tokens;
-      if (static_cast<size_t>(s.token_from_row) >= prev_tokens.size() ||
-          prev_tokens[static_cast<size_t>(s.token_from_row)] < 0)
-        return error("sequence {}: no decided token in row {} of the previous batch", s.seq_id,
-                     s.token_from_row);
-      tokens_[static_cast<size_t>(s.first_token)] =
-          prev_tokens[static_cast<size_t>(s.token_from_row)];
+      T9_ASSIGN_OR_RETURN(tokens_[static_cast<size_t>(s.first_token)],
+                          engine::previous_token(s, (*prev.output)->tokens));
     }
     tokens = tokens_;
   }

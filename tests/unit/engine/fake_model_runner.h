@@ -58,10 +58,8 @@ class FakeModelRunner : public ModelRunner {
       s.block_table = q.tables[i];
       if (s.token_from_row < 0) continue;
       // The token the previous step decided for that row, as the device would copy it.
-      if (s.token_from_row >= static_cast<int>(last_tokens_.size()))
-        return error("token_from_row {} of {} rows", s.token_from_row, last_tokens_.size());
-      q.batch.tokens[static_cast<size_t>(s.first_token)] =
-          last_tokens_[static_cast<size_t>(s.token_from_row)];
+      T9_ASSIGN_OR_RETURN(q.batch.tokens[static_cast<size_t>(s.first_token)],
+                          previous_token(s, last_tokens_));
       s.token_from_row = -1;
     }
     Result<ForwardOutput> out = run(q.batch);
