@@ -86,7 +86,7 @@ void Engine::intake() {
     seq->cache_salt = req.cache_salt;
     seq->spec_eligible = req.sampling.temperature == 0.0f;
     seq->max_generated = req.max_tokens;
-    RequestState st{std::move(req), Rng(0), Usage{}, false, {}, false};
+    RequestState st{std::move(req), Rng(0), Usage{}, false, {}, false, {}};
     st.rng = Rng(st.req.sampling.seed.value_or(default_seed(id)));
     st.usage.n_prompt_tokens = seq->n_prompt;
     counters_.n_requests.fetch_add(1);
@@ -366,9 +366,10 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
     if (!ss.need_logits) continue;
     sampled[i] = sample_step(*ss.seq, requests_.at(ss.seq->id), batch.seqs[i], ss.draft, *out, row);
     row += 1 + static_cast<int>(ss.draft.size());
-    // The real token plus each accepted draft hold valid KV.
-    n_valid[i] =
-        ss.n_tokens - static_cast<int>(ss.draft.size()) + static_cast<int>(sampled[i].size()) - 1;
+    // The real token plus each accepted draft hold valid KV (none sampled: a constraint failed,
+    // and the request ends with the real tokens' KV).
+    n_valid[i] = ss.n_tokens - static_cast<int>(ss.draft.size()) +
+                 std::max(static_cast<int>(sampled[i].size()), 1) - 1;
     Sequence& seq = *ss.seq;
     if (ss.snapshot_before != 0 && n_valid[i] < ss.n_tokens) {
       // Recurrent state cannot drop the rejected drafts: undo the whole step (the sampled tokens
@@ -388,10 +389,14 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
     const ScheduledSeq& ss = plan.seqs[i];
     if (!ss.need_logits) continue;
     counters_.n_draft_tokens.fetch_add(static_cast<int64_t>(ss.draft.size()));
-    counters_.n_accepted_draft_tokens.fetch_add(static_cast<int64_t>(sampled[i].size()) - 1);
+    counters_.n_accepted_draft_tokens.fetch_add(std::max<int64_t>(static_cast<int64_t>(sampled[i].size()) - 1, 0));
     const uint64_t id = ss.seq->id;
+    bool ended = false;
     for (SampleResult& r : sampled[i])
-      if (emit(id, std::move(r))) break;  // finished: later tokens are dropped
+      if ((ended = emit(id, std::move(r)))) break;  // finished: later tokens are dropped
+    auto it = requests_.find(id);
+    if (!ended && it != requests_.end() && !it->second.constraint_error.empty())
+      finish(id, FinishReason::kError, it->second.constraint_error);
   }
 }
 
@@ -412,6 +417,13 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
       res.push_back(s);
     } else if (!out.tokens.empty()) {  // -1: the runner's row after the edits, the same u
       res.push_back(SampleResult{sample_row(out.row(static_cast<int>(r)), f.sampling), 0.0f, {}});
+    } else if (req.constraint) {  // structured output: the host masks the row, then draws
+      res.push_back(sample_constrained(st, out.row(static_cast<int>(r)), all.first(seq.n_prompt),
+                                       all.subspan(seq.n_prompt)));
+      if (!st.constraint_error.empty()) {
+        res.pop_back();
+        break;
+      }
     } else if (f.sample_on_device) {  // u was drawn for the runner: the host uses the same one
       res.push_back(sample_token(out.row(static_cast<int>(r)), req.sampling,
                                  all.first(seq.n_prompt), all.subspan(seq.n_prompt), f.sampling.u,
@@ -427,17 +439,37 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
   return res;
 }
 
+// A constrained request's token: the row with the tokens the constraint refuses at -inf, drawn
+// as usual (-inf stays -inf through bias and penalties); logprobs stay those of the raw row.
+SampleResult Engine::sample_constrained(RequestState& st, std::span<const float> raw,
+                                        std::span<const TokenId> prompt,
+                                        std::span<const TokenId> generated) {
+  const GenerateRequest& req = st.req;
+  std::vector<float> masked(raw.begin(), raw.end());
+  if (!req.constraint->mask(masked)) {
+    st.constraint_error = "structured output: no token can continue the output";
+    return {};
+  }
+  SampleResult r = sample_token(masked, req.sampling, prompt, generated, st.rng, false, 0);
+  if (req.logprobs || req.n_top_logprobs > 0)
+    compute_logprobs(raw, r.token, req.n_top_logprobs, &r.logprob, &r.top_logprobs);
+  if (!req.constraint->accept(r.token))
+    st.constraint_error = "structured output: the sampled token does not fit the grammar";
+  return r;
+}
+
 // The request's token is the argmax of the raw logits (ForwardSeq::argmax_only).
 bool Engine::argmax_only(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
-  return argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
+  return !req.constraint && argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
 }
 
 // The request's token can be decided by the runner (bias and penalties as edits, then the draw):
 // everything but logprobs, which are of the raw logits.
 bool Engine::device_samplable(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
-  return req.sampling.temperature >= 0.0f && !req.logprobs && req.n_top_logprobs == 0;
+  return req.sampling.temperature >= 0.0f && !req.logprobs && req.n_top_logprobs == 0 &&
+         !req.constraint;
 }
 
 // Counts the token and sends its event; true when it finished the request (then gone).
@@ -452,6 +484,8 @@ bool Engine::emit(uint64_t id, SampleResult r) {
     reason = FinishReason::kStop;
   else if (req.stop_hook && req.stop_hook(r.token))
     reason = FinishReason::kStop;
+  else if (req.constraint && req.constraint->complete())
+    reason = FinishReason::kStop;  // the structured output is whole: nothing may follow
   else if (st.usage.n_generated_tokens >= req.max_tokens)
     reason = FinishReason::kLength;
   if (req.on_event) {

@@ -131,6 +131,7 @@ class Engine {
     // The prompt's distinct tokens (distinct_tokens), kept for the repetition penalty's edits.
     std::vector<TokenId> prompt_distinct;
     bool has_prompt_distinct = false;
+    std::string constraint_error;  // the constraint refused every token (the request fails)
   };
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
@@ -165,6 +166,9 @@ class Engine {
   std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st, const ForwardSeq& f,
                                         std::span<const TokenId> draft, const ForwardOutput& out,
                                         int row);
+  SampleResult sample_constrained(RequestState& st, std::span<const float> raw,
+                                  std::span<const TokenId> prompt,
+                                  std::span<const TokenId> generated);
   bool argmax_only(uint64_t id) const;  // ForwardSeq::argmax_only for this request
   // ForwardSeq::sample_on_device for this request's step without drafts.
   bool device_samplable(uint64_t id) const;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "engine/token_constraint.h"
 
 namespace t9::engine {
 
@@ -78,6 +79,9 @@ struct GenerateRequest {
   StopHook stop_hook;      // optional: stop strings (see the file comment)
   bool logprobs = false;   // fill TokenEvent::logprob
   int n_top_logprobs = 0;  // fill TokenEvent::top_logprobs with this many (0..20)
+  // Structured output: only tokens it allows are sampled, and the request ends once it is
+  // complete. Null: unconstrained. Used on the engine thread only.
+  std::shared_ptr<TokenConstraint> constraint;
   // Extra key for prefix-cache hashing: requests share cached blocks only with equal salts
   // (LoRA adapter id, image ids, a tenant's cache namespace).
   uint64_t cache_salt = 0;

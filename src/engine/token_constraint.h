@@ -1,0 +1,24 @@
+// TokenConstraint: a request's restriction of which tokens may come next (structured output: a
+// JSON schema, a "json" format). The engine never sees the grammar or any text: the server layer
+// builds the constraint (grammar/token_filter.h behind this interface) and the engine, on its own
+// thread, masks the row before sampling and reports each token it took. A constrained row is
+// sampled on the host (the mask needs the logits); it never pipelines.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace t9::engine {
+
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets logits[t] = -inf for each token t that may not come next. False: no token may.
+  virtual bool mask(std::span<float> logits) = 0;
+  // The token that came next (one mask() left). False: it does not fit.
+  virtual bool accept(int32_t token) = 0;
+  // Nothing may follow the tokens so far: the request ends here (finish reason stop).
+  virtual bool complete() const = 0;
+};
+
+}  // namespace t9::engine
