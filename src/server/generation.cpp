@@ -34,7 +34,7 @@ Generation::Generation(ServerContext& ctx, GenerationSpec spec)
     : ctx_(ctx), spec_(std::move(spec)), decoder_(*ctx.tokenizer) {}
 
 Generation::~Generation() {
-  if (finished_) return;
+  if (finished_ || !cancelled_) return;  // finished, or never submitted (start() failed)
   // The client went away before the end (its stream was dropped): cancel, and still count and log
   // the request, as cancelled.
   cancel();
@@ -45,6 +45,21 @@ Generation::~Generation() {
   if (ctx_.metrics) ctx_.metrics->observe_request(usage_, ttft_ms_, total_ms_, finish_name(finish_));
   log_line();
 }
+
+namespace {
+
+// A chat output may open with a reasoning block before the structured value: when the prompt
+// already opened it (the output starts inside it), or when the template knows the open tag.
+grammar::Preamble output_preamble(const ServerContext& ctx, const GenerationSpec& spec) {
+  const chat::ReasoningConfig& r = spec.parser.reasoning;
+  if (!spec.parse_chat || !r.enabled) return {};
+  if (r.starts_in_reasoning) return {"", r.close_tag};
+  if (ctx.model.chat_template_source.find(r.open_tag) != std::string::npos)
+    return {r.open_tag, r.close_tag};
+  return {};
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, GenerationSpec spec) {
   if (spec.prompt.empty()) return error("prompt: empty after tokenization");
@@ -69,6 +84,11 @@ Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, Genera
   if (!g->spec_.ignore_eos) req.stop_token_ids = ctx.eog_ids;
   req.logprobs = g->spec_.n_top_logprobs >= 0;
   req.n_top_logprobs = std::max(0, g->spec_.n_top_logprobs);
+  if (g->spec_.format.kind != OutputFormat::Kind::kText) {
+    T9_ASSIGN_OR_RETURN(req.constraint,
+                        ctx.structured->constraint(*ctx.tokenizer, g->spec_.format,
+                                                   output_preamble(ctx, g->spec_), req.stop_token_ids));
+  }
   req.on_event = g->channel_->callback();
   g->cancelled_ = req.cancelled;
   g->t_start_ = Clock::now();

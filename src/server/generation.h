@@ -32,6 +32,7 @@ struct GenerationSpec {
   bool parse_chat = false;        // false: all text is content (completions APIs)
   chat::ChatParserConfig parser;  // used when parse_chat
   std::shared_ptr<const chat::ToolSet> tools;
+  OutputFormat format;            // structured output (response_format, Ollama's format)
   std::string protocol;           // "openai", "anthropic", "ollama": for the request log line
 };
 

@@ -10,6 +10,7 @@
 
 #include "chat/chat_template.h"
 #include "engine/engine.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace t9::server {
@@ -54,6 +55,8 @@ struct ServerContext {
   bool template_thinks = false;  // the template opens <think> itself (Qwen3 style)
   std::vector<engine::TokenId> eog_ids;  // end-of-generation tokens: stop ids for every request
   Metrics* metrics = nullptr;
+  // The vocabulary trie and compiled grammars of structured output (shared by HTTP threads).
+  std::shared_ptr<StructuredOutputs> structured = std::make_shared<StructuredOutputs>();
 };
 
 }  // namespace t9::server

@@ -14,8 +14,21 @@ namespace {
 constexpr Protocol kP = Protocol::kOllama;
 using Clock = std::chrono::steady_clock;
 
+// format: "json" (any JSON object), a JSON schema, or "" / absent (free text).
+void read_format(FieldReader& r, const Json& body, GenerationSpec& spec) {
+  auto it = body.find("format");
+  if (it == body.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty())) return;
+  if (it->is_string() && it->get<std::string>() == "json")
+    spec.format.kind = OutputFormat::Kind::kJsonObject;
+  else if (it->is_object())
+    spec.format = {OutputFormat::Kind::kJsonSchema, *it, "format"};
+  else
+    r.fail("format", "must be \"json\" or a JSON schema object");
+}
+
 void read_options(FieldReader& r, const Json& body, GenerationSpec& spec, int default_max) {
   spec.max_tokens = default_max;
+  read_format(r, body, spec);
   const Json* o = r.object(body, "", "options");
   if (!o) return;
   read_sampling(r, *o, "options", spec);

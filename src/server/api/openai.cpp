@@ -133,8 +133,43 @@ Json read_tools(FieldReader& r, const Json& body) {
   return only;
 }
 
+// response_format: {"type": "text" | "json_object" | "json_schema", "json_schema": {"name",
+// "schema", "strict"}}; llama-server's {"type": "json_object", "schema": {...}} too.
+void read_response_format(FieldReader& r, const Json& body, GenerationSpec& spec) {
+  const Json* rf = r.object(body, "", "response_format");
+  if (!rf) return;
+  const auto type = r.str(*rf, "response_format", "type");
+  if (!r.ok()) return;
+  if (!type) return r.fail("response_format.type", "is required: text, json_object or json_schema");
+  const Json* schema = nullptr;
+  std::string field;
+  if (*type == "text") return;
+  if (*type == "json_object") {
+    spec.format.kind = OutputFormat::Kind::kJsonObject;
+    if (auto it = rf->find("schema"); it != rf->end() && !it->is_null()) {
+      schema = &*it;
+      field = "response_format.schema";
+    }
+  } else if (*type == "json_schema") {
+    const Json* js = r.object(*rf, "response_format", "json_schema");
+    if (!r.ok()) return;
+    if (!js) return r.fail("response_format.json_schema", "is required when type is json_schema");
+    auto it = js->find("schema");
+    if (it == js->end() || it->is_null())
+      return r.fail("response_format.json_schema.schema", "is required");
+    schema = &*it;
+    field = "response_format.json_schema.schema";
+  } else {
+    return r.fail("response_format.type", "must be text, json_object or json_schema");
+  }
+  if (!schema) return;
+  if (!schema->is_object() && !schema->is_boolean()) return r.fail(field, "must be a JSON schema object");
+  spec.format = {OutputFormat::Kind::kJsonSchema, *schema, field};
+}
+
 void read_common(FieldReader& r, const Json& body, GenerationSpec& spec, int default_max) {
   read_sampling(r, body, "", spec);
+  read_response_format(r, body, spec);
   read_stop(r, body, "", "stop", spec.stop);
   spec.max_tokens = default_max;
   if (auto v = r.integer(body, "", "max_tokens", 1, 1 << 24)) spec.max_tokens = static_cast<int>(*v);

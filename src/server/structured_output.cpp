@@ -1,0 +1,70 @@
+#include "server/structured_output.h"
+
+#include "tokenizer/tokenizer.h"
+
+namespace t9::server {
+
+namespace {
+
+class GrammarConstraint final : public engine::TokenConstraint {
+ public:
+  explicit GrammarConstraint(grammar::TokenFilter filter) : filter_(std::move(filter)) {}
+  bool mask(std::span<float> logits) override { return filter_.mask(logits); }
+  bool accept(int32_t token) override { return filter_.accept(token); }
+  bool complete() const override { return filter_.complete(); }
+
+ private:
+  grammar::TokenFilter filter_;
+};
+
+}  // namespace
+
+std::shared_ptr<const grammar::TokenTrie> StructuredOutputs::trie(const tok::Tokenizer& tokenizer) {
+  std::call_once(trie_once_, [&] {
+    const int n = static_cast<int>(tokenizer.n_tokens());
+    std::vector<std::string> pieces(static_cast<size_t>(n));
+    std::vector<char> usable(static_cast<size_t>(n), 0);
+    for (int t = 0; t < n; ++t) {
+      pieces[t] = std::string(tokenizer.piece(t));
+      usable[t] = !tokenizer.is_special(t);
+    }
+    trie_ = std::make_shared<const grammar::TokenTrie>(pieces, usable);
+  });
+  return trie_;
+}
+
+Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutputs::constraint(
+    const tok::Tokenizer& tokenizer, const OutputFormat& format, const grammar::Preamble& preamble,
+    std::vector<int32_t> stop_ids) {
+  if (format.kind == OutputFormat::Kind::kText) return std::shared_ptr<engine::TokenConstraint>();
+  const std::string key =
+      (format.kind == OutputFormat::Kind::kJsonObject ? "object" : format.schema.dump()) + '\0' +
+      preamble.open + '\0' + preamble.close;
+  Compiled c;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = compiled_.begin(); it != compiled_.end(); ++it) {
+      if (it->first != key) continue;
+      compiled_.splice(compiled_.begin(), compiled_, it);
+      c = it->second;
+      break;
+    }
+  }
+  if (!c.grammar) {
+    if (format.kind == OutputFormat::Kind::kJsonObject) {
+      c.grammar = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar(preamble));
+    } else {
+      auto g = grammar::json_schema_grammar(format.schema, preamble, format.field);
+      if (!g.ok()) return error("{}", g.message());
+      c.grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
+    }
+    c.masks = std::make_shared<grammar::MaskCache>();
+    std::lock_guard lock(mu_);
+    compiled_.emplace_front(key, c);
+    if (compiled_.size() > kMaxCompiled) compiled_.pop_back();
+  }
+  return std::shared_ptr<engine::TokenConstraint>(std::make_shared<GrammarConstraint>(
+      grammar::TokenFilter(c.grammar, trie(tokenizer), std::move(stop_ids), c.masks)));
+}
+
+}  // namespace t9::server

@@ -1,0 +1,117 @@
+// Structured output over the real Qwen3 vocabulary (151k tokens, byte-level BPE, multi-byte
+// pieces, added tokens): the trie walk's allowed set equals trying every token one by one at
+// states along a document, the document's own tokens are each allowed and end the output, and a
+// declared string refuses a bare number where its quote must come.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "grammar/token_filter.h"
+#include "server/structured_output.h"
+#include "tokenizer/tokenizer.h"
+
+namespace t9::server {
+namespace {
+
+const tok::Tokenizer& qwen3() {
+  static const tok::Tokenizer tk = [] {
+    auto r = tok::Tokenizer::from_tokenizer_json_file(std::string(TEMPO9_SHARED_DIR) +
+                                                      "/fixtures/tokenizers/qwen3/tokenizer.json");
+    EXPECT_TRUE(r.ok()) << r.message();
+    return std::move(r).value();
+  }();
+  return tk;
+}
+
+const Json kSchema = Json::parse(R"({"type":"object","properties":{
+    "order_id":{"type":"string"},"qty":{"type":"integer","minimum":0},
+    "note":{"type":"string","maxLength":40},"tags":{"type":"array","items":{"enum":["a","b"]}}},
+    "required":["order_id","qty","note"],"additionalProperties":false})");
+
+std::vector<int32_t> encode(const std::string& text) {
+  auto ids = qwen3().encode(text, {.add_special = false, .parse_special = false});
+  EXPECT_TRUE(ids.ok());
+  return std::vector<int32_t>(ids->begin(), ids->end());
+}
+
+TEST(StructuredOutput, TrieWalkEqualsEveryTokenOnTheRealVocabulary) {
+  StructuredOutputs so;
+  auto trie = so.trie(qwen3());
+  auto g = grammar::json_schema_grammar(kSchema);
+  ASSERT_TRUE(g.ok()) << g.message();
+  grammar::GrammarMatcher m(std::make_shared<const grammar::Grammar>(std::move(g).value()));
+  const std::string doc =
+      "{\"order_id\": \"00123\", \"qty\": 5, \"note\": \"h\xc3\xa9llo \xe2\x82\xac\"}";
+  size_t checked = 0;
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{14}, size_t{17}, size_t{29}, doc.size() - 4}) {
+    grammar::GrammarMatcher at = m;
+    ASSERT_TRUE(at.accept(doc.substr(0, cut))) << cut;
+    const grammar::TokenBits got = grammar::allowed_tokens(at, *trie);
+    size_t n_allowed = 0;
+    for (int32_t t = 0; t < trie->n_vocab(); ++t) {
+      bool want = false;
+      if (trie->usable(t)) {
+        grammar::GrammarMatcher copy = at;
+        want = copy.accept(trie->piece(t));
+      }
+      ASSERT_EQ(((got[t >> 6] >> (t & 63)) & 1) != 0, want) << "cut " << cut << " token " << t;
+      n_allowed += want;
+    }
+    EXPECT_GT(n_allowed, 0u);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6u);
+}
+
+TEST(StructuredOutput, ADocumentsTokensAreAllowedAndCompleteIt) {
+  StructuredOutputs so;
+  const int32_t eos = 151645;  // <|im_end|>
+  OutputFormat f{OutputFormat::Kind::kJsonSchema, kSchema, "schema"};
+  auto c = so.constraint(qwen3(), f, {}, {eos});
+  ASSERT_TRUE(c.ok()) << c.message();
+  const std::string doc =
+      "{\"order_id\": \"A-17\", \"qty\": 12, \"note\": \"caf\xc3\xa9 \xe2\x82\xac 5\", \"tags\": "
+      "[\"b\"]}";
+  const std::vector<int32_t> ids = encode(doc);
+  std::vector<float> logits(151936);  // the model's padded row: ids past the vocabulary are masked
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::fill(logits.begin(), logits.end(), 0.5f);
+    ASSERT_TRUE((*c)->mask(logits));
+    EXPECT_EQ(logits[ids[i]], 0.5f) << "token " << i << " '" << qwen3().piece(ids[i]) << "'";
+    EXPECT_TRUE(std::isinf(logits[eos]));  // not a whole document yet
+    EXPECT_TRUE(std::isinf(logits[151935]));
+    ASSERT_TRUE((*c)->accept(ids[i]));
+    EXPECT_EQ((*c)->complete(), i + 1 == ids.size());
+  }
+}
+
+TEST(StructuredOutput, ADeclaredStringRefusesABareNumber) {
+  StructuredOutputs so;
+  OutputFormat f{OutputFormat::Kind::kJsonSchema, kSchema, "schema"};
+  auto c = so.constraint(qwen3(), f, {}, {});
+  ASSERT_TRUE(c.ok());
+  for (int32_t t : encode("{\"order_id\":")) ASSERT_TRUE((*c)->accept(t));
+  std::vector<float> logits(qwen3().n_tokens(), 0.0f);
+  ASSERT_TRUE((*c)->mask(logits));
+  const std::vector<int32_t> digits = encode("00123");
+  const std::vector<int32_t> quoted = encode("\"00123");
+  EXPECT_TRUE(std::isinf(logits[digits[0]]));
+  EXPECT_FALSE(std::isinf(logits[quoted[0]]));
+}
+
+TEST(StructuredOutput, TextIsUnconstrainedAndErrorsNameTheField) {
+  StructuredOutputs so;
+  OutputFormat bad{OutputFormat::Kind::kJsonSchema,
+                   Json::parse(R"({"type":"array","items":{"pattern":"x"}})"),
+                   "response_format.json_schema.schema"};
+  auto c = so.constraint(qwen3(), bad, {}, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.message(), "response_format.json_schema.schema.items.pattern: is not supported");
+  OutputFormat text;
+  auto none = so.constraint(qwen3(), text, {}, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);
+}
+
+}  // namespace
+}  // namespace t9::server
