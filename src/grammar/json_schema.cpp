@@ -1,5 +1,7 @@
 #include "grammar/json_schema.h"
 
+#include "grammar/schema_compiler.h"
+
 #include <fmt/format.h>
 
 #include <optional>
@@ -16,63 +18,15 @@ constexpr int kMaxIntDigits = 16;   // an integer part's digits
 constexpr int kMaxFracDigits = 16;  // a fraction's digits
 constexpr int kMaxExpDigits = 3;    // an exponent's digits
 
-class Compiler {
- public:
-  explicit Compiler(const Json& root) : root_(root) {}
+}  // namespace
 
-  uint32_t value(const Json& s, const std::string& path, int depth);
-  uint32_t any_object();
-  Result<Grammar> finish(uint32_t value_rule, const Preamble& pre) &&;
-  bool ok() const { return err_.empty(); }
-  const std::string& err() const { return err_; }
+uint32_t SchemaCompiler::fail(const std::string& path, const std::string& why) {
+  if (lenient_) return any_value();
+  if (err_.empty()) err_ = path + ": " + why;
+  return null_rule();
+}
 
- private:
-  uint32_t fail(const std::string& path, const std::string& why) {
-    if (err_.empty()) err_ = path + ": " + why;
-    return null_rule();
-  }
-  uint32_t literal_rule(const std::string& name, const std::string& text) {
-    return b_.rule(name, {b_.literal(text)});
-  }
-  uint32_t null_rule() {
-    return cached(null_, [&] { return literal_rule("null", "null"); });
-  }
-  uint32_t ws();
-  uint32_t sep();  // ws "," ws
-  uint32_t str_char();
-  uint32_t any_string() {
-    return cached(any_string_, [&] { return string_of("string", 0, -1); });
-  }
-  uint32_t string_of(const std::string& name, int min, int max);
-  uint32_t int_part();
-  uint32_t integer(bool negative);
-  uint32_t number(bool negative);
-  uint32_t boolean();
-  uint32_t any_value();
-  uint32_t any_array();
-  uint32_t typed(const std::string& type, const Json& s, const std::string& path, int depth);
-  uint32_t object(const Json& s, const std::string& path, int depth);
-  uint32_t array(const Json& s, const std::string& path, int depth);
-  uint32_t reference(const std::string& ref, const std::string& path, int depth);
-  uint32_t alternatives(const std::string& name, const std::vector<uint32_t>& rules);
-  std::optional<int> count(const Json& s, const char* key, const std::string& path);
-
-  template <typename F>
-  uint32_t cached(std::optional<uint32_t>& slot, F make) {
-    if (!slot) slot = make();
-    return *slot;
-  }
-
-  const Json& root_;
-  GrammarBuilder b_;
-  std::string err_;
-  std::optional<uint32_t> null_, ws_, sep_, char_, any_string_, int_part_, int_[2], num_[2], bool_,
-      any_value_, any_object_, any_array_;
-  std::unordered_map<std::string, uint32_t> refs_;
-  int n_names_ = 0;
-};
-
-uint32_t Compiler::ws() {
+uint32_t SchemaCompiler::ws() {
   return cached(ws_, [&] {
     const uint32_t indent = b_.repeat("indent", b_.bytes([] {
       ByteSet s = ByteSet::of(' ');
@@ -84,7 +38,7 @@ uint32_t Compiler::ws() {
   });
 }
 
-uint32_t Compiler::sep() {
+uint32_t SchemaCompiler::sep() {
   return cached(sep_, [&] {
     return b_.rule("sep",
                    {Alt{GrammarBuilder::ref(ws()), b_.byte(','), GrammarBuilder::ref(ws())}});
@@ -93,7 +47,7 @@ uint32_t Compiler::sep() {
 
 // One JSON string character: printable ASCII but '"' and '\', a valid UTF-8 sequence of 2-4
 // bytes, or an escape.
-uint32_t Compiler::str_char() {
+uint32_t SchemaCompiler::str_char() {
   return cached(char_, [&] {
     ByteSet plain = ByteSet::range(0x20, 0x7f);
     plain.bits[0x22 >> 6] &= ~(uint64_t{1} << (0x22 & 63));
@@ -114,12 +68,12 @@ uint32_t Compiler::str_char() {
   });
 }
 
-uint32_t Compiler::string_of(const std::string& name, int min, int max) {
+uint32_t SchemaCompiler::string_of(const std::string& name, int min, int max) {
   const uint32_t chars = b_.repeat(name + "-chars", GrammarBuilder::ref(str_char()), min, max);
   return b_.rule(name, {Alt{b_.byte('"'), GrammarBuilder::ref(chars), b_.byte('"')}});
 }
 
-uint32_t Compiler::int_part() {
+uint32_t SchemaCompiler::int_part() {
   return cached(int_part_, [&] {
     const uint32_t rest =
         b_.repeat("digits", b_.bytes(ByteSet::range('0', '9')), 0, kMaxIntDigits - 1);
@@ -128,7 +82,7 @@ uint32_t Compiler::int_part() {
   });
 }
 
-uint32_t Compiler::integer(bool negative) {
+uint32_t SchemaCompiler::integer(bool negative) {
   return cached(int_[negative], [&] {
     std::vector<Alt> alts{Alt{GrammarBuilder::ref(int_part())}};
     if (negative) alts.push_back(Alt{b_.byte('-'), GrammarBuilder::ref(int_part())});
@@ -136,7 +90,7 @@ uint32_t Compiler::integer(bool negative) {
   });
 }
 
-uint32_t Compiler::number(bool negative) {
+uint32_t SchemaCompiler::number(bool negative) {
   return cached(num_[negative], [&] {
     const Sym digit = b_.bytes(ByteSet::range('0', '9'));
     const uint32_t frac = b_.optional(
@@ -161,14 +115,14 @@ uint32_t Compiler::number(bool negative) {
   });
 }
 
-uint32_t Compiler::boolean() {
+uint32_t SchemaCompiler::boolean() {
   return cached(bool_, [&] {
     return b_.rule("boolean", {b_.literal("true"), b_.literal("false")});
   });
 }
 
 // value ::= object | array | string | number | true | false | null (recursive).
-uint32_t Compiler::any_value() {
+uint32_t SchemaCompiler::any_value() {
   if (any_value_) return *any_value_;
   const uint32_t v = b_.declare("value");
   any_value_ = v;
@@ -178,7 +132,7 @@ uint32_t Compiler::any_value() {
   return v;
 }
 
-uint32_t Compiler::any_object() {
+uint32_t SchemaCompiler::any_object() {
   if (any_object_) return *any_object_;
   const uint32_t obj = b_.declare("object");
   any_object_ = obj;
@@ -196,7 +150,7 @@ uint32_t Compiler::any_object() {
   return obj;
 }
 
-uint32_t Compiler::any_array() {
+uint32_t SchemaCompiler::any_array() {
   if (any_array_) return *any_array_;
   const uint32_t arr = b_.declare("array");
   any_array_ = arr;
@@ -212,14 +166,14 @@ uint32_t Compiler::any_array() {
   return arr;
 }
 
-uint32_t Compiler::alternatives(const std::string& name, const std::vector<uint32_t>& rules) {
+uint32_t SchemaCompiler::alternatives(const std::string& name, const std::vector<uint32_t>& rules) {
   if (rules.size() == 1) return rules[0];
   std::vector<Alt> alts;
   for (uint32_t r : rules) alts.push_back(Alt{GrammarBuilder::ref(r)});
   return b_.rule(name, std::move(alts));
 }
 
-std::optional<int> Compiler::count(const Json& s, const char* key, const std::string& path) {
+std::optional<int> SchemaCompiler::count(const Json& s, const char* key, const std::string& path) {
   auto it = s.find(key);
   if (it == s.end()) return std::nullopt;
   if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > (1 << 20)) {
@@ -229,26 +183,27 @@ std::optional<int> Compiler::count(const Json& s, const char* key, const std::st
   return static_cast<int>(it->get<int64_t>());
 }
 
-uint32_t Compiler::reference(const std::string& ref, const std::string& path, int depth) {
-  if (auto it = refs_.find(ref); it != refs_.end()) return it->second;
+uint32_t SchemaCompiler::reference(const std::string& ref, const std::string& path, int depth) {
+  const std::string key = fmt::format("{}#{}", static_cast<const void*>(root_), ref);
+  if (auto it = refs_.find(key); it != refs_.end()) return it->second;
   if (ref.empty() || ref[0] != '#')
     return fail(path + ".$ref", "only references inside the schema (\"#/...\") are supported");
-  const Json* target = &root_;
+  const Json* target = root_;
   if (ref.size() > 1) {
     try {
-      target = &root_.at(Json::json_pointer(ref.substr(1)));
+      target = &root_->at(Json::json_pointer(ref.substr(1)));
     } catch (const std::exception&) {
       return fail(path + ".$ref", "'" + ref + "' names nothing in the schema");
     }
   }
   const uint32_t r = b_.declare("ref" + std::to_string(n_names_++));
-  refs_.emplace(ref, r);  // before compiling the target: it may refer to itself
+  refs_.emplace(key, r);  // before compiling the target: it may refer to itself
   const uint32_t t = value(*target, ref, depth + 1);
   b_.define(r, {Alt{GrammarBuilder::ref(t)}});
   return r;
 }
 
-uint32_t Compiler::value(const Json& s, const std::string& path, int depth) {
+uint32_t SchemaCompiler::value(const Json& s, const std::string& path, int depth) {
   if (!ok()) return null_rule();
   if (depth > kMaxDepth) return fail(path, fmt::format("nested more than {} levels", kMaxDepth));
   if (s.is_boolean())
@@ -259,7 +214,7 @@ uint32_t Compiler::value(const Json& s, const std::string& path, int depth) {
     return reference(it->get<std::string>(), path, depth);
   }
   for (const char* k : {"pattern", "prefixItems", "patternProperties"})
-    if (s.contains(k)) return fail(path + "." + k, "is not supported");
+    if (s.contains(k) && !lenient_) return fail(path + "." + k, "is not supported");
   if (auto it = s.find("enum"); it != s.end()) {
     if (!it->is_array() || it->empty()) return fail(path + ".enum", "must be a non-empty array");
     std::vector<uint32_t> alts;
@@ -308,8 +263,8 @@ uint32_t Compiler::value(const Json& s, const std::string& path, int depth) {
   return alternatives("types", alts);
 }
 
-uint32_t Compiler::typed(const std::string& type, const Json& s, const std::string& path,
-                         int depth) {
+uint32_t SchemaCompiler::typed(const std::string& type, const Json& s, const std::string& path,
+                               int depth) {
   if (type == "object") return object(s, path, depth);
   if (type == "array") return array(s, path, depth);
   if (type == "null") return null_rule();
@@ -336,7 +291,7 @@ uint32_t Compiler::typed(const std::string& type, const Json& s, const std::stri
 // "{" ws head(0) ws "}": head(i) is the members from property i on with none written yet, tail(i)
 // the same after one was (each then starts with a comma). Required properties appear in order;
 // an optional one may be skipped; extra members (additionalProperties) come last.
-uint32_t Compiler::object(const Json& s, const std::string& path, int depth) {
+uint32_t SchemaCompiler::object(const Json& s, const std::string& path, int depth) {
   std::vector<std::pair<std::string, const Json*>> props;
   static const Json kAny = true;
   if (auto it = s.find("properties"); it != s.end()) {
@@ -398,7 +353,7 @@ uint32_t Compiler::object(const Json& s, const std::string& path, int depth) {
   return b_.rule("obj", {Alt{b_.byte('{'), R(ws()), R(head[0]), R(ws()), b_.byte('}')}});
 }
 
-uint32_t Compiler::array(const Json& s, const std::string& path, int depth) {
+uint32_t SchemaCompiler::array(const Json& s, const std::string& path, int depth) {
   const auto R = GrammarBuilder::ref;
   const auto it = s.find("items");
   if (it != s.end() && !it->is_object() && !it->is_boolean())
@@ -416,7 +371,7 @@ uint32_t Compiler::array(const Json& s, const std::string& path, int depth) {
   return b_.rule("arr", {Alt{b_.byte('['), R(ws()), R(inner), R(ws()), b_.byte(']')}});
 }
 
-Result<Grammar> Compiler::finish(uint32_t value_rule, const Preamble& pre) && {
+Result<Grammar> SchemaCompiler::finish(uint32_t value_rule, const Preamble& pre) && {
   if (!ok()) return error("{}", err_);
   const auto R = GrammarBuilder::ref;
   uint32_t root = value_rule;
@@ -437,18 +392,16 @@ Result<Grammar> Compiler::finish(uint32_t value_rule, const Preamble& pre) && {
   return std::move(b_).build(root);
 }
 
-}  // namespace
-
 Result<Grammar> json_schema_grammar(const Json& schema, const Preamble& preamble,
                                     const std::string& path) {
-  Compiler c(schema);
+  SchemaCompiler c(schema);
   const uint32_t v = c.value(schema, path, 0);
   return std::move(c).finish(v, preamble);
 }
 
 Grammar json_object_grammar(const Preamble& preamble) {
   static const Json kEmpty = Json::object();
-  Compiler c(kEmpty);
+  SchemaCompiler c(kEmpty);
   const uint32_t v = c.any_object();
   auto g = std::move(c).finish(v, preamble);
   return std::move(g).value();  // a fixed grammar: cannot fail

@@ -30,7 +30,8 @@ bool prompt_opens_reasoning(const std::string& prompt) {
   size_t end = prompt.find_last_not_of(" \t\r\n");
   if (end == std::string::npos) return false;
   static const std::string kOpen = "<think>";
-  return end + 1 >= kOpen.size() && prompt.compare(end + 1 - kOpen.size(), kOpen.size(), kOpen) == 0;
+  return end + 1 >= kOpen.size() &&
+         prompt.compare(end + 1 - kOpen.size(), kOpen.size(), kOpen) == 0;
 }
 
 }  // namespace
@@ -48,6 +49,11 @@ Result<GenerationSpec> chat_generation_spec(const ServerContext& ctx, const Chat
     auto tools = chat::ToolSet::from_json(nlohmann::json::parse(in.tools.dump()));
     if (!tools.ok()) return error("{}", tools.message());
     spec.tools = std::make_shared<const chat::ToolSet>(std::move(tools).value());
+    if (in.tool_call_required && grammar::tool_call_grammar_supports(spec.parser.tool_dialect)) {
+      spec.format.kind = OutputFormat::Kind::kToolCall;
+      spec.format.schema = in.tools;
+      spec.format.tool_call = {spec.parser.tool_dialect, in.parallel_tool_calls};
+    }
   }
   return spec;
 }

@@ -13,9 +13,13 @@ namespace t9::server {
 
 struct ChatInput {
   chat::Json messages = chat::Json::array();
-  chat::Json tools;                           // OpenAI function tools array, or null
-  chat::Json kwargs = chat::Json::object();   // template kwargs (enable_thinking, ...)
+  chat::Json tools;                          // OpenAI function tools array, or null
+  chat::Json kwargs = chat::Json::object();  // template kwargs (enable_thinking, ...)
   bool add_generation_prompt = true;
+  // tool_choice required / a named function (Anthropic: any / tool): the output is a tool call,
+  // enforced by a grammar where the template's dialect has one (grammar/tool_call_grammar.h).
+  bool tool_call_required = false;
+  bool parallel_tool_calls = true;
 };
 
 // Tokenizes a prompt the template (or the client) already formatted (Tokenizer::encode_prompt);

@@ -37,9 +37,11 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutputs::constraint(
     const tok::Tokenizer& tokenizer, const OutputFormat& format, const grammar::Preamble& preamble,
     std::vector<int32_t> stop_ids) {
   if (format.kind == OutputFormat::Kind::kText) return std::shared_ptr<engine::TokenConstraint>();
-  const std::string key =
-      (format.kind == OutputFormat::Kind::kJsonObject ? "object" : format.schema.dump()) + '\0' +
-      preamble.open + '\0' + preamble.close;
+  std::string key = std::to_string(static_cast<int>(format.kind));
+  for (const std::string& part :
+       {format.schema.dump(), format.tool_call.dialect,
+        std::string(format.tool_call.parallel ? "1" : "0"), preamble.open, preamble.close})
+    key += '\0' + part;
   Compiled c;
   {
     std::lock_guard lock(mu_);
@@ -54,7 +56,9 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutputs::constraint(
     if (format.kind == OutputFormat::Kind::kJsonObject) {
       c.grammar = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar(preamble));
     } else {
-      auto g = grammar::json_schema_grammar(format.schema, preamble, format.field);
+      auto g = format.kind == OutputFormat::Kind::kToolCall
+                   ? grammar::tool_call_grammar(format.schema, format.tool_call, preamble)
+                   : grammar::json_schema_grammar(format.schema, preamble, format.field);
       if (!g.ok()) return error("{}", g.message());
       c.grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
     }

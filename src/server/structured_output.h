@@ -1,8 +1,9 @@
-// Structured output: a request's output format (OpenAI's response_format, Ollama's format) turned
-// into an engine::TokenConstraint over the model's vocabulary. One StructuredOutputs per server
-// holds the vocabulary's byte trie (built on the first constrained request) and the compiled
-// grammars of recent formats with their mask caches, so agents that send the same schema every
-// turn compile it once and reuse the allowed sets of its states.
+// Structured output: a request's output format (OpenAI's response_format, Ollama's format, a
+// required tool call) turned into an engine::TokenConstraint over the model's vocabulary. One
+// StructuredOutputs per server holds the vocabulary's byte trie (built on the first constrained
+// request) and the compiled grammars of recent formats with their mask caches, so agents that
+// send the same schema or tools every turn compile them once and reuse the allowed sets of their
+// states.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "engine/token_constraint.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_filter.h"
+#include "grammar/tool_call_grammar.h"
 #include "server/json_fields.h"
 
 namespace t9::tok {
@@ -24,11 +26,11 @@ class Tokenizer;
 namespace t9::server {
 
 struct OutputFormat {
-  enum class Kind { kText, kJsonObject, kJsonSchema };
+  enum class Kind { kText, kJsonObject, kJsonSchema, kToolCall };
   Kind kind = Kind::kText;
-  Json schema;  // kJsonSchema
-  std::string
-      field;  // where the schema was given, for errors ("response_format.json_schema.schema")
+  Json schema;        // kJsonSchema: the schema; kToolCall: the tools that may be called
+  std::string field;  // where a schema was given, for errors: "response_format.json_schema.schema"
+  grammar::ToolCallFormat tool_call;  // kToolCall
 };
 
 class StructuredOutputs {

@@ -167,3 +167,48 @@ def test_qwen_large_vocabulary(qwen_server):
     assert list(obj) == ["order_id", "qty"]
     assert isinstance(obj["order_id"], str) and isinstance(obj["qty"], int)
     assert r.choices[0].finish_reason == "stop"
+
+
+ORDER_TOOL = {"type": "function", "function": {
+    "name": "get_order_status", "description": "Shipping status of an order by its order number.",
+    "parameters": {"type": "object", "properties": {"order_number": {"type": "string"}},
+                   "required": ["order_number"]}}}
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather forecast for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                   "required": ["city", "days"]}}}
+HELLO = [{"role": "user", "content": "Hi! Tell me a short joke."}]
+
+
+def test_tool_choice_required_forces_a_call(qwen_server):
+    """Without the constraint the model answers a joke request in prose; with tool_choice
+    required (Hermes dialect) the reply is a call with schema-typed arguments."""
+    c = openai.OpenAI(base_url=qwen_server.url + "/v1", api_key="unused")
+    kw = dict(model="m", messages=HELLO, tools=[ORDER_TOOL, WEATHER_TOOL], temperature=0, max_tokens=60)
+    auto = c.chat.completions.create(**kw)
+    assert auto.choices[0].finish_reason == "stop" and not auto.choices[0].message.tool_calls
+    r = c.chat.completions.create(tool_choice="required", **kw)
+    assert r.choices[0].finish_reason == "tool_calls", r.choices[0].message
+    for call in r.choices[0].message.tool_calls:
+        args = json.loads(call.function.arguments)
+        if call.function.name == "get_weather":
+            assert list(args) == ["city", "days"] and isinstance(args["days"], int)
+        else:
+            assert call.function.name == "get_order_status" and isinstance(args["order_number"], str)
+    named = c.chat.completions.create(tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                                      parallel_tool_calls=False, **kw)
+    calls = named.choices[0].message.tool_calls
+    assert len(calls) == 1 and calls[0].function.name == "get_weather"
+    assert isinstance(json.loads(calls[0].function.arguments)["days"], int)
+
+
+def test_anthropic_tool_choice_any(qwen_server):
+    import anthropic
+    c = anthropic.Anthropic(base_url=qwen_server.url, api_key="unused")
+    tool = {"name": "get_weather", "description": "Weather forecast for a city.",
+            "input_schema": WEATHER_TOOL["function"]["parameters"]}
+    r = c.messages.create(model="m", max_tokens=60, extra_body={"temperature": 0}, messages=HELLO, tools=[tool],
+                          tool_choice={"type": "any"})
+    assert r.stop_reason == "tool_use"
+    uses = [b for b in r.content if b.type == "tool_use"]
+    assert uses and uses[0].name == "get_weather" and isinstance(uses[0].input["days"], int)

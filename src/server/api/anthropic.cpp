@@ -138,6 +138,8 @@ MessagesRequest read_request(FieldReader& r, const Json& body) {
     } else if (type != "auto" && type != "any") {
       r.fail("tool_choice.type", "must be auto, any, tool or none");
     }
+    q.chat.tool_call_required = type == "any" || type == "tool";
+    q.chat.parallel_tool_calls = !tc->value("disable_parallel_tool_use", false);
   }
   if (!tools.empty()) q.chat.tools = tools;
   if (const Json* th = r.object(body, "", "thinking")) {

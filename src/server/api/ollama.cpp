@@ -21,7 +21,7 @@ void read_format(FieldReader& r, const Json& body, GenerationSpec& spec) {
   if (it->is_string() && it->get<std::string>() == "json")
     spec.format.kind = OutputFormat::Kind::kJsonObject;
   else if (it->is_object())
-    spec.format = {OutputFormat::Kind::kJsonSchema, *it, "format"};
+    spec.format = {OutputFormat::Kind::kJsonSchema, *it, "format", {}};
   else
     r.fail("format", "must be \"json\" or a JSON schema object");
 }

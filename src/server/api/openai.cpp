@@ -107,8 +107,9 @@ Json read_messages(FieldReader& r, const Json& body) {
   return out;
 }
 
-// tools + tool_choice -> the tools the template sees (none, all, or the named one).
-Json read_tools(FieldReader& r, const Json& body) {
+// tools + tool_choice -> the tools the template sees (none, all, or the named one), and whether
+// the output must be a call (required, or a named function).
+Json read_tools(FieldReader& r, const Json& body, bool* required) {
   const Json* tools = r.array(body, "", "tools");
   if (!r.ok() || !tools || tools->empty()) return Json();
   auto it = body.find("tool_choice");
@@ -116,6 +117,7 @@ Json read_tools(FieldReader& r, const Json& body) {
   if (it->is_string()) {
     const std::string c = it->get<std::string>();
     if (c == "none") return Json();
+    *required = c == "required";
     if (c == "auto" || c == "required") return *tools;
     r.fail("tool_choice", "must be none, auto, required or {\"type\":\"function\",...}");
     return Json();
@@ -130,6 +132,7 @@ Json read_tools(FieldReader& r, const Json& body) {
     if (t.is_object() && t.contains("function") && t["function"].value("name", "") == (*fn)["name"])
       only.push_back(t);
   if (only.empty()) r.fail("tool_choice.function.name", "names no tool in tools");
+  *required = true;
   return only;
 }
 
@@ -164,7 +167,7 @@ void read_response_format(FieldReader& r, const Json& body, GenerationSpec& spec
   }
   if (!schema) return;
   if (!schema->is_object() && !schema->is_boolean()) return r.fail(field, "must be a JSON schema object");
-  spec.format = {OutputFormat::Kind::kJsonSchema, *schema, field};
+  spec.format = {OutputFormat::Kind::kJsonSchema, *schema, field, {}};
 }
 
 void read_common(FieldReader& r, const Json& body, GenerationSpec& spec, int default_max) {
@@ -279,7 +282,8 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   const std::string model = r.str(*body, "", "model").value_or(ctx.model.id);
   ChatInput in;
   in.messages = read_messages(r, *body);
-  in.tools = read_tools(r, *body);
+  in.tools = read_tools(r, *body, &in.tool_call_required);
+  in.parallel_tool_calls = r.boolean(*body, "", "parallel_tool_calls").value_or(true);
   if (const Json* kw = r.object(*body, "", "chat_template_kwargs")) in.kwargs = *kw;
   const bool stream = r.boolean(*body, "", "stream").value_or(false);
   bool include_usage = false;

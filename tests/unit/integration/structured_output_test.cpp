@@ -66,7 +66,7 @@ TEST(StructuredOutput, TrieWalkEqualsEveryTokenOnTheRealVocabulary) {
 TEST(StructuredOutput, ADocumentsTokensAreAllowedAndCompleteIt) {
   StructuredOutputs so;
   const int32_t eos = 151645;  // <|im_end|>
-  OutputFormat f{OutputFormat::Kind::kJsonSchema, kSchema, "schema"};
+  OutputFormat f{OutputFormat::Kind::kJsonSchema, kSchema, "schema", {}};
   auto c = so.constraint(qwen3(), f, {}, {eos});
   ASSERT_TRUE(c.ok()) << c.message();
   const std::string doc =
@@ -87,7 +87,7 @@ TEST(StructuredOutput, ADocumentsTokensAreAllowedAndCompleteIt) {
 
 TEST(StructuredOutput, ADeclaredStringRefusesABareNumber) {
   StructuredOutputs so;
-  OutputFormat f{OutputFormat::Kind::kJsonSchema, kSchema, "schema"};
+  OutputFormat f{OutputFormat::Kind::kJsonSchema, kSchema, "schema", {}};
   auto c = so.constraint(qwen3(), f, {}, {});
   ASSERT_TRUE(c.ok());
   for (int32_t t : encode("{\"order_id\":")) ASSERT_TRUE((*c)->accept(t));
@@ -103,7 +103,8 @@ TEST(StructuredOutput, TextIsUnconstrainedAndErrorsNameTheField) {
   StructuredOutputs so;
   OutputFormat bad{OutputFormat::Kind::kJsonSchema,
                    Json::parse(R"({"type":"array","items":{"pattern":"x"}})"),
-                   "response_format.json_schema.schema"};
+                   "response_format.json_schema.schema",
+                   {}};
   auto c = so.constraint(qwen3(), bad, {}, {});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.message(), "response_format.json_schema.schema.items.pattern: is not supported");
