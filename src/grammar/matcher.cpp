@@ -129,10 +129,10 @@ ByteSet GrammarMatcher::next_bytes() const {
   return s;
 }
 
-std::string GrammarMatcher::key() const {
+std::string GrammarMatcher::key_of(const Heads& heads) const {
   std::vector<std::string> stacks;
-  stacks.reserve(heads_.size());
-  for (int32_t h : heads_) {
+  stacks.reserve(heads.size());
+  for (int32_t h : heads) {
     std::string s;
     for (int32_t f = h; f != kAccepted; f = frames_[f].parent) {
       char buf[4];

@@ -33,7 +33,8 @@ class GrammarMatcher {
   // The bytes that may come next.
   ByteSet next_bytes() const;
   // Equal keys mean equal sets of futures (the stacks' contents, in a canonical order).
-  std::string key() const;
+  std::string key() const { return key_of(heads_); }
+  std::string key_of(const Heads& heads) const;
   const Grammar& grammar() const { return *grammar_; }
 
   // Low-level trials (grammar/token_mask.cpp): step `from` over one byte into `to` (cleared

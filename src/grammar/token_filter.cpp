@@ -1,7 +1,9 @@
 #include "grammar/token_filter.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <unordered_map>
 
 namespace t9::grammar {
 
@@ -59,30 +61,86 @@ uint32_t TokenTrie::build(const std::vector<int32_t>& ids, size_t lo, size_t hi,
 namespace {
 
 // Depth-first over the trie: an edge is followed only if some stack takes its byte, and every
-// token ending below a followed edge is allowed. The trials' frames are rolled back per edge.
+// token ending below a followed edge is allowed. The states met on the way are interned by key with
+// a transition per byte, computed once (a DFA built lazily for this walk): inside a JSON string
+// almost every byte leads back to the same state, so most of the ~330k nodes cost a table lookup,
+// not a step of the stacks. Past max_states, subtrees are walked by stepping (frames rolled back
+// per edge). Every frame is rolled back when the walk ends.
 struct TrieWalk {
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+
+  size_t max_states;
   GrammarMatcher& m;
   const TokenTrie& trie;
   TokenBits& bits;
-  std::vector<GrammarMatcher::Heads> levels;
+  std::vector<GrammarMatcher::Heads> states;
+  std::vector<std::array<int32_t, 256>> next;  // per state: byte -> state, kDead or kUnknown
+  std::unordered_map<std::string, int32_t> ids;
+  std::vector<GrammarMatcher::Heads> levels;  // the stepping walk's heads by depth
 
-  void walk(uint32_t node, size_t depth) {
+  void allow(uint32_t node) {
+    const TokenTrie::Node& c = trie.node(node);
+    for (uint32_t t = c.first_token; t < c.first_token + c.n_tokens; ++t) {
+      const int32_t id = trie.token_at(t);
+      bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    }
+  }
+
+  int32_t intern(GrammarMatcher::Heads heads) {
+    auto [it, added] = ids.emplace(m.key_of(heads), static_cast<int32_t>(states.size()));
+    if (added) {
+      states.push_back(std::move(heads));
+      next.emplace_back();
+      next.back().fill(kUnknown);
+    }
+    return it->second;
+  }
+
+  // The state after byte b from state s; kUnknown when the table is full (step instead).
+  int32_t transition(int32_t s, uint8_t b) {
+    int32_t& to = next[s][b];
+    if (to != kUnknown) return to;
+    if (!m.may_take(states[s], b)) return to = kDead;
+    if (states.size() >= max_states) return kUnknown;
+    GrammarMatcher::Heads h;
+    m.step(states[s], b, h);
+    const int32_t id = intern(std::move(h));
+    return next[s][b] = id;  // `to` may dangle: intern() can grow `next`
+  }
+
+  void walk(uint32_t node, int32_t s, size_t depth) {
     const TokenTrie::Node& n = trie.node(node);
-    if (levels.size() <= depth + 1) levels.resize(depth + 2);
     for (uint32_t e = n.first_edge; e < n.first_edge + n.n_edges; ++e) {
       const uint8_t b = trie.edge_byte(e);
-      if (!m.may_take(levels[depth], b)) continue;
-      const size_t mark = m.arena_mark();
-      if (m.step(levels[depth], b, levels[depth + 1])) {
-        const TokenTrie::Node& c = trie.node(trie.edge_node(e));
-        for (uint32_t t = c.first_token; t < c.first_token + c.n_tokens; ++t) {
-          const int32_t id = trie.token_at(t);
-          bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-        }
-        if (c.n_edges > 0) walk(trie.edge_node(e), depth + 1);
+      const int32_t to = transition(s, b);
+      if (to == kDead) continue;
+      const uint32_t child = trie.edge_node(e);
+      if (to == kUnknown) {  // no room for more states: step this subtree
+        if (levels.size() <= depth + 1) levels.resize(depth + 2);
+        levels[depth] = states[s];
+        step_edge(e, depth);
+        continue;
       }
-      m.arena_rollback(mark);
+      allow(child);
+      if (trie.node(child).n_edges > 0) walk(child, to, depth + 1);
     }
+  }
+
+  void step_edge(uint32_t e, size_t depth) {
+    const size_t mark = m.arena_mark();
+    if (m.step(levels[depth], trie.edge_byte(e), levels[depth + 1])) {
+      const uint32_t child = trie.edge_node(e);
+      allow(child);
+      if (trie.node(child).n_edges > 0) step_walk(child, depth + 1);
+    }
+    m.arena_rollback(mark);
+  }
+
+  void step_walk(uint32_t node, size_t depth) {
+    const TokenTrie::Node& n = trie.node(node);
+    if (levels.size() <= depth + 1) levels.resize(depth + 2);
+    for (uint32_t e = n.first_edge; e < n.first_edge + n.n_edges; ++e)
+      if (m.may_take(levels[depth], trie.edge_byte(e))) step_edge(e, depth);
   }
 };
 
@@ -92,12 +150,12 @@ bool has_bit(const TokenBits& bits, int32_t t) {
 
 }  // namespace
 
-TokenBits allowed_tokens(GrammarMatcher& matcher, const TokenTrie& trie) {
+TokenBits allowed_tokens(GrammarMatcher& matcher, const TokenTrie& trie, size_t max_states) {
   TokenBits bits((static_cast<size_t>(trie.n_vocab()) + 63) / 64, 0);
-  TrieWalk w{matcher, trie, bits, {}};
-  w.levels.resize(2);
-  w.levels[0] = matcher.heads();
-  w.walk(0, 0);
+  const size_t mark = matcher.arena_mark();
+  TrieWalk w{std::max<size_t>(max_states, 1), matcher, trie, bits, {}, {}, {}, {}};
+  w.walk(0, w.intern(matcher.heads()), 0);
+  matcher.arena_rollback(mark);
   return bits;
 }
 

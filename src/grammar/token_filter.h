@@ -2,8 +2,9 @@
 // The vocabulary is a byte trie (TokenTrie, built once per model); the allowed set is found by
 // walking the trie with the matcher's state, trying each edge's byte on the state and dropping
 // the subtree at the first byte the grammar refuses, so a JSON string's state visits the tokens
-// that stay inside the string and a number's state only a few hundred. Sets are cached by the
-// matcher's state key (MaskCache): a long string or a repeated object shape walks once.
+// that stay inside the string and a number's state only a few hundred; the states met on the way
+// get a transition table per byte (a DFA built lazily), so a node costs a lookup. Sets are cached
+// by the matcher's state key (MaskCache): a long string or a repeated object shape walks once.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +56,8 @@ class TokenTrie {
 };
 
 // Every usable token whose bytes the matcher takes from its state (it is left unchanged).
-TokenBits allowed_tokens(GrammarMatcher& matcher, const TokenTrie& trie);
+// max_states bounds the walk's interned states (token_filter.cpp); past it subtrees are stepped.
+TokenBits allowed_tokens(GrammarMatcher& matcher, const TokenTrie& trie, size_t max_states = 20000);
 
 // Allowed sets by matcher state key, least recently used dropped first. Shared by the requests
 // of one grammar; locked, so a request's filter may run on any thread.
