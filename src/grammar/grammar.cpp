@@ -100,7 +100,7 @@ uint32_t GrammarBuilder::repeat(std::string name, Sym sym, int min, int max) {
   } else if (max > min) {
     // tail_k ::= "" | sym tail_{k-1}: up to k more.
     uint32_t tail = optional(fmt::format("{}-1", name), Alt{sym});
-    for (int k = 2; k <= max - min; ++k)
+    for (int k = 2; k <= max - min && !too_large_; ++k)
       tail = optional(fmt::format("{}-{}", name, k), Alt{sym, ref(tail)});
     head.push_back(ref(tail));
   }

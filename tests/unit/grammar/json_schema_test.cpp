@@ -107,6 +107,14 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreErrorsNamingTheirPath) {
   }
 }
 
+TEST(JsonSchemaGrammar, AHugeBoundIsAnErrorNotAnAllocation) {
+  auto g = json_schema_grammar(Json::parse(R"({"type":"string","maxLength":1000000})"));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.message().rfind("grammar too large", 0), 0u) << g.message();
+  auto ok = json_schema_grammar(Json::parse(R"({"type":"string","maxLength":5000})"));
+  EXPECT_TRUE(ok.ok()) << ok.message();
+}
+
 TEST(JsonSchemaGrammar, PreambleIsFreeTextUpToTheMarker) {
   auto opened = compile(R"({"type":"integer"})", Preamble{"", "</think>"});
   EXPECT_TRUE(admits(opened, "hmm, 4 < 5 </thi nk></think>\n\n42"));
