@@ -389,7 +389,8 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
     const ScheduledSeq& ss = plan.seqs[i];
     if (!ss.need_logits) continue;
     counters_.n_draft_tokens.fetch_add(static_cast<int64_t>(ss.draft.size()));
-    counters_.n_accepted_draft_tokens.fetch_add(std::max<int64_t>(static_cast<int64_t>(sampled[i].size()) - 1, 0));
+    counters_.n_accepted_draft_tokens.fetch_add(
+        std::max<int64_t>(static_cast<int64_t>(sampled[i].size()) - 1, 0));
     const uint64_t id = ss.seq->id;
     bool ended = false;
     for (SampleResult& r : sampled[i])

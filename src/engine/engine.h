@@ -131,7 +131,7 @@ class Engine {
     // The prompt's distinct tokens (distinct_tokens), kept for the repetition penalty's edits.
     std::vector<TokenId> prompt_distinct;
     bool has_prompt_distinct = false;
-    std::string constraint_error;  // the constraint refused every token (the request fails)
+    std::string constraint_error;  // the constraint refused the row or the token: the request fails
   };
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},

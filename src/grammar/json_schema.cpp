@@ -134,36 +134,31 @@ uint32_t SchemaCompiler::any_value() {
 
 uint32_t SchemaCompiler::any_object() {
   if (any_object_) return *any_object_;
-  const uint32_t obj = b_.declare("object");
-  any_object_ = obj;
-  const uint32_t member = b_.rule(
-      "member", {Alt{GrammarBuilder::ref(any_string()), GrammarBuilder::ref(ws()), b_.byte(':'),
-                     GrammarBuilder::ref(ws()), GrammarBuilder::ref(any_value())}});
-  const uint32_t more =
-      b_.star("members",
-              GrammarBuilder::ref(b_.rule(
-                  "sep-member", {Alt{GrammarBuilder::ref(sep()), GrammarBuilder::ref(member)}})));
-  const uint32_t body = b_.rule(
-      "object-body", {b_.literal("}"), Alt{GrammarBuilder::ref(member), GrammarBuilder::ref(more),
-                                           GrammarBuilder::ref(ws()), b_.byte('}')}});
-  b_.define(obj, {Alt{b_.byte('{'), GrammarBuilder::ref(ws()), GrammarBuilder::ref(body)}});
-  return obj;
+  const auto R = GrammarBuilder::ref;
+  any_object_ = b_.declare("object");
+  const uint32_t member =
+      b_.rule("member", {Alt{R(any_string()), R(ws()), b_.byte(':'), R(ws()), R(any_value())}});
+  define_container(*any_object_, "object", '{', member, '}');
+  return *any_object_;
 }
 
 uint32_t SchemaCompiler::any_array() {
   if (any_array_) return *any_array_;
-  const uint32_t arr = b_.declare("array");
-  any_array_ = arr;
-  const uint32_t more = b_.star(
-      "elements",
-      GrammarBuilder::ref(b_.rule(
-          "sep-element", {Alt{GrammarBuilder::ref(sep()), GrammarBuilder::ref(any_value())}})));
-  const uint32_t body =
-      b_.rule("array-body",
-              {b_.literal("]"), Alt{GrammarBuilder::ref(any_value()), GrammarBuilder::ref(more),
-                                    GrammarBuilder::ref(ws()), b_.byte(']')}});
-  b_.define(arr, {Alt{b_.byte('['), GrammarBuilder::ref(ws()), GrammarBuilder::ref(body)}});
-  return arr;
+  any_array_ = b_.declare("array");
+  define_container(*any_array_, "array", '[', any_value(), ']');
+  return *any_array_;
+}
+
+// r ::= open ws (close | item (ws "," ws item)* ws close)
+void SchemaCompiler::define_container(uint32_t r, const std::string& name, char open, uint32_t item,
+                                      char close) {
+  const auto R = GrammarBuilder::ref;
+  const uint32_t more =
+      b_.star(name + "-more", R(b_.rule(name + "-next", {Alt{R(sep()), R(item)}})));
+  const uint32_t body = b_.rule(
+      name + "-body", {Alt{b_.byte(static_cast<uint8_t>(close))},
+                       Alt{R(item), R(more), R(ws()), b_.byte(static_cast<uint8_t>(close))}});
+  b_.define(r, {Alt{b_.byte(static_cast<uint8_t>(open)), R(ws()), R(body)}});
 }
 
 uint32_t SchemaCompiler::alternatives(const std::string& name, const std::vector<uint32_t>& rules) {

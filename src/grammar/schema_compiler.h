@@ -53,6 +53,7 @@ class SchemaCompiler {
   uint32_t boolean();
   uint32_t any_value();
   uint32_t any_array();
+  void define_container(uint32_t r, const std::string& name, char open, uint32_t item, char close);
   uint32_t typed(const std::string& type, const Json& s, const std::string& path, int depth);
   uint32_t object(const Json& s, const std::string& path, int depth);
   uint32_t array(const Json& s, const std::string& path, int depth);
