@@ -12,6 +12,9 @@ OLLAMA_CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "s
                "options": {"num_predict": 2}}
 OLLAMA_GEN = {"model": "m", "prompt": "hi", "stream": False, "options": {"num_predict": 2}}
 COMPLETION = {"model": "m", "prompt": "hi", "max_tokens": 2}
+OPENAI_SCHEMA = dict(OPENAI_CHAT, response_format={"type": "json_schema", "json_schema": {
+    "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}})
+OLLAMA_FORMAT = dict(OLLAMA_CHAT, format={"type": "object", "properties": {"a": {"type": "string"}}})
 
 BAD_VALUES = [None.__class__, "str", 1.5, -3, [], {}, True, [1, 2], {"a": 1}, "x" * 3]
 
@@ -47,7 +50,18 @@ def cases():
         "/api/chat": (OLLAMA_CHAT, [["messages", 0, "role"], ["messages"], ["options"], ["stream"], ["think"]]),
         "/api/generate": (OLLAMA_GEN, [["prompt"], ["options"], ["raw"], ["stream"]]),
     }
-    for path, (base, keys) in fields.items():
+    structured = [  # structured output: the format, and parts of the schema inside it
+        ("/v1/chat/completions", OPENAI_SCHEMA, [["response_format"], ["response_format", "type"],
+                                                 ["response_format", "json_schema"],
+                                                 ["response_format", "json_schema", "schema"],
+                                                 ["response_format", "json_schema", "schema", "properties"],
+                                                 ["response_format", "json_schema", "schema", "required"],
+                                                 ["response_format", "json_schema", "schema", "properties", "a"],
+                                                 ["response_format", "json_schema", "schema", "properties", "a",
+                                                  "type"]]),
+        ("/api/chat", OLLAMA_FORMAT, [["format"], ["format", "type"], ["format", "properties", "a"]]),
+    ]
+    for path, base, keys in [(p, b, k) for p, (b, k) in fields.items()] + structured:
         for key in keys:
             for v in BAD_VALUES:
                 body = mutate(base, key, v)
