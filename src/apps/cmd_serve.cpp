@@ -34,6 +34,7 @@ struct ServeOptions {
   int ctx = 0;  // 0: the model's training context
   int threads = 0;
   std::string backend = "cpu";
+  std::string tool_grammar = "auto";  // auto: on for the CPU backend (server::ServerConfig)
   int max_seqs = engine::SchedulerConfig{}.max_seqs;
   int max_batch_tokens = engine::SchedulerConfig{}.max_batch_tokens;
   int prefill_chunk = engine::SchedulerConfig{}.prefill_chunk_tokens;
@@ -149,6 +150,10 @@ int serve(ServeOptions& opt) {
 
   server::ServerContext ctx;
   ctx.config = opt.server;
+  // A lazily checked tool call costs a CPU step ~1% (its rows are sampled on the host anyway);
+  // on CUDA it would bring every tool request's logits back to the host, so auto leaves it off.
+  ctx.config.tool_grammar =
+      opt.tool_grammar == "on" || (opt.tool_grammar == "auto" && opt.backend == "cpu");
   ctx.engine = &eng;
   ctx.tokenizer = &tk;
   ctx.chat_template = tmpl->has_value() ? &**tmpl : nullptr;
@@ -244,6 +249,11 @@ const bool registered = register_command(Command{
       add_pipeline_option(sub, o->pipeline);
       sub.add_option("--tool-dialect", o->server.tool_dialect,
                      "tool-call dialect (hermes, qwen_xml, none); default: from the template");
+      sub.add_option("--tool-grammar", o->tool_grammar,
+                     "check tool calls under tool_choice auto with a grammar from their opening "
+                     "marker on (auto: on for --backend cpu, off for cuda)")
+          ->check(CLI::IsMember({"auto", "on", "off"}))
+          ->capture_default_str();
       sub.add_option("--http-threads", o->server.n_http_threads,
                      "HTTP worker threads (max open connections)")
           ->capture_default_str();

@@ -108,6 +108,18 @@ uint32_t GrammarBuilder::repeat(std::string name, Sym sym, int min, int max) {
 }
 
 uint32_t GrammarBuilder::text_until(std::string name, std::string_view stop) {
+  return kmp_rules(std::move(name), stop, /*may_end=*/false, std::nullopt);
+}
+
+uint32_t GrammarBuilder::text_then(std::string name, std::string_view trigger, uint32_t then) {
+  return kmp_rules(std::move(name), trigger, /*may_end=*/true, then);
+}
+
+// The KMP automaton of `stop` as rules: state i (i bytes of stop matched) has one alternative per
+// next state, its bytes as one class; reaching the whole stop ends the rule (or goes on as
+// `then`); with may_end every state may also end the text.
+uint32_t GrammarBuilder::kmp_rules(std::string name, std::string_view stop, bool may_end,
+                                   std::optional<uint32_t> then) {
   const int n = static_cast<int>(stop.size());
   // KMP failure function: fail[i] = length of the longest proper border of stop[0..i).
   std::vector<int> fail(static_cast<size_t>(n) + 1, 0);
@@ -127,9 +139,13 @@ uint32_t GrammarBuilder::text_until(std::string name, std::string_view stop) {
     for (int b = 0; b < 256; ++b)
       by_next[next(i, static_cast<uint8_t>(b))].add(static_cast<uint8_t>(b));
     std::vector<Alt> alts;
+    if (may_end) alts.push_back(Alt{});
     for (const auto& [to, set] : by_next) {
       Alt a{bytes(set)};
-      if (to < n) a.push_back(ref(states[to]));  // to == n: the stop is complete
+      if (to < n)
+        a.push_back(ref(states[to]));
+      else if (then)
+        a.push_back(ref(*then));  // the whole stop: go on as `then`, or end
       alts.push_back(std::move(a));
     }
     define(states[i], std::move(alts));

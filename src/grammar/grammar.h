@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,11 +116,17 @@ class GrammarBuilder {
   // Any bytes that do not contain `stop`, then `stop` (a KMP automaton as rules): free text up
   // to a closing marker.
   uint32_t text_until(std::string name, std::string_view stop);
+  // Free text that may end anywhere, and once it contains `trigger` goes on as rule `then`: a
+  // lazy grammar (tool calls enforced only from their opening marker on).
+  uint32_t text_then(std::string name, std::string_view trigger, uint32_t then);
 
   // Fails when a declared rule was never defined or the limits were passed.
   Result<Grammar> build(uint32_t root) &&;
 
  private:
+  uint32_t kmp_rules(std::string name, std::string_view stop, bool may_end,
+                     std::optional<uint32_t> then);
+
   Grammar g_;
   std::vector<char> defined_;
   std::vector<std::vector<Alt>> alts_;

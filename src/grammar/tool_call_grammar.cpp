@@ -113,43 +113,53 @@ uint32_t xml_calls(SchemaCompiler& c, const std::vector<Tool>& tools) {
 
 }  // namespace
 
-bool tool_call_grammar_supports(std::string_view dialect) {
-  return dialect == "hermes" || dialect == "qwen_xml" || dialect == "llama3_json";
+bool tool_call_grammar_supports(std::string_view dialect, bool lazy) {
+  if (dialect == "hermes" || dialect == "qwen_xml") return true;
+  return dialect == "llama3_json" && !lazy;  // its calls open with '{': no marker to wait for
 }
 
 Result<Grammar> tool_call_grammar(const Json& tools, const ToolCallFormat& format,
                                   const Preamble& preamble) {
-  if (!tool_call_grammar_supports(format.dialect))
-    return error(
-        "tool_choice: a required tool call is not supported for the '{}' tool-call dialect",
-        format.dialect);
+  if (!tool_call_grammar_supports(format.dialect, format.lazy))
+    return error("tool_choice: a {} tool call is not supported for the '{}' tool-call dialect",
+                 format.lazy ? "lazily checked" : "required", format.dialect);
   T9_ASSIGN_OR_RETURN(std::vector<Tool> list, read_tools(tools));
   SchemaCompiler c(tools, /*lenient=*/true);
   GrammarBuilder& b = c.builder();
   const auto R = GrammarBuilder::ref;
-  uint32_t call = 0;
-  std::string separator = "\n";
-  if (format.dialect == "hermes") {
-    Alt a = b.literal("<tool_call>\n");
-    a.push_back(R(json_calls(c, list, "arguments")));
+  // A call is its opening marker and its rest: the lazy grammar's free text ends at the marker.
+  std::string open, separator = "\n";
+  uint32_t rest = 0;
+  if (format.dialect == "hermes" || format.dialect == "qwen_xml") {
+    open = "<tool_call>";
+    Alt a = b.literal("\n");
+    a.push_back(
+        R(format.dialect == "hermes" ? json_calls(c, list, "arguments") : xml_calls(c, list)));
     b.literal(a, "\n</tool_call>");
-    call = b.rule("call", {std::move(a)});
-  } else if (format.dialect == "qwen_xml") {
-    Alt a = b.literal("<tool_call>\n");
-    a.push_back(R(xml_calls(c, list)));
-    b.literal(a, "\n</tool_call>");
-    call = b.rule("call", {std::move(a)});
+    rest = b.rule("call-rest", {std::move(a)});
   } else {
-    call = json_calls(c, list, "parameters");
+    rest = json_calls(c, list, "parameters");
     separator = "; ";
   }
-  uint32_t body = call;
+  Alt whole = b.literal(open);
+  whole.push_back(R(rest));
+  const uint32_t call = b.rule("call", {std::move(whole)});
+  // The first call's rest, then (parallel) more whole calls.
+  uint32_t after_open = rest;
   if (format.parallel) {
     Alt next = b.literal(separator);
     next.push_back(R(call));
-    body =
+    after_open =
         b.rule("calls",
-               {Alt{R(call), R(b.star("more-calls", R(b.rule("next-call", {std::move(next)}))))}});
+               {Alt{R(rest), R(b.star("more-calls", R(b.rule("next-call", {std::move(next)}))))}});
+  }
+  uint32_t body = 0;
+  if (format.lazy) {
+    body = b.text_then("text", open, after_open);
+  } else {
+    Alt a = b.literal(open);
+    a.push_back(R(after_open));
+    body = b.rule("calls-required", {std::move(a)});
   }
   return std::move(c).finish(body, preamble);
 }

@@ -49,10 +49,12 @@ Result<GenerationSpec> chat_generation_spec(const ServerContext& ctx, const Chat
     auto tools = chat::ToolSet::from_json(nlohmann::json::parse(in.tools.dump()));
     if (!tools.ok()) return error("{}", tools.message());
     spec.tools = std::make_shared<const chat::ToolSet>(std::move(tools).value());
-    if (in.tool_call_required && grammar::tool_call_grammar_supports(spec.parser.tool_dialect)) {
+    const bool lazy = !in.tool_call_required;
+    if ((in.tool_call_required || ctx.config.tool_grammar) &&
+        grammar::tool_call_grammar_supports(spec.parser.tool_dialect, lazy)) {
       spec.format.kind = OutputFormat::Kind::kToolCall;
       spec.format.schema = in.tools;
-      spec.format.tool_call = {spec.parser.tool_dialect, in.parallel_tool_calls};
+      spec.format.tool_call = {spec.parser.tool_dialect, in.parallel_tool_calls, lazy};
     }
   }
   return spec;

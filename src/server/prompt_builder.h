@@ -18,6 +18,7 @@ struct ChatInput {
   bool add_generation_prompt = true;
   // tool_choice required / a named function (Anthropic: any / tool): the output is a tool call,
   // enforced by a grammar where the template's dialect has one (grammar/tool_call_grammar.h).
+  // Otherwise, with ServerConfig::tool_grammar, a call the model opens is checked (lazily).
   bool tool_call_required = false;
   bool parallel_tool_calls = true;
 };

@@ -30,6 +30,9 @@ struct ServerConfig {
   int default_max_tokens = 4096;   // when a request names none (OpenAI chat, Ollama)
   int max_queued = 1024;           // more requests waiting for the engine -> 503 (overload)
   std::string tool_dialect;        // override of the dialect chosen from the template
+  // tool_choice auto: a call the model opens must be well formed (grammar/tool_call_grammar.h's
+  // lazy grammar); required calls are checked either way.
+  bool tool_grammar = false;
 };
 
 // Facts about the loaded model for /v1/models, /api/tags, /api/show.

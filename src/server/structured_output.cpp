@@ -40,7 +40,8 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutputs::constraint(
   std::string key = std::to_string(static_cast<int>(format.kind));
   for (const std::string& part :
        {format.schema.dump(), format.tool_call.dialect,
-        std::string(format.tool_call.parallel ? "1" : "0"), preamble.open, preamble.close})
+        std::string(format.tool_call.parallel ? "1" : "0"),
+        std::string(format.tool_call.lazy ? "1" : "0"), preamble.open, preamble.close})
     key += '\0' + part;
   Compiled c;
   {

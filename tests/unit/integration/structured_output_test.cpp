@@ -6,7 +6,11 @@
 
 #include <cmath>
 
+#include <fstream>
+#include <sstream>
+
 #include "grammar/token_filter.h"
+#include "server/prompt_builder.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -112,6 +116,56 @@ TEST(StructuredOutput, TextIsUnconstrainedAndErrorsNameTheField) {
   auto none = so.constraint(qwen3(), text, {}, {});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, nullptr);
+}
+
+// Which format a chat request with tools gets: required (or named) -> the calls grammar;
+// auto -> the lazy one only where the server turns it on; none without tools or for a dialect
+// without a grammar; response_format is read after and replaces it (openai.cpp).
+TEST(StructuredOutput, ChatRequestsWithToolsGetTheirToolCallFormat) {
+  std::ifstream f(std::string(TEMPO9_SHARED_DIR) + "/fixtures/templates/qwen3.jinja");
+  std::stringstream src;
+  src << f.rdbuf();
+  auto tmpl = chat::ChatTemplate::create(src.str());
+  ASSERT_TRUE(tmpl.ok()) << tmpl.message();
+  ServerContext ctx;
+  ctx.tokenizer = &qwen3();
+  ctx.chat_template = &*tmpl;
+  ctx.tool_dialect = "hermes";
+  ChatInput in;
+  in.messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
+  in.tools = Json::parse(
+      R"([{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}])");
+  struct Want {
+    bool required, server_grammar;
+    std::string dialect;
+    OutputFormat::Kind kind;
+    bool lazy;
+  };
+  const std::vector<Want> cases = {
+      {true, false, "hermes", OutputFormat::Kind::kToolCall, false},
+      {false, false, "hermes", OutputFormat::Kind::kText, false},
+      {false, true, "hermes", OutputFormat::Kind::kToolCall, true},
+      {false, true, "qwen_xml", OutputFormat::Kind::kToolCall, true},
+      {false, true, "llama3_json", OutputFormat::Kind::kText, false},
+      {true, true, "mistral", OutputFormat::Kind::kText, false},
+  };
+  for (const Want& w : cases) {
+    ctx.tool_dialect = w.dialect;
+    ctx.config.tool_grammar = w.server_grammar;
+    in.tool_call_required = w.required;
+    auto spec = chat_generation_spec(ctx, in);
+    ASSERT_TRUE(spec.ok()) << spec.message();
+    EXPECT_EQ(spec->format.kind, w.kind) << w.dialect << " required " << w.required;
+    if (w.kind == OutputFormat::Kind::kToolCall) {
+      EXPECT_EQ(spec->format.tool_call.lazy, w.lazy);
+      EXPECT_EQ(spec->format.tool_call.dialect, w.dialect);
+    }
+  }
+  in.tools = Json();  // no tools: free text whatever the server says
+  ctx.config.tool_grammar = true;
+  auto spec = chat_generation_spec(ctx, in);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->format.kind, OutputFormat::Kind::kText);
 }
 
 }  // namespace

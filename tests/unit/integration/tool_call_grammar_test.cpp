@@ -124,5 +124,37 @@ TEST(ToolCallGrammar, OneCallWithoutParallelAndUnsupportedDialects) {
   EXPECT_FALSE(none.ok());
 }
 
+// tool_choice auto with the grammar on: prose may end anywhere (a partial marker is prose too),
+// and a call, once its marker is written, must be well formed; after the calls, only more calls.
+TEST(ToolCallGrammar, LazyGrammarLeavesProseFreeAndChecksCalls) {
+  for (const std::string dialect : {"hermes", "qwen_xml"}) {
+    auto g = tool_call_grammar(kTools, {dialect, true, /*lazy=*/true});
+    ASSERT_TRUE(g.ok()) << g.message();
+    const std::string call = dialect == "hermes"
+                                 ? "<tool_call>\n{\"name\": \"lookup_order\", \"arguments\": "
+                                   "{\"order_id\": \"9\"}}\n</tool_call>"
+                                 : "<tool_call>\n<function=lookup_order>\n<parameter=order_id>"
+                                   "\n9\n</parameter>\n</function>\n</tool_call>";
+    const std::string bad_call =
+        dialect == "hermes" ? "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"
+                            : "<tool_call>\n<function=nope>\n</function>\n</tool_call>";
+    for (const std::string& text :
+         {std::string(), std::string("Just prose, no call."),
+          std::string("a <tool_ b </tool_call> c"), "Checking.\n" + call, call + "\n" + call}) {
+      EXPECT_TRUE(admits(*g, text)) << dialect << "\n" << text;
+    }
+    for (const std::string& text : {"Checking.\n" + bad_call, call + " and more prose"})
+      EXPECT_FALSE(admits(*g, text)) << dialect << "\n" << text;
+    GrammarMatcher m(std::make_shared<const Grammar>(*g));
+    ASSERT_TRUE(m.accept("Some prose"));
+    EXPECT_TRUE(m.accepting());
+    EXPECT_FALSE(m.complete());
+    const chat::ParsedMessage parsed = parse("Checking.\n" + call, dialect);
+    ASSERT_EQ(parsed.tool_calls.size(), 1u);
+    EXPECT_EQ(parsed.tool_calls[0].arguments, R"({"order_id":"9"})");
+  }
+  EXPECT_FALSE(tool_call_grammar(kTools, {"llama3_json", true, true}).ok());
+}
+
 }  // namespace
 }  // namespace t9::grammar
