@@ -57,6 +57,8 @@
 #       batched  PARALLEL (8) copies of one SINGLE_X prompt through `tempo9 run --parallel`: the
 #                engine's per-step time of a PARALLEL-row decode over shared pages (ours only)
 #       parity   `tempo9 parity --backend cuda`: teacher-forced logits against the CPU backend
+#       structured  one request under a JSON schema beside PARALLEL-1 free ones
+#                (bench/structured_load.py): the free rows' tok/s with and without it (ours only)
 #       synth    only make the file
 #       default: single,serve
 # Environment: SIDES (ours,peer), STAGE (folder with bin/tempo9[.xz] and lib/, default .devrun),
@@ -362,6 +364,23 @@ pipeline() {
       "$OUT/pipe_${k}_on.txt" >/dev/null 2>&1 && echo identical ||
       cmp "$OUT/pipe_${k}_off.txt" "$OUT/pipe_${k}_on.txt" 2>&1 | head -1) ($(wc -c <"$OUT/pipe_${k}_on.txt") bytes)"
   done
+}
+
+# One constrained request beside PARALLEL-1 free ones (bench/structured_load.py): what a row
+# whose logits come to the host (structured output) costs the rows batched with it. SERVE_ARGS:
+# more tempo9 serve flags (e.g. --pipeline on).
+structured() {
+  local pid
+  echo "== structured output beside free rows ($M)"
+  # shellcheck disable=SC2086  # SERVE_ARGS: more tempo9 serve flags, word-split on purpose
+  "$T9" serve -m "$M" --backend cuda --port 18413 --ctx 2048 --max-seqs "${PARALLEL:-8}" \
+    --kv-memory 16G ${SERVE_ARGS:-} >"$OUT/serve_structured.log" 2>&1 &
+  pid=$!
+  wait_http http://127.0.0.1:18413/v1/models &&
+    python3 "$ROOT/bench/structured_load.py" --url http://127.0.0.1:18413 --rows "${PARALLEL:-8}" \
+      --gen "$GEN"
+  kill $pid 2>/dev/null
+  wait $pid 2>/dev/null
 }
 
 setup
