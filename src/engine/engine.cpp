@@ -388,16 +388,21 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& ss = plan.seqs[i];
     if (!ss.need_logits) continue;
-    counters_.n_draft_tokens.fetch_add(static_cast<int64_t>(ss.draft.size()));
-    counters_.n_accepted_draft_tokens.fetch_add(
-        std::max<int64_t>(static_cast<int64_t>(sampled[i].size()) - 1, 0));
+    const int64_t n_kept = std::max<int64_t>(static_cast<int64_t>(sampled[i].size()) - 1, 0);
+    (ss.draft_forced ? counters_.n_forced_tokens : counters_.n_draft_tokens)
+        .fetch_add(static_cast<int64_t>(ss.draft.size()));
+    (ss.draft_forced ? counters_.n_accepted_forced_tokens : counters_.n_accepted_draft_tokens)
+        .fetch_add(n_kept);
     const uint64_t id = ss.seq->id;
     bool ended = false;
     for (SampleResult& r : sampled[i])
       if ((ended = emit(id, std::move(r)))) break;  // finished: later tokens are dropped
     auto it = requests_.find(id);
-    if (!ended && it != requests_.end() && !it->second.constraint_error.empty())
+    if (!ended && it != requests_.end() && !it->second.constraint_error.empty()) {
       finish(id, FinishReason::kError, it->second.constraint_error);
+    } else if (!ended && it != requests_.end() && it->second.req.constraint) {
+      ss.seq->forced_draft = it->second.req.constraint->forced_tokens(kMaxForcedDraft);
+    }
   }
 }
 
@@ -593,6 +598,8 @@ EngineStats Engine::stats() const {
   s.n_generated_tokens = counters_.n_generated_tokens.load();
   s.n_draft_tokens = counters_.n_draft_tokens.load();
   s.n_accepted_draft_tokens = counters_.n_accepted_draft_tokens.load();
+  s.n_forced_tokens = counters_.n_forced_tokens.load();
+  s.n_accepted_forced_tokens = counters_.n_accepted_forced_tokens.load();
   s.n_preemptions = counters_.n_preemptions.load();
   s.n_prefix_waits = counters_.n_prefix_waits.load();
   s.n_steps = counters_.n_steps.load();

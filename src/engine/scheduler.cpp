@@ -70,8 +70,13 @@ ScheduledSeq Scheduler::scheduled(Sequence* s, int n, std::vector<TokenId> draft
 // Drafts only for a decoding sequence (its one pending token is the last sampled one) and within
 // the step's token budget.
 std::vector<TokenId> Scheduler::draft_for(const Sequence& s, int budget) const {
-  if (config_.spec.max_draft <= 0 || !s.spec_eligible || s.n_pending() != 1 || budget <= 1)
-    return {};
+  if (s.n_pending() != 1 || budget <= 1) return {};
+  if (!s.forced_draft.empty()) {  // a constraint's forced tokens: never prompt lookup as well
+    const int n = std::min({static_cast<int>(s.forced_draft.size()), budget - 1,
+                            s.max_generated - s.n_generated() - 1});
+    return {s.forced_draft.begin(), s.forced_draft.begin() + std::max(n, 0)};
+  }
+  if (config_.spec.max_draft <= 0 || !s.spec_eligible) return {};
   NgramDraftConfig c = config_.spec;
   // A step emits up to 1 + drafts tokens; never draft past the request's max_tokens.
   c.max_draft = std::min({c.max_draft, budget - 1, s.max_generated - s.n_generated() - 1});
@@ -113,6 +118,7 @@ bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
     int n = chunk_for(*s, s->n_computed, room);
     T9_CHECK(n > 0, "running seq {} has nothing to compute", s->id);
     std::vector<TokenId> draft = draft_for(*s, budget - decoding_after);
+    const bool forced = !draft.empty() && !s->forced_draft.empty();
     // Drafts only where their KV fits now: never preempt or fail a sequence for a draft.
     if (!draft.empty() && !kv_.allocate(*s, n + static_cast<int>(draft.size()))) draft.clear();
     const int n_draft = static_cast<int>(draft.size());
@@ -136,6 +142,7 @@ bool Scheduler::schedule_running(StepPlan& plan, int& budget) {
     }
     if (!scheduled) break;  // s was the last running sequence
     plan.seqs.push_back(this->scheduled(s, n, std::move(draft)));
+    plan.seqs.back().draft_forced = forced && n_draft > 0;
     plan.n_tokens += n + n_draft;
     budget -= n + n_draft;
     ++i;

@@ -57,6 +57,7 @@ struct ScheduledSeq {
   // Speculative decoding: draft tokens computed after the sequence's real pending token (they are
   // the last draft.size() of n_tokens); the step needs logits for the real token and each draft.
   std::vector<TokenId> draft;
+  bool draft_forced = false;     // the draft is a constraint's forced tokens, not prompt lookup
   uint64_t snapshot_before = 0;  // ForwardSeq::snapshot_before (recurrent models with drafts)
   // A pipelined step (schedule_lookahead): the one token is the one the step in flight samples
   // in this output row (ForwardSeq::token_from_row); -1 otherwise.

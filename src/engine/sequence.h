@@ -34,6 +34,10 @@ struct Sequence {
   // state: verification keeps exactly what greedy decoding produces).
   bool spec_eligible = false;
   int max_generated = 1 << 30;  // GenerateRequest::max_tokens: drafts never run past it
+  // Tokens the request's constraint forces after its last sampled one (TokenConstraint::
+  // forced_tokens, set by the engine after each step): the next step's draft, also for sampled
+  // requests and without --spec-draft (a forced token is drawn under the mask all the same).
+  std::vector<TokenId> forced_draft;
   // Models with recurrent state: the state before the last speculative step (a checkpoint id), to
   // restore when its drafts were rejected — the step then counts as not computed. 0 = none.
   uint64_t spec_undo = 0;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace t9::engine {
 
@@ -19,6 +20,13 @@ class TokenConstraint {
   virtual bool accept(int32_t token) = 0;
   // Nothing may follow the tokens so far: the request ends here (finish reason stop).
   virtual bool complete() const = 0;
+  // Up to max_tokens tokens that spell what must come next whatever the model chooses (a JSON
+  // key the schema fixes): proposed as the next step's draft and verified through mask() like any
+  // draft, so they change how many steps the output takes, never the output. Empty: none.
+  virtual std::vector<int32_t> forced_tokens(int max_tokens) {
+    (void)max_tokens;
+    return {};
+  }
 };
 
 }  // namespace t9::engine

@@ -122,9 +122,34 @@ bool GrammarMatcher::complete() const {
          std::all_of(heads_.begin(), heads_.end(), [](int32_t h) { return h == kAccepted; });
 }
 
-ByteSet GrammarMatcher::next_bytes() const {
+std::string GrammarMatcher::forced_bytes(size_t max_bytes) {
+  std::string out;
+  const size_t mark = arena_mark();
+  Heads cur = heads_, next;
+  while (out.size() < max_bytes) {
+    if (std::find(cur.begin(), cur.end(), kAccepted) != cur.end()) break;  // may end here
+    const ByteSet s = next_bytes_of(cur);
+    int only = -1;
+    for (int b = 0; b < 256; ++b) {
+      if (!s.has(static_cast<uint8_t>(b))) continue;
+      if (only >= 0) {
+        only = -2;
+        break;
+      }
+      only = b;
+    }
+    if (only < 0) break;
+    step(cur, static_cast<uint8_t>(only), next);
+    cur.swap(next);
+    out.push_back(static_cast<char>(only));
+  }
+  arena_rollback(mark);
+  return out;
+}
+
+ByteSet GrammarMatcher::next_bytes_of(const Heads& heads) const {
   ByteSet s;
-  for (int32_t h : heads_)
+  for (int32_t h : heads)
     if (h != kAccepted) s.merge(grammar_->byte_class(grammar_->at(frames_[h].pos).arg));
   return s;
 }

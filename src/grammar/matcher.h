@@ -31,7 +31,11 @@ class GrammarMatcher {
   bool complete() const;   // ... and nothing may follow them
   bool failed() const { return heads_.empty(); }
   // The bytes that may come next.
-  ByteSet next_bytes() const;
+  ByteSet next_bytes() const { return next_bytes_of(heads_); }
+  ByteSet next_bytes_of(const Heads& heads) const;
+  // The bytes that must come next whatever is chosen (each step admits exactly one byte and the
+  // text may not end there), at most max_bytes of them: what a grammar forces (JSON keys).
+  std::string forced_bytes(size_t max_bytes);
   // Equal keys mean equal sets of futures (the stacks' contents, in a canonical order).
   std::string key() const { return key_of(heads_); }
   std::string key_of(const Heads& heads) const;

@@ -90,6 +90,8 @@ class TokenFilter {
   bool accept(int32_t token);
   // Nothing may follow the text so far.
   bool complete() const { return matcher_.complete(); }
+  // The bytes the grammar forces next (GrammarMatcher::forced_bytes).
+  std::string forced_bytes(size_t max_bytes) { return matcher_.forced_bytes(max_bytes); }
   const GrammarMatcher& matcher() const { return matcher_; }
 
  private:

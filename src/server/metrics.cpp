@@ -70,6 +70,10 @@ std::string Metrics::render(const engine::EngineStats& s) const {
   counter("tempo9_draft_tokens_total", "Speculative draft tokens computed.", s.n_draft_tokens);
   counter("tempo9_accepted_draft_tokens_total", "Speculative draft tokens kept.",
           s.n_accepted_draft_tokens);
+  counter("tempo9_forced_tokens_total",
+          "Tokens a structured output's grammar forced, proposed as drafts.", s.n_forced_tokens);
+  counter("tempo9_accepted_forced_tokens_total", "Forced tokens the model's choice confirmed.",
+          s.n_accepted_forced_tokens);
   counter("tempo9_preemptions_total", "Sequences preempted for KV space.", s.n_preemptions);
   counter("tempo9_prefix_waits_total",
           "Steps requests waited for a running request's shared prompt prefix instead of "

@@ -8,13 +8,28 @@ namespace {
 
 class GrammarConstraint final : public engine::TokenConstraint {
  public:
-  explicit GrammarConstraint(grammar::TokenFilter filter) : filter_(std::move(filter)) {}
+  GrammarConstraint(grammar::TokenFilter filter, const tok::Tokenizer& tokenizer)
+      : filter_(std::move(filter)), tokenizer_(tokenizer) {}
   bool mask(std::span<float> logits) override { return filter_.mask(logits); }
   bool accept(int32_t token) override { return filter_.accept(token); }
   bool complete() const override { return filter_.complete(); }
 
+  // The forced bytes (a JSON key's rest, `":` ...) as the tokenizer cuts them, without the last
+  // token, which may merge with what the model writes after it.
+  std::vector<int32_t> forced_tokens(int max_tokens) override {
+    const std::string bytes = filter_.forced_bytes(kMaxForcedBytes);
+    if (bytes.size() < 2) return {};
+    auto ids = tokenizer_.encode(bytes, {/*add_special=*/false, /*parse_special=*/false});
+    if (!ids.ok() || ids->size() < 2) return {};
+    ids->pop_back();
+    if (static_cast<int>(ids->size()) > max_tokens) ids->resize(static_cast<size_t>(max_tokens));
+    return {ids->begin(), ids->end()};
+  }
+
  private:
+  static constexpr size_t kMaxForcedBytes = 64;
   grammar::TokenFilter filter_;
+  const tok::Tokenizer& tokenizer_;
 };
 
 }  // namespace
@@ -69,7 +84,7 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutputs::constraint(
     if (compiled_.size() > kMaxCompiled) compiled_.pop_back();
   }
   return std::shared_ptr<engine::TokenConstraint>(std::make_shared<GrammarConstraint>(
-      grammar::TokenFilter(c.grammar, trie(tokenizer), std::move(stop_ids), c.masks)));
+      grammar::TokenFilter(c.grammar, trie(tokenizer), std::move(stop_ids), c.masks), tokenizer));
 }
 
 }  // namespace t9::server

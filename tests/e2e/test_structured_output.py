@@ -12,6 +12,8 @@ import openai
 import pydantic
 import pytest
 
+from live_server import metric
+
 PERSON = {
     "type": "object",
     "properties": {
@@ -45,12 +47,15 @@ def schema_format(schema, name="out"):
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
-def test_json_schema_reply_matches_the_schema(client):
+def test_json_schema_reply_matches_the_schema(client, server):
+    before = metric(server.url, "tempo9_accepted_forced_tokens_total")
     r = client.chat.completions.create(model="m", messages=ASK, temperature=0, max_tokens=120,
                                        response_format=schema_format(PERSON))
     c = r.choices[0]
     check_person(json.loads(c.message.content))
     assert c.finish_reason == "stop"  # the object closed: the request ended there
+    # The keys' rests are forced: proposed as drafts, and the model's own choice confirms them.
+    assert metric(server.url, "tempo9_accepted_forced_tokens_total") > before
 
 
 def test_sampled_replies_match_the_schema(client):

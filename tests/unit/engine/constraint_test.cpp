@@ -37,6 +37,15 @@ class EveryThird : public TokenConstraint {
     return true;
   }
   bool complete() const override { return n_taken_ >= complete_after_; }
+  // Proposes the next `forced.size() - n_taken` tokens of `forced` (right or wrong).
+  std::vector<int32_t> forced_tokens(int max_tokens) override {
+    std::vector<int32_t> out;
+    for (size_t i = static_cast<size_t>(n_taken_);
+         i < forced.size() && static_cast<int>(out.size()) < max_tokens; ++i)
+      out.push_back(forced[i]);
+    return out;
+  }
+  std::vector<int32_t> forced;
 
  private:
   bool allowed(int32_t t) const { return t % 3 == n_taken_ % 3; }
@@ -135,6 +144,59 @@ TEST(Constraint, ExactWithDraftsOrBesidePipelinedRows) {
         EXPECT_GT(st.n_pipelined_steps, 25);
         EXPECT_LE(st.n_pipelined_steps, 35);
       }
+      EXPECT_EQ(st.kv_blocks_used, 0);
+    }
+  }
+}
+
+// Forced tokens are the next step's draft: right ones let one step emit several tokens, wrong
+// ones are rejected, and the output is the same either way (also on the recurrent fake model,
+// whose rejected drafts undo the step), for a greedy and a seeded sampled request.
+TEST(Constraint, ForcedTokensAreDraftsThatNeverChangeTheOutput) {
+  const std::vector<TokenId> prompt = prompt_of(7, 8);
+  const std::vector<TokenId> want = constrained_oracle(prompt, 20);
+  for (bool recurrent : {false, true}) {
+    for (int mode = 0; mode < 3; ++mode) {  // no forced tokens, the right ones, wrong ones
+      Harness h;
+      h.runner.recurrent = recurrent;
+      h.engine = std::make_unique<Engine>(test_config(), h.runner);  // sees the runner's settings
+      GenerateRequest r = greedy(prompt, 20);
+      auto c = std::make_shared<EveryThird>(100);
+      if (mode == 1) c->forced = want;
+      if (mode == 2)
+        for (TokenId t : want) c->forced.push_back((t + 3) % kVocab);  // allowed, but not chosen
+      r.constraint = c;
+      const uint64_t id = h.submit(std::move(r));
+      h.run();
+      SCOPED_TRACE(::testing::Message() << "recurrent " << recurrent << " mode " << mode);
+      EXPECT_EQ(h.result(id).tokens, want) << h.result(id).error;
+      const EngineStats st = h.engine->stats();
+      // The 7-token prompt takes one step, two on the recurrent model (a step ends at its last
+      // block boundary, 4, for the checkpoint there).
+      const int prompt_steps = recurrent ? 2 : 1;
+      if (mode == 1) {
+        // Then steps of 9, 9 and 1 tokens: 8 forced tokens accepted in each of the first two
+        // (kMaxForcedDraft), none in the last (a draft stops at max_tokens).
+        EXPECT_EQ(st.n_accepted_forced_tokens, 16);
+        EXPECT_EQ(st.n_steps, prompt_steps + 3);
+      } else {
+        EXPECT_EQ(st.n_accepted_forced_tokens, 0);
+        EXPECT_EQ(st.n_steps, prompt_steps + 19);
+        // Wrong ones: after token g (1..18) a draft of min(8, 19 - g) (never past max_tokens);
+        // on the recurrent model a rejected draft undoes its step, so the next one has two
+        // tokens pending and no draft: about every other step proposes.
+        int proposed = 0;
+        for (int g = 1; g <= 18; ++g) proposed += std::min(8, 19 - g);
+        if (mode == 0) {
+          EXPECT_EQ(st.n_forced_tokens, 0);
+        } else if (!recurrent) {
+          EXPECT_EQ(st.n_forced_tokens, proposed);
+        } else {
+          EXPECT_GT(st.n_forced_tokens, 0);
+          EXPECT_LT(st.n_forced_tokens, proposed);
+        }
+      }
+      EXPECT_EQ(st.n_draft_tokens, 0);  // prompt lookup is off
       EXPECT_EQ(st.kv_blocks_used, 0);
     }
   }

@@ -115,6 +115,36 @@ TEST(JsonSchemaGrammar, AHugeBoundIsAnErrorNotAnAllocation) {
   EXPECT_TRUE(ok.ok()) << ok.message();
 }
 
+// What a schema forces: a key's rest once its quote is open (one property may come there), an
+// enum value's rest once it is told apart; nothing where whitespace or a choice may come, or
+// where the text may end.
+TEST(JsonSchemaGrammar, ForcedBytesAreWhatNoChoiceCanChange) {
+  auto g = compile(R"({"type":"object","properties":{"order_id":{"type":"string"},
+      "kind":{"enum":["alpha","beta"]}},"required":["order_id","kind"]})");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "{"},
+      {"{", ""},
+      {"{\"", "order_id\""},
+      {"{\"order", "_id\""},
+      {"{\"order_id\":", ""},
+      {"{\"order_id\": \"x\",\"", "kind\""},
+      {"{\"order_id\": \"x\",\"kind\":\"a", "lpha\""},
+      {"{\"order_id\": \"x\",\"kind\":\"b", "eta\""}};
+  for (const auto& [prefix, forced] : cases) {
+    GrammarMatcher m(g);
+    ASSERT_TRUE(m.accept(prefix)) << prefix;
+    const std::string key = m.key();
+    EXPECT_EQ(m.forced_bytes(64), forced) << prefix;
+    EXPECT_EQ(m.key(), key);  // a look ahead only
+  }
+  GrammarMatcher m(g);
+  EXPECT_EQ(m.forced_bytes(0), "");
+  auto number = compile(R"({"type":"integer"})");
+  GrammarMatcher n(number);
+  ASSERT_TRUE(n.accept("1"));
+  EXPECT_EQ(n.forced_bytes(64), "");  // "1" may end the text
+}
+
 TEST(JsonSchemaGrammar, PreambleIsFreeTextUpToTheMarker) {
   auto opened = compile(R"({"type":"integer"})", Preamble{"", "</think>"});
   EXPECT_TRUE(admits(opened, "hmm, 4 < 5 </thi nk></think>\n\n42"));

@@ -103,6 +103,30 @@ TEST(StructuredOutput, ADeclaredStringRefusesABareNumber) {
   EXPECT_FALSE(std::isinf(logits[quoted[0]]));
 }
 
+// The forced rest of a key as tokens: a strict prefix of the forced bytes (the last token is left
+// to the model), each token allowed in turn by the mask.
+TEST(StructuredOutput, ForcedTokensSpellTheKeysRestAndAreAllowed) {
+  StructuredOutputs so;
+  OutputFormat f{OutputFormat::Kind::kJsonSchema, kSchema, "schema", {}};
+  auto c = so.constraint(qwen3(), f, {}, {});
+  ASSERT_TRUE(c.ok());
+  for (int32_t t : encode("{\"")) ASSERT_TRUE((*c)->accept(t));
+  const std::vector<int32_t> forced = (*c)->forced_tokens(8);
+  ASSERT_FALSE(forced.empty());
+  std::string text;
+  for (int32_t t : forced) text += std::string(qwen3().piece(t));
+  EXPECT_EQ(std::string("order_id\"").rfind(text, 0), 0u) << text;
+  EXPECT_LT(text.size(), std::string("order_id\"").size());
+  std::vector<float> logits(qwen3().n_tokens());
+  for (int32_t t : forced) {
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    ASSERT_TRUE((*c)->mask(logits));
+    EXPECT_FALSE(std::isinf(logits[t]));
+    ASSERT_TRUE((*c)->accept(t));
+  }
+  EXPECT_EQ((*c)->forced_tokens(8).size(), 0u);  // `"` alone is left: one token, not proposed
+}
+
 TEST(StructuredOutput, TextIsUnconstrainedAndErrorsNameTheField) {
   StructuredOutputs so;
   OutputFormat bad{OutputFormat::Kind::kJsonSchema,
