@@ -1,5 +1,6 @@
 #include "server/structured_output.h"
 
+#include "grammar/gbnf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace t9::server {
@@ -71,6 +72,10 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutputs::constraint(
   if (!c.grammar) {
     if (format.kind == OutputFormat::Kind::kJsonObject) {
       c.grammar = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar(preamble));
+    } else if (format.kind == OutputFormat::Kind::kGbnf) {
+      auto g = grammar::gbnf_grammar(format.schema.get<std::string>());
+      if (!g.ok()) return error("{}", g.message());
+      c.grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
     } else {
       auto g = format.kind == OutputFormat::Kind::kToolCall
                    ? grammar::tool_call_grammar(format.schema, format.tool_call, preamble)

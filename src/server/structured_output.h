@@ -26,9 +26,11 @@ class Tokenizer;
 namespace t9::server {
 
 struct OutputFormat {
-  enum class Kind { kText, kJsonObject, kJsonSchema, kToolCall };
+  enum class Kind { kText, kJsonObject, kJsonSchema, kToolCall, kGbnf };
   Kind kind = Kind::kText;
-  Json schema;        // kJsonSchema: the schema; kToolCall: the tools that may be called
+  // kJsonSchema: the schema; kToolCall: the tools that may be called; kGbnf: the grammar's text
+  // (llama-server's `grammar` field, grammar/gbnf.h; it covers the whole output, no preamble).
+  Json schema;
   std::string field;  // where a schema was given, for errors: "response_format.json_schema.schema"
   grammar::ToolCallFormat tool_call;  // kToolCall
 };

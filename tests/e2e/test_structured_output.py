@@ -217,3 +217,21 @@ def test_anthropic_tool_choice_any(qwen_server):
     assert r.stop_reason == "tool_use"
     uses = [b for b in r.content if b.type == "tool_use"]
     assert uses and uses[0].name == "get_weather" and isinstance(uses[0].input["days"], int)
+
+
+def test_gbnf_grammar_field(client):
+    """llama-server's `grammar` field: a GBNF grammar over the whole output."""
+    gbnf = 'root ::= answer "."\nanswer ::= "yes" | "no" | "maybe " [0-9]{1,2} "%"'
+    r = client.chat.completions.create(model="m", messages=CAPITAL, temperature=0, max_tokens=20,
+                                       extra_body={"grammar": gbnf})
+    text = r.choices[0].message.content
+    assert text in ("yes.", "no.") or (text.startswith("maybe ") and text.endswith("%.")), text
+    assert r.choices[0].finish_reason == "stop"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=CAPITAL, max_tokens=4,
+                                       extra_body={"grammar": 'root ::= "abc'})
+    assert e.value.body["message"] == "grammar: line 1, column 14: unterminated string literal"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=CAPITAL, max_tokens=4, response_format={"type": "json_object"},
+                                       extra_body={"grammar": 'root ::= "a"'})
+    assert e.value.body["message"].startswith("grammar: give either grammar or response_format")

@@ -1,9 +1,10 @@
-// libFuzzer target for structured output's untrusted input: a client's JSON schema. The input's
-// first line is a schema (any bytes; most are not JSON), the rest bytes fed to the compiled
-// grammar's matcher. Invariants: parsing or compiling never crashes (errors are messages); a
-// compiled grammar's matcher takes a byte exactly when next_bytes() said it could; a refused byte
-// leaves the state unchanged; the allowed tokens of a small vocabulary equal trying each token.
-// Run (scripts/fuzz.sh builds only the GGUF targets):
+// libFuzzer target for structured output's untrusted input: a client's JSON schema or GBNF
+// grammar. The input's first line is a schema (any bytes; most are not JSON) or "gbnf:" and a
+// grammar (line breaks as \x01), the rest bytes fed to the compiled grammar's matcher. Invariants:
+// parsing or compiling never crashes (errors are messages); a compiled grammar's matcher takes a
+// byte exactly when next_bytes() said it could; a refused byte leaves the state unchanged; the
+// allowed tokens of a small vocabulary equal trying each token. Run (scripts/fuzz.sh builds only
+// the GGUF targets):
 //   cmake -S tests/fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++
 //   ninja -C build-fuzz grammar_fuzz && build-fuzz/grammar_fuzz -max_len=512 CORPUS_DIR
 // A seed is a schema on its first line and bytes after it, e.g.
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_filter.h"
 
@@ -30,10 +32,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view schema_text = in.substr(0, nl);
   const std::string_view bytes =
       nl == std::string_view::npos ? std::string_view() : in.substr(nl + 1);
-  const t9::grammar::Json schema =
-      t9::grammar::Json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
-  if (schema.is_discarded()) return 0;
-  auto g = t9::grammar::json_schema_grammar(schema);
+  t9::Result<t9::grammar::Grammar> g = t9::error("no grammar");
+  if (schema_text.starts_with("gbnf:")) {  // a GBNF grammar, its line breaks written as \x01
+    std::string text(schema_text.substr(5));
+    for (char& c : text) c = c == '\x01' ? '\n' : c;
+    g = t9::grammar::gbnf_grammar(text);
+  } else {
+    const t9::grammar::Json schema =
+        t9::grammar::Json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) return 0;
+    g = t9::grammar::json_schema_grammar(schema);
+  }
   if (!g.ok()) {
     check(!g.message().empty());
     return 0;

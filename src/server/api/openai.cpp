@@ -173,6 +173,12 @@ void read_response_format(FieldReader& r, const Json& body, GenerationSpec& spec
 void read_common(FieldReader& r, const Json& body, GenerationSpec& spec, int default_max) {
   read_sampling(r, body, "", spec);
   read_response_format(r, body, spec);
+  // llama-server's `grammar`: a GBNF grammar for the whole output.
+  if (auto g = r.str(body, "", "grammar"); g && !g->empty()) {
+    if (body.contains("response_format") && !body["response_format"].is_null())
+      return r.fail("grammar", "give either grammar or response_format, not both");
+    spec.format = {OutputFormat::Kind::kGbnf, Json(*g), "grammar", {}};
+  }
   read_stop(r, body, "", "stop", spec.stop);
   spec.max_tokens = default_max;
   if (auto v = r.integer(body, "", "max_tokens", 1, 1 << 24)) spec.max_tokens = static_cast<int>(*v);
