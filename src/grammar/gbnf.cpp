@@ -204,10 +204,13 @@ class Parser {
       ++p_;
       atom.push_back(code_points({{0, kMaxCodePoint}}));
     } else if (at('(')) {
+      if (++depth_ > kMaxNesting)
+        return fail(fmt::format("groups nested deeper than {}", kMaxNesting));
       ++p_;
       skip_space(true);
       std::vector<Alt> alts;
       if (!parse_alternatives(true, alts)) return false;
+      --depth_;
       skip_space(true);
       if (!at(')')) return fail("expected ')'");
       ++p_;
@@ -402,8 +405,11 @@ class Parser {
     return GrammarBuilder::ref(anonymous(std::move(alts)));
   }
 
+  static constexpr int kMaxNesting = 256;  // ( ) groups: the parser recurses into each
+
   std::string_view t_;
   size_t p_ = 0;
+  int depth_ = 0;
   GrammarBuilder b_;
   std::map<std::string, uint32_t> rules_;
   std::set<std::string> defined_;

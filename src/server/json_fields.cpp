@@ -112,7 +112,23 @@ void FieldReader::require(const Json& obj, const std::string& path, const char* 
 }
 
 std::optional<Json> parse_json_object(const std::string& body, std::string& error) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // Nesting is bounded here, once, because everything after the parse walks the document
+  // recursively (dumps, schema compiles, templates' tojson): a client's 200,000 nested brackets
+  // must be a 400, not a stack overflow. The parse itself is iterative; a too-deep part is
+  // dropped as it is read.
+  bool too_deep = false;
+  const Json::parser_callback_t depth_check = [&too_deep](int depth, Json::parse_event_t event,
+                                                          Json&) {
+    if (depth <= kMaxBodyDepth) return true;
+    too_deep = too_deep || event == Json::parse_event_t::object_start ||
+               event == Json::parse_event_t::array_start;
+    return false;
+  };
+  Json j = Json::parse(body, depth_check, /*allow_exceptions=*/false);
+  if (too_deep) {
+    error = fmt::format("request body: JSON nested deeper than {} levels", kMaxBodyDepth);
+    return std::nullopt;
+  }
   if (j.is_discarded()) {
     error = "request body is not valid JSON";
     return std::nullopt;

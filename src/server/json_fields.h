@@ -48,7 +48,9 @@ class FieldReader {
   std::string error_, param_;
 };
 
-// Parses a body as a JSON object; error message for malformed JSON or a non-object.
+// Parses a body as a JSON object; error message for malformed JSON, a non-object, or nesting
+// deeper than kMaxBodyDepth.
+inline constexpr int kMaxBodyDepth = 128;
 std::optional<Json> parse_json_object(const std::string& body, std::string& error);
 
 }  // namespace t9::server

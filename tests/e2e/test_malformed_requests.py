@@ -114,6 +114,28 @@ def test_malformed_requests(server):
     assert status == 200
 
 
+def test_deeply_nested_bodies_are_400s(server):
+    """200,000 nested brackets anywhere in a body (a schema, a tool, an unknown field) are a 400
+    naming the limit, never a stack overflow in whatever walks the document afterwards."""
+    deep = "[" * 200000 + "]" * 200000
+    bodies = {
+        "/v1/chat/completions": '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,'
+                                '"response_format":{"type":"json_schema","json_schema":{"name":"x",'
+                                '"schema":{"enum":[' + deep + ']}}}}',
+        "/v1/messages": '{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"hi"}],'
+                        '"tools":[{"name":"t","input_schema":' + deep + '}]}',
+        "/api/chat": '{"model":"m","messages":[{"role":"user","content":"hi"}],"format":{"a":' + deep + '}}',
+        "/v1/completions": '{"prompt":"hi","x":' + deep + '}',
+    }
+    for path, body in bodies.items():
+        status, resp = post(server.url + path, body.encode())
+        assert status == 400 and error_shape_ok(path, status, resp), (path, status, resp[:200])
+        assert b"nested deeper than 128 levels" in resp
+    ok = '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"x":' + "[" * 100 + "]" * 100 + "}"
+    assert post(server.url + "/v1/chat/completions", ok.encode())[0] == 200
+    assert server.healthy()
+
+
 def test_oversized_body_and_unknown_route(server):
     status, body = post(server.url + "/v1/messages", b"{" + b" " * (33 << 20) + b"}")
     assert status == 413 and json.loads(body)["error"]["type"] == "request_too_large"

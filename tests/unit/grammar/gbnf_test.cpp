@@ -108,6 +108,13 @@ TEST(Gbnf, ErrorsGiveLineColumnAndReason) {
     ASSERT_FALSE(g.ok()) << text;
     EXPECT_EQ(g.message(), want) << text;
   }
+  // A client's deeply nested groups: an error, not a stack overflow (the body may be 32 MB).
+  const std::string deep = "root ::= " + std::string(1 << 20, '(');
+  auto g = gbnf_grammar(deep);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.message(), "grammar: line 1, column 266: groups nested deeper than 256");
+  EXPECT_TRUE(
+      gbnf_grammar("root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')')).ok());
 }
 
 }  // namespace
