@@ -9,30 +9,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace t9::grammar {
 
 namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 using ByteRanges = std::vector<std::pair<uint8_t, uint8_t>>;  // one range per byte of a sequence
-
-void utf8_encode(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // The code points [lo, hi] as UTF-8 byte-range sequences (each byte of a sequence ranges
 // independently): split where the encoded length changes, then where a continuation byte would
@@ -47,8 +31,8 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) {
     }
   }
   std::string a, b;
-  utf8_encode(lo, a);
-  utf8_encode(hi, b);
+  utf8_append(a, lo);
+  utf8_append(b, hi);
   const size_t n = a.size();
   for (size_t i = 1; i < n; ++i) {
     const uint32_t m = (1u << (6 * i)) - 1;  // the low i continuation bytes
@@ -323,13 +307,7 @@ class Parser {
       raw_byte = digits == 2;  // \xHH: one byte, as llama.cpp reads it in literals
       return true;
     }
-    // A UTF-8 character of the grammar's own text.
-    const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (c >= 0x80 && c < 0xC0) return fail("invalid UTF-8 in the grammar");
-    if (p_ + n > t_.size()) return fail("invalid UTF-8 in the grammar");
-    cp = n == 1 ? c : c & (0x7F >> n);
-    for (int i = 1; i < n; ++i) cp = (cp << 6) | (static_cast<uint8_t>(t_[p_ + i]) & 0x3F);
-    p_ += n;
+    cp = utf8_next(t_, p_);  // a character of the grammar's own text (lenient, as llama.cpp)
     return true;
   }
 
@@ -343,7 +321,7 @@ class Parser {
       if (raw)
         bytes.push_back(static_cast<char>(cp));
       else
-        utf8_encode(cp, bytes);
+        utf8_append(bytes, cp);
     }
     ++p_;
     b_.literal(out, bytes);

@@ -7,11 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace t9::jinja {
 
-// Decodes the code point at s[i] and advances i; invalid bytes decode as themselves (U+0080..FF).
-char32_t utf8_next(std::string_view s, size_t& i);
-void utf8_append(std::string& out, char32_t c);
+using t9::utf8_append;  // core/utf8.h
+using t9::utf8_next;
 size_t utf8_length(std::string_view s);  // in code points
 bool is_ascii(std::string_view s);
 std::vector<char32_t> utf8_decode(std::string_view s);

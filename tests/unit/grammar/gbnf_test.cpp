@@ -4,6 +4,7 @@
 // errors that give the line and column.
 #include <gtest/gtest.h>
 
+#include "core/utf8.h"
 #include "grammar/gbnf.h"
 #include "grammar/matcher.h"
 
@@ -62,17 +63,7 @@ TEST(Gbnf, CodePointRangesMatchTheirUtf8Encodings) {
   ASSERT_NE(g, nullptr);
   auto enc = [](uint32_t cp) {
     std::string s;
-    if (cp < 0x800) {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-    } else if (cp < 0x10000) {
-      s += static_cast<char>(0xE0 | (cp >> 12));
-      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    } else {
-      s += static_cast<char>(0xF0 | (cp >> 18));
-      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    }
-    s += static_cast<char>(0x80 | (cp & 0x3F));
+    utf8_append(s, cp);
     return s;
   };
   for (uint32_t cp : {0x80u, 0x7FFu, 0x800u, 0xFFFFu, 0x10000u, 0x10FFFFu})
