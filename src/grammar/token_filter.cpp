@@ -159,41 +159,17 @@ TokenBits allowed_tokens(GrammarMatcher& matcher, const TokenTrie& trie, size_t 
   return bits;
 }
 
-std::shared_ptr<const TokenBits> MaskCache::find(const std::string& key) {
-  std::lock_guard lock(mu_);
-  auto it = index_.find(key);
-  if (it == index_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
-}
-
-void MaskCache::insert(const std::string& key, std::shared_ptr<const TokenBits> bits) {
-  std::lock_guard lock(mu_);
-  if (index_.count(key)) return;
-  lru_.emplace_front(key, std::move(bits));
-  index_[key] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-}
-
-size_t MaskCache::size() const {
-  std::lock_guard lock(mu_);
-  return lru_.size();
-}
-
 TokenFilter::TokenFilter(std::shared_ptr<const Grammar> grammar,
                          std::shared_ptr<const TokenTrie> trie, std::vector<int32_t> stop_ids,
                          std::shared_ptr<MaskCache> cache)
     : trie_(std::move(trie)),
       matcher_(std::move(grammar)),
       stop_ids_(std::move(stop_ids)),
-      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {}
+      cache_(cache ? std::move(cache) : std::make_shared<MaskCache>(kMaskCacheStates)) {}
 
 std::shared_ptr<const TokenBits> TokenFilter::allowed() {
   const std::string key = matcher_.key();
-  if (auto hit = cache_->find(key)) return hit;
+  if (auto hit = cache_->find(key)) return *hit;
   auto bits = std::make_shared<const TokenBits>(allowed_tokens(matcher_, *trie_));
   cache_->insert(key, bits);
   return bits;

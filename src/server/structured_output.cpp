@@ -33,6 +33,23 @@ class GrammarConstraint final : public engine::TokenConstraint {
   const tok::Tokenizer& tokenizer_;
 };
 
+// The format's grammar (kText has none).
+Result<grammar::Grammar> compile(const OutputFormat& format, const grammar::Preamble& preamble) {
+  switch (format.kind) {
+    case OutputFormat::Kind::kJsonObject:
+      return grammar::json_object_grammar(preamble);
+    case OutputFormat::Kind::kGbnf:
+      return grammar::gbnf_grammar(format.schema.get<std::string>());
+    case OutputFormat::Kind::kToolCall:
+      return grammar::tool_call_grammar(format.schema, format.tool_call, preamble);
+    case OutputFormat::Kind::kJsonSchema:
+      return grammar::json_schema_grammar(format.schema, preamble, format.field);
+    case OutputFormat::Kind::kText:
+      break;
+  }
+  return error("no grammar for free text");
+}
+
 }  // namespace
 
 std::shared_ptr<const grammar::TokenTrie> StructuredOutputs::trie(const tok::Tokenizer& tokenizer) {
@@ -60,33 +77,13 @@ Result<std::shared_ptr<engine::TokenConstraint>> StructuredOutputs::constraint(
         std::string(format.tool_call.lazy ? "1" : "0"), preamble.open, preamble.close})
     key += '\0' + part;
   Compiled c;
-  {
-    std::lock_guard lock(mu_);
-    for (auto it = compiled_.begin(); it != compiled_.end(); ++it) {
-      if (it->first != key) continue;
-      compiled_.splice(compiled_.begin(), compiled_, it);
-      c = it->second;
-      break;
-    }
-  }
-  if (!c.grammar) {
-    if (format.kind == OutputFormat::Kind::kJsonObject) {
-      c.grammar = std::make_shared<const grammar::Grammar>(grammar::json_object_grammar(preamble));
-    } else if (format.kind == OutputFormat::Kind::kGbnf) {
-      auto g = grammar::gbnf_grammar(format.schema.get<std::string>());
-      if (!g.ok()) return error("{}", g.message());
-      c.grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
-    } else {
-      auto g = format.kind == OutputFormat::Kind::kToolCall
-                   ? grammar::tool_call_grammar(format.schema, format.tool_call, preamble)
-                   : grammar::json_schema_grammar(format.schema, preamble, format.field);
-      if (!g.ok()) return error("{}", g.message());
-      c.grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
-    }
-    c.masks = std::make_shared<grammar::MaskCache>();
-    std::lock_guard lock(mu_);
-    compiled_.emplace_front(key, c);
-    if (compiled_.size() > kMaxCompiled) compiled_.pop_back();
+  if (auto hit = compiled_.find(key)) {
+    c = *hit;
+  } else {
+    T9_ASSIGN_OR_RETURN(grammar::Grammar g, compile(format, preamble));
+    c = {std::make_shared<const grammar::Grammar>(std::move(g)),
+         std::make_shared<grammar::MaskCache>(grammar::kMaskCacheStates)};
+    compiled_.insert(key, c);
   }
   return std::shared_ptr<engine::TokenConstraint>(std::make_shared<GrammarConstraint>(
       grammar::TokenFilter(c.grammar, trie(tokenizer), std::move(stop_ids), c.masks), tokenizer));

@@ -7,12 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/lru_cache.h"
 #include "engine/token_constraint.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_filter.h"
@@ -54,8 +54,7 @@ class StructuredOutputs {
 
   std::once_flag trie_once_;
   std::shared_ptr<const grammar::TokenTrie> trie_;
-  std::mutex mu_;
-  std::list<std::pair<std::string, Compiled>> compiled_;  // most recent first
+  LruCache<Compiled> compiled_{kMaxCompiled};
 };
 
 }  // namespace t9::server

@@ -78,7 +78,7 @@ TEST(TokenFilter, MaskAllowsStopTokensOnlyWhereTheTextMayEnd) {
   auto trie = std::make_shared<const TokenTrie>(pieces, usable);
   auto g = std::make_shared<const Grammar>(
       std::move(json_schema_grammar(Json::parse(R"({"type":"integer"})")).value()));
-  auto cache = std::make_shared<MaskCache>();
+  auto cache = std::make_shared<MaskCache>(kMaskCacheStates);
   TokenFilter f(g, trie, {257}, cache);
   std::vector<float> logits(260, 1.0f);  // 259: past the tokenizer's vocabulary (padding)
   ASSERT_TRUE(f.mask(logits));
