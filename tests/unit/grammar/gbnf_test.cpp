@@ -7,20 +7,15 @@
 #include "core/utf8.h"
 #include "grammar/gbnf.h"
 #include "grammar/matcher.h"
+#include "unit/grammar/grammar_test_util.h"
 
 namespace t9::grammar {
 namespace {
 
-std::shared_ptr<const Grammar> compile(std::string_view text) {
-  auto g = gbnf_grammar(text);
-  EXPECT_TRUE(g.ok()) << g.message();
-  if (!g.ok()) return nullptr;
-  return std::make_shared<const Grammar>(std::move(g).value());
-}
+using testing::admits;
 
-bool admits(const std::shared_ptr<const Grammar>& g, std::string_view text) {
-  GrammarMatcher m(g);
-  return m.accept(text) && m.accepting();
+std::shared_ptr<const Grammar> compile(std::string_view text) {
+  return testing::compiled(gbnf_grammar(text));
 }
 
 TEST(Gbnf, AdmitsExactlyItsLanguage) {

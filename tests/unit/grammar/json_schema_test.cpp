@@ -9,20 +9,15 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "unit/grammar/grammar_test_util.h"
 
 namespace t9::grammar {
 namespace {
 
-std::shared_ptr<const Grammar> compile(const std::string& schema, const Preamble& pre = {}) {
-  auto g = json_schema_grammar(Json::parse(schema), pre);
-  EXPECT_TRUE(g.ok()) << g.message();
-  if (!g.ok()) return nullptr;
-  return std::make_shared<const Grammar>(std::move(g).value());
-}
+using testing::admits;
 
-bool admits(const std::shared_ptr<const Grammar>& g, std::string_view text) {
-  GrammarMatcher m(g);
-  return m.accept(text) && m.accepting();
+std::shared_ptr<const Grammar> compile(const std::string& schema, const Preamble& pre = {}) {
+  return testing::compiled(json_schema_grammar(Json::parse(schema), pre));
 }
 
 struct Case {

@@ -8,6 +8,7 @@
 #include "chat/tool_calls/chat_output_parser.h"
 #include "grammar/matcher.h"
 #include "grammar/tool_call_grammar.h"
+#include "unit/grammar/grammar_test_util.h"
 
 namespace t9::grammar {
 namespace {
@@ -21,8 +22,7 @@ const Json kTools = Json::parse(R"([
 ])");
 
 bool admits(const Grammar& g, std::string_view text) {
-  GrammarMatcher m(std::make_shared<const Grammar>(g));
-  return m.accept(text) && m.accepting();
+  return testing::admits(std::make_shared<const Grammar>(g), text);
 }
 
 chat::ParsedMessage parse(std::string_view text, const std::string& dialect) {
