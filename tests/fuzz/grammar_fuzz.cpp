@@ -10,21 +10,13 @@
 // A seed is a schema on its first line and bytes after it, e.g.
 //   {"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}\n{"a": 12}
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "core/check.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_filter.h"
-
-namespace {
-
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -44,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     g = t9::grammar::json_schema_grammar(schema);
   }
   if (!g.ok()) {
-    check(!g.message().empty());
+    T9_CHECK(!g.message().empty(), "a grammar error without a message");
     return 0;
   }
   auto grammar = std::make_shared<const t9::grammar::Grammar>(std::move(g).value());
@@ -62,13 +54,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool expected = m.next_bytes().has(b);
     const std::string before = m.key();
     const bool took = m.accept(std::string_view(&bytes[i], 1));
-    check(took == expected);
-    if (!took) check(m.key() == before);
+    T9_CHECK(took == expected, "byte {}: next_bytes() says {}, accept() {}", b, expected, took);
+    if (!took) T9_CHECK(m.key() == before, "a refused byte {} changed the state", b);
     if (i % 16 == 0) {
       const t9::grammar::TokenBits got = t9::grammar::allowed_tokens(m, *trie);
       for (int32_t t = 0; t < trie->n_vocab(); ++t) {
         t9::grammar::GrammarMatcher copy = m;
-        check(((got[0] >> t) & 1) == static_cast<uint64_t>(copy.accept(trie->piece(t))));
+        T9_CHECK(((got[0] >> t) & 1) == static_cast<uint64_t>(copy.accept(trie->piece(t))),
+                 "token {} ('{}'): the trie walk and trying the token disagree", t, trie->piece(t));
       }
     }
   }
