@@ -161,7 +161,7 @@ bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const 
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& ss = plan.seqs[i];
     const ForwardSeq& f = batch.seqs[i];
-    if (!ss.need_logits || !ss.draft.empty()) return false;
+    if (!ss.need_logits || !ss.draft.empty() || f.check != nullptr) return false;
     if (f.argmax_only) continue;
     if (!f.sample_on_device || !runner_.decides(f.sampling)) return false;
     auto it = requests_.find(f.seq_id);
@@ -284,7 +284,11 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
                  ss.snapshot_before};
     f.save_mid_checkpoint = ss.save_mid_checkpoint;
     f.save_mid_tokens = ss.save_mid_tokens;
-    f.argmax_only = ss.need_logits && argmax_only(s.id);
+    // A constrained row's token is checked against the constraint's current state, which only
+    // the first row of a step has: with drafts the rows come to the host and are masked there.
+    TokenConstraint* constraint =
+        ss.need_logits ? requests_.at(s.id).req.constraint.get() : nullptr;
+    f.argmax_only = ss.need_logits && argmax_only(s.id) && (n_draft == 0 || !constraint);
     if (ss.need_logits && n_draft == 0 && !f.argmax_only && device_samplable(s.id)) {
       RequestState& st = requests_.at(s.id);
       const SamplingParams& sp = st.req.sampling;
@@ -305,6 +309,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
         b.edits.resize(mark);
       }
     }
+    if (f.argmax_only || f.sample_on_device) f.check = constraint;
     if (ss.need_logits) logit_row += f.n_logits;
     if (ss.token_from_row >= 0) {  // the step in flight samples it, in that row
       f.token_from_row = ss.token_from_row;
@@ -421,6 +426,17 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
       SampleResult s;
       s.token = out.tokens[r];
       res.push_back(s);
+      if (req.constraint && !req.constraint->accept(s.token)) {  // f.check allowed it
+        st.constraint_error = "structured output: the runner's token does not fit the grammar";
+        res.pop_back();
+        break;
+      }
+    } else if (!out.tokens.empty() && req.constraint) {  // -1: the check refused the token
+      res.push_back(redraw_constrained(st, out.row(static_cast<int>(r)), f.sampling));
+      if (!st.constraint_error.empty()) {
+        res.pop_back();
+        break;
+      }
     } else if (!out.tokens.empty()) {  // -1: the runner's row after the edits, the same u
       res.push_back(SampleResult{sample_row(out.row(static_cast<int>(r)), f.sampling), 0.0f, {}});
     } else if (req.constraint) {  // structured output: the host masks the row, then draws
@@ -464,18 +480,44 @@ SampleResult Engine::sample_constrained(RequestState& st, std::span<const float>
   return r;
 }
 
-// The request's token is the argmax of the raw logits (ForwardSeq::argmax_only).
+// A constrained row whose runner-decided token the check refused (ForwardSeq::check): the row
+// (after the edits, as the runner drew from it) masked, then the argmax or a fresh draw. For the
+// argmax this is the masked row's argmax; for a draw without cuts, keeping the first draw when
+// allowed and drawing again from the masked row otherwise gives each allowed token
+// p + (1 - Z) p / Z = p / Z (Z: the allowed tokens' mass), the masked distribution, exactly.
+SampleResult Engine::redraw_constrained(RequestState& st, std::span<const float> edited,
+                                        RowSampling sampling) {
+  std::vector<float> masked(edited.begin(), edited.end());
+  if (!st.req.constraint->mask(masked)) {
+    st.constraint_error = "structured output: no token can continue the output";
+    return {};
+  }
+  if (sampling.temperature != 0.0f) sampling.u = st.rng.uniform();
+  SampleResult r{sample_row(masked, sampling), 0.0f, {}};
+  if (!st.req.constraint->accept(r.token))
+    st.constraint_error = "structured output: the sampled token does not fit the grammar";
+  return r;
+}
+
+// The request's token is the argmax of the raw logits (ForwardSeq::argmax_only); a constrained
+// request's only where the constraint allows it (ForwardSeq::check).
 bool Engine::argmax_only(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
-  return !req.constraint && argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
+  return argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
 }
 
 // The request's token can be decided by the runner (bias and penalties as edits, then the draw):
-// everything but logprobs, which are of the raw logits.
+// everything but logprobs, which are of the raw logits. A constrained request's draw is checked
+// (ForwardSeq::check) and redrawn from the masked row when refused, which is the masked
+// distribution only without cuts (redraw_constrained): with top-k / top-p / min-p the row is
+// masked on the host first.
 bool Engine::device_samplable(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
-  return req.sampling.temperature >= 0.0f && !req.logprobs && req.n_top_logprobs == 0 &&
-         !req.constraint;
+  const SamplingParams& sp = req.sampling;
+  const bool cuts =
+      (sp.top_k > 0 && sp.top_k < runner_.n_vocab()) || sp.top_p < 1.0f || sp.min_p > 0.0f;
+  return sp.temperature >= 0.0f && !req.logprobs && req.n_top_logprobs == 0 &&
+         (!req.constraint || sp.temperature == 0.0f || !cuts);
 }
 
 // Counts the token and sends its event; true when it finished the request (then gone).

@@ -174,6 +174,8 @@ class Engine {
   SampleResult sample_constrained(RequestState& st, std::span<const float> raw,
                                   std::span<const TokenId> prompt,
                                   std::span<const TokenId> generated);
+  SampleResult redraw_constrained(RequestState& st, std::span<const float> edited,
+                                  RowSampling sampling);
   bool argmax_only(uint64_t id) const;  // ForwardSeq::argmax_only for this request
   // ForwardSeq::sample_on_device for this request's step without drafts.
   bool device_samplable(uint64_t id) const;

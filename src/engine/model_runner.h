@@ -12,6 +12,7 @@
 #include "core/result.h"
 #include "core/sampling.h"
 #include "engine/sequence.h"
+#include "engine/token_constraint.h"
 
 namespace t9::engine {
 
@@ -56,6 +57,10 @@ struct ForwardSeq {
   // with the same u.
   bool sample_on_device = false;
   RowSampling sampling{};
+  // With argmax_only or sample_on_device (structured output): the runner's token must be one
+  // this constraint allows (TokenConstraint::allows); a token it refuses comes back -1 with the
+  // row's logits (after the edits), and the engine then masks the row and draws on the host.
+  TokenConstraint* check = nullptr;
   // Pipelined steps (ModelRunner::enqueue): >= 0 when this sequence's one token is the token the
   // previously enqueued batch decided for its logit row `token_from_row` (on the device already,
   // not yet known to the engine); ForwardBatch::tokens holds 0 in its place. The engine's

@@ -72,6 +72,9 @@ class TokenFilter {
   // Sets logits[t] = -inf for each token t that may not come next (ids past the trie's vocabulary
   // included). False when no token may come next.
   bool mask(std::span<float> logits);
+  // Whether mask() would leave `token`: its bytes may come next, or it is a stop token and the
+  // text may end here. Steps the token's bytes alone: no walk of the vocabulary.
+  bool allows(int32_t token);
   // Takes a token mask() left; a stop token changes nothing. False: the token's bytes do not fit.
   bool accept(int32_t token);
   // Nothing may follow the text so far.

@@ -134,6 +134,16 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
     b.sampling = sampling_;
     b.edits = batch.edits;
   }
+  checks_.clear();
+  if (b.argmax_only || !b.sampling.empty()) {
+    for (const engine::ForwardSeq& s : batch.seqs)
+      if (s.need_logits) checks_.insert(checks_.end(), static_cast<size_t>(s.n_logits), s.check);
+    if (std::any_of(checks_.begin(), checks_.end(), [](auto* c) { return c != nullptr; }))
+      b.accepts = [this](int r, int32_t t) {
+        engine::TokenConstraint* c = checks_[static_cast<size_t>(r)];
+        return c == nullptr || c->allows(t);
+      };
+  }
   T9_TRY(model_.enqueue(b));
   *on_model = true;
   if (model_.recurrent()) T9_TRY(save_checkpoints(batch));

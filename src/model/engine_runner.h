@@ -62,8 +62,9 @@ class EngineRunner final : public engine::ModelRunner {
   std::vector<int32_t> tokens_;  // a pipelined batch's tokens (-1 - row where read on the backend)
 
   Model& model_;
-  std::vector<SeqInput> seqs_;         // reused between steps
-  std::vector<RowSampling> sampling_;  // Batch::sampling, reused between steps
+  std::vector<SeqInput> seqs_;                    // reused between steps
+  std::vector<RowSampling> sampling_;             // Batch::sampling, reused between steps
+  std::vector<engine::TokenConstraint*> checks_;  // ForwardSeq::check by logit row (Batch::accepts)
   // Hybrid models: engine sequence id -> RecurrentState slot, taken on first sight.
   std::unordered_map<uint64_t, int> slots_;
   // The checkpoint `id`, made on first use from a spare one when there is one.

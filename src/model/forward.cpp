@@ -199,12 +199,15 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     }
     backend_.download(s.logit_buf, s.row_max.offset, out.tokens.data() + first,
                       static_cast<size_t>(n) * sizeof(int32_t));
-    // Rows the backend may leave undecided (-1) need their logits: wait for the tokens here. When
-    // every row settles on the backend (Backend::settles) the step is not waited for here, so a
-    // pipelined step can be recorded behind it.
-    if (b.sampling.empty() || settles(b)) continue;
+    // Rows the backend may leave undecided (-1) or the check may refuse need their logits: wait
+    // for the tokens here. When every row settles on the backend (Backend::settles) and none is
+    // checked, the step is not waited for here, so a pipelined step can be recorded behind it.
+    if ((b.sampling.empty() || settles(b)) && !b.accepts) continue;
     backend_.sync();  // the tokens are on the host: a row the backend left (-1) needs its logits
-    const auto* t = out.tokens.data() + first;
+    auto* t = out.tokens.data() + first;
+    if (b.accepts)
+      for (int r = 0; r < n; ++r)
+        if (t[r] >= 0 && !b.accepts(first + r, t[r])) t[r] = -1;
     if (std::find(t, t + n, -1) == t + n) continue;
     if (out.data.empty()) out.data.resize(rows.size() * row_floats);
     backend_.download(s.logit_buf, lg.offset, out.data.data() + first * row_floats,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -64,6 +65,10 @@ struct Batch {
   // With sampling: the rows' logit bias and penalties, sorted by logit row, applied on the backend
   // (Backend::adjust_logits) before the draw.
   std::span<const LogitEdit> edits{};
+  // With argmax_only or sampling: null, or whether logit row r may take token t (structured
+  // output). A decided token it refuses comes back -1 with its call's logits (after the edits),
+  // as a row the backend leaves undecided; the step is then waited for inside forward().
+  std::function<bool(int r, int32_t t)> accepts{};
 };
 
 struct Logits {

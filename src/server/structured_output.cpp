@@ -12,6 +12,7 @@ class GrammarConstraint final : public engine::TokenConstraint {
   GrammarConstraint(grammar::TokenFilter filter, const tok::Tokenizer& tokenizer)
       : filter_(std::move(filter)), tokenizer_(tokenizer) {}
   bool mask(std::span<float> logits) override { return filter_.mask(logits); }
+  bool allows(int32_t token) override { return filter_.allows(token); }
   bool accept(int32_t token) override { return filter_.accept(token); }
   bool complete() const override { return filter_.complete(); }
 

@@ -137,6 +137,62 @@ TEST(ModelConsistency, EnqueuedBatchReadsThePreviousArgmax) {
   ASSERT_TRUE(m->wait().ok());
 }
 
+// Batch::accepts (structured output's check of a decided token): a refused row comes back -1 with
+// its logits, the same bits as a batch that asks for logits; accepted rows keep their token. For
+// argmax batches and for sampled ones (after the edits: a bias here).
+TEST(ModelConsistency, RefusedDecidedRowsComeBackWithTheirLogits) {
+  auto m = load_model(testing::kSmolLM2);
+  ASSERT_TRUE(m);
+  const auto a = some_tokens(7, m->n_vocab(), 8), b = some_tokens(5, m->n_vocab(), 9);
+  ASSERT_TRUE(m->kv().reserve(m->kv().n_blocks() + 2).ok());
+  const int base = m->kv().n_blocks() - 2;
+  std::vector<int32_t> ta{base}, tb{base + 1};
+  std::vector<int32_t> toks(a);
+  toks.insert(toks.end(), b.begin(), b.end());
+  const std::vector<SeqInput> seqs{{0, 7, 0, ta, LogitRows::kLast},
+                                   {7, 5, 0, tb, LogitRows::kLast}};
+  auto full = m->forward(Batch{toks, {}, seqs});
+  ASSERT_TRUE(full.ok()) << full.message();
+  const size_t V = static_cast<size_t>(full->n_vocab);
+  Batch argmax{toks, {}, seqs};
+  argmax.argmax_only = true;
+  auto plain = m->forward(argmax);
+  ASSERT_TRUE(plain.ok() && plain->data.empty());
+  const std::vector<int32_t> want = plain->tokens;
+  // Refuse row 1's argmax only.
+  int n_asked = 0;
+  argmax.accepts = [&](int r, int32_t t) {
+    n_asked++;
+    return !(r == 1 && t == want[1]);
+  };
+  auto checked = m->forward(argmax);
+  ASSERT_TRUE(checked.ok()) << checked.message();
+  EXPECT_EQ(n_asked, 2);
+  EXPECT_EQ(checked->tokens, (std::vector<int32_t>{want[0], -1}));
+  ASSERT_EQ(checked->data.size(), 2 * V);
+  EXPECT_TRUE(std::equal(checked->data.begin() + V, checked->data.end(), full->data.begin() + V));
+  // Every row accepted: no logits.
+  argmax.accepts = [](int, int32_t) { return true; };
+  auto all_ok = m->forward(argmax);
+  ASSERT_TRUE(all_ok.ok());
+  EXPECT_EQ(all_ok->tokens, want);
+  EXPECT_TRUE(all_ok->data.empty());
+  // Sampled rows (temperature 0) after a bias that makes token 3 row 0's argmax: refused, its
+  // row comes back with the bias applied.
+  const std::vector<RowSampling> greedy_rows(2);
+  const std::vector<LogitEdit> edits{{0, 3, 1000.0f, 1.0f, 0.0f, 1}};
+  Batch sampled{toks, {}, seqs};
+  sampled.sampling = greedy_rows;
+  sampled.edits = edits;
+  sampled.accepts = [](int r, int32_t t) { return !(r == 0 && t == 3); };
+  auto s = m->forward(sampled);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(s->tokens, (std::vector<int32_t>{-1, want[1]}));
+  ASSERT_EQ(s->data.size(), 2 * V);
+  EXPECT_EQ(s->data[3], full->data[3] + 1000.0f);
+  EXPECT_TRUE(std::equal(s->data.begin() + 4, s->data.begin() + V, full->data.begin() + 4));
+}
+
 // Greedy decode with each step enqueued before the previous one is waited for: the tokens of
 // forward() steps (pipeline_check.h; the CUDA suite runs the same check).
 TEST(ModelConsistency, PipelinedDecodeEqualsForwardSteps) {

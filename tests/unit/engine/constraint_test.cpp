@@ -3,6 +3,8 @@
 // its logprobs are of the raw row, and it keeps that through prompt-lookup drafts, pipelined
 // neighbours and the recurrent fake model. The constraint here is a stand-in for the grammar
 // filter: step i allows the tokens t with t % 3 == i % 3, complete after `complete_after` tokens.
+// A runner that decides rows (a GPU's) checks its token against the constraint and sends a refused
+// row back for the host to mask.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,11 +28,13 @@ class EveryThird : public TokenConstraint {
   explicit EveryThird(int complete_after, int refuse_all_at = -1)
       : complete_after_(complete_after), refuse_all_at_(refuse_all_at) {}
   bool mask(std::span<float> logits) override {
+    n_masks++;
     if (n_taken_ == refuse_all_at_) return false;
     for (size_t t = 0; t < logits.size(); ++t)
       if (!allowed(static_cast<int32_t>(t))) logits[t] = -std::numeric_limits<float>::infinity();
     return true;
   }
+  bool allows(int32_t token) override { return n_taken_ != refuse_all_at_ && allowed(token); }
   bool accept(int32_t token) override {
     if (!allowed(token)) return false;
     ++n_taken_;
@@ -46,6 +50,7 @@ class EveryThird : public TokenConstraint {
     return out;
   }
   std::vector<int32_t> forced;
+  int n_masks = 0;  // rows masked on the host
 
  private:
   bool allowed(int32_t t) const { return t % 3 == n_taken_ % 3; }
@@ -198,6 +203,95 @@ TEST(Constraint, ForcedTokensAreDraftsThatNeverChangeTheOutput) {
       }
       EXPECT_EQ(st.n_draft_tokens, 0);  // prompt lookup is off
       EXPECT_EQ(st.kv_blocks_used, 0);
+    }
+  }
+}
+
+// A runner that decides rows (argmax on the device) has its token checked (ForwardSeq::check):
+// an allowed argmax is the masked row's argmax, so only refused rows come back and are masked on
+// the host. Same tokens as masking every row, in fewer masks; the constrained rows never pipeline.
+TEST(Constraint, TheRunnersArgmaxIsCheckedAndOnlyRefusedRowsAreMasked) {
+  for (bool recurrent : {false, true}) {
+    EngineConfig cfg = test_config();
+    cfg.pipeline = StepPipeline::kOn;
+    Harness h(cfg);
+    h.runner.recurrent = recurrent;
+    h.runner.deferred = true;
+    h.runner.argmax_when_asked = true;
+    h.engine = std::make_unique<Engine>(cfg, h.runner);
+    const std::vector<TokenId> prompt = prompt_of(9, 2);
+    GenerateRequest r = greedy(prompt, 40);
+    auto c = std::make_shared<EveryThird>(30);
+    r.constraint = c;
+    const uint64_t id = h.submit(std::move(r));
+    const uint64_t other = h.submit(greedy(prompt_of(6, 3), 8));
+    h.run();
+    SCOPED_TRACE(::testing::Message() << "recurrent " << recurrent);
+    EXPECT_EQ(h.result(id).tokens, constrained_oracle(prompt, 30)) << h.result(id).error;
+    EXPECT_EQ(h.result(id).finish, FinishReason::kStop);
+    EXPECT_EQ(h.result(other).tokens, oracle(prompt_of(6, 3), 8));
+    // About two thirds of the raw argmaxes fall outside the allowed third: some refused, not all.
+    EXPECT_GT(h.runner.n_refused_checks, 5);
+    EXPECT_LT(h.runner.n_refused_checks, 30);
+    EXPECT_EQ(c->n_masks, h.runner.n_refused_checks);
+    // Every step ran with the constrained row, so none was planned ahead of another.
+    EXPECT_EQ(h.engine->stats().n_pipelined_steps, 0);
+    EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  }
+}
+
+// A draw without cuts is kept when the constraint allows it and redrawn from the masked row when
+// not, which is the masked distribution (Engine::redraw_constrained): over 6,000 seeds the first
+// token's frequencies match softmax over the allowed tokens. With a cut (top-k) the row is masked
+// on the host first and the runner decides nothing.
+TEST(Constraint, ARefusedDrawIsRedrawnFromTheMaskedRow) {
+  const std::vector<TokenId> prompt = prompt_of(5, 3);
+  std::vector<float> row(kVocab);
+  FakeModelRunner::reference_logits(prompt, kVocab, row.data());
+  std::vector<double> want(kVocab, 0.0);
+  double z = 0.0;
+  for (int t = 0; t < kVocab; t += 3) z += (want[t] = std::exp(static_cast<double>(row[t])));
+  for (double& w : want) w /= z;
+  constexpr int kDraws = 6000;
+  for (bool cut : {false, true}) {
+    Harness h;
+    h.runner.sample_when_asked = true;
+    h.runner.settle_all = true;
+    h.engine = std::make_unique<Engine>(test_config(), h.runner);
+    std::vector<uint64_t> ids;
+    std::vector<std::shared_ptr<EveryThird>> cs;
+    for (int i = 0; i < (cut ? 50 : kDraws); ++i) {
+      GenerateRequest r = greedy(prompt, 1);
+      r.sampling.temperature = 1.0f;
+      if (cut) r.sampling.top_k = 8;
+      r.sampling.seed = 1000 + i;
+      cs.push_back(std::make_shared<EveryThird>(100));
+      r.constraint = cs.back();
+      ids.push_back(h.submit(std::move(r)));
+    }
+    h.run();
+    SCOPED_TRACE(::testing::Message() << "cut " << cut);
+    std::vector<int> seen(kVocab, 0);
+    int masks = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_EQ(h.result(ids[i]).tokens.size(), 1u) << h.result(ids[i]).error;
+      const TokenId t = h.result(ids[i]).tokens[0];
+      ASSERT_EQ(t % 3, 0) << t;
+      seen[t]++;
+      masks += cs[i]->n_masks;
+    }
+    if (cut) {
+      EXPECT_EQ(h.runner.n_refused_checks, 0);  // no row was decided by the runner
+      EXPECT_EQ(masks, 50);
+      continue;
+    }
+    EXPECT_EQ(masks, h.runner.n_refused_checks);
+    EXPECT_GT(masks, kDraws / 3);  // about 2/3 of raw draws fall outside the allowed third
+    // Each frequency within 5 standard deviations of its binomial expectation (a false failure
+    // about once in 1.7 million per token).
+    for (int t = 0; t < kVocab; t += 3) {
+      const double mean = kDraws * want[t];
+      EXPECT_NEAR(seen[t], mean, 5.0 * std::sqrt(mean * (1.0 - want[t])) + 1.0) << t;
     }
   }
 }

@@ -110,12 +110,25 @@ class FakeModelRunner : public ModelRunner {
         out.n_rows++;
       }
     }
+    // ForwardSeq::check by logit row: a decided token it refuses comes back -1 with the logits.
+    std::vector<TokenConstraint*> checks;
+    for (const ForwardSeq& s : batch.seqs)
+      if (s.need_logits) checks.insert(checks.end(), static_cast<size_t>(s.n_logits), s.check);
+    bool any_refused = false;
+    auto checked = [&](size_t r, int32_t t) {
+      if (t < 0 || checks[r] == nullptr || checks[r]->allows(t)) return t;
+      n_refused_checks++;
+      any_refused = true;
+      return -1;
+    };
     if (argmax_when_asked && batch.all_argmax_only()) {  // as a GPU runner: ids, no logits
       for (int r = 0; r < out.n_rows; ++r) {
         const float* row = out.logits.data() + static_cast<size_t>(r) * n_vocab_;
-        out.tokens.push_back(static_cast<int32_t>(std::max_element(row, row + n_vocab_) - row));
+        out.tokens.push_back(
+            checked(static_cast<size_t>(r),
+                    static_cast<int32_t>(std::max_element(row, row + n_vocab_) - row)));
       }
-      out.logits.clear();
+      if (!any_refused) out.logits.clear();
       n_argmax_runs++;
     } else if (sample_when_asked && batch.all_sampled_by_runner()) {  // as Backend::sample
       // The rows' edits (bias, penalties: Backend::adjust_logits), then each row's token by
@@ -134,10 +147,11 @@ class FakeModelRunner : public ModelRunner {
                                            static_cast<size_t>(n_vocab_));
           const bool leave = s.sample_on_device && !settle_all && (n_sampled_rows++ % 2 == 1);
           any_undecided = any_undecided || leave;
-          out.tokens.push_back(leave ? -1 : sample_row(row, s.sampling));
+          out.tokens.push_back(
+              leave ? -1 : checked(static_cast<size_t>(r), sample_row(row, s.sampling)));
         }
       }
-      if (!any_undecided) out.logits.clear();
+      if (!any_undecided && !any_refused) out.logits.clear();
       n_sample_runs++;
     }
     return out;
@@ -191,6 +205,7 @@ class FakeModelRunner : public ModelRunner {
   bool sample_when_asked = false;  // decide ForwardSeq::sample_on_device rows (Backend::sample)
   bool settle_all = false;         // and every one of them (decides(): none left undecided)
   int64_t n_sample_runs = 0, n_sampled_rows = 0;
+  int64_t n_refused_checks = 0;  // decided tokens a ForwardSeq::check refused (sent back -1)
   // Recurrent mode: honour ForwardSeq::save_mid_checkpoint (supports_mid_step_checkpoints).
   bool mid_step = false;
   int64_t n_mid_saves = 0;

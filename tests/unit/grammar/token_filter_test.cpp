@@ -66,6 +66,36 @@ TEST(TokenFilter, TrieWalkEqualsTryingEveryToken) {
   }
 }
 
+// allows(t) (one token's bytes stepped, what a GPU runner's decided token is checked with) says
+// exactly what mask() leaves, stop tokens included, at every state of random walks.
+TEST(TokenFilter, AllowsEqualsTheMask) {
+  std::mt19937 rng(5);
+  auto pieces = random_vocab(rng, 2000);
+  pieces.push_back("<eos>");
+  std::vector<char> usable(pieces.size(), 1);
+  usable.back() = 0;
+  const int32_t stop = static_cast<int32_t>(pieces.size()) - 1;
+  auto trie = std::make_shared<const TokenTrie>(pieces, usable);
+  auto g = std::make_shared<const Grammar>(std::move(
+      json_schema_grammar(Json::parse(R"({"type":"object","properties":{"a":{"type":"array",
+          "items":{"type":"integer"}},"b":{"type":"string","maxLength":6}},"required":["a"]})"))
+          .value()));
+  for (int trial = 0; trial < 20; ++trial) {
+    TokenFilter f(g, trie, {stop});
+    for (int step = 0; step < 25 && !f.complete(); ++step) {
+      std::vector<float> logits(pieces.size() + 2, 0.0f);  // 2 ids past the vocabulary
+      ASSERT_TRUE(f.mask(logits));
+      std::vector<int32_t> ids;
+      for (int32_t t = 0; t < static_cast<int32_t>(logits.size()); ++t) {
+        ASSERT_EQ(f.allows(t), !std::isinf(logits[t])) << "trial " << trial << " token " << t;
+        if (f.allows(t) && t != stop) ids.push_back(t);
+      }
+      if (ids.empty()) break;
+      ASSERT_TRUE(f.accept(ids[rng() % ids.size()]));
+    }
+  }
+}
+
 TEST(TokenFilter, MaskAllowsStopTokensOnlyWhereTheTextMayEnd) {
   // Vocabulary: ids 0..255 bytes, 256 = "12", 257 = stop (control), 258 = "3}".
   std::vector<std::string> pieces;
@@ -86,10 +116,14 @@ TEST(TokenFilter, MaskAllowsStopTokensOnlyWhereTheTextMayEnd) {
     const bool want = (t >= '0' && t <= '9') || t == '-' || t == 256;
     EXPECT_EQ(std::isinf(logits[t]), !want) << t;
   }
+  EXPECT_FALSE(f.allows(257));  // nothing written yet: no stop
+  EXPECT_TRUE(f.allows(256));
   ASSERT_TRUE(f.accept('1'));
   std::fill(logits.begin(), logits.end(), 2.0f);
   ASSERT_TRUE(f.mask(logits));
   EXPECT_EQ(logits[257], 2.0f);  // "1" is a whole integer: the stop token may come
+  EXPECT_TRUE(f.allows(257));
+  EXPECT_FALSE(f.allows(258));
   EXPECT_EQ(logits['5'], 2.0f);
   EXPECT_TRUE(std::isinf(logits[258]));  // "3}" does not fit
   EXPECT_TRUE(std::isinf(logits['-']));
