@@ -58,6 +58,11 @@ def main():
         extra = f", constrained row: {cons[0][0]} tokens, finish {cons[0][1]}" if cons else ""
         print(f"{a.rows} rows, {name}: {wall:.2f} s, {rate:.1f} tok/s per free row{extra}")
     print(f"free rows beside one constrained row / without: {rates[1] / ((rates[0] + rates[2]) / 2):.2f}")
+    with urllib.request.urlopen(a.url + "/metrics", timeout=60) as r:  # how the rows were decided
+        for line in r.read().decode().splitlines():
+            if line.startswith(("tempo9_constraint_masks_total", "tempo9_forced_tokens_total",
+                                "tempo9_accepted_forced_tokens_total", "tempo9_generated_tokens_total")):
+                print(line)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <utility>
 
+#include "core/argmax.h"
 #include "core/check.h"
 #include "core/log.h"
 
@@ -468,6 +470,7 @@ SampleResult Engine::sample_constrained(RequestState& st, std::span<const float>
                                         std::span<const TokenId> generated) {
   const GenerateRequest& req = st.req;
   std::vector<float> masked(raw.begin(), raw.end());
+  counters_.n_constraint_masks.fetch_add(1);
   if (!req.constraint->mask(masked)) {
     st.constraint_error = "structured output: no token can continue the output";
     return {};
@@ -480,21 +483,51 @@ SampleResult Engine::sample_constrained(RequestState& st, std::span<const float>
   return r;
 }
 
-// A constrained row whose runner-decided token the check refused (ForwardSeq::check): the row
-// (after the edits, as the runner drew from it) masked, then the argmax or a fresh draw. For the
-// argmax this is the masked row's argmax; for a draw without cuts, keeping the first draw when
-// allowed and drawing again from the masked row otherwise gives each allowed token
-// p + (1 - Z) p / Z = p / Z (Z: the allowed tokens' mass), the masked distribution, exactly.
+// A constrained row whose runner-decided token the check refused (ForwardSeq::check), from the row
+// after the edits (what the runner chose from). The argmax: the best tokens in turn (ties: lower
+// id first), the first one the constraint allows, which is the masked row's argmax. A draw
+// without cuts: fresh draws from the row until one is allowed; every draw, the runner's
+// included, takes an allowed token a with p(a), so the kept one has p(a) / Z (Z: the allowed
+// tokens' mass), the masked distribution, exactly. A few checks (each steps one token's bytes)
+// instead of the mask, which walks the vocabulary for a grammar state its cache may not hold
+// (a string with minLength is a new state at every position). After kRedrawTries refusals, or
+// when no finite logit is left, the mask decides (the same distribution: the tries only
+// condition on being refused).
 SampleResult Engine::redraw_constrained(RequestState& st, std::span<const float> edited,
                                         RowSampling sampling) {
-  std::vector<float> masked(edited.begin(), edited.end());
-  if (!st.req.constraint->mask(masked)) {
-    st.constraint_error = "structured output: no token can continue the output";
-    return {};
+  TokenConstraint& c = *st.req.constraint;
+  constexpr int kRedrawTries = 16;
+  SampleResult r;
+  r.token = -1;
+  std::vector<float> row(edited.begin(), edited.end());
+  if (sampling.temperature == 0.0f) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < kRedrawTries && r.token < 0; ++i) {
+      const int64_t t = first_argmax(row.data(), static_cast<int64_t>(row.size()));
+      if (!(row[static_cast<size_t>(t)] > kNegInf)) break;
+      if (c.allows(static_cast<int32_t>(t)))
+        r.token = static_cast<int32_t>(t);
+      else
+        row[static_cast<size_t>(t)] = kNegInf;
+    }
+  } else if (sampling.top_k <= 0 && sampling.top_p >= 1.0f && sampling.min_p <= 0.0f) {
+    const std::vector<Candidate> cand =
+        truncate_candidates(row, SamplingCuts{sampling.temperature, 0, 1.0f, 0.0f});
+    for (int i = 0; i < kRedrawTries && r.token < 0; ++i) {
+      const int32_t t = draw_candidate(cand, st.rng.uniform());
+      if (c.allows(t)) r.token = t;
+    }
   }
-  if (sampling.temperature != 0.0f) sampling.u = st.rng.uniform();
-  SampleResult r{sample_row(masked, sampling), 0.0f, {}};
-  if (!st.req.constraint->accept(r.token))
+  if (r.token < 0) {
+    counters_.n_constraint_masks.fetch_add(1);
+    if (!c.mask(row)) {
+      st.constraint_error = "structured output: no token can continue the output";
+      return {};
+    }
+    if (sampling.temperature != 0.0f) sampling.u = st.rng.uniform();
+    r.token = sample_row(row, sampling);
+  }
+  if (!c.accept(r.token))
     st.constraint_error = "structured output: the sampled token does not fit the grammar";
   return r;
 }
@@ -642,6 +675,7 @@ EngineStats Engine::stats() const {
   s.n_accepted_draft_tokens = counters_.n_accepted_draft_tokens.load();
   s.n_forced_tokens = counters_.n_forced_tokens.load();
   s.n_accepted_forced_tokens = counters_.n_accepted_forced_tokens.load();
+  s.n_constraint_masks = counters_.n_constraint_masks.load();
   s.n_preemptions = counters_.n_preemptions.load();
   s.n_prefix_waits = counters_.n_prefix_waits.load();
   s.n_steps = counters_.n_steps.load();

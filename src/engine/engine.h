@@ -73,6 +73,10 @@ struct EngineStats {
   int64_t n_accepted_draft_tokens = 0;   // of those, kept (equal to what decoding gives)
   int64_t n_forced_tokens = 0;           // a constraint's forced tokens proposed as drafts
   int64_t n_accepted_forced_tokens = 0;  // of those, kept
+  // Constrained tokens whose row the host masked (the vocabulary against the grammar state): rows
+  // that came back (logprobs, cuts, drafts), and refused ones the cheap retries did not settle.
+  // Tokens the runner decided and the constraint allowed are not masked at all.
+  int64_t n_constraint_masks = 0;
   int64_t n_preemptions = 0;
   // Steps a waiting request spent waiting for a running one's shared prompt prefix (summed over
   // requests) instead of computing it again (Scheduler::defer_for_shared_prefix).
@@ -141,8 +145,8 @@ class Engine {
   struct Counters {
     std::atomic<int64_t> n_requests{0}, n_prompt_tokens{0}, n_cached_prompt_tokens{0},
         n_computed_tokens{0}, n_generated_tokens{0}, n_draft_tokens{0}, n_accepted_draft_tokens{0},
-        n_forced_tokens{0}, n_accepted_forced_tokens{0}, n_preemptions{0}, n_prefix_waits{0},
-        n_steps{0}, n_pipelined_steps{0}, n_discarded_tokens{0};
+        n_forced_tokens{0}, n_accepted_forced_tokens{0}, n_constraint_masks{0}, n_preemptions{0},
+        n_prefix_waits{0}, n_steps{0}, n_pipelined_steps{0}, n_discarded_tokens{0};
     std::atomic<int> kv_total{0}, kv_used{0}, kv_cached{0}, kv_free{0}, n_checkpoints{0},
         n_waiting{0}, n_running{0};
     std::atomic<double> last_step_ms{0};

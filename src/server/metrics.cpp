@@ -74,6 +74,10 @@ std::string Metrics::render(const engine::EngineStats& s) const {
           "Tokens a structured output's grammar forced, proposed as drafts.", s.n_forced_tokens);
   counter("tempo9_accepted_forced_tokens_total", "Forced tokens the model's choice confirmed.",
           s.n_accepted_forced_tokens);
+  counter("tempo9_constraint_masks_total",
+          "Structured-output tokens whose row was masked on the host (the others: the model's "
+          "own choice, checked).",
+          s.n_constraint_masks);
   counter("tempo9_preemptions_total", "Sequences preempted for KV space.", s.n_preemptions);
   counter("tempo9_prefix_waits_total",
           "Steps requests waited for a running request's shared prompt prefix instead of "

@@ -208,8 +208,9 @@ TEST(Constraint, ForcedTokensAreDraftsThatNeverChangeTheOutput) {
 }
 
 // A runner that decides rows (argmax on the device) has its token checked (ForwardSeq::check):
-// an allowed argmax is the masked row's argmax, so only refused rows come back and are masked on
-// the host. Same tokens as masking every row, in fewer masks; the constrained rows never pipeline.
+// an allowed argmax is the masked row's argmax; a refused row comes back and the next best tokens
+// are checked in turn, never masking the row here (a third of the vocabulary is allowed, so one of
+// the 16 best is). Same tokens as masking every row; the constrained rows never pipeline.
 TEST(Constraint, TheRunnersArgmaxIsCheckedAndOnlyRefusedRowsAreMasked) {
   for (bool recurrent : {false, true}) {
     EngineConfig cfg = test_config();
@@ -233,25 +234,29 @@ TEST(Constraint, TheRunnersArgmaxIsCheckedAndOnlyRefusedRowsAreMasked) {
     // About two thirds of the raw argmaxes fall outside the allowed third: some refused, not all.
     EXPECT_GT(h.runner.n_refused_checks, 5);
     EXPECT_LT(h.runner.n_refused_checks, 30);
-    EXPECT_EQ(c->n_masks, h.runner.n_refused_checks);
+    EXPECT_EQ(c->n_masks, 0);
+    EXPECT_EQ(h.engine->stats().n_constraint_masks, 0);
     // Every step ran with the constrained row, so none was planned ahead of another.
     EXPECT_EQ(h.engine->stats().n_pipelined_steps, 0);
     EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
   }
 }
 
-// A draw without cuts is kept when the constraint allows it and redrawn from the masked row when
-// not, which is the masked distribution (Engine::redraw_constrained): over 6,000 seeds the first
-// token's frequencies match softmax over the allowed tokens. With a cut (top-k) the row is masked
-// on the host first and the runner decides nothing.
+// A draw without cuts is kept when the constraint allows it and drawn again when not, which is the
+// masked distribution (Engine::redraw_constrained): over 6,000 seeds the first token's frequencies
+// match softmax over the allowed tokens. With a cut (top-k) the row is masked on the host first
+// and the runner decides nothing. A constraint that allows one token makes the retries give up
+// and the mask decide: still that token.
 TEST(Constraint, ARefusedDrawIsRedrawnFromTheMaskedRow) {
   const std::vector<TokenId> prompt = prompt_of(5, 3);
   std::vector<float> row(kVocab);
   FakeModelRunner::reference_logits(prompt, kVocab, row.data());
   std::vector<double> want(kVocab, 0.0);
-  double z = 0.0;
+  double z = 0.0, total = 0.0;
   for (int t = 0; t < kVocab; t += 3) z += (want[t] = std::exp(static_cast<double>(row[t])));
+  for (int t = 0; t < kVocab; ++t) total += std::exp(static_cast<double>(row[t]));
   for (double& w : want) w /= z;
+  const double refused = 1.0 - z / total;  // a draw's chance to fall outside the allowed third
   constexpr int kDraws = 6000;
   for (bool cut : {false, true}) {
     Harness h;
@@ -285,14 +290,74 @@ TEST(Constraint, ARefusedDrawIsRedrawnFromTheMaskedRow) {
       EXPECT_EQ(masks, 50);
       continue;
     }
-    EXPECT_EQ(masks, h.runner.n_refused_checks);
-    EXPECT_GT(masks, kDraws / 3);  // about 2/3 of raw draws fall outside the allowed third
+    // The runner's draw and 16 retries all refused: the mask decides, (refused)^17 of the time.
+    // Both counts within 5 standard deviations of their binomial means.
+    const double refusals = kDraws * refused, all_refused = kDraws * std::pow(refused, 17);
+    EXPECT_NEAR(h.runner.n_refused_checks, refusals, 5.0 * std::sqrt(refusals) + 1.0);
+    EXPECT_NEAR(masks, all_refused, 5.0 * std::sqrt(all_refused) + 1.0);
+    EXPECT_EQ(h.engine->stats().n_constraint_masks, masks);
     // Each frequency within 5 standard deviations of its binomial expectation (a false failure
     // about once in 1.7 million per token).
     for (int t = 0; t < kVocab; t += 3) {
       const double mean = kDraws * want[t];
       EXPECT_NEAR(seen[t], mean, 5.0 * std::sqrt(mean * (1.0 - want[t])) + 1.0) << t;
     }
+  }
+}
+
+// Allows exactly one token at each step (the row's least likely one, so no retry finds it).
+class LeastLikely : public TokenConstraint {
+ public:
+  explicit LeastLikely(std::vector<TokenId> history) : history_(std::move(history)) {}
+  bool mask(std::span<float> logits) override {
+    n_masks++;
+    for (size_t t = 0; t < logits.size(); ++t)
+      if (static_cast<int32_t>(t) != want()) logits[t] = -std::numeric_limits<float>::infinity();
+    return true;
+  }
+  bool allows(int32_t token) override { return token == want(); }
+  bool accept(int32_t token) override {
+    if (token != want()) return false;
+    history_.push_back(token);
+    return true;
+  }
+  bool complete() const override { return false; }
+  int32_t want() const {
+    std::vector<float> row(kVocab);
+    FakeModelRunner::reference_logits(history_, kVocab, row.data());
+    return static_cast<int32_t>(std::min_element(row.begin(), row.end()) - row.begin());
+  }
+  int n_masks = 0;
+
+ private:
+  std::vector<TokenId> history_;
+};
+
+TEST(Constraint, RetriesThatFindNothingLeaveItToTheMask) {
+  for (float temperature : {0.0f, 1.0f}) {
+    Harness h;
+    h.runner.argmax_when_asked = true;
+    h.runner.sample_when_asked = true;
+    h.runner.settle_all = true;
+    h.engine = std::make_unique<Engine>(test_config(), h.runner);
+    const std::vector<TokenId> prompt = prompt_of(6, 5);
+    GenerateRequest r = greedy(prompt, 6);
+    r.sampling.temperature = temperature;
+    auto c = std::make_shared<LeastLikely>(prompt);
+    r.constraint = c;
+    const uint64_t id = h.submit(std::move(r));
+    h.run();
+    SCOPED_TRACE(::testing::Message() << "temperature " << temperature);
+    ASSERT_EQ(h.result(id).tokens.size(), 6u) << h.result(id).error;
+    std::vector<TokenId> history = prompt;
+    for (TokenId t : h.result(id).tokens) {
+      EXPECT_EQ(t, LeastLikely(history).want());
+      history.push_back(t);
+    }
+    // The least likely of 64 is never among the 16 best; a draw finds it 16 times in a row
+    // with probability ~(1/64)-ish per try: masks for (nearly) every token.
+    EXPECT_GE(c->n_masks, temperature == 0.0f ? 6 : 4);
+    EXPECT_EQ(h.engine->stats().n_constraint_masks, c->n_masks);
   }
 }
 
