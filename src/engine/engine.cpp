@@ -510,7 +510,8 @@ SampleResult Engine::redraw_constrained(RequestState& st, std::span<const float>
       else
         row[static_cast<size_t>(t)] = kNegInf;
     }
-  } else if (sampling.top_k <= 0 && sampling.top_p >= 1.0f && sampling.min_p <= 0.0f) {
+  } else if ((sampling.top_k <= 0 || sampling.top_k >= static_cast<int32_t>(row.size())) &&
+             sampling.top_p >= 1.0f && sampling.min_p <= 0.0f) {
     const std::vector<Candidate> cand =
         truncate_candidates(row, SamplingCuts{sampling.temperature, 0, 1.0f, 0.0f});
     for (int i = 0; i < kRedrawTries && r.token < 0; ++i) {

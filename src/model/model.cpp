@@ -176,8 +176,9 @@ Status Model::enqueue(const Batch& b) {
     for (const SeqInput& q : b.seqs) rs_->set_fresh(q.state_slot, false);
   T9_ASSIGN_OR_RETURN(Logits out, compute_logits(b));
   // The token of every row sits in row_max until the next batch's own: the next batch may read
-  // it there, when every row was decided on the backend (an argmax, or a draw that settles).
-  if ((b.argmax_only || (!b.sampling.empty() && settles(b))) &&
+  // it there, when every row was decided on the backend (an argmax, or a draw that settles) and
+  // none checked (a refused row's token is the host's, not row_max's).
+  if ((b.argmax_only || (!b.sampling.empty() && settles(b))) && !b.accepts &&
       out.n_rows <= cfg_.max_logit_rows_per_call)
     prev_token_rows_ = out.n_rows;
   in_flight_.push_back(std::move(out));

@@ -158,6 +158,7 @@ TEST(ModelConsistency, RefusedDecidedRowsComeBackWithTheirLogits) {
   argmax.argmax_only = true;
   auto plain = m->forward(argmax);
   ASSERT_TRUE(plain.ok() && plain->data.empty());
+  EXPECT_EQ(m->previous_tokens(), 2);
   const std::vector<int32_t> want = plain->tokens;
   // Refuse row 1's argmax only.
   int n_asked = 0;
@@ -168,6 +169,7 @@ TEST(ModelConsistency, RefusedDecidedRowsComeBackWithTheirLogits) {
   auto checked = m->forward(argmax);
   ASSERT_TRUE(checked.ok()) << checked.message();
   EXPECT_EQ(n_asked, 2);
+  EXPECT_EQ(m->previous_tokens(), 0);  // a checked batch's tokens are the host's to give
   EXPECT_EQ(checked->tokens, (std::vector<int32_t>{want[0], -1}));
   ASSERT_EQ(checked->data.size(), 2 * V);
   EXPECT_TRUE(std::equal(checked->data.begin() + V, checked->data.end(), full->data.begin() + V));
