@@ -208,10 +208,14 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     if (b.accepts)
       for (int r = 0; r < n; ++r)
         if (t[r] >= 0 && !b.accepts(first + r, t[r])) t[r] = -1;
-    if (std::find(t, t + n, -1) == t + n) continue;
-    if (out.data.empty()) out.data.resize(rows.size() * row_floats);
-    backend_.download(s.logit_buf, lg.offset, out.data.data() + first * row_floats,
-                      static_cast<size_t>(n) * row_floats * sizeof(float));
+    // Only those rows' logits come back (a vocabulary row is ~1 MB on a 248k-entry vocabulary).
+    for (int r = 0; r < n; ++r) {
+      if (t[r] != -1) continue;
+      if (out.data.empty()) out.data.resize(rows.size() * row_floats);
+      backend_.download(s.logit_buf,
+                        lg.offset + static_cast<size_t>(r) * row_floats * sizeof(float),
+                        out.data.data() + (first + r) * row_floats, row_floats * sizeof(float));
+    }
   }
   return out;
 }

@@ -60,13 +60,13 @@ struct Batch {
   bool argmax_only = false;
   // Or, one per logit row (in order): the row's token is decided on the backend (Backend::sample;
   // temperature 0: the argmax). forward() returns Logits::tokens; a row the backend cannot settle
-  // (-1) brings its call's logits back too.
+  // (-1) brings its logits back too.
   std::span<const RowSampling> sampling{};
   // With sampling: the rows' logit bias and penalties, sorted by logit row, applied on the backend
   // (Backend::adjust_logits) before the draw.
   std::span<const LogitEdit> edits{};
   // With argmax_only or sampling: null, or whether logit row r may take token t (structured
-  // output). A decided token it refuses comes back -1 with its call's logits (after the edits),
+  // output). A decided token it refuses comes back -1 with its logits (after the edits),
   // as a row the backend leaves undecided; the step is then waited for inside forward().
   std::function<bool(int r, int32_t t)> accepts{};
 };
@@ -74,8 +74,8 @@ struct Batch {
 struct Logits {
   // [n_rows, n_vocab]: rows of the sequences asking for logits, in batch order (kLast: one row,
   // kAll: n_tokens rows).
-  // Empty with Batch::argmax_only or sampling, unless some token is -1: then the rows of those
-  // rows' backend calls (the others zero).
+  // Empty with Batch::argmax_only or sampling, unless some token is -1: then those rows' logits
+  // (the other rows zero).
   std::vector<float> data;
   // [n_rows] with Batch::argmax_only (each row's argmax) or sampling (each row's token, -1: sample
   // it from `data`).

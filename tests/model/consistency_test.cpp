@@ -138,8 +138,9 @@ TEST(ModelConsistency, EnqueuedBatchReadsThePreviousArgmax) {
 }
 
 // Batch::accepts (structured output's check of a decided token): a refused row comes back -1 with
-// its logits, the same bits as a batch that asks for logits; accepted rows keep their token. For
-// argmax batches and for sampled ones (after the edits: a bias here).
+// its logits, the same bits as a batch that asks for logits, and only its row is copied back (the
+// others stay zero); accepted rows keep their token. For argmax batches and for sampled ones
+// (after the edits: a bias here).
 TEST(ModelConsistency, RefusedDecidedRowsComeBackWithTheirLogits) {
   auto m = load_model(testing::kSmolLM2);
   ASSERT_TRUE(m);
@@ -173,6 +174,8 @@ TEST(ModelConsistency, RefusedDecidedRowsComeBackWithTheirLogits) {
   EXPECT_EQ(checked->tokens, (std::vector<int32_t>{want[0], -1}));
   ASSERT_EQ(checked->data.size(), 2 * V);
   EXPECT_TRUE(std::equal(checked->data.begin() + V, checked->data.end(), full->data.begin() + V));
+  const auto zero = [](float x) { return x == 0.0f; };
+  EXPECT_TRUE(std::all_of(checked->data.begin(), checked->data.begin() + V, zero));
   // Every row accepted: no logits.
   argmax.accepts = [](int, int32_t) { return true; };
   auto all_ok = m->forward(argmax);
@@ -193,6 +196,7 @@ TEST(ModelConsistency, RefusedDecidedRowsComeBackWithTheirLogits) {
   ASSERT_EQ(s->data.size(), 2 * V);
   EXPECT_EQ(s->data[3], full->data[3] + 1000.0f);
   EXPECT_TRUE(std::equal(s->data.begin() + 4, s->data.begin() + V, full->data.begin() + 4));
+  EXPECT_TRUE(std::all_of(s->data.begin() + V, s->data.end(), zero));
 }
 
 // Greedy decode with each step enqueued before the previous one is waited for: the tokens of
