@@ -433,7 +433,7 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
         res.pop_back();
         break;
       }
-    } else if (!out.tokens.empty() && req.constraint) {  // -1: the check refused the token
+    } else if (!out.tokens.empty() && req.constraint) {  // -1: refused by the check (or undecided)
       res.push_back(redraw_constrained(st, out.row(static_cast<int>(r)), f.sampling));
       if (!st.constraint_error.empty()) {
         res.pop_back();
@@ -542,9 +542,8 @@ bool Engine::argmax_only(uint64_t id) const {
 
 // The request's token can be decided by the runner (bias and penalties as edits, then the draw):
 // everything but logprobs, which are of the raw logits. A constrained request's draw is checked
-// (ForwardSeq::check) and redrawn from the masked row when refused, which is the masked
-// distribution only without cuts (redraw_constrained): with top-k / top-p / min-p the row is
-// masked on the host first.
+// (ForwardSeq::check) and drawn again when refused, which is the masked distribution only without
+// cuts (redraw_constrained): with top-k / top-p / min-p the row is masked on the host first.
 bool Engine::device_samplable(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
   const SamplingParams& sp = req.sampling;
