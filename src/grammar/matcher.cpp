@@ -78,19 +78,33 @@ bool GrammarMatcher::step(const Heads& from, uint8_t b, Heads& to) {
   return !to.empty();
 }
 
+bool GrammarMatcher::walk(std::string_view bytes, Heads& out) {
+  out = heads_;
+  for (char c : bytes) {
+    if (!step(out, static_cast<uint8_t>(c), scratch_)) return false;
+    out.swap(scratch_);
+  }
+  return true;
+}
+
 bool GrammarMatcher::accept(std::string_view bytes) {
   const size_t mark = arena_mark();
-  Heads cur = heads_;
-  for (char c : bytes) {
-    if (!step(cur, static_cast<uint8_t>(c), scratch_)) {
-      arena_rollback(mark);
-      return false;
-    }
-    cur.swap(scratch_);
+  Heads cur;
+  if (!walk(bytes, cur)) {
+    arena_rollback(mark);
+    return false;
   }
   heads_ = std::move(cur);
   if (frames_.size() > (size_t{1} << 16)) compact();
   return true;
+}
+
+bool GrammarMatcher::can_take(std::string_view bytes) {
+  const size_t mark = arena_mark();
+  Heads cur;
+  const bool ok = walk(bytes, cur);
+  arena_rollback(mark);
+  return ok;
 }
 
 // Copies the frames the current stacks reach into a fresh arena (the rest is what earlier bytes

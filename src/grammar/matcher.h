@@ -27,6 +27,8 @@ class GrammarMatcher {
 
   // Takes `bytes` if every one of them may come next, in order; otherwise changes nothing.
   bool accept(std::string_view bytes);
+  // Whether accept(bytes) would take them; changes nothing.
+  bool can_take(std::string_view bytes);
   bool accepting() const;  // the bytes so far are a whole sentence
   bool complete() const;   // ... and nothing may follow them
   bool failed() const { return heads_.empty(); }
@@ -58,6 +60,9 @@ class GrammarMatcher {
   static constexpr int kMaxExpandDepth = 512;  // a left-recursive rule would loop forever
   static constexpr size_t kMaxHeads = 4096;    // an ambiguous grammar's stacks, at most
 
+  // The stacks after `bytes` from the current ones (new frames in the arena); false at a refused
+  // byte.
+  bool walk(std::string_view bytes, Heads& out);
   int32_t push(uint32_t pos, int32_t parent);
   void expand(int32_t parent, uint32_t pos, Heads& out, int depth);
   void add_unique(int32_t head, Heads& out) const;

@@ -203,16 +203,7 @@ bool TokenFilter::allows(int32_t token) {
   if (std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end())
     return matcher_.accepting();
   if (token < 0 || token >= trie_->n_vocab() || !trie_->usable(token)) return false;
-  const size_t mark = matcher_.arena_mark();
-  GrammarMatcher::Heads cur = matcher_.heads(), next;
-  bool ok = true;
-  for (char c : trie_->piece(token)) {
-    ok = matcher_.step(cur, static_cast<uint8_t>(c), next);
-    if (!ok) break;
-    cur.swap(next);
-  }
-  matcher_.arena_rollback(mark);
-  return ok;
+  return matcher_.can_take(trie_->piece(token));
 }
 
 bool TokenFilter::accept(int32_t token) {

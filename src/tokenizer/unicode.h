@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/result.h"
+#include "core/utf8.h"
 
 namespace t9::tok {
 
@@ -29,7 +30,7 @@ Status check_utf8(std::string_view s);
 
 // Decodes one code point at s[i] (must be valid UTF-8); advances i.
 uint32_t utf8_decode(std::string_view s, size_t& i);
-void utf8_append(std::string& out, uint32_t cp);
+using t9::utf8_append;  // core/utf8.h
 
 // GPT-2 byte-level BPE: every byte maps to one printable code point ("Ġ" for space).
 // byte_to_unicode returns its UTF-8 text.
