@@ -11,7 +11,8 @@ later the chain ends because of it: its end minus the previous kernel's end ("ch
 A window is the work one host synchronization waits for (an engine step) when the trace holds
 the host's cudaStreamSynchronize or cudaEventSynchronize calls, else a run of kernels with no gap over --gap-us between
 one's end and the next's start; the table covers the last --last windows (default 64), so that
-a run's warm-up and prompt steps drop out. "idle" is a window's wall time with no kernel
+a run's warm-up and prompt steps drop out; --min-us / --max-us pick windows by length first (a
+served load's prompt steps, or its decode steps). "idle" is a window's wall time with no kernel
 running: where the device waited for the host or for launches.
 
 Rows named "api:..." are the host's CUDA runtime calls (graph launches, synchronizations) in the
@@ -48,6 +49,10 @@ def main() -> int:
     ap.add_argument("--last", type=int, default=64, help="windows (steps) to summarize")
     ap.add_argument("--gap-us", type=float, default=50.0, help="gap that ends a window")
     ap.add_argument("--top", type=int, default=30, help="rows of the table")
+    ap.add_argument("--min-us", type=float, default=0.0,
+                    help="only windows at least this long (first start to last end): prompt steps")
+    ap.add_argument("--max-us", type=float, default=float("inf"),
+                    help="only windows at most this long: decode steps of a mixed load")
     ap.add_argument("--timeline", type=int, default=0, metavar="N",
                     help="print the last N windows' device work and host calls instead")
     args = ap.parse_args()
@@ -77,7 +82,11 @@ def main() -> int:
     windows = split_at_syncs(rows, syncs) if syncs else split_at_gaps(rows, args.gap_us * 1000)
     if args.timeline > 0:
         return timeline(windows, calls, args.timeline)
-    picked = windows[-args.last:]
+    picked = [w for w in windows if args.min_us <= (w[-1][1] - w[0][0]) / 1000 <= args.max_us]
+    picked = picked[-args.last:]
+    if not picked:
+        print(f"no window of {args.min_us:g}-{args.max_us:g} us in the trace", file=sys.stderr)
+        return 1
 
     agg = collections.defaultdict(lambda: [0, 0.0, 0.0])  # count, chain ns, duration ns
     walls, idles = [], []
@@ -95,7 +104,7 @@ def main() -> int:
     n = len(picked)
     wall_us = sum(walls) / n / 1000
     kernels = sum(len(w) for w in picked) / n
-    print(f"{len(windows)} windows in the trace; the last {n}: {kernels:.0f} kernels and "
+    print(f"{len(windows)} windows in the trace; the last {n} picked: {kernels:.0f} kernels and "
           f"{wall_us:.1f} us each (first start to last end), idle {sum(idles) / n / 1000:.1f} "
           f"us each ({'one per host synchronization' if syncs else 'split at gaps'})")
     print(f"{'chain us/step':>13} {'%':>5} {'n/step':>6} {'chain us each':>13} "

@@ -42,37 +42,13 @@ stage() {
       -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 \
       -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20
   fi
-  ninja -C "$BUILD" -j2 test_cuda_ops tempo9
-  rm -rf "$STAGE" && mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/shared/fixtures/reference"
-  for b in cuda_gemv_bench cuda_attention_bench cuda_gdn_bench cuda_moe_bench cuda_op_chain_bench; do
-    g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/$b.cpp" \
-      -o "$STAGE/bin/$b" "$BUILD/libtempo9_cuda.a" "$BUILD/libtempo9_backend.a" \
-      "$BUILD/libtempo9_quant.a" "$BUILD/libtempo9_core.a" -lfmt \
-      "$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a" -ldl -lrt -lpthread
-  done
-  cp "$BUILD/tests/test_cuda_ops" "$BUILD/tempo9" "$STAGE/bin/"
-  # Every shared library except the C/C++ runtime (the device image has newer ones).
-  for bin in "$STAGE"/bin/*; do
-    ldd "$bin" | awk '/=> \//{print $3}' |
-      grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
-      xargs -r -I{} cp -L {} "$STAGE/lib/"
-  done
-  # Every architecture's fixture for CudaModel (tests/ops/cuda_model_test.cpp: Dense/ and
-  # MoeHybrid/) and the graph tests.
-  for arch in llama qwen2 qwen3 gemma3 qwen3moe qwen3next qwen35 qwen35moe; do
-    cp -r "$ROOT/../shared/fixtures/reference/$arch" "$STAGE/shared/fixtures/reference/"
-  done
-  # The real Qwen3 tokenizer, for bench files with a real vocabulary (h200_bench.sh TOKENIZER,
-  # which unpacks the .xz).
-  mkdir -p "$STAGE/shared/fixtures/tokenizers/qwen3"
-  xz -T2 -6 -c "$ROOT/../shared/fixtures/tokenizers/qwen3/tokenizer.json" \
-    >"$STAGE/shared/fixtures/tokenizers/qwen3/tokenizer.json.xz"
+  # The binaries (stripped, xz), their libraries, the fixtures and the tokenizer.
+  rm -rf "$STAGE"
+  TEMPO9_CUDA_BUILD=$BUILD bash "$ROOT/scripts/device_stage.sh" cuda_gemv_bench \
+    cuda_attention_bench cuda_gdn_bench cuda_moe_bench cuda_op_chain_bench
   local models=${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}
   python3 "$ROOT/dev/kernels/cuda_truncate_gguf.py" "$models/SmolLM2-135M-Instruct.Q4_1.gguf" \
     "$STAGE/smol3.gguf" --blocks 3
-  chmod -R u+w "$STAGE"
-  for bin in "$STAGE"/bin/*; do strip "$bin" && xz -T2 -6 "$bin"; done
-  grep -qx '/.devrun/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.devrun/' >>"$ROOT/.git/info/exclude"
   du -sh "$STAGE"
   echo "device command (run tool, carry [\".devrun\"]):"
   echo "  bash scripts/device_test_ops.sh device"

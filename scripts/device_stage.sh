@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Stages what a device plan (bench/device_plans/*.sh, bench/h200_bench.sh) needs under .devrun/
+# (git-ignored): tempo9 and test_cuda_ops from TEMPO9_CUDA_BUILD (default build-cuda2), the
+# micro-benchmarks named as arguments (built against that build's libraries, as
+# scripts/device_test_ops.sh does), their non-system shared libraries, every architecture's
+# reference fixture and the real Qwen3 tokenizer (xz). Binaries are stripped and xz-compressed
+# (each carries ~20 MB of sm_90/sm_90a code that compresses ~6x), so the whole stays within a
+# device call's 64 MiB carry.
+#
+#   bash scripts/device_stage.sh [cuda_gemv_bench ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+B=${TEMPO9_CUDA_BUILD:-$ROOT/build-cuda2}
+ST=$ROOT/.devrun
+ninja -C "$B" -j2 tempo9 test_cuda_ops
+rm -rf "${ST:?}/bin" "${ST:?}/lib" "${ST:?}/shared"
+mkdir -p "$ST/bin" "$ST/lib" "$ST/shared/fixtures/reference" "$ST/shared/fixtures/tokenizers/qwen3"
+cp "$B/tests/test_cuda_ops" "$B/tempo9" "$ST/bin/"
+for b in "$@"; do
+  g++ -O2 -std=c++20 -Wall -Wextra -DFMT_SHARED -I"$ROOT/src" "$ROOT/bench/$b.cpp" -o "$ST/bin/$b" \
+    "$B/libtempo9_cuda.a" "$B/libtempo9_backend.a" "$B/libtempo9_quant.a" "$B/libtempo9_core.a" \
+    -lfmt "$(dirname "$(command -v nvcc)")/../lib64/libcudart_static.a" -ldl -lrt -lpthread
+done
+for bin in "$ST"/bin/*; do
+  ldd "$bin" | awk '/=> \//{print $3}' |
+    grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+    xargs -r -I{} cp -L {} "$ST/lib/"
+done
+for arch in llama qwen2 qwen3 gemma3 qwen3moe qwen3next qwen35 qwen35moe; do
+  cp -r "$ROOT/../shared/fixtures/reference/$arch" "$ST/shared/fixtures/reference/"
+done
+xz -T2 -6 -c "$ROOT/../shared/fixtures/tokenizers/qwen3/tokenizer.json" \
+  >"$ST/shared/fixtures/tokenizers/qwen3/tokenizer.json.xz"
+chmod -R u+w "$ST"
+for bin in "$ST"/bin/*; do strip "$bin" && xz -T2 -6 "$bin"; done
+grep -qx '/.devrun/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.devrun/' >>"$ROOT/.git/info/exclude"
+du -sh "$ST"
