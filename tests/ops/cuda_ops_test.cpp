@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <span>
 #include <string>
@@ -290,14 +291,14 @@ TEST_F(Cuda, FloatMatmulLongCallRowsEqualOneRow) {
 // and 768 (at most 16 units: one row per grid row takes the short-row GEMV, 8 or 16 lanes a
 // row); n_out 70 and 200 leave the last 64-row weight tile partial; 2048 -> 9002 takes more than
 // one pass of the resident blocks at one row (the grid-stride walk's later passes).
-TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
-  auto rng = test_rng();
+void expect_rows_equal_alone(CudaBackend& be, std::mt19937_64& rng,
+                             std::initializer_list<GgmlType> types) {
   struct Shape {
     int64_t n_in, n_out;
   };
   const int64_t n_rows = 320;
   const int64_t probes[] = {3, 16, 40, 63, 64, 150, 299};
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+  for (GgmlType t : types) {
     // 4 and 8 rows run as tiles of 4 and 8 activation rows (2 rows over weights below the L2
     // bound: one row per grid row), with 1, 2 or 4 weight rows per warp as the type and the row's
     // shared memory allow (Q8_0: 2 at 4096 inputs, 4 below); past the bound by 66 weight rows
@@ -310,7 +311,7 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
           Shape{768, 70}, Shape{4096, big(4096)}, Shape{2048, big(2048)}, Shape{2048, 9002}}) {
       if (s.n_in % traits(t).block_elems != 0) continue;
       SCOPED_TRACE(std::string(type_name(t)) + " n_in " + std::to_string(s.n_in));
-      DeviceArena arena(*be_);
+      DeviceArena arena(be);
       const auto wb = random_weights(rng, t, s.n_in, s.n_out);
       Tensor w = arena.weights(wb, t, s.n_in, s.n_out);
       const auto x = random_floats(rng, static_cast<size_t>(s.n_in * n_rows), -3.0f, 3.0f);
@@ -319,12 +320,14 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
       auto run = [&](int64_t first, int64_t n) {
         std::vector<float> xs(x.begin() + first * s.n_in, x.begin() + (first + n) * s.n_in);
         Tensor y = arena.poisoned(GgmlType::F32, s.n_out, n);
-        be_->matmul(w, arena.from_host(xs, GgmlType::F32, s.n_in, n), bias, y);
+        be.matmul(w, arena.from_host(xs, GgmlType::F32, s.n_in, n), bias, y);
         return arena.download<float>(y);
       };
       std::vector<std::vector<float>> alone;
       for (int64_t p : probes) alone.push_back(run(p, 1));
-      for (int64_t n_tok : {2, 4, 8, 17, 64, 160, 300}) {  // 17 .. 160: the split form
+      // 2 .. 15: tiles of 4 and 8 (and the few-row tensor-core GEMV's groups of 8 when it is on,
+      // the last partial); 17 .. 160: the split form.
+      for (int64_t n_tok : {2, 3, 4, 5, 8, 11, 15, 17, 64, 160, 300}) {
         for (int64_t first : {int64_t{0}, int64_t{9}}) {
           const auto y = run(first, n_tok);
           for (size_t k = 0; k < std::size(probes); ++k) {
@@ -339,6 +342,31 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
       }
       ASSERT_FALSE(std::isnan(alone[0][0]));
     }
+  }
+}
+
+TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
+  auto rng = test_rng();
+  expect_rows_equal_alone(*be_, rng, {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0});
+}
+
+// The few-row tensor-core GEMV (CudaBackendConfig::mma_rows_min; cuda_gemv_mma.cu) takes Q8_0
+// calls of 2..15 rows whose weight rows are 16-byte aligned (n_in a multiple of 256 here; 544
+// keeps the sliced GEMV): each row must still be the bits of the same row alone (the one-row
+// GEMV), and a fused call's parts (q/k/v, gate/up) the bits of their own calls, at 3, 8 and 11
+// rows (one and two groups of 8).
+TEST_F(Cuda, MatmulFewRowTensorCoreGemvBitwiseEqual) {
+  CudaBackendConfig cfg;
+  cfg.mma_rows_min = 2;
+  CudaBackend be(cfg);
+  auto rng = test_rng();
+  expect_rows_equal_alone(be, rng, {GgmlType::Q8_0});
+  const GgmlType q8 = GgmlType::Q8_0;
+  const GgmlType types[] = {q8, q8, GgmlType::Q4_0, q8, q8, q8};
+  const int64_t n_out[] = {70, 200, 40, 33, 512, 64};
+  for (int64_t n_tok : {3, 8, 11}) {
+    SCOPED_TRACE("fused parts, rows " + std::to_string(n_tok));
+    EXPECT_EQ(expect_shared_x_equals_matmuls(be, rng, types, n_out, 1024, n_tok, 1), 1);
   }
 }
 

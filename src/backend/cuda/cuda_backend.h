@@ -73,6 +73,11 @@ struct CudaBackendConfig {
   // Warps per row group of the fused MoE down projection (moe_down_kernel), each taking that
   // share of a token's terms (1-4; same bits); TEMPO9_CUDA_MOE_DOWN_SPLIT=1..4 overrides.
   int moe_down_split = 3;
+  // Q8_0 matmuls of this many activation rows (2..15) up to the tensor-core kernel's 16 run on the
+  // few-row tensor-core GEMV (cuda_gemv_mma.cu: one mma per 16 weight rows x 8 activation rows x
+  // 32 inputs; same bits); 0: the sliced GEMV's tiles. Off until it has run on the H200 (its
+  // op tests and a timing: docs/CUDA.md stage 36); TEMPO9_CUDA_MMA_ROWS_MIN=N overrides.
+  int mma_rows_min = 0;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -253,6 +258,7 @@ class CudaBackend final : public Backend {
   bool reads_early(const Tensor& w) const { return early_weights_ && w.valid() && w.buf->weights; }
   bool fuse_parts_ = true;  // CudaBackendConfig::fuse_parts
   int moe_down_split_ = 3;  // CudaBackendConfig::moe_down_split
+  int mma_rows_min_ = 0;    // CudaBackendConfig::mma_rows_min
   long fused_matmuls_ = 0;
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;    // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit

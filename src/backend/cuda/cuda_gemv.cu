@@ -15,6 +15,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_gemv.cuh"
+#include "backend/cuda/cuda_gemv_mma.cuh"
 #include "backend/cuda/cuda_units.cuh"
 
 namespace t9::cuda {
@@ -313,7 +314,8 @@ void launch_q4k_decode(const QArgs<Unit<GgmlType::Q4_K>>& a, Stream& stream) {
 
 template <GgmlType T>
 void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y, Scratch& scratch,
-           Stream& stream, const RoundedX* pre, bool w_early) {
+           Stream& stream, const RoundedX* pre, const MatmulOpts& opts) {
+  const bool w_early = opts.w_early;
   const int64_t n_in = w.ne[0], n_tok = x.n_rows();
   QArgs<Unit<T>> a{reinterpret_cast<const uint8_t*>(base_ptr(w)),
                    static_cast<int64_t>(w.nb[1]),
@@ -364,6 +366,8 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
       s.w_early = w_early;
       if (base != nullptr) s.split_p = reinterpret_cast<float*>(base + split_at);
       if (mma) return launch_mma<T>(s, stream);
+      if (mma_rows_fits(s, T, opts.mma_rows_min, mma_min_rows() - 1))
+        return launch_mma_rows(s, stream);
       return launch_slice_gemv<T>(s, stream);
     }
   }
@@ -392,11 +396,11 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
 // The parts of launch_fused_matmul as one sliced call (SliceParts) of type T.
 template <GgmlType T>
 void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch, Stream& stream,
-               const RoundedX& pre, bool w_early) {
+               const RoundedX& pre, const MatmulOpts& opts) {
   const int64_t n_in = x.ne[0], n_tok = x.n_rows(), n_units = n_in / Unit<T>::kElems;
   SliceArgs s{nullptr, static_cast<int64_t>(row_bytes(T, n_in)), 0, n_in, n_tok, pre.xq, pre.xb, {},
               nullptr};
-  s.w_early = w_early;
+  s.w_early = opts.w_early;
   int64_t n_out = 0, w_tiles = 0;
   for (const FusedPart& p : parts) {
     s.parts.part[s.parts.n++] = slice_part(p);
@@ -417,13 +421,15 @@ void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scrat
     }
     return launch_mma<T>(s, stream);
   }
+  if (mma_rows_fits(s, T, opts.mma_rows_min, mma_min_rows() - 1))
+    return launch_mma_rows(s, stream);
   launch_slice_gemv<T>(s, stream);
 }
 
 }  // namespace
 
 bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch,
-                         Stream& stream, const RoundedX& pre, bool w_early) {
+                         Stream& stream, const RoundedX& pre, const MatmulOpts& opts) {
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
   if (legacy || parts.size() < 2 || parts.size() > static_cast<size_t>(kMaxParts)) return false;
   const GgmlType t = parts[0].w->type;
@@ -443,7 +449,7 @@ bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scra
   dispatch_weight_type(t, [&](auto tag) {
     constexpr GgmlType kT = decltype(tag)::value;
     if constexpr (kT == GgmlType::Q4_K || kT == GgmlType::Q6_K || kT == GgmlType::Q8_0)
-      run_fused<kT>(parts, x, scratch, stream, pre, w_early);
+      run_fused<kT>(parts, x, scratch, stream, pre, opts);
   });
   return true;
 }
@@ -473,38 +479,39 @@ void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int
 }
 
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, Stream& stream, const RoundedX* pre, bool w_early) {
+                        Scratch& scratch, Stream& stream, const RoundedX* pre,
+                        const MatmulOpts& opts) {
   // Every weight row starts on a 2-byte boundary (all block sizes are even) in these formats.
   const bool w2 = reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 == 0;
   switch (w.type) {
     case GgmlType::Q4_0:
       if (!w2) return false;
-      run_q<GgmlType::Q4_0>(w, x, bias, y, scratch, stream, pre, w_early);
+      run_q<GgmlType::Q4_0>(w, x, bias, y, scratch, stream, pre, opts);
       return true;
     case GgmlType::Q4_1:
       if (!w2) return false;
-      run_q<GgmlType::Q4_1>(w, x, bias, y, scratch, stream, pre, w_early);
+      run_q<GgmlType::Q4_1>(w, x, bias, y, scratch, stream, pre, opts);
       return true;
     case GgmlType::Q5_0:
       if (!w2) return false;
-      run_q<GgmlType::Q5_0>(w, x, bias, y, scratch, stream, pre, w_early);
+      run_q<GgmlType::Q5_0>(w, x, bias, y, scratch, stream, pre, opts);
       return true;
     case GgmlType::Q8_0:
       if (!w2) return false;
-      run_q<GgmlType::Q8_0>(w, x, bias, y, scratch, stream, pre, w_early);
+      run_q<GgmlType::Q8_0>(w, x, bias, y, scratch, stream, pre, opts);
       return true;
     case GgmlType::Q4_K:
       if (!w2) return false;
-      run_q<GgmlType::Q4_K>(w, x, bias, y, scratch, stream, pre, w_early);
+      run_q<GgmlType::Q4_K>(w, x, bias, y, scratch, stream, pre, opts);
       return true;
     case GgmlType::Q6_K:
       if (!w2) return false;
-      run_q<GgmlType::Q6_K>(w, x, bias, y, scratch, stream, pre, w_early);
+      run_q<GgmlType::Q6_K>(w, x, bias, y, scratch, stream, pre, opts);
       return true;
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::F32:
-      return launch_float_matmul(w, x, bias, y, stream, w_early);
+      return launch_float_matmul(w, x, bias, y, stream, opts.w_early);
     default:
       return false;
   }

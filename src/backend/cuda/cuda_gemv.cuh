@@ -42,14 +42,23 @@ size_t round_x_bytes(int64_t n_in, int64_t n_rows);
 void launch_round_rows(const Tensor& x, const int32_t* rows, int64_t n_rows, int8_t* xq,
                        ActBlock* xb, Stream& stream);
 
+// How a matmul call may run (the backend's settings and what it knows of w).
+struct MatmulOpts {
+  // w is read-only to every kernel (uploaded weights), so the kernels may start reading it before
+  // their dependent-launch wait (prefetch_l2, cuda_common.cuh); false for a w that a kernel may
+  // have just written.
+  bool w_early = false;
+  // Q8_0 calls of this many activation rows up to the tensor-core kernel's take the few-row
+  // tensor-core GEMV (cuda_gemv_mma.cuh; 0: never). CudaBackendConfig::mma_rows_min.
+  int64_t mma_rows_min = 0;
+};
+
 // True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment
 // of w / x needs the stage-1 kernel (cuda_matmul.cu). Shapes are checked by the caller. `pre`:
-// x already rounded (round_x of this x), or null. `w_early`: w is read-only to every kernel
-// (uploaded weights), so the kernels may start reading it before their dependent-launch wait
-// (prefetch_l2, cuda_common.cuh); false for a w that a kernel may have just written.
+// x already rounded (round_x of this x), or null.
 bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                        Scratch& scratch, Stream& stream, const RoundedX* pre = nullptr,
-                        bool w_early = false);
+                        Scratch& scratch, Stream& stream, const RoundedX* pre,
+                        const MatmulOpts& opts);
 
 // Several matmuls of one x in one launch (matmul_shared_x; SliceParts in cuda_units.cuh): every
 // y_i = x @ w_i^T (+ bias_i) gets the bits of its own launch_fast_matmul. False (nothing
@@ -62,7 +71,7 @@ struct FusedPart {
   const Tensor* y;
 };
 bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scratch& scratch,
-                         Stream& stream, const RoundedX& pre, bool w_early);
+                         Stream& stream, const RoundedX& pre, const MatmulOpts& opts);
 
 // Calls of 2..8 activation rows (F16/BF16/F32; the sliced types up to 2 rows,
 // cuda_gemv_slice.cu) whose weights take at most this many bytes (they stay in L2) run one

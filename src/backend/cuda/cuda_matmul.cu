@@ -227,7 +227,8 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
   } else if (!cuda_matmul_int8_activations(a.w.type)) {
     if (x.n_rows() == 0) return false;  // one by one: nothing to do
     return cuda::launch_fused_float_matmul(parts, x, *stream_, w_early);
-  } else if (!cuda::launch_fused_matmul(parts, x, scratch_, *stream_, rx, w_early)) {
+  } else if (!cuda::launch_fused_matmul(parts, x, scratch_, *stream_, rx,
+                                        {w_early, mma_rows_min_})) {
     return false;
   }
   return true;
@@ -262,8 +263,9 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     pre = derived_->codes(x);  // x's codes, written by the op that wrote x
   derived_->wrote(y);
   if (x.n_rows() == 0 || n_out == 0) return;
-  const bool w_early = reads_early(w);
-  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre, w_early)) return;
+  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre,
+                               {reads_early(w), mma_rows_min_}))
+    return;
   cuda::dispatch_weight_type(w.type, [&](auto tag) {
     cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, *stream_);
   });

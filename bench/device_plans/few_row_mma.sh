@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The few-row tensor-core GEMV's first device run (written in session 38, when no device was lent;
+# cuda_gemv_mma.cu: Q8_0 at 2-15 rows, off by default: TEMPO9_CUDA_MMA_ROWS_MIN=2 turns it on,
+# 1 also takes one-row calls) + kernel_trace --min-us/--max-us. Here: `bash scripts/device_stage.sh
+# cuda_gemv_bench`; there (device tool, carry [".devrun"]): `bash bench/device_plans/few_row_mma.sh`
+# (~6 min; $OUT/log.txt). The matmul tests;
+# the GEMV bench at 8 rows on and off; greedy text at 8 rows on and off; 8 agents on / off; the
+# old tensor-core kernel at 8 rows (TEMPO9_CUDA_MMA_ROWS=8); then the load traced: its prompt
+# steps (windows >= 60 ms) and its decode steps (4-20 ms) as kernel tables.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+exec > >(tee -a "$OUT/log.txt") 2>&1
+T0=$SECONDS
+export TOK=$ROOT/.devrun/shared/fixtures/tokenizers/qwen3/tokenizer.json
+python3 -c "import lzma; open('$TOK','wb').write(lzma.open('$TOK.xz').read())"
+S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZER=$TOK"
+export LD_LIBRARY_PATH=$ROOT/.devrun/lib
+export TEMPO9_SHARED_DIR=$ROOT/.devrun/shared
+CUPTI=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
+T9=$ROOT/.devrun/bin/tempo9
+M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
+for f in .devrun/bin/*.xz; do
+  python3 -c "import lzma,sys; open(sys.argv[1][:-3],'wb').write(lzma.open(sys.argv[1]).read())" $f
+  chmod +x ${f%.xz} && rm $f
+done
+.devrun/bin/test_cuda_ops --gtest_filter='Cuda.Matmul*:Cuda.FewRow*' >$OUT/tests.txt 2>&1
+RC=$?
+echo "matmul tests rc $RC: $(grep -E '^\[  (PASSED|FAILED)' $OUT/tests.txt | tr '\n' ' ')"
+grep -E '^\[  FAILED|Failure|Expected|Which is|row ' $OUT/tests.txt | head -20
+SH=2048x12352x8,4096x2048x8,2048x4096x8,2048x1024x8,4096x2048x4,2048x12352x2,4096x2048x15,2048x12352x1,4096x2048x1
+for v in 1 2 0; do
+  echo "gemv bench, TEMPO9_CUDA_MMA_ROWS_MIN=$v:"
+  TEMPO9_CUDA_MMA_ROWS_MIN=$v T9_BENCH_REPLAY=1 .devrun/bin/cuda_gemv_bench 4234 Q8_0 $SH 2>&1 | grep -E '^(type|Q8_0)'
+done
+echo "t=$((SECONDS - T0)) s"
+[ $RC = 0 ] || exit 1
+env $S35 OUT=/tmp/synth bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
+echo "t=$((SECONDS - T0)) s"
+agents() {  # tag, extra env...
+  local tag=$1; shift
+  env "$@" $S35 AGENTS=8 MODEL=$M OUT=/tmp/agents_$tag bash bench/h200_bench.sh agents >/dev/null 2>&1
+  echo "agents $tag: $(grep -E 'turn 1 TTFT p50|turn 2 TTFT p50|turn 3 TTFT p50|ITL p50|wall s|effective tok/s' /tmp/agents_$tag/agents_tempo9.txt | tr '\n' ' ')"
+  cat /tmp/agents_$tag/agents_breakdown_tempo9.txt
+  grep -E "cuda graphs|error" /tmp/agents_$tag/serve_agents_tempo9.log | tail -3
+}
+P=$(python3 -c "print('x'*800)")
+for v in 2 0; do
+  TEMPO9_CUDA_MMA_ROWS_MIN=$v "$T9" run -m "$M" --raw -p "$P" -n 96 --temp 0 --ignore-eos --backend cuda \
+    --ctx 1000 --parallel 8 >/tmp/par8_$v.txt 2>/tmp/e.txt
+  echo "8 rows, MMA_ROWS_MIN=$v: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
+done
+echo "greedy text at 8 rows, few-row GEMV on vs off: $(cmp /tmp/par8_2.txt /tmp/par8_0.txt >/dev/null && echo identical || echo DIFFERENT) ($(wc -c </tmp/par8_2.txt) bytes)"
+P4=$(python3 -c "print('x'*4096)")
+for v in 1 2 1 2; do
+  TEMPO9_CUDA_MMA_ROWS_MIN=$v "$T9" run -m "$M" --raw -p "$P4" -n 128 --temp 0 --ignore-eos --backend cuda \
+    --ctx 4400 --warmup >/tmp/one_$v.txt 2>/tmp/e.txt
+  echo "35B single, MMA_ROWS_MIN=$v: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
+done
+echo "greedy text at 1 row, the mma GEMV at 1 row vs off: $(cmp /tmp/one_1.txt /tmp/one_2.txt >/dev/null && echo identical || echo DIFFERENT)"
+agents on TEMPO9_CUDA_MMA_ROWS_MIN=2
+agents off TEMPO9_CUDA_MMA_ROWS_MIN=0
+agents on2 TEMPO9_CUDA_MMA_ROWS_MIN=2
+agents off2 TEMPO9_CUDA_MMA_ROWS_MIN=0
+agents mma8 TEMPO9_CUDA_MMA_ROWS=8
+echo "t=$((SECONDS - T0)) s"
+agents traced TEMPO9_CUDA_TRACE=/tmp/agents.tsv TEMPO9_CUPTI_LIB=$CUPTI
+echo "t=$((SECONDS - T0)) s"
+echo "== prompt steps (traced)"
+python3 bench/kernel_trace.py /tmp/agents.tsv --min-us 60000 --last 40 --top 40
+echo "== decode steps at 8 rows (traced)"
+python3 bench/kernel_trace.py /tmp/agents.tsv --min-us 4000 --max-us 20000 --last 300 --top 40
+echo "t=$((SECONDS - T0)) s"
