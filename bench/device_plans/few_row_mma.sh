@@ -8,7 +8,7 @@
 # old tensor-core kernel at 8 rows (TEMPO9_CUDA_MMA_ROWS=8); then the load traced: its prompt
 # steps (windows >= 60 ms) and its decode steps (4-20 ms) as kernel tables.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 exec > >(tee -a "$OUT/log.txt") 2>&1
 T0=$SECONDS
@@ -70,4 +70,8 @@ echo "== prompt steps (traced)"
 python3 bench/kernel_trace.py /tmp/agents.tsv --min-us 60000 --last 40 --top 40
 echo "== decode steps at 8 rows (traced)"
 python3 bench/kernel_trace.py /tmp/agents.tsv --min-us 4000 --max-us 20000 --last 300 --top 40
+echo "t=$((SECONDS - T0)) s"
+echo "== ncu: the few-row GEMV at 8 rows (35B, 8 sequences, the 11th such call)"
+env TEMPO9_CUDA_MMA_ROWS_MIN=2 $S35 MODEL=$M OUT=$OUT KERNELS_PARALLEL=8 NCU_KERNEL=gemv_mma_rows \
+  NCU_SKIP=10 NCU_S=200 bash bench/h200_bench.sh ncu1 2>&1 | tail -25
 echo "t=$((SECONDS - T0)) s"
