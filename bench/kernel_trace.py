@@ -104,7 +104,7 @@ def main() -> int:
     n = len(picked)
     wall_us = sum(walls) / n / 1000
     kernels = sum(len(w) for w in picked) / n
-    print(f"{len(windows)} windows in the trace; the last {n} picked: {kernels:.0f} kernels and "
+    print(f"{len(windows)} windows in the trace; the last {n}: {kernels:.0f} kernels and "
           f"{wall_us:.1f} us each (first start to last end), idle {sum(idles) / n / 1000:.1f} "
           f"us each ({'one per host synchronization' if syncs else 'split at gaps'})")
     print(f"{'chain us/step':>13} {'%':>5} {'n/step':>6} {'chain us each':>13} "

@@ -46,6 +46,24 @@ def test_chain_shares_of_the_last_windows(tmp_path):
     assert len(out) == 4
 
 
+def test_windows_picked_by_length(tmp_path):
+    # A served load's prompt steps and decode steps apart: a 50 us window among two of 13 us.
+    slow = [f"0\t50000\t0\t8\t1\t1\t{NORM}\n"]
+    lines = slow + window(1_000_000) + window(2_000_000)
+    p = run(tmp_path, lines, "--min-us", "20")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert out[0] == ("3 windows in the trace; the last 1: 1 kernels and 50.0 us each (first start "
+                      "to last end), idle 0.0 us each (split at gaps)")
+    assert out[2].endswith("rms_norm_codes_kernel<true> (8,1,1)") and len(out) == 3, out
+    p = run(tmp_path, lines, "--max-us", "20")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0].startswith("3 windows in the trace; the last 2: 2 kernels and "
+                                               "13.0 us each")
+    p = run(tmp_path, lines, "--min-us", "100")
+    assert p.returncode == 1 and "no window of 100-inf us" in p.stderr
+
+
 def test_not_a_trace(tmp_path):
     bad = tmp_path / "x.tsv"
     bad.write_text("hello\n")
