@@ -33,6 +33,11 @@ for v in 1 2 0; do
   echo "gemv bench, TEMPO9_CUDA_MMA_ROWS_MIN=$v:"
   TEMPO9_CUDA_MMA_ROWS_MIN=$v T9_BENCH_REPLAY=1 .devrun/bin/cuda_gemv_bench 4234 Q8_0 $SH 2>&1 | grep -E '^(type|Q8_0)'
 done
+# Every CUDA test with the kernel on in every backend of the process (the environment overrides
+# CudaBackendConfig): the model tests' few-row steps take it too.
+TEMPO9_CUDA_MMA_ROWS_MIN=2 .devrun/bin/test_cuda_ops --gtest_filter='Cuda*:*/Cuda*' >$OUT/tests_on.txt 2>&1
+echo "all CUDA tests with the kernel on, rc $?: $(grep -E '^\[  (PASSED|FAILED)' $OUT/tests_on.txt | tr '\n' ' ')"
+grep -E '^\[  FAILED' $OUT/tests_on.txt | head -10
 echo "t=$((SECONDS - T0)) s"
 [ $RC = 0 ] || exit 1
 env $S35 OUT=/tmp/synth bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"

@@ -73,10 +73,11 @@ struct CudaBackendConfig {
   // Warps per row group of the fused MoE down projection (moe_down_kernel), each taking that
   // share of a token's terms (1-4; same bits); TEMPO9_CUDA_MOE_DOWN_SPLIT=1..4 overrides.
   int moe_down_split = 3;
-  // Q8_0 matmuls of this many activation rows (2..15) up to the tensor-core kernel's 16 run on the
-  // few-row tensor-core GEMV (cuda_gemv_mma.cu: one mma per 16 weight rows x 8 activation rows x
-  // 32 inputs; same bits); 0: the sliced GEMV's tiles. Off until it has run on the H200 (its
-  // op tests and a timing: docs/CUDA.md stage 36); TEMPO9_CUDA_MMA_ROWS_MIN=N overrides.
+  // Q8_0 matmuls of this many activation rows (2 for the multi-row calls; 1 takes one-row calls
+  // too) up to the tensor-core kernel's 16 run on the few-row tensor-core GEMV (cuda_gemv_mma.cu:
+  // one mma per 16 weight rows x 8 activation rows x 32 inputs; same bits); 0: the sliced GEMV.
+  // Off until it has run on the H200 (its op tests and a timing: docs/CUDA.md stage 36);
+  // TEMPO9_CUDA_MMA_ROWS_MIN=N overrides.
   int mma_rows_min = 0;
 };
 
