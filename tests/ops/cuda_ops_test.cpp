@@ -325,9 +325,10 @@ void expect_rows_equal_alone(CudaBackend& be, std::mt19937_64& rng,
       };
       std::vector<std::vector<float>> alone;
       for (int64_t p : probes) alone.push_back(run(p, 1));
-      // 2 .. 15: tiles of 4 and 8 (and the few-row tensor-core GEMV's groups of 8 when it is on,
-      // the last partial); 17 .. 160: the split form.
-      for (int64_t n_tok : {2, 3, 4, 5, 8, 11, 15, 17, 64, 160, 300}) {
+      // 2 .. 15: tiles of 4 and 8; 17 .. 160: the split form. With the few-row tensor-core GEMV
+      // on up to 32 rows: one to four groups of 8 rows, the last partial (17: a fourth group
+      // with no row), or two launch rows of 16 where its shared memory allows only two groups.
+      for (int64_t n_tok : {2, 3, 4, 5, 8, 11, 15, 17, 24, 32, 64, 160, 300}) {
         for (int64_t first : {int64_t{0}, int64_t{9}}) {
           const auto y = run(first, n_tok);
           for (size_t k = 0; k < std::size(probes); ++k) {
@@ -350,23 +351,25 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
   expect_rows_equal_alone(*be_, rng, {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0});
 }
 
-// The few-row tensor-core GEMV (CudaBackendConfig::mma_rows_min; cuda_gemv_mma.cu) takes Q8_0
-// calls of 2..15 rows whose weight rows are 16-byte aligned (n_in a multiple of 256 here; 544
-// keeps the sliced GEMV): each row must still be the bits of the same row alone (the one-row
-// GEMV), and a fused call's parts (q/k/v, gate/up) the bits of their own calls, at 3, 8 and 11
-// rows (one and two groups of 8).
+// The few-row tensor-core GEMV (CudaBackendConfig::mma_rows_min / _max; cuda_gemv_mma.cu) takes
+// Q8_0 and Q4_K calls of 2..32 rows here whose weight rows are 16-byte aligned (Q8_0: n_in a
+// multiple of 256; 544 keeps the sliced GEMV): each row must still be the bits of the same row
+// alone (the one-row GEMV), and a fused call's parts (q/k/v, gate/up) the bits of their own
+// calls, at 3, 8, 11 and 27 rows (one to four groups of 8).
 TEST_F(Cuda, MatmulFewRowTensorCoreGemvBitwiseEqual) {
   CudaBackendConfig cfg;
   cfg.mma_rows_min = 2;
+  cfg.mma_rows_max = 32;
   CudaBackend be(cfg);
   auto rng = test_rng();
-  expect_rows_equal_alone(be, rng, {GgmlType::Q8_0});
-  const GgmlType q8 = GgmlType::Q8_0;
-  const GgmlType types[] = {q8, q8, GgmlType::Q4_0, q8, q8, q8};
+  expect_rows_equal_alone(be, rng, {GgmlType::Q8_0, GgmlType::Q4_K});
   const int64_t n_out[] = {70, 200, 40, 33, 512, 64};
-  for (int64_t n_tok : {3, 8, 11}) {
-    SCOPED_TRACE("fused parts, rows " + std::to_string(n_tok));
-    EXPECT_EQ(expect_shared_x_equals_matmuls(be, rng, types, n_out, 1024, n_tok, 1), 1);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const GgmlType types[] = {t, t, GgmlType::Q4_0, t, t, t};
+    for (int64_t n_tok : {3, 8, 11, 27}) {
+      SCOPED_TRACE(std::string(type_name(t)) + " fused parts, rows " + std::to_string(n_tok));
+      EXPECT_EQ(expect_shared_x_equals_matmuls(be, rng, types, n_out, 1024, n_tok, 1), 1);
+    }
   }
 }
 

@@ -512,10 +512,15 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   const char* split_env = std::getenv("TEMPO9_CUDA_MOE_DOWN_SPLIT");  // A/B runs
   if (split_env != nullptr && split_env[0] >= '1' && split_env[0] <= '4' && split_env[1] == '\0')
     moe_down_split_ = split_env[0] - '0';
-  T9_CHECK(cfg.mma_rows_min >= 0, "mma_rows_min {} (0: off)", cfg.mma_rows_min);
+  T9_CHECK(cfg.mma_rows_min >= 0 && cfg.mma_rows_max >= 1 && cfg.mma_rows_max <= 32,
+           "mma_rows_min {} (0: off), mma_rows_max {} (1-32)", cfg.mma_rows_min,
+           cfg.mma_rows_max);
   mma_rows_min_ = cfg.mma_rows_min;
+  mma_rows_max_ = cfg.mma_rows_max;
   if (const char* e = std::getenv("TEMPO9_CUDA_MMA_ROWS_MIN"))  // A/B runs
     mma_rows_min_ = std::max(0, std::atoi(e));
+  if (const char* e = std::getenv("TEMPO9_CUDA_MMA_ROWS_MAX"))
+    mma_rows_max_ = std::clamp(std::atoi(e), 1, 32);
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }

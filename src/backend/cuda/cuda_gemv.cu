@@ -344,7 +344,11 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
   constexpr bool sliced_type = T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0;
   const bool sliced = sliced_type && !legacy;
-  const bool mma = sliced && n_tok >= mma_min_rows();
+  // The few-row tensor-core GEMV first where it takes the call (MatmulOpts), then the tile kernel.
+  const bool few = sliced && (T == GgmlType::Q8_0 || T == GgmlType::Q4_K) &&
+                   mma_rows_fits(SliceArgs{a.w, a.row_bytes, a.n_out, n_in, n_tok}, T,
+                                 opts.mma_rows_min, opts.mma_rows_max);
+  const bool mma = sliced && n_tok >= mma_min_rows() && !few;
   // The split form's partials go in scratch behind the rounded x: reserved first, so that
   // round_x's own reserve never moves the block under them.
   const size_t split_bytes =
@@ -366,8 +370,7 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
       s.w_early = w_early;
       if (base != nullptr) s.split_p = reinterpret_cast<float*>(base + split_at);
       if (mma) return launch_mma<T>(s, stream);
-      if (mma_rows_fits(s, T, opts.mma_rows_min, mma_min_rows() - 1))
-        return launch_mma_rows(s, stream);
+      if (few) return launch_mma_rows(s, T, stream);
       return launch_slice_gemv<T>(s, stream);
     }
   }
@@ -410,7 +413,9 @@ void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scrat
   // The plain call's fields, for the launchers' choices (alignment, row bytes): part 0's.
   const SlicePart& p0 = s.parts.part[0];
   s.w = p0.w, s.y = p0.y, s.bias = p0.bias, s.n_out = p0.n_out;
-  if (n_tok >= mma_min_rows()) {
+  const bool few = (T == GgmlType::Q8_0 || T == GgmlType::Q4_K) &&
+                   mma_rows_fits(s, T, opts.mma_rows_min, opts.mma_rows_max);
+  if (n_tok >= mma_min_rows() && !few) {
     const size_t split_bytes = mma_split_bytes(w_tiles, n_out, n_tok, n_units);
     if (split_bytes > 0) {
       auto* base = static_cast<float*>(scratch.reserve(split_bytes, stream));
@@ -421,8 +426,7 @@ void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scrat
     }
     return launch_mma<T>(s, stream);
   }
-  if (mma_rows_fits(s, T, opts.mma_rows_min, mma_min_rows() - 1))
-    return launch_mma_rows(s, stream);
+  if (few) return launch_mma_rows(s, T, stream);
   launch_slice_gemv<T>(s, stream);
 }
 

@@ -48,9 +48,11 @@ struct MatmulOpts {
   // their dependent-launch wait (prefetch_l2, cuda_common.cuh); false for a w that a kernel may
   // have just written.
   bool w_early = false;
-  // Q8_0 calls of this many activation rows up to the tensor-core kernel's take the few-row
-  // tensor-core GEMV (cuda_gemv_mma.cuh; 0: never). CudaBackendConfig::mma_rows_min.
+  // Q8_0 / Q4_K calls of mma_rows_min .. mma_rows_max activation rows take the few-row
+  // tensor-core GEMV (cuda_gemv_mma.cuh; min 0: never), ahead of the tile kernel.
+  // CudaBackendConfig::mma_rows_min, mma_rows_max.
   int64_t mma_rows_min = 0;
+  int64_t mma_rows_max = 15;
 };
 
 // True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment

@@ -1,62 +1,176 @@
-// The few-row tensor-core GEMV (Q8_0, 2..15 activation rows): int8 mma.sync m16n8k32 with 16
-// weight rows as A and up to 8 activation rows as B, in the canonical order of cuda_units.cuh,
-// so the same bits as the sliced GEMV and the tile kernel (rule 7).
+// The few-row tensor-core GEMV (Q8_0, Q4_K; 2..32 activation rows): int8 mma.sync m16n8k32 with
+// 16 weight rows as A and groups of 8 activation rows as B, in the canonical order of
+// cuda_units.cuh, so the same bits as the sliced GEMV and the tile kernel (rule 7).
 //
-// Why: a decode step of 8 agents multiplies every dense weight by 8 rows. The sliced GEMV's 8-row
-// tile spends 8 dp4a and 3 float instructions per (weight row, unit, activation row) and is
-// latency-bound (docs/CUDA.md stage 19: the 35B's DeltaNet in-projection at 8 rows ~19 us for
-// 27 MB, 1.4 TB/s). One mma gives a unit's 16 x 8 integer sums; what is left per unit is
-// Unit::acc's scale product and fma.
+// Why: a decode step of 8 agents multiplies every dense weight by 8 rows, a 32-way step by 32.
+// The sliced GEMV's 8-row tile spends 8 dp4a and 3 float instructions per (weight row, Q8_0 unit,
+// activation row) and is latency-bound (docs/CUDA.md stage 19: the 35B's DeltaNet in-projection
+// at 8 rows ~19 us for 27 MB, 1.4 TB/s); the 64-row tile kernel moves the 8B's Q4_K weights at
+// 0.3-0.55 TB/s at 32 rows. One mma gives a 16 x 8 block of a unit's integer sums; what is left per
+// unit and row group is Unit::acc's float arithmetic.
 //
-// A block owns 16 weight rows and one group of 8 activation rows (blockIdx.y); warp w of kWarps
-// takes slices [32 w / kWarps, 32 (w + 1) / kWarps) of all 16 rows, a contiguous byte range per
-// row, which it stages in shared memory with cp.async (before the dependent-launch wait when the
-// weights are uploaded ones: SliceArgs::w_early) from the 16-byte boundary below it. Per unit it
-// then builds the A fragment from the staged codes (2-byte aligned: Q8_0 blocks are 34 bytes),
-// the B fragment from the activation codes in global memory (L1: every block reads the same
-// rows), runs one mma and adds each output's term into its slice partial p (Unit::acc: p =
-// fma(d * a.d, s, p)), flushing p to shared memory where a slice ends (SliceWalk). After a
-// barrier one thread per (weight row, activation row) adds the 32 partials in slice order from
-// y = 0, then the bias.
+// A block owns 16 weight rows and kGroups groups of 8 activation rows (blockIdx.y: the next
+// 8 kGroups rows); warp w of kWarps takes slices [32 w / kWarps, 32 (w + 1) / kWarps) of all 16
+// rows, a contiguous byte range per row, which it stages in shared memory with cp.async (before
+// the dependent-launch wait when the weights are uploaded ones: SliceArgs::w_early) from the
+// 16-byte boundary below it. Per unit it builds the A fragments and the rows' scales from the
+// staged bytes once, then per row group reads the B fragments (the activation codes, from global
+// memory: L1, every block reads the same rows), runs the mma and adds each output's term into its
+// slice partial (Unit::acc), flushing the partials to shared memory where a slice ends
+// (SliceWalk). After a barrier one thread per (weight row, activation row) adds the 32 partials
+// in slice order from y = 0, then the bias.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
+#include <algorithm>
 #include <type_traits>
 
 #include "backend/cuda/cuda_gemv_mma.cuh"
 #include "backend/cuda/cuda_imma.cuh"
+#include "backend/cuda/cuda_quant.cuh"
 #include "backend/cuda/cuda_units.cuh"
 
 namespace t9::cuda {
 namespace {
 
-using U = Unit<GgmlType::Q8_0>;
-constexpr int kRows = 16;                        // weight rows per block: the mma's m
-constexpr int kToks = 8;                         // activation rows per launch-grid row: the mma's n
-constexpr int kPartFloats = 32 * kRows * kToks;  // the slice partials, [slice][row][token]
-constexpr int kMaxSmem = 200 << 10;
+constexpr int kRows = 16;                           // weight rows per block: the mma's m
+constexpr int kToks = 8;                            // activation rows per group: the mma's n
+constexpr int kMaxGroups = 4;                       // groups per block: up to 32 activation rows
+constexpr int kMaxSmem = 200 << 10;                 // dynamic shared memory limit of the kernels
+constexpr int kPartBytes = 32 * kRows * kToks * 4;  // one group's slice partials, bytes
 
-// Bytes per staged weight row of a warp covering up to `units` units: the skew (< 16, even) plus
-// the units, rounded up to an odd number of 16-byte granules so that rows g = 0..7 of an A
-// fragment fall in distinct banks (the argument of cuda_mma.cu's Smem::kRawStride).
-constexpr int staged_stride(int units) {
-  return 16 * (((14 + U::kBlockBytes * units + 15) / 16) | 1);
-}
+// Per weight type: where a warp's units sit in a row, and one unit's A fragments, scales and terms.
+template <GgmlType T>
+struct Few;
 
-template <int kWarps>
+// Q8_0: unit = one 34-byte block (f16 d, 32 codes); codes are 2-byte aligned, 4-byte aligned
+// every other block (kA4).
+template <>
+struct Few<GgmlType::Q8_0> {
+  using U = Unit<GgmlType::Q8_0>;
+  static constexpr int kElems = 32;
+  // The byte range of units [u0, u1) in a row, and a bound on its staged size with up to 15
+  // bytes of skew (even: rows are 16-byte aligned) for at most `units` units.
+  static __host__ __device__ int64_t begin(int64_t u0) { return 34 * u0; }
+  static __host__ __device__ int64_t end(int64_t u1) { return 34 * u1; }
+  static int64_t staged_bound(int64_t units) { return 14 + 34 * units; }
+  struct A {
+    uint32_t w[4];  // m16n8k32 A: rows g (h even) / g + 8 (odd), bytes 4q (h < 2) / 16 + 4q
+    float d0, d1;   // the scales of rows g and g + 8
+  };
+  // blk: row g's unit (its d), stride: bytes between staged rows, q = lane % 4.
+  template <bool kA4>
+  static __device__ __forceinline__ A load(const uint8_t* blk, int stride, int q) {
+    A a;
+#pragma unroll
+    for (int h = 0; h < 4; ++h)
+      a.w[h] = lds32_at<kA4>(blk + 2 + 4 * q + 16 * (h / 2) + 8 * stride * (h % 2));
+    a.d0 = f16(lds16(blk));
+    a.d1 = f16(lds16(blk + 8 * stride));
+    return a;
+  }
+  // One group's terms into p (accumulators: p[0] (row g, act 2q), p[1] (g, 2q + 1), p[2]
+  // (g + 8, 2q), p[3] (g + 8, 2q + 1)). xg: the group's activation row g (+ 4q), valid when
+  // `b`; xs0 / xs1: the ActBlocks of its rows 2q, 2q + 1.
+  static __device__ __forceinline__ void terms(const A& a, int u, const int8_t* xg, bool b,
+                                               const ActBlock* xs0, const ActBlock* xs1,
+                                               float (&p)[4]) {
+    uint32_t b0 = 0, b1 = 0;
+    if (b) {
+      b0 = __ldg(reinterpret_cast<const uint32_t*>(xg + 32 * u));
+      b1 = __ldg(reinterpret_cast<const uint32_t*>(xg + 32 * u + 16));
+    }
+    int c[4];
+    mma_k32(c, a.w, b0, b1);
+    const ActBlock x0 = xs0[u], x1 = xs1[u];
+    p[0] = U::acc(p[0], a.d0, x0, unbias(c[0]));
+    p[1] = U::acc(p[1], a.d0, x1, unbias(c[1]));
+    p[2] = U::acc(p[2], a.d1, x0, unbias(c[2]));
+    p[3] = U::acc(p[3], a.d1, x1, unbias(c[3]));
+  }
+};
+
+// Q4_K: unit p = u % 4 of a 144-byte super-block (f16 d, f16 dmin, 12 bytes of 6-bit scales and
+// mins, 128 bytes of nibbles): elements 64p .. 64p + 63, sub-block 2p in the low nibbles of bytes
+// 16 + 32p .., sub-block 2p + 1 in the high ones. Super-blocks are 16-byte multiples, so a warp
+// stages whole super-blocks with no skew.
+template <>
+struct Few<GgmlType::Q4_K> {
+  using U = Unit<GgmlType::Q4_K>;
+  static constexpr int kElems = 64;
+  static __host__ __device__ int64_t begin(int64_t u0) { return 144 * (u0 / 4); }
+  static __host__ __device__ int64_t end(int64_t u1) { return 144 * ((u1 + 3) / 4); }
+  static int64_t staged_bound(int64_t units) { return 144 * (units / 4 + 2); }
+  struct A {
+    uint32_t lo[4], hi[4];             // the two sub-blocks' A fragments (nibbles 0..15 fit s8)
+    float s0[2], m0[2], s1[2], m1[2];  // rows g, g + 8: Unit<Q4_K>::load's scales and mins
+  };
+  // sb: row g's super-block; p: the unit in it.
+  static __device__ __forceinline__ A load(const uint8_t* sb, int p, int stride, int q) {
+    A a;
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const uint32_t v = *reinterpret_cast<const uint32_t*>(sb + 16 + 32 * p + 4 * q +
+                                                            16 * (h / 2) + 8 * stride * (h % 2));
+      a.lo[h] = v & 0x0F0F0F0Fu;
+      a.hi[h] = (v >> 4) & 0x0F0F0F0Fu;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = sb + 8 * stride * r;
+      const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
+      int sc, mn;
+      k_scale_min(b + 4, 2 * p, &sc, &mn);
+      a.s0[r] = __fmul_rn(d, static_cast<float>(sc));
+      a.m0[r] = __fmul_rn(dmin, static_cast<float>(mn));
+      k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
+      a.s1[r] = __fmul_rn(d, static_cast<float>(sc));
+      a.m1[r] = __fmul_rn(dmin, static_cast<float>(mn));
+    }
+    return a;
+  }
+  static __device__ __forceinline__ void terms(const A& a, int u, const int8_t* xg, bool b,
+                                               const ActBlock* xs0, const ActBlock* xs1,
+                                               float (&p)[4]) {
+    int c[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // sub-block j: elements 64u + 32j ..
+      uint32_t b0 = 0, b1 = 0;
+      if (b) {
+        b0 = __ldg(reinterpret_cast<const uint32_t*>(xg + 64 * u + 32 * j));
+        b1 = __ldg(reinterpret_cast<const uint32_t*>(xg + 64 * u + 32 * j + 16));
+      }
+      mma_k32(c[j], j == 0 ? a.lo : a.hi, b0, b1);
+    }
+    const ActBlock x[2][2] = {{xs0[2 * u], xs0[2 * u + 1]}, {xs1[2 * u], xs1[2 * u + 1]}};
+    // Unit<Q4_K>::dot_at's arithmetic (and the tile kernel's unit_acc): the first sub-block's
+    // term scaled, the second's fused onto it, then added to the slice partial.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = i / 2, t = i % 2;
+      const float in0 = U::inner(a.s0[r], a.m0[r], x[t][0], unbias(c[0][i]));
+      const float in1 = U::inner(a.s1[r], a.m1[r], x[t][1], unbias(c[1][i]));
+      p[i] = __fadd_rn(p[i], U::second(U::first(x[t][0], in0), x[t][1], in1));
+    }
+  }
+};
+
+template <GgmlType T, int kWarps, int kGroups>
 __global__ void __launch_bounds__(kWarps * 32) gemv_mma_rows_kernel(SliceArgs a, int stride) {
+  using F = Few<T>;
+  constexpr int kT = kToks * kGroups;  // activation rows per block
   extern __shared__ __align__(16) uint8_t smem[];
   int64_t n_blocks = 0;
   const int64_t r0 = select_part(a, n_blocks) * kRows;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int n_units = static_cast<int>(a.n_in / 32);
+  const int n_units = static_cast<int>(a.n_in / F::kElems);
   const int l0 = 32 * warp / kWarps, l1 = 32 * (warp + 1) / kWarps;  // this warp's slices
   const int u0 = l0 * n_units / 32, u1 = l1 * n_units / 32;          // and their units
   uint8_t* rows = smem + warp * kRows * stride;
-  float* part = reinterpret_cast<float*>(smem + kWarps * kRows * stride);
+  float* part = reinterpret_cast<float*>(smem + kWarps * kRows * stride);  // [slice][row][act]
   // Rows start on 16-byte boundaries (the launcher checks w and row_bytes), so every row's range
   // sits `skew` bytes into its first granule.
-  const int first = U::kBlockBytes * u0, skew = first % 16;
-  const int granules = (skew + U::kBlockBytes * (u1 - u0) + 15) / 16;
+  const int first = static_cast<int>(F::begin(u0)), skew = first % 16;
+  const int granules = (skew + static_cast<int>(F::end(u1)) - first + 15) / 16;
   const auto stage = [&] {
     if (r0 >= a.n_out) return;
     for (int i = lane; i < kRows * granules; i += 32) {
@@ -70,126 +184,157 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_rows_kernel(SliceArgs a,
   pdl_enter();
   if (r0 >= a.n_out) return;
   if (!a.w_early) stage();
-  for (int i = l0 * kRows * kToks + lane; i < l1 * kRows * kToks; i += 32) part[i] = 0.0f;  // empty
+  for (int i = l0 * kRows * kT + lane; i < l1 * kRows * kT; i += 32) part[i] = 0.0f;  // empty
   cp_async_wait_0();
   __syncwarp();
 
   const int g = lane / 4, q = lane % 4;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kToks;
-  const int nt = static_cast<int>(min64(kToks, a.n_tok - t0));
-  // B: activation row g (zero past the last); the scales of rows 2q, 2q + 1.
-  const int8_t* xg = a.xq + (t0 + min(g, nt - 1)) * a.n_in + 4 * q;
-  const ActBlock* xs0 = a.xb + (t0 + min(2 * q, nt - 1)) * n_units;
-  const ActBlock* xs1 = a.xb + (t0 + min(2 * q + 1, nt - 1)) * n_units;
-  const uint8_t* wg = rows + g * stride + skew;  // row g's first unit (row g + 8: + 8 stride)
-  float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  SliceWalk walk(n_units, u0);
-  const auto step = [&](int u, auto a4) {  // unit u; a4: its codes are 4-byte aligned
-    const uint8_t* blk = wg + U::kBlockBytes * (u - u0);  // d at 0, codes at 2
-    uint32_t w[4];  // m16n8k32 A: rows g (h even) / g + 8 (odd), bytes 4q (h < 2) / 16 + 4q
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kT;
+  // Per group k: its activation rows (n[k] <= 0: none), row g's codes (+ 4q), the ActBlocks of
+  // rows 2q and 2q + 1 (clamped to valid rows; the outputs past n[k] are not stored).
+  int n[kGroups];
+  const int8_t* xg[kGroups];
+  const ActBlock *xs0[kGroups], *xs1[kGroups];
+  const int64_t n_blk = a.n_in / 32;  // ActBlocks per activation row
 #pragma unroll
-    for (int h = 0; h < 4; ++h)
-      w[h] = lds32_at<decltype(a4)::value>(blk + 2 + 4 * q + 16 * (h / 2) + 8 * stride * (h % 2));
-    uint32_t b0 = 0, b1 = 0;
-    if (g < nt) {
-      b0 = __ldg(reinterpret_cast<const uint32_t*>(xg + 32 * u));
-      b1 = __ldg(reinterpret_cast<const uint32_t*>(xg + 32 * u + 16));
-    }
-    int c[4];
-    mma_k32(c, w, b0, b1);
-    const float d0 = f16(lds16(blk)), d1 = f16(lds16(blk + 8 * stride));
-    const ActBlock x0 = xs0[u], x1 = xs1[u];
-    // Accumulators: c[0] (row g, act 2q), c[1] (g, 2q + 1), c[2] (g + 8, 2q), c[3] (g + 8, 2q + 1).
-    p[0] = U::acc(p[0], d0, x0, unbias(c[0]));
-    p[1] = U::acc(p[1], d0, x1, unbias(c[1]));
-    p[2] = U::acc(p[2], d1, x0, unbias(c[2]));
-    p[3] = U::acc(p[3], d1, x1, unbias(c[3]));
+  for (int k = 0; k < kGroups; ++k) {
+    const int64_t tk = t0 + kToks * k;
+    n[k] = static_cast<int>(min64(kToks, a.n_tok - tk));
+    const int64_t last = tk + max(n[k], 1) - 1;
+    xg[k] = a.xq + min64(tk + g, last) * a.n_in + 4 * q;
+    xs0[k] = a.xb + min64(tk + 2 * q, last) * n_blk;
+    xs1[k] = a.xb + min64(tk + 2 * q + 1, last) * n_blk;
+  }
+  float p[kGroups][4];
+#pragma unroll
+  for (int k = 0; k < kGroups; ++k) p[k][0] = p[k][1] = p[k][2] = p[k][3] = 0.0f;
+  SliceWalk walk(n_units, u0);
+  const auto group_terms = [&](const typename F::A& w, int u) {
+#pragma unroll
+    for (int k = 0; k < kGroups; ++k)
+      if (n[k] > 0) F::terms(w, u, xg[k], g < n[k], xs0[k], xs1[k], p[k]);
     if (walk.ends_at(u)) {
-      float* pl = part + walk.last * (kRows * kToks);
-      pl[g * kToks + 2 * q] = p[0];
-      pl[g * kToks + 2 * q + 1] = p[1];
-      pl[(g + 8) * kToks + 2 * q] = p[2];
-      pl[(g + 8) * kToks + 2 * q + 1] = p[3];
-      p[0] = p[1] = p[2] = p[3] = 0.0f;
+      float* pl = part + walk.last * (kRows * kT);
+#pragma unroll
+      for (int k = 0; k < kGroups; ++k) {
+        const int c = kToks * k + 2 * q;
+        pl[g * kT + c] = p[k][0];
+        pl[g * kT + c + 1] = p[k][1];
+        pl[(g + 8) * kT + c] = p[k][2];
+        pl[(g + 8) * kT + c + 1] = p[k][3];
+        p[k][0] = p[k][1] = p[k][2] = p[k][3] = 0.0f;
+      }
     }
   };
-  // 34-byte blocks: the units' codes alternate between 4- and 2-byte alignment (the same for every
-  // row), so the units go in pairs whose two alignments are compile-time constants.
-  const auto walk_pairs = [&](auto a4) {
-    constexpr bool kFirst = decltype(a4)::value;
-    int u = u0;
-    for (; u + 1 < u1; u += 2) {
-      step(u, std::bool_constant<kFirst>{});
-      step(u + 1, std::bool_constant<!kFirst>{});
-    }
-    if (u < u1) step(u, std::bool_constant<kFirst>{});
-  };
-  if (((skew + 2) & 3) == 0)
-    walk_pairs(std::true_type{});
-  else
-    walk_pairs(std::false_type{});
+  const uint8_t* wg =
+      rows + g * stride + skew;  // row g's first staged byte (row g + 8: + 8 stride)
+  if constexpr (T == GgmlType::Q8_0) {
+    // 34-byte blocks: the units' codes alternate between 4- and 2-byte alignment (the same for
+    // every row), so the units go in pairs whose two alignments are compile-time constants.
+    const auto walk_pairs = [&](auto a4) {
+      constexpr bool kFirst = decltype(a4)::value;
+      int u = u0;
+      for (; u + 1 < u1; u += 2) {
+        group_terms(F::template load<kFirst>(wg + 34 * (u - u0), stride, q), u);
+        group_terms(F::template load<!kFirst>(wg + 34 * (u + 1 - u0), stride, q), u + 1);
+      }
+      if (u < u1) group_terms(F::template load<kFirst>(wg + 34 * (u - u0), stride, q), u);
+    };
+    if (((skew + 2) & 3) == 0)
+      walk_pairs(std::true_type{});
+    else
+      walk_pairs(std::false_type{});
+  } else {
+    for (int u = u0; u < u1; ++u)
+      group_terms(F::load(wg + 144 * (u / 4 - u0 / 4), u % 4, stride, q), u);
+  }
   __syncthreads();
   // y = 0, y += p_l for l = 0..31 (empty slices hold +0.0f, which changes no sum), + bias.
-  for (int j = static_cast<int>(threadIdx.x); j < kRows * kToks; j += kWarps * 32) {
-    const int r = j / kToks, t = j % kToks;
-    if (r0 + r >= a.n_out || t >= nt) continue;
+  for (int j = static_cast<int>(threadIdx.x); j < kRows * kT; j += kWarps * 32) {
+    const int r = j / kT, t = j % kT;
+    if (r0 + r >= a.n_out || t0 + t >= a.n_tok) continue;
     float y = 0.0f;
 #pragma unroll 8
-    for (int l = 0; l < 32; ++l) y = __fadd_rn(y, part[l * (kRows * kToks) + j]);
+    for (int l = 0; l < 32; ++l) y = __fadd_rn(y, part[l * (kRows * kT) + j]);
     if (a.bias != nullptr) y = __fadd_rn(y, a.bias[r0 + r]);
     reinterpret_cast<float*>(a.y.row(t0 + t))[r0 + r] = y;
   }
 }
 
-// Warps per block: 8 for rows of 128 units or more (each warp's staged range stays small), else
-// 4. The same bits either way: a slice's partial and the order of the final sum do not depend on
-// which warp computed it.
-int mma_rows_warps(int64_t n_units) {
-  return n_units >= 128 ? 8 : 4;
-}
-int mma_rows_smem(int64_t n_units, int warps, int* stride) {
-  *stride = staged_stride(static_cast<int>(n_units / warps + 1));
-  return warps * kRows * *stride + kPartFloats * static_cast<int>(sizeof(float));
+// A call's launch shape: warps per block (8 for rows of 128 units or more, so each warp's staged
+// range stays small; else 4), row groups per block (what its rows need, 1, 2 or 4, halved while
+// the shared memory does not fit), the staged row stride and the shared memory. The same bits
+// for every shape: a slice's partial and the order of the final sum do not depend on which warp
+// or block computed it.
+struct Shape {
+  int warps = 4, groups = 1, stride = 0, smem = 0;
+};
+template <GgmlType T>
+Shape shape_of(int64_t n_in, int64_t n_tok) {
+  Shape s;
+  const int64_t n_units = n_in / Few<T>::kElems;
+  s.warps = n_units >= 128 ? 8 : 4;
+  const int64_t bound = Few<T>::staged_bound(n_units / s.warps + 1);
+  s.stride = static_cast<int>(16 * (((bound + 15) / 16) | 1));  // odd granules: banks (see A)
+  const int64_t need = (n_tok + kToks - 1) / kToks;
+  s.groups = need <= 1 ? 1 : need <= 2 ? 2 : kMaxGroups;
+  const auto smem = [&](int groups) {
+    return static_cast<int64_t>(s.warps) * kRows * s.stride + int64_t{groups} * kPartBytes;
+  };
+  while (s.groups > 1 && smem(s.groups) > kMaxSmem) s.groups /= 2;
+  s.smem = static_cast<int>(std::min<int64_t>(smem(s.groups), kMaxSmem + 1));
+  return s;
 }
 
-template <int kWarps>
+template <GgmlType T, int kWarps, int kGroups>
 void launch_rows(dim3 grid, int smem, const SliceArgs& a, int stride, Stream& stream) {
+  constexpr auto kernel = gemv_mma_rows_kernel<T, kWarps, kGroups>;
   static const bool attr = [] {  // once per kernel
-    CUDA_CHECK(cudaFuncSetAttribute(gemv_mma_rows_kernel<kWarps>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
     return true;
   }();
   (void)attr;
-  stream.launch(gemv_mma_rows_kernel<kWarps>, grid, kWarps * 32, smem, a, stride);
+  stream.launch(kernel, grid, kWarps * 32, smem, a, stride);
+}
+
+template <GgmlType T>
+void launch_typed(const SliceArgs& a, Stream& stream) {
+  const Shape s = shape_of<T>(a.n_in, a.n_tok);
+  SliceArgs b = a;
+  int64_t blocks = (a.n_out + kRows - 1) / kRows;
+  if (b.parts.n > 0) blocks = part_blocks(b.parts, kRows, INT64_MAX);
+  const int64_t tok_groups = (a.n_tok + kToks * s.groups - 1) / (kToks * s.groups);
+  T9_CHECK(blocks <= 0x7fffffff && tok_groups <= 65535, "matmul: launch grid");
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups));
+  const auto go = [&](auto warps) {
+    constexpr int kW = decltype(warps)::value;
+    if (s.groups == 4) return launch_rows<T, kW, 4>(grid, s.smem, b, s.stride, stream);
+    if (s.groups == 2) return launch_rows<T, kW, 2>(grid, s.smem, b, s.stride, stream);
+    launch_rows<T, kW, 1>(grid, s.smem, b, s.stride, stream);
+  };
+  if (s.warps == 8) return go(std::integral_constant<int, 8>{});
+  go(std::integral_constant<int, 4>{});
 }
 
 }  // namespace
 
 bool mma_rows_fits(const SliceArgs& a, GgmlType t, int64_t min_rows, int64_t max_rows) {
-  if (t != GgmlType::Q8_0 || min_rows <= 0 || a.n_tok < min_rows || a.n_tok > max_rows ||
-      a.ids != nullptr || a.split_p != nullptr || a.n_in % 32 != 0 || a.row_bytes % 16 != 0)
+  if ((t != GgmlType::Q8_0 && t != GgmlType::Q4_K) || min_rows <= 0 || a.n_tok < min_rows ||
+      a.n_tok > max_rows || a.ids != nullptr || a.split_p != nullptr || a.row_bytes % 16 != 0)
     return false;
+  if (a.n_in % (t == GgmlType::Q4_K ? 256 : 32) != 0) return false;
   const auto aligned = [](const uint8_t* w) { return reinterpret_cast<uintptr_t>(w) % 16 == 0; };
-  if (a.parts.n == 0 ? !aligned(a.w) : false) return false;
+  if (a.parts.n == 0 && !aligned(a.w)) return false;
   for (int i = 0; i < a.parts.n; ++i)
     if (!aligned(a.parts.part[i].w)) return false;
-  int stride = 0;
-  return mma_rows_smem(a.n_in / 32, mma_rows_warps(a.n_in / 32), &stride) <= kMaxSmem;
+  const Shape s = t == GgmlType::Q4_K ? shape_of<GgmlType::Q4_K>(a.n_in, a.n_tok)
+                                      : shape_of<GgmlType::Q8_0>(a.n_in, a.n_tok);
+  return s.smem <= kMaxSmem;
 }
 
-void launch_mma_rows(const SliceArgs& a, Stream& stream) {
-  const int64_t n_units = a.n_in / 32;
-  const int warps = mma_rows_warps(n_units);
-  int stride = 0;
-  const int smem = mma_rows_smem(n_units, warps, &stride);
-  SliceArgs b = a;
-  int64_t blocks = (a.n_out + kRows - 1) / kRows;
-  if (b.parts.n > 0) blocks = part_blocks(b.parts, kRows, INT64_MAX);
-  const int64_t tok_groups = (a.n_tok + kToks - 1) / kToks;
-  T9_CHECK(blocks <= 0x7fffffff && tok_groups <= 65535, "matmul: launch grid");
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups));
-  if (warps == 8) return launch_rows<8>(grid, smem, b, stride, stream);
-  launch_rows<4>(grid, smem, b, stride, stream);
+void launch_mma_rows(const SliceArgs& a, GgmlType t, Stream& stream) {
+  if (t == GgmlType::Q4_K) return launch_typed<GgmlType::Q4_K>(a, stream);
+  launch_typed<GgmlType::Q8_0>(a, stream);
 }
 
 }  // namespace t9::cuda

@@ -228,7 +228,7 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
     if (x.n_rows() == 0) return false;  // one by one: nothing to do
     return cuda::launch_fused_float_matmul(parts, x, *stream_, w_early);
   } else if (!cuda::launch_fused_matmul(parts, x, scratch_, *stream_, rx,
-                                        {w_early, mma_rows_min_})) {
+                                        {w_early, mma_rows_min_, mma_rows_max_})) {
     return false;
   }
   return true;
@@ -264,7 +264,7 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
   derived_->wrote(y);
   if (x.n_rows() == 0 || n_out == 0) return;
   if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre,
-                               {reads_early(w), mma_rows_min_}))
+                               {reads_early(w), mma_rows_min_, mma_rows_max_}))
     return;
   cuda::dispatch_weight_type(w.type, [&](auto tag) {
     cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, *stream_);

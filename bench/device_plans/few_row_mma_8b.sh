@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The few-row tensor-core GEMV's Q4_K form on the synthetic Qwen3-8B Q4_K_M (issue 7: its 8-row
+# steps and the 32-way step, whose 32-row matmuls run on the 64-row tile kernel at 0.3-0.55
+# TB/s). Written in session 38 without a device. Here: `bash scripts/device_stage.sh
+# cuda_gemv_bench`; there (device tool, carry [".devrun"]): `bash
+# bench/device_plans/few_row_mma_8b.sh` (~7 min; $OUT/log.txt). The few-row test; the GEMV bench
+# on the 8B's Q4_K shapes at 8, 16 and 32 rows (kernel on up to 32 rows / off); greedy text at 8
+# and 32 rows on vs off; single decode (unchanged: one row); 32-way rounds (bench cold) on / off.
+# Settings: TEMPO9_CUDA_MMA_ROWS_MIN=2 turns the kernel on, TEMPO9_CUDA_MMA_ROWS_MAX=32 lets it
+# take the 16-32-row calls from the tile kernel.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+ROOT=$PWD
+exec > >(tee -a "$OUT/log.txt") 2>&1
+T0=$SECONDS
+export TOK=$ROOT/.devrun/shared/fixtures/tokenizers/qwen3/tokenizer.json
+python3 -c "import lzma; open('$TOK','wb').write(lzma.open('$TOK.xz').read())"
+S8="SINGLE_X=512 GEN=128 PRESET=qwen3-8b QUANT=Q4_K_M SIDES=ours"
+export LD_LIBRARY_PATH=$ROOT/.devrun/lib
+export TEMPO9_SHARED_DIR=$ROOT/.devrun/shared
+T9=$ROOT/.devrun/bin/tempo9
+M=/tmp/qwen3-8b-Q4_K_M.gguf
+for f in .devrun/bin/*.xz; do
+  python3 -c "import lzma,sys; open(sys.argv[1][:-3],'wb').write(lzma.open(sys.argv[1]).read())" "$f"
+  chmod +x "${f%.xz}" && rm "$f"
+done
+.devrun/bin/test_cuda_ops --gtest_filter='Cuda.MatmulFewRow*:Cuda.MatmulSliced*' >"$OUT/tests.txt" 2>&1
+RC=$?
+echo "few-row tests rc $RC: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
+grep -E '^\[  FAILED|Failure|Expected|Which is|row ' "$OUT/tests.txt" | head -20
+SH=4096x6144x8,4096x4096x8,4096x24576x8,12288x4096x8,4096x6144x32,4096x4096x32,4096x24576x32,12288x4096x32,4096x4096x16
+for v in "2 32" "0 32"; do
+  set -- $v
+  echo "gemv bench Q4_K, TEMPO9_CUDA_MMA_ROWS_MIN=$1 MAX=$2:"
+  TEMPO9_CUDA_MMA_ROWS_MIN=$1 TEMPO9_CUDA_MMA_ROWS_MAX=$2 T9_BENCH_REPLAY=1 \
+    .devrun/bin/cuda_gemv_bench 4234 Q4_K $SH 2>&1 | grep -E '^(type|Q4_K)'
+done
+echo "t=$((SECONDS - T0)) s"
+[ $RC = 0 ] || exit 1
+env $S8 OUT=/tmp/synth8 bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
+echo "t=$((SECONDS - T0)) s"
+P=$(python3 -c "print('x'*800)")
+for k in 8 32; do
+  for v in 2 0; do
+    TEMPO9_CUDA_MMA_ROWS_MIN=$v TEMPO9_CUDA_MMA_ROWS_MAX=32 "$T9" run -m "$M" --raw -p "$P" -n 64 \
+      --temp 0 --ignore-eos --backend cuda --ctx 1000 --parallel $k >/tmp/par${k}_$v.txt 2>/tmp/e.txt
+    echo "8B $k rows, MMA_ROWS_MIN=$v: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
+  done
+  echo "greedy text at $k rows, few-row GEMV on vs off: $(cmp /tmp/par${k}_2.txt /tmp/par${k}_0.txt >/dev/null && echo identical || echo DIFFERENT) ($(wc -c </tmp/par${k}_2.txt) bytes)"
+done
+echo "t=$((SECONDS - T0)) s"
+for v in 2 0 2 0; do
+  env TEMPO9_CUDA_MMA_ROWS_MIN=$v TEMPO9_CUDA_MMA_ROWS_MAX=32 $S8 MODEL=$M WAYS=32 ROUNDS=2 \
+    OUT=/tmp/serve_$v bash bench/h200_bench.sh serve 2>&1 | grep -E 'wall s|tok/s|ITL p50|TTFT p50' |
+    tr '\n' ' ' | sed "s/^/32-way, MMA_ROWS_MIN=$v: /"
+  echo
+done
+echo "t=$((SECONDS - T0)) s"
