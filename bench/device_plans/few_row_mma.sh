@@ -7,23 +7,12 @@
 # the GEMV bench at 8 rows on and off; greedy text at 8 rows on and off; 8 agents on / off; the
 # old tensor-core kernel at 8 rows (TEMPO9_CUDA_MMA_ROWS=8); then the load traced: its prompt
 # steps (windows >= 60 ms) and its decode steps (4-20 ms) as kernel tables.
-set -u
 cd "$(dirname "$0")/../.." || exit 1
-ROOT=$PWD
-exec > >(tee -a "$OUT/log.txt") 2>&1
-T0=$SECONDS
-export TOK=$ROOT/.devrun/shared/fixtures/tokenizers/qwen3/tokenizer.json
-python3 -c "import lzma; open('$TOK','wb').write(lzma.open('$TOK.xz').read())"
+# shellcheck source=bench/device_plans/common.sh
+source bench/device_plans/common.sh
 S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZER=$TOK"
-export LD_LIBRARY_PATH=$ROOT/.devrun/lib
-export TEMPO9_SHARED_DIR=$ROOT/.devrun/shared
 CUPTI=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
-T9=$ROOT/.devrun/bin/tempo9
 M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
-for f in .devrun/bin/*.xz; do
-  python3 -c "import lzma,sys; open(sys.argv[1][:-3],'wb').write(lzma.open(sys.argv[1]).read())" $f
-  chmod +x ${f%.xz} && rm $f
-done
 .devrun/bin/test_cuda_ops --gtest_filter='Cuda.Matmul*:Cuda.FewRow*' >$OUT/tests.txt 2>&1
 RC=$?
 echo "matmul tests rc $RC: $(grep -E '^\[  (PASSED|FAILED)' $OUT/tests.txt | tr '\n' ' ')"

@@ -8,22 +8,11 @@
 # and 32 rows on vs off; single decode (unchanged: one row); 32-way rounds (bench cold) on / off.
 # Settings: TEMPO9_CUDA_MMA_ROWS_MIN=2 turns the kernel on, TEMPO9_CUDA_MMA_ROWS_MAX=32 lets it
 # take the 16-32-row calls from the tile kernel.
-set -u
 cd "$(dirname "$0")/../.." || exit 1
-ROOT=$PWD
-exec > >(tee -a "$OUT/log.txt") 2>&1
-T0=$SECONDS
-export TOK=$ROOT/.devrun/shared/fixtures/tokenizers/qwen3/tokenizer.json
-python3 -c "import lzma; open('$TOK','wb').write(lzma.open('$TOK.xz').read())"
+# shellcheck source=bench/device_plans/common.sh
+source bench/device_plans/common.sh
 S8="SINGLE_X=512 GEN=128 PRESET=qwen3-8b QUANT=Q4_K_M SIDES=ours"
-export LD_LIBRARY_PATH=$ROOT/.devrun/lib
-export TEMPO9_SHARED_DIR=$ROOT/.devrun/shared
-T9=$ROOT/.devrun/bin/tempo9
 M=/tmp/qwen3-8b-Q4_K_M.gguf
-for f in .devrun/bin/*.xz; do
-  python3 -c "import lzma,sys; open(sys.argv[1][:-3],'wb').write(lzma.open(sys.argv[1]).read())" "$f"
-  chmod +x "${f%.xz}" && rm "$f"
-done
 .devrun/bin/test_cuda_ops --gtest_filter='Cuda.MatmulFewRow*:Cuda.MatmulSliced*' >"$OUT/tests.txt" 2>&1
 RC=$?
 echo "few-row tests rc $RC: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
