@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_rows_kernel(SliceArgs a,
       }
     }
   };
-  const uint8_t* wg =
-      rows + g * stride + skew;  // row g's first staged byte (row g + 8: + 8 stride)
+  // Row g's first staged byte (row g + 8's: + 8 stride).
+  const uint8_t* wg = rows + g * stride + skew;
   if constexpr (T == GgmlType::Q8_0) {
     // 34-byte blocks: the units' codes alternate between 4- and 2-byte alignment (the same for
     // every row), so the units go in pairs whose two alignments are compile-time constants.
