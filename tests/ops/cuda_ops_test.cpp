@@ -352,23 +352,25 @@ TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
 }
 
 // The few-row tensor-core GEMV (CudaBackendConfig::mma_rows_min / _max; cuda_gemv_mma.cu) takes
-// Q8_0 and Q4_K calls of 2..32 rows here whose weight rows are 16-byte aligned (Q8_0: n_in a
-// multiple of 256; 544 keeps the sliced GEMV): each row must still be the bits of the same row
-// alone (the one-row GEMV), and a fused call's parts (q/k/v, gate/up) the bits of their own
-// calls, at 3, 8, 11 and 27 rows (one to four groups of 8).
+// Q8_0, Q4_K and Q6_K calls of 2..32 rows here whose weight rows are 16-byte aligned (Q8_0: n_in a
+// multiple of 256, 544 keeps the sliced GEMV; Q6_K: a multiple of 2048, the others keep it): each
+// row must still be the bits of the same row alone (the one-row GEMV), and a fused call's parts
+// (q/k/v, gate/up) the bits of their own calls, at 3, 8, 11 and 27 rows (one to four groups of 8;
+// Q6_K's parts at 2048 inputs).
 TEST_F(Cuda, MatmulFewRowTensorCoreGemvBitwiseEqual) {
   CudaBackendConfig cfg;
   cfg.mma_rows_min = 2;
   cfg.mma_rows_max = 32;
   CudaBackend be(cfg);
   auto rng = test_rng();
-  expect_rows_equal_alone(be, rng, {GgmlType::Q8_0, GgmlType::Q4_K});
+  expect_rows_equal_alone(be, rng, {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K});
   const int64_t n_out[] = {70, 200, 40, 33, 512, 64};
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const GgmlType types[] = {t, t, GgmlType::Q4_0, t, t, t};
+    const int64_t n_in = t == GgmlType::Q6_K ? 2048 : 1024;
     for (int64_t n_tok : {3, 8, 11, 27}) {
       SCOPED_TRACE(std::string(type_name(t)) + " fused parts, rows " + std::to_string(n_tok));
-      EXPECT_EQ(expect_shared_x_equals_matmuls(be, rng, types, n_out, 1024, n_tok, 1), 1);
+      EXPECT_EQ(expect_shared_x_equals_matmuls(be, rng, types, n_out, n_in, n_tok, 1), 1);
     }
   }
 }

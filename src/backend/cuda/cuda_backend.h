@@ -73,10 +73,10 @@ struct CudaBackendConfig {
   // Warps per row group of the fused MoE down projection (moe_down_kernel), each taking that
   // share of a token's terms (1-4; same bits); TEMPO9_CUDA_MOE_DOWN_SPLIT=1..4 overrides.
   int moe_down_split = 3;
-  // Q8_0 and Q4_K matmuls of mma_rows_min .. mma_rows_max activation rows (2 for the multi-row
-  // calls, 1 for one-row calls too; the max up to 32, past the tile kernel's 16) run on the
-  // few-row tensor-core GEMV (cuda_gemv_mma.cu: one mma per 16 weight rows x 8 activation rows x
-  // 32 inputs; same bits); min 0: never. Off until it has run on the H200 (its op tests and a
+  // Q8_0, Q4_K and Q6_K matmuls of mma_rows_min .. mma_rows_max activation rows (2 for the
+  // multi-row calls, 1 for one-row calls too; the max up to 32, past the tile kernel's 16) run on
+  // the few-row tensor-core GEMV (cuda_gemv_mma.cu: one mma per 16 weight rows x 8 activation rows
+  // x 32 inputs; same bits); min 0: never. Off until it has run on the H200 (its op tests and a
   // timing: docs/CUDA.md stage 36); TEMPO9_CUDA_MMA_ROWS_MIN / _MAX=N override.
   int mma_rows_min = 0;
   int mma_rows_max = 15;

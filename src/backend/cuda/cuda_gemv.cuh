@@ -48,7 +48,7 @@ struct MatmulOpts {
   // their dependent-launch wait (prefetch_l2, cuda_common.cuh); false for a w that a kernel may
   // have just written.
   bool w_early = false;
-  // Q8_0 / Q4_K calls of mma_rows_min .. mma_rows_max activation rows take the few-row
+  // Q8_0 / Q4_K / Q6_K calls of mma_rows_min .. mma_rows_max activation rows take the few-row
   // tensor-core GEMV (cuda_gemv_mma.cuh; min 0: never), ahead of the tile kernel.
   // CudaBackendConfig::mma_rows_min, mma_rows_max.
   int64_t mma_rows_min = 0;

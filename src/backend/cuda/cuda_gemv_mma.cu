@@ -1,5 +1,5 @@
-// The few-row tensor-core GEMV (Q8_0, Q4_K; 2..32 activation rows): int8 mma.sync m16n8k32 with
-// 16 weight rows as A and groups of 8 activation rows as B, in the canonical order of
+// The few-row tensor-core GEMV (Q8_0, Q4_K, Q6_K; 2..32 activation rows): int8 mma.sync m16n8k32
+// with 16 weight rows as A and groups of 8 activation rows as B, in the canonical order of
 // cuda_units.cuh, so the same bits as the sliced GEMV and the tile kernel (rule 7).
 //
 // Why: a decode step of 8 agents multiplies every dense weight by 8 rows, a 32-way step by 32.
@@ -89,17 +89,23 @@ struct Few<GgmlType::Q8_0> {
   }
 };
 
+// The k-quants' units are the four quarters (64 inputs) of a super-block of kBytes: a warp stages
+// the whole super-blocks its units touch, from the 16-byte boundary below the first (skew: none
+// when kBytes is a multiple of 16, at most 14 bytes otherwise).
+template <int kBytes>
+struct SuperBlocks {
+  static constexpr int kElems = 64, kSuperBytes = kBytes;
+  static __host__ __device__ int64_t begin(int64_t u0) { return int64_t{kBytes} * (u0 / 4); }
+  static __host__ __device__ int64_t end(int64_t u1) { return int64_t{kBytes} * ((u1 + 3) / 4); }
+  static int64_t staged_bound(int64_t units) { return 14 + int64_t{kBytes} * (units / 4 + 2); }
+};
+
 // Q4_K: unit p = u % 4 of a 144-byte super-block (f16 d, f16 dmin, 12 bytes of 6-bit scales and
 // mins, 128 bytes of nibbles): elements 64p .. 64p + 63, sub-block 2p in the low nibbles of bytes
-// 16 + 32p .., sub-block 2p + 1 in the high ones. Super-blocks are 16-byte multiples, so a warp
-// stages whole super-blocks with no skew.
+// 16 + 32p .., sub-block 2p + 1 in the high ones.
 template <>
-struct Few<GgmlType::Q4_K> {
+struct Few<GgmlType::Q4_K> : SuperBlocks<144> {
   using U = Unit<GgmlType::Q4_K>;
-  static constexpr int kElems = 64;
-  static __host__ __device__ int64_t begin(int64_t u0) { return 144 * (u0 / 4); }
-  static __host__ __device__ int64_t end(int64_t u1) { return 144 * ((u1 + 3) / 4); }
-  static int64_t staged_bound(int64_t units) { return 144 * (units / 4 + 2); }
   struct A {
     uint32_t lo[4], hi[4];             // the two sub-blocks' A fragments (nibbles 0..15 fit s8)
     float s0[2], m0[2], s1[2], m1[2];  // rows g, g + 8: Unit<Q4_K>::load's scales and mins
@@ -151,6 +157,65 @@ struct Few<GgmlType::Q4_K> {
       const float in1 = U::inner(a.s1[r], a.m1[r], x[t][1], unbias(c[1][i]));
       p[i] = __fadd_rn(p[i], U::second(U::first(x[t][0], in0), x[t][1], in1));
     }
+  }
+};
+
+// Q6_K: unit v = 2h + lh of a 210-byte super-block (ql 128 bytes, qh 64, 16 int8 scales, f16 d)
+// is four groups s of 16 elements 128h + 32s + 16lh + i (Unit<Q6_K>): one k16 mma each, whose A
+// fragment (4 elements i = 4q .. 4q + 3 of rows g and g + 8) is Unit<Q6_K>::load's word q of the
+// group. Its words sit on 2-byte boundaries (210-byte super-blocks): lds32.
+template <>
+struct Few<GgmlType::Q6_K> : SuperBlocks<210> {
+  using U = Unit<GgmlType::Q6_K>;
+  struct A {
+    uint32_t w[4][2];  // group s: rows g, g + 8
+    float sc[4][2];    // group s's scale, rows g, g + 8
+  };
+  // sb: row g's super-block; v: the unit in it.
+  static __device__ __forceinline__ A load(const uint8_t* sb, int v, int stride, int q) {
+    A a;
+    const int h = v / 2, lh = v % 2;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* b = sb + 8 * stride * r;
+      const uint8_t* qa = b + 64 * h + 16 * lh + 4 * q;
+      const uint32_t la = lds32(qa), lb = lds32(qa + 32);
+      const uint32_t hb = lds32(b + 128 + 32 * h + 16 * lh + 4 * q);
+      a.w[0][r] =
+          static_cast<uint32_t>(to_signed<32>((la & 0x0F0F0F0Fu) | ((hb << 4) & 0x30303030u)));
+      a.w[1][r] =
+          static_cast<uint32_t>(to_signed<32>((lb & 0x0F0F0F0Fu) | ((hb << 2) & 0x30303030u)));
+      a.w[2][r] =
+          static_cast<uint32_t>(to_signed<32>(((la >> 4) & 0x0F0F0F0Fu) | (hb & 0x30303030u)));
+      a.w[3][r] = static_cast<uint32_t>(
+          to_signed<32>(((lb >> 4) & 0x0F0F0F0Fu) | ((hb >> 2) & 0x30303030u)));
+      const float d = f16(lds16(b + 208));
+#pragma unroll
+      for (int s = 0; s < 4; ++s)
+        a.sc[s][r] =
+            __fmul_rn(d, static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * s + lh])));
+    }
+    return a;
+  }
+  static __device__ __forceinline__ void terms(const A& a, int u, const int8_t* xg, bool b,
+                                               const ActBlock* xs0, const ActBlock* xs1,
+                                               float (&p)[4]) {
+    const int sbi = u / 4, v = u % 4, h = v / 2, lh = v % 2;
+    const int64_t x0 = 256 * static_cast<int64_t>(sbi) + 128 * h + 16 * lh;  // group 0's element
+    const int64_t ab = 8 * static_cast<int64_t>(sbi) + 4 * h;                // and ActBlock
+    float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint32_t bw = b ? __ldg(reinterpret_cast<const uint32_t*>(xg + x0 + 32 * s)) : 0u;
+      int c[4];
+      mma_k16(c, a.w[s][0], a.w[s][1], bw);
+      const ActBlock xa[2] = {xs0[ab + s], xs1[ab + s]};
+      // Unit<Q6_K>::group (the tile kernel's order): r = fma(a.d, sc * si, r) from 0.0f.
+#pragma unroll
+      for (int i = 0; i < 4; ++i) r[i] = U::group(r[i], a.sc[s][i / 2], xa[i % 2], unbias(c[i]));
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = __fadd_rn(p[i], r[i]);
   }
 };
 
@@ -246,7 +311,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_rows_kernel(SliceArgs a,
       walk_pairs(std::false_type{});
   } else {
     for (int u = u0; u < u1; ++u)
-      group_terms(F::load(wg + 144 * (u / 4 - u0 / 4), u % 4, stride, q), u);
+      group_terms(F::load(wg + F::kSuperBytes * (u / 4 - u0 / 4), u % 4, stride, q), u);
   }
   __syncthreads();
   // y = 0, y += p_l for l = 0..31 (empty slices hold +0.0f, which changes no sum), + bias.
@@ -319,21 +384,24 @@ void launch_typed(const SliceArgs& a, Stream& stream) {
 }  // namespace
 
 bool mma_rows_fits(const SliceArgs& a, GgmlType t, int64_t min_rows, int64_t max_rows) {
-  if ((t != GgmlType::Q8_0 && t != GgmlType::Q4_K) || min_rows <= 0 || a.n_tok < min_rows ||
-      a.n_tok > max_rows || a.ids != nullptr || a.split_p != nullptr || a.row_bytes % 16 != 0)
+  if ((t != GgmlType::Q8_0 && t != GgmlType::Q4_K && t != GgmlType::Q6_K) || min_rows <= 0 ||
+      a.n_tok < min_rows || a.n_tok > max_rows || a.ids != nullptr || a.split_p != nullptr ||
+      a.row_bytes % 16 != 0)
     return false;
-  if (a.n_in % (t == GgmlType::Q4_K ? 256 : 32) != 0) return false;
+  if (a.n_in % (t == GgmlType::Q8_0 ? 32 : 256) != 0) return false;
   const auto aligned = [](const uint8_t* w) { return reinterpret_cast<uintptr_t>(w) % 16 == 0; };
   if (a.parts.n == 0 && !aligned(a.w)) return false;
   for (int i = 0; i < a.parts.n; ++i)
     if (!aligned(a.parts.part[i].w)) return false;
-  const Shape s = t == GgmlType::Q4_K ? shape_of<GgmlType::Q4_K>(a.n_in, a.n_tok)
-                                      : shape_of<GgmlType::Q8_0>(a.n_in, a.n_tok);
+  const Shape s = t == GgmlType::Q4_K   ? shape_of<GgmlType::Q4_K>(a.n_in, a.n_tok)
+                  : t == GgmlType::Q6_K ? shape_of<GgmlType::Q6_K>(a.n_in, a.n_tok)
+                                        : shape_of<GgmlType::Q8_0>(a.n_in, a.n_tok);
   return s.smem <= kMaxSmem;
 }
 
 void launch_mma_rows(const SliceArgs& a, GgmlType t, Stream& stream) {
   if (t == GgmlType::Q4_K) return launch_typed<GgmlType::Q4_K>(a, stream);
+  if (t == GgmlType::Q6_K) return launch_typed<GgmlType::Q6_K>(a, stream);
   launch_typed<GgmlType::Q8_0>(a, stream);
 }
 
