@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The few-row tensor-core GEMV's Q4_K form on the synthetic Qwen3-8B Q4_K_M (issue 7: its 8-row
-# steps and the 32-way step, whose 32-row matmuls run on the 64-row tile kernel at 0.3-0.55
-# TB/s). Written in session 38 without a device. Here: `bash scripts/device_stage.sh
+# The few-row tensor-core GEMV's Q4_K / Q6_K forms on the synthetic Qwen3-8B Q4_K_M (issue 7:
+# its 8-row steps and the 32-way step, whose 32-row matmuls run on the 64-row tile kernel at
+# 0.3-0.55 TB/s). Written in session 38 without a device. Here: `bash scripts/device_stage.sh
 # cuda_gemv_bench`; there (device tool, carry [".devrun"]): `bash
 # bench/device_plans/few_row_mma_8b.sh` (~7 min; $OUT/log.txt). The few-row test; the GEMV bench
-# on the 8B's Q4_K shapes at 8, 16 and 32 rows (kernel on up to 32 rows / off); greedy text at 8
-# and 32 rows on vs off; single decode (unchanged: one row); 32-way rounds (bench cold) on / off.
+# on the 8B's Q4_K and Q6_K shapes at 8, 16 and 32 rows (kernel on up to 32 rows / off); greedy
+# text at 8 and 32 rows on vs off; 32-way rounds (bench cold) on / off.
 # Settings: TEMPO9_CUDA_MMA_ROWS_MIN=2 turns the kernel on, TEMPO9_CUDA_MMA_ROWS_MAX=32 lets it
 # take the 16-32-row calls from the tile kernel.
 cd "$(dirname "$0")/../.." || exit 1
@@ -23,6 +23,10 @@ for v in "2 32" "0 32"; do
   echo "gemv bench Q4_K, TEMPO9_CUDA_MMA_ROWS_MIN=$1 MAX=$2:"
   TEMPO9_CUDA_MMA_ROWS_MIN=$1 TEMPO9_CUDA_MMA_ROWS_MAX=$2 T9_BENCH_REPLAY=1 \
     .devrun/bin/cuda_gemv_bench 4234 Q4_K $SH 2>&1 | grep -E '^(type|Q4_K)'
+  echo "gemv bench Q6_K (attn_v, ffn_down), TEMPO9_CUDA_MMA_ROWS_MIN=$1 MAX=$2:"
+  TEMPO9_CUDA_MMA_ROWS_MIN=$1 TEMPO9_CUDA_MMA_ROWS_MAX=$2 T9_BENCH_REPLAY=1 \
+    .devrun/bin/cuda_gemv_bench 4234 Q6_K 4096x1024x8,12288x4096x8,4096x1024x32,12288x4096x32 2>&1 |
+    grep -E '^(type|Q6_K)'
 done
 echo "t=$((SECONDS - T0)) s"
 [ $RC = 0 ] || exit 1
