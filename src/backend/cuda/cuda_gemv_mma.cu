@@ -1,6 +1,7 @@
 // The few-row tensor-core GEMV (Q8_0, Q4_K, Q6_K; 2..32 activation rows): int8 mma.sync m16n8k32
-// with 16 weight rows as A and groups of 8 activation rows as B, in the canonical order of
-// cuda_units.cuh, so the same bits as the sliced GEMV and the tile kernel (rule 7).
+// (k16 for Q6_K's 16-element groups) with 16 weight rows as A and groups of 8 activation rows as
+// B, in the canonical order of cuda_units.cuh, so the same bits as the sliced GEMV and the tile
+// kernel (rule 7).
 //
 // Why: a decode step of 8 agents multiplies every dense weight by 8 rows, a 32-way step by 32.
 // The sliced GEMV's 8-row tile spends 8 dp4a and 3 float instructions per (weight row, Q8_0 unit,
