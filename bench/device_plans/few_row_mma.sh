@@ -4,9 +4,10 @@
 # 1 also takes one-row calls) + kernel_trace --min-us/--max-us. Here: `bash scripts/device_stage.sh
 # cuda_gemv_bench`; there (device tool, carry [".devrun"]): `bash bench/device_plans/few_row_mma.sh`
 # (~6 min; $OUT/log.txt). The matmul tests;
-# the GEMV bench at 8 rows on and off; greedy text at 8 rows on and off; 8 agents on / off; the
-# old tensor-core kernel at 8 rows (TEMPO9_CUDA_MMA_ROWS=8); then the load traced: its prompt
-# steps (windows >= 60 ms) and its decode steps (4-20 ms) as kernel tables.
+# the GEMV bench at 1-15 rows on and off; greedy text at 8 rows on and off; the 35B single decode
+# with the kernel also at one row; 8 agents on / off twice; then, while the call's time allows,
+# the load traced (its prompt steps, windows >= 60 ms, and its decode steps, 4-20 ms, as kernel
+# tables) and an ncu of the kernel.
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
@@ -46,7 +47,7 @@ for v in 2 0; do
 done
 echo "greedy text at 8 rows, few-row GEMV on vs off: $(cmp /tmp/par8_2.txt /tmp/par8_0.txt >/dev/null && echo identical || echo DIFFERENT) ($(wc -c </tmp/par8_2.txt) bytes)"
 P4=$(python3 -c "print('x'*4096)")
-for v in 1 2 1 2; do
+for v in 1 2; do
   TEMPO9_CUDA_MMA_ROWS_MIN=$v "$T9" run -m "$M" --raw -p "$P4" -n 128 --temp 0 --ignore-eos --backend cuda \
     --ctx 4400 --warmup >/tmp/one_$v.txt 2>/tmp/e.txt
   echo "35B single, MMA_ROWS_MIN=$v: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
@@ -56,8 +57,9 @@ agents on TEMPO9_CUDA_MMA_ROWS_MIN=2
 agents off TEMPO9_CUDA_MMA_ROWS_MIN=0
 agents on2 TEMPO9_CUDA_MMA_ROWS_MIN=2
 agents off2 TEMPO9_CUDA_MMA_ROWS_MIN=0
-agents mma8 TEMPO9_CUDA_MMA_ROWS=8
 echo "t=$((SECONDS - T0)) s"
+# The rest only while the call's 10 minutes allow (the parts above take ~6).
+[ $((SECONDS - T0)) -lt 420 ] || exit 0
 agents traced TEMPO9_CUDA_TRACE=/tmp/agents.tsv TEMPO9_CUPTI_LIB=$CUPTI
 echo "t=$((SECONDS - T0)) s"
 echo "== prompt steps (traced)"
@@ -65,7 +67,8 @@ python3 bench/kernel_trace.py /tmp/agents.tsv --min-us 60000 --last 40 --top 40
 echo "== decode steps at 8 rows (traced)"
 python3 bench/kernel_trace.py /tmp/agents.tsv --min-us 4000 --max-us 20000 --last 300 --top 40
 echo "t=$((SECONDS - T0)) s"
+[ $((SECONDS - T0)) -lt 480 ] || exit 0
 echo "== ncu: the few-row GEMV at 8 rows (35B, 8 sequences, the 11th such call)"
 env TEMPO9_CUDA_MMA_ROWS_MIN=2 $S35 MODEL=$M OUT=$OUT KERNELS_PARALLEL=8 NCU_KERNEL=gemv_mma_rows \
-  NCU_SKIP=10 NCU_S=200 bash bench/h200_bench.sh ncu1 2>&1 | tail -25
+  NCU_SKIP=10 NCU_S=100 bash bench/h200_bench.sh ncu1 2>&1 | tail -25
 echo "t=$((SECONDS - T0)) s"
