@@ -328,10 +328,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_mma_rows_kernel(SliceArgs a,
 }
 
 // A call's launch shape: warps per block (8 for rows of 128 units or more, so each warp's staged
-// range stays small; else 4), row groups per block (what its rows need, 1, 2 or 4, halved while
-// the shared memory does not fit), the staged row stride and the shared memory. The same bits
-// for every shape: a slice's partial and the order of the final sum do not depend on which warp
-// or block computed it.
+// range stays small, and for several row groups; else 4), row groups per block (what its rows
+// need, 1, 2 or 4, halved while the shared memory does not fit), the staged row stride and the
+// shared memory. The same bits for every shape: a slice's partial and the order of the final sum do
+// not depend on which warp or block computed it.
 struct Shape {
   int warps = 4, groups = 1, stride = 0, smem = 0;
 };
@@ -339,11 +339,13 @@ template <GgmlType T>
 Shape shape_of(int64_t n_in, int64_t n_tok) {
   Shape s;
   const int64_t n_units = n_in / Few<T>::kElems;
-  s.warps = n_units >= 128 ? 8 : 4;
-  const int64_t bound = Few<T>::staged_bound(n_units / s.warps + 1);
-  s.stride = static_cast<int>(16 * (((bound + 15) / 16) | 1));  // odd granules: banks (see A)
   const int64_t need = (n_tok + kToks - 1) / kToks;
   s.groups = need <= 1 ? 1 : need <= 2 ? 2 : kMaxGroups;
+  // Several groups take 8 warps too: their slice partials (16 KB a group) leave room for one or
+  // two blocks per SM, and 4 warps an SM would not hide a unit's chain of loads and mma.
+  s.warps = n_units >= 128 || s.groups > 1 ? 8 : 4;
+  const int64_t bound = Few<T>::staged_bound(n_units / s.warps + 1);
+  s.stride = static_cast<int>(16 * (((bound + 15) / 16) | 1));  // odd granules: banks (see A)
   const auto smem = [&](int groups) {
     return static_cast<int64_t>(s.warps) * kRows * s.stride + int64_t{groups} * kPartBytes;
   };
@@ -372,14 +374,10 @@ void launch_typed(const SliceArgs& a, Stream& stream) {
   const int64_t tok_groups = (a.n_tok + kToks * s.groups - 1) / (kToks * s.groups);
   T9_CHECK(blocks <= 0x7fffffff && tok_groups <= 65535, "matmul: launch grid");
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(tok_groups));
-  const auto go = [&](auto warps) {
-    constexpr int kW = decltype(warps)::value;
-    if (s.groups == 4) return launch_rows<T, kW, 4>(grid, s.smem, b, s.stride, stream);
-    if (s.groups == 2) return launch_rows<T, kW, 2>(grid, s.smem, b, s.stride, stream);
-    launch_rows<T, kW, 1>(grid, s.smem, b, s.stride, stream);
-  };
-  if (s.warps == 8) return go(std::integral_constant<int, 8>{});
-  go(std::integral_constant<int, 4>{});
+  if (s.warps == 4) return launch_rows<T, 4, 1>(grid, s.smem, b, s.stride, stream);  // one group
+  if (s.groups == 4) return launch_rows<T, 8, 4>(grid, s.smem, b, s.stride, stream);
+  if (s.groups == 2) return launch_rows<T, 8, 2>(grid, s.smem, b, s.stride, stream);
+  launch_rows<T, 8, 1>(grid, s.smem, b, s.stride, stream);
 }
 
 }  // namespace
