@@ -49,11 +49,9 @@ template <>
 struct Few<GgmlType::Q8_0> {
   using U = Unit<GgmlType::Q8_0>;
   static constexpr int kElems = 32;
-  // The byte range of units [u0, u1) in a row, and a bound on its staged size with up to 15
-  // bytes of skew (even: rows are 16-byte aligned) for at most `units` units.
+  // The byte range of units [u0, u1) in a row.
   static __host__ __device__ int64_t begin(int64_t u0) { return 34 * u0; }
   static __host__ __device__ int64_t end(int64_t u1) { return 34 * u1; }
-  static int64_t staged_bound(int64_t units) { return 14 + 34 * units; }
   struct A {
     uint32_t w[4];  // m16n8k32 A: rows g (h even) / g + 8 (odd), bytes 4q (h < 2) / 16 + 4q
     float d0, d1;   // the scales of rows g and g + 8
@@ -98,7 +96,6 @@ struct SuperBlocks {
   static constexpr int kElems = 64, kSuperBytes = kBytes;
   static __host__ __device__ int64_t begin(int64_t u0) { return int64_t{kBytes} * (u0 / 4); }
   static __host__ __device__ int64_t end(int64_t u1) { return int64_t{kBytes} * ((u1 + 3) / 4); }
-  static int64_t staged_bound(int64_t units) { return 14 + int64_t{kBytes} * (units / 4 + 2); }
 };
 
 // Q4_K: unit p = u % 4 of a 144-byte super-block (f16 d, f16 dmin, 12 bytes of 6-bit scales and
@@ -344,7 +341,13 @@ Shape shape_of(int64_t n_in, int64_t n_tok) {
   // Several groups take 8 warps too: their slice partials (16 KB a group) leave room for one or
   // two blocks per SM, and 4 warps an SM would not hide a unit's chain of loads and mma.
   s.warps = n_units >= 128 || s.groups > 1 ? 8 : 4;
-  const int64_t bound = Few<T>::staged_bound(n_units / s.warps + 1);
+  // The largest range a warp stages (the kernel's split of the slices), plus its skew (even, at
+  // most 14 bytes: rows start on 16-byte boundaries).
+  int64_t bound = 0;
+  for (int w = 0; w < s.warps; ++w) {
+    const int64_t u0 = 32 * w / s.warps * n_units / 32, u1 = 32 * (w + 1) / s.warps * n_units / 32;
+    bound = std::max(bound, 14 + Few<T>::end(u1) - Few<T>::begin(u0));
+  }
   s.stride = static_cast<int>(16 * (((bound + 15) / 16) | 1));  // odd granules: banks (see A)
   const auto smem = [&](int groups) {
     return static_cast<int64_t>(s.warps) * kRows * s.stride + int64_t{groups} * kPartBytes;
