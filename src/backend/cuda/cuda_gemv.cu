@@ -345,8 +345,8 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   constexpr bool sliced_type = T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0;
   const bool sliced = sliced_type && !legacy;
   // The few-row tensor-core GEMV first where it takes the call (MatmulOpts), then the tile kernel.
-  const bool few = sliced && mma_rows_fits(SliceArgs{a.w, a.row_bytes, a.n_out, n_in, n_tok}, T,
-                                           opts.mma_rows_min, opts.mma_rows_max);
+  const bool few = sliced && opts.few_rows(n_tok) &&
+                   mma_rows_fits(SliceArgs{a.w, a.row_bytes, a.n_out, n_in, n_tok}, T);
   const bool mma = sliced && n_tok >= mma_min_rows() && !few;
   // The split form's partials go in scratch behind the rounded x: reserved first, so that
   // round_x's own reserve never moves the block under them.
@@ -412,7 +412,7 @@ void run_fused(std::span<const FusedPart> parts, const Tensor& x, Scratch& scrat
   // The plain call's fields, for the launchers' choices (alignment, row bytes): part 0's.
   const SlicePart& p0 = s.parts.part[0];
   s.w = p0.w, s.y = p0.y, s.bias = p0.bias, s.n_out = p0.n_out;
-  const bool few = mma_rows_fits(s, T, opts.mma_rows_min, opts.mma_rows_max);
+  const bool few = opts.few_rows(n_tok) && mma_rows_fits(s, T);
   if (n_tok >= mma_min_rows() && !few) {
     const size_t split_bytes = mma_split_bytes(w_tiles, n_out, n_tok, n_units);
     if (split_bytes > 0) {

@@ -53,6 +53,11 @@ struct MatmulOpts {
   // CudaBackendConfig::mma_rows_min, mma_rows_max.
   int64_t mma_rows_min = 0;
   int64_t mma_rows_max = 15;
+  // Whether a call of n_tok rows is in that range (checked before anything else: a cheap test on
+  // every matmul's host path).
+  bool few_rows(int64_t n_tok) const {
+    return mma_rows_min > 0 && n_tok >= mma_rows_min && n_tok <= mma_rows_max;
+  }
 };
 
 // True when y = x @ w^T was enqueued by a stage-2 kernel; false when the type or the alignment

@@ -385,10 +385,9 @@ void launch_typed(const SliceArgs& a, Stream& stream) {
 
 }  // namespace
 
-bool mma_rows_fits(const SliceArgs& a, GgmlType t, int64_t min_rows, int64_t max_rows) {
-  if ((t != GgmlType::Q8_0 && t != GgmlType::Q4_K && t != GgmlType::Q6_K) || min_rows <= 0 ||
-      a.n_tok < min_rows || a.n_tok > max_rows || a.ids != nullptr || a.split_p != nullptr ||
-      a.row_bytes % 16 != 0)
+bool mma_rows_fits(const SliceArgs& a, GgmlType t) {
+  if ((t != GgmlType::Q8_0 && t != GgmlType::Q4_K && t != GgmlType::Q6_K) || a.ids != nullptr ||
+      a.split_p != nullptr || a.row_bytes % 16 != 0)
     return false;
   if (a.n_in % (t == GgmlType::Q8_0 ? 32 : 256) != 0) return false;
   const auto aligned = [](const uint8_t* w) { return reinterpret_cast<uintptr_t>(w) % 16 == 0; };

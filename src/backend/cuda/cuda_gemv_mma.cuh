@@ -7,11 +7,11 @@
 
 namespace t9::cuda {
 
-// Whether the few-row tensor-core GEMV takes a sliced call: Q8_0, Q4_K or Q6_K, a plain or fused
-// plain matmul (no ids, no split form) of n_tok in [min_rows, max_rows] activation rows (min_rows
-// 0: never), weight rows on 16-byte boundaries, its shared memory within bounds. Same bits as the
+// Whether the few-row tensor-core GEMV can take a sliced call (the row range is the caller's:
+// MatmulOpts::few_rows): Q8_0, Q4_K or Q6_K, a plain or fused plain matmul (no ids, no split
+// form), weight rows on 16-byte boundaries, its shared memory within bounds. Same bits as the
 // sliced GEMV and the tile kernel.
-bool mma_rows_fits(const SliceArgs& a, GgmlType t, int64_t min_rows, int64_t max_rows);
+bool mma_rows_fits(const SliceArgs& a, GgmlType t);
 void launch_mma_rows(const SliceArgs& a, GgmlType t, Stream& stream);
 
 }  // namespace t9::cuda
