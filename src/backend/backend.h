@@ -316,6 +316,12 @@ class Backend {
   // answer -1 for a row whose kept set it cannot settle on its own (CUDA: a top-k above 1024,
   // or top-p / min-p keeping more than the 1024 best); the caller then samples that row itself.
   virtual void sample(const Tensor& logits, const Tensor& params, const Tensor& out) = 0;
+  // Per row of F32 [n, n_vocab] and its token (I32 [n], as sample() gives them): out F32
+  // [n, 1 + k] = the token's log-probability (NaN for a token -1), then the row's k best
+  // (larger first, ties: lower id first), whose ids go to ids I32 [n, k] (unread when k = 0):
+  // core/sampling.h's row_logprobs. 0 <= k <= kMaxTopLogprobs.
+  virtual void logprobs(const Tensor& logits, const Tensor& tokens, int k, const Tensor& out,
+                        const Tensor& ids) = 0;
   // Whether sample() always decides a row with these settings (never -1, whatever the logits).
   virtual bool settles(const RowSampling& s) const {
     (void)s;
@@ -426,5 +432,10 @@ class Backend {
 
 // True when `matmul` and `get_rows` accept weights of type t on every backend.
 bool backend_supports_weight_type(GgmlType t);
+
+// Backend::logprobs' argument checks, shared by the backends (the logits' and out's F32 rows are
+// the backend's own check).
+void check_logprobs_args(const Tensor& logits, const Tensor& tokens, int k, const Tensor& out,
+                         const Tensor& ids);
 
 }  // namespace t9

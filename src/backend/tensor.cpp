@@ -1,4 +1,4 @@
-// Tensor view helpers and the backend-independent weight-type list.
+// Tensor view helpers, the backend-independent weight-type list and shared argument checks.
 #include "backend/backend.h"
 
 namespace t9 {
@@ -68,6 +68,20 @@ bool backend_supports_weight_type(GgmlType t) {
     default:
       return false;
   }
+}
+
+void check_logprobs_args(const Tensor& logits, const Tensor& tokens, int k, const Tensor& out,
+                         const Tensor& ids) {
+  const int64_t n = logits.n_rows();
+  T9_CHECK(k >= 0 && k <= kMaxTopLogprobs && k <= logits.ne[0], "logprobs: k {} of {}", k,
+           logits.ne[0]);
+  T9_CHECK(logits.ne[0] < INT32_MAX, "logprobs: {} logits per row", logits.ne[0]);
+  T9_CHECK(tokens.type == GgmlType::I32 && tokens.n_elements() == n && tokens.is_contiguous(),
+           "logprobs: tokens must be I32 [{}]", n);
+  T9_CHECK(out.ne[0] == 1 + k && out.n_rows() == n, "logprobs: out must be F32 [{}, {}]", n, 1 + k);
+  T9_CHECK(k == 0 || (ids.type == GgmlType::I32 && ids.ne[0] == k && ids.n_rows() == n &&
+                      ids.is_contiguous()),
+           "logprobs: ids must be I32 [{}, {}]", n, k);
 }
 
 }  // namespace t9

@@ -104,4 +104,28 @@ int32_t sample_row(std::span<const float> logits, const RowSampling& s) {
                         s.u);
 }
 
+void row_logprobs(std::span<const float> logits, int32_t token, int n_top, float* token_logprob,
+                  int32_t* top_ids, float* top_logprobs) {
+  const int n = static_cast<int>(logits.size());
+  T9_CHECK(n_top >= 0 && n_top <= n, "row_logprobs: {} best of {}", n_top, n);
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (float l : logits) max_logit = std::max(max_logit, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max_logit);
+  const float lse = max_logit + static_cast<float>(std::log(sum));
+  *token_logprob = token >= 0 && token < n ? logits[static_cast<size_t>(token)] - lse
+                                           : std::numeric_limits<float>::quiet_NaN();
+  if (n_top == 0) return;
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  std::partial_sort(ids.begin(), ids.begin() + n_top, ids.end(), [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  });
+  for (int i = 0; i < n_top; ++i) {
+    top_ids[i] = ids[static_cast<size_t>(i)];
+    top_logprobs[i] = logits[static_cast<size_t>(ids[static_cast<size_t>(i)])] - lse;
+  }
+}
+
 }  // namespace t9

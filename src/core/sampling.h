@@ -82,4 +82,16 @@ int32_t draw_candidate(const std::vector<Candidate>& c, double u);
 // The whole decision for one row: the argmax at temperature 0, else the draw from the cuts.
 int32_t sample_row(std::span<const float> logits, const RowSampling& s);
 
+// The most top log-probabilities a request may ask for per token (OpenAI's limit).
+constexpr int kMaxTopLogprobs = 20;
+
+// A row's log-probabilities, log_softmax of the logits as given (the engine passes the RAW row:
+// what the model believes, vLLM's default): *token_logprob = l[token] - lse (NaN when token is
+// outside the row: a row a backend's sampler left undecided), and the n_top largest entries
+// (larger first, ties: lower id first) into top_ids / top_logprobs [n_top], n_top <= the row's
+// length. lse = max + log(sum of exp(l - max)), the sum in double in token order. Rows without
+// NaN (a NaN's place in the order is unspecified).
+void row_logprobs(std::span<const float> logits, int32_t token, int n_top, float* token_logprob,
+                  int32_t* top_ids, float* top_logprobs);
+
 }  // namespace t9

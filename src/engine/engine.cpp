@@ -307,6 +307,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
         f.sample_on_device = true;
         f.sampling = {sp.temperature, sp.top_k, sp.top_p, sp.min_p,
                       sp.temperature != 0.0f ? st.rng.uniform() : 0.0};
+        if (st.req.logprobs || st.req.n_top_logprobs > 0) f.n_top_logprobs = st.req.n_top_logprobs;
       } else {
         b.edits.resize(mark);
       }
@@ -351,6 +352,8 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
   else if (!out->tokens.empty() && out->logits.empty() &&
            std::find(out->tokens.begin(), out->tokens.end(), -1) != out->tokens.end())
     err = "model left a token undecided without its logits";
+  else if (!out->tokens.empty() && !logprobs_returned(batch, *out))
+    err = "model returned sampled tokens without the logprobs asked for";
   if (!err.empty()) {
     // The KV of this step is unknown: fail its requests rather than risk corrupt outputs.
     for (const ScheduledSeq& ss : plan.seqs) {
@@ -427,6 +430,11 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
     if (!out.tokens.empty() && out.tokens[r] >= 0) {  // the runner decided (argmax or draw)
       SampleResult s;
       s.token = out.tokens[r];
+      if (f.n_top_logprobs >= 0) {  // and the logprobs (postprocess checked they came)
+        s.logprob = out.logprob[r];
+        const auto top = out.top.begin() + static_cast<ptrdiff_t>(r) * out.n_top;
+        s.top_logprobs.assign(top, top + f.n_top_logprobs);
+      }
       res.push_back(s);
       if (req.constraint && !req.constraint->accept(s.token)) {  // f.check allowed it
         st.constraint_error = "structured output: the runner's token does not fit the grammar";
@@ -440,7 +448,11 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
         break;
       }
     } else if (!out.tokens.empty()) {  // -1: the runner's row after the edits, the same u
-      res.push_back(SampleResult{sample_row(out.row(static_cast<int>(r)), f.sampling), 0.0f, {}});
+      const std::span<const float> row = out.row(static_cast<int>(r));
+      res.push_back(SampleResult{sample_row(row, f.sampling), 0.0f, {}});
+      if (f.n_top_logprobs >= 0)  // a row with logprobs has no edits: the raw row
+        compute_logprobs(row, res.back().token, f.n_top_logprobs, &res.back().logprob,
+                         &res.back().top_logprobs);
     } else if (req.constraint) {  // structured output: the host masks the row, then draws
       res.push_back(sample_constrained(st, out.row(static_cast<int>(r)), all.first(seq.n_prompt),
                                        all.subspan(seq.n_prompt)));
@@ -540,17 +552,31 @@ bool Engine::argmax_only(uint64_t id) const {
   return argmax_suffices(req.sampling, req.logprobs, req.n_top_logprobs);
 }
 
-// The request's token can be decided by the runner (bias and penalties as edits, then the draw):
-// everything but logprobs, which are of the raw logits. A constrained request's draw is checked
-// (ForwardSeq::check) and drawn again when refused, which is the masked distribution only without
-// cuts (redraw_constrained): with top-k / top-p / min-p the row is masked on the host first.
+// The request's token can be decided by the runner (bias and penalties as edits, then the draw).
+// Logprobs are of the raw logits: the runner takes them from the row it drew from, so only for
+// a row without edits (no bias or penalties) and without a constraint (a refused row is drawn
+// again on the host). A constrained request's draw is checked (ForwardSeq::check) and drawn
+// again when refused, which is the masked distribution only without cuts (redraw_constrained):
+// with top-k / top-p / min-p the row is masked on the host first.
 bool Engine::device_samplable(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
   const SamplingParams& sp = req.sampling;
   const bool cuts =
       (sp.top_k > 0 && sp.top_k < runner_.n_vocab()) || sp.top_p < 1.0f || sp.min_p > 0.0f;
-  return sp.temperature >= 0.0f && !req.logprobs && req.n_top_logprobs == 0 &&
-         (!req.constraint || sp.temperature == 0.0f || !cuts);
+  const bool logprobs = req.logprobs || req.n_top_logprobs > 0;
+  if (logprobs && (has_penalties(sp) || !sp.logit_bias.empty() || req.constraint)) return false;
+  return sp.temperature >= 0.0f && (!req.constraint || sp.temperature == 0.0f || !cuts);
+}
+
+// The logprobs of the rows that asked for them (ForwardSeq::n_top_logprobs) came with the tokens.
+bool Engine::logprobs_returned(const ForwardBatch& batch, const ForwardOutput& out) {
+  int n_top = -1;
+  for (const ForwardSeq& f : batch.seqs)
+    if (f.need_logits && f.sample_on_device) n_top = std::max(n_top, f.n_top_logprobs);
+  if (n_top < 0) return true;
+  const size_t n_rows = static_cast<size_t>(out.n_rows);
+  return out.n_top >= n_top && out.logprob.size() == n_rows &&
+         out.top.size() == n_rows * static_cast<size_t>(out.n_top);
 }
 
 // Counts the token and sends its event; true when it finished the request (then gone).

@@ -11,6 +11,7 @@
 
 #include "core/result.h"
 #include "core/sampling.h"
+#include "engine/request.h"
 #include "engine/sequence.h"
 #include "engine/token_constraint.h"
 
@@ -57,6 +58,10 @@ struct ForwardSeq {
   // with the same u.
   bool sample_on_device = false;
   RowSampling sampling{};
+  // With sample_on_device, >= 0 (a request asking for logprobs; its row has no edits): the runner
+  // also returns the row's raw log-probability of its token and the row's n_top_logprobs best
+  // (ForwardOutput::logprob / top) for the rows it decides.
+  int n_top_logprobs = -1;
   // With argmax_only or sample_on_device (structured output): the runner's token must be one
   // this constraint allows (TokenConstraint::allows); a token it refuses comes back -1 with the
   // row's logits (after the edits), and the engine then masks the row and draws on the host.
@@ -97,6 +102,12 @@ struct ForwardOutput {
   // need_logits had argmax_only (the first index of the largest logit) or sample_on_device (the
   // draw; -1: not decided, the row's logits are in `logits`, which is then n_rows long).
   std::vector<int32_t> tokens;
+  // With `tokens` and some sequence's n_top_logprobs >= 0: [n_rows] each decided row's
+  // log-probability of its token, and [n_rows, n_top] its best tokens, most likely first
+  // (n_top >= every such sequence's n_top_logprobs). Rows left -1 are the engine's to compute.
+  std::vector<float> logprob;
+  std::vector<TopLogprob> top;
+  int n_top = 0;
   int n_rows = 0;
   int n_vocab = 0;
   std::span<const float> row(int r) const {

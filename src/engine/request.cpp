@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/sampling.h"
+
 namespace t9::engine {
 
 const char* finish_reason_name(FinishReason r) {
@@ -65,8 +67,8 @@ Status validate_request(const GenerateRequest& req, int n_vocab, int max_context
       return error("stop_token_ids[{}]: token id {} outside the vocabulary [0, {})", i,
                    req.stop_token_ids[i], n_vocab);
   }
-  if (req.n_top_logprobs < 0 || req.n_top_logprobs > 20)
-    return error("top_logprobs: must be in [0, 20], got {}", req.n_top_logprobs);
+  if (req.n_top_logprobs < 0 || req.n_top_logprobs > kMaxTopLogprobs)
+    return error("top_logprobs: must be in [0, {}], got {}", kMaxTopLogprobs, req.n_top_logprobs);
   if (!req.cancelled) return error("cancelled: the cancellation flag must not be null");
   return validate_sampling(req.sampling, n_vocab);
 }

@@ -120,22 +120,13 @@ std::vector<Candidate> truncate_candidates(std::span<const float> logits,
 
 void compute_logprobs(std::span<const float> raw_logits, TokenId token, int n_top, float* logprob,
                       std::vector<TopLogprob>* top) {
-  const int n = static_cast<int>(raw_logits.size());
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float l : raw_logits) max_logit = std::max(max_logit, l);
-  double sum = 0;
-  for (float l : raw_logits) sum += std::exp(static_cast<double>(l) - max_logit);
-  const float lse = max_logit + static_cast<float>(std::log(sum));
-  *logprob = raw_logits[token] - lse;
+  n_top = std::clamp(n_top, 0, static_cast<int>(raw_logits.size()));
+  std::vector<int32_t> ids(static_cast<size_t>(n_top));
+  std::vector<float> lps(static_cast<size_t>(n_top));
+  row_logprobs(raw_logits, token, n_top, logprob, ids.data(), lps.data());
   top->clear();
-  n_top = std::min(n_top, n);
-  if (n_top <= 0) return;
-  std::vector<TokenId> ids(n);
-  for (int i = 0; i < n; ++i) ids[i] = i;
-  std::partial_sort(ids.begin(), ids.begin() + n_top, ids.end(), [&](TokenId a, TokenId b) {
-    return raw_logits[a] > raw_logits[b] || (raw_logits[a] == raw_logits[b] && a < b);
-  });
-  for (int i = 0; i < n_top; ++i) top->push_back({ids[i], raw_logits[ids[i]] - lse});
+  for (int i = 0; i < n_top; ++i)
+    top->push_back({ids[static_cast<size_t>(i)], lps[static_cast<size_t>(i)]});
 }
 
 bool argmax_suffices(const SamplingParams& params, bool want_logprobs, int n_top_logprobs) {

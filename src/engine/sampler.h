@@ -63,7 +63,8 @@ void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& par
 std::vector<Candidate> truncate_candidates(std::span<const float> logits,
                                            const SamplingParams& params);
 
-// Raw log-probability of `token` and the n_top most likely tokens (ties: lower id first).
+// Raw log-probability of `token` and the n_top most likely tokens (ties: lower id first):
+// core/sampling.h's row_logprobs, the backends' `logprobs` op.
 void compute_logprobs(std::span<const float> raw_logits, TokenId token, int n_top, float* logprob,
                       std::vector<TopLogprob>* top);
 

@@ -7,7 +7,8 @@
 
 namespace t9::model {
 
-EngineRunner::EngineRunner(Model& model) : model_(model) {
+EngineRunner::EngineRunner(Model& model)
+    : sample_on_host_(std::getenv("TEMPO9_SAMPLE_ON_HOST") != nullptr), model_(model) {
   T9_CHECK(model_.claim_for_engine(),
            "a second engine on one model: both would write the same KV blocks and state slots");
 }
@@ -17,18 +18,8 @@ EngineRunner::~EngineRunner() {
   model_.release_from_engine();
 }
 
-namespace {
-
-// TEMPO9_SAMPLE_ON_HOST=1 (read once, measurement): sampled rows bring their logits back.
-bool sample_on_host() {
-  static const bool host_only = std::getenv("TEMPO9_SAMPLE_ON_HOST") != nullptr;
-  return host_only;
-}
-
-}  // namespace
-
 bool EngineRunner::decides(const RowSampling& sampling) const {
-  return !sample_on_host() && model_.backend().settles(sampling);
+  return !sample_on_host_ && model_.backend().settles(sampling);
 }
 
 Result<engine::ForwardOutput> EngineRunner::run(const engine::ForwardBatch& batch) {
@@ -63,6 +54,17 @@ Result<engine::ForwardOutput> EngineRunner::finish_oldest() {
   out.tokens = std::move(lg.tokens);
   out.n_rows = lg.n_rows;
   out.n_vocab = lg.n_vocab;
+  if (!lg.logprobs.empty()) {  // [n_rows, 1 + k] and [n_rows, k]
+    const size_t k = static_cast<size_t>(lg.n_top);
+    out.n_top = lg.n_top;
+    out.logprob.resize(static_cast<size_t>(lg.n_rows));
+    out.top.resize(static_cast<size_t>(lg.n_rows) * k);
+    for (size_t r = 0; r < out.logprob.size(); ++r) {
+      out.logprob[r] = lg.logprobs[r * (1 + k)];
+      for (size_t j = 0; j < k; ++j)
+        out.top[r * k + j] = {lg.top_ids[r * k + j], lg.logprobs[r * (1 + k) + 1 + j]};
+    }
+  }
   return out;
 }
 
@@ -124,12 +126,14 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
   b.seqs = seqs_;
   b.argmax_only = batch.all_argmax_only();
   sampling_.clear();
-  if (!b.argmax_only && !sample_on_host() && batch.all_sampled_by_runner()) {
+  if (!b.argmax_only && !sample_on_host_ && batch.all_sampled_by_runner()) {
     for (const engine::ForwardSeq& s : batch.seqs) {
       if (!s.need_logits) continue;
       // argmax_only rows: temperature 0 (the argmax); sample_on_device rows: one row each.
       for (int j = 0; j < s.n_logits; ++j)
         sampling_.push_back(s.sample_on_device ? s.sampling : RowSampling{});
+      // One top count for the call: the largest asked (the others' rows are cut on the host).
+      if (s.sample_on_device) b.n_top_logprobs = std::max(b.n_top_logprobs, s.n_top_logprobs);
     }
     b.sampling = sampling_;
     b.edits = batch.edits;

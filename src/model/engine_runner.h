@@ -31,9 +31,12 @@ class EngineRunner final : public engine::ModelRunner {
   // The CUDA backend overlaps (Backend::asynchronous): `auto` pipelines there (docs/CUDA.md,
   // stage 35: greedy output identical, decode +1-2% on the H200 where the device is the bound).
   bool overlaps_steps() const override { return model_.backend().asynchronous(); }
-  // The backend's sampler settles these settings (Backend::settles), unless
-  // TEMPO9_SAMPLE_ON_HOST sends every sampled row's logits back.
+  // The backend's sampler settles these settings (Backend::settles), unless sampling on the host
+  // was asked for (set_sample_on_host, or TEMPO9_SAMPLE_ON_HOST in the environment).
   bool decides(const RowSampling& sampling) const override;
+  // Every sampled row's logits come back and the engine samples (and takes logprobs) on the
+  // host: a measurement switch, and the reference the backend's sampler is tested against.
+  void set_sample_on_host(bool on) { sample_on_host_ = on; }
   bool grow_kv_blocks(int n_blocks_total) override;
   void release_sequence(uint64_t seq_id) override;
   bool has_recurrent_state() const override { return model_.recurrent() != nullptr; }
@@ -59,6 +62,7 @@ class EngineRunner final : public engine::ModelRunner {
     std::optional<Result<engine::ForwardOutput>> output;
   };
   std::deque<Started> started_;
+  bool sample_on_host_ = false;
   std::vector<int32_t> tokens_;  // a pipelined batch's tokens (-1 - row where read on the backend)
 
   Model& model_;

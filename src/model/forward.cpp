@@ -172,6 +172,14 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     out.tokens.resize(rows.size());
   else
     out.data.resize(rows.size() * row_floats);
+  const int k = b.n_top_logprobs;  // >= 0: the sampled rows' logprobs too
+  T9_CHECK(k < 0 || (!b.sampling.empty() && k <= kMaxTopLogprobs && k <= hp_.n_vocab),
+           "forward: {} top logprobs without sampling, or past the limit", k);
+  if (k >= 0) {
+    out.n_top = k;
+    out.logprobs.resize(rows.size() * static_cast<size_t>(1 + k));
+    out.top_ids.resize(rows.size() * static_cast<size_t>(k));
+  }
   Scratch& s = *s_;
   const int R = cfg_.max_logit_rows_per_call;
   for (int first = 0; first < out.n_rows; first += R) {
@@ -196,6 +204,17 @@ Result<Logits> Model::compute_logits(const Batch& b) {
       backend_.upload(s.logit_buf, s.row_params.offset, b.sampling.data() + first,
                       static_cast<size_t>(n) * sizeof(RowSampling));
       backend_.sample(lg, make_tensor(s.logit_buf, s.row_params.offset, GgmlType::I32, 6, n), tok);
+      if (k >= 0) {  // of the rows as drawn from: the caller asks only for rows without edits
+        const Tensor lp = make_tensor(s.logit_buf, s.row_logprobs.offset, GgmlType::F32, 1 + k, n);
+        const Tensor ids =
+            k > 0 ? make_tensor(s.logit_buf, s.row_top_ids.offset, GgmlType::I32, k, n) : Tensor{};
+        backend_.logprobs(lg, tok, k, lp, ids);
+        backend_.download(s.logit_buf, lp.offset, out.logprobs.data() + first * (1 + k),
+                          static_cast<size_t>(n) * (1 + k) * sizeof(float));
+        if (k > 0)
+          backend_.download(s.logit_buf, ids.offset, out.top_ids.data() + first * k,
+                            static_cast<size_t>(n) * k * sizeof(int32_t));
+      }
     }
     backend_.download(s.logit_buf, s.row_max.offset, out.tokens.data() + first,
                       static_cast<size_t>(n) * sizeof(int32_t));

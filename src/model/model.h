@@ -69,6 +69,11 @@ struct Batch {
   // output). A decided token it refuses comes back -1 with its logits (after the edits),
   // as a row the backend leaves undecided; the step is then waited for inside forward().
   std::function<bool(int r, int32_t t)> accepts{};
+  // With sampling, >= 0: also each row's log-probability of its token and its n_top_logprobs
+  // best (Backend::logprobs; Logits::logprobs), at most kMaxTopLogprobs. They are of the row as
+  // the draw saw it, i.e. after `edits`: the raw ones only for rows without edits, which are the
+  // rows the engine asks them for.
+  int n_top_logprobs = -1;
 };
 
 struct Logits {
@@ -80,6 +85,11 @@ struct Logits {
   // [n_rows] with Batch::argmax_only (each row's argmax) or sampling (each row's token, -1: sample
   // it from `data`).
   std::vector<int32_t> tokens;
+  // With Batch::n_top_logprobs = k >= 0: [n_rows, 1 + k] each row's token log-probability (NaN
+  // where the token is -1), then its k best; [n_rows, k] those tokens' ids.
+  std::vector<float> logprobs;
+  std::vector<int32_t> top_ids;
+  int n_top = 0;
   int n_rows = 0;
   int n_vocab = 0;
   std::span<const float> row(int r) const {

@@ -71,6 +71,8 @@ Status Model::Scratch::reserve(Backend& be, const HParams& hp_in, const ModelCon
     l.take(GgmlType::I32, R, 1, 1, 1);
     l.take(GgmlType::I32, R, 1, 1, 1);
     l.take(GgmlType::I32, 6 * R, 1, 1, 1);
+    l.take(GgmlType::F32, (1 + kMaxTopLogprobs) * R, 1, 1, 1);
+    l.take(GgmlType::I32, kMaxTopLogprobs * R, 1, 1, 1);
     l.take(GgmlType::F32, hp->n_embd, 1, R, R);
     l.take(GgmlType::F32, hp->n_vocab, 1, R, R);
     T9_ASSIGN_OR_RETURN(logit_buf, be.alloc(l.offset));
@@ -81,6 +83,8 @@ Status Model::Scratch::reserve(Backend& be, const HParams& hp_in, const ModelCon
     row_max = make_tensor(logit_buf, row_max.offset, GgmlType::I32, R);
     row_params = m.take(GgmlType::I32, 6 * R, 1, 1, 1);
     row_params = make_tensor(logit_buf, row_params.offset, GgmlType::I32, 6, R);
+    row_logprobs = m.take(GgmlType::F32, (1 + kMaxTopLogprobs) * R, 1, 1, 1);
+    row_top_ids = m.take(GgmlType::I32, kMaxTopLogprobs * R, 1, 1, 1);
     sel = reshape_rows(m.take(GgmlType::F32, hp->n_embd, 1, R, R));
     logits = reshape_rows(m.take(GgmlType::F32, hp->n_vocab, 1, R, R));
   }

@@ -25,8 +25,12 @@ struct Model::Scratch {
   Tensor row_ids;     // I32 [R]
   Tensor row_max;     // I32 [R]: the rows' argmax or sampled tokens (Batch::argmax_only, sampling)
   Tensor row_params;  // I32 [R, 6]: one RowSampling per row (Batch::sampling)
-  Tensor sel;         // F32 [R, E]
-  Tensor logits;      // F32 [R, n_vocab]
+  // Batch::n_top_logprobs: F32 [R, 1 + kMaxTopLogprobs] and I32 [R, kMaxTopLogprobs], row r's
+  // of a call at r * (1 + k) and r * k (Backend::logprobs' contiguous [n, 1 + k], [n, k]).
+  Tensor row_logprobs;
+  Tensor row_top_ids;
+  Tensor sel;     // F32 [R, E]
+  Tensor logits;  // F32 [R, n_vocab]
 
   Buffer* buf = nullptr;
   Buffer* logit_buf = nullptr;

@@ -77,7 +77,7 @@ struct DriverOptions {
   bool prefix_cache = true;
   int spec_draft = 0;
   // Pipelined steps (the CPU runner computes them inside enqueue(): the engine's bookkeeping is
-  // what is tested). They need the runner to decide the tokens, so no logprobs then.
+  // what is tested).
   bool pipeline = false;
   bool logprobs = true;
 };

@@ -195,6 +195,69 @@ TEST_F(CudaSample, AdjustLogitsEqualsTheCpuBitForBit) {
   EXPECT_NE(out[1][3], logits[3]);  // the edits did something
 }
 
+// Backend::logprobs: the top ids equal the CPU's (the same order, ties lower id first: exact);
+// the values may differ where lse does. Both take lse = max + float(log(double sum of exp(l -
+// max))), the sums in different orders and CUDA's exp / log for glibc's (each within an ulp in
+// double), so float(log(sum)) can round the other way and lse differ by an ulp of lse; then l -
+// lse rounds once more. Bound: 2 ulp(lse) + ulp(value), lse taken from the CPU's own output.
+TEST_F(CudaSample, LogprobsEqualTheCpu) {
+  auto rng = test_rng();
+  DeviceArena ga(*be_), ca(cpu_);
+  std::normal_distribution<float> bulk(0.0f, 2.5f);
+  auto ulp = [](float x) {
+    x = std::fabs(x);
+    return std::nextafter(x, INFINITY) - x;
+  };
+  for (const int64_t v : {int64_t{151936}, int64_t{37}}) {
+    const int64_t n = 6;
+    std::vector<float> logits(static_cast<size_t>(v * n));
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) {
+      float* row = logits.data() + r * v;
+      for (int64_t i = 0; i < v; ++i) row[i] = bulk(rng);
+      for (int j = 0; j < 4 && v > 1000; ++j) row[rng() % v] = 12.0f + static_cast<float>(j % 2);
+      if (r == 2)  // ties across the row and at the top
+        for (int64_t i = 0; i < v; ++i) row[i] = std::round(row[i] * 2.0f) / 2.0f;
+      if (r == 3) row[5] = -INFINITY;  // a banned token
+      tokens[static_cast<size_t>(r)] = r == 4 ? -1 : static_cast<int32_t>(6 + rng() % (v - 6));
+    }
+    for (const int k : {0, 1, 5, 20}) {
+      std::vector<float> lp[2];
+      std::vector<int32_t> ids[2];
+      int b = 0;
+      for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+        DeviceArena& ar = b == 0 ? ga : ca;
+        const Tensor x = ar.from_host(logits, GgmlType::F32, v, n);
+        const Tensor t = ar.from_host(tokens, GgmlType::I32, n);
+        const Tensor out = ar.poisoned(GgmlType::F32, 1 + k, n);
+        const Tensor top = k > 0 ? ar.poisoned(GgmlType::I32, k, n) : Tensor{};
+        be->logprobs(x, t, k, out, top);
+        lp[b] = ar.download<float>(out);
+        if (k > 0) ids[b] = ar.download<int32_t>(top);
+        ++b;
+      }
+      SCOPED_TRACE(::testing::Message() << "vocabulary " << v << " k " << k);
+      EXPECT_EQ(ids[0], ids[1]);
+      for (int64_t r = 0; r < n; ++r) {
+        const float* g = lp[0].data() + r * (1 + k);
+        const float* c = lp[1].data() + r * (1 + k);
+        const int32_t tok = tokens[static_cast<size_t>(r)];
+        if (tok < 0) {
+          EXPECT_TRUE(std::isnan(g[0]) && std::isnan(c[0])) << "row " << r;
+          if (k == 0) continue;
+        }
+        const float lse = tok >= 0 ? logits[static_cast<size_t>(r * v + tok)] - c[0]
+                                   : logits[static_cast<size_t>(r * v + ids[1][r * k])] - c[1];
+        for (int j = tok >= 0 ? 0 : 1; j < 1 + k; ++j) {
+          ASSERT_TRUE(std::isfinite(c[j])) << "row " << r << " entry " << j;
+          EXPECT_NEAR(g[j], c[j], 2 * ulp(lse) + ulp(c[j])) << "row " << r << " entry " << j;
+        }
+        for (int j = 1; j < k; ++j) EXPECT_LE(c[j + 1], c[j]);  // most likely first
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace t9::test
 

@@ -330,6 +330,20 @@ void CpuBackend::sample(const Tensor& logits, const Tensor& params, const Tensor
     o[r] = sample_row({f32_row(logits, r), static_cast<size_t>(logits.ne[0])}, ps[r]);
 }
 
+void CpuBackend::logprobs(const Tensor& logits, const Tensor& tokens, int k, const Tensor& out,
+                          const Tensor& ids) {
+  check_f32_rows(logits, "logprobs logits");
+  check_f32_rows(out, "logprobs out");
+  check_logprobs_args(logits, tokens, k, out, ids);
+  const int64_t n = logits.n_rows();
+  const auto* t = reinterpret_cast<const int32_t*>(base_ptr(tokens));
+  for (int64_t r = 0; r < n; ++r) {
+    float* o = f32_row(out, r);
+    row_logprobs({f32_row(logits, r), static_cast<size_t>(logits.ne[0])}, t[r], k, o,
+                 k > 0 ? reinterpret_cast<int32_t*>(base_ptr(ids)) + r * k : nullptr, o + 1);
+  }
+}
+
 void CpuBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
   check_f32_rows(logits, "adjust_logits logits");
   T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 6 && edits.is_contiguous(),

@@ -179,6 +179,8 @@ class CudaBackend final : public Backend {
                        const Tensor& gate, const Tensor& out) override;
   void argmax(const Tensor& logits, const Tensor& out) override;
   void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override;
+  void logprobs(const Tensor& logits, const Tensor& tokens, int k, const Tensor& out,
+                const Tensor& ids) override;
   void adjust_logits(const Tensor& logits, const Tensor& edits) override;
   void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) override;
   void softmax(const Tensor& x, const Tensor& out) override;

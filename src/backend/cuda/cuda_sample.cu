@@ -310,6 +310,47 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (tid == 0) out[r] = token;
 }
 
+// Backend::logprobs: one block of 1024 threads per row (a few per decode step, against a
+// vocabulary row copied to the host and reduced there). The host's formula, lse = max +
+// log(sum of exp((double) l - max)), with the double sum in the block's order and CUDA's exp /
+// log (within an ulp of glibc's), so lse can differ from core/sampling.h's row_logprobs by a
+// float ulp where log(sum) sits at a rounding boundary; the token's l - lse; the k best by
+// select_best over the raw logits' keys (the sampler's radix select and bitonic sort): the
+// host's order, ties lower id first, exactly.
+__global__ void __launch_bounds__(kSampleThreads)
+    logprobs_kernel(TensorDesc x, const int32_t* __restrict__ tokens, int k,
+                    uint32_t* __restrict__ keys_all, TensorDesc out, int32_t* __restrict__ ids) {
+  pdl_enter();
+  __shared__ Smem s;
+  const int64_t r = blockIdx.x;
+  const float* xr = reinterpret_cast<const float*>(x.row(r));
+  const int n = static_cast<int>(x.ne0), tid = threadIdx.x;
+  uint32_t* keys = k > 0 ? keys_all + r * n : nullptr;  // no scratch without a top list
+  float v = -INFINITY;
+  for (int i = tid; i < n; i += kSampleThreads) {
+    const float l = xr[i];
+    if (k > 0) keys[i] = order_key(l);
+    v = fmaxf(v, l);
+  }
+  const float mx = block_max(v, s.fscr);
+  double part = 0.0;
+  for (int i = tid; i < n; i += kSampleThreads)
+    part += exp(static_cast<double>(xr[i]) - static_cast<double>(mx));
+  const double sum = block_sum(part, s.dtot);
+  const float lse = mx + static_cast<float>(log(sum));
+  float* o = reinterpret_cast<float*>(out.row(r));
+  if (tid == 0) {
+    const int t = tokens[r];
+    o[0] = t >= 0 && t < n ? xr[t] - lse : NAN;
+  }
+  if (k == 0) return;
+  select_best(keys, n, k, s);  // starts with a barrier: every key is written
+  if (tid < k) {
+    ids[r * k + tid] = s.ids[tid];
+    o[1 + tid] = xr[s.ids[tid]] - lse;
+  }
+}
+
 // Greedy argmax (Backend::argmax): the first index of the largest value, NaN never winning, 0 for
 // a row of only NaN. One block per 4096-element chunk of a row writes its best as one 64-bit key,
 // then one warp per row takes the largest key. A key orders by value (order_key; NaN below every
@@ -433,6 +474,26 @@ bool CudaBackend::settles(const RowSampling& s) const {
   if (s.temperature == 0.0f) return true;
   if (s.top_k > 0) return s.top_k <= cuda::kMaxKept;  // (a top-k past the vocabulary: m = n)
   return s.top_p >= 1.0f && s.min_p <= 0.0f;
+}
+
+void CudaBackend::logprobs(const Tensor& logits, const Tensor& tokens, int k, const Tensor& out,
+                           const Tensor& ids) {
+  T9_CUDA_PROF("logprobs");
+  cuda::check_f32_rows(logits, "logprobs logits");
+  cuda::check_f32_rows(out, "logprobs out");
+  check_logprobs_args(logits, tokens, k, out, ids);
+  const int64_t n = logits.n_rows();
+  derived_->wrote(out);
+  if (k > 0) derived_->wrote(ids);
+  if (n == 0) return;
+  auto* keys = static_cast<uint32_t*>(
+      k == 0 ? nullptr
+             : sample_scratch_.reserve(static_cast<size_t>(n * logits.ne[0]) * sizeof(uint32_t),
+                                       *stream_));
+  stream_->launch(cuda::logprobs_kernel, static_cast<unsigned>(n), cuda::kSampleThreads, 0,
+                  cuda::desc(logits), reinterpret_cast<const int32_t*>(cuda::base_ptr(tokens)), k,
+                  keys, cuda::desc(out),
+                  k > 0 ? reinterpret_cast<int32_t*>(cuda::base_ptr(ids)) : nullptr);
 }
 
 void CudaBackend::sample(const Tensor& logits, const Tensor& params, const Tensor& out) {

@@ -19,6 +19,7 @@ constexpr int kBlock = 4;
 struct Collected {
   std::vector<TokenId> tokens;
   std::vector<float> logprobs;
+  std::vector<std::vector<TopLogprob>> top_logprobs;
   FinishReason finish = FinishReason::kNone;
   std::string error;
   Usage usage;
@@ -70,6 +71,7 @@ class Harness {
       if (ev.token >= 0) {
         out->tokens.push_back(ev.token);
         out->logprobs.push_back(ev.logprob);
+        out->top_logprobs.push_back(ev.top_logprobs);
       }
       out->finish = ev.finish;
       out->error = ev.error;

@@ -109,6 +109,97 @@ TEST(Engine, SampledRowsFromTheRunnerEqualHostSampling) {
   EXPECT_NE(got[0][0], oracle(q0, 20));  // the draws depart from greedy somewhere
 }
 
+// Logprobs from a runner that decides the rows (ForwardSeq::n_top_logprobs: the row's raw
+// log_softmax beside its token, as Backend::logprobs) equal the host's over the copied logits,
+// bit for bit (the same row_logprobs on the same row), in steps mixing greedy and sampled rows,
+// top lists of 0-5 and a plain greedy row (argmax) beside them; with every second row left to
+// the host (-1) too. A request with penalties keeps the host path (its runner row is edited).
+TEST(Engine, LogprobsFromTheRunnerEqualHostLogprobs) {
+  std::vector<TokenId> p;
+  for (int i = 0; i < 24; ++i) p.push_back(static_cast<TokenId>((i * 5) % 11));
+  struct Case {
+    float temperature, top_p, repetition;
+    bool logprobs;
+    int n_top;
+  };
+  const std::vector<std::vector<Case>> batches = {
+      {{0.0f, 1.0f, 1.0f, true, 3},
+       {0.8f, 0.9f, 1.0f, true, 5},
+       {0.7f, 1.0f, 1.0f, true, 0},
+       {0.0f, 1.0f, 1.0f, false, 0}},
+      {{0.8f, 1.0f, 1.3f, true, 2}, {0.0f, 1.0f, 1.0f, false, 0}}};
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    std::vector<testing::Collected>
+        got[3];  // host, runner leaving every second row, runner settling all
+    int64_t runner_rows[3] = {};
+    for (int mode = 0; mode < 3; ++mode) {
+      Harness h(test_config());
+      h.runner.sample_when_asked = mode > 0;
+      h.runner.settle_all = mode == 2;
+      std::vector<uint64_t> ids;
+      for (size_t k = 0; k < batches[bi].size(); ++k) {
+        const Case& c = batches[bi][k];
+        auto r = greedy(p, 12);
+        r.prompt.push_back(static_cast<TokenId>(k));
+        r.sampling.temperature = c.temperature;
+        r.sampling.top_p = c.top_p;
+        r.sampling.repetition_penalty = c.repetition;
+        r.sampling.seed = 7 + k;
+        r.logprobs = c.logprobs;
+        r.n_top_logprobs = c.n_top;
+        ids.push_back(h.submit(std::move(r)));
+      }
+      h.run();
+      for (uint64_t id : ids) got[mode].push_back(h.result(id));
+      runner_rows[mode] = h.runner.n_logprob_rows;
+    }
+    if (bi == 0) {
+      EXPECT_GT(runner_rows[1], 10);  // the runner's logprobs were used
+      EXPECT_GT(runner_rows[2], 3 * 11);
+    } else {
+      EXPECT_EQ(runner_rows[1] + runner_rows[2], 0);  // penalties: the host's
+    }
+    for (int mode = 1; mode < 3; ++mode) {
+      for (size_t k = 0; k < got[0].size(); ++k) {
+        const testing::Collected &a = got[0][k], &b = got[mode][k];
+        SCOPED_TRACE(::testing::Message()
+                     << "batch " << bi << " request " << k << " mode " << mode);
+        EXPECT_EQ(a.finish, FinishReason::kLength) << a.error;
+        EXPECT_EQ(b.finish, FinishReason::kLength) << b.error;
+        EXPECT_EQ(b.tokens, a.tokens);
+        ASSERT_EQ(b.logprobs.size(), a.logprobs.size());
+        ASSERT_EQ(b.top_logprobs.size(), a.top_logprobs.size());
+        if (!batches[bi][k].logprobs) continue;
+        for (size_t t = 0; t < a.logprobs.size(); ++t) {
+          EXPECT_EQ(b.logprobs[t], a.logprobs[t]) << "token " << t;
+          ASSERT_EQ(b.top_logprobs[t].size(), static_cast<size_t>(batches[bi][k].n_top));
+          for (size_t j = 0; j < a.top_logprobs[t].size(); ++j) {
+            EXPECT_EQ(b.top_logprobs[t][j].token, a.top_logprobs[t][j].token);
+            EXPECT_EQ(b.top_logprobs[t][j].logprob, a.top_logprobs[t][j].logprob);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A runner that decides rows asked for logprobs but returns no logprobs fails those requests with
+// a message instead of sending tokens without them.
+TEST(Engine, DecidedTokensWithoutTheirLogprobsFailTheRequest) {
+  Harness h(test_config());
+  h.runner.sample_when_asked = true;
+  h.runner.settle_all = true;
+  h.runner.omit_logprobs = true;
+  auto r = greedy(prompt_of(8, 3), 4);
+  r.logprobs = true;
+  const uint64_t id = h.submit(std::move(r));
+  h.run();
+  EXPECT_EQ(h.result(id).finish, FinishReason::kError);
+  EXPECT_NE(h.result(id).error.find("without the logprobs"), std::string::npos)
+      << h.result(id).error;
+  EXPECT_TRUE(h.result(id).tokens.empty());
+}
+
 // A runner that hands back only each row's argmax when every sequence of the step asks for just
 // that (greedy, no bias, penalties or logprobs: ForwardSeq::argmax_only), as the model does for
 // the GPU: the oracle's tokens, speculative drafts verified from the ids. A request that wants

@@ -138,6 +138,18 @@ class FakeModelRunner : public ModelRunner {
         float& l = out.logits[static_cast<size_t>(e.row) * n_vocab_ + static_cast<size_t>(e.token)];
         l = edited_logit(l, e);
       }
+      // Logprobs as Backend::logprobs gives them: one top count for the batch, the largest asked.
+      int k = -1;
+      for (const ForwardSeq& s : batch.seqs)
+        if (s.need_logits && s.sample_on_device) k = std::max(k, s.n_top_logprobs);
+      if (omit_logprobs) k = -1;
+      if (k >= 0) {
+        out.n_top = k;
+        out.logprob.assign(static_cast<size_t>(out.n_rows), 0.0f);
+        out.top.assign(static_cast<size_t>(out.n_rows) * static_cast<size_t>(k), {});
+      }
+      std::vector<int32_t> ids(static_cast<size_t>(std::max(k, 0)));
+      std::vector<float> lps(ids.size());
       bool any_undecided = false;
       int r = 0;
       for (const ForwardSeq& s : batch.seqs) {
@@ -149,6 +161,13 @@ class FakeModelRunner : public ModelRunner {
           any_undecided = any_undecided || leave;
           out.tokens.push_back(
               leave ? -1 : checked(static_cast<size_t>(r), sample_row(row, s.sampling)));
+          if (k < 0) continue;
+          row_logprobs(row, out.tokens.back(), k, &out.logprob[static_cast<size_t>(r)], ids.data(),
+                       lps.data());
+          n_logprob_rows += s.n_top_logprobs >= 0 && out.tokens.back() >= 0 ? 1 : 0;
+          for (int i = 0; i < k; ++i)
+            out.top[static_cast<size_t>(r * k + i)] = {ids[static_cast<size_t>(i)],
+                                                       lps[static_cast<size_t>(i)]};
         }
       }
       if (!any_undecided && !any_refused) out.logits.clear();
@@ -205,6 +224,8 @@ class FakeModelRunner : public ModelRunner {
   bool sample_when_asked = false;  // decide ForwardSeq::sample_on_device rows (Backend::sample)
   bool settle_all = false;         // and every one of them (decides(): none left undecided)
   int64_t n_sample_runs = 0, n_sampled_rows = 0;
+  int64_t n_logprob_rows = 0;    // decided rows whose logprobs the runner returned (asked for)
+  bool omit_logprobs = false;    // a broken runner: decided rows without the logprobs asked for
   int64_t n_refused_checks = 0;  // decided tokens a ForwardSeq::check refused (sent back -1)
   // Recurrent mode: honour ForwardSeq::save_mid_checkpoint (supports_mid_step_checkpoints).
   bool mid_step = false;

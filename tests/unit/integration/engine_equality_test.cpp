@@ -191,10 +191,10 @@ TEST_F(EngineEquality, PipelinedSampledStepsEqualUnpipelined) {
 // thread, tokens through TokenChannels. Which steps each request shares with which others now
 // depends on timing; the tokens must not.
 // Greedy tokens from the backend's argmax (the reference runs: logits never leave the backend)
-// equal the host sampler's argmax over the copied logits (requests asking for logprobs), batched.
+// equal the host sampler's argmax over the copied logits, batched.
 TEST_F(EngineEquality, BackendArgmaxEqualsHostSampling) {
   EngineSetup setup;
-  setup.logprobs = true;
+  setup.sample_on_host = true;
   EngineSession s(*rm_, setup);
   const auto prompts = short_prompts();
   expect_same_as_alone(prompts, s.run(prompts, kGen), "host sampling");
@@ -202,7 +202,7 @@ TEST_F(EngineEquality, BackendArgmaxEqualsHostSampling) {
 
 // Seeded temperature sampling (top-p, top-k) decided by the backend (Backend::sample: each
 // step's uniform draw taken when the batch is built) equals the host sampler drawing the same
-// request's numbers itself over copied logits (requests asking for logprobs), batched; so do
+// request's numbers itself over copied logits (EngineRunner::set_sample_on_host), batched; so do
 // penalized requests (Backend::adjust_logits first), sampled and greedy. On the CPU backend the
 // ops are the host sampler's own code, so the tokens must be identical.
 TEST_F(EngineEquality, BackendSamplingEqualsHostSampling) {
@@ -223,13 +223,54 @@ TEST_F(EngineEquality, BackendSamplingEqualsHostSampling) {
       EngineSetup setup;
       setup.temperature = c.temperature, setup.top_p = c.top_p, setup.top_k = c.top_k;
       setup.seed = 42, setup.repetition_penalty = c.repetition, setup.presence_penalty = c.presence;
-      setup.logprobs = host == 1;
+      setup.sample_on_host = host == 1;
       EngineSession s(*rm_, setup);
       got[host] = s.run(prompts, kGen);
     }
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_EQ(got[0][i].finish, engine::FinishReason::kLength) << got[0][i].error;
       EXPECT_EQ(got[0][i].tokens, got[1][i].tokens) << "request #" << i << " top_p " << top_p;
+    }
+  }
+}
+
+// Logprobs taken by the backend beside its draw (Backend::logprobs: the token's and the top 5,
+// 4 bytes a value back instead of the vocabulary row) equal the host's over copied logits, for
+// greedy and sampled requests, pipelined too. On the CPU backend both are core/sampling.h's
+// row_logprobs over the same row: the same bits.
+TEST_F(EngineEquality, BackendLogprobsEqualHostLogprobs) {
+  const auto prompts = short_prompts();
+  for (const float temperature : {0.0f, 0.9f}) {
+    std::vector<Output> got[2];
+    for (int host = 0; host < 2; ++host) {
+      EngineSetup setup;
+      setup.temperature = temperature, setup.top_p = 0.95f, setup.seed = 5;
+      setup.logprobs = true, setup.top_logprobs = 5;
+      setup.sample_on_host = host == 1;
+      setup.pipeline = host == 0;
+      EngineSession s(*rm_, setup);
+      got[host] = s.run(prompts, kGen);
+      if (host == 0) {
+        EXPECT_GT(s.stats().n_pipelined_steps, 0);
+      }
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const Output &dev = got[0][i], &ref = got[1][i];
+      SCOPED_TRACE(::testing::Message() << "request #" << i << " temperature " << temperature);
+      EXPECT_EQ(dev.finish, engine::FinishReason::kLength) << dev.error;
+      EXPECT_EQ(dev.tokens, ref.tokens);
+      EXPECT_EQ(dev.logprobs, ref.logprobs);
+      ASSERT_EQ(dev.top_logprobs.size(), ref.top_logprobs.size());
+      for (size_t t = 0; t < ref.top_logprobs.size(); ++t) {
+        ASSERT_EQ(dev.top_logprobs[t].size(), 5u);
+        ASSERT_EQ(ref.top_logprobs[t].size(), 5u);
+        for (size_t j = 0; j < 5; ++j) {
+          EXPECT_EQ(dev.top_logprobs[t][j].token, ref.top_logprobs[t][j].token);
+          EXPECT_EQ(dev.top_logprobs[t][j].logprob, ref.top_logprobs[t][j].logprob);
+        }
+        // The token's own logprob is at most the best one's (a sanity check of the pairing).
+        EXPECT_LE(dev.logprobs[t], dev.top_logprobs[t][0].logprob);
+      }
     }
   }
 }

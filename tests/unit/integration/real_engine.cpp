@@ -75,8 +75,18 @@ engine::GenerateRequest greedy_request(const std::vector<TokenId>& prompt, int m
   return r;
 }
 
+namespace {
+
+std::unique_ptr<engine::ModelRunner> make_runner(RealModel& rm, const EngineSetup& setup) {
+  auto runner = std::make_unique<model::EngineRunner>(*rm.model);
+  runner->set_sample_on_host(setup.sample_on_host);
+  return runner;
+}
+
+}  // namespace
+
 EngineSession::EngineSession(RealModel& rm, const EngineSetup& setup)
-    : runner_(std::make_unique<model::EngineRunner>(*rm.model)),
+    : runner_(make_runner(rm, setup)),
       engine_(std::make_unique<engine::Engine>(
           make_engine_config(setup, rm.model->config().kv_block_size), *runner_)),
       setup_(setup) {}
@@ -85,6 +95,7 @@ std::shared_ptr<Output> EngineSession::submit(const std::vector<TokenId>& prompt
   auto out = std::make_shared<Output>();
   engine::GenerateRequest r = greedy_request(prompt, max_tokens);
   r.logprobs = setup_.logprobs;
+  r.n_top_logprobs = setup_.top_logprobs;
   if (setup_.temperature > 0.0f) {
     r.sampling.temperature = setup_.temperature;
     r.sampling.top_p = setup_.top_p;
@@ -95,7 +106,11 @@ std::shared_ptr<Output> EngineSession::submit(const std::vector<TokenId>& prompt
   r.sampling.presence_penalty = setup_.presence_penalty;
   ++n_submitted_;
   r.on_event = [out](const engine::TokenEvent& ev) {
-    if (ev.token >= 0) out->tokens.push_back(ev.token);
+    if (ev.token >= 0) {
+      out->tokens.push_back(ev.token);
+      out->logprobs.push_back(ev.logprob);
+      out->top_logprobs.push_back(ev.top_logprobs);
+    }
     out->finish = ev.finish;
     out->error = ev.error;
     out->usage = ev.usage;

@@ -46,9 +46,13 @@ struct EngineSetup {
   bool prefix_cache = true;
   bool integrity_checks = true;  // check_integrity() after every step (off for timing)
   int spec_draft = 0;            // speculative prompt-lookup drafts per step (0 = off)
-  // Requests ask for logprobs: the runner then returns logits and the engine samples on the host
-  // (otherwise greedy rows come back as the backend's argmax, ForwardSeq::argmax_only).
+  // Requests ask for logprobs (and this many top ones): the backend's sampler returns them with
+  // the tokens (Backend::logprobs), unless sample_on_host.
   bool logprobs = false;
+  int top_logprobs = 0;
+  // Every sampled row's logits come back and the engine samples on the host
+  // (EngineRunner::set_sample_on_host): the reference for the backend's sampler.
+  bool sample_on_host = false;
   // Sampling: temperature 0 (the default) is greedy; above it, request i gets seed + i.
   float temperature = 0.0f;
   float top_p = 1.0f;
@@ -64,6 +68,8 @@ engine::EngineConfig make_engine_config(const EngineSetup& s, int block_size);
 // What one request produced.
 struct Output {
   std::vector<TokenId> tokens;  // generated ids, in order
+  std::vector<float> logprobs;  // with EngineSetup::logprobs, one per token
+  std::vector<std::vector<engine::TopLogprob>> top_logprobs;
   engine::FinishReason finish = engine::FinishReason::kNone;
   std::string error;
   engine::Usage usage;
