@@ -11,6 +11,9 @@
 //   --warmup: before the timed run, one untimed run of the same shape (llama-bench's warm-up), so
 //   that the timed prompt and decode steps do not pay first-use costs (the CUDA driver loads a
 //   kernel at its first launch, scratch grows, each decode batch size captures its graph once).
+//   --logprobs N: every request asks for its tokens' log-probabilities and the N most likely
+//   (as the server's `logprobs` / `top_logprobs`); the first request's mean log-probability and
+//   its first token's top list go to stderr (compare TEMPO9_SAMPLE_ON_HOST=1: the host's).
 //
 // Generated text streams to stdout; load progress (on a terminal) and timings go to stderr.
 //
@@ -30,6 +33,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "apps/chat_setup.h"
 #include "apps/command.h"
@@ -61,6 +66,7 @@ struct RunOptions {
   bool ignore_eos = false;
   int parallel = 1;  // copies of the prompt run side by side (not with --chat)
   bool warmup = false;
+  int logprobs = -1;  // >= 0: logprobs and this many top ones for every request
   engine::StepPipeline pipeline = engine::StepPipeline::kAuto;
 };
 
@@ -112,6 +118,7 @@ class Runner {
       req.prompt = prompt_ids;
       req.max_tokens = std::min(opt_.n_predict, 8);
       req.sampling.temperature = 0.0f;
+      ask_logprobs(req);
       req.on_event = [&n_done, &err](const engine::TokenEvent& ev) {
         if (ev.finish == engine::FinishReason::kError && err.empty()) err = ev.error;
         if (ev.finish != engine::FinishReason::kNone) ++n_done;
@@ -142,6 +149,7 @@ class Runner {
       req.sampling.min_p = opt_.min_p;
       req.sampling.seed = opt_.seed;
       if (!opt_.ignore_eos) req.stop_token_ids = eog_;
+      ask_logprobs(req);
       auto& mine = events[static_cast<size_t>(i)];
       req.on_event = [&mine](const engine::TokenEvent& ev) { mine.push_back(ev); };
       cancelled.push_back(req.cancelled);
@@ -154,8 +162,10 @@ class Runner {
     std::string text;
     const auto t0 = std::chrono::steady_clock::now();
     auto t_first = t0;
-    int n_gen = 0;      // the first request's tokens
-    long n_others = 0;  // the other requests' tokens
+    int n_gen = 0;           // the first request's tokens
+    long n_others = 0;       // the other requests' tokens
+    double logprob_sum = 0;  // the first request's (--logprobs)
+    std::vector<engine::TopLogprob> first_top;
     int n_done = 0;
     std::vector<bool> finished(static_cast<size_t>(n_req), false);
     std::string err;
@@ -169,7 +179,11 @@ class Runner {
             if (i > 0) {
               ++n_others;
             } else {
-              if (n_gen++ == 0) t_first = std::chrono::steady_clock::now();
+              if (n_gen++ == 0) {
+                t_first = std::chrono::steady_clock::now();
+                first_top = ev.top_logprobs;
+              }
+              logprob_sum += ev.logprob;
               std::string piece;
               if (dec.push(ev.token, piece).ok()) {
                 std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -194,6 +208,13 @@ class Runner {
     std::fputc('\n', stdout);
     std::fflush(stdout);
     print_timings(prompt_ids.size(), n_gen, t0, t_first);
+    if (opt_.logprobs >= 0 && n_gen > 0) {
+      std::string top;
+      for (const engine::TopLogprob& t : first_top)
+        top += fmt::format(" {}:{:.6f}", t.token, t.logprob);
+      std::fprintf(stderr, "[logprobs: mean %.6f over %d tokens; first token's top:%s]\n",
+                   logprob_sum / n_gen, n_gen, top.c_str());
+    }
     if (n_req > 1) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::fprintf(stderr, "[parallel: %d requests, %ld tokens generated in all, %.1f tok/s]\n",
@@ -205,6 +226,11 @@ class Runner {
   }
 
  private:
+  void ask_logprobs(engine::GenerateRequest& req) const {
+    if (opt_.logprobs < 0) return;
+    req.logprobs = true;
+    req.n_top_logprobs = opt_.logprobs;
+  }
   static engine::EngineConfig engine_config(const RunOptions& opt, model::Model& m) {
     engine::EngineConfig c;
     c.max_context_tokens = opt.ctx;
@@ -378,6 +404,10 @@ const bool registered = register_command(Command{
                      "Run the prompt as N concurrent requests (batched decode; the first prints)")
           ->check(CLI::Range(1, engine::SchedulerConfig{}.max_seqs))
           ->excludes(c);
+      sub.add_option("--logprobs", opt->logprobs,
+                     "Ask every request for its tokens' logprobs and the N most likely; the first "
+                     "request's mean goes to stderr")
+          ->check(CLI::Range(0, kMaxTopLogprobs));
       sub.add_flag("--warmup", opt->warmup,
                    "One untimed run of the same shape first (first-use costs out of the timings)")
           ->excludes(c);

@@ -1,6 +1,7 @@
 """`tempo9 run` on the real SmolLM2 file (CPU): a greedy answer, the same prompt as concurrent
 requests (`--parallel`: batched decode steps must not change a request's tokens, rule 7 of
 docs/ARCHITECTURE.md), and the option's bad values."""
+import os
 import re
 import subprocess
 
@@ -69,3 +70,28 @@ def test_warmup_changes_neither_the_text_nor_the_timed_counts():
     assert engine_steps(warm.stderr) == engine_steps(cold.stderr)
     r = run("--chat", "--warmup", check=False)
     assert r.returncode != 0 and "excludes" in r.stderr
+
+
+def test_logprobs_from_the_backend_equal_the_hosts():
+    """`--logprobs N`: the backend's logprobs (Backend::logprobs beside its draw) print the same
+    mean and top list as the host's over copied logits (TEMPO9_SAMPLE_ON_HOST), sampled, in a
+    batch of 3; and N outside [0, 20] is an error naming the option."""
+    args = ("-p", CAPITAL_QUESTION, "-n", "16", "--temp", "0.8", "--seed", "9", "--logprobs", "4",
+            "--parallel", "3")
+    dev = run(*args)
+    host = subprocess.run([BIN, "run", "-m", str(SMOLLM2), *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TEMPO9_SAMPLE_ON_HOST": "1"})
+    assert host.returncode == 0, host.stderr
+    line = re.search(r"\[logprobs: mean (-?[\d.]+) over (\d+) tokens; first token's top:(.*)\]",
+                     dev.stderr)
+    assert line, dev.stderr
+    assert float(line.group(1)) <= 0 and int(line.group(2)) == generated(dev.stderr)
+    top = line.group(3).split()
+    assert len(top) == 4
+    lps = [float(t.split(":")[1]) for t in top]
+    assert lps == sorted(lps, reverse=True) and lps[0] <= 0
+    assert dev.stdout == host.stdout
+    assert line.group(0) in host.stderr
+    for bad in ("21", "-2"):
+        r = run("-p", "hi", "--logprobs", bad, check=False)
+        assert r.returncode != 0 and "--logprobs" in r.stderr
