@@ -5,7 +5,8 @@
 # cuda_gemv_bench`; there (device tool, carry [".devrun"]): `bash
 # bench/device_plans/few_row_mma_8b.sh` (~7 min; $OUT/log.txt). The few-row test; the GEMV bench
 # on the 8B's Q4_K and Q6_K shapes at 8, 16 and 32 rows (kernel on up to 32 rows / off); greedy
-# text at 8 and 32 rows on vs off; 32-way rounds (bench cold) on / off.
+# text at 8 and 32 rows on vs off; logprobs beside the device's draw vs on the host (8 rows);
+# 32-way rounds (bench cold) on / off.
 # Settings: TEMPO9_CUDA_MMA_ROWS_MIN=2 turns the kernel on, TEMPO9_CUDA_MMA_ROWS_MAX=32 lets it
 # take the 16-32-row calls from the tile kernel.
 cd "$(dirname "$0")/../.." || exit 1
@@ -28,6 +29,10 @@ for v in "2 32" "0 32"; do
     .devrun/bin/cuda_gemv_bench 4234 Q6_K 4096x1024x8,12288x4096x8,4096x1024x32,12288x4096x32 2>&1 |
     grep -E '^(type|Q6_K)'
 done
+# Logprobs on the device (session 39, stage 37): its op test, timed below.
+.devrun/bin/test_cuda_ops --gtest_filter='CudaSample.*' >"$OUT/tests_sample.txt" 2>&1
+echo "sample tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests_sample.txt" | tr '\n' ' ')"
+grep -E '^\[  FAILED|Failure|Expected|Which is|row ' "$OUT/tests_sample.txt" | head -20
 echo "t=$((SECONDS - T0)) s"
 [ $RC = 0 ] || exit 1
 env $S8 OUT=/tmp/synth8 bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
@@ -41,6 +46,18 @@ for k in 8 32; do
   done
   echo "greedy text at $k rows, few-row GEMV on vs off: $(cmp /tmp/par${k}_2.txt /tmp/par${k}_0.txt >/dev/null && echo identical || echo DIFFERENT) ($(wc -c </tmp/par${k}_2.txt) bytes)"
 done
+echo "t=$((SECONDS - T0)) s"
+# 8 sampled rows with logprobs (top 5): beside the device's draw vs the vocabulary rows copied to
+# the host (TEMPO9_SAMPLE_ON_HOST=1); the same text and the same logprobs line within ulps.
+for h in 0 1 0 1; do
+  if [ "$h" = 1 ]; then export TEMPO9_SAMPLE_ON_HOST=1; else unset TEMPO9_SAMPLE_ON_HOST; fi
+  "$T9" run -m "$M" --raw -p "$P" -n 64 --temp 0.8 \
+    --top-p 0.95 --seed 5 --logprobs 5 --ignore-eos --backend cuda --ctx 1000 --parallel 8 \
+    --warmup >/tmp/lp_$h.txt 2>/tmp/e.txt
+  echo "8B 8 rows logprobs, SAMPLE_ON_HOST=$h: $(grep -E '^\[(engine|logprobs)' /tmp/e.txt | tr '\n' ' ')"
+done
+unset TEMPO9_SAMPLE_ON_HOST
+echo "sampled text with logprobs, device vs host: $(cmp /tmp/lp_0.txt /tmp/lp_1.txt >/dev/null && echo identical || echo DIFFERENT)"
 echo "t=$((SECONDS - T0)) s"
 for v in 2 0 2 0; do
   env TEMPO9_CUDA_MMA_ROWS_MIN=$v TEMPO9_CUDA_MMA_ROWS_MAX=32 $S8 MODEL=$M WAYS=32 ROUNDS=2 \
