@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The few-row tensor-core GEMV's first device run (written in session 38, when no device was lent;
 # cuda_gemv_mma.cu: Q8_0 at 2-15 rows, off by default: TEMPO9_CUDA_MMA_ROWS_MIN=2 turns it on,
-# 1 also takes one-row calls) + kernel_trace --min-us/--max-us. Here: `bash scripts/device_stage.sh
-# cuda_gemv_bench`; there (device tool, carry [".devrun"]): `bash bench/device_plans/few_row_mma.sh`
-# (~6 min; $OUT/log.txt). The matmul tests;
+# 1 also takes one-row calls) + kernel_trace --min-us/--max-us, and the Gated DeltaNet's prompt
+# chains on sixteen threads a column (session 39: TEMPO9_CUDA_GDN=chains). Here: `bash
+# scripts/device_stage.sh cuda_gemv_bench`; there (device tool, carry
+# [".devrun"]): `bash bench/device_plans/few_row_mma.sh` (~7 min; $OUT/log.txt). The matmul tests;
 # the GEMV bench at 1-15 rows on and off; greedy text at 8 rows on and off; the 35B single decode
-# with the kernel also at one row; 8 agents on / off twice; then, while the call's time allows,
+# with the kernel also at one row; a 4k prompt with the DeltaNet chains vs rounds; 8
+# agents on / off twice and on with the chains; then, while the call's time allows,
 # the load traced (its prompt steps, windows >= 60 ms, and its decode steps, 4-20 ms, as kernel
 # tables) and an ncu of the kernel.
 cd "$(dirname "$0")/../.." || exit 1
@@ -28,7 +30,6 @@ done
 TEMPO9_CUDA_MMA_ROWS_MIN=2 .devrun/bin/test_cuda_ops --gtest_filter='Cuda*:*/Cuda*' >$OUT/tests_on.txt 2>&1
 echo "all CUDA tests with the kernel on, rc $?: $(grep -E '^\[  (PASSED|FAILED)' $OUT/tests_on.txt | tr '\n' ' ')"
 grep -E '^\[  FAILED' $OUT/tests_on.txt | head -10
-echo "t=$((SECONDS - T0)) s"
 [ $RC = 0 ] || exit 1
 env $S35 OUT=/tmp/synth bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
 echo "t=$((SECONDS - T0)) s"
@@ -53,10 +54,25 @@ for v in 1 2; do
   echo "35B single, MMA_ROWS_MIN=$v: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
 done
 echo "greedy text at 1 row, the mma GEMV at 1 row vs off: $(cmp /tmp/one_1.txt /tmp/one_2.txt >/dev/null && echo identical || echo DIFFERENT)"
+# The Gated DeltaNet's prompt chains on sixteen threads a column (session 39, stage 38; its
+# bitwise test is CudaHybrid.GatedDeltaNetStepsCarryState, run above) against four: the 4k
+# prompt's time, and the op's per-call time from the op profiler (graphs off there).
+for g in rounds chains rounds chains; do
+  TEMPO9_CUDA_GDN=$g "$T9" run -m "$M" --raw -p "$P4" -n 16 --temp 0 --ignore-eos --backend cuda \
+    --ctx 4400 --warmup >/tmp/gdn_$g.txt 2>/tmp/e.txt
+  echo "35B 4k prompt, TEMPO9_CUDA_GDN=$g: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
+done
+for g in rounds chains; do
+  TEMPO9_CUDA_PROFILE=1 TEMPO9_CUDA_GDN=$g "$T9" run -m "$M" --raw -p "$P4" -n 4 --temp 0 \
+    --ignore-eos --backend cuda --ctx 4400 >/dev/null 2>/tmp/e.txt
+  echo "op profile, TEMPO9_CUDA_GDN=$g: $(grep -E 'gated_delta_net' /tmp/e.txt | tr -s ' ' | tr '\n' '|')"
+done
+echo "greedy text after a 4k prompt, DeltaNet chains vs rounds: $(cmp /tmp/gdn_rounds.txt /tmp/gdn_chains.txt >/dev/null && echo identical || echo DIFFERENT)"
 agents on TEMPO9_CUDA_MMA_ROWS_MIN=2
 agents off TEMPO9_CUDA_MMA_ROWS_MIN=0
 agents on2 TEMPO9_CUDA_MMA_ROWS_MIN=2
 agents off2 TEMPO9_CUDA_MMA_ROWS_MIN=0
+agents on_chains TEMPO9_CUDA_MMA_ROWS_MIN=2 TEMPO9_CUDA_GDN=chains
 echo "t=$((SECONDS - T0)) s"
 # The rest only while the call's 10 minutes allow (the parts above take ~6).
 [ $((SECONDS - T0)) -lt 420 ] || exit 0

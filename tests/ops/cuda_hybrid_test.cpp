@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -690,62 +691,78 @@ TEST_F(CudaHybrid, GatedDeltaNetMatchesCpuRecurrent) {
 // token by token whatever the step, and the state between steps is the same floats the kernel
 // keeps in registers); the result matches the CPU (fed token by token) within gdn_bound. Steps of
 // 1 and 7 run gdn_regs_kernel, the whole sequences gdn_rounds_kernel (three rounds of prepared
-// tokens), so this also holds the two kernels to the same bits.
+// tokens) on four threads a column, and again on sixteen (CudaBackendConfig::gdn_chains), so this
+// also holds the three kernels to the same bits; for d_k 64 / d_v 32, the real shape 128 / 128
+// (four column blocks) and 16 / 48 (a partial column block).
 TEST_F(CudaHybrid, GatedDeltaNetStepsCarryState) {
   auto rng = test_rng();
-  const GdnCase c{2, 4, 64, 32, true};
-  const int64_t T = 70;
-  const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), row = c.nv * c.dv;
-  // Token t of sequence s is input row 2t + s; sequence 0 uses slot 2, sequence 1 slot 0 (both
-  // start fresh over garbage), slot 1 is never touched.
-  const GdnInputs in = gdn_inputs(rng, c, 2 * T);
-  const std::vector<float> garbage = random_floats(rng, 3 * slot);
-  std::vector<std::vector<float>> outs, states;
-  for (int64_t step : {int64_t{1}, int64_t{7}, T}) {
-    std::vector<float> state = garbage, out(static_cast<size_t>(2 * T) * row);
-    for (int64_t t0 = 0; t0 < T; t0 += step) {
-      const int64_t n = std::min(step, T - t0);
-      // This step's batch: sequence 0's n rows, then sequence 1's.
-      auto pick = [&](const std::vector<float>& v, int64_t per) {
-        std::vector<float> r;
+  CudaBackendConfig chains_cfg;
+  chains_cfg.gdn_chains = true;
+  CudaBackend chains(chains_cfg);
+  for (const GdnCase& c :
+       {GdnCase{2, 4, 64, 32, true}, GdnCase{2, 4, 128, 128, false}, GdnCase{1, 2, 16, 48, true}}) {
+    SCOPED_TRACE(::testing::Message() << "d_k " << c.dk << " d_v " << c.dv);
+    const int64_t T = 70;
+    const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), row = c.nv * c.dv;
+    // Token t of sequence s is input row 2t + s; sequence 0 uses slot 2, sequence 1 slot 0 (both
+    // start fresh over garbage), slot 1 is never touched.
+    const GdnInputs in = gdn_inputs(rng, c, 2 * T);
+    const std::vector<float> garbage = random_floats(rng, 3 * slot);
+    std::vector<std::vector<float>> outs, states;
+    const std::pair<Backend*, int64_t> runs[] = {
+        {be_.get(), 1}, {be_.get(), 7}, {be_.get(), T}, {&chains, T}};
+    for (const auto& [be, step] : runs) {
+      std::vector<float> state = garbage, out(static_cast<size_t>(2 * T) * row);
+      for (int64_t t0 = 0; t0 < T; t0 += step) {
+        const int64_t n = std::min(step, T - t0);
+        // This step's batch: sequence 0's n rows, then sequence 1's.
+        auto pick = [&](const std::vector<float>& v, int64_t per) {
+          std::vector<float> r;
+          for (int s = 0; s < 2; ++s)
+            for (int64_t t = t0; t < t0 + n; ++t)
+              r.insert(r.end(), v.begin() + (2 * t + s) * per, v.begin() + (2 * t + s + 1) * per);
+          return r;
+        };
+        GdnInputs part = in;
+        part.q = pick(in.q, c.nk * c.dk), part.k = pick(in.k, c.nk * c.dk);
+        part.v = pick(in.v, c.nv * c.dv), part.a = pick(in.a, c.nv), part.b = pick(in.b, c.nv);
+        const int32_t fresh = t0 == 0, n32 = static_cast<int32_t>(n);
+        const std::vector<int32_t> seqs{0, n32, 2, fresh, n32, n32, 0, fresh};
+        const auto o = run_gdn(*be, c, part, 0, 2 * n, seqs, state);
         for (int s = 0; s < 2; ++s)
-          for (int64_t t = t0; t < t0 + n; ++t)
-            r.insert(r.end(), v.begin() + (2 * t + s) * per, v.begin() + (2 * t + s + 1) * per);
-        return r;
-      };
-      GdnInputs part = in;
-      part.q = pick(in.q, c.nk * c.dk), part.k = pick(in.k, c.nk * c.dk);
-      part.v = pick(in.v, c.nv * c.dv), part.a = pick(in.a, c.nv), part.b = pick(in.b, c.nv);
-      const int32_t fresh = t0 == 0, n32 = static_cast<int32_t>(n);
-      const std::vector<int32_t> seqs{0, n32, 2, fresh, n32, n32, 0, fresh};
-      const auto o = run_gdn(*be_, c, part, 0, 2 * n, seqs, state);
-      for (int s = 0; s < 2; ++s)
-        for (int64_t t = 0; t < n; ++t)
-          std::copy_n(o.begin() + static_cast<int64_t>((s * n + t) * row), row,
-                      out.begin() + static_cast<int64_t>((2 * (t0 + t) + s) * row));
+          for (int64_t t = 0; t < n; ++t)
+            std::copy_n(o.begin() + static_cast<int64_t>((s * n + t) * row), row,
+                        out.begin() + static_cast<int64_t>((2 * (t0 + t) + s) * row));
+      }
+      outs.push_back(out);
+      states.push_back(state);
     }
-    outs.push_back(out);
-    states.push_back(state);
+    // The first element that differs (-1: none), for the failure message.
+    const auto diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+      for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+        if (float_bits(a[i]) != float_bits(b[i])) return static_cast<int64_t>(i);
+      return a.size() == b.size() ? int64_t{-1}
+                                  : static_cast<int64_t>(std::min(a.size(), b.size()));
+    };
+    const char* names[] = {"steps of 1", "steps of 7", "whole (rounds)", "whole (chains)"};
+    for (size_t r = 1; r < outs.size(); ++r) {
+      EXPECT_EQ(diff(outs[0], outs[r]), -1)
+          << "out: " << names[0] << " vs " << names[r] << " (" << row << " floats per row)";
+      EXPECT_EQ(diff(states[0], states[r]), -1) << "state: " << names[0] << " vs " << names[r];
+    }
+    std::vector<float> sc = garbage, oc;
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t fresh = t == 0;
+      const std::vector<int32_t> seqs{0, 1, 2, fresh, 1, 1, 0, fresh};
+      const auto o = run_gdn(cpu_, c, in, 2 * t, 2, seqs, sc);
+      oc.insert(oc.end(), o.begin(), o.end());
+    }
+    expect_close(outs[2], oc, gdn_bound(c, T, oc), "stepped out vs cpu");
+    expect_close(states[2], sc, gdn_bound(c, T, sc), "stepped state vs cpu");
+    // Slot 1 is no sequence's: untouched by every run.
+    for (size_t i = slot; i < 2 * slot; ++i)
+      ASSERT_EQ(float_bits(states[3][i]), float_bits(garbage[i]));
   }
-  // The first element that differs (-1: none), for the failure message.
-  const auto diff = [](const std::vector<float>& a, const std::vector<float>& b) {
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-      if (float_bits(a[i]) != float_bits(b[i])) return static_cast<int64_t>(i);
-    return a.size() == b.size() ? int64_t{-1} : static_cast<int64_t>(std::min(a.size(), b.size()));
-  };
-  EXPECT_EQ(diff(outs[0], outs[1]), -1) << "out: steps of 1 vs 7 (" << row << " floats per row)";
-  EXPECT_EQ(diff(outs[0], outs[2]), -1) << "out: steps of 1 vs whole";
-  EXPECT_EQ(diff(states[0], states[1]), -1) << "state: steps of 1 vs 7";
-  EXPECT_EQ(diff(states[0], states[2]), -1) << "state: steps of 1 vs whole";
-  std::vector<float> sc = garbage, oc;
-  for (int64_t t = 0; t < T; ++t) {
-    const int32_t fresh = t == 0;
-    const std::vector<int32_t> seqs{0, 1, 2, fresh, 1, 1, 0, fresh};
-    const auto o = run_gdn(cpu_, c, in, 2 * t, 2, seqs, sc);
-    oc.insert(oc.end(), o.begin(), o.end());
-  }
-  expect_close(outs[2], oc, gdn_bound(c, T, oc), "stepped out vs cpu");
-  expect_close(states[2], sc, gdn_bound(c, T, sc), "stepped state vs cpu");
 }
 
 }  // namespace

@@ -521,6 +521,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
     mma_rows_min_ = std::max(0, std::atoi(e));
   if (const char* e = std::getenv("TEMPO9_CUDA_MMA_ROWS_MAX"))
     mma_rows_max_ = std::clamp(std::atoi(e), 1, 32);
+  gdn_chains_ = cfg.gdn_chains;
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }

@@ -80,6 +80,11 @@ struct CudaBackendConfig {
   // timing: docs/CUDA.md stage 36); TEMPO9_CUDA_MMA_ROWS_MIN / _MAX=N override.
   int mma_rows_min = 0;
   int mma_rows_max = 15;
+  // Gated DeltaNet calls of prompt-length sequences run their token chains on sixteen threads a
+  // state column (gdn_rounds_kernel<kRows, 16>: one partial chain each; same bits) instead of
+  // four. Off until it has run on the H200 (docs/CUDA.md stage 38); TEMPO9_CUDA_GDN=chains
+  // (or rounds, regs) forces a kernel.
+  bool gdn_chains = false;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -264,6 +269,7 @@ class CudaBackend final : public Backend {
   int moe_down_split_ = 3;  // CudaBackendConfig::moe_down_split
   int mma_rows_min_ = 0;    // CudaBackendConfig::mma_rows_min
   int mma_rows_max_ = 15;   // CudaBackendConfig::mma_rows_max
+  bool gdn_chains_ = false;  // CudaBackendConfig::gdn_chains
   long fused_matmuls_ = 0;
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;    // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -240,6 +241,46 @@ __device__ __forceinline__ float gdn_token(float (&S)[kRows], const float* k_row
   return gdn_column_dot<kRows>(S, qv);
 }
 
+// The same token with sixteen threads per column: thread (quarter qq, chain c) holds the kRows / 4
+// rows i = kRows qq + c + 4 n (n in order) of its column, i.e. exactly the terms of
+// gdn_column_dot's partial chain c in quarter qq, summed in the same order. The chains join
+// (p0 + p1) + (p2 + p3) over two shuffle levels (a + b and b + a are the same float) and the
+// quarters over two more, as gdn_column_dot's xor tree: the same bits as gdn_token with four
+// times the threads, so a prompt's chain of tokens runs on four warps per scheduler instead of
+// one (lane = 16 (column in the warp) + 4 qq + c).
+template <int kRows>
+__device__ __forceinline__ float gdn_chain_dot(const float (&a)[kRows / 4],
+                                               const float (&b)[kRows / 4]) {
+  float d = 0.0f;
+#pragma unroll
+  for (int n = 0; n < kRows / 4; ++n) d = fmaf(a[n], b[n], d);
+  d += __shfl_xor_sync(0xffffffffu, d, 1);  // p0 + p1 (or p2 + p3)
+  d += __shfl_xor_sync(0xffffffffu, d, 2);  // (p0 + p1) + (p2 + p3)
+  d += __shfl_xor_sync(0xffffffffu, d, 4);  // the quarters: gdn_column_dot's xor 1
+  d += __shfl_xor_sync(0xffffffffu, d, 8);  // and xor 2
+  return d;
+}
+template <int kRows>
+__device__ __forceinline__ float gdn_token_chain(float (&S)[kRows / 4], const float* k_row,
+                                                 const float* q_row, int qq, int c, float decay,
+                                                 float beta, float vj) {
+  constexpr int kN = kRows / 4;
+  const int at = qq * kGdnQuarter<kRows> + c;  // gdn_at(kRows qq + c)
+  float kv[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) kv[n] = k_row[at + 4 * n];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) S[n] *= decay;
+  const float mem = gdn_chain_dot<kRows>(S, kv);
+  const float delta = (vj - mem) * beta;
+#pragma unroll
+  for (int n = 0; n < kN; ++n) S[n] = fmaf(kv[n], delta, S[n]);
+  float qv[kN];
+#pragma unroll
+  for (int n = 0; n < kN; ++n) qv[n] = q_row[at + 4 * n];
+  return gdn_chain_dot<kRows>(S, qv);
+}
+
 // The fast kernel: the state in registers, four threads per column. Block (head h, columns
 // 32 c .. 32 c + 31) = blockIdx.x (h = blockIdx.x / n_col_blocks), sequence blockIdx.y; 128
 // threads; lane = 4 * (column within the warp's 8) + quarter, so thread (column j, quarter qq)
@@ -329,28 +370,34 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 // is what takes the time: the tokens go in rounds of kGdnChunk. First the block's warps prepare
 // the round's tokens side by side (load q, k, v, a, b; the norms; q * inv_q and k * inv_k, decay,
 // beta into shared memory), then every warp runs its columns' chain over the round reading only
-// shared memory. Thread layout, sum orders and the per-token arithmetic (gdn_token) are
-// gdn_regs_kernel's (the products k * inv_k and q * inv_q are the same floats whether kept or
-// recomputed), so the two kernels give the same bits and the launcher may pick either per call
-// (CudaHybrid. GatedDeltaNetStepsCarryState runs both on the same tokens and compares bits).
-template <int kRows>
-__global__ void __launch_bounds__(kGdnWarps * 32)
+// shared memory. kTpc = 4 threads per column: gdn_regs_kernel's layout and per-token arithmetic
+// (gdn_token); kTpc = 16: gdn_token_chain's (the same sums, a chain per thread, 512 threads a
+// block). The products k * inv_k and q * inv_q are the same floats whether kept or recomputed, so
+// every kernel gives the same bits and the launcher may pick any per call
+// (CudaHybrid.GatedDeltaNetStepsCarryState runs them on the same tokens and compares bits).
+template <int kRows, int kTpc>
+__global__ void __launch_bounds__(kGdnCols * kTpc)
     gdn_rounds_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
                       const float* __restrict__ A, const float* __restrict__ dt,
                       float* __restrict__ state, int64_t n_slots,
                       const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out,
                       int64_t n_tok, unsigned* err) {
+  static_assert(kTpc == 4 || kTpc == 16, "four threads per column, or one per partial chain");
   pdl_enter();
   constexpr int kDk = 4 * kRows;
-  constexpr int kPerLane = (kDk + 31) / 32;        // q/k values a lane loads for the norms
-  constexpr int kPerWarp = kGdnChunk / kGdnWarps;  // tokens a warp prepares per round
+  constexpr int kPerLane = (kDk + 31) / 32;  // q/k values a lane loads for the norms
+  constexpr int kWarps = kGdnCols * kTpc / 32;
+  constexpr int kPerWarp = kGdnChunk / kWarps;  // tokens a warp prepares per round
+  constexpr int kHeld = kTpc == 4 ? kRows : kRows / 4;  // state rows a thread holds
   __shared__ __align__(16) float qs[kGdnChunk][kGdnRowFloats<kRows>];  // q * inv_q (gdn_at)
   __shared__ __align__(16) float ks[kGdnChunk][kGdnRowFloats<kRows>];  // k * inv_k
   __shared__ float vs[kGdnChunk][kGdnCols], decs[kGdnChunk], betas[kGdnChunk];
   const int n_cb = (p.dv + kGdnCols - 1) / kGdnCols;
   const int h = blockIdx.x / n_cb, cb = blockIdx.x % n_cb;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int qq = lane % 4, jl = 8 * warp + lane / 4, j0 = kGdnCols * cb, j = j0 + jl;
+  // Column jl of the block; quarter qq; the chain c (kTpc = 16; 0 for four threads a column).
+  const int jl = (32 / kTpc) * warp + lane / kTpc, j0 = kGdnCols * cb, j = j0 + jl;
+  const int qq = kTpc == 4 ? lane % 4 : (lane / 4) % 4, c = kTpc == 4 ? 0 : lane % 4;
   const RecurrentSeq s = seqs[blockIdx.y];
   if (!seq_ok(s, n_tok, n_slots)) {  // uniform over the block: no barrier is skipped by some
     if (threadIdx.x == 0 && blockIdx.x == 0) atomicOr(err, kErrSeqRows);
@@ -359,19 +406,21 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
   const bool col = j < p.dv;
   const int kh = p.tiled ? h % p.nk : h / (p.nv / p.nk);
   float* Sg = state + (static_cast<int64_t>(s.slot) * p.nv + h) * kDk * p.dv;
-  float S[kRows];
+  // State row of held value m: kRows qq + m (four threads a column), kRows qq + c + 4 m (sixteen).
+  const auto row_of = [&](int m) { return kRows * qq + (kTpc == 4 ? m : c + 4 * m); };
+  float S[kHeld];
 #pragma unroll
-  for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(kRows * qq + m) * p.dv + j] : 0.0f;
+  for (int m = 0; m < kHeld; ++m) S[m] = col && !s.reset ? Sg[row_of(m) * p.dv + j] : 0.0f;
   const float Ah = A[h], dth = dt[h];
   const int64_t a_off = (h / a.ne0) * a.nb1 + (h % a.ne0) * 4;  // as in gdn_regs_kernel
   const int64_t b_off = (h / b.ne0) * b.nb1 + (h % b.ne0) * 4;
   for (int c0 = 0; c0 < s.n_q; c0 += kGdnChunk) {
     const int n_c = min(kGdnChunk, s.n_q - c0);
-    // Prepare: warp w takes the round's tokens w, w + kGdnWarps, ...; all loads first.
+    // Prepare: warp w takes the round's tokens w, w + kWarps, ...; all loads first.
     float qn[kPerWarp][kPerLane], kn[kPerWarp][kPerLane], vn[kPerWarp], an[kPerWarp], bn[kPerWarp];
 #pragma unroll
     for (int u = 0; u < kPerWarp; ++u) {
-      const int tt = warp + kGdnWarps * u;
+      const int tt = warp + kWarps * u;
       const int64_t r = static_cast<int64_t>(s.q_begin) + c0 + min(tt, n_c - 1);
       const float* qr = reinterpret_cast<const float*>(q.row(kh, r));
       const float* kr = reinterpret_cast<const float*>(k.row(kh, r));
@@ -387,7 +436,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     }
 #pragma unroll
     for (int u = 0; u < kPerWarp; ++u) {
-      const int tt = warp + kGdnWarps * u;
+      const int tt = warp + kWarps * u;
       if (tt >= n_c) break;  // uniform per warp
       float ssq = 0.0f, ssk = 0.0f;
 #pragma unroll
@@ -412,16 +461,20 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
     }
     __syncthreads();  // the round is prepared
     for (int tt = 0; tt < n_c; ++tt) {
-      const float o = gdn_token<kRows, false>(S, ks[tt], qs[tt], 1.0f, 1.0f, qq, decs[tt],
-                                              betas[tt], vs[tt][jl]);
-      if (col && qq == 0)
+      float o;
+      if constexpr (kTpc == 4)
+        o = gdn_token<kRows, false>(S, ks[tt], qs[tt], 1.0f, 1.0f, qq, decs[tt], betas[tt],
+                                    vs[tt][jl]);
+      else
+        o = gdn_token_chain<kRows>(S, ks[tt], qs[tt], qq, c, decs[tt], betas[tt], vs[tt][jl]);
+      if (col && qq == 0 && c == 0)
         reinterpret_cast<float*>(out.row(h, static_cast<int64_t>(s.q_begin) + c0 + tt))[j] = o;
     }
     __syncthreads();  // every warp is done with the round before the next one is prepared
   }
   if (col)
 #pragma unroll
-    for (int m = 0; m < kRows; ++m) Sg[(kRows * qq + m) * p.dv + j] = S[m];
+    for (int m = 0; m < kHeld; ++m) Sg[row_of(m) * p.dv + j] = S[m];
 }
 
 const RecurrentSeq* seqs_ptr(const Tensor& seqs) {
@@ -552,36 +605,43 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                            p.l2_eps,
                            1.0f / std::sqrt(static_cast<float>(dk))};
   if (n_seqs > 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128)) {
-    const auto go = [&](auto kernel) {
+    const auto go = [&](auto kernel, int threads) {
       const dim3 grid(static_cast<unsigned>(nv * ((dv + cuda::kGdnCols - 1) / cuda::kGdnCols)),
                       static_cast<unsigned>(n_seqs));
-      stream_->launch(kernel, grid, cuda::kGdnWarps * 32, 0, cuda::desc(q), cuda::desc(k),
-                      cuda::desc(v), cuda::desc(a), cuda::desc(b),
+      stream_->launch(kernel, grid, threads, 0, cuda::desc(q), cuda::desc(k), cuda::desc(v),
+                      cuda::desc(a), cuda::desc(b),
                       reinterpret_cast<const float*>(cuda::base_ptr(A)),
                       reinterpret_cast<const float*>(cuda::base_ptr(dt_bias)),
                       reinterpret_cast<float*>(cuda::base_ptr(state)), state.ne[3], sp, dims,
                       cuda::desc(out), n, err_word_);
     };
-    // Same bits either way (gdn_rounds_kernel): rounds of prepared tokens pay off once the
-    // sequences average half a round. TEMPO9_CUDA_GDN=regs|rounds forces one (measurement).
+    const auto rounds_of = [&](auto tpc) {
+      constexpr int kTpc = decltype(tpc)::value, kThreads = cuda::kGdnCols * kTpc;
+      if (dk == 16) return go(cuda::gdn_rounds_kernel<4, kTpc>, kThreads);
+      if (dk == 32) return go(cuda::gdn_rounds_kernel<8, kTpc>, kThreads);
+      if (dk == 64) return go(cuda::gdn_rounds_kernel<16, kTpc>, kThreads);
+      return go(cuda::gdn_rounds_kernel<32, kTpc>, kThreads);
+    };
+    // Same bits every way (gdn_rounds_kernel): rounds of prepared tokens pay off once the
+    // sequences average half a round, on sixteen threads a column with gdn_chains.
+    // TEMPO9_CUDA_GDN=regs|rounds|chains forces one (measurement).
     static const int forced = [] {
       const char* e = std::getenv("TEMPO9_CUDA_GDN");
       return e == nullptr                      ? 0
              : std::string_view(e) == "regs"   ? 1
              : std::string_view(e) == "rounds" ? 2
+             : std::string_view(e) == "chains" ? 3
                                                : 0;
     }();
-    const bool rounds = forced != 0 ? forced == 2 : n >= n_seqs * (cuda::kGdnChunk / 2);
-    if (rounds) {
-      if (dk == 16) return go(cuda::gdn_rounds_kernel<4>);
-      if (dk == 32) return go(cuda::gdn_rounds_kernel<8>);
-      if (dk == 64) return go(cuda::gdn_rounds_kernel<16>);
-      return go(cuda::gdn_rounds_kernel<32>);
-    }
-    if (dk == 16) return go(cuda::gdn_regs_kernel<4>);
-    if (dk == 32) return go(cuda::gdn_regs_kernel<8>);
-    if (dk == 64) return go(cuda::gdn_regs_kernel<16>);
-    return go(cuda::gdn_regs_kernel<32>);
+    const bool rounds = forced != 0 ? forced >= 2 : n >= n_seqs * (cuda::kGdnChunk / 2);
+    if (rounds && (forced == 3 || (forced == 0 && gdn_chains_)))
+      return rounds_of(std::integral_constant<int, 16>{});
+    if (rounds) return rounds_of(std::integral_constant<int, 4>{});
+    constexpr int kRegsThreads = cuda::kGdnWarps * 32;
+    if (dk == 16) return go(cuda::gdn_regs_kernel<4>, kRegsThreads);
+    if (dk == 32) return go(cuda::gdn_regs_kernel<8>, kRegsThreads);
+    if (dk == 64) return go(cuda::gdn_regs_kernel<16>, kRegsThreads);
+    return go(cuda::gdn_regs_kernel<32>, kRegsThreads);
   }
   const size_t smem = static_cast<size_t>(dk * dv + 2 * dk) * sizeof(float);
   // H200: 227 KiB of shared memory per block with the opt-in (d_k = d_v = 128 takes 65 KiB).
