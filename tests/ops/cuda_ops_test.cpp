@@ -255,30 +255,47 @@ TEST_F(Cuda, MatmulSharedXFloatPartsEqualSeparateMatmuls) {
 }
 
 // A prompt chunk's router (2048 -> 256 float weights over 1203 rows: the split 8 x 8 tiles, the
-// last tile 3 rows): each row's outputs must be the bits of the same row alone (one row per grid
-// row), so a prompt computed in one step routes as it would token by token.
+// last tile 3 rows; with CudaBackendConfig::float_tile_min_rows the tile kernel, 16 or 8 staged
+// weight rows a block over whole tiles of 8 rows, 256 -> 250 outputs leaving its last row block
+// partial, and a bias): each row's outputs must be the bits of the same row alone (one row per
+// grid row), so a prompt computed in one step routes as it would token by token. With the tile
+// kernel on, the router and the shared expert's one-output gate still equal their own calls
+// through matmul_shared_x (the tile calls go one by one: no fused launch).
 TEST_F(Cuda, FloatMatmulLongCallRowsEqualOneRow) {
   auto rng = test_rng();
-  const int64_t n_in = 2048, n_out = 256, n_rows = 1203;
-  for (GgmlType t : {GgmlType::F32, GgmlType::BF16}) {
-    SCOPED_TRACE(type_name(t));
-    DeviceArena arena(*be_);
-    const Tensor w = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
-    const auto x = random_floats(rng, static_cast<size_t>(n_in * n_rows), -3.0f, 3.0f);
-    const Tensor y = arena.poisoned(GgmlType::F32, n_out, n_rows);
-    be_->matmul(w, arena.from_host(x, GgmlType::F32, n_in, n_rows), Tensor{}, y);
-    const auto all = arena.download<float>(y);
-    for (const int64_t r : {int64_t{0}, int64_t{7}, int64_t{64}, int64_t{575}, n_rows - 1}) {
-      const std::vector<float> xr(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
-      const Tensor y1 = arena.poisoned(GgmlType::F32, n_out, 1);
-      be_->matmul(w, arena.from_host(xr, GgmlType::F32, n_in, 1), Tensor{}, y1);
-      const auto one = arena.download<float>(y1);
-      for (int64_t o = 0; o < n_out; ++o)
-        ASSERT_EQ(float_bits(all[static_cast<size_t>(r * n_out + o)]),
-                  float_bits(one[static_cast<size_t>(o)]))
-            << "row " << r << " out " << o;
+  CudaBackendConfig cfg;
+  cfg.float_tile_min_rows = 64;
+  CudaBackend tiled(cfg);
+  const int64_t n_in = 2048, n_rows = 1203;
+  for (CudaBackend* be : {be_.get(), &tiled}) {
+    for (GgmlType t : {GgmlType::F32, GgmlType::BF16, GgmlType::F16}) {
+      for (const int64_t n_out : {int64_t{256}, int64_t{250}}) {
+        SCOPED_TRACE(::testing::Message() << type_name(t) << " n_out " << n_out
+                                          << (be == &tiled ? " (tile kernel)" : ""));
+        DeviceArena arena(*be);
+        const Tensor w = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+        const Tensor bias = arena.from_host(
+            random_floats(rng, static_cast<size_t>(n_out), -1.0f, 1.0f), GgmlType::F32, n_out);
+        const auto x = random_floats(rng, static_cast<size_t>(n_in * n_rows), -3.0f, 3.0f);
+        const Tensor y = arena.poisoned(GgmlType::F32, n_out, n_rows);
+        be->matmul(w, arena.from_host(x, GgmlType::F32, n_in, n_rows), bias, y);
+        const auto all = arena.download<float>(y);
+        for (const int64_t r : {int64_t{0}, int64_t{7}, int64_t{64}, int64_t{575}, n_rows - 1}) {
+          const std::vector<float> xr(x.begin() + r * n_in, x.begin() + (r + 1) * n_in);
+          const Tensor y1 = arena.poisoned(GgmlType::F32, n_out, 1);
+          be->matmul(w, arena.from_host(xr, GgmlType::F32, n_in, 1), bias, y1);
+          const auto one = arena.download<float>(y1);
+          for (int64_t o = 0; o < n_out; ++o)
+            ASSERT_EQ(float_bits(all[static_cast<size_t>(r * n_out + o)]),
+                      float_bits(one[static_cast<size_t>(o)]))
+                << "row " << r << " out " << o;
+        }
+      }
     }
   }
+  const GgmlType types[] = {GgmlType::F32, GgmlType::F32};
+  const int64_t n_out[] = {256, 1};
+  EXPECT_EQ(expect_shared_x_equals_matmuls(tiled, rng, types, n_out, n_in, 100, 0), 0);
 }
 
 // Q4_K, Q6_K and Q8_0 run the sliced GEMV below 16 activation rows (tiles of 1, 4, 8) and the

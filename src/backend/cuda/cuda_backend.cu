@@ -513,8 +513,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   if (split_env != nullptr && split_env[0] >= '1' && split_env[0] <= '4' && split_env[1] == '\0')
     moe_down_split_ = split_env[0] - '0';
   T9_CHECK(cfg.mma_rows_min >= 0 && cfg.mma_rows_max >= 1 && cfg.mma_rows_max <= 32,
-           "mma_rows_min {} (0: off), mma_rows_max {} (1-32)", cfg.mma_rows_min,
-           cfg.mma_rows_max);
+           "mma_rows_min {} (0: off), mma_rows_max {} (1-32)", cfg.mma_rows_min, cfg.mma_rows_max);
   mma_rows_min_ = cfg.mma_rows_min;
   mma_rows_max_ = cfg.mma_rows_max;
   if (const char* e = std::getenv("TEMPO9_CUDA_MMA_ROWS_MIN"))  // A/B runs
@@ -522,6 +521,10 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   if (const char* e = std::getenv("TEMPO9_CUDA_MMA_ROWS_MAX"))
     mma_rows_max_ = std::clamp(std::atoi(e), 1, 32);
   gdn_chains_ = cfg.gdn_chains;
+  T9_CHECK(cfg.float_tile_min_rows >= 0, "float_tile_min_rows {}", cfg.float_tile_min_rows);
+  float_tile_min_rows_ = cfg.float_tile_min_rows;
+  if (const char* e = std::getenv("TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS"))  // A/B runs
+    float_tile_min_rows_ = std::max(0, std::atoi(e));
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }

@@ -85,6 +85,11 @@ struct CudaBackendConfig {
   // four. Off until it has run on the H200 (docs/CUDA.md stage 38); TEMPO9_CUDA_GDN=chains
   // (or rounds, regs) forces a kernel.
   bool gdn_chains = false;
+  // F16/BF16/F32 matmuls with few weight rows (split order: the MoE router) and at least this many
+  // activation rows run on the prompt-step tile kernel (cuda_gemv_float.cu: 16 weight rows staged
+  // in shared memory per block, walked over tiles of 8 activation rows; same bits); 0: never.
+  // Off until it has run on the H200 (docs/CUDA.md stage 38); TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=N.
+  int float_tile_min_rows = 0;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -265,11 +270,12 @@ class CudaBackend final : public Backend {
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a
   // model weight (upload_weights: no kernel ever writes it).
   bool reads_early(const Tensor& w) const { return early_weights_ && w.valid() && w.buf->weights; }
-  bool fuse_parts_ = true;  // CudaBackendConfig::fuse_parts
-  int moe_down_split_ = 3;  // CudaBackendConfig::moe_down_split
-  int mma_rows_min_ = 0;    // CudaBackendConfig::mma_rows_min
-  int mma_rows_max_ = 15;   // CudaBackendConfig::mma_rows_max
-  bool gdn_chains_ = false;  // CudaBackendConfig::gdn_chains
+  bool fuse_parts_ = true;       // CudaBackendConfig::fuse_parts
+  int moe_down_split_ = 3;       // CudaBackendConfig::moe_down_split
+  int mma_rows_min_ = 0;         // CudaBackendConfig::mma_rows_min
+  int mma_rows_max_ = 15;        // CudaBackendConfig::mma_rows_max
+  bool gdn_chains_ = false;      // CudaBackendConfig::gdn_chains
+  int float_tile_min_rows_ = 0;  // CudaBackendConfig::float_tile_min_rows
   long fused_matmuls_ = 0;
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;    // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit

@@ -513,7 +513,7 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::F32:
-      return launch_float_matmul(w, x, bias, y, stream, opts.w_early);
+      return launch_float_matmul(w, x, bias, y, stream, opts);
     default:
       return false;
   }

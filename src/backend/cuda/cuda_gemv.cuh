@@ -53,6 +53,9 @@ struct MatmulOpts {
   // CudaBackendConfig::mma_rows_min, mma_rows_max.
   int64_t mma_rows_min = 0;
   int64_t mma_rows_max = 15;
+  // F16/BF16/F32 split-order calls (few weight rows) of at least this many activation rows run
+  // on the prompt-step tile kernel (cuda_gemv_float.cu; 0: never). CudaBackendConfig's.
+  int64_t float_tile_min_rows = 0;
   // Whether a call of n_tok rows is in that range (checked before anything else: a cheap test on
   // every matmul's host path).
   bool few_rows(int64_t n_tok) const {
@@ -91,11 +94,11 @@ int64_t tok1_max_weight_bytes();
 
 // The F16/BF16/F32 part (cuda_gemv_float.cu): false when rows or x are not 16-byte aligned.
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                         Stream& stream, bool w_early = false);
+                         Stream& stream, const MatmulOpts& opts = {});
 // Several F16/BF16/F32 matmuls of one x in one launch, each output the bits of its own
 // launch_float_matmul: false (nothing enqueued) unless there are 2..4 parts of one type, n_in,
 // alignment and launch configuration (the row tile and split choice their shapes give).
 bool launch_fused_float_matmul(std::span<const FusedPart> parts, const Tensor& x, Stream& stream,
-                               bool w_early);
+                               const MatmulOpts& opts);
 
 }  // namespace t9::cuda

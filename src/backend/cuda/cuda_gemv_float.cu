@@ -4,7 +4,10 @@
 
 #include "backend/cuda/cuda_gemv.cuh"
 
+#include <algorithm>
 #include <type_traits>
+
+#include "backend/cuda/cuda_units.cuh"  // cp_async16
 
 namespace t9::cuda {
 namespace {
@@ -168,6 +171,112 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// ---- the prompt-step tile kernel ----
+
+// Split-order calls (few weight rows) over many activation rows: each output in gemv_f_kernel's
+// split order exactly (virtual lane v = 32 w + l of the block's kWarps warps takes the units
+// u = v, v + 128, ... in turn; a unit's products joined (p0 + p1) + (p2 + p3) into the lane's sum;
+// the lanes by warp_sum, the warps in order, then the bias), so the same bits as every other row
+// count. A block stages kRB weight rows in shared memory once, then walks `tiles` tiles of
+// kTileToks activation rows: the weights leave L2 once per block instead of once per 8 rows
+// (the 35B's F32 router at 2048 rows re-read its 2 MB for every 8 tokens: 341 us a call,
+// docs/CUDA.md stage 27). The next unit's activations are loaded while this one's are used.
+constexpr int kTileToks = 8;
+template <GgmlType T, int kRB>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_f_tile_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_out,
+                       TensorDesc x, TensorDesc y, const float* __restrict__ bias, int64_t n_tok,
+                       int tiles, bool w_early) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int kE = T == GgmlType::F32 ? 4 : 8;  // elements per 16-byte unit
+  constexpr int kLanes = kWarps * 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRB, n_units = row_bytes / 16;
+  float* part = reinterpret_cast<float*>(smem + kRB * row_bytes);  // [kWarps][kRB][kTileToks]
+  const auto stage = [&] {
+    for (int64_t i = threadIdx.x; i < kRB * n_units; i += kLanes) {
+      const int64_t r = i / n_units, c = i - r * n_units;
+      const int64_t o = min64(r0 + r, n_out - 1);  // past the last row: a copy of it, unused
+      cp_async16(smem + r * row_bytes + 16 * c, w + o * row_bytes + 16 * c);
+    }
+    cp_async_commit();
+  };
+  if (w_early) stage();
+  pdl_enter();
+  if (!w_early) stage();
+  cp_async_wait_0();
+  __syncthreads();
+  const int64_t n_tiles = (n_tok + kTileToks - 1) / kTileToks;
+  const int64_t tile1 = min64(n_tiles, (static_cast<int64_t>(blockIdx.y) + 1) * tiles);
+  for (int64_t tile = static_cast<int64_t>(blockIdx.y) * tiles; tile < tile1; ++tile) {
+    const int64_t t0 = tile * kTileToks;
+    const int nt = static_cast<int>(min64(kTileToks, n_tok - t0));
+    const float4* xrow[kTileToks];
+#pragma unroll
+    for (int t = 0; t < kTileToks; ++t)
+      xrow[t] = reinterpret_cast<const float4*>(x.row(t0 + (t < nt ? t : 0)));
+    const auto load_x = [&](int64_t u, float(&xf)[kTileToks][kE]) {
+#pragma unroll
+      for (int t = 0; t < kTileToks; ++t)
+#pragma unroll
+        for (int i = 0; i < kE / 4; ++i) {
+          const float4 q = __ldg(xrow[t] + u * (kE / 4) + i);
+          xf[t][4 * i] = q.x, xf[t][4 * i + 1] = q.y, xf[t][4 * i + 2] = q.z,
+                    xf[t][4 * i + 3] = q.w;
+        }
+    };
+    float acc[kRB][kTileToks];
+#pragma unroll
+    for (int r = 0; r < kRB; ++r)
+#pragma unroll
+      for (int t = 0; t < kTileToks; ++t) acc[r][t] = 0.0f;
+    float xa[kTileToks][kE];
+    int64_t u = threadIdx.x;
+    if (u < n_units) load_x(u, xa);
+    for (; u < n_units; u += kLanes) {
+      float xb[kTileToks][kE];
+      const bool more = u + kLanes < n_units;
+      if (more) load_x(u + kLanes, xb);
+#pragma unroll
+      for (int r = 0; r < kRB; ++r) {
+        float wf[kE];
+        unpack16<T>(*reinterpret_cast<const uint4*>(smem + r * row_bytes + 16 * u), wf);
+#pragma unroll
+        for (int t = 0; t < kTileToks; ++t) {
+          float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+          for (int i = 0; i < kE; ++i) p[i % 4] = __fmaf_rn(wf[i], xa[t][i], p[i % 4]);
+          acc[r][t] = __fadd_rn(acc[r][t], __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
+        }
+      }
+      if (more) {
+#pragma unroll
+        for (int t = 0; t < kTileToks; ++t)
+#pragma unroll
+          for (int i = 0; i < kE; ++i) xa[t][i] = xb[t][i];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRB; ++r)
+#pragma unroll
+      for (int t = 0; t < kTileToks; ++t) {
+        const float v = warp_sum(acc[r][t]);
+        if (lane == 0) part[(warp * kRB + r) * kTileToks + t] = v;
+      }
+    __syncthreads();
+    for (int j = threadIdx.x; j < kRB * kTileToks; j += kLanes) {
+      const int r = j / kTileToks, t = j % kTileToks;
+      const int64_t o = r0 + r;
+      if (t >= nt || o >= n_out) continue;
+      float v = part[r * kTileToks + t];
+#pragma unroll
+      for (int k = 1; k < kWarps; ++k) v = __fadd_rn(v, part[(k * kRB + r) * kTileToks + t]);
+      reinterpret_cast<float*>(y.row(t0 + t))[o] = bias != nullptr ? __fadd_rn(v, bias[o]) : v;
+    }
+    __syncthreads();  // part is read before the next tile writes it
+  }
+}
+
 // ---- launchers ----
 
 // A call's launch configuration, a function of the weight's shape and the row count (so of
@@ -198,6 +307,55 @@ int64_t float_blocks(const FloatConfig& c, int64_t n_out) {
   return c.wide    ? grid_1d(n_out, 8)
          : c.split ? grid_1d(row_groups, 1)
                    : grid_1d(row_groups, kWarps);
+}
+
+// The tile kernel's shape for a call, or rows 0 when it does not take the call: split calls
+// (few weight rows) of at least min_rows activation rows whose kRB staged rows fit in shared memory
+// (16 for F32, whose 16-byte units hold 4 elements and so 128 accumulators a thread; else 8).
+constexpr int kTileSmemMax = 200 << 10;
+struct FloatTile {
+  int rows = 0, smem = 0, tiles = 0;
+  int64_t row_blocks = 0, tok_blocks = 0;
+};
+FloatTile float_tile(const FloatConfig& c, const Tensor& w, int64_t n_tok, int64_t min_rows) {
+  FloatTile f;
+  if (min_rows <= 0 || n_tok < min_rows || !c.split) return f;
+  const int rows = w.type == GgmlType::F32 ? 16 : 8;
+  const int64_t smem = rows * static_cast<int64_t>(w.nb[1]) + kWarps * rows * kTileToks * 4;
+  if (smem > kTileSmemMax) return f;
+  f.rows = rows, f.smem = static_cast<int>(smem);
+  f.row_blocks = (w.ne[1] + rows - 1) / rows;
+  // One wave: the blocks an SM holds (one at ~130 KB) over the row blocks; the rest in token
+  // blocks of whole tiles.
+  const int64_t n_tiles = (n_tok + kTileToks - 1) / kTileToks;
+  const int64_t per_sm = std::max<int64_t>(1, kTileSmemMax / smem);
+  const int64_t want = std::clamp<int64_t>(per_sm * sm_count() / f.row_blocks, 1, n_tiles);
+  f.tiles = static_cast<int>((n_tiles + want - 1) / want);
+  f.tok_blocks = (n_tiles + f.tiles - 1) / f.tiles;
+  return f;
+}
+
+template <GgmlType T>
+void launch_tile(const FloatTile& f, const Tensor& w, const Tensor& x, const Tensor& bias,
+                 const Tensor& y, Stream& stream, bool w_early) {
+  T9_CHECK(f.row_blocks <= 0x7fffffff && f.tok_blocks <= 65535, "matmul: launch grid");
+  const dim3 grid(static_cast<unsigned>(f.row_blocks), static_cast<unsigned>(f.tok_blocks));
+  const auto go = [&](auto kernel) {
+    static const bool attr = [&] {  // once per kernel
+      CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileSmemMax));
+      return true;
+    }();
+    (void)attr;
+    stream.launch(kernel, grid, kWarps * 32, f.smem, reinterpret_cast<const uint8_t*>(base_ptr(w)),
+                  static_cast<int64_t>(w.nb[1]), w.ne[1], desc(x), desc(y),
+                  bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
+                  x.n_rows(), f.tiles, w_early);
+  };
+  if constexpr (T == GgmlType::F32)
+    go(gemv_f_tile_kernel<T, 16>);
+  else
+    go(gemv_f_tile_kernel<T, 8>);
 }
 
 template <GgmlType T, int kTok>
@@ -247,12 +405,20 @@ bool aligned16(const Tensor& t) {
 }  // namespace
 
 bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                         Stream& stream, bool w_early) {
+                         Stream& stream, const MatmulOpts& opts) {
+  const bool w_early = opts.w_early;
   // 16-byte weight units and float4 activation loads: rows and x rows 16-byte aligned.
   const bool ok = w.nb[1] % 16 == 0 && aligned16(w) && aligned16(x) && x.nb[1] % 16 == 0 &&
                   x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0;
   if (!ok) return false;
   const FloatConfig c = float_config(w, x.n_rows());
+  const FloatTile f = float_tile(c, w, x.n_rows(), opts.float_tile_min_rows);
+  if (f.rows > 0) {
+    with_float_type(w.type, [&](auto t) {
+      launch_tile<decltype(t)::value>(f, w, x, bias, y, stream, w_early);
+    });
+    return true;
+  }
   with_float_type(w.type, [&](auto t) {
     run_f<decltype(t)::value>(c, w, x, bias, y, stream, w_early, FloatParts{},
                               float_blocks(c, w.ne[1]));
@@ -261,10 +427,16 @@ bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, c
 }
 
 bool launch_fused_float_matmul(std::span<const FusedPart> parts, const Tensor& x, Stream& stream,
-                               bool w_early) {
+                               const MatmulOpts& opts) {
+  const bool w_early = opts.w_early;
   if (parts.size() < 2 || parts.size() > static_cast<size_t>(kMaxParts)) return false;
   const Tensor& w0 = *parts[0].w;
   const FloatConfig c = float_config(w0, x.n_rows());
+  // Calls the tile kernel takes go one by one (the caller's fallback): the same bits.
+  for (const FusedPart& p : parts)
+    if (float_tile(float_config(*p.w, x.n_rows()), *p.w, x.n_rows(), opts.float_tile_min_rows)
+            .rows > 0)
+      return false;
   if (!(aligned16(x) && x.nb[1] % 16 == 0 && x.nb[2] % 16 == 0 && x.nb[3] % 16 == 0)) return false;
   FloatParts fp{};
   int64_t blocks = 0;

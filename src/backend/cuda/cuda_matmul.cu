@@ -197,10 +197,9 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
                              std::span<const size_t> group, std::span<const size_t> plain,
                              const cuda::RoundedX& rx) {
   const MatmulOut& a = outs[group[0]];
-  T9_CUDA_PROF(fmt::format("{} {} {}x{} parts {}{} rows {}",
-                           a.ids.valid() ? "matmul_id" : "matmul", type_name(a.w.type), a.w.ne[0],
-                           a.w.ne[1], group.size(), plain.empty() ? "" : " plain",
-                           cuda::rows_bucket(x.n_rows())));
+  T9_CUDA_PROF(fmt::format("{} {} {}x{} parts {}{} rows {}", a.ids.valid() ? "matmul_id" : "matmul",
+                           type_name(a.w.type), a.w.ne[0], a.w.ne[1], group.size(),
+                           plain.empty() ? "" : " plain", cuda::rows_bucket(x.n_rows())));
   std::vector<cuda::FusedPart> parts, plain_parts;
   bool w_early = true;
   for (const size_t j : group) {
@@ -226,7 +225,8 @@ bool CudaBackend::fuse_group(const Tensor& x, std::span<const MatmulOut> outs,
       return false;
   } else if (!cuda_matmul_int8_activations(a.w.type)) {
     if (x.n_rows() == 0) return false;  // one by one: nothing to do
-    return cuda::launch_fused_float_matmul(parts, x, *stream_, w_early);
+    return cuda::launch_fused_float_matmul(
+        parts, x, *stream_, {w_early, mma_rows_min_, mma_rows_max_, float_tile_min_rows_});
   } else if (!cuda::launch_fused_matmul(parts, x, scratch_, *stream_, rx,
                                         {w_early, mma_rows_min_, mma_rows_max_})) {
     return false;
@@ -263,8 +263,9 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     pre = derived_->codes(x);  // x's codes, written by the op that wrote x
   derived_->wrote(y);
   if (x.n_rows() == 0 || n_out == 0) return;
-  if (cuda::launch_fast_matmul(w, x, bias, y, scratch_, *stream_, pre,
-                               {reads_early(w), mma_rows_min_, mma_rows_max_}))
+  if (cuda::launch_fast_matmul(
+          w, x, bias, y, scratch_, *stream_, pre,
+          {reads_early(w), mma_rows_min_, mma_rows_max_, float_tile_min_rows_}))
     return;
   cuda::dispatch_weight_type(w.type, [&](auto tag) {
     cuda::launch_matmul<decltype(tag)::value>(w, x, bias, y, *stream_);
