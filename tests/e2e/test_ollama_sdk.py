@@ -34,6 +34,32 @@ def test_generate(client):
     assert "Paris" in r.response
 
 
+def test_logprobs(client):
+    """logprobs / top_logprobs (Ollama 0.12.11+): a top-level logprobs list, one entry per generated
+    token whose texts spell the reply, each with its 3 best alternatives most likely first (greedy:
+    the token is the best); streamed lines carry the same entries; out-of-range top_logprobs is a
+    400 naming the field; top_logprobs without logprobs asks for nothing."""
+    kw = dict(model="m", messages=[{"role": "user", "content": CAPITAL_QUESTION}],
+              options={"temperature": 0, "num_predict": 10}, logprobs=True, top_logprobs=3)
+    r = client.chat(stream=False, **kw)
+    assert r.logprobs and "".join(t.token for t in r.logprobs) == r.message.content
+    for t in r.logprobs:
+        alts = [a.logprob for a in t.top_logprobs]
+        assert t.logprob <= 0 and len(alts) == 3 and alts == sorted(alts, reverse=True)
+        assert t.top_logprobs[0].token == t.token and t.top_logprobs[0].logprob == t.logprob
+    streamed = [t for part in client.chat(stream=True, **kw) for t in (part.logprobs or [])]
+    assert [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in r.logprobs]
+    g = client.generate(model="m", prompt="The capital of France is", raw=True, logprobs=True,
+                        options={"temperature": 0, "num_predict": 4})
+    assert "".join(t.token for t in g.logprobs) == g.response and len(g.logprobs) == g.eval_count
+    assert not g.logprobs[0].top_logprobs
+    plain = client.chat(stream=False, **dict(kw, logprobs=False))
+    assert plain.logprobs is None and plain.message.content == r.message.content
+    with pytest.raises(ollama.ResponseError) as e:
+        client.chat(stream=False, **dict(kw, top_logprobs=21))
+    assert e.value.status_code == 400 and "top_logprobs" in e.value.error
+
+
 def test_list_show_ps_version(client):
     models = client.list().models
     assert [m.model for m in models] == ["SmolLM2-135M-Instruct.Q4_1"]

@@ -79,6 +79,21 @@ def test_logprobs(client):
         assert t.top_logprobs[0].logprob >= t.logprob - 1e-4  # greedy: the chosen token is the best
 
 
+def test_streamed_logprobs_equal_the_whole_reply(client):
+    """Every token's entry arrives in the stream, also a token that adds no text on its own (it rides
+    on the next chunk): the same entries, in order, as the non-streaming reply."""
+    kw = dict(model="m", messages=MESSAGES, max_tokens=12, temperature=0, logprobs=True, top_logprobs=2)
+    whole = client.chat.completions.create(**kw)
+    streamed = []
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        if chunk.choices and chunk.choices[0].logprobs and chunk.choices[0].logprobs.content:
+            streamed += chunk.choices[0].logprobs.content
+    want = whole.choices[0].logprobs.content
+    assert [(t.token, t.logprob, [a.token for a in t.top_logprobs]) for t in streamed] == \
+        [(t.token, t.logprob, [a.token for a in t.top_logprobs]) for t in want]
+    assert len(want) == whole.usage.completion_tokens
+
+
 def test_models_list(client):
     ids = [m.id for m in client.models.list().data]
     assert ids == ["SmolLM2-135M-Instruct.Q4_1"]

@@ -4,15 +4,21 @@ namespace t9::server::api {
 
 void read_sampling(FieldReader& r, const Json& obj, const std::string& path, GenerationSpec& spec) {
   auto& s = spec.sampling;
-  if (auto v = r.number(obj, path, "temperature", 0.0, 100.0)) s.temperature = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "temperature", 0.0, 100.0))
+    s.temperature = static_cast<float>(*v);
   if (auto v = r.number(obj, path, "top_p", 0.0, 1.0)) s.top_p = static_cast<float>(*v);
   if (auto v = r.integer(obj, path, "top_k", 0, 1 << 20)) s.top_k = static_cast<int>(*v);
   if (auto v = r.number(obj, path, "min_p", 0.0, 1.0)) s.min_p = static_cast<float>(*v);
-  if (auto v = r.integer(obj, path, "seed", INT64_MIN, INT64_MAX)) s.seed = static_cast<uint64_t>(*v);
-  if (auto v = r.number(obj, path, "presence_penalty", -2.0, 2.0)) s.presence_penalty = static_cast<float>(*v);
-  if (auto v = r.number(obj, path, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = static_cast<float>(*v);
-  if (auto v = r.number(obj, path, "repetition_penalty", 0.0, 10.0)) s.repetition_penalty = static_cast<float>(*v);
-  if (auto v = r.number(obj, path, "repeat_penalty", 0.0, 10.0)) s.repetition_penalty = static_cast<float>(*v);
+  if (auto v = r.integer(obj, path, "seed", INT64_MIN, INT64_MAX))
+    s.seed = static_cast<uint64_t>(*v);
+  if (auto v = r.number(obj, path, "presence_penalty", -2.0, 2.0))
+    s.presence_penalty = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "frequency_penalty", -2.0, 2.0))
+    s.frequency_penalty = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "repetition_penalty", 0.0, 10.0))
+    s.repetition_penalty = static_cast<float>(*v);
+  if (auto v = r.number(obj, path, "repeat_penalty", 0.0, 10.0))
+    s.repetition_penalty = static_cast<float>(*v);
   if (auto v = r.boolean(obj, path, "ignore_eos")) spec.ignore_eos = *v;
   if (const Json* bias = r.object(obj, path, "logit_bias")) {
     for (const auto& [k, v] : bias->items()) {
@@ -53,16 +59,17 @@ void read_stop(FieldReader& r, const Json& obj, const std::string& path, const c
 bool check_model_name(const ServerContext& ctx, const std::string& name, Protocol p,
                       httplib::Response& res) {
   if (!ctx.config.strict_model_names || name.empty() || name == ctx.model.id) return true;
-  send_error(res, p, 404, "model '" + name + "' not found; this server serves '" + ctx.model.id + "'",
-             "model");
+  send_error(res, p, 404,
+             "model '" + name + "' not found; this server serves '" + ctx.model.id + "'", "model");
   return false;
 }
 
 std::shared_ptr<Generation> start_generation(ServerContext& ctx, GenerationSpec spec, Protocol p,
                                              httplib::Response& res) {
   if (ctx.engine->stats().n_waiting >= ctx.config.max_queued) {
-    send_error(res, p, 503, fmt::format("server overloaded: {} requests are waiting; retry later",
-                                        ctx.config.max_queued));
+    send_error(res, p, 503,
+               fmt::format("server overloaded: {} requests are waiting; retry later",
+                           ctx.config.max_queued));
     return nullptr;
   }
   auto gen = Generation::start(ctx, std::move(spec));
@@ -75,6 +82,23 @@ std::shared_ptr<Generation> start_generation(ServerContext& ctx, GenerationSpec 
 
 void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r) {
   send_error(res, p, 400, r.error(), r.param());
+}
+
+Json token_logprobs_json(const std::vector<TokenLogprob>& lps) {
+  const auto bytes = [](const std::string& t) {
+    return Json(std::vector<uint8_t>(t.begin(), t.end()));
+  };
+  Json content = Json::array();
+  for (const auto& lp : lps) {
+    Json top = Json::array();
+    for (const auto& [t, l] : lp.top)
+      top.push_back({{"token", t}, {"logprob", l}, {"bytes", bytes(t)}});
+    content.push_back({{"token", lp.text},
+                       {"logprob", lp.logprob},
+                       {"bytes", bytes(lp.text)},
+                       {"top_logprobs", top}});
+  }
+  return content;
 }
 
 }  // namespace t9::server::api

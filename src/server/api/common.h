@@ -33,6 +33,11 @@ std::shared_ptr<Generation> start_generation(ServerContext& ctx, GenerationSpec 
 // 400 with the reader's error in the protocol's shape.
 void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r);
 
+// Tokens' log-probabilities as OpenAI's choices[].logprobs.content and Ollama's logprobs share
+// them: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], bytes the token's
+// UTF-8 bytes (a token may end inside a character).
+Json token_logprobs_json(const std::vector<TokenLogprob>& lps);
+
 void register_openai(httplib::Server& http, ServerContext& ctx);
 void register_anthropic(httplib::Server& http, ServerContext& ctx);
 void register_ollama(httplib::Server& http, ServerContext& ctx);

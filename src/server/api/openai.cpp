@@ -90,7 +90,8 @@ Json read_messages(FieldReader& r, const Json& body) {
           auto name = r.str(*fn, FieldReader::join(cp, "function"), "name");
           if (!name) r.require(*fn, FieldReader::join(cp, "function"), "name");
           if (!r.ok()) return out;
-          Json args = fn->contains("arguments") ? arguments_object((*fn)["arguments"]) : Json::object();
+          Json args =
+              fn->contains("arguments") ? arguments_object((*fn)["arguments"]) : Json::object();
           tc.push_back({{"id", c.value("id", "")},
                         {"type", "function"},
                         {"function", {{"name", *name}, {"arguments", args}}}});
@@ -124,7 +125,8 @@ Json read_tools(FieldReader& r, const Json& body, bool* required) {
   }
   const Json* fn = it->is_object() ? r.object(*it, "tool_choice", "function") : nullptr;
   if (!fn || !fn->contains("name") || !(*fn)["name"].is_string()) {
-    r.fail("tool_choice", "must be none, auto, required or {\"type\":\"function\",\"function\":{\"name\":...}}");
+    r.fail("tool_choice",
+           "must be none, auto, required or {\"type\":\"function\",\"function\":{\"name\":...}}");
     return Json();
   }
   Json only = Json::array();
@@ -166,7 +168,8 @@ void read_response_format(FieldReader& r, const Json& body, GenerationSpec& spec
     return r.fail("response_format.type", "must be text, json_object or json_schema");
   }
   if (!schema) return;
-  if (!schema->is_object() && !schema->is_boolean()) return r.fail(field, "must be a JSON schema object");
+  if (!schema->is_object() && !schema->is_boolean())
+    return r.fail(field, "must be a JSON schema object");
   spec.format = {OutputFormat::Kind::kJsonSchema, *schema, field, {}};
 }
 
@@ -181,8 +184,10 @@ void read_common(FieldReader& r, const Json& body, GenerationSpec& spec, int def
   }
   read_stop(r, body, "", "stop", spec.stop);
   spec.max_tokens = default_max;
-  if (auto v = r.integer(body, "", "max_tokens", 1, 1 << 24)) spec.max_tokens = static_cast<int>(*v);
-  if (auto v = r.integer(body, "", "max_completion_tokens", 1, 1 << 24)) spec.max_tokens = static_cast<int>(*v);
+  if (auto v = r.integer(body, "", "max_tokens", 1, 1 << 24))
+    spec.max_tokens = static_cast<int>(*v);
+  if (auto v = r.integer(body, "", "max_completion_tokens", 1, 1 << 24))
+    spec.max_tokens = static_cast<int>(*v);
   if (auto n = r.integer(body, "", "n", 1, 128); n && *n != 1) r.fail("n", "only n=1 is supported");
 }
 
@@ -194,17 +199,7 @@ Json usage_json(const engine::Usage& u) {
 }
 
 Json logprobs_json(const std::vector<TokenLogprob>& lps) {
-  Json content = Json::array();
-  for (const auto& lp : lps) {
-    Json top = Json::array();
-    for (const auto& [t, l] : lp.top)
-      top.push_back({{"token", t}, {"logprob", l}, {"bytes", Json(std::vector<uint8_t>(t.begin(), t.end()))}});
-    content.push_back({{"token", lp.text},
-                       {"logprob", lp.logprob},
-                       {"bytes", Json(std::vector<uint8_t>(lp.text.begin(), lp.text.end()))},
-                       {"top_logprobs", top}});
-  }
-  return {{"content", content}};
+  return {{"content", token_logprobs_json(lps)}};
 }
 
 std::string finish_reason(const GenOutput& out, bool has_tool_calls) {
@@ -215,7 +210,9 @@ std::string finish_reason(const GenOutput& out, bool has_tool_calls) {
 class ChatStream final : public StreamFormatter {
  public:
   ChatStream(std::string id, std::string model, bool include_usage, bool logprobs)
-      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage),
+      : id_(std::move(id)),
+        model_(std::move(model)),
+        include_usage_(include_usage),
         logprobs_(logprobs) {}
 
   std::string begin() override { return chunk({{"role", "assistant"}, {"content", ""}}, Json()); }
@@ -223,35 +220,48 @@ class ChatStream final : public StreamFormatter {
 
   std::string on_output(const GenOutput& out) override {
     std::string s;
-    bool lp_sent = false;
+    // A token's logprobs ride on the next chunk sent: a token that adds no text yet (a character
+    // cut between tokens, tool-call markup) leaves its entry for a later delta or the final chunk.
+    if (logprobs_) pending_.insert(pending_.end(), out.logprobs.begin(), out.logprobs.end());
+    const auto take_logprobs = [&] {
+      if (pending_.empty()) return Json();
+      Json lp = logprobs_json(pending_);
+      pending_.clear();
+      return lp;
+    };
     for (const auto& e : out.events) {
       Json delta;
       using K = chat::ChatEvent::Kind;
       switch (e.kind) {
-        case K::kContent: delta = {{"content", e.text}}; break;
-        case K::kReasoning: delta = {{"reasoning_content", e.text}}; break;
+        case K::kContent:
+          delta = {{"content", e.text}};
+          break;
+        case K::kReasoning:
+          delta = {{"reasoning_content", e.text}};
+          break;
         case K::kToolCallStart:
           saw_tool_call_ = true;
-          delta = {{"tool_calls", Json::array({{{"index", e.index}, {"id", e.id}, {"type", "function"},
-                                                {"function", {{"name", e.name}, {"arguments", ""}}}}})}};
+          delta = {
+              {"tool_calls", Json::array({{{"index", e.index},
+                                           {"id", e.id},
+                                           {"type", "function"},
+                                           {"function", {{"name", e.name}, {"arguments", ""}}}}})}};
           break;
         case K::kToolCallArgs:
-          delta = {{"tool_calls", Json::array({{{"index", e.index}, {"function", {{"arguments", e.text}}}}})}};
+          delta = {{"tool_calls",
+                    Json::array({{{"index", e.index}, {"function", {{"arguments", e.text}}}}})}};
           break;
-        case K::kToolCallEnd: continue;
+        case K::kToolCallEnd:
+          continue;
       }
-      Json lp;
-      if (logprobs_ && !lp_sent && !out.logprobs.empty()) {
-        lp = logprobs_json(out.logprobs);
-        lp_sent = true;
-      }
-      s += chunk(delta, Json(), lp);
+      s += chunk(delta, Json(), take_logprobs());
     }
     if (out.finish == Finish::kNone) return s;
     if (out.finish == Finish::kError) {
-      s += "data: " + Json({{"error", {{"message", out.error}, {"type", "server_error"}}}}).dump() + "\n\n";
+      s += "data: " + Json({{"error", {{"message", out.error}, {"type", "server_error"}}}}).dump() +
+           "\n\n";
     } else {
-      s += chunk(Json::object(), finish_reason(out, saw_tool_call_));
+      s += chunk(Json::object(), finish_reason(out, saw_tool_call_), take_logprobs());
     }
     if (include_usage_) {
       Json u = base();
@@ -265,12 +275,16 @@ class ChatStream final : public StreamFormatter {
 
  private:
   Json base() const {
-    return {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_},
-            {"model", model_}, {"system_fingerprint", "tempo9"}};
+    return {{"id", id_},
+            {"object", "chat.completion.chunk"},
+            {"created", created_},
+            {"model", model_},
+            {"system_fingerprint", "tempo9"}};
   }
   std::string chunk(const Json& delta, const Json& finish, const Json& logprobs = Json()) const {
     Json c = base();
-    c["choices"] = Json::array({{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}}});
+    c["choices"] = Json::array(
+        {{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}}});
     if (include_usage_) c["usage"] = nullptr;
     return "data: " + c.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
   }
@@ -278,6 +292,7 @@ class ChatStream final : public StreamFormatter {
   int64_t created_ = unix_seconds();
   bool include_usage_, logprobs_;
   bool saw_tool_call_ = false;
+  std::vector<TokenLogprob> pending_;  // tokens whose logprobs no chunk has carried yet
 };
 
 void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -296,7 +311,8 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   if (const Json* so = r.object(*body, "", "stream_options"))
     include_usage = r.boolean(*so, "stream_options", "include_usage").value_or(false);
   const bool logprobs = r.boolean(*body, "", "logprobs").value_or(false);
-  const int top_logprobs = static_cast<int>(r.integer(*body, "", "top_logprobs", 0, 20).value_or(0));
+  const int top_logprobs =
+      static_cast<int>(r.integer(*body, "", "top_logprobs", 0, 20).value_or(0));
   if (!r.ok()) return send_bad_request(res, kP, r);
   if (!check_model_name(ctx, model, kP, res)) return;
 
@@ -323,16 +339,23 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   if (!m.tool_calls.empty()) {
     Json calls = Json::array();
     for (const auto& c : m.tool_calls)
-      calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+      calls.push_back({{"id", c.id},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     msg["tool_calls"] = calls;
     if (m.content.empty()) msg["content"] = nullptr;
   }
-  Json resp = {{"id", id}, {"object", "chat.completion"}, {"created", unix_seconds()}, {"model", model},
-               {"system_fingerprint", "tempo9"},
-               {"choices", Json::array({{{"index", 0}, {"message", msg},
-                                         {"logprobs", logprobs ? logprobs_json(out.logprobs) : Json()},
-                                         {"finish_reason", finish_reason(out, !m.tool_calls.empty())}}})},
-               {"usage", usage_json(out.usage)}};
+  Json resp = {
+      {"id", id},
+      {"object", "chat.completion"},
+      {"created", unix_seconds()},
+      {"model", model},
+      {"system_fingerprint", "tempo9"},
+      {"choices", Json::array({{{"index", 0},
+                                {"message", msg},
+                                {"logprobs", logprobs ? logprobs_json(out.logprobs) : Json()},
+                                {"finish_reason", finish_reason(out, !m.tool_calls.empty())}}})},
+      {"usage", usage_json(out.usage)}};
   send_json(res, resp);
 }
 
@@ -349,8 +372,8 @@ class CompletionStream final : public StreamFormatter {
     if (out.finish == Finish::kNone) return s;
     s += chunk("", out.finish == Finish::kLength ? "length" : "stop");
     if (include_usage_) {
-      Json u = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
-                {"choices", Json::array()}, {"usage", usage_json(out.usage)}};
+      Json u = {{"id", id_},       {"object", "text_completion"}, {"created", created_},
+                {"model", model_}, {"choices", Json::array()},    {"usage", usage_json(out.usage)}};
       s += "data: " + u.dump() + "\n\n";
     }
     return s + "data: [DONE]\n\n";
@@ -358,8 +381,14 @@ class CompletionStream final : public StreamFormatter {
 
  private:
   std::string chunk(const std::string& text, const Json& finish) const {
-    Json c = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
-              {"choices", Json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+    Json c = {
+        {"id", id_},
+        {"object", "text_completion"},
+        {"created", created_},
+        {"model", model_},
+        {"choices",
+         Json::array(
+             {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
     return "data: " + c.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
   }
   std::string id_, model_;
@@ -379,8 +408,10 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
     r.fail("prompt", "is required");
   } else if (it->is_string()) {
     auto ids = tokenize_prompt(ctx, it->get<std::string>());
-    if (!ids.ok()) r.fail("prompt", ids.message());
-    else spec.prompt = std::move(ids).value();
+    if (!ids.ok())
+      r.fail("prompt", ids.message());
+    else
+      spec.prompt = std::move(ids).value();
   } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
     for (size_t i = 0; i < it->size(); ++i) {
       const Json& t = (*it)[i];
@@ -393,8 +424,10 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
     }
   } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
     auto ids = tokenize_prompt(ctx, (*it)[0].get<std::string>());
-    if (!ids.ok()) r.fail("prompt", ids.message());
-    else spec.prompt = std::move(ids).value();
+    if (!ids.ok())
+      r.fail("prompt", ids.message());
+    else
+      spec.prompt = std::move(ids).value();
   } else {
     r.fail("prompt", "expected a string, an array of one string, or an array of token ids");
   }
@@ -410,28 +443,48 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
   if (!g) return;
   const std::string id = random_id("cmpl-");
   if (stream)
-    return stream_generation(res, "text/event-stream", g, std::make_shared<CompletionStream>(id, model, include_usage));
+    return stream_generation(res, "text/event-stream", g,
+                             std::make_shared<CompletionStream>(id, model, include_usage));
   GenOutput out = collect_generation(*g, nullptr);
   if (out.finish == Finish::kError) return send_error(res, kP, 500, out.error);
   std::string text;
   for (const auto& e : out.events) text += e.text;
-  send_json(res, {{"id", id}, {"object", "text_completion"}, {"created", unix_seconds()}, {"model", model},
-                  {"choices", Json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr},
-                                            {"finish_reason", out.finish == Finish::kLength ? "length" : "stop"}}})},
-                  {"usage", usage_json(out.usage)}});
+  send_json(
+      res, {{"id", id},
+            {"object", "text_completion"},
+            {"created", unix_seconds()},
+            {"model", model},
+            {"choices",
+             Json::array({{{"index", 0},
+                           {"text", text},
+                           {"logprobs", nullptr},
+                           {"finish_reason", out.finish == Finish::kLength ? "length" : "stop"}}})},
+            {"usage", usage_json(out.usage)}});
 }
 
 }  // namespace
 
 void register_openai(httplib::Server& http, ServerContext& ctx) {
-  http.Post("/v1/chat/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_chat(ctx, q, s); });
-  http.Post("/chat/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_chat(ctx, q, s); });
-  http.Post("/v1/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_completion(ctx, q, s); });
-  http.Post("/completions", [&ctx](const httplib::Request& q, httplib::Response& s) { handle_completion(ctx, q, s); });
+  http.Post("/v1/chat/completions",
+            [&ctx](const httplib::Request& q, httplib::Response& s) { handle_chat(ctx, q, s); });
+  http.Post("/chat/completions",
+            [&ctx](const httplib::Request& q, httplib::Response& s) { handle_chat(ctx, q, s); });
+  http.Post("/v1/completions", [&ctx](const httplib::Request& q, httplib::Response& s) {
+    handle_completion(ctx, q, s);
+  });
+  http.Post("/completions", [&ctx](const httplib::Request& q, httplib::Response& s) {
+    handle_completion(ctx, q, s);
+  });
   auto models = [&ctx](const httplib::Request&, httplib::Response& res) {
-    send_json(res, {{"object", "list"},
-                    {"data", Json::array({{{"id", ctx.model.id}, {"object", "model"}, {"created", unix_seconds()},
-                                           {"owned_by", "tempo9"}, {"meta", {{"n_ctx", ctx.model.n_ctx}, {"n_params", ctx.model.n_params}}}}})}});
+    send_json(
+        res, {{"object", "list"},
+              {"data",
+               Json::array(
+                   {{{"id", ctx.model.id},
+                     {"object", "model"},
+                     {"created", unix_seconds()},
+                     {"owned_by", "tempo9"},
+                     {"meta", {{"n_ctx", ctx.model.n_ctx}, {"n_params", ctx.model.n_params}}}}})}});
   };
   http.Get("/v1/models", models);
   http.Get("/models", models);
