@@ -94,6 +94,26 @@ def test_streamed_logprobs_equal_the_whole_reply(client):
     assert len(want) == whole.usage.completion_tokens
 
 
+def test_completions_logprobs(client):
+    """The legacy completions API's integer logprobs: tokens spelling the text, their logprobs, one
+    {token: logprob} object of at most N alternatives each (greedy: the token among them, at its own
+    logprob), byte offsets into the text; streamed chunks carry the same, offsets continuing."""
+    kw = dict(model="m", prompt="The capital of France is", max_tokens=6, temperature=0, logprobs=3)
+    r = client.completions.create(**kw)
+    lp = r.choices[0].logprobs
+    assert "".join(lp.tokens) == r.choices[0].text and len(lp.tokens) == r.usage.completion_tokens
+    offsets = [0]
+    for tok, l, alts in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert l <= 0 and 1 <= len(alts) <= 3 and alts[tok] == l and max(alts.values()) == l
+        offsets.append(offsets[-1] + len(tok.encode()))
+    assert lp.text_offset == offsets[:-1]
+    streamed = [c.choices[0].logprobs for c in client.completions.create(stream=True, **kw)
+                if c.choices and c.choices[0].logprobs]
+    assert [t for s in streamed for t in s.tokens] == lp.tokens
+    assert [o for s in streamed for o in s.text_offset] == lp.text_offset
+    assert client.completions.create(**dict(kw, logprobs=None)).choices[0].logprobs is None
+
+
 def test_models_list(client):
     ids = [m.id for m in client.models.list().data]
     assert ids == ["SmolLM2-135M-Instruct.Q4_1"]

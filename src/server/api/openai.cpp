@@ -2,6 +2,7 @@
 // Request JSON -> GenerationSpec; Generation output -> chat.completion(.chunk) / text_completion.
 #include <httplib.h>
 
+#include "core/sampling.h"
 #include "server/api/common.h"
 #include "server/prompt_builder.h"
 
@@ -359,14 +360,36 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   send_json(res, resp);
 }
 
+// The legacy completions API's logprobs: {tokens, token_logprobs, top_logprobs (one {token:
+// logprob} object per token), text_offset (each token's byte offset in the generated text, from
+// *offset on; tokens may split a character, so bytes rather than characters)}.
+Json completion_logprobs_json(const std::vector<TokenLogprob>& lps, size_t* offset) {
+  Json tokens = Json::array(), lp = Json::array(), top = Json::array(), at = Json::array();
+  for (const auto& t : lps) {
+    tokens.push_back(t.text);
+    lp.push_back(t.logprob);
+    Json alts = Json::object();
+    for (const auto& [text, l] : t.top) alts[text] = l;
+    top.push_back(std::move(alts));
+    at.push_back(*offset);
+    *offset += t.text.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", at}};
+}
+
 class CompletionStream final : public StreamFormatter {
  public:
-  CompletionStream(std::string id, std::string model, bool include_usage)
-      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage) {}
+  CompletionStream(std::string id, std::string model, bool include_usage, bool logprobs)
+      : id_(std::move(id)),
+        model_(std::move(model)),
+        include_usage_(include_usage),
+        logprobs_(logprobs) {}
   std::string keepalive() override { return ": keepalive\n\n"; }
   std::string on_output(const GenOutput& out) override {
     std::string text;
     for (const auto& e : out.events) text += e.text;
+    // As in chat streams: a token that adds no text yet has its entry on the next chunk.
+    if (logprobs_) pending_.insert(pending_.end(), out.logprobs.begin(), out.logprobs.end());
     std::string s;
     if (!text.empty()) s += chunk(text, Json());
     if (out.finish == Finish::kNone) return s;
@@ -380,20 +403,26 @@ class CompletionStream final : public StreamFormatter {
   }
 
  private:
-  std::string chunk(const std::string& text, const Json& finish) const {
-    Json c = {
-        {"id", id_},
-        {"object", "text_completion"},
-        {"created", created_},
-        {"model", model_},
-        {"choices",
-         Json::array(
-             {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+  std::string chunk(const std::string& text, const Json& finish) {
+    Json lp;
+    if (!pending_.empty()) {
+      lp = completion_logprobs_json(pending_, &offset_);
+      pending_.clear();
+    }
+    Json c = {{"id", id_},
+              {"object", "text_completion"},
+              {"created", created_},
+              {"model", model_},
+              {"choices",
+               Json::array(
+                   {{{"index", 0}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}};
     return "data: " + c.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
   }
   std::string id_, model_;
   int64_t created_ = unix_seconds();
-  bool include_usage_;
+  bool include_usage_, logprobs_;
+  std::vector<TokenLogprob> pending_;  // tokens whose logprobs no chunk has carried yet
+  size_t offset_ = 0;                  // the next token's text_offset
 };
 
 void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -436,19 +465,25 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
   if (const Json* so = r.object(*body, "", "stream_options"))
     include_usage = r.boolean(*so, "stream_options", "include_usage").value_or(false);
   read_common(r, *body, spec, 16);  // OpenAI's default for completions
+  // logprobs: the legacy API's integer, the most likely alternatives per token (OpenAI allows 5;
+  // up to 20 here, as vLLM); null or absent: none.
+  const auto n_logprobs = r.integer(*body, "", "logprobs", 0, kMaxTopLogprobs);
   if (!r.ok()) return send_bad_request(res, kP, r);
   if (!check_model_name(ctx, model, kP, res)) return;
   spec.protocol = "openai";
+  spec.n_top_logprobs = n_logprobs ? static_cast<int>(*n_logprobs) : -1;
   std::shared_ptr<Generation> g = start_generation(ctx, std::move(spec), kP, res);
   if (!g) return;
   const std::string id = random_id("cmpl-");
   if (stream)
-    return stream_generation(res, "text/event-stream", g,
-                             std::make_shared<CompletionStream>(id, model, include_usage));
+    return stream_generation(
+        res, "text/event-stream", g,
+        std::make_shared<CompletionStream>(id, model, include_usage, n_logprobs.has_value()));
   GenOutput out = collect_generation(*g, nullptr);
   if (out.finish == Finish::kError) return send_error(res, kP, 500, out.error);
   std::string text;
   for (const auto& e : out.events) text += e.text;
+  size_t offset = 0;
   send_json(
       res, {{"id", id},
             {"object", "text_completion"},
@@ -457,7 +492,8 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
             {"choices",
              Json::array({{{"index", 0},
                            {"text", text},
-                           {"logprobs", nullptr},
+                           {"logprobs",
+                            n_logprobs ? completion_logprobs_json(out.logprobs, &offset) : Json()},
                            {"finish_reason", out.finish == Finish::kLength ? "length" : "stop"}}})},
             {"usage", usage_json(out.usage)}});
 }
