@@ -36,6 +36,8 @@
 #                PIPE_GEN (96) tokens of a short prompt with --pipeline on against off, at 1 and
 #                PARALLEL (8) rows ("identical" or cmp's first difference). For the trace part
 #                pass TRACE_ARGS="--pipeline on", for agents SERVE_ARGS="--pipeline on"
+#                (agents also takes BENCH_ARGS, e.g. "--tools-in-request" with SERVE_ARGS=
+#                "--tool-grammar on|off": the lazy tool-call grammar's cost on every request)
 #       kernels  ncu's time for every kernel of a KERNELS_PROMPT-token prompt (4) and
 #                KERNELS_GEN (3) tokens (graphs off), summarised per kernel for the last window
 #                by bench/ncu_kernels.py ($OUT/ncu_*.csv, $OUT/kernels_*.txt); for the prompt's
@@ -269,9 +271,11 @@ agents() {
   local turn=${TURN_TOKENS:-300}
   ctx=${CTX:-$((${RATIO:-2} * (sys + ${TURNS:-3} * (turn + ${AGENT_GEN:-128})) + 512))}
   echo "== agents: $n agents, $sys-token shared system prompt, ${TURNS:-3} turns of $turn"
+  # BENCH_ARGS: extra `tempo9 bench agents` flags (e.g. --tools-in-request), word-split.
+  # shellcheck disable=SC2206
   local args=(bench agents --agents "$n" --system-tokens "$sys" --turns "${TURNS:-3}"
     --turn-tokens "$turn" --gen-tokens "${AGENT_GEN:-128}" --run-id h200 --max-seconds
-    "${AGENT_S:-300}")
+    "${AGENT_S:-300}" ${BENCH_ARGS:-})
   if has ours; then
     # shellcheck disable=SC2086  # SERVE_ARGS: extra serve flags, word-split on purpose
     "$T9" serve -m "$M" --backend cuda --port 18411 --ctx "$ctx" --max-seqs "$n" \

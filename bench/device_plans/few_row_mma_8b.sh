@@ -66,3 +66,14 @@ for v in 2 0 2 0; do
   echo
 done
 echo "t=$((SECONDS - T0)) s"
+# The lazy tool-call grammar's cost on a GPU agent load (session 39: `tempo9 bench agents
+# --tools-in-request` puts the tools in the request, so every request carries the constraint with
+# `serve --tool-grammar on`); only while the call's 10 minutes allow.
+[ $((SECONDS - T0)) -lt 450 ] || exit 0
+for tg in on off; do
+  env $S8 AGENTS=8 SYSTEM=3000 RATIO=4 AGENT_S=60 MODEL=$M BENCH_ARGS="--tools-in-request" \
+    SERVE_ARGS="--tool-grammar $tg" OUT=/tmp/agents_tg_$tg bash bench/h200_bench.sh agents >/dev/null 2>&1
+  echo "8B agents with tools, --tool-grammar $tg: $(grep -E 'TTFT p50 ms \(all|ITL p50|wall s|effective tok/s' /tmp/agents_tg_$tg/agents_tempo9.txt | tr '\n' ' ')"
+  grep -E 'constraint|pipelined' /tmp/agents_tg_$tg/agents_metrics_tempo9.txt | head -4
+done
+echo "t=$((SECONDS - T0)) s"

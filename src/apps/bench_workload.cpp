@@ -35,8 +35,8 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-// One tool definition as JSON text, ≈ 95 approximate tokens.
-std::string tool_definition(uint64_t seed, int index) {
+// One tool definition, ≈ 95 approximate tokens as JSON text.
+Json tool_definition(uint64_t seed, int index) {
   uint64_t s = seed;
   auto word = [&] { return std::string(kWords[splitmix64(s) % kWords.size()]); };
   const std::string name = word() + "_" + word() + "_" + std::to_string(index);
@@ -49,7 +49,7 @@ std::string tool_definition(uint64_t seed, int index) {
                 {{"name", name},
                  {"description", pseudo_text(splitmix64(s), 14)},
                  {"parameters", {{"type", "object"}, {"properties", props}}}}}};
-  return tool.dump();
+  return tool;
 }
 
 Json message_json(const ChatMessage& m) {
@@ -99,22 +99,32 @@ int approx_tokens(const std::string& text) {
   return n;
 }
 
-std::string system_prompt(const WorkloadSpec& spec, int round, int agent) {
+std::string system_prompt(const WorkloadSpec& spec, int round, int agent, Json* tools) {
   const uint64_t base =
       mix_seed(spec.seed + static_cast<uint64_t>(round), spec.shared_system ? 0 : agent + 1);
   std::string out = "Run " + spec.run_id + ". You are a coding agent. You can call these tools:\n";
   // About a third of the budget goes to tool definitions (~95 tokens each), the rest to prose.
   const int tool_budget = spec.system_tokens / 3;
-  for (int i = 0; i < 64 && approx_tokens(out) + 95 <= tool_budget; ++i)
-    out += tool_definition(mix_seed(base, 1, static_cast<uint64_t>(i)), i) + "\n";
+  int tool_tokens = approx_tokens(out);
+  for (int i = 0; i < 64 && tool_tokens + 95 <= tool_budget; ++i) {
+    const Json tool = tool_definition(mix_seed(base, 1, static_cast<uint64_t>(i)), i);
+    const std::string text = tool.dump() + "\n";
+    tool_tokens += approx_tokens(text);
+    if (spec.tools_in_request && tools != nullptr)
+      tools->push_back(tool);
+    else
+      out += text;
+  }
   out += "Guidelines:\n";
-  const int rest = spec.system_tokens - approx_tokens(out);
+  const int rest = spec.system_tokens - (tool_tokens + approx_tokens("Guidelines:\n"));
   if (rest > 0) out += pseudo_text(mix_seed(base, 2), rest);
   return out;
 }
 
 AgentConversation::AgentConversation(const WorkloadSpec& spec, int round, int agent)
-    : spec_(spec), round_(round), agent_(agent), system_(system_prompt(spec, round, agent)) {}
+    : spec_(spec), round_(round), agent_(agent), tools_(Json::array()) {
+  system_ = system_prompt(spec, round, agent, &tools_);
+}
 
 Json AgentConversation::request(int turn, const std::string& model, const std::string& salt) {
   const uint64_t s = mix_seed(spec_.seed + static_cast<uint64_t>(round_), 100 + agent_, turn);
@@ -133,17 +143,20 @@ Json AgentConversation::request(int turn, const std::string& model, const std::s
   messages.push_back(
       {{"role", "system"}, {"content", salt.empty() ? system_ : salt + "\n" + system_}});
   last_approx_ = approx_tokens(messages[0]["content"].get_ref<const std::string&>());
+  for (const Json& t : tools_) last_approx_ += approx_tokens(t.dump() + "\n");  // rendered too
   for (const auto& m : history_) {
     messages.push_back(message_json(m));
     last_approx_ += approx_tokens(m.content);
   }
-  return {{"model", model},
-          {"messages", std::move(messages)},
-          {"stream", true},
-          {"stream_options", {{"include_usage", true}}},
-          {"max_tokens", spec_.gen_tokens},
-          {"ignore_eos", true},
-          {"temperature", spec_.temperature}};
+  Json req = {{"model", model},
+              {"messages", std::move(messages)},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}},
+              {"max_tokens", spec_.gen_tokens},
+              {"ignore_eos", true},
+              {"temperature", spec_.temperature}};
+  if (!tools_.empty()) req["tools"] = tools_;
+  return req;
 }
 
 void AgentConversation::add_reply(const std::string& reply) {
@@ -197,14 +210,25 @@ Status read_field(const Json& j, const char* key, T& out) {
 Result<WorkloadSpec> parse_spec_json(const std::string& text, WorkloadSpec s) {
   Json j = Json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return error("spec: not a JSON object");
-  static const std::array<std::string_view, 12> kKnown = {
-      "name",   "agents", "turns",         "system_tokens",    "turn_tokens",  "gen_tokens",
-      "rounds", "seed",   "shared_system", "salt_per_request", "tool_results", "temperature"};
+  static const std::array<std::string_view, 13> kKnown = {"name",
+                                                          "agents",
+                                                          "turns",
+                                                          "system_tokens",
+                                                          "turn_tokens",
+                                                          "gen_tokens",
+                                                          "rounds",
+                                                          "seed",
+                                                          "shared_system",
+                                                          "salt_per_request",
+                                                          "tool_results",
+                                                          "temperature",
+                                                          "tools_in_request"};
   for (const auto& [key, _] : j.items())
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end())
       return error(
           "spec field '{}': unknown (known: name, agents, turns, system_tokens, turn_tokens, "
-          "gen_tokens, rounds, seed, shared_system, salt_per_request, tool_results, temperature)",
+          "gen_tokens, rounds, seed, shared_system, salt_per_request, tool_results, temperature, "
+          "tools_in_request)",
           key);
   T9_TRY(read_field(j, "name", s.name));
   T9_TRY(read_field(j, "agents", s.n_agents));
@@ -218,6 +242,7 @@ Result<WorkloadSpec> parse_spec_json(const std::string& text, WorkloadSpec s) {
   T9_TRY(read_field(j, "salt_per_request", s.salt_per_request));
   T9_TRY(read_field(j, "tool_results", s.tool_results));
   T9_TRY(read_field(j, "temperature", s.temperature));
+  T9_TRY(read_field(j, "tools_in_request", s.tools_in_request));
   return s;
 }
 
@@ -249,6 +274,7 @@ Json to_json(const WorkloadSpec& s) {
           {"salt_per_request", s.salt_per_request},
           {"tool_results", s.tool_results},
           {"temperature", s.temperature},
+          {"tools_in_request", s.tools_in_request},
           {"run_id", s.run_id}};
 }
 

@@ -33,6 +33,10 @@ struct WorkloadSpec {
   bool shared_system = true;      // all agents of a round share one system prompt (else one each)
   bool salt_per_request = false;  // a unique salt opens every prompt: no prefix is shared
   bool tool_results = true;       // turn >= 2 messages have role "tool" (else "user")
+  // The tool definitions go in the request's `tools` array (the server renders them with its chat
+  // template and, with `serve --tool-grammar`, checks any call the model opens) instead of as
+  // JSON text in the system prompt; the prose then fills the rest of system_tokens as before.
+  bool tools_in_request = false;
   double temperature = 0.0;
   std::string run_id;  // opens every system prompt so a rerun cannot reuse an earlier run's cache
 };
@@ -43,7 +47,7 @@ Result<WorkloadSpec> preset(const std::string& name);
 
 // Overlays a JSON spec file's fields on `base`. Fields: name, agents, turns, system_tokens,
 // turn_tokens, gen_tokens, rounds, seed, shared_system, salt_per_request, tool_results,
-// temperature. Unknown fields and wrong types are errors naming the field.
+// tools_in_request, temperature. Unknown fields and wrong types are errors naming the field.
 Result<WorkloadSpec> parse_spec_json(const std::string& text, WorkloadSpec base);
 
 // Rejects counts that are out of range (each message names the field).
@@ -81,12 +85,15 @@ class AgentConversation {
   const WorkloadSpec& spec_;
   int round_, agent_;
   std::string system_;
+  nlohmann::json tools_;              // WorkloadSpec::tools_in_request: the request's tools array
   std::vector<ChatMessage> history_;  // after the system message
   int last_approx_ = 0;
 };
 
 // The system prompt for (round, agent): run header, tool definitions as JSON text, guidelines.
-std::string system_prompt(const WorkloadSpec& spec, int round, int agent);
+// With spec.tools_in_request the definitions go to *tools (an array) instead of the text.
+std::string system_prompt(const WorkloadSpec& spec, int round, int agent,
+                          nlohmann::json* tools = nullptr);
 
 // The workload's token estimate: runs of letters/digits plus runs of other non-space characters.
 int approx_tokens(const std::string& text);

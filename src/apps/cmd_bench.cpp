@@ -30,7 +30,8 @@ struct BenchOptions {
   WorkloadSpec flags;  // values of the workload flags; applied only when given
   bench::RunLimits limits;
   // Options whose presence decides whether the flag overrides the preset / spec file.
-  CLI::Option *o_agents, *o_turns, *o_system, *o_turn, *o_gen, *o_rounds, *o_seed, *o_temp;
+  CLI::Option *o_agents, *o_turns, *o_system, *o_turn, *o_gen, *o_rounds, *o_seed, *o_temp,
+      *o_tools;
 };
 
 Result<WorkloadSpec> build_spec(const BenchOptions& o) {
@@ -53,6 +54,7 @@ Result<WorkloadSpec> build_spec(const BenchOptions& o) {
   if (o.o_rounds->count()) s.n_rounds = f.n_rounds;
   if (o.o_seed->count()) s.seed = f.seed;
   if (o.o_temp->count()) s.temperature = f.temperature;
+  if (o.o_tools->count()) s.tools_in_request = true;
   s.run_id = o.run_id;
   if (s.run_id.empty())
     s.run_id = fmt::format(
@@ -203,6 +205,8 @@ const bool registered = register_command(Command{
       o->o_seed = sub.add_option("--seed", f.seed, "workload seed (default 1)");
       o->o_temp =
           sub.add_option("--temperature", f.temperature, "sampling temperature (default 0)");
+      o->o_tools = sub.add_flag("--tools-in-request", f.tools_in_request,
+                                "tool definitions in the request's tools array, not the prompt");
       sub.add_option("--run-id", o->run_id,
                      "text opening every system prompt (default: from the clock)");
       sub.add_option("--json", o->json_file, "write every request and the summaries as JSON");

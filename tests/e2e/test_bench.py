@@ -80,6 +80,15 @@ def test_agents_report_is_consistent(server, tmp_path):
     assert f"| requests | {K * T * R} |" in p.stdout
 
 
+def test_agents_with_tools_in_the_request(server, tmp_path):
+    """--tools-in-request: the tool definitions travel in the request's tools array (rendered by the
+    chat template) instead of the system prompt's text; the run is as consistent, and the sizes
+    still match the workload's estimate."""
+    p, rep = tiny_agents(server, tmp_path, "--tools-in-request")
+    assert rep["workload"]["tools_in_request"] is True
+    check_target(rep["targets"][0])
+
+
 def test_agents_breakdown_reads_the_report_and_metrics(server, tmp_path):
     """bench/agents_breakdown.py over a real report and the server's /metrics right after it: each
     turn's computed prompt tokens are the report's prompt - cached for that turn, the re-sent
