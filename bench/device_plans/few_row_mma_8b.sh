@@ -48,11 +48,13 @@ for k in 8 32; do
 done
 echo "t=$((SECONDS - T0)) s"
 # 8 sampled rows with logprobs (top 5): beside the device's draw vs the vocabulary rows copied to
-# the host (TEMPO9_SAMPLE_ON_HOST=1); the same text and the same logprobs line within ulps.
+# the host (TEMPO9_SAMPLE_ON_HOST=1); the same text and the same logprobs line within ulps. Top-k
+# 40 so the device settles every draw (a synthetic model's flat rows would send top-p-only draws
+# past its 1024 candidates to the host).
 for h in 0 1 0 1; do
   if [ "$h" = 1 ]; then export TEMPO9_SAMPLE_ON_HOST=1; else unset TEMPO9_SAMPLE_ON_HOST; fi
-  "$T9" run -m "$M" --raw -p "$P" -n 64 --temp 0.8 \
-    --top-p 0.95 --seed 5 --logprobs 5 --ignore-eos --backend cuda --ctx 1000 --parallel 8 \
+  "$T9" run -m "$M" --raw -p "$P" -n 64 --temp 0.8 --top-k 40 \
+    --seed 5 --logprobs 5 --ignore-eos --backend cuda --ctx 1000 --parallel 8 \
     --warmup >/tmp/lp_$h.txt 2>/tmp/e.txt
   echo "8B 8 rows logprobs, SAMPLE_ON_HOST=$h: $(grep -E '^\[(engine|logprobs)' /tmp/e.txt | tr '\n' ' ')"
 done
