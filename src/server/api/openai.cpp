@@ -5,6 +5,7 @@
 #include "core/sampling.h"
 #include "server/api/common.h"
 #include "server/prompt_builder.h"
+#include "tokenizer/unicode.h"
 
 namespace t9::server::api {
 namespace {
@@ -498,9 +499,87 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
             {"usage", usage_json(out.usage)}});
 }
 
+// POST /tokenize, as llama-server and vLLM answer it: "content" (llama-server: no BOS unless
+// add_special) or "prompt" (vLLM: BOS unless add_special_tokens is false) as plain text, or
+// "messages" rendered by the chat template (add_generation_prompt, default true) and tokenized as
+// a prompt. Answers {tokens, count, max_model_len}; with_pieces: tokens as {id, piece} (the
+// piece's text, or its bytes where it is not whole UTF-8).
+void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  std::string err;
+  auto body = parse_json_object(req.body, err);
+  if (!body) return send_error(res, kP, 400, err);
+  FieldReader r;
+  const bool with_pieces = r.boolean(*body, "", "with_pieces").value_or(false);
+  Result<std::vector<engine::TokenId>> ids = error("content: is required (or prompt, or messages)");
+  if (body->contains("messages")) {
+    ChatInput in;
+    in.messages = read_messages(r, *body);
+    in.add_generation_prompt = r.boolean(*body, "", "add_generation_prompt").value_or(true);
+    if (!r.ok()) return send_bad_request(res, kP, r);
+    auto text = render_chat(ctx, in);
+    if (!text.ok()) return send_error(res, kP, 400, text.message(), "messages");
+    ids = tokenize_prompt(ctx, *text);
+  } else {
+    const bool llama = body->contains("content");
+    const auto text = r.str(*body, "", llama ? "content" : "prompt");
+    const auto special = r.boolean(*body, "", llama ? "add_special" : "add_special_tokens");
+    if (!r.ok()) return send_bad_request(res, kP, r);
+    if (text) {
+      tok::EncodeOptions opt;
+      opt.add_special = special.value_or(!llama);
+      ids = ctx.tokenizer->encode(*text, opt);
+    }
+  }
+  if (!r.ok()) return send_bad_request(res, kP, r);
+  if (!ids.ok()) return send_error(res, kP, 400, ids.message(), "content");
+  Json tokens = Json::array();
+  for (engine::TokenId id : *ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece(ctx.tokenizer->piece(id));
+    const Json p = Json(piece);
+    tokens.push_back({{"id", id},
+                      {"piece", tok::utf8_valid_prefix(piece) == piece.size()
+                                    ? p
+                                    : Json(std::vector<uint8_t>(piece.begin(), piece.end()))}});
+  }
+  send_json(res, {{"tokens", tokens}, {"count", ids->size()}, {"max_model_len", ctx.model.n_ctx}});
+}
+
+// POST /detokenize {"tokens": [ids]}: {"content": text} (llama-server) and {"prompt": text} (vLLM).
+void handle_detokenize(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  std::string err;
+  auto body = parse_json_object(req.body, err);
+  if (!body) return send_error(res, kP, 400, err);
+  FieldReader r;
+  const Json* arr = r.array(*body, "", "tokens");
+  if (!arr) r.require(*body, "", "tokens");
+  std::vector<engine::TokenId> ids;
+  for (size_t i = 0; arr && i < arr->size() && r.ok(); ++i) {
+    const Json& t = (*arr)[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() >= static_cast<int64_t>(ctx.tokenizer->n_tokens()))
+      r.fail(FieldReader::index("tokens", i), "not a token id of this model");
+    else
+      ids.push_back(t.get<engine::TokenId>());
+  }
+  if (!r.ok()) return send_bad_request(res, kP, r);
+  auto text = ctx.tokenizer->decode(ids);
+  if (!text.ok()) return send_error(res, kP, 400, text.message(), "tokens");
+  send_json(res, {{"content", *text}, {"prompt", *text}});
+}
+
 }  // namespace
 
 void register_openai(httplib::Server& http, ServerContext& ctx) {
+  http.Post("/tokenize", [&ctx](const httplib::Request& q, httplib::Response& s) {
+    handle_tokenize(ctx, q, s);
+  });
+  http.Post("/detokenize", [&ctx](const httplib::Request& q, httplib::Response& s) {
+    handle_detokenize(ctx, q, s);
+  });
   http.Post("/v1/chat/completions",
             [&ctx](const httplib::Request& q, httplib::Response& s) { handle_chat(ctx, q, s); });
   http.Post("/chat/completions",
