@@ -107,6 +107,7 @@ struct EngineStats {
 class Engine {
  public:
   Engine(const EngineConfig& config, ModelRunner& runner);
+  const EngineConfig& config() const { return config_; }  // immutable after construction
   ~Engine();  // stops the thread; unfinished requests get a kError event
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -20,12 +20,18 @@ chat::ChatEvent content_event(std::string text) {
 
 const char* finish_name(Finish f) {
   switch (f) {
-    case Finish::kNone: return "none";
-    case Finish::kStop: return "stop";
-    case Finish::kLength: return "length";
-    case Finish::kStopString: return "stop_string";
-    case Finish::kCancelled: return "cancelled";
-    case Finish::kError: return "error";
+    case Finish::kNone:
+      return "none";
+    case Finish::kStop:
+      return "stop";
+    case Finish::kLength:
+      return "length";
+    case Finish::kStopString:
+      return "stop_string";
+    case Finish::kCancelled:
+      return "cancelled";
+    case Finish::kError:
+      return "error";
   }
   return "?";
 }
@@ -42,7 +48,8 @@ Generation::~Generation() {
   usage_.n_prompt_tokens = static_cast<int>(spec_.prompt.size());
   usage_.n_generated_tokens = n_generated_;
   total_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
-  if (ctx_.metrics) ctx_.metrics->observe_request(usage_, ttft_ms_, total_ms_, finish_name(finish_));
+  if (ctx_.metrics)
+    ctx_.metrics->observe_request(usage_, ttft_ms_, total_ms_, finish_name(finish_));
   log_line();
 }
 
@@ -73,7 +80,8 @@ Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, Genera
   std::unique_ptr<Generation> g(new Generation(ctx, std::move(spec)));
   if (g->spec_.parse_chat) {
     chat::ToolSet tools = g->spec_.tools ? *g->spec_.tools : chat::ToolSet{};
-    T9_ASSIGN_OR_RETURN(auto parser, chat::ChatOutputParser::create(g->spec_.parser, std::move(tools)));
+    T9_ASSIGN_OR_RETURN(auto parser,
+                        chat::ChatOutputParser::create(g->spec_.parser, std::move(tools)));
     g->parser_.emplace(std::move(parser));
   }
   g->channel_ = engine::TokenChannel::create();
@@ -85,9 +93,9 @@ Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, Genera
   req.logprobs = g->spec_.n_top_logprobs >= 0;
   req.n_top_logprobs = std::max(0, g->spec_.n_top_logprobs);
   if (g->spec_.format.kind != OutputFormat::Kind::kText) {
-    T9_ASSIGN_OR_RETURN(req.constraint,
-                        ctx.structured->constraint(*ctx.tokenizer, g->spec_.format,
-                                                   output_preamble(ctx, g->spec_), req.stop_token_ids));
+    T9_ASSIGN_OR_RETURN(req.constraint, ctx.structured->constraint(*ctx.tokenizer, g->spec_.format,
+                                                                   output_preamble(ctx, g->spec_),
+                                                                   req.stop_token_ids));
   }
   req.on_event = g->channel_->callback();
   g->cancelled_ = req.cancelled;
@@ -96,7 +104,9 @@ Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, Genera
   return g;
 }
 
-void Generation::cancel() { cancelled_->store(true); }
+void Generation::cancel() {
+  cancelled_->store(true);
+}
 
 bool Generation::poll(GenOutput& out, std::chrono::milliseconds timeout) {
   if (finished_) return true;
@@ -119,11 +129,12 @@ void Generation::on_token(const engine::TokenEvent& ev, GenOutput& out) {
     }
     return;
   }
-  const bool is_stop_token = ev.finish == engine::FinishReason::kStop && ev.token >= 0 &&
-                             std::find(ctx_.eog_ids.begin(), ctx_.eog_ids.end(), ev.token) !=
-                                 ctx_.eog_ids.end();
+  const bool is_stop_token =
+      ev.finish == engine::FinishReason::kStop && ev.token >= 0 &&
+      std::find(ctx_.eog_ids.begin(), ctx_.eog_ids.end(), ev.token) != ctx_.eog_ids.end();
   if (ev.token >= 0 && !is_stop_token) {
-    if (n_generated_ == 0) ttft_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
+    if (n_generated_ == 0)
+      ttft_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
     ++n_generated_;
     std::string text;
     if (Status s = decoder_.push(ev.token, text); !s.ok()) {
@@ -131,10 +142,13 @@ void Generation::on_token(const engine::TokenEvent& ev, GenOutput& out) {
       finish(Finish::kError, out, ev.usage);
       return;
     }
+    out.tokens.push_back(ev.token);
     if (spec_.n_top_logprobs >= 0) {
-      TokenLogprob lp{std::string(ctx_.tokenizer->piece(ev.token)), ev.logprob, {}};
-      for (const auto& t : ev.top_logprobs)
+      TokenLogprob lp{std::string(ctx_.tokenizer->piece(ev.token)), ev.logprob, {}, ev.token, {}};
+      for (const auto& t : ev.top_logprobs) {
         lp.top.emplace_back(std::string(ctx_.tokenizer->piece(t.token)), t.logprob);
+        lp.top_ids.push_back(t.token);
+      }
       out.logprobs.push_back(std::move(lp));
     }
     emit_text(std::move(text), out);
@@ -150,10 +164,14 @@ void Generation::on_token(const engine::TokenEvent& ev, GenOutput& out) {
     ttft_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
   }
   switch (ev.finish) {
-    case engine::FinishReason::kNone: return;
-    case engine::FinishReason::kStop: return finish(Finish::kStop, out, ev.usage);
-    case engine::FinishReason::kLength: return finish(Finish::kLength, out, ev.usage);
-    case engine::FinishReason::kCancelled: return finish(Finish::kCancelled, out, ev.usage);
+    case engine::FinishReason::kNone:
+      return;
+    case engine::FinishReason::kStop:
+      return finish(Finish::kStop, out, ev.usage);
+    case engine::FinishReason::kLength:
+      return finish(Finish::kLength, out, ev.usage);
+    case engine::FinishReason::kCancelled:
+      return finish(Finish::kCancelled, out, ev.usage);
     case engine::FinishReason::kError:
       out.error = ev.error;
       return finish(Finish::kError, out, ev.usage);
@@ -189,7 +207,8 @@ void Generation::emit_text(std::string text, GenOutput& out) {
         }
     // Never split a UTF-8 character: move the cut left to a character start.
     size_t split = held_.size() - keep;
-    while (split > 0 && split < held_.size() && (static_cast<unsigned char>(held_[split]) & 0xC0) == 0x80)
+    while (split > 0 && split < held_.size() &&
+           (static_cast<unsigned char>(held_[split]) & 0xC0) == 0x80)
       --split;
     ready = held_.substr(0, split);
     held_.erase(0, split);
@@ -210,8 +229,10 @@ void Generation::finish(Finish f, GenOutput& out, const engine::Usage& usage) {
     tail = std::move(held_);
     held_.clear();
     if (!tail.empty()) {
-      if (parser_) parser_->feed(tail, out.events);
-      else out.events.push_back(content_event(std::move(tail)));
+      if (parser_)
+        parser_->feed(tail, out.events);
+      else
+        out.events.push_back(content_event(std::move(tail)));
     }
   }
   if (parser_) parser_->finish(out.events);
@@ -230,10 +251,10 @@ void Generation::finish(Finish f, GenOutput& out, const engine::Usage& usage) {
 void Generation::log_line() const {
   const double gen_s = (total_ms_ - ttft_ms_) / 1000.0;
   const double tps = n_generated_ > 1 && gen_s > 0 ? (n_generated_ - 1) / gen_s : 0.0;
-  T9_LOG_INFO("request {} {}: prompt {} cached {} generated {} ttft {:.1f} ms {:.1f} tok/s finish {}",
-              id_, spec_.protocol, spec_.prompt.size(), usage_.n_cached_prompt_tokens, n_generated_,
-              ttft_ms_, tps,
-              finish_name(finish_));
+  T9_LOG_INFO(
+      "request {} {}: prompt {} cached {} generated {} ttft {:.1f} ms {:.1f} tok/s finish {}", id_,
+      spec_.protocol, spec_.prompt.size(), usage_.n_cached_prompt_tokens, n_generated_, ttft_ms_,
+      tps, finish_name(finish_));
 }
 
 }  // namespace t9::server

@@ -32,14 +32,16 @@ struct GenerationSpec {
   bool parse_chat = false;        // false: all text is content (completions APIs)
   chat::ChatParserConfig parser;  // used when parse_chat
   std::shared_ptr<const chat::ToolSet> tools;
-  OutputFormat format;            // structured output (response_format, Ollama's format)
-  std::string protocol;           // "openai", "anthropic", "ollama": for the request log line
+  OutputFormat format;   // structured output (response_format, Ollama's format)
+  std::string protocol;  // "openai", "anthropic", "ollama": for the request log line
 };
 
 struct TokenLogprob {
   std::string text;  // the token's bytes (may be partial UTF-8)
   float logprob = 0.0f;
   std::vector<std::pair<std::string, float>> top;
+  engine::TokenId id = -1;               // the token
+  std::vector<engine::TokenId> top_ids;  // top's tokens, in order
 };
 
 enum class Finish { kNone, kStop, kLength, kStopString, kCancelled, kError };
@@ -47,6 +49,7 @@ enum class Finish { kNone, kStop, kLength, kStopString, kCancelled, kError };
 struct GenOutput {
   std::vector<chat::ChatEvent> events;  // content / reasoning / tool-call events, in order
   std::vector<TokenLogprob> logprobs;   // one per token consumed in this poll
+  std::vector<engine::TokenId> tokens;  // the ids of those tokens (stop tokens excluded)
   Finish finish = Finish::kNone;        // set once, on the last poll
   std::string stop_string;              // the stop string that matched (kStopString)
   std::string error;                    // kError

@@ -109,6 +109,7 @@ void HttpServer::install_routes() {
   api::register_openai(h, ctx_);
   api::register_anthropic(h, ctx_);
   api::register_ollama(h, ctx_);
+  api::register_llama_native(h, ctx_);
 }
 
 Status HttpServer::bind() {

@@ -41,5 +41,6 @@ Json token_logprobs_json(const std::vector<TokenLogprob>& lps);
 void register_openai(httplib::Server& http, ServerContext& ctx);
 void register_anthropic(httplib::Server& http, ServerContext& ctx);
 void register_ollama(httplib::Server& http, ServerContext& ctx);
+void register_llama_native(httplib::Server& http, ServerContext& ctx);  // /completion, /props
 
 }  // namespace t9::server::api
