@@ -12,6 +12,7 @@ OLLAMA_CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "s
                "options": {"num_predict": 2}}
 OLLAMA_GEN = {"model": "m", "prompt": "hi", "stream": False, "options": {"num_predict": 2}}
 COMPLETION = {"model": "m", "prompt": "hi", "max_tokens": 2}
+LLAMA_COMPLETION = {"prompt": "hi", "n_predict": 2, "temperature": 0}  # llama-server's /completion
 OPENAI_SCHEMA = dict(OPENAI_CHAT, response_format={"type": "json_schema", "json_schema": {
     "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}})
 OLLAMA_FORMAT = dict(OLLAMA_CHAT, format={"type": "object", "properties": {"a": {"type": "string"}}})
@@ -35,7 +36,8 @@ def mutate(base: dict, key_path: list, value):
 def cases():
     out = []
     raw_bodies = [b"", b"{", b"null", b"[]", b"42", b'"text"', b"{\"model\": }", b"\xff\xfe", b"{\"a\":1}}"]
-    for path in ["/v1/chat/completions", "/v1/completions", "/v1/messages", "/api/chat", "/api/generate"]:
+    for path in ["/v1/chat/completions", "/v1/completions", "/v1/messages", "/api/chat", "/api/generate",
+                 "/completion", "/tokenize", "/detokenize"]:
         for raw in raw_bodies:
             out.append((path, raw))
     fields = {
@@ -48,7 +50,11 @@ def cases():
                                      ["messages", 0, "content"], ["system"], ["stop_sequences"], ["tools"],
                                      ["thinking"], ["tool_choice"]]),
         "/api/chat": (OLLAMA_CHAT, [["messages", 0, "role"], ["messages"], ["options"], ["stream"], ["think"]]),
-        "/api/generate": (OLLAMA_GEN, [["prompt"], ["options"], ["raw"], ["stream"]]),
+        "/api/generate": (OLLAMA_GEN, [["prompt"], ["options"], ["raw"], ["stream"], ["logprobs"],
+                                       ["top_logprobs"]]),
+        "/completion": (LLAMA_COMPLETION, [["prompt"], ["n_predict"], ["temperature"], ["stop"],
+                                           ["n_probs"], ["logit_bias"], ["grammar"], ["json_schema"],
+                                           ["stream"], ["return_tokens"]]),
     }
     structured = [  # structured output: the format, and parts of the schema inside it
         ("/v1/chat/completions", OPENAI_SCHEMA, [["response_format"], ["response_format", "type"],
