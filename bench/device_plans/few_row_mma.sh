@@ -85,6 +85,8 @@ agents off TEMPO9_CUDA_MMA_ROWS_MIN=0
 agents on2 TEMPO9_CUDA_MMA_ROWS_MIN=2
 agents off2 TEMPO9_CUDA_MMA_ROWS_MIN=0
 agents on_both TEMPO9_CUDA_MMA_ROWS_MIN=2 TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
+# serve's start-up warm-up (session 39; on by default for CUDA, so every run above has it): off.
+agents off_nowarm TEMPO9_CUDA_MMA_ROWS_MIN=0 "SERVE_ARGS=--warmup off"
 echo "t=$((SECONDS - T0)) s"
 # The rest only while the call's 10 minutes allow (the parts above take ~6).
 [ $((SECONDS - T0)) -lt 420 ] || exit 0

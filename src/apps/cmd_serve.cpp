@@ -6,6 +6,8 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -35,6 +37,7 @@ struct ServeOptions {
   int threads = 0;
   std::string backend = "cpu";
   std::string tool_grammar = "auto";  // auto: on for the CPU backend (server::ServerConfig)
+  std::string warmup = "auto";        // auto: on for --backend cuda (warm_up)
   int max_seqs = engine::SchedulerConfig{}.max_seqs;
   int max_batch_tokens = engine::SchedulerConfig{}.max_batch_tokens;
   int prefill_chunk = engine::SchedulerConfig{}.prefill_chunk_tokens;
@@ -81,6 +84,38 @@ std::string quant_label(const gguf::GgufFile& f) {
   if (ft < std::size(kFileTypes)) return kFileTypes[ft];
   if (ft == 32) return "BF16";
   return "unknown";
+}
+
+// Before the port opens, a few sequences' prompts and decode steps (as llama-server's start-up
+// warm-up): a GPU loads each kernel at its first launch and captures a graph per decode batch
+// size, costs the first agents would otherwise pay in their time to first token. The prompts
+// differ in their first token (no prefix is shared) and are otherwise arbitrary ids; the
+// engine's counters are zeroed after, so /metrics starts from the first real request.
+Status warm_up(engine::Engine& eng, int n_vocab, int n_seqs, int n_prompt, int n_gen) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int n_done = 0;
+  std::string err;
+  for (int s = 0; s < n_seqs; ++s) {
+    engine::GenerateRequest req;
+    for (int i = 0; i < n_prompt; ++i)
+      req.prompt.push_back(static_cast<engine::TokenId>((1000 + 7919 * s + 31 * i) % n_vocab));
+    req.max_tokens = n_gen;
+    req.sampling.temperature = 0.0f;
+    req.on_event = [&n_done, &err](const engine::TokenEvent& ev) {
+      if (ev.finish == engine::FinishReason::kError && err.empty()) err = ev.error;
+      if (ev.finish != engine::FinishReason::kNone) ++n_done;
+    };
+    T9_TRY(eng.submit(std::move(req)));
+  }
+  while (n_done < n_seqs && eng.step()) {
+  }
+  if (!err.empty()) return error("warm-up: {}", err);
+  eng.reset_counters();
+  T9_LOG_INFO(
+      "warm-up: {} sequences of {} prompt tokens and {} generated in {:.0f} ms", n_seqs, n_prompt,
+      n_gen,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return {};
 }
 
 volatile sig_atomic_t g_stop = 0;
@@ -144,9 +179,22 @@ int serve(ServeOptions& opt) {
   ecfg.scheduler.spec.max_draft = opt.spec_draft;
   ecfg.pipeline = opt.pipeline;
   server::Metrics metrics;
-  ecfg.on_step = [&metrics](double step_ms) { metrics.observe_step(step_ms); };
+  bool warming = false;  // the warm-up's steps stay out of the step-time histogram
+  ecfg.on_step = [&metrics, &warming](double step_ms) {
+    if (!warming) metrics.observe_step(step_ms);
+  };
   model::EngineRunner runner(m);
   engine::Engine eng(ecfg, runner);
+  if (opt.warmup == "on" || (opt.warmup == "auto" && opt.backend == "cuda")) {
+    warming = true;
+    const Status w = warm_up(eng, m.n_vocab(), std::min(opt.max_seqs, 8),
+                             std::min({opt.prefill_chunk, 256, std::max(1, n_ctx / 4)}), 4);
+    warming = false;
+    if (!w.ok()) {
+      std::fprintf(stderr, "tempo9 serve: %s\n", w.message().c_str());
+      return 1;
+    }
+  }
 
   server::ServerContext ctx;
   ctx.config = opt.server;
@@ -252,6 +300,11 @@ const bool registered = register_command(Command{
       sub.add_option("--tool-grammar", o->tool_grammar,
                      "check tool calls under tool_choice auto with a grammar from their opening "
                      "marker on (auto: on for --backend cpu, off for cuda)")
+          ->check(CLI::IsMember({"auto", "on", "off"}))
+          ->capture_default_str();
+      sub.add_option("--warmup", o->warmup,
+                     "before serving, run a few short sequences so the first requests pay no "
+                     "first-use costs (auto: on for --backend cuda)")
           ->check(CLI::IsMember({"auto", "on", "off"}))
           ->capture_default_str();
       sub.add_option("--http-threads", o->server.n_http_threads,

@@ -690,6 +690,21 @@ void Engine::publish_stats(double step_ms) {
   counters_.last_step_ms.store(step_ms);
 }
 
+void Engine::reset_counters() {
+  T9_CHECK(!thread_.joinable(), "reset_counters while the engine thread runs");
+  for (auto* c :
+       {&counters_.n_requests, &counters_.n_prompt_tokens, &counters_.n_cached_prompt_tokens,
+        &counters_.n_computed_tokens, &counters_.n_generated_tokens, &counters_.n_draft_tokens,
+        &counters_.n_accepted_draft_tokens, &counters_.n_forced_tokens,
+        &counters_.n_accepted_forced_tokens, &counters_.n_constraint_masks,
+        &counters_.n_preemptions, &counters_.n_prefix_waits, &counters_.n_steps,
+        &counters_.n_pipelined_steps, &counters_.n_discarded_tokens})
+    c->store(0);
+  for (auto* t : {&counters_.last_step_ms, &counters_.total_step_ms, &counters_.total_schedule_ms,
+                  &counters_.total_model_ms, &counters_.total_postprocess_ms})
+    t->store(0);
+}
+
 EngineStats Engine::stats() const {
   EngineStats s;
   s.n_requests = counters_.n_requests.load();

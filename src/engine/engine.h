@@ -125,6 +125,9 @@ class Engine {
   void stop();
 
   EngineStats stats() const;  // thread-safe
+  // Zeroes the cumulative counters (requests, tokens, steps, busy times; not the KV and queue
+  // gauges): `serve`'s start-up warm-up leaves no trace in /metrics. Before start() only.
+  void reset_counters();
   // Engine thread (or synchronous caller) only.
   Status check_integrity() const;
   const KvCacheManager& kv() const { return kv_; }
