@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The few-row tensor-core GEMV's first device run (written in session 38, when no device was lent;
 # cuda_gemv_mma.cu: Q8_0 at 2-15 rows, off by default: TEMPO9_CUDA_MMA_ROWS_MIN=2 turns it on,
-# 1 also takes one-row calls) + kernel_trace --min-us/--max-us, and session 39's prompt-step
-# kernels (TEMPO9_CUDA_GDN=chains, TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64). Here: `bash
+# 1 also takes one-row calls) + kernel_trace --min-us/--max-us (session 39's prompt-step kernels:
+# bench/device_plans/prompt_kernels.sh, the next call). Here: `bash
 # scripts/device_stage.sh cuda_gemv_bench`; there (device tool, carry
 # [".devrun"]): `bash bench/device_plans/few_row_mma.sh` (~7 min; $OUT/log.txt). The matmul tests;
 # the GEMV bench at 1-15 rows on and off; greedy text at 8 rows on and off; the 35B single decode
-# with the kernel also at one row; a 4k prompt with the prompt-step kernels on / off; 8
-# agents on / off twice and with everything on; then, while the call's time allows,
+# with the kernel also at one row; 8 agents on / off twice (with serve's warm-up, on by default
+# for CUDA since session 39); then, while the call's time allows,
 # the load traced (its prompt steps, windows >= 60 ms, and its decode steps, 4-20 ms, as kernel
 # tables) and an ncu of the kernel.
 cd "$(dirname "$0")/../.." || exit 1
@@ -54,39 +54,10 @@ for v in 1 2; do
   echo "35B single, MMA_ROWS_MIN=$v: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
 done
 echo "greedy text at 1 row, the mma GEMV at 1 row vs off: $(cmp /tmp/one_1.txt /tmp/one_2.txt >/dev/null && echo identical || echo DIFFERENT)"
-# Session 39's prompt-step kernels (stage 38), A/B on a 4k prompt: the Gated DeltaNet's chains on
-# sixteen threads a column (TEMPO9_CUDA_GDN=chains; bitwise test CudaHybrid.GatedDeltaNetSteps-
-# CarryState) and the F32 router's tile kernel (TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64; bitwise test
-# Cuda.FloatMatmulLongCallRowsEqualOneRow), both run above; then the two ops' per-call times
-# from the op profiler (graphs off there) with both off and both on.
-pstep() {  # tag, env...
-  local tag=$1; shift
-  env "$@" "$T9" run -m "$M" --raw -p "$P4" -n 16 --temp 0 --ignore-eos --backend cuda \
-    --ctx 4400 --warmup >"/tmp/ps_$tag.txt" 2>/tmp/e.txt
-  echo "35B 4k prompt, $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
-}
-pstep base TEMPO9_CUDA_GDN=rounds
-pstep chains TEMPO9_CUDA_GDN=chains
-pstep tile TEMPO9_CUDA_GDN=rounds TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
-pstep both TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
-pstep base2 TEMPO9_CUDA_GDN=rounds
-pstep both2 TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
-for t in chains tile both; do
-  echo "greedy text after a 4k prompt, $t vs base: $(cmp /tmp/ps_base.txt "/tmp/ps_$t.txt" >/dev/null && echo identical || echo DIFFERENT)"
-done
-for v in "rounds 0" "chains 64"; do
-  set -- $v
-  TEMPO9_CUDA_PROFILE=1 TEMPO9_CUDA_GDN=$1 TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=$2 "$T9" run -m "$M" \
-    --raw -p "$P4" -n 4 --temp 0 --ignore-eos --backend cuda --ctx 4400 >/dev/null 2>/tmp/e.txt
-  echo "op profile, GDN=$1 FLOAT_TILE=$2: $(grep -E 'gated_delta_net|matmul F32' /tmp/e.txt | tr -s ' ' | tr '\n' '|')"
-done
 agents on TEMPO9_CUDA_MMA_ROWS_MIN=2
 agents off TEMPO9_CUDA_MMA_ROWS_MIN=0
 agents on2 TEMPO9_CUDA_MMA_ROWS_MIN=2
 agents off2 TEMPO9_CUDA_MMA_ROWS_MIN=0
-agents on_both TEMPO9_CUDA_MMA_ROWS_MIN=2 TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
-# serve's start-up warm-up (session 39; on by default for CUDA, so every run above has it): off.
-agents off_nowarm TEMPO9_CUDA_MMA_ROWS_MIN=0 "SERVE_ARGS=--warmup off"
 echo "t=$((SECONDS - T0)) s"
 # The rest only while the call's 10 minutes allow (the parts above take ~6).
 [ $((SECONDS - T0)) -lt 420 ] || exit 0
