@@ -29,6 +29,11 @@ def test_text_round_trip_and_pieces(server):
     assert spelled.decode() == text
     code, v = post(server, "/tokenize", {"prompt": text, "add_special_tokens": False})  # vLLM's form
     assert code == 200 and v["tokens"] == t["tokens"]
+    # A control token's text is that token, or plain text with parse_special false.
+    code, c = post(server, "/tokenize", {"content": "<|im_start|>"})
+    assert len(c["tokens"]) == 1
+    code, c = post(server, "/tokenize", {"content": "<|im_start|>", "parse_special": False})
+    assert len(c["tokens"]) > 1
 
 
 def test_messages_count_equals_the_chat_prompt(server):

@@ -500,7 +500,7 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
 }
 
 // POST /tokenize, as llama-server and vLLM answer it: "content" (llama-server: no BOS unless
-// add_special) or "prompt" (vLLM: BOS unless add_special_tokens is false) as plain text, or
+// add_special; parse_special) or "prompt" (vLLM: BOS unless add_special_tokens is false), or
 // "messages" rendered by the chat template (add_generation_prompt, default true) and tokenized as
 // a prompt. Answers {tokens, count, max_model_len}; with_pieces: tokens as {id, piece} (the
 // piece's text, or its bytes where it is not whole UTF-8).
@@ -523,10 +523,13 @@ void handle_tokenize(ServerContext& ctx, const httplib::Request& req, httplib::R
     const bool llama = body->contains("content");
     const auto text = r.str(*body, "", llama ? "content" : "prompt");
     const auto special = r.boolean(*body, "", llama ? "add_special" : "add_special_tokens");
+    // llama-server's parse_special: false tokenizes control-token text as plain text.
+    const bool parse_special = r.boolean(*body, "", "parse_special").value_or(true);
     if (!r.ok()) return send_bad_request(res, kP, r);
     if (text) {
       tok::EncodeOptions opt;
       opt.add_special = special.value_or(!llama);
+      opt.parse_special = parse_special;
       ids = ctx.tokenizer->encode(*text, opt);
     }
   }
