@@ -450,7 +450,7 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
     } else if (!out.tokens.empty()) {  // -1: the runner's row after the edits, the same u
       const std::span<const float> row = out.row(static_cast<int>(r));
       res.push_back(SampleResult{sample_row(row, f.sampling), 0.0f, {}});
-      if (f.n_top_logprobs >= 0)  // a row with logprobs has no edits: the raw row
+      if (f.n_top_logprobs >= 0)  // a row with logprobs and -1 has no edits: the raw row
         compute_logprobs(row, res.back().token, f.n_top_logprobs, &res.back().logprob,
                          &res.back().top_logprobs);
     } else if (req.constraint) {  // structured output: the host masks the row, then draws
@@ -553,18 +553,23 @@ bool Engine::argmax_only(uint64_t id) const {
 }
 
 // The request's token can be decided by the runner (bias and penalties as edits, then the draw).
-// Logprobs are of the raw logits: the runner takes them from the row it drew from, so only for
-// a row without edits (no bias or penalties) and without a constraint (a refused row is drawn
-// again on the host). A constrained request's draw is checked (ForwardSeq::check) and drawn
-// again when refused, which is the masked distribution only without cuts (redraw_constrained):
-// with top-k / top-p / min-p the row is masked on the host first.
+// Logprobs are of the raw logits, which the runner keeps beside the edited rows; a row it left
+// undecided (-1) comes back edited, so a request with logprobs and edits goes to the runner only
+// with settings it always settles (ModelRunner::decides), and with logprobs and a constraint not
+// at all (a refused row is drawn again on the host). A constrained request's draw is checked
+// (ForwardSeq::check) and drawn again when refused, which is the masked distribution only without
+// cuts (redraw_constrained): with top-k / top-p / min-p the row is masked on the host first.
 bool Engine::device_samplable(uint64_t id) const {
   const GenerateRequest& req = requests_.at(id).req;
   const SamplingParams& sp = req.sampling;
   const bool cuts =
       (sp.top_k > 0 && sp.top_k < runner_.n_vocab()) || sp.top_p < 1.0f || sp.min_p > 0.0f;
-  const bool logprobs = req.logprobs || req.n_top_logprobs > 0;
-  if (logprobs && (has_penalties(sp) || !sp.logit_bias.empty() || req.constraint)) return false;
+  if (req.logprobs || req.n_top_logprobs > 0) {
+    if (req.constraint) return false;
+    if ((has_penalties(sp) || !sp.logit_bias.empty()) &&
+        !runner_.decides({sp.temperature, sp.top_k, sp.top_p, sp.min_p, 0.0}))
+      return false;
+  }
   return sp.temperature >= 0.0f && (!req.constraint || sp.temperature == 0.0f || !cuts);
 }
 

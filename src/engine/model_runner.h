@@ -58,9 +58,10 @@ struct ForwardSeq {
   // with the same u.
   bool sample_on_device = false;
   RowSampling sampling{};
-  // With sample_on_device, >= 0 (a request asking for logprobs; its row has no edits): the runner
-  // also returns the row's raw log-probability of its token and the row's n_top_logprobs best
-  // (ForwardOutput::logprob / top) for the rows it decides.
+  // With sample_on_device, >= 0 (a request asking for logprobs): the runner also returns the
+  // row's log-probability of its token and its n_top_logprobs best (ForwardOutput::logprob /
+  // top), of the raw row (before the edits), for the rows it decides. A row with edits has
+  // settings the runner always settles (decides()): it never comes back -1.
   int n_top_logprobs = -1;
   // With argmax_only or sample_on_device (structured output): the runner's token must be one
   // this constraint allows (TokenConstraint::allows); a token it refuses comes back -1 with the

@@ -130,11 +130,22 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
 // The edits of logit rows [first, first + n) on lg (whose row 0 is `first`): uploaded padded to a
 // power of two (>= 64, rows -1), so that decode steps keep their copy sizes and replay as graphs
 // while the edit count grows.
-Status Model::apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg) {
+Status Model::apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg,
+                          Tensor* raw) {
   auto by_row = [](const LogitEdit& e, int r) { return e.row < r; };
   const auto* lo = std::lower_bound(edits.data(), edits.data() + edits.size(), first, by_row);
   const auto* hi = std::lower_bound(lo, edits.data() + edits.size(), first + n, by_row);
   if (lo == hi) return {};
+  if (raw != nullptr) {  // the rows before the edits, for their logprobs
+    Scratch& s = *s_;
+    if (s.raw_buf == nullptr) {
+      const size_t bytes = static_cast<size_t>(cfg_.max_logit_rows_per_call) *
+                           static_cast<size_t>(hp_.n_vocab) * sizeof(float);
+      T9_ASSIGN_OR_RETURN(s.raw_buf, backend_.alloc(bytes));
+    }
+    *raw = make_tensor(s.raw_buf, 0, GgmlType::F32, lg.ne[0], lg.ne[1]);
+    backend_.copy(lg, *raw);
+  }
   size_t cap = 64;
   while (cap < static_cast<size_t>(hi - lo)) cap *= 2;
   edit_staging_.assign(lo, hi);
@@ -200,15 +211,16 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     if (b.argmax_only) {
       backend_.argmax(lg, tok);
     } else {
-      T9_TRY(apply_edits(b.edits, first, n, lg));
+      Tensor raw = lg;  // logprobs are of the rows before the edits (a copy when there are some)
+      T9_TRY(apply_edits(b.edits, first, n, lg, k >= 0 ? &raw : nullptr));
       backend_.upload(s.logit_buf, s.row_params.offset, b.sampling.data() + first,
                       static_cast<size_t>(n) * sizeof(RowSampling));
       backend_.sample(lg, make_tensor(s.logit_buf, s.row_params.offset, GgmlType::I32, 6, n), tok);
-      if (k >= 0) {  // of the rows as drawn from: the caller asks only for rows without edits
+      if (k >= 0) {
         const Tensor lp = make_tensor(s.logit_buf, s.row_logprobs.offset, GgmlType::F32, 1 + k, n);
         const Tensor ids =
             k > 0 ? make_tensor(s.logit_buf, s.row_top_ids.offset, GgmlType::I32, k, n) : Tensor{};
-        backend_.logprobs(lg, tok, k, lp, ids);
+        backend_.logprobs(raw, tok, k, lp, ids);
         backend_.download(s.logit_buf, lp.offset, out.logprobs.data() + first * (1 + k),
                           static_cast<size_t>(n) * (1 + k) * sizeof(float));
         if (k > 0)

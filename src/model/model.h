@@ -70,9 +70,8 @@ struct Batch {
   // as a row the backend leaves undecided; the step is then waited for inside forward().
   std::function<bool(int r, int32_t t)> accepts{};
   // With sampling, >= 0: also each row's log-probability of its token and its n_top_logprobs
-  // best (Backend::logprobs; Logits::logprobs), at most kMaxTopLogprobs. They are of the row as
-  // the draw saw it, i.e. after `edits`: the raw ones only for rows without edits, which are the
-  // rows the engine asks them for.
+  // best (Backend::logprobs; Logits::logprobs), at most kMaxTopLogprobs, of the raw rows (before
+  // `edits`: a call with edits copies its rows first).
   int n_top_logprobs = -1;
 };
 
@@ -164,7 +163,10 @@ class Model {
   // Records the logits (or tokens) of the batch's rows; their downloads land in the result's
   // vectors after the next sync or wait.
   Result<Logits> compute_logits(const Batch& batch);
-  Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg);
+  // raw non-null: first copies lg's rows before the edits into the raw scratch (*raw: the copy)
+  // when this call has edits; *raw is left as it was otherwise.
+  Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg,
+                     Tensor* raw = nullptr);
   // Every sampled row of the batch is decided on the backend (Backend::settles): none comes
   // back -1, so no logits are needed for it.
   bool settles(const Batch& batch) const;

@@ -115,7 +115,8 @@ void Model::Scratch::release(Backend& be) {
   if (buf) be.free(buf);
   if (logit_buf) be.free(logit_buf);
   if (edit_buf) be.free(edit_buf);
-  buf = logit_buf = edit_buf = nullptr;
+  if (raw_buf) be.free(raw_buf);
+  buf = logit_buf = edit_buf = raw_buf = nullptr;
   edit_cap = 0;
 }
 

@@ -113,7 +113,8 @@ TEST(Engine, SampledRowsFromTheRunnerEqualHostSampling) {
 // log_softmax beside its token, as Backend::logprobs) equal the host's over the copied logits,
 // bit for bit (the same row_logprobs on the same row), in steps mixing greedy and sampled rows,
 // top lists of 0-5 and a plain greedy row (argmax) beside them; with every second row left to
-// the host (-1) too. A request with penalties keeps the host path (its runner row is edited).
+// the host (-1) too. A request with penalties goes to the runner only when it settles every
+// draw (its logprobs then of the row before the edits), else it keeps the host path.
 TEST(Engine, LogprobsFromTheRunnerEqualHostLogprobs) {
   std::vector<TokenId> p;
   for (int i = 0; i < 24; ++i) p.push_back(static_cast<TokenId>((i * 5) % 11));
@@ -157,7 +158,9 @@ TEST(Engine, LogprobsFromTheRunnerEqualHostLogprobs) {
       EXPECT_GT(runner_rows[1], 10);  // the runner's logprobs were used
       EXPECT_GT(runner_rows[2], 3 * 11);
     } else {
-      EXPECT_EQ(runner_rows[1] + runner_rows[2], 0);  // penalties: the host's
+      // Penalties: the runner's (of the rows before its edits) only where it settles every draw.
+      EXPECT_EQ(runner_rows[1], 0);
+      EXPECT_GT(runner_rows[2], 11);
     }
     for (int mode = 1; mode < 3; ++mode) {
       for (size_t k = 0; k < got[0].size(); ++k) {

@@ -134,6 +134,7 @@ class FakeModelRunner : public ModelRunner {
       // The rows' edits (bias, penalties: Backend::adjust_logits), then each row's token by
       // core/sampling.h with the row's u; every second sampled row is left undecided (-1), as
       // the device does past its candidate limit: the edited logits then come back.
+      const std::vector<float> raw = out.logits;  // logprobs are of the rows before the edits
       for (const LogitEdit& e : batch.edits) {
         float& l = out.logits[static_cast<size_t>(e.row) * n_vocab_ + static_cast<size_t>(e.token)];
         l = edited_logit(l, e);
@@ -162,8 +163,9 @@ class FakeModelRunner : public ModelRunner {
           out.tokens.push_back(
               leave ? -1 : checked(static_cast<size_t>(r), sample_row(row, s.sampling)));
           if (k < 0) continue;
-          row_logprobs(row, out.tokens.back(), k, &out.logprob[static_cast<size_t>(r)], ids.data(),
-                       lps.data());
+          row_logprobs(
+              {raw.data() + static_cast<size_t>(r) * n_vocab_, static_cast<size_t>(n_vocab_)},
+              out.tokens.back(), k, &out.logprob[static_cast<size_t>(r)], ids.data(), lps.data());
           n_logprob_rows += s.n_top_logprobs >= 0 && out.tokens.back() >= 0 ? 1 : 0;
           for (int i = 0; i < k; ++i)
             out.top[static_cast<size_t>(r * k + i)] = {ids[static_cast<size_t>(i)],

@@ -236,27 +236,31 @@ TEST_F(EngineEquality, BackendSamplingEqualsHostSampling) {
 
 // Logprobs taken by the backend beside its draw (Backend::logprobs: the token's and the top 5,
 // 4 bytes a value back instead of the vocabulary row) equal the host's over copied logits, for
-// greedy and sampled requests, pipelined too. On the CPU backend both are core/sampling.h's
-// row_logprobs over the same row: the same bits.
+// greedy and sampled requests, pipelined too, and with a repetition penalty (the backend's edits
+// then apply to a copy: logprobs are of the raw rows). On the CPU backend both are
+// core/sampling.h's row_logprobs over the same row: the same bits.
 TEST_F(EngineEquality, BackendLogprobsEqualHostLogprobs) {
   const auto prompts = short_prompts();
-  for (const float temperature : {0.0f, 0.9f}) {
+  for (const auto& [temperature, repetition] : {std::pair{0.0f, 1.0f}, std::pair{0.9f, 1.0f},
+                                                std::pair{0.9f, 1.3f}, std::pair{0.0f, 1.3f}}) {
     std::vector<Output> got[2];
     for (int host = 0; host < 2; ++host) {
       EngineSetup setup;
       setup.temperature = temperature, setup.top_p = 0.95f, setup.seed = 5;
+      setup.repetition_penalty = repetition;
       setup.logprobs = true, setup.top_logprobs = 5;
       setup.sample_on_host = host == 1;
       setup.pipeline = host == 0;
       EngineSession s(*rm_, setup);
       got[host] = s.run(prompts, kGen);
-      if (host == 0) {
+      if (host == 0 && repetition == 1.0f) {  // (a penalty's edits need the token: no pipelining)
         EXPECT_GT(s.stats().n_pipelined_steps, 0);
       }
     }
     for (size_t i = 0; i < prompts.size(); ++i) {
       const Output &dev = got[0][i], &ref = got[1][i];
-      SCOPED_TRACE(::testing::Message() << "request #" << i << " temperature " << temperature);
+      SCOPED_TRACE(::testing::Message() << "request #" << i << " temperature " << temperature
+                                        << " repetition " << repetition);
       EXPECT_EQ(dev.finish, engine::FinishReason::kLength) << dev.error;
       EXPECT_EQ(dev.tokens, ref.tokens);
       EXPECT_EQ(dev.logprobs, ref.logprobs);
