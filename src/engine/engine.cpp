@@ -134,6 +134,7 @@ bool Engine::step() {
     Result<ForwardOutput> out = runner_.wait();
     t_post = Clock::now();
     drop_ended_rows(cur.plan, cur.batch, out);
+    note_stale_lookahead(cur, out);
     postprocess(cur.plan, cur.batch, out);
     end_deferred();
   }
@@ -163,7 +164,11 @@ bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const 
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& ss = plan.seqs[i];
     const ForwardSeq& f = batch.seqs[i];
-    if (!ss.need_logits || !ss.draft.empty() || f.check != nullptr) return false;
+    if (!ss.need_logits || !ss.draft.empty()) return false;
+    // A checked row only where the check waits for the engine's accept (a refused token's
+    // lookahead row is then dropped), and not on a recurrent model (that row moved the state).
+    if (f.check != nullptr && (!runner_.checks_when_waited() || runner_.has_recurrent_state()))
+      return false;
     if (f.argmax_only) continue;
     if (!f.sample_on_device || !runner_.decides(f.sampling)) return false;
     auto it = requests_.find(f.seq_id);
@@ -175,6 +180,11 @@ bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const 
 
 std::optional<Engine::InFlight> Engine::enqueue_lookahead(const InFlight& cur) {
   if (!pipelinable(cur.plan, cur.batch)) return std::nullopt;
+  // A refused token's sequence recomputes normally; a grammar that forces the next tokens makes
+  // them one step's drafts (the normal schedule), worth more than planning ahead.
+  if (!stale_.empty()) return std::nullopt;
+  for (const ScheduledSeq& ss : cur.plan.seqs)
+    if (!ss.seq->forced_draft.empty()) return std::nullopt;
   {
     std::lock_guard lock(mu_);
     if (!incoming_.empty()) return std::nullopt;  // the normal schedule admits them
@@ -199,6 +209,26 @@ std::optional<Engine::InFlight> Engine::enqueue_lookahead(const InFlight& cur) {
   return InFlight{std::move(plan), std::move(batch)};
 }
 
+// A row of `cur` the runner left without a token (-1: its check refused it) gets the host's
+// token in postprocess, but the step in flight read the runner's: that sequence's row there is
+// stale, and dropped when it is waited for (drop_ended_rows).
+void Engine::note_stale_lookahead(const InFlight& cur, const Result<ForwardOutput>& out) {
+  if (!in_flight_ || !out.ok() || out->tokens.empty()) return;
+  int row = 0;
+  std::unordered_map<uint64_t, int> row_of;  // cur's logit row of each sequence
+  for (const ForwardSeq& f : cur.batch.seqs) {
+    if (!f.need_logits) continue;
+    row_of[f.seq_id] = row;
+    row += f.n_logits;
+  }
+  for (const ForwardSeq& f : in_flight_->batch.seqs) {
+    if (f.token_from_row < 0) continue;
+    auto it = row_of.find(f.seq_id);
+    if (it != row_of.end() && out->tokens[static_cast<size_t>(it->second)] < 0)
+      stale_.insert(f.seq_id);
+  }
+}
+
 void Engine::drop_ended_rows(StepPlan& plan, ForwardBatch& batch, Result<ForwardOutput>& out) {
   std::vector<int> first_row(plan.seqs.size());
   int row = 0;
@@ -207,7 +237,10 @@ void Engine::drop_ended_rows(StepPlan& plan, ForwardBatch& batch, Result<Forward
     row += plan.seqs[i].need_logits ? batch.seqs[i].n_logits : 0;
   }
   for (size_t k = plan.seqs.size(); k-- > 0;) {
-    if (requests_.count(batch.seqs[k].seq_id)) continue;
+    // A stale row (note_stale_lookahead): its sequence goes on, and computes this position again
+    // from the host's token (its n_computed is not advanced for this step).
+    const bool stale = stale_.erase(batch.seqs[k].seq_id) > 0;
+    if (requests_.count(batch.seqs[k].seq_id) && !stale) continue;
     const ScheduledSeq& ss = plan.seqs[k];
     // Its saves are never published (a rolling one, or its spare, goes with the sequence).
     if (ss.save_checkpoint != 0 && ss.save_checkpoint != ss.seq->rolling_checkpoint &&
@@ -240,6 +273,7 @@ bool Engine::in_flight_has(uint64_t seq_id) const {
 }
 
 void Engine::end_deferred() {
+  std::erase_if(retired_constraints_, [this](const auto& c) { return !in_flight_has(c.first); });
   std::erase_if(deferred_ends_, [this](const std::pair<uint64_t, bool>& d) {
     if (in_flight_has(d.first)) return false;
     scheduler_.finish(d.first, d.second);
@@ -612,8 +646,18 @@ bool Engine::emit(uint64_t id, SampleResult r) {
   }
   if (reason == FinishReason::kNone) return false;
   end_sequence(id, /*keep_state=*/true);
-  requests_.erase(id);
+  erase_request(id);
   return true;
+}
+
+void Engine::erase_request(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  // The step in flight may still check its row against the constraint (ForwardSeq::check,
+  // applied at the runner's wait): it lives until that step is waited for.
+  if (it->second.req.constraint && in_flight_has(id))
+    retired_constraints_.emplace_back(id, it->second.req.constraint);
+  requests_.erase(it);
 }
 
 // Ends a request without a token (cancel, error) and frees its blocks.
@@ -630,7 +674,7 @@ void Engine::finish(uint64_t id, FinishReason reason, const std::string& err) {
   }
   if (reason == FinishReason::kError) T9_LOG_WARN("request {} failed: {}", id, err);
   end_sequence(id, reason != FinishReason::kError);
-  requests_.erase(it);
+  erase_request(id);
 }
 
 void Engine::end_sequence(uint64_t id, bool keep_state) {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -174,6 +175,8 @@ class Engine {
   // Removes the entries of sequences that ended while the step computed (and their output rows).
   void drop_ended_rows(StepPlan& plan, ForwardBatch& batch, Result<ForwardOutput>& out);
   bool in_flight_has(uint64_t seq_id) const;
+  void note_stale_lookahead(const InFlight& cur, const Result<ForwardOutput>& out);
+  void erase_request(uint64_t id);  // (keeps a constraint the step in flight still checks)
   void end_deferred();  // ends the deferred sequences that no step in flight names any more
   void postprocess(const StepPlan& plan, const ForwardBatch& batch, Result<ForwardOutput>& out);
   std::vector<SampleResult> sample_step(Sequence& seq, RequestState& st, const ForwardSeq& f,
@@ -202,6 +205,10 @@ class Engine {
   std::unordered_map<uint64_t, RequestState> requests_;  // engine thread only
   bool pipeline_ = false;                                // EngineConfig::pipeline resolved
   std::optional<InFlight> in_flight_;
+  // Sequences whose row in the step in flight read a token the runner's check refused.
+  std::unordered_set<uint64_t> stale_;
+  // Constraints of requests that ended while a step in flight still checks their row.
+  std::vector<std::pair<uint64_t, std::shared_ptr<TokenConstraint>>> retired_constraints_;
   // Sequences whose request ended while a step in flight has a row for them, with end_sequence's
   // keep_state: their blocks and state stay until that step is back.
   std::vector<std::pair<uint64_t, bool>> deferred_ends_;

@@ -135,6 +135,11 @@ class ModelRunner {
   virtual void enqueue(const ForwardBatch& batch);
   virtual Result<ForwardOutput> wait();
   virtual bool overlaps_steps() const { return false; }
+  // Whether ForwardSeq::check is applied when the batch is waited for (by then the engine has
+  // accepted the previous batch's tokens, so the constraint is at the row's state) rather than
+  // when it is enqueued: a checked row may then be planned ahead. A refused row's token is the
+  // one the next batch (enqueued already) read; the engine drops that sequence's row there.
+  virtual bool checks_when_waited() const { return false; }
   // Whether a sample_on_device row with these settings always gets its token from the runner
   // (never -1): only such rows (and argmax rows) can be followed by a pipelined step, whose
   // input is that token.

@@ -36,6 +36,9 @@ class FakeModelRunner : public ModelRunner {
   int n_vocab() const override { return n_vocab_; }
   bool overlaps_steps() const override { return deferred; }
   bool decides(const RowSampling&) const override { return sample_when_asked && settle_all; }
+  // Deferred, a batch is computed (and its rows checked) in wait(), after the engine accepted
+  // the previous batch's tokens: as the model runner's check at wait.
+  bool checks_when_waited() const override { return deferred; }
 
   void enqueue(const ForwardBatch& batch) override {
     n_enqueued++;
@@ -64,7 +67,9 @@ class FakeModelRunner : public ModelRunner {
     }
     Result<ForwardOutput> out = run(q.batch);
     last_tokens_.clear();
-    if (out.ok()) last_tokens_ = out->tokens;
+    // The next batch reads the tokens as decided, before the check (a device's row_max): a
+    // refused one's row there is stale, and the engine drops it.
+    if (out.ok()) last_tokens_ = decided_tokens_;
     return out;
   }
   bool has_recurrent_state() const override { return recurrent; }
@@ -111,11 +116,13 @@ class FakeModelRunner : public ModelRunner {
       }
     }
     // ForwardSeq::check by logit row: a decided token it refuses comes back -1 with the logits.
+    decided_tokens_.clear();
     std::vector<TokenConstraint*> checks;
     for (const ForwardSeq& s : batch.seqs)
       if (s.need_logits) checks.insert(checks.end(), static_cast<size_t>(s.n_logits), s.check);
     bool any_refused = false;
     auto checked = [&](size_t r, int32_t t) {
+      decided_tokens_.push_back(t);
       if (t < 0 || checks[r] == nullptr || checks[r]->allows(t)) return t;
       n_refused_checks++;
       any_refused = true;
@@ -161,7 +168,8 @@ class FakeModelRunner : public ModelRunner {
           const bool leave = s.sample_on_device && !settle_all && (n_sampled_rows++ % 2 == 1);
           any_undecided = any_undecided || leave;
           out.tokens.push_back(
-              leave ? -1 : checked(static_cast<size_t>(r), sample_row(row, s.sampling)));
+              leave ? checked(static_cast<size_t>(r), -1)  // (undecided: -1 either way)
+                    : checked(static_cast<size_t>(r), sample_row(row, s.sampling)));
           if (k < 0) continue;
           row_logprobs(
               {raw.data() + static_cast<size_t>(r) * n_vocab_, static_cast<size_t>(n_vocab_)},
@@ -236,6 +244,7 @@ class FakeModelRunner : public ModelRunner {
   std::vector<int> grow_calls;
   bool deferred = false;  // compute enqueued batches in wait() (see the top)
   int64_t n_enqueued = 0, n_token_from_row = 0;
+  std::vector<int32_t> decided_tokens_;  // the last run's tokens before the check
 
  private:
   static uint64_t mix(uint64_t z) {
