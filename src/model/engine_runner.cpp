@@ -92,8 +92,16 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
         prev.output = finish_oldest();
       }
       if (!prev.output->ok()) return error("the previous batch failed");
+      const std::vector<int32_t>& prev_tokens = (*prev.output)->tokens;
+      if (s.token_from_row < static_cast<int>(prev_tokens.size()) && s.n_tokens == 1 &&
+          prev_tokens[static_cast<size_t>(s.token_from_row)] == -1) {
+        // Refused by its check (the backend's token is not on the host): any token will do, the
+        // engine drops this row (Engine::note_stale_lookahead).
+        tokens_[static_cast<size_t>(s.first_token)] = 0;
+        continue;
+      }
       T9_ASSIGN_OR_RETURN(tokens_[static_cast<size_t>(s.first_token)],
-                          engine::previous_token(s, (*prev.output)->tokens));
+                          engine::previous_token(s, prev_tokens));
     }
     tokens = tokens_;
   }
@@ -138,15 +146,18 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
     b.sampling = sampling_;
     b.edits = batch.edits;
   }
-  checks_.clear();
   if (b.argmax_only || !b.sampling.empty()) {
+    // The checks by logit row, kept with this batch's check (made in wait(): checks_when_waited,
+    // so a batch enqueued behind this one has its own).
+    auto checks = std::make_shared<std::vector<engine::TokenConstraint*>>();
     for (const engine::ForwardSeq& s : batch.seqs)
-      if (s.need_logits) checks_.insert(checks_.end(), static_cast<size_t>(s.n_logits), s.check);
-    if (std::any_of(checks_.begin(), checks_.end(), [](auto* c) { return c != nullptr; }))
-      b.accepts = [this](int r, int32_t t) {
-        engine::TokenConstraint* c = checks_[static_cast<size_t>(r)];
+      if (s.need_logits) checks->insert(checks->end(), static_cast<size_t>(s.n_logits), s.check);
+    if (std::any_of(checks->begin(), checks->end(), [](auto* c) { return c != nullptr; }))
+      b.accepts = [checks](int r, int32_t t) {
+        engine::TokenConstraint* c = (*checks)[static_cast<size_t>(r)];
         return c == nullptr || c->allows(t);
       };
+    b.check_at_wait = true;
   }
   T9_TRY(model_.enqueue(b));
   *on_model = true;

@@ -34,6 +34,9 @@ class EngineRunner final : public engine::ModelRunner {
   // The backend's sampler settles these settings (Backend::settles), unless sampling on the host
   // was asked for (set_sample_on_host, or TEMPO9_SAMPLE_ON_HOST in the environment).
   bool decides(const RowSampling& sampling) const override;
+  // ForwardSeq::check is applied in wait() (Batch::check_at_wait), so checked rows may be
+  // planned ahead.
+  bool checks_when_waited() const override { return true; }
   // Every sampled row's logits come back and the engine samples (and takes logprobs) on the
   // host: a measurement switch, and the reference the backend's sampler is tested against.
   void set_sample_on_host(bool on) { sample_on_host_ = on; }
@@ -66,9 +69,8 @@ class EngineRunner final : public engine::ModelRunner {
   std::vector<int32_t> tokens_;  // a pipelined batch's tokens (-1 - row where read on the backend)
 
   Model& model_;
-  std::vector<SeqInput> seqs_;                    // reused between steps
-  std::vector<RowSampling> sampling_;             // Batch::sampling, reused between steps
-  std::vector<engine::TokenConstraint*> checks_;  // ForwardSeq::check by logit row (Batch::accepts)
+  std::vector<SeqInput> seqs_;         // reused between steps
+  std::vector<RowSampling> sampling_;  // Batch::sampling, reused between steps
   // Hybrid models: engine sequence id -> RecurrentState slot, taken on first sight.
   std::unordered_map<uint64_t, int> slots_;
   // The checkpoint `id`, made on first use from a spare one when there is one.

@@ -165,7 +165,8 @@ Status Model::apply_edits(std::span<const LogitEdit> edits, int first, int n, co
   return {};
 }
 
-Result<Logits> Model::compute_logits(const Batch& b) {
+Result<Logits> Model::compute_logits(const Batch& b, int* check_slot) {
+  *check_slot = -1;
   std::vector<int32_t> rows;  // token rows of the batch whose logits are wanted, in order
   for (const SeqInput& q : b.seqs) {
     if (q.logits == LogitRows::kLast) rows.push_back(q.first_token + q.n_tokens - 1);
@@ -234,6 +235,23 @@ Result<Logits> Model::compute_logits(const Batch& b) {
     // for the tokens here. When every row settles on the backend (Backend::settles) and none is
     // checked, the step is not waited for here, so a pipelined step can be recorded behind it.
     if ((b.sampling.empty() || settles(b)) && !b.accepts) continue;
+    if (b.check_at_wait) {  // the check in wait(): keep the rows in a slot until then
+      if (*check_slot < 0) {
+        *check_slot = next_check_slot_;
+        next_check_slot_ ^= 1;
+        const size_t need = rows.size() * row_floats * sizeof(float);
+        Buffer*& buf = check_buf_[*check_slot];
+        if (check_cap_[*check_slot] < need) {
+          if (buf != nullptr) backend_.free(buf);
+          buf = nullptr;
+          T9_ASSIGN_OR_RETURN(buf, backend_.alloc(need));
+          check_cap_[*check_slot] = need;
+        }
+      }
+      backend_.copy(lg, make_tensor(check_buf_[*check_slot], first * row_floats * sizeof(float),
+                                    GgmlType::F32, hp_.n_vocab, n));
+      continue;
+    }
     backend_.sync();  // the tokens are on the host: a row the backend left (-1) needs its logits
     auto* t = out.tokens.data() + first;
     if (b.accepts)

@@ -34,6 +34,8 @@ Model::Model(gguf::GgufFile file, Backend& backend, const ModelConfig& cfg, HPar
 }
 
 Model::~Model() {
+  for (Buffer*& b : check_buf_)
+    if (b != nullptr) backend_.free(std::exchange(b, nullptr));
   s_->release(backend_);
   xs_->release(backend_);
   free_weights(w_, backend_);
@@ -121,7 +123,27 @@ Result<Logits> Model::forward(const Batch& b) {
   backend_.sync();  // (delivers any batch enqueued before too; those stay for their wait())
   Logits out = std::move(in_flight_.back());
   in_flight_.pop_back();
+  const PendingCheck pc = std::move(checks_in_flight_.back());
+  checks_in_flight_.pop_back();
+  finish_check(out, pc.accepts, pc.slot);
   return out;
+}
+
+void Model::finish_check(Logits& out, const std::function<bool(int, int32_t)>& accepts, int slot) {
+  if (slot < 0) return;
+  bool fetch = false;
+  const size_t row_floats = static_cast<size_t>(hp_.n_vocab);
+  for (int r = 0; r < out.n_rows; ++r) {
+    int32_t& t = out.tokens[static_cast<size_t>(r)];
+    if (t >= 0 && accepts && !accepts(r, t)) t = -1;
+    if (t != -1) continue;
+    if (out.data.empty()) out.data.resize(static_cast<size_t>(out.n_rows) * row_floats);
+    backend_.download(check_buf_[slot], static_cast<size_t>(r) * row_floats * sizeof(float),
+                      out.data.data() + static_cast<size_t>(r) * row_floats,
+                      row_floats * sizeof(float));
+    fetch = true;
+  }
+  if (fetch) backend_.sync();  // (rare: a refused or undecided row; waits for later work too)
 }
 
 bool Model::settles(const Batch& b) const {
@@ -134,6 +156,9 @@ Result<Logits> Model::wait() {
   backend_.wait_submitted();
   Logits out = std::move(in_flight_.front());
   in_flight_.pop_front();
+  const PendingCheck pc = std::move(checks_in_flight_.front());
+  checks_in_flight_.pop_front();
+  finish_check(out, pc.accepts, pc.slot);
   return out;
 }
 
@@ -174,14 +199,17 @@ Status Model::enqueue(const Batch& b) {
   for (int il = 0; il < hp_.n_layer_main(); ++il) run_layer(il, n_tokens, n_seqs, max_ctx);
   if (rs_)
     for (const SeqInput& q : b.seqs) rs_->set_fresh(q.state_slot, false);
-  T9_ASSIGN_OR_RETURN(Logits out, compute_logits(b));
+  int check_slot = -1;
+  T9_ASSIGN_OR_RETURN(Logits out, compute_logits(b, &check_slot));
   // The token of every row sits in row_max until the next batch's own: the next batch may read
   // it there, when every row was decided on the backend (an argmax, or a draw that settles) and
-  // none checked (a refused row's token is the host's, not row_max's).
-  if ((b.argmax_only || (!b.sampling.empty() && settles(b))) && !b.accepts &&
+  // none checked before this returned (a refused row's token is then the host's, not row_max's;
+  // checked at wait, the caller drops the row that read a refused one).
+  if ((b.argmax_only || (!b.sampling.empty() && settles(b))) && (!b.accepts || b.check_at_wait) &&
       out.n_rows <= cfg_.max_logit_rows_per_call)
     prev_token_rows_ = out.n_rows;
   in_flight_.push_back(std::move(out));
+  checks_in_flight_.push_back({check_slot >= 0 ? b.accepts : nullptr, check_slot});
   return {};
 }
 

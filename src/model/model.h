@@ -69,6 +69,12 @@ struct Batch {
   // output). A decided token it refuses comes back -1 with its logits (after the edits),
   // as a row the backend leaves undecided; the step is then waited for inside forward().
   std::function<bool(int r, int32_t t)> accepts{};
+  // With accepts (or rows the backend may leave undecided): check and fetch those rows' logits in
+  // wait() instead, when the caller has accepted the previous batch's tokens (pipelined steps:
+  // the constraint is then at the row's state). The call's logit rows are copied to one of two
+  // slots on the backend until then, and the next batch may read this one's decided tokens on
+  // the backend, a refused one included (the caller drops the row that read it).
+  bool check_at_wait = false;
   // With sampling, >= 0: also each row's log-probability of its token and its n_top_logprobs
   // best (Backend::logprobs; Logits::logprobs), at most kMaxTopLogprobs, of the raw rows (before
   // `edits`: a call with edits copies its rows first).
@@ -162,7 +168,11 @@ class Model {
   Status upload_recurrent_seqs(const Batch& batch);
   // Records the logits (or tokens) of the batch's rows; their downloads land in the result's
   // vectors after the next sync or wait.
-  Result<Logits> compute_logits(const Batch& batch);
+  // check_slot: the slot (0, 1) its rows were copied to for a check at wait, or -1.
+  Result<Logits> compute_logits(const Batch& batch, int* check_slot);
+  // A check_at_wait batch's check, once its output arrived: refused tokens become -1, and every
+  // -1 row's logits come from the slot.
+  void finish_check(Logits& out, const std::function<bool(int, int32_t)>& accepts, int slot);
   // raw non-null: first copies lg's rows before the edits into the raw scratch (*raw: the copy)
   // when this call has edits; *raw is left as it was otherwise.
   Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg,
@@ -189,6 +199,16 @@ class Model {
   Tensor gdn_tail_;  // I32 [n, 4] RecurrentSeq in xs_->rseqs_tail's storage
   // enqueue()d outputs, oldest first (their downloads' destinations: they must not move).
   std::deque<Logits> in_flight_;
+  // For each of them: a check at wait (Batch::check_at_wait) and its slot, or none.
+  struct PendingCheck {
+    std::function<bool(int, int32_t)> accepts;
+    int slot = -1;
+  };
+  std::deque<PendingCheck> checks_in_flight_;
+  // Batch::check_at_wait's logit slots (F32 rows on the backend), alternating between batches.
+  Buffer* check_buf_[2] = {nullptr, nullptr};
+  size_t check_cap_[2] = {0, 0};
+  int next_check_slot_ = 0;
   int prev_token_rows_ = 0;  // previous_tokens()
 };
 

@@ -1,7 +1,8 @@
 // Structured output over the real Qwen3 vocabulary (151k tokens, byte-level BPE, multi-byte
 // pieces, added tokens): the trie walk's allowed set equals trying every token one by one at
 // states along a document, the document's own tokens are each allowed and end the output, and a
-// declared string refuses a bare number where its quote must come.
+// declared string refuses a bare number where its quote must come. And on SmolLM2's engine:
+// pipelined steps with checked rows give the tokens of unpipelined ones.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,9 +11,11 @@
 #include <sstream>
 
 #include "grammar/token_filter.h"
+#include "model/engine_runner.h"
 #include "server/prompt_builder.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
+#include "unit/integration/real_engine.h"
 
 namespace t9::server {
 namespace {
@@ -194,3 +197,70 @@ TEST(StructuredOutput, ChatRequestsWithToolsGetTheirToolCallFormat) {
 
 }  // namespace
 }  // namespace t9::server
+
+namespace t9::integration {
+namespace {
+
+using server::Json;
+
+// Constrained greedy requests on SmolLM2 (CPU runner), beside a free one: with pipelined steps
+// the checked rows are planned ahead (EngineRunner checks in wait(), ModelRunner::
+// checks_when_waited) and a refused token's lookahead row is dropped; the tokens must be those
+// of the same engine without pipelining, byte for byte, and the constrained ones the schema's.
+TEST(StructuredOutput, PipelinedCheckedStepsEqualUnpipelined) {
+  auto rm = smollm2();
+  ASSERT_TRUE(rm.ok()) << rm.message();
+  const tok::Tokenizer& tk = *(*rm)->tokenizer;
+  const int32_t eos = tk.find("<|im_end|>");
+  ASSERT_GE(eos, 0);
+  const Json schema = Json::parse(
+      R"({"type":"object","properties":{"city":{"type":"string"},"rank":{"type":"integer"}},)"
+      R"("required":["city","rank"]})");
+  const std::vector<std::string> texts = {
+      "Name a big city and its rank as JSON:", "The answer, in JSON:", "Once upon a time"};
+  std::vector<std::vector<TokenId>> got[2];
+  int64_t pipelined = 0, discarded = 0;
+  for (int pipe = 0; pipe < 2; ++pipe) {
+    server::StructuredOutputs so;
+    EngineSetup setup;
+    setup.pipeline = pipe == 1;
+    model::EngineRunner runner(*(*rm)->model);
+    engine::Engine eng(make_engine_config(setup, (*rm)->model->config().kv_block_size), runner);
+    std::vector<std::shared_ptr<std::vector<TokenId>>> outs;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto ids = tk.encode_prompt(texts[i]);
+      ASSERT_TRUE(ids.ok());
+      engine::GenerateRequest r = greedy_request(*ids, 40);
+      r.stop_token_ids = {eos};
+      if (i < 2) {  // the third runs free beside them
+        auto c = so.constraint(tk, {server::OutputFormat::Kind::kJsonSchema, schema, "schema", {}},
+                               {}, {eos});
+        ASSERT_TRUE(c.ok()) << c.message();
+        r.constraint = *c;
+      }
+      auto out = std::make_shared<std::vector<TokenId>>();
+      r.on_event = [out](const engine::TokenEvent& ev) {
+        if (ev.token >= 0) out->push_back(ev.token);
+        EXPECT_TRUE(ev.error.empty()) << ev.error;
+      };
+      ASSERT_TRUE(eng.submit(std::move(r)).ok());
+      outs.push_back(out);
+    }
+    eng.run_until_idle();
+    for (const auto& o : outs) got[pipe].push_back(*o);
+    if (pipe == 1)
+      pipelined = eng.stats().n_pipelined_steps, discarded = eng.stats().n_discarded_tokens;
+  }
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(got[1][i], got[0][i]) << "request " << i;
+  EXPECT_GT(pipelined, 10);         // the checked rows were planned ahead
+  for (size_t i = 0; i < 2; ++i) {  // (40 tokens: a start of the document, whole or not)
+    auto text = tk.decode(got[0][i]);
+    ASSERT_TRUE(text.ok());
+    EXPECT_EQ(text->rfind("{\"city\"", 0), 0u) << *text;
+  }
+  std::printf("[pipelined check] %lld steps planned ahead, %lld lookahead tokens dropped\n",
+              static_cast<long long>(pipelined), static_cast<long long>(discarded));
+}
+
+}  // namespace
+}  // namespace t9::integration
