@@ -33,13 +33,6 @@ grep -E '^\[  FAILED' $OUT/tests_on.txt | head -10
 [ $RC = 0 ] || exit 1
 env $S35 OUT=/tmp/synth bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
 echo "t=$((SECONDS - T0)) s"
-agents() {  # tag, extra env...
-  local tag=$1; shift
-  env "$@" $S35 AGENTS=8 MODEL=$M OUT=/tmp/agents_$tag bash bench/h200_bench.sh agents >/dev/null 2>&1
-  echo "agents $tag: $(grep -E 'turn 1 TTFT p50|turn 2 TTFT p50|turn 3 TTFT p50|ITL p50|wall s|effective tok/s' /tmp/agents_$tag/agents_tempo9.txt | tr '\n' ' ')"
-  cat /tmp/agents_$tag/agents_breakdown_tempo9.txt
-  grep -E "cuda graphs|error" /tmp/agents_$tag/serve_agents_tempo9.log | tail -3
-}
 P=$(python3 -c "print('x'*800)")
 for v in 2 0; do
   TEMPO9_CUDA_MMA_ROWS_MIN=$v "$T9" run -m "$M" --raw -p "$P" -n 96 --temp 0 --ignore-eos --backend cuda \

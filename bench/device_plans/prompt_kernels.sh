@@ -41,13 +41,6 @@ for v in "rounds 0" "chains 64"; do
   echo "op profile, GDN=$1 FLOAT_TILE=$2: $(grep -E 'gated_delta_net|matmul F32' /tmp/e.txt | tr -s ' ' | tr '\n' '|')"
 done
 echo "t=$((SECONDS - T0)) s"
-agents() {  # tag, extra env...
-  local tag=$1; shift
-  env "$@" $S35 AGENTS=8 MODEL=$M OUT=/tmp/agents_$tag bash bench/h200_bench.sh agents >/dev/null 2>&1
-  echo "agents $tag: $(grep -E 'turn 1 TTFT p50|turn 2 TTFT p50|turn 3 TTFT p50|ITL p50|wall s|effective tok/s' /tmp/agents_$tag/agents_tempo9.txt | tr '\n' ' ')"
-  cat /tmp/agents_$tag/agents_breakdown_tempo9.txt
-  grep -E "cuda graphs|error|warm-up" /tmp/agents_$tag/serve_agents_tempo9.log | tail -3
-}
 agents base
 agents both TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
 agents nowarm "SERVE_ARGS=--warmup off"

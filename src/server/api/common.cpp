@@ -84,19 +84,22 @@ void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r) 
   send_error(res, p, 400, r.error(), r.param());
 }
 
-Json token_logprobs_json(const std::vector<TokenLogprob>& lps) {
-  const auto bytes = [](const std::string& t) {
-    return Json(std::vector<uint8_t>(t.begin(), t.end()));
+Json token_logprobs_json(const std::vector<TokenLogprob>& lps, bool with_ids) {
+  const auto entry = [with_ids](const std::string& t, float l, engine::TokenId id) {
+    Json e = {
+        {"token", t}, {"logprob", l}, {"bytes", Json(std::vector<uint8_t>(t.begin(), t.end()))}};
+    if (with_ids) e["id"] = id;
+    return e;
   };
   Json content = Json::array();
   for (const auto& lp : lps) {
     Json top = Json::array();
-    for (const auto& [t, l] : lp.top)
-      top.push_back({{"token", t}, {"logprob", l}, {"bytes", bytes(t)}});
-    content.push_back({{"token", lp.text},
-                       {"logprob", lp.logprob},
-                       {"bytes", bytes(lp.text)},
-                       {"top_logprobs", top}});
+    for (size_t k = 0; k < lp.top.size(); ++k)
+      top.push_back(
+          entry(lp.top[k].first, lp.top[k].second, k < lp.top_ids.size() ? lp.top_ids[k] : -1));
+    Json e = entry(lp.text, lp.logprob, lp.id);
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
   }
   return content;
 }

@@ -35,8 +35,9 @@ void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r);
 
 // Tokens' log-probabilities as OpenAI's choices[].logprobs.content and Ollama's logprobs share
 // them: [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], bytes the token's
-// UTF-8 bytes (a token may end inside a character).
-Json token_logprobs_json(const std::vector<TokenLogprob>& lps);
+// UTF-8 bytes (a token may end inside a character); with_ids adds each token's id (llama-server's
+// completion_probabilities).
+Json token_logprobs_json(const std::vector<TokenLogprob>& lps, bool with_ids = false);
 
 void register_openai(httplib::Server& http, ServerContext& ctx);
 void register_anthropic(httplib::Server& http, ServerContext& ctx);

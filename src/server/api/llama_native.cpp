@@ -70,27 +70,6 @@ void read_logit_bias(FieldReader& r, const Json& body, GenerationSpec& spec) {
   }
 }
 
-Json probabilities_json(const std::vector<TokenLogprob>& lps) {
-  const auto bytes = [](const std::string& t) {
-    return Json(std::vector<uint8_t>(t.begin(), t.end()));
-  };
-  Json out = Json::array();
-  for (const TokenLogprob& lp : lps) {
-    Json top = Json::array();
-    for (size_t k = 0; k < lp.top.size(); ++k)
-      top.push_back({{"id", lp.top_ids[k]},
-                     {"token", lp.top[k].first},
-                     {"bytes", bytes(lp.top[k].first)},
-                     {"logprob", lp.top[k].second}});
-    out.push_back({{"id", lp.id},
-                   {"token", lp.text},
-                   {"bytes", bytes(lp.text)},
-                   {"logprob", lp.logprob},
-                   {"top_logprobs", top}});
-  }
-  return out;
-}
-
 const char* stop_type(Finish f) {
   switch (f) {
     case Finish::kLength:
@@ -170,7 +149,7 @@ class NativeStream final : public StreamFormatter {
                 {"tokens_predicted", n_gen_},
                 {"tokens_evaluated", gen_->n_prompt_tokens()}};
       if (q_.n_probs > 0 && !pending_.empty()) {
-        j["completion_probabilities"] = probabilities_json(pending_);
+        j["completion_probabilities"] = token_logprobs_json(pending_, /*with_ids=*/true);
         pending_.clear();
       }
       s += event(j);
@@ -255,7 +234,8 @@ void handle_completion(ServerContext& ctx, const httplib::Request& req, httplib:
   std::string content;
   for (const auto& e : out.events) content += e.text;
   Json j = final_json(q, out, *g, content, out.tokens, prompt);
-  if (q.n_probs > 0) j["completion_probabilities"] = probabilities_json(out.logprobs);
+  if (q.n_probs > 0)
+    j["completion_probabilities"] = token_logprobs_json(out.logprobs, /*with_ids=*/true);
   send_json(res, j);
 }
 
