@@ -3,7 +3,8 @@
 # was lent: the prompt-step kernels (the Gated DeltaNet's chains on sixteen threads a column,
 # TEMPO9_CUDA_GDN=chains; the F32 router's tile kernel, TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64; both
 # off by default, docs/CUDA.md stage 38) on a 4k prompt and in the op profiler, then 8 agents with
-# both on, and with serve's start-up warm-up off (on by default for CUDA since this session).
+# both on, and with serve's start-up warm-up off (on by default for CUDA since this session);
+# and structured output beside free rows with checked rows pipelined (--pipeline on / off).
 # Their bitwise tests run in few_row_mma.sh's all-CUDA-tests pass; run that plan first (this one
 # reuses its synthesized file when the machine is still warm, else makes it again: ~1-2 min).
 # Here: `bash scripts/device_stage.sh cuda_gemv_bench`; there (device tool, carry [".devrun"]):
@@ -39,6 +40,13 @@ for v in "rounds 0" "chains 64"; do
   TEMPO9_CUDA_PROFILE=1 TEMPO9_CUDA_GDN=$1 TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=$2 "$T9" run -m "$M" \
     --raw -p "$P4" -n 4 --temp 0 --ignore-eos --backend cuda --ctx 4400 >/dev/null 2>/tmp/e.txt
   echo "op profile, GDN=$1 FLOAT_TILE=$2: $(grep -E 'gated_delta_net|matmul F32' /tmp/e.txt | tr -s ' ' | tr '\n' '|')"
+done
+echo "t=$((SECONDS - T0)) s"
+# Structured output beside free rows with the check at the runner's wait (session 39: checked
+# rows now pipeline), against --pipeline off; run 192 had 0.85x with the check inside forward().
+for pl in on off; do
+  env $S35 GEN=128 PARALLEL=8 MODEL=$M SERVE_ARGS="--pipeline $pl" OUT=/tmp/st_$pl \
+    bash bench/h200_bench.sh structured 2>&1 | grep -v '^==' | sed "s/^/structured, --pipeline $pl: /"
 done
 echo "t=$((SECONDS - T0)) s"
 agents base
