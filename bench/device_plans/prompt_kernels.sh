@@ -8,7 +8,7 @@
 # Their bitwise tests run in few_row_mma.sh's all-CUDA-tests pass; run that plan first (this one
 # reuses its synthesized file when the machine is still warm, else makes it again: ~1-2 min).
 # Here: `bash scripts/device_stage.sh cuda_gemv_bench`; there (device tool, carry [".devrun"]):
-# `bash bench/device_plans/prompt_kernels.sh` (~6 min; $OUT/log.txt).
+# `bash bench/device_plans/prompt_kernels.sh` (~7-8 min; $OUT/log.txt).
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
@@ -30,8 +30,6 @@ pstep base TEMPO9_CUDA_GDN=rounds
 pstep chains TEMPO9_CUDA_GDN=chains
 pstep tile TEMPO9_CUDA_GDN=rounds TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
 pstep both TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
-pstep base2 TEMPO9_CUDA_GDN=rounds
-pstep both2 TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
 for t in chains tile both; do
   echo "greedy text after a 4k prompt, $t vs base: $(cmp /tmp/ps_base.txt "/tmp/ps_$t.txt" >/dev/null && echo identical || echo DIFFERENT)"
 done
@@ -52,6 +50,4 @@ echo "t=$((SECONDS - T0)) s"
 agents base
 agents both TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
 agents nowarm "SERVE_ARGS=--warmup off"
-agents base2
-agents both2 TEMPO9_CUDA_GDN=chains TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=64
 echo "t=$((SECONDS - T0)) s"
