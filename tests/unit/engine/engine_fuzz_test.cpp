@@ -1,12 +1,14 @@
 // Randomized engine test: thousands of arrivals with random lengths, shared prefixes, sampling
 // settings, stop tokens, cancellations, tiny and failing KV memory and random scheduler limits,
-// for several fixed seeds. After every step: check_integrity(). At the end: no leaked block,
-// every request finished exactly once, and every request's tokens equal an independent
-// reference (the fake model's logits on the plain token history + the request's own RNG).
+// constrained greedy requests, for several fixed seeds. After every step: check_integrity(). At
+// the end: no leaked block, every request finished exactly once, and every request's tokens
+// equal an independent reference (the fake model's logits on the plain token history, masked
+// for a constrained one, + the request's own RNG).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -20,6 +22,28 @@ namespace {
 using testing::FakeModelRunner;
 
 constexpr int kVocab = 48;
+
+// A structured-output stand-in for greedy requests: token i of the output must be = i (mod 3).
+// The runner's argmax is checked against it (refused about two times in three, then masked on
+// the host), and with pipelined steps a refused token's lookahead row is dropped.
+class ModThree : public TokenConstraint {
+ public:
+  bool mask(std::span<float> logits) override {
+    for (size_t t = 0; t < logits.size(); ++t)
+      if (!allows(static_cast<int32_t>(t))) logits[t] = -std::numeric_limits<float>::infinity();
+    return true;
+  }
+  bool allows(int32_t token) override { return token % 3 == n_taken_ % 3; }
+  bool accept(int32_t token) override {
+    if (!allows(token)) return false;
+    ++n_taken_;
+    return true;
+  }
+  bool complete() const override { return false; }
+
+ private:
+  int n_taken_ = 0;
+};
 
 struct Tracked {
   GenerateRequest req;  // a copy without the callback
@@ -37,6 +61,9 @@ std::vector<TokenId> reference(const GenerateRequest& req, uint64_t id) {
   std::vector<float> logits(kVocab);
   for (int i = 0; i < req.max_tokens; ++i) {
     FakeModelRunner::reference_logits(hist, kVocab, logits.data());
+    if (req.constraint)  // ModThree's mask, then the usual (greedy) sampling
+      for (int t = 0; t < kVocab; ++t)
+        if (t % 3 != i % 3) logits[t] = -std::numeric_limits<float>::infinity();
     std::span<const TokenId> all(hist);
     TokenId t = sample_token(logits, req.sampling, all.first(req.prompt.size()),
                              all.subspan(req.prompt.size()), rng, false, 0)
@@ -70,6 +97,8 @@ GenerateRequest random_request(std::mt19937& rng, const std::vector<std::vector<
   r.sampling.repetition_penalty = uni(0, decode_heavy ? 19 : 3) == 0 ? 1.3f : 1.0f;
   r.sampling.frequency_penalty = uni(0, decode_heavy ? 19 : 3) == 0 ? 0.4f : 0.0f;
   if (uni(0, 3) == 0) r.stop_token_ids = {uni(0, kVocab - 1), uni(0, kVocab - 1)};
+  // One greedy request in four is constrained (its reference masks the same way).
+  if (r.sampling.temperature == 0.0f && uni(0, 3) == 0) r.constraint = std::make_shared<ModThree>();
   return r;
 }
 
@@ -94,7 +123,7 @@ EngineConfig random_config(std::mt19937& rng, int block_size, bool decode_heavy 
 struct Coverage {
   int64_t n_preemptions = 0, n_cached_prompt_tokens = 0, n_cancelled = 0, n_stopped = 0,
           n_errors = 0, n_requests = 0, n_drafts = 0, n_prefix_waits = 0, n_mid_saves = 0,
-          n_pipelined_steps = 0, n_discarded_tokens = 0;
+          n_pipelined_steps = 0, n_discarded_tokens = 0, n_refused_checks = 0;
 };
 
 // recurrent: the fake runner plays a hybrid model (recurrent state, checkpointed prefix hits).
@@ -179,6 +208,7 @@ void run_fuzz(uint32_t seed, int n_arrivals, Coverage* cov, bool recurrent = fal
   cov->n_prefix_waits += st.n_prefix_waits;
   cov->n_pipelined_steps += st.n_pipelined_steps;
   cov->n_discarded_tokens += st.n_discarded_tokens;
+  cov->n_refused_checks += runner.n_refused_checks;
   EXPECT_EQ(runner.n_checkpoints_held(), st.n_state_checkpoints) << "seed " << seed;
   EXPECT_EQ(runner.n_states_held(), 0) << "seed " << seed;
   EXPECT_EQ(engine.kv().pool().n_free(), engine.kv().pool().n_blocks()) << "seed " << seed;
@@ -261,11 +291,12 @@ TEST(EngineFuzz, PipelinedStepsKeepInvariantsAndExactOutputs) {
       if (HasFatalFailure()) return;
     }
     std::printf(
-        "pipelined%s: requests %ld pipelined steps %ld discarded tokens %ld cancelled %ld "
-        "stopped %ld preemptions %ld cached prompt tokens %ld\n",
+        "pipelined%s: requests %ld pipelined steps %ld discarded tokens %ld refused checks %ld "
+        "cancelled %ld stopped %ld preemptions %ld cached prompt tokens %ld\n",
         recurrent ? " recurrent" : "", cov.n_requests, cov.n_pipelined_steps,
-        cov.n_discarded_tokens, cov.n_cancelled, cov.n_stopped, cov.n_preemptions,
-        cov.n_cached_prompt_tokens);
+        cov.n_discarded_tokens, cov.n_refused_checks, cov.n_cancelled, cov.n_stopped,
+        cov.n_preemptions, cov.n_cached_prompt_tokens);
+    EXPECT_GT(cov.n_refused_checks, 0);  // constrained rows checked by the runner, some refused
     EXPECT_GT(cov.n_requests, 3000);
     EXPECT_GT(cov.n_pipelined_steps, 0);
     EXPECT_GT(cov.n_discarded_tokens, 0);  // rows computed past a stop token or a cancel
