@@ -198,8 +198,10 @@ int serve(ServeOptions& opt) {
 
   server::ServerContext ctx;
   ctx.config = opt.server;
-  // A lazily checked tool call costs a CPU step ~1% (its rows are sampled on the host anyway);
-  // on CUDA it would bring every tool request's logits back to the host, so auto leaves it off.
+  // A lazily checked tool call costs a CPU step ~1%. On CUDA the device decides the token and
+  // the host checks it at the runner's wait (the step ahead is planned meanwhile; a refused
+  // token's row there is dropped), but what that costs an agent load on a GPU has not been
+  // measured yet (bench/device_plans/few_row_mma_8b.sh), so auto leaves it off there for now.
   ctx.config.tool_grammar =
       opt.tool_grammar == "on" || (opt.tool_grammar == "auto" && opt.backend == "cpu");
   ctx.engine = &eng;
