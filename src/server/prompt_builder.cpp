@@ -50,6 +50,14 @@ Result<GenerationSpec> chat_generation_spec(const ServerContext& ctx, const Chat
     if (!tools.ok()) return error("{}", tools.message());
     spec.tools = std::make_shared<const chat::ToolSet>(std::move(tools).value());
     const bool lazy = !in.tool_call_required;
+    // A required call the server cannot enforce (the template has no tool-call format it
+    // knows) is refused, rather than answered in prose the client did not ask for.
+    if (in.tool_call_required &&
+        !grammar::tool_call_grammar_supports(spec.parser.tool_dialect, /*lazy=*/false))
+      return error(
+          "tool_choice: this model's chat template has no tool-call format the server can "
+          "enforce (tool dialect '{}'); use tool_choice auto or none",
+          spec.parser.tool_dialect);
     if ((in.tool_call_required || ctx.config.tool_grammar) &&
         grammar::tool_call_grammar_supports(spec.parser.tool_dialect, lazy)) {
       spec.format.kind = OutputFormat::Kind::kToolCall;

@@ -114,6 +114,18 @@ def test_completions_logprobs(client):
     assert client.completions.create(**dict(kw, logprobs=None)).choices[0].logprobs is None
 
 
+def test_required_tool_call_the_template_cannot_format_is_a_400(client):
+    """SmolLM2's template has no tool-call format: tool_choice "required" (which the server could
+    not enforce) is a 400 naming tool_choice, not prose; "auto" still answers."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=3, tools=tools,
+                                       tool_choice="required")
+    assert e.value.body["param"] == "tool_choice" and "no tool-call format" in e.value.body["message"]
+    r = client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=3, tools=tools)
+    assert r.choices[0].message.content
+
+
 def test_models_list(client):
     ids = [m.id for m in client.models.list().data]
     assert ids == ["SmolLM2-135M-Instruct.Q4_1"]

@@ -319,7 +319,9 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   if (!check_model_name(ctx, model, kP, res)) return;
 
   auto spec = chat_generation_spec(ctx, in);
-  if (!spec.ok()) return send_error(res, kP, 400, spec.message(), "messages");
+  if (!spec.ok())
+    return send_error(res, kP, 400, spec.message(),
+                      spec.message().starts_with("tool_choice") ? "tool_choice" : "messages");
   read_common(r, *body, *spec, ctx.config.default_max_tokens);
   if (!r.ok()) return send_bad_request(res, kP, r);
   spec->n_top_logprobs = logprobs ? top_logprobs : -1;
