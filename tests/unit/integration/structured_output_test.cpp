@@ -174,7 +174,6 @@ TEST(StructuredOutput, ChatRequestsWithToolsGetTheirToolCallFormat) {
       {false, true, "hermes", OutputFormat::Kind::kToolCall, true},
       {false, true, "qwen_xml", OutputFormat::Kind::kToolCall, true},
       {false, true, "llama3_json", OutputFormat::Kind::kText, false},
-      {true, true, "mistral", OutputFormat::Kind::kText, false},
   };
   for (const Want& w : cases) {
     ctx.tool_dialect = w.dialect;
@@ -188,6 +187,14 @@ TEST(StructuredOutput, ChatRequestsWithToolsGetTheirToolCallFormat) {
       EXPECT_EQ(spec->format.tool_call.dialect, w.dialect);
     }
   }
+  // A required call in a dialect without a grammar cannot be enforced: an error naming
+  // tool_choice, not prose.
+  ctx.tool_dialect = "mistral";
+  in.tool_call_required = true;
+  auto refused = chat_generation_spec(ctx, in);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.message().rfind("tool_choice:", 0), 0u) << refused.message();
+  in.tool_call_required = false;
   in.tools = Json();  // no tools: free text whatever the server says
   ctx.config.tool_grammar = true;
   auto spec = chat_generation_spec(ctx, in);
