@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 // every kernel gives the same bits and the launcher may pick any per call
 // (CudaHybrid.GatedDeltaNetStepsCarryState runs them on the same tokens and compares bits).
 template <int kRows, int kTpc>
-__global__ void __launch_bounds__(kGdnCols * kTpc)
+__global__ void __launch_bounds__(kGdnCols* kTpc)
     gdn_rounds_kernel(TensorDesc q, TensorDesc k, TensorDesc v, TensorDesc a, TensorDesc b,
                       const float* __restrict__ A, const float* __restrict__ dt,
                       float* __restrict__ state, int64_t n_slots,
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kGdnCols * kTpc)
   constexpr int kDk = 4 * kRows;
   constexpr int kPerLane = (kDk + 31) / 32;  // q/k values a lane loads for the norms
   constexpr int kWarps = kGdnCols * kTpc / 32;
-  constexpr int kPerWarp = kGdnChunk / kWarps;  // tokens a warp prepares per round
+  constexpr int kPerWarp = kGdnChunk / kWarps;          // tokens a warp prepares per round
   constexpr int kHeld = kTpc == 4 ? kRows : kRows / 4;  // state rows a thread holds
   __shared__ __align__(16) float qs[kGdnChunk][kGdnRowFloats<kRows>];  // q * inv_q (gdn_at)
   __shared__ __align__(16) float ks[kGdnChunk][kGdnRowFloats<kRows>];  // k * inv_k
