@@ -88,7 +88,6 @@ struct Request {
   int n_probs = 0;
   bool return_tokens = false;
   Json settings;  // generation_settings
-  int n_prompt = 0;
   Clock::time_point t0 = Clock::now();
 };
 
