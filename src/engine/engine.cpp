@@ -214,6 +214,8 @@ std::optional<Engine::InFlight> Engine::enqueue_lookahead(const InFlight& cur) {
 // stale, and dropped when it is waited for (drop_ended_rows).
 void Engine::note_stale_lookahead(const InFlight& cur, const Result<ForwardOutput>& out) {
   if (!in_flight_ || !out.ok() || out->tokens.empty()) return;
+  // (Every pipelined step passes here: the usual answer, no row left without a token, is cheap.)
+  if (std::none_of(out->tokens.begin(), out->tokens.end(), [](int32_t t) { return t < 0; })) return;
   int row = 0;
   std::unordered_map<uint64_t, int> row_of;  // cur's logit row of each sequence
   for (const ForwardSeq& f : cur.batch.seqs) {

@@ -148,15 +148,19 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
   }
   if (b.argmax_only || !b.sampling.empty()) {
     // The checks by logit row, kept with this batch's check (made in wait(): checks_when_waited,
-    // so a batch enqueued behind this one has its own).
-    auto checks = std::make_shared<std::vector<engine::TokenConstraint*>>();
-    for (const engine::ForwardSeq& s : batch.seqs)
-      if (s.need_logits) checks->insert(checks->end(), static_cast<size_t>(s.n_logits), s.check);
-    if (std::any_of(checks->begin(), checks->end(), [](auto* c) { return c != nullptr; }))
+    // so a batch enqueued behind this one has its own); built only for a batch that has one.
+    const bool checked = std::any_of(batch.seqs.begin(), batch.seqs.end(), [](const auto& s) {
+      return s.need_logits && s.check != nullptr;
+    });
+    if (checked) {
+      auto checks = std::make_shared<std::vector<engine::TokenConstraint*>>();
+      for (const engine::ForwardSeq& s : batch.seqs)
+        if (s.need_logits) checks->insert(checks->end(), static_cast<size_t>(s.n_logits), s.check);
       b.accepts = [checks](int r, int32_t t) {
         engine::TokenConstraint* c = (*checks)[static_cast<size_t>(r)];
         return c == nullptr || c->allows(t);
       };
+    }
     b.check_at_wait = true;
   }
   T9_TRY(model_.enqueue(b));
