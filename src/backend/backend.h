@@ -327,10 +327,13 @@ class Backend {
     (void)s;
     return true;
   }
-  // Per edit (I32 [n, 6], one core/sampling.h LogitEdit of 24 bytes each, bit for bit):
-  // logits[row, token] = edited_logit(logits[row, token], edit); rows < 0 are padding. At most
-  // one edit per (row, token).
-  virtual void adjust_logits(const Tensor& logits, const Tensor& edits) = 0;
+  // Per edit (I32 [n, 8], one core/sampling.h LogitEdit of 32 bytes each, bit for bit, sorted
+  // by (row, token), rows < 0 padding at the end): logits[row, token] = edited_logit(logits[row,
+  // token], edit); at most one edit per (row, token). pending (I32 [m, 4], PendingEdit, at most
+  // one per row, rows < 0 padding; or invalid: none): the row's token in flight, ids[input] (ids:
+  // the call's input token ids, I32), edited as pending_edit says. Reference: apply_logit_edits.
+  virtual void adjust_logits(const Tensor& logits, const Tensor& edits, const Tensor& pending,
+                             const Tensor& ids) = 0;
   // Per row: the k largest, sorted descending (ties: lower index first). ids I32 [n, k],
   // values F32 [n, k].
   virtual void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) = 0;

@@ -128,4 +128,42 @@ void row_logprobs(std::span<const float> logits, int32_t token, int n_top, float
   }
 }
 
+bool apply_logit_edits(const LogitRowsView& logits, std::span<const LogitEdit> edits,
+                       std::span<const PendingEdit> pending, std::span<const int32_t> ids) {
+  const int64_t n_rows = logits.n_rows, n_vocab = logits.n_vocab;
+  auto at = [&](int64_t row, int32_t token) -> float& {
+    return logits.data[row * logits.row_stride + token];
+  };
+  // Each row's pending token (-1: none) and which of its PendingEdit entries names it.
+  std::vector<int32_t> pending_token(static_cast<size_t>(n_rows), -1);
+  std::vector<const PendingEdit*> pending_of(static_cast<size_t>(n_rows), nullptr);
+  for (const PendingEdit& p : pending) {
+    if (p.row < 0) continue;
+    if (p.row >= n_rows || p.input < 0 || static_cast<size_t>(p.input) >= ids.size()) return false;
+    const int32_t t = ids[static_cast<size_t>(p.input)];
+    if (t < 0 || t >= n_vocab || pending_of[static_cast<size_t>(p.row)] != nullptr) return false;
+    pending_token[static_cast<size_t>(p.row)] = t;
+    pending_of[static_cast<size_t>(p.row)] = &p;
+  }
+  for (const LogitEdit& e : edits) {
+    if (e.row < 0) continue;
+    if (e.row >= n_rows || e.token < 0 || e.token >= n_vocab) return false;
+    float& l = at(e.row, e.token);
+    const size_t r = static_cast<size_t>(e.row);
+    if (e.token != pending_token[r]) {
+      l = edited_logit(l, e);
+      continue;
+    }
+    l = edited_logit(l, pending_edit(&e, *pending_of[r]));
+    pending_of[r] = nullptr;  // applied with the row's edit
+  }
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const PendingEdit* p = pending_of[static_cast<size_t>(r)];
+    if (p == nullptr) continue;
+    float& l = at(r, pending_token[static_cast<size_t>(r)]);
+    l = edited_logit(l, pending_edit(nullptr, *p));
+  }
+  return true;
+}
+
 }  // namespace t9

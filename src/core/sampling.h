@@ -39,7 +39,7 @@ static_assert(sizeof(RowSampling) == 24, "the sample op's params rows are 24 byt
 // One token's edit of a logits row before sampling: the logit bias and penalties of
 // engine/sampler.h, per token. l += add (when has_add); then, when rep != 1, l = l > 0 ? l / rep
 // : l * rep (the repetition penalty); then l -= sub (frequency * count + presence). The backends'
-// `adjust_logits` op reads these 24 bytes per edit.
+// `adjust_logits` op reads these 32 bytes per edit.
 struct LogitEdit {
   int32_t row = -1;  // logit row of the call; < 0: padding, no edit
   int32_t token = 0;
@@ -47,8 +47,24 @@ struct LogitEdit {
   float rep = 1.0f;
   float sub = 0.0f;
   uint32_t has_add = 0;  // adding +0 would turn -0 into +0: only a bias adds
+  // In a row with a PendingEdit: `sub` when the pending token is this one (its count one more).
+  float sub_next = 0.0f;
+  uint32_t pad = 0;
 };
-static_assert(sizeof(LogitEdit) == 24, "the adjust_logits op's edit rows are 24 bytes");
+static_assert(sizeof(LogitEdit) == 32, "the adjust_logits op's edit rows are 32 bytes");
+
+// The token in flight of a pipelined row (at most one per row): the row's sequence produced a
+// token the host does not know yet (the step before decided it on the backend), and it counts in
+// the row's penalties. It is the call's input token `input` (the pipelined step's token for that
+// sequence, read on the backend). The row's edit of that token, if any, applies with rep and
+// its sub_next; else the token gets {rep, sub} alone (a first occurrence: frequency + presence).
+struct PendingEdit {
+  int32_t row = -1;   // logit row of the call; < 0: padding
+  int32_t input = 0;  // index into the call's input token ids
+  float rep = 1.0f;   // the repetition penalty (1: none)
+  float sub = 0.0f;   // frequency + presence: the token's subtraction at count 1
+};
+static_assert(sizeof(PendingEdit) == 16, "the adjust_logits op's pending rows are 16 bytes");
 
 // Compiled for the host and, inside nvcc, for the device too (the CUDA adjust_logits kernel),
 // with the same IEEE-rounded operations: the device spells them as intrinsics, which nvcc never
@@ -67,6 +83,24 @@ __host__ __device__
   if (e.rep != 1.0f) l = l > 0 ? l / e.rep : l * e.rep;
   return l - e.sub;  // x - 0 == x for every x, -0 and NaN included
 #endif
+}
+
+// The edit that applies to the pending token t of its row: the row's edit `e` of t with the
+// count one more, or (e null) the pending token's own edit.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+    inline LogitEdit
+    pending_edit(const LogitEdit* e, const PendingEdit& p) {
+  LogitEdit r;
+  if (e != nullptr) {
+    r = *e;
+    r.sub = e->sub_next;
+  } else {
+    r.sub = p.sub;
+  }
+  r.rep = p.rep;
+  return r;
 }
 
 // The kept candidates after temperature, top-k, top-p and min-p, sorted by probability (ties:
@@ -93,5 +127,25 @@ constexpr int kMaxTopLogprobs = 20;
 // NaN (a NaN's place in the order is unspecified).
 void row_logprobs(std::span<const float> logits, int32_t token, int n_top, float* token_logprob,
                   int32_t* top_ids, float* top_logprobs);
+
+// Rows of logits on the host: row r's n_vocab floats start at data + r * row_stride.
+struct LogitRowsView {
+  float* data = nullptr;
+  int64_t n_rows = 0, n_vocab = 0, row_stride = 0;
+};
+
+// The `adjust_logits` op on the host, the backends' reference: edits sorted by (row, token), at
+// most one per (row, token), rows < 0 skipped; pending at most one per row, rows < 0 skipped,
+// its token ids[input]. False (the logits partly edited) when an entry names a row, token or
+// input out of range.
+bool apply_logit_edits(const LogitRowsView& logits, std::span<const LogitEdit> edits,
+                       std::span<const PendingEdit> pending, std::span<const int32_t> ids);
+// The same on n_vocab-float rows back to back.
+inline bool apply_logit_edits(std::span<float> logits, int64_t n_vocab,
+                              std::span<const LogitEdit> edits,
+                              std::span<const PendingEdit> pending, std::span<const int32_t> ids) {
+  const int64_t n_rows = n_vocab > 0 ? static_cast<int64_t>(logits.size()) / n_vocab : 0;
+  return apply_logit_edits({logits.data(), n_rows, n_vocab, n_vocab}, edits, pending, ids);
+}
 
 }  // namespace t9

@@ -158,8 +158,9 @@ bool Engine::step() {
 }
 
 // A step the next one can be planned behind: every sequence samples a token (a decode or a
-// prompt's last chunk) without drafts, the runner decides it (an argmax, or a draw that always
-// settles on the device), and the next step's edits do not depend on it (no penalties).
+// prompt's last chunk) without drafts, and the runner decides it (an argmax, or a draw that
+// always settles on the device). The next step's penalties count that token where the runner
+// reads it (PendingEdit).
 bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const {
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const ScheduledSeq& ss = plan.seqs[i];
@@ -171,9 +172,6 @@ bool Engine::pipelinable(const StepPlan& plan, const ForwardBatch& batch) const 
       return false;
     if (f.argmax_only) continue;
     if (!f.sample_on_device || !runner_.decides(f.sampling)) return false;
-    auto it = requests_.find(f.seq_id);
-    if (it == requests_.end()) continue;  // ended: its row is discarded anyway
-    if (has_penalties(it->second.req.sampling)) return false;
   }
   return !plan.seqs.empty();
 }
@@ -335,9 +333,14 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
         st.prompt_distinct = distinct_tokens(all.first(s.n_prompt), runner_.n_vocab());
         st.has_prompt_distinct = true;
       }
-      const size_t mark = b.edits.size();
-      if (make_logit_edits(sp, runner_.n_vocab(), st.prompt_distinct, all.subspan(s.n_prompt),
-                           logit_row, /*with_bias=*/true, &b.edits)) {
+      const size_t mark = b.edits.size(), mark_pending = b.pending.size();
+      // A pipelined row's token in flight (the previous step's, this step's input) counts in
+      // its penalties: the runner edits it where it reads it.
+      const int in_flight = ss.token_from_row >= 0 ? f.first_token : -1;
+      if (make_logit_edits(sp,
+                           {runner_.n_vocab(), st.prompt_distinct, all.subspan(s.n_prompt),
+                            logit_row, /*with_bias=*/true, in_flight},
+                           &b.edits, &b.pending)) {
         // The token's one uniform draw (none when greedy), taken now so the runner can sample
         // on the device; the host uses the same u if the runner returns the logits instead.
         f.sample_on_device = true;
@@ -346,6 +349,7 @@ ForwardBatch Engine::make_batch(const StepPlan& plan) {
         if (st.req.logprobs || st.req.n_top_logprobs > 0) f.n_top_logprobs = st.req.n_top_logprobs;
       } else {
         b.edits.resize(mark);
+        b.pending.resize(mark_pending);
       }
     }
     if (f.argmax_only || f.sample_on_device) f.check = constraint;

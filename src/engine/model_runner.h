@@ -85,8 +85,12 @@ struct ForwardBatch {
   std::vector<int32_t> positions;  // [n_tokens]
   std::vector<ForwardSeq> seqs;    // [n_seqs]
   int block_size = 0;              // tokens per KV block
-  // The sample_on_device rows' bias and penalties, sorted by row (the logit row in batch order).
+  // The sample_on_device rows' bias and penalties, sorted by (row, token) (the logit row in batch
+  // order), and the token in flight of each token_from_row row with penalties (PendingEdit::input
+  // indexes `tokens`), sorted by row: the runner applies both before the draw
+  // (Backend::adjust_logits, core/sampling.h's apply_logit_edits).
   std::vector<LogitEdit> edits;
+  std::vector<PendingEdit> pending;
   int n_logit_rows() const;
   // True when some sequence needs logits and every one that does has argmax_only.
   bool all_argmax_only() const;

@@ -31,26 +31,32 @@ std::vector<TokenId> distinct_tokens(std::span<const TokenId> tokens, int n_voca
   return d;
 }
 
-bool make_logit_edits(const SamplingParams& params, int n_vocab,
-                      std::span<const TokenId> prompt_distinct, std::span<const TokenId> generated,
-                      int row, bool with_bias, std::vector<LogitEdit>* out) {
+bool make_logit_edits(const SamplingParams& params, const EditInputs& in,
+                      std::vector<LogitEdit>* out, std::vector<PendingEdit>* pending) {
   const bool rep = params.repetition_penalty != 1.0f;
   const bool pf = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
   // Plain sampling (the common case, every decode step) edits nothing: no scan of the output.
-  if (!has_penalties(params) && (!with_bias || params.logit_bias.empty())) return true;
+  if (!has_penalties(params) && (!in.with_bias || params.logit_bias.empty())) return true;
+  // The subtraction for a generated token seen `count` times (the same expression for the
+  // in-flight token's next count, so its bits are the host's once the token is known).
+  auto sub_at = [&](int count) {
+    return pf ? params.frequency_penalty * static_cast<float>(count) + params.presence_penalty
+              : 0.0f;
+  };
+  const bool in_flight = in.input_in_flight >= 0 && (rep || pf);
   // The generated tokens with their counts, and the biased tokens: both short, sorted here.
   std::vector<std::pair<TokenId, int>> gen;
   if (rep || pf) {
-    for (TokenId t : distinct_tokens(generated, n_vocab)) gen.push_back({t, 0});
-    for (TokenId t : generated) {
-      if (t < 0 || t >= n_vocab) continue;
+    for (TokenId t : distinct_tokens(in.generated, in.n_vocab)) gen.push_back({t, 0});
+    for (TokenId t : in.generated) {
+      if (t < 0 || t >= in.n_vocab) continue;
       std::lower_bound(gen.begin(), gen.end(), std::pair<TokenId, int>{t, 0})->second++;
     }
   }
   std::vector<std::pair<TokenId, float>> bias;
-  if (with_bias) {
+  if (in.with_bias) {
     for (auto [tok, b] : params.logit_bias)
-      if (tok >= 0 && tok < n_vocab) bias.push_back({tok, b});
+      if (tok >= 0 && tok < in.n_vocab) bias.push_back({tok, b});
     std::sort(bias.begin(), bias.end(),
               [](const auto& x, const auto& y) { return x.first < y.first; });
     for (size_t i = 1; i < bias.size(); ++i)
@@ -58,34 +64,36 @@ bool make_logit_edits(const SamplingParams& params, int n_vocab,
   }
   // Merge the three sorted lists: one edit per token that any of them names (with its parts).
   size_t ip = 0, ig = 0, ib = 0;
-  const size_t np = rep ? prompt_distinct.size() : 0;
+  const size_t np = rep ? in.prompt_distinct.size() : 0;
   while (ip < np || ig < gen.size() || ib < bias.size()) {
     TokenId t = std::numeric_limits<TokenId>::max();
-    if (ip < np) t = std::min(t, prompt_distinct[ip]);
+    if (ip < np) t = std::min(t, in.prompt_distinct[ip]);
     if (ig < gen.size()) t = std::min(t, gen[ig].first);
     if (ib < bias.size()) t = std::min(t, bias[ib].first);
     LogitEdit e;
-    e.row = row, e.token = t;
+    e.row = in.row, e.token = t;
     bool any = false;
-    if (ip < np && prompt_distinct[ip] == t) {
+    int count = 0;  // of t among the generated tokens
+    if (ip < np && in.prompt_distinct[ip] == t) {
       e.rep = params.repetition_penalty, any = true;
       ++ip;
     }
     if (ig < gen.size() && gen[ig].first == t) {
+      count = gen[ig].second;
       if (rep) e.rep = params.repetition_penalty, any = true;
-      if (pf) {
-        e.sub =
-            params.frequency_penalty * static_cast<float>(gen[ig].second) + params.presence_penalty;
-        any = true;
-      }
+      if (pf) e.sub = sub_at(count), any = true;
       ++ig;
     }
     if (ib < bias.size() && bias[ib].first == t) {
       e.add = bias[ib].second, e.has_add = 1, any = true;
       ++ib;
     }
+    if (in_flight) e.sub_next = sub_at(count + 1);
     if (any) out->push_back(e);
   }
+  if (in_flight && pending != nullptr)
+    pending->push_back(
+        {in.row, in.input_in_flight, rep ? params.repetition_penalty : 1.0f, sub_at(1)});
   return true;
 }
 
@@ -99,8 +107,8 @@ void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& par
       params.frequency_penalty == 0.0f)
     return;
   std::vector<LogitEdit> edits;
-  make_logit_edits(params, n_vocab, distinct_tokens(prompt, n_vocab), generated, 0,
-                   /*with_bias=*/false, &edits);
+  const std::vector<TokenId> prompt_distinct = distinct_tokens(prompt, n_vocab);
+  make_logit_edits(params, {n_vocab, prompt_distinct, generated, 0, /*with_bias=*/false}, &edits);
   for (const LogitEdit& e : edits) logits[e.token] = edited_logit(logits[e.token], e);
 }
 

@@ -30,6 +30,7 @@ class Rng {
 
 using t9::Candidate;
 using t9::LogitEdit;
+using t9::PendingEdit;
 
 struct SampleResult {
   TokenId token = -1;
@@ -46,14 +47,26 @@ inline bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
+// What one row's edits are made of (make_logit_edits).
+struct EditInputs {
+  int n_vocab = 0;
+  std::span<const TokenId> prompt_distinct;  // the prompt's distinct_tokens
+  std::span<const TokenId> generated;        // the generated tokens the host knows
+  int row = 0;                               // the edits' logit row
+  bool with_bias = false;                    // fold the logit bias in (has_add)
+  // >= 0: one more generated token is in flight, the call's input token at this index (a
+  // pipelined step: the step before decided it on the backend). With penalties the edits then
+  // carry sub_next and the row gets a PendingEdit.
+  int input_in_flight = -1;
+};
+
 // The penalties of one row as edits (core/sampling.h), one per token in token order, each with
-// row = `row`: the repetition penalty on every distinct prompt (`prompt_distinct`, as
-// distinct_tokens gives) and generated token, presence and frequency on generated ones.
-// with_bias folds the logit bias in too (has_add); false when the bias names a token twice (the
-// host then adds both, one after the other).
-bool make_logit_edits(const SamplingParams& params, int n_vocab,
-                      std::span<const TokenId> prompt_distinct, std::span<const TokenId> generated,
-                      int row, bool with_bias, std::vector<LogitEdit>* out);
+// row = in.row: the repetition penalty on every distinct prompt and generated token, presence and
+// frequency on generated ones; the logit bias too with in.with_bias. False when the bias names a
+// token twice (the host then adds both, one after the other). With in.input_in_flight and
+// penalties, also the row's PendingEdit into *pending.
+bool make_logit_edits(const SamplingParams& params, const EditInputs& in,
+                      std::vector<LogitEdit>* out, std::vector<PendingEdit>* pending = nullptr);
 
 // Mutates: adds logit bias and applies repetition, presence and frequency penalties.
 void apply_bias_and_penalties(std::span<float> logits, const SamplingParams& params,

@@ -145,6 +145,7 @@ Status EngineRunner::start(const engine::ForwardBatch& batch, bool* on_model) {
     }
     b.sampling = sampling_;
     b.edits = batch.edits;
+    b.pending = batch.pending;
   }
   if (b.argmax_only || !b.sampling.empty()) {
     // The checks by logit row, kept with this batch's check (made in wait(): checks_when_waited,

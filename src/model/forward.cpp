@@ -127,17 +127,19 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
   be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);
 }
 
-// The edits of logit rows [first, first + n) on lg (whose row 0 is `first`): uploaded padded to a
-// power of two (>= 64, rows -1), so that decode steps keep their copy sizes and replay as graphs
-// while the edit count grows.
-Status Model::apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg,
-                          Tensor* raw) {
-  auto by_row = [](const LogitEdit& e, int r) { return e.row < r; };
-  const auto* lo = std::lower_bound(edits.data(), edits.data() + edits.size(), first, by_row);
-  const auto* hi = std::lower_bound(lo, edits.data() + edits.size(), first + n, by_row);
-  if (lo == hi) return {};
+// The edits and pending tokens of logit rows [first, first + n) on lg (whose row 0 is `first`):
+// uploaded padded to powers of two (>= 64 edits, >= 8 pending, rows -1), so that decode steps
+// keep their copy sizes and replay as graphs while the edit count grows.
+Status Model::apply_edits(const Batch& b, int first, int n, const Tensor& lg, Tensor* raw) {
+  auto by_row = [](const auto& e, int r) { return e.row < r; };
+  const auto* lo = std::lower_bound(b.edits.data(), b.edits.data() + b.edits.size(), first, by_row);
+  const auto* hi = std::lower_bound(lo, b.edits.data() + b.edits.size(), first + n, by_row);
+  const auto* plo =
+      std::lower_bound(b.pending.data(), b.pending.data() + b.pending.size(), first, by_row);
+  const auto* phi = std::lower_bound(plo, b.pending.data() + b.pending.size(), first + n, by_row);
+  if (lo == hi && plo == phi) return {};
+  Scratch& s = *s_;
   if (raw != nullptr) {  // the rows before the edits, for their logprobs
-    Scratch& s = *s_;
     if (s.raw_buf == nullptr) {
       const size_t bytes = static_cast<size_t>(cfg_.max_logit_rows_per_call) *
                            static_cast<size_t>(hp_.n_vocab) * sizeof(float);
@@ -146,22 +148,35 @@ Status Model::apply_edits(std::span<const LogitEdit> edits, int first, int n, co
     *raw = make_tensor(s.raw_buf, 0, GgmlType::F32, lg.ne[0], lg.ne[1]);
     backend_.copy(lg, *raw);
   }
-  size_t cap = 64;
-  while (cap < static_cast<size_t>(hi - lo)) cap *= 2;
+  auto padded = [](size_t count, size_t at_least) {
+    while (at_least < count) at_least *= 2;
+    return at_least;
+  };
+  const size_t cap = padded(static_cast<size_t>(hi - lo), 64);
+  const size_t cap_p = plo == phi ? 0 : padded(static_cast<size_t>(phi - plo), 8);
   edit_staging_.assign(lo, hi);
   for (LogitEdit& e : edit_staging_) e.row -= first;
   edit_staging_.resize(cap);  // default LogitEdit: row -1, padding
-  Scratch& s = *s_;
-  const size_t bytes = cap * sizeof(LogitEdit);
-  if (s.edit_buf == nullptr || s.edit_cap < cap) {
+  pending_staging_.assign(plo, phi);
+  for (PendingEdit& p : pending_staging_) p.row -= first;
+  pending_staging_.resize(cap_p);
+  const size_t edit_bytes = cap * sizeof(LogitEdit),
+               bytes = edit_bytes + cap_p * sizeof(PendingEdit);
+  if (s.edit_buf == nullptr || s.edit_bytes < bytes) {
     if (s.edit_buf != nullptr) backend_.free(s.edit_buf);
     s.edit_buf = nullptr;
     T9_ASSIGN_OR_RETURN(s.edit_buf, backend_.alloc(bytes));
-    s.edit_cap = cap;
+    s.edit_bytes = bytes;
   }
-  backend_.upload(s.edit_buf, 0, edit_staging_.data(), bytes);
+  backend_.upload(s.edit_buf, 0, edit_staging_.data(), edit_bytes);
+  Tensor pending;
+  if (cap_p > 0) {
+    backend_.upload(s.edit_buf, edit_bytes, pending_staging_.data(), cap_p * sizeof(PendingEdit));
+    pending = make_tensor(s.edit_buf, edit_bytes, GgmlType::I32, 4, static_cast<int64_t>(cap_p));
+  }
   backend_.adjust_logits(lg,
-                         make_tensor(s.edit_buf, 0, GgmlType::I32, 6, static_cast<int64_t>(cap)));
+                         make_tensor(s.edit_buf, 0, GgmlType::I32, 8, static_cast<int64_t>(cap)),
+                         pending, cap_p > 0 ? s.ids : Tensor{});
   return {};
 }
 
@@ -213,7 +228,7 @@ Result<Logits> Model::compute_logits(const Batch& b, int* check_slot) {
       backend_.argmax(lg, tok);
     } else {
       Tensor raw = lg;  // logprobs are of the rows before the edits (a copy when there are some)
-      T9_TRY(apply_edits(b.edits, first, n, lg, k >= 0 ? &raw : nullptr));
+      T9_TRY(apply_edits(b, first, n, lg, k >= 0 ? &raw : nullptr));
       backend_.upload(s.logit_buf, s.row_params.offset, b.sampling.data() + first,
                       static_cast<size_t>(n) * sizeof(RowSampling));
       backend_.sample(lg, make_tensor(s.logit_buf, s.row_params.offset, GgmlType::I32, 6, n), tok);

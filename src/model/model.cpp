@@ -2,6 +2,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "model/scratch.h"
 
@@ -99,6 +100,18 @@ Status Model::validate(const Batch& b, int prev_rows) const {
   }
   if (expected_first != n_tokens)
     return error("batch: sequences cover {} of {} tokens", expected_first, n_tokens);
+  // The edits' order is what the backends' adjust_logits reads them by (the CUDA kernel finds a
+  // pending token's edit by binary search).
+  for (size_t i = 1; i < b.edits.size(); ++i)
+    if (std::pair(b.edits[i - 1].row, b.edits[i - 1].token) >=
+        std::pair(b.edits[i].row, b.edits[i].token))
+      return error("batch: edits {} and {} are not in (row, token) order", i - 1, i);
+  for (size_t i = 0; i < b.pending.size(); ++i) {
+    const PendingEdit& p = b.pending[i];
+    if (p.row < 0 || p.input < 0 || p.input >= n_tokens || (i > 0 && b.pending[i - 1].row >= p.row))
+      return error("batch: pending edit {} (row {}, input {}) is out of range or order", i, p.row,
+                   p.input);
+  }
   return {};
 }
 

@@ -62,9 +62,12 @@ struct Batch {
   // temperature 0: the argmax). forward() returns Logits::tokens; a row the backend cannot settle
   // (-1) brings its logits back too.
   std::span<const RowSampling> sampling{};
-  // With sampling: the rows' logit bias and penalties, sorted by logit row, applied on the backend
-  // (Backend::adjust_logits) before the draw.
+  // With sampling: the rows' logit bias and penalties, sorted by (logit row, token), applied on
+  // the backend (Backend::adjust_logits) before the draw; and the tokens in flight of pipelined
+  // rows (PendingEdit::input indexes `tokens`: a -1 - r entry reads the token there), sorted by
+  // logit row.
   std::span<const LogitEdit> edits{};
+  std::span<const PendingEdit> pending{};
   // With argmax_only or sampling: null, or whether logit row r may take token t (structured
   // output). A decided token it refuses comes back -1 with its logits (after the edits),
   // as a row the backend leaves undecided; the step is then waited for inside forward().
@@ -175,8 +178,8 @@ class Model {
   void finish_check(Logits& out, const std::function<bool(int, int32_t)>& accepts, int slot);
   // raw non-null: first copies lg's rows before the edits into the raw scratch (*raw: the copy)
   // when this call has edits; *raw is left as it was otherwise.
-  Status apply_edits(std::span<const LogitEdit> edits, int first, int n, const Tensor& lg,
-                     Tensor* raw = nullptr);
+  // The batch's edits and pending tokens of logit rows [first, first + n).
+  Status apply_edits(const Batch& b, int first, int n, const Tensor& lg, Tensor* raw = nullptr);
   // Every sampled row of the batch is decided on the backend (Backend::settles): none comes
   // back -1, so no logits are needed for it.
   bool settles(const Batch& batch) const;
@@ -191,8 +194,9 @@ class Model {
   std::unique_ptr<Scratch> s_;
   std::unique_ptr<ExtraScratch> xs_;     // MoE / gated attention / Gated DeltaNet activations
   std::unique_ptr<RecurrentState> rs_;   // hybrid models only
-  std::vector<LogitEdit> edit_staging_;  // apply_edits' padded host copy, reused
-  std::vector<int> rec_index_;           // [n_layer_main]: index among recurrent layers, or -1
+  std::vector<LogitEdit> edit_staging_;  // apply_edits' padded host copies, reused
+  std::vector<PendingEdit> pending_staging_;
+  std::vector<int> rec_index_;  // [n_layer_main]: index among recurrent layers, or -1
   // This step's snapshots inside it (SeqInput::snapshot_after): slot and destination; the
   // Gated DeltaNet layers run those sequences' rows after the snapshot over gdn_tail_.
   std::vector<std::pair<int, StateSnapshot*>> mid_snaps_;

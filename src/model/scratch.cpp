@@ -117,7 +117,7 @@ void Model::Scratch::release(Backend& be) {
   if (edit_buf) be.free(edit_buf);
   if (raw_buf) be.free(raw_buf);
   buf = logit_buf = edit_buf = raw_buf = nullptr;
-  edit_cap = 0;
+  edit_bytes = 0;
 }
 
 }  // namespace t9::model

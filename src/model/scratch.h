@@ -34,11 +34,12 @@ struct Model::Scratch {
 
   Buffer* buf = nullptr;
   Buffer* logit_buf = nullptr;
-  Buffer* edit_buf = nullptr;  // Batch::edits of one logits call (LogitEdit [edit_cap])
+  // Batch::edits and Batch::pending of one logits call (LogitEdit [n], then PendingEdit [m]).
+  Buffer* edit_buf = nullptr;
   // Batch::n_top_logprobs with edits: the call's rows before the edits (F32 [R, n_vocab]),
   // taken on first need (a logprob request with a bias or penalties).
   Buffer* raw_buf = nullptr;
-  size_t edit_cap = 0;
+  size_t edit_bytes = 0;  // edit_buf's size
   int cap_tokens = 0, cap_seqs = 0, cap_block_ids = 0;
   const HParams* hp = nullptr;
 

@@ -158,11 +158,13 @@ TEST_F(CudaSample, ShortRowsAndBannedTokens) {
 
 // adjust_logits: the same IEEE operations on both backends (the device spells them as
 // intrinsics, never fused), so the edited rows must be equal bit for bit; padding rows (-1) and
-// rows without edits stay as they were.
+// rows without edits stay as they were. With pending tokens (a pipelined row's token in flight,
+// read from the call's ids): one on a token its row edits (the edit applies with sub_next), one
+// on a token it does not (its own edit), one on a row without edits, padding.
 TEST_F(CudaSample, AdjustLogitsEqualsTheCpuBitForBit) {
   auto rng = test_rng();
   DeviceArena ga(*be_), ca(cpu_);
-  const int64_t v = 5000, n = 3;
+  const int64_t v = 5000, n = 4;
   std::uniform_real_distribution<float> val(-6.0f, 6.0f);
   std::vector<float> logits(static_cast<size_t>(v * n));
   for (float& x : logits) x = val(rng);
@@ -175,24 +177,50 @@ TEST_F(CudaSample, AdjustLogitsEqualsTheCpuBitForBit) {
       e.has_add = t % 2, e.add = e.has_add ? val(rng) : 0.0f;
       e.rep = t % 5 == 0 ? 1.0f : 1.3f;
       e.sub = t % 7 == 0 ? 0.0f : 0.2f * static_cast<float>(t % 4) + 0.5f;
+      e.sub_next = e.sub + 0.25f;
       edits.push_back(e);
     }
   }
   edits.resize(edits.size() + 37);  // padding
-  std::vector<int32_t> raw(edits.size() * 6);
+  // Row 0's token in flight is 3 (edited: t % 3 == 0), row 2's is 4 (not: t % 5 != 0), row 3's
+  // is 11 (no edits in that row); row 1 has none.
+  const std::vector<int32_t> ids{9, 3, 4, 11};
+  std::vector<PendingEdit> pending{{0, 1, 1.3f, 0.75f}, {2, 2, 1.3f, 0.75f}, {3, 3, 0.8f, 0.5f}};
+  pending.resize(8);  // padding
+  std::vector<int32_t> raw(edits.size() * 8), raw_p(pending.size() * 4);
   std::memcpy(raw.data(), edits.data(), raw.size() * sizeof(int32_t));
-  std::vector<float> out[2];
-  int i = 0;
-  for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
-    DeviceArena& ar = i == 0 ? ga : ca;
-    Tensor x = ar.from_host(logits, GgmlType::F32, v, n);
-    be->adjust_logits(x, ar.from_host(raw, GgmlType::I32, 6, static_cast<int64_t>(edits.size())));
-    out[i++] = ar.download<float>(x);
+  std::memcpy(raw_p.data(), pending.data(), raw_p.size() * sizeof(int32_t));
+  for (const bool with_pending : {false, true}) {
+    std::vector<float> out[2];
+    int i = 0;
+    for (Backend* be : {static_cast<Backend*>(be_.get()), static_cast<Backend*>(&cpu_)}) {
+      DeviceArena& ar = i == 0 ? ga : ca;
+      Tensor x = ar.from_host(logits, GgmlType::F32, v, n);
+      be->adjust_logits(
+          x, ar.from_host(raw, GgmlType::I32, 8, static_cast<int64_t>(edits.size())),
+          with_pending ? ar.from_host(raw_p, GgmlType::I32, 4, static_cast<int64_t>(pending.size()))
+                       : Tensor{},
+          with_pending ? ar.from_host(ids, GgmlType::I32, static_cast<int64_t>(ids.size()))
+                       : Tensor{});
+      out[i++] = ar.download<float>(x);
+    }
+    ASSERT_EQ(out[0].size(), out[1].size());
+    EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(out[0].data() + v, logits.data() + v, v * sizeof(float)), 0);  // row 1
+    EXPECT_NE(out[1][3], logits[3]);  // the edits did something
+    // The pending tokens' values, from the CPU's reference op (checked on its own in
+    // SamplingTest): what each of the three cases must give.
+    const LogitEdit& e3 = edits[1];  // row 0, token 3
+    ASSERT_EQ(e3.token, 3);
+    EXPECT_EQ(out[1][3],
+              edited_logit(logits[3], with_pending ? pending_edit(&e3, pending[0]) : e3));
+    EXPECT_EQ(out[1][2 * v + 4],
+              with_pending ? edited_logit(logits[2 * v + 4], pending_edit(nullptr, pending[1]))
+                           : logits[2 * v + 4]);
+    EXPECT_EQ(out[1][3 * v + 11],
+              with_pending ? edited_logit(logits[3 * v + 11], pending_edit(nullptr, pending[2]))
+                           : logits[3 * v + 11]);
   }
-  ASSERT_EQ(out[0].size(), out[1].size());
-  EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(out[0].data() + v, logits.data() + v, v * sizeof(float)), 0);  // row 1
-  EXPECT_NE(out[1][3], logits[3]);  // the edits did something
 }
 
 // Backend::logprobs: the top ids equal the CPU's (the same order, ties lower id first: exact);

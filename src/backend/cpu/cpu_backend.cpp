@@ -344,18 +344,34 @@ void CpuBackend::logprobs(const Tensor& logits, const Tensor& tokens, int k, con
   }
 }
 
-void CpuBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
+void CpuBackend::adjust_logits(const Tensor& logits, const Tensor& edits, const Tensor& pending,
+                               const Tensor& ids) {
   check_f32_rows(logits, "adjust_logits logits");
-  T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 6 && edits.is_contiguous(),
-           "adjust_logits: edits must be I32 [n, 6]");
-  const auto* e = reinterpret_cast<const LogitEdit*>(base_ptr(edits));
-  for (int64_t i = 0; i < edits.n_rows(); ++i) {
-    if (e[i].row < 0) continue;
-    T9_CHECK(e[i].row < logits.n_rows() && e[i].token >= 0 && e[i].token < logits.ne[0],
-             "adjust_logits: edit {} at row {} token {}", i, e[i].row, e[i].token);
-    float& l = f32_row(logits, e[i].row)[e[i].token];
-    l = edited_logit(l, e[i]);
+  T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 8 && edits.is_contiguous(),
+           "adjust_logits: edits must be I32 [n, 8]");
+  std::span<const PendingEdit> p;
+  std::span<const int32_t> id;
+  if (pending.valid()) {
+    T9_CHECK(pending.type == GgmlType::I32 && pending.ne[0] == 4 && pending.is_contiguous(),
+             "adjust_logits: pending must be I32 [n, 4]");
+    T9_CHECK(ids.valid() && ids.type == GgmlType::I32 && ids.is_contiguous(),
+             "adjust_logits: pending edits need the call's ids (I32)");
+    p = {reinterpret_cast<const PendingEdit*>(base_ptr(pending)),
+         static_cast<size_t>(pending.n_rows())};
+    id = {reinterpret_cast<const int32_t*>(base_ptr(ids)), static_cast<size_t>(ids.n_elements())};
   }
+  // Rows one stride apart (a view of rows of a matrix, as the model's logits are).
+  T9_CHECK(logits.nb[1] % 4 == 0 &&
+               (logits.ne[2] == 1 || logits.nb[2] == logits.ne[1] * logits.nb[1]) &&
+               (logits.ne[3] == 1 || logits.nb[3] == logits.ne[2] * logits.nb[2]),
+           "adjust_logits: logits rows must be evenly spaced");
+  const LogitRowsView rows{f32_row(logits, 0), logits.n_rows(), logits.ne[0],
+                           static_cast<int64_t>(logits.nb[1] / 4)};
+  const bool ok = apply_logit_edits(
+      rows,
+      {reinterpret_cast<const LogitEdit*>(base_ptr(edits)), static_cast<size_t>(edits.n_rows())}, p,
+      id);
+  T9_CHECK(ok, "adjust_logits: an edit names a row, token or input out of range");
 }
 
 void CpuBackend::top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) {

@@ -191,7 +191,8 @@ class CudaBackend final : public Backend {
   void sample(const Tensor& logits, const Tensor& params, const Tensor& out) override;
   void logprobs(const Tensor& logits, const Tensor& tokens, int k, const Tensor& out,
                 const Tensor& ids) override;
-  void adjust_logits(const Tensor& logits, const Tensor& edits) override;
+  void adjust_logits(const Tensor& logits, const Tensor& edits, const Tensor& pending,
+                     const Tensor& ids) override;
   void top_k(const Tensor& logits, int k, const Tensor& ids, const Tensor& values) override;
   void softmax(const Tensor& x, const Tensor& out) override;
   void copy(const Tensor& x, const Tensor& out) override;

@@ -421,31 +421,86 @@ __global__ void argmax_rows_kernel(const uint64_t* __restrict__ part, int chunks
         (best >> 32) == 0 ? 0 : static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(best));
 }
 
-// One thread per edit (at most one per (row, token)); padding rows < 0 and out-of-range
-// entries leave the logits alone (the engine makes only valid ones; the CPU op checks).
-__global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__ edits, int64_t n) {
+// Row r's pending token (-1: none): pending entries are few (at most one per logit row of the
+// call), read by every thread from L1.
+__device__ __forceinline__ int pending_of_row(const PendingEdit* __restrict__ pending,
+                                              int n_pending, int row) {
+  for (int i = 0; i < n_pending; ++i)
+    if (pending[i].row == row) return i;
+  return -1;
+}
+
+// Threads [0, n): one edit each (at most one per (row, token)); threads [n, n + n_pending): one
+// pending token each, which edits its logit only when its row has no edit of that token (that
+// edit's thread applies pending_edit then), so no two threads write one logit. Padding rows < 0
+// and out-of-range entries leave the logits alone (the engine makes only valid ones; the CPU op
+// checks).
+__global__ void adjust_logits_kernel(TensorDesc x, const LogitEdit* __restrict__ edits, int64_t n,
+                                     const PendingEdit* __restrict__ pending, int n_pending,
+                                     const int32_t* __restrict__ ids, int64_t n_ids) {
   pdl_enter();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const LogitEdit e = edits[i];
-  if (e.row < 0 || e.row >= x.n_rows() || e.token < 0 || e.token >= x.ne0) return;
-  float* l = reinterpret_cast<float*>(x.row(e.row)) + e.token;
-  *l = edited_logit(*l, e);
+  auto token_of = [&](const PendingEdit& p) {
+    return p.input >= 0 && p.input < n_ids ? ids[p.input] : -1;
+  };
+  if (i < n) {
+    const LogitEdit e = edits[i];
+    if (e.row < 0 || e.row >= x.n_rows() || e.token < 0 || e.token >= x.ne0) return;
+    float* l = reinterpret_cast<float*>(x.row(e.row)) + e.token;
+    const int pi = n_pending > 0 ? pending_of_row(pending, n_pending, e.row) : -1;
+    *l = pi >= 0 && token_of(pending[pi]) == e.token
+             ? edited_logit(*l, pending_edit(&e, pending[pi]))
+             : edited_logit(*l, e);
+    return;
+  }
+  if (i >= n + n_pending) return;
+  const PendingEdit p = pending[i - n];
+  const int32_t t = token_of(p);
+  if (p.row < 0 || p.row >= x.n_rows() || t < 0 || t >= x.ne0) return;
+  // The row's edit of t, if any, by binary search over (row, token) (padding rows sort last).
+  auto key = [](int32_t row, int32_t token) {
+    return (static_cast<int64_t>(row < 0 ? INT_MAX : row) << 32) | static_cast<uint32_t>(token);
+  };
+  const int64_t want = key(p.row, t);
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (key(edits[mid].row, edits[mid].token) < want)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < n && key(edits[lo].row, edits[lo].token) == want) return;  // that edit's thread
+  float* l = reinterpret_cast<float*>(x.row(p.row)) + t;
+  *l = edited_logit(*l, pending_edit(nullptr, p));
 }
 
 }  // namespace
 }  // namespace cuda
 
-void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits) {
+void CudaBackend::adjust_logits(const Tensor& logits, const Tensor& edits, const Tensor& pending,
+                                const Tensor& ids) {
   T9_CUDA_PROF("adjust_logits");
   derived_->wrote(logits);
   cuda::check_f32_rows(logits, "adjust_logits logits");
-  T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 6 && edits.is_contiguous(),
-           "adjust_logits: edits must be I32 [n, 6]");
+  T9_CHECK(edits.type == GgmlType::I32 && edits.ne[0] == 8 && edits.is_contiguous(),
+           "adjust_logits: edits must be I32 [n, 8]");
+  int n_pending = 0;
+  if (pending.valid()) {
+    T9_CHECK(pending.type == GgmlType::I32 && pending.ne[0] == 4 && pending.is_contiguous(),
+             "adjust_logits: pending must be I32 [n, 4]");
+    T9_CHECK(ids.valid() && ids.type == GgmlType::I32 && ids.is_contiguous(),
+             "adjust_logits: pending edits need the call's ids (I32)");
+    n_pending = static_cast<int>(pending.n_rows());
+  }
   const int64_t n = edits.n_rows();
-  if (n == 0) return;
-  stream_->launch(cuda::adjust_logits_kernel, cuda::grid_1d(n, 256), 256, 0, cuda::desc(logits),
-                  reinterpret_cast<const LogitEdit*>(cuda::base_ptr(edits)), n);
+  if (n + n_pending == 0) return;
+  stream_->launch(
+      cuda::adjust_logits_kernel, cuda::grid_1d(n + n_pending, 256), 256, 0, cuda::desc(logits),
+      reinterpret_cast<const LogitEdit*>(cuda::base_ptr(edits)), n,
+      n_pending > 0 ? reinterpret_cast<const PendingEdit*>(cuda::base_ptr(pending)) : nullptr,
+      n_pending, n_pending > 0 ? reinterpret_cast<const int32_t*>(cuda::base_ptr(ids)) : nullptr,
+      n_pending > 0 ? ids.n_elements() : int64_t{0});
 }
 
 void CudaBackend::argmax(const Tensor& logits, const Tensor& out) {

@@ -138,14 +138,13 @@ class FakeModelRunner : public ModelRunner {
       if (!any_refused) out.logits.clear();
       n_argmax_runs++;
     } else if (sample_when_asked && batch.all_sampled_by_runner()) {  // as Backend::sample
-      // The rows' edits (bias, penalties: Backend::adjust_logits), then each row's token by
-      // core/sampling.h with the row's u; every second sampled row is left undecided (-1), as
-      // the device does past its candidate limit: the edited logits then come back.
+      // The rows' edits (bias, penalties, tokens in flight: Backend::adjust_logits), then each
+      // row's token by core/sampling.h with the row's u; every second sampled row is left
+      // undecided (-1), as the device does past its candidate limit: the edited logits then
+      // come back.
       const std::vector<float> raw = out.logits;  // logprobs are of the rows before the edits
-      for (const LogitEdit& e : batch.edits) {
-        float& l = out.logits[static_cast<size_t>(e.row) * n_vocab_ + static_cast<size_t>(e.token)];
-        l = edited_logit(l, e);
-      }
+      if (!apply_logit_edits(out.logits, n_vocab_, batch.edits, batch.pending, batch.tokens))
+        return error("an edit out of range");
       // Logprobs as Backend::logprobs gives them: one top count for the batch, the largest asked.
       int k = -1;
       for (const ForwardSeq& s : batch.seqs)

@@ -69,34 +69,46 @@ TEST(Pipeline, ARowPastItsLengthIsDiscardedBesideALongerOne) {
 
 // Sampled rows the runner always decides (ModelRunner::decides) are pipelined too: each step's
 // draw is taken when it is planned, in the same order as unpipelined, so a seeded request gives
-// the same tokens. A penalty makes the next step's edits depend on the token in flight: no
-// pipelining then.
+// the same tokens. With penalties too: the next step's edits count the token in flight where
+// the runner reads it (PendingEdit), so the draws are those of the unpipelined steps, which
+// know it.
 TEST(Pipeline, SampledRowsThatTheRunnerDecidesArePipelined) {
-  const auto sampled = [](uint64_t seed, float repetition) {
+  struct Penalties {
+    float repetition = 1.0f, presence = 0.0f, frequency = 0.0f;
+  };
+  const auto sampled = [](uint64_t seed, const Penalties& pen) {
     GenerateRequest r = greedy(prompt_of(7, 14), 12);
     r.sampling.temperature = 0.8f;
     r.sampling.top_k = 20;
     r.sampling.seed = seed;
-    r.sampling.repetition_penalty = repetition;
+    r.sampling.repetition_penalty = pen.repetition;
+    r.sampling.presence_penalty = pen.presence;
+    r.sampling.frequency_penalty = pen.frequency;
     return r;
   };
-  for (const float repetition : {1.0f, 1.3f}) {
-    SCOPED_TRACE(::testing::Message() << "repetition penalty " << repetition);
+  std::vector<std::vector<TokenId>> by_penalty;
+  for (const Penalties& pen :
+       {Penalties{}, Penalties{1.3f}, Penalties{1.0f, 1.5f, 1.0f}, Penalties{1.3f, 0.0f, 0.5f}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "penalties " << pen.repetition << " " << pen.presence << " " << pen.frequency);
     std::vector<std::vector<TokenId>> out;
     for (const bool pipelined : {false, true}) {
       auto h = harness(pipelined);
       h->runner.sample_when_asked = true;
       h->runner.settle_all = true;
-      const uint64_t a = h->submit(sampled(7, repetition));
+      const uint64_t a = h->submit(sampled(7, pen));
       const uint64_t b = h->submit(greedy(prompt_of(5, 15), 12));
       h->run();
       out.push_back(h->result(a).tokens);
       EXPECT_EQ(h->result(b).tokens, oracle(prompt_of(5, 15), 12));
-      EXPECT_EQ(h->engine->stats().n_pipelined_steps, pipelined && repetition == 1.0f ? 11 : 0);
+      EXPECT_EQ(h->engine->stats().n_pipelined_steps, pipelined ? 11 : 0);
     }
     ASSERT_EQ(out[0].size(), 12u);
     EXPECT_EQ(out[0], out[1]);
+    by_penalty.push_back(out[0]);
   }
+  // The penalties changed the draws (else the equality above would not test their edits).
+  for (size_t i = 1; i < by_penalty.size(); ++i) EXPECT_NE(by_penalty[i], by_penalty[0]) << i;
 }
 
 // The runner's own setting decides by default: a runner that computes inside enqueue() gains

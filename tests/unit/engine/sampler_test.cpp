@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace t9::engine {
@@ -164,7 +165,8 @@ TEST(Sampler, LogitEditsComposeBiasRepetitionAndPresencePerToken) {
   p.logit_bias = {{4, -1.0f}, {1, 1.0f}, {99, 5.0f}};  // 99: out of the vocabulary, ignored
   const std::vector<TokenId> prompt = {0, 1, 0}, generated = {1, 2, 2};
   std::vector<LogitEdit> edits;
-  ASSERT_TRUE(make_logit_edits(p, 5, distinct_tokens(prompt, 5), generated, 3, true, &edits));
+  const std::vector<TokenId> prompt_distinct = distinct_tokens(prompt, 5);
+  ASSERT_TRUE(make_logit_edits(p, {5, prompt_distinct, generated, 3, true}, &edits));
   std::vector<float> l = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
   std::vector<TokenId> tokens;
   for (const LogitEdit& e : edits) {
@@ -180,7 +182,64 @@ TEST(Sampler, LogitEditsComposeBiasRepetitionAndPresencePerToken) {
   apply_bias_and_penalties(host, p, prompt, generated);
   EXPECT_EQ(host, want);
   p.logit_bias.push_back({4, 0.5f});  // a token biased twice: the host adds both, in order
-  EXPECT_FALSE(make_logit_edits(p, 5, distinct_tokens(prompt, 5), generated, 0, true, &edits));
+  EXPECT_FALSE(make_logit_edits(p, {5, prompt_distinct, generated, 0, true}, &edits));
+}
+
+// A pipelined row's token in flight (PendingEdit, read from the call's ids): for every token it
+// can be and every mix of penalties and bias, the row edited with it pending is bit for bit the
+// row edited once the token is known (appended to the generated tokens). The cases: a token in
+// the prompt only, generated once or twice, biased only, or new.
+TEST(Sampler, TokenInFlightEditsEqualTheKnownTokensEdits) {
+  const int v = 7;
+  const std::vector<TokenId> prompt = {0, 1, 0}, generated = {1, 2, 2};
+  const std::vector<TokenId> prompt_distinct = distinct_tokens(prompt, v);
+  const std::vector<float> logits = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f, -0.75f, 0.0f};
+  int n_cases = 0;
+  for (const float rep : {1.0f, 1.3f})
+    for (const float presence : {0.0f, 0.5f})
+      for (const float frequency : {0.0f, 0.3f})
+        for (const bool bias : {false, true}) {
+          SamplingParams p = temp1();
+          p.repetition_penalty = rep, p.presence_penalty = presence;
+          p.frequency_penalty = frequency;
+          if (bias) p.logit_bias = {{4, -1.0f}, {1, 1.0f}};
+          for (TokenId t = 0; t < v; ++t) {
+            // Input 2 of the call is the token in flight.
+            const std::vector<int32_t> ids{5, 6, t};
+            std::vector<LogitEdit> edits;
+            std::vector<PendingEdit> pending;
+            ASSERT_TRUE(
+                make_logit_edits(p, {v, prompt_distinct, generated, 0, true, 2}, &edits, &pending));
+            ASSERT_EQ(pending.size(), has_penalties(p) ? 1u : 0u);
+            std::vector<float> got = logits;
+            ASSERT_TRUE(apply_logit_edits(got, v, edits, pending, ids));
+            std::vector<TokenId> known = generated;
+            known.push_back(t);
+            std::vector<LogitEdit> want_edits;
+            ASSERT_TRUE(make_logit_edits(p, {v, prompt_distinct, known, 0, true}, &want_edits));
+            std::vector<float> want = logits;
+            ASSERT_TRUE(apply_logit_edits(want, v, want_edits, {}, {}));
+            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << "token " << t << " rep " << rep << " presence " << presence << " frequency "
+                << frequency << " bias " << bias;
+            n_cases += got != logits ? 1 : 0;
+          }
+        }
+  EXPECT_GE(n_cases, 7 * 15);  // every mix but the plain one edits something
+}
+
+// The reference op refuses entries out of range instead of writing past the row.
+TEST(Sampler, ApplyLogitEditsRefusesOutOfRangeEntries) {
+  std::vector<float> l(10, 1.0f);  // 2 rows of 5
+  LogitEdit e;
+  e.row = 2, e.token = 0;
+  EXPECT_FALSE(apply_logit_edits(l, 5, std::vector<LogitEdit>{e}, {}, {}));
+  e.row = 1, e.token = 5;
+  EXPECT_FALSE(apply_logit_edits(l, 5, std::vector<LogitEdit>{e}, {}, {}));
+  const std::vector<int32_t> ids{9};
+  EXPECT_FALSE(apply_logit_edits(l, 5, {}, std::vector<PendingEdit>{{0, 0, 1.0f, 1.0f}}, ids));
+  EXPECT_FALSE(apply_logit_edits(l, 5, {}, std::vector<PendingEdit>{{0, 1, 1.0f, 1.0f}}, ids));
+  EXPECT_EQ(l, std::vector<float>(10, 1.0f));
 }
 
 TEST(Sampler, PenaltiesFollowCtrlAndOpenAiFormulas) {
