@@ -107,6 +107,7 @@ void HttpServer::install_routes() {
     res.set_content(ctx_.metrics->render(ctx_.engine->stats()), "text/plain; version=0.0.4");
   });
   api::register_openai(h, ctx_);
+  api::register_responses(h, ctx_);
   api::register_anthropic(h, ctx_);
   api::register_ollama(h, ctx_);
   api::register_llama_native(h, ctx_);

@@ -40,6 +40,7 @@ void send_bad_request(httplib::Response& res, Protocol p, const FieldReader& r);
 Json token_logprobs_json(const std::vector<TokenLogprob>& lps, bool with_ids = false);
 
 void register_openai(httplib::Server& http, ServerContext& ctx);
+void register_responses(httplib::Server& http, ServerContext& ctx);  // /v1/responses
 void register_anthropic(httplib::Server& http, ServerContext& ctx);
 void register_ollama(httplib::Server& http, ServerContext& ctx);
 void register_llama_native(httplib::Server& http, ServerContext& ctx);  // /completion, /props
