@@ -123,6 +123,22 @@ TEST(Matmul, BatchAndThreadInvariant) {
           Tensor ys = arena.poisoned(GgmlType::F32, n_out, 1);
           be.matmul(wt, arena.from_host(single, GgmlType::F32, n_in, 1), Tensor{}, ys);
           alone = arena.download<float>(ys);
+          // The decode orders (cpu/row_order_probe.h): one weight row at a time and the
+          // interleaved tile, each fixed on its own backend, give those bits too.
+          for (int rows : {1, 4}) {
+            CpuBackendConfig cfg{threads, isa};
+            cfg.decode_rows = rows;
+            CpuBackend fixed(cfg);
+            DeviceArena fa(fixed);
+            Tensor yf = fa.poisoned(GgmlType::F32, n_out, 1);
+            fixed.matmul(fa.weights(wbytes, t, n_in, n_out),
+                         fa.from_host(single, GgmlType::F32, n_in, 1), Tensor{}, yf);
+            const auto got = fa.download<float>(yf);
+            for (int64_t o = 0; o < n_out; ++o)
+              ASSERT_EQ(float_bits(got[static_cast<size_t>(o)]),
+                        float_bits(alone[static_cast<size_t>(o)]))
+                  << "decode rows " << rows << ", out " << o;
+          }
           std::vector<float> four(x.begin(), x.begin() + 4 * n_in);
           Tensor y4 = arena.poisoned(GgmlType::F32, n_out, 4);
           be.matmul(wt, arena.from_host(four, GgmlType::F32, n_in, 4), Tensor{}, y4);
@@ -142,6 +158,38 @@ TEST(Matmul, BatchAndThreadInvariant) {
       ASSERT_FALSE(std::isnan(alone[0]));
     }
   }
+}
+
+// The probe's decision: one row at a time only when it is faster per weight byte by the margin;
+// small calls are neither timed nor counted; a fixed order never changes.
+TEST(RowOrderProbe, KeepsTheFasterOrderPerByte) {
+  using P = cpu::RowOrderProbe;
+  auto run = [](double tile_s, double one_s, size_t bytes) {
+    P p;
+    for (int i = 0; i < P::kSkip + P::kProbeCalls; ++i) {
+      EXPECT_EQ(p.order(), P::Order::kProbing);
+      p.record(100, 1.0);  // too small: not counted
+      const bool one = p.one_row(bytes);
+      EXPECT_EQ(one, i >= P::kSkip && (i - P::kSkip) % 2 == 1) << i;
+      EXPECT_TRUE(p.timing(bytes));
+      p.record(bytes, one ? one_s : tile_s);
+    }
+    return p;
+  };
+  const size_t mb = P::kMinBytes;
+  EXPECT_EQ(run(1.0, 0.90, mb).order(), P::Order::kOneRow);
+  EXPECT_EQ(run(1.0, 0.99, mb).order(), P::Order::kTile);  // inside the margin: keep the tile
+  EXPECT_EQ(run(0.90, 1.0, mb).order(), P::Order::kTile);
+  const P p = run(2.0, 1.0, 4 * mb);
+  EXPECT_DOUBLE_EQ(p.one_row_s_per_gb(), 1.0 / static_cast<double>(4 * mb) * 1e9);
+  EXPECT_FALSE(p.timing(4 * mb));
+  EXPECT_TRUE(p.one_row(1));  // decided: every call, small ones too
+  P fixed(P::Order::kTile);
+  fixed.record(mb, 1.0);
+  EXPECT_FALSE(fixed.one_row(mb));
+  EXPECT_FALSE(fixed.timing(mb));
+  EXPECT_EQ(fixed.order(), P::Order::kTile);
+  EXPECT_FALSE(P().one_row(mb));  // the first kSkip calls: the tile
 }
 
 }  // namespace

@@ -105,6 +105,14 @@ CpuBackend::CpuBackend(const CpuBackendConfig& cfg) : pool_(cfg.n_threads) {
   }
   set_isa(isa);
   thread_scratch_.resize(static_cast<size_t>(pool_.n_threads()));
+  int rows = cfg.decode_rows;
+  if (const char* env = std::getenv("TEMPO9_CPU_DECODE_ROWS"); rows == 0 && env != nullptr && *env)
+    rows = std::atoi(env);
+  T9_CHECK(rows == 0 || rows == 1 || rows == 4, "decode rows {}: 0 (measure), 1 or 4", rows);
+  using Order = cpu::RowOrderProbe::Order;
+  row_order_ = cpu::RowOrderProbe(rows == 1   ? Order::kOneRow
+                                  : rows == 4 ? Order::kTile
+                                              : Order::kProbing);
 }
 
 CpuBackend::~CpuBackend() = default;

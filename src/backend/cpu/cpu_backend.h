@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/row_order_probe.h"
 #include "backend/cpu/work_pool.h"
 
 namespace t9 {
@@ -29,6 +30,9 @@ using cpu::CpuIsa;
 struct CpuBackendConfig {
   int n_threads = 0;          // 0: hardware_concurrency
   std::optional<CpuIsa> isa;  // unset: TEMPO9_CPU_ISA if set, else the best supported
+  // How a decode matmul walks its weight rows (cpu/row_order_probe.h): 1 one at a time, 4 the
+  // interleaved tile, 0 measured on the first calls (TEMPO9_CPU_DECODE_ROWS=1|4 overrides 0).
+  int decode_rows = 0;
 };
 
 bool cpu_isa_supported(CpuIsa isa);
@@ -112,6 +116,7 @@ class CpuBackend final : public Backend {
   std::vector<uint8_t> act_scratch_;                  // quantized activation rows
   std::vector<uint8_t> amx_act_scratch_;              // the same packed for the tiles
   std::vector<std::vector<uint8_t>> thread_scratch_;  // per thread: unpacked weight rows
+  cpu::RowOrderProbe row_order_;                      // matmul_fused's order at one row
 };
 
 }  // namespace t9

@@ -2,10 +2,12 @@
 // unpacks them once per block of activation rows and runs the ISA kernel over that block. Threads
 // own disjoint groups of weight rows (output columns); reductions are never split.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_util.h"
+#include "core/log.h"
 
 namespace t9 {
 namespace {
@@ -156,6 +158,13 @@ void CpuBackend::matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t
     xs[c] = {first.q + c * n_in, first.d + c * (n_in / 32), first.s16 + c * (n_in / 16),
              first.dx16 + c * (n_in / 64 * 16)};
   const int64_t n_chunks = n_chunks_for(n_groups, pool_.n_threads());
+  // One activation row: the weight rows one at a time or interleaved, as the probe found faster
+  // here (the same bits either way; cpu/row_order_probe.h).
+  const size_t bytes = static_cast<size_t>(n_out) * w.nb[1];
+  const bool one_row = n_tok == 1 && row_order_.one_row(bytes);
+  const bool timed = n_tok == 1 && row_order_.timing(bytes);
+  const auto t0 =
+      timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   pool_.run_chunks(n_chunks, [&](int64_t chunk, int t) {
     int64_t g0, g1;
     split(n_groups, chunk, n_chunks, &g0, &g1);
@@ -168,11 +177,24 @@ void CpuBackend::matmul_fused(const Tensor& w, const cpu::ActRow& first, int64_t
       const int64_t o0 = g * kTileRows;
       const int nr = static_cast<int>(std::min<int64_t>(kTileRows, n_out - o0));
       for (int r = 0; r < nr; ++r) rows[r] = cpu::row_ptr(w, o0 + r);
-      k.dot_fused(w.type, nr, rows, static_cast<int>(n_tok), xs, n_in, mn, out);
+      if (one_row) {
+        for (int r = 0; r < nr; ++r) k.dot_fused(w.type, 1, rows + r, 1, xs, n_in, mn, out + r);
+      } else {
+        k.dot_fused(w.type, nr, rows, static_cast<int>(n_tok), xs, n_in, mn, out);
+      }
       for (int64_t c = 0; c < n_tok; ++c)
         store_outputs(out + c * kTileRows, nr, cpu::f32_row(y, c) + o0);
     }
   });
+  if (!timed) return;
+  row_order_.record(bytes,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (row_order_.order() != cpu::RowOrderProbe::Order::kProbing)
+    T9_LOG_INFO(
+        "cpu: decode matmuls walk weight rows {} (measured {:.1f} vs {:.1f} ms/GB for one "
+        "row at a time vs the {}-row tile)",
+        row_order_.order() == cpu::RowOrderProbe::Order::kOneRow ? "one at a time" : "in tiles",
+        row_order_.one_row_s_per_gb() * 1e3, row_order_.tile_s_per_gb() * 1e3, kTileRows);
 }
 
 void CpuBackend::matmul_float(const Tensor& w, const Tensor& x, const Tensor& y) {
