@@ -111,12 +111,27 @@ def test_json_schema_text_format(client):
     ({"model": "m", "input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
     ({"model": "m", "input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
     ({"model": "m", "input": "hi", "text": {"format": {"type": "xml"}}}, "text.format.type"),
+    ({"model": "m", "input": "hi", "reasoning": {"effort": "max"}}, "reasoning.effort"),
 ])
 def test_bad_requests_name_the_field(client, body, param):
     with pytest.raises(openai.BadRequestError) as e:
         client.post("/responses", body=body, cast_to=object)
     assert e.value.status_code == 400
     assert e.value.body["param"] == param, e.value.body
+
+
+def test_reasoning_effort(client):
+    """OpenAI's reasoning effort reaches the template as enable_thinking (and reasoning_effort):
+    accepted on both APIs, a value outside the list is a 400 naming the field."""
+    r = client.responses.create(model="m", input="Hi", max_output_tokens=2, reasoning={"effort": "none"})
+    assert r.reasoning.effort == "none" and r.status in ("completed", "incomplete")
+    c = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                       max_tokens=2, reasoning_effort="low")
+    assert c.choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                       max_tokens=2, reasoning_effort="max")
+    assert e.value.body["param"] == "reasoning_effort"
 
 
 ORDER_TOOL = {

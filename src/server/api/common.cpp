@@ -104,4 +104,19 @@ Json token_logprobs_json(const std::vector<TokenLogprob>& lps, bool with_ids) {
   return content;
 }
 
+void read_reasoning_effort(FieldReader& r, const Json& obj, const std::string& path,
+                           const char* key, Json& kwargs) {
+  auto effort = r.str(obj, path, key);
+  if (!r.ok() || !effort) return;
+  if (*effort == "none" || *effort == "minimal") {
+    kwargs["enable_thinking"] = false;
+  } else if (*effort == "low" || *effort == "medium" || *effort == "high" || *effort == "xhigh") {
+    kwargs["enable_thinking"] = true;
+  } else {
+    return r.fail(FieldReader::join(path, key),
+                  "must be none, minimal, low, medium, high or xhigh");
+  }
+  kwargs["reasoning_effort"] = *effort;
+}
+
 }  // namespace t9::server::api

@@ -15,6 +15,12 @@ namespace t9::server::api {
 // {"token id": bias}.
 void read_sampling(FieldReader& r, const Json& obj, const std::string& path, GenerationSpec& spec);
 
+// OpenAI's reasoning effort (chat's `reasoning_effort`, the Responses API's `reasoning.effort`):
+// none / minimal turn the template's thinking off (enable_thinking false), low / medium / high /
+// xhigh on; the value also reaches the template as `reasoning_effort` (gpt-oss templates read it).
+void read_reasoning_effort(FieldReader& r, const Json& obj, const std::string& path,
+                           const char* key, Json& kwargs);
+
 // "stop": a string or an array of strings (at most 16, each non-empty).
 void read_stop(FieldReader& r, const Json& obj, const std::string& path, const char* key,
                std::vector<std::string>& out);

@@ -307,7 +307,9 @@ void handle_chat(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   in.messages = read_messages(r, *body);
   in.tools = read_tools(r, *body, &in.tool_call_required);
   in.parallel_tool_calls = r.boolean(*body, "", "parallel_tool_calls").value_or(true);
-  if (const Json* kw = r.object(*body, "", "chat_template_kwargs")) in.kwargs = *kw;
+  read_reasoning_effort(r, *body, "", "reasoning_effort", in.kwargs);
+  if (const Json* kw = r.object(*body, "", "chat_template_kwargs"))  // explicit kwargs win
+    for (const auto& [k, v] : kw->items()) in.kwargs[k] = v;
   const bool stream = r.boolean(*body, "", "stream").value_or(false);
   bool include_usage = false;
   if (const Json* so = r.object(*body, "", "stream_options"))

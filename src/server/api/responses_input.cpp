@@ -1,5 +1,7 @@
 #include "server/api/responses_input.h"
 
+#include "server/api/common.h"
+
 namespace t9::server::api {
 namespace {
 
@@ -262,14 +264,7 @@ ResponsesRequest read_responses_request(FieldReader& r, const Json& body) {
     q.max_output_tokens = static_cast<int>(*v);
   if (const Json* reasoning = r.object(body, "", "reasoning")) {
     q.reasoning = *reasoning;
-    const std::string effort =
-        reasoning->value("effort", Json("")).is_string() ? reasoning->value("effort", "") : "";
-    if (effort == "none" || effort == "minimal")
-      q.chat.kwargs["enable_thinking"] = false;
-    else if (effort == "low" || effort == "medium" || effort == "high" || effort == "xhigh")
-      q.chat.kwargs["enable_thinking"] = true;
-    else if (!effort.empty())
-      r.fail("reasoning.effort", "must be none, minimal, low, medium, high or xhigh");
+    read_reasoning_effort(r, *reasoning, "reasoning", "effort", q.chat.kwargs);
   }
   if (const Json* md = r.object(body, "", "metadata")) q.metadata = *md;
   return q;
