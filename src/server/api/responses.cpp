@@ -21,20 +21,28 @@ namespace {
 
 constexpr Protocol kP = Protocol::kOpenAI;
 constexpr size_t kStoredResponses = 256;
+constexpr size_t kStoredBytes = size_t{64} << 20;  // their conversations' JSON, all together
 
 // Responses created with store: true, for previous_response_id and GET: the conversation up to
 // and including the response's output (template messages, instructions excluded: a follow-up
-// gives its own) and the response object. Bounded; the oldest go first.
+// gives its own) and the response object. At most kStoredResponses of them and kStoredBytes of
+// their JSON (the newest one is kept whatever its size); the oldest go first.
 class ResponseStore {
  public:
   struct Entry {
     Json conversation;
     Json response;
+    size_t bytes = 0;  // the conversation's and response's JSON size
   };
   void put(const std::string& id, Entry e) {
+    e.bytes = e.conversation.dump().size() + e.response.dump().size();
+    const size_t bytes = e.bytes;
     std::lock_guard lock(mu_);
-    if (entries_.emplace(id, std::move(e)).second) order_.push_back(id);
-    while (order_.size() > kStoredResponses) {
+    if (!entries_.emplace(id, std::move(e)).second) return;  // ids are random: never in practice
+    bytes_ += bytes;
+    order_.push_back(id);
+    while (order_.size() > kStoredResponses || (bytes_ > kStoredBytes && order_.size() > 1)) {
+      bytes_ -= entries_.at(order_.front()).bytes;
       entries_.erase(order_.front());
       order_.pop_front();
     }
@@ -47,7 +55,10 @@ class ResponseStore {
   }
   bool erase(const std::string& id) {
     std::lock_guard lock(mu_);
-    if (entries_.erase(id) == 0) return false;
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return false;
+    bytes_ -= it->second.bytes;
+    entries_.erase(it);
     std::erase(order_, id);
     return true;
   }
@@ -56,6 +67,7 @@ class ResponseStore {
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;
   std::deque<std::string> order_;
+  size_t bytes_ = 0;
 };
 
 // The output items of one response, built from the generation's chat events, with their stream
