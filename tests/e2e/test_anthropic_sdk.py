@@ -54,6 +54,14 @@ def test_stop_sequences(client):
     assert "Paris" not in r.content[0].text
 
 
+def test_models_list_and_retrieve(client):
+    page = client.models.list()
+    assert [m.id for m in page.data] == ["SmolLM2-135M-Instruct.Q4_1"]
+    m = page.data[0]
+    assert m.type == "model" and m.display_name == m.id and m.created_at.year >= 2026
+    assert client.models.retrieve(m.id).id == m.id
+
+
 def test_count_tokens(client):
     r = client.messages.count_tokens(model="c", messages=[{"role": "user", "content": "Hello there"}])
     assert 5 < r.input_tokens < 60

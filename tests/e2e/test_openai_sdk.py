@@ -129,6 +129,7 @@ def test_required_tool_call_the_template_cannot_format_is_a_400(client):
 def test_models_list(client):
     ids = [m.id for m in client.models.list().data]
     assert ids == ["SmolLM2-135M-Instruct.Q4_1"]
+    assert client.models.retrieve("SmolLM2-135M-Instruct.Q4_1").id == ids[0]
 
 
 @pytest.mark.parametrize("kwargs,param", [

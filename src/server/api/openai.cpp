@@ -597,19 +597,34 @@ void register_openai(httplib::Server& http, ServerContext& ctx) {
   http.Post("/completions", [&ctx](const httplib::Request& q, httplib::Response& s) {
     handle_completion(ctx, q, s);
   });
-  auto models = [&ctx](const httplib::Request&, httplib::Response& res) {
-    send_json(
-        res, {{"object", "list"},
-              {"data",
-               Json::array(
-                   {{{"id", ctx.model.id},
-                     {"object", "model"},
-                     {"created", unix_seconds()},
-                     {"owned_by", "tempo9"},
-                     {"meta", {{"n_ctx", ctx.model.n_ctx}, {"n_params", ctx.model.n_params}}}}})}});
+  // The served model as OpenAI's and Anthropic's model objects both read it (one object carries
+  // both sets of fields: each SDK ignores the other's).
+  auto model_json = [&ctx] {
+    return Json{{"id", ctx.model.id},
+                {"object", "model"},
+                {"created", unix_seconds()},
+                {"owned_by", "tempo9"},
+                {"type", "model"},
+                {"display_name", ctx.model.id},
+                {"created_at", rfc3339_now()},
+                {"meta", {{"n_ctx", ctx.model.n_ctx}, {"n_params", ctx.model.n_params}}}};
+  };
+  auto models = [&ctx, model_json](const httplib::Request&, httplib::Response& res) {
+    send_json(res, {{"object", "list"},
+                    {"data", Json::array({model_json()})},
+                    {"has_more", false},
+                    {"first_id", ctx.model.id},
+                    {"last_id", ctx.model.id}});
   };
   http.Get("/v1/models", models);
   http.Get("/models", models);
+  // One model by id (both SDKs' models.retrieve); any id is the served model unless strict names.
+  http.Get(R"(/v1/models/(.+))",
+           [&ctx, model_json](const httplib::Request& q, httplib::Response& res) {
+             const Protocol p = q.has_header("anthropic-version") ? Protocol::kAnthropic : kP;
+             if (!check_model_name(ctx, q.matches[1], p, res)) return;
+             send_json(res, model_json());
+           });
 }
 
 }  // namespace t9::server::api
