@@ -70,9 +70,9 @@ class ResponseStore {
   size_t bytes_ = 0;
 };
 
-// The output items of one response, built from the generation's chat events, with their stream
-// events when `sse` is given. Items open as their first event arrives and close when another
-// kind starts or the output ends.
+// The output items of one response, built from the generation's chat events, and (constructed
+// with stream = true) their stream events. Items open as their first event arrives and close when
+// another kind starts or the output ends.
 class OutputItems {
  public:
   explicit OutputItems(bool stream) : stream_(stream) {}
