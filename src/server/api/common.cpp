@@ -119,4 +119,10 @@ void read_reasoning_effort(FieldReader& r, const Json& obj, const std::string& p
   kwargs["reasoning_effort"] = *effort;
 }
 
+Json arguments_object(const Json& args) {
+  if (!args.is_string()) return args;
+  Json parsed = Json::parse(args.get<std::string>(), nullptr, false);
+  return parsed.is_discarded() ? args : parsed;
+}
+
 }  // namespace t9::server::api

@@ -21,6 +21,10 @@ void read_sampling(FieldReader& r, const Json& obj, const std::string& path, Gen
 void read_reasoning_effort(FieldReader& r, const Json& obj, const std::string& path,
                            const char* key, Json& kwargs);
 
+// Tool-call arguments as templates want them: an object (they print it with tojson, as in
+// llama.cpp), parsed from a JSON string; anything else (or a string that is not JSON) as given.
+Json arguments_object(const Json& args);
+
 // "stop": a string or an array of strings (at most 16, each non-empty).
 void read_stop(FieldReader& r, const Json& obj, const std::string& path, const char* key,
                std::vector<std::string>& out);

@@ -42,13 +42,6 @@ std::optional<std::string> content_text(FieldReader& r, const Json& msg, const s
   return text;
 }
 
-// Tool-call arguments reach templates as objects (they print them with tojson), as in llama.cpp.
-Json arguments_object(const Json& args) {
-  if (!args.is_string()) return args;
-  Json parsed = Json::parse(args.get<std::string>(), nullptr, false);
-  return parsed.is_discarded() ? args : parsed;
-}
-
 // Validates OpenAI messages and turns them into the template's messages.
 Json read_messages(FieldReader& r, const Json& body) {
   Json out = Json::array();

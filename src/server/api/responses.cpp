@@ -153,12 +153,11 @@ class OutputItems {
       if (type == "message") content += it["content"][0]["text"].get<std::string>();
       if (type == "reasoning") reasoning += it["content"][0]["text"].get<std::string>();
       if (type == "function_call") {
-        Json args = Json::parse(it["arguments"].get<std::string>(), nullptr, false);
-        calls.push_back({{"id", it["call_id"]},
-                         {"type", "function"},
-                         {"function",
-                          {{"name", it["name"]},
-                           {"arguments", args.is_discarded() ? it["arguments"] : args}}}});
+        calls.push_back(
+            {{"id", it["call_id"]},
+             {"type", "function"},
+             {"function",
+              {{"name", it["name"]}, {"arguments", arguments_object(it["arguments"])}}}});
       }
     }
     msg["content"] = content;

@@ -59,12 +59,6 @@ std::string reasoning_text(const Json& item) {
   return text;
 }
 
-// Tool-call arguments reach templates as objects (they print them with tojson).
-Json arguments_object(const std::string& args) {
-  Json parsed = Json::parse(args, nullptr, false);
-  return parsed.is_discarded() ? Json(args) : parsed;
-}
-
 // The assistant message being built from consecutive assistant items (text, reasoning, calls).
 struct AssistantTurn {
   bool open = false;
@@ -213,7 +207,8 @@ void read_input_items(FieldReader& r, const Json& input, const std::string& path
       turn.tool_calls.push_back(
           {{"id", *call_id},
            {"type", "function"},
-           {"function", {{"name", *name}, {"arguments", arguments_object(args.value_or("{}"))}}}});
+           {"function",
+            {{"name", *name}, {"arguments", arguments_object(Json(args.value_or("{}")))}}}});
     } else if (type == "function_call_output") {
       turn.flush(out);
       auto call_id = r.str(item, ip, "call_id");
