@@ -47,20 +47,12 @@ env $S8 OUT=/tmp/synth8 bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|co
 echo "t=$((SECONDS - T0)) s"
 for v in 2 0 2 0; do
   left 520 || break
-  env TEMPO9_CUDA_MMA_ROWS_MIN=$v TEMPO9_CUDA_MMA_ROWS_MAX=32 $S8 MODEL=$M WAYS=32 ROUNDS=2 \
-    OUT=/tmp/serve_$v bash bench/h200_bench.sh serve 2>&1 | grep -E 'wall s|tok/s|ITL p50|TTFT p50' |
-    tr '\n' ' ' | sed "s/^/8B 32-way, MMA_ROWS_MIN=$v: /"
-  echo
+  serve32 $v
 done
 echo "t=$((SECONDS - T0)) s"
-P=$(python3 -c "print('x'*800)")
 for h in 0 1; do
   left 560 || break
-  if [ "$h" = 1 ]; then export TEMPO9_SAMPLE_ON_HOST=1; else unset TEMPO9_SAMPLE_ON_HOST; fi
-  "$T9" run -m "$M" --raw -p "$P" -n 64 --temp 0.8 --top-k 40 --seed 5 --logprobs 5 --ignore-eos \
-    --backend cuda --ctx 1000 --parallel 8 --warmup >/tmp/lp_$h.txt 2>/tmp/e.txt
-  echo "8B 8 rows logprobs, SAMPLE_ON_HOST=$h: $(grep -E '^\[(engine|logprobs)' /tmp/e.txt | tr '\n' ' ')"
+  logprobs_run $h
 done
-unset TEMPO9_SAMPLE_ON_HOST
 echo "sampled text with logprobs, device vs host: $(cmp /tmp/lp_0.txt /tmp/lp_1.txt >/dev/null 2>&1 && echo identical || echo DIFFERENT)"
 echo "t=$((SECONDS - T0)) s"

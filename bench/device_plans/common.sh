@@ -27,3 +27,26 @@ agents() {
   cat /tmp/agents_$tag/agents_breakdown_tempo9.txt
   grep -E "cuda graphs|error|warm-up" /tmp/agents_$tag/serve_agents_tempo9.log | tail -3
 }
+
+# One 8B 32-way serve run (h200_bench.sh serve, ROUNDS=2) with the few-row GEMV's MMA_ROWS_MIN=$1
+# (MAX 32); the plan sets S8 and M. Prints the wall / tok/s / ITL / TTFT line.
+serve32() {
+  # shellcheck disable=SC2086,SC2154  # S8: word-split on purpose; S8, M: the plan's
+  env TEMPO9_CUDA_MMA_ROWS_MIN="$1" TEMPO9_CUDA_MMA_ROWS_MAX=32 $S8 MODEL=$M WAYS=32 ROUNDS=2 \
+    OUT=/tmp/serve_$1 bash bench/h200_bench.sh serve 2>&1 | grep -E 'wall s|tok/s|ITL p50|TTFT p50' |
+    tr '\n' ' ' | sed "s/^/8B 32-way, MMA_ROWS_MIN=$1: /"
+  echo
+}
+
+# One 8-row sampled run of $M with logprobs (top 5; top-k 40, so the device settles every draw),
+# beside the device's draw ($1 = 0) or over rows copied to the host ($1 = 1); text in /tmp/lp_$1.txt.
+logprobs_run() {
+  local p host=()
+  p=$(python3 -c "print('x'*800)")
+  [ "$1" = 1 ] && host=(TEMPO9_SAMPLE_ON_HOST=1)  # set at all = on (engine_runner.cpp)
+  # shellcheck disable=SC2154  # M: the plan's
+  env -u TEMPO9_SAMPLE_ON_HOST "${host[@]}" "$T9" run -m "$M" --raw -p "$p" -n 64 --temp 0.8 --top-k 40 \
+    --seed 5 --logprobs 5 --ignore-eos --backend cuda --ctx 1000 --parallel 8 \
+    --warmup >"/tmp/lp_$1.txt" 2>/tmp/e.txt
+  echo "8B 8 rows logprobs, SAMPLE_ON_HOST=$1: $(grep -E '^\[(engine|logprobs)' /tmp/e.txt | tr '\n' ' ')"
+}

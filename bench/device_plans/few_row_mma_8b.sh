@@ -51,22 +51,10 @@ echo "t=$((SECONDS - T0)) s"
 # the host (TEMPO9_SAMPLE_ON_HOST=1); the same text and the same logprobs line within ulps. Top-k
 # 40 so the device settles every draw (a synthetic model's flat rows would send top-p-only draws
 # past its 1024 candidates to the host).
-for h in 0 1 0 1; do
-  if [ "$h" = 1 ]; then export TEMPO9_SAMPLE_ON_HOST=1; else unset TEMPO9_SAMPLE_ON_HOST; fi
-  "$T9" run -m "$M" --raw -p "$P" -n 64 --temp 0.8 --top-k 40 \
-    --seed 5 --logprobs 5 --ignore-eos --backend cuda --ctx 1000 --parallel 8 \
-    --warmup >/tmp/lp_$h.txt 2>/tmp/e.txt
-  echo "8B 8 rows logprobs, SAMPLE_ON_HOST=$h: $(grep -E '^\[(engine|logprobs)' /tmp/e.txt | tr '\n' ' ')"
-done
-unset TEMPO9_SAMPLE_ON_HOST
+for h in 0 1 0 1; do logprobs_run $h; done
 echo "sampled text with logprobs, device vs host: $(cmp /tmp/lp_0.txt /tmp/lp_1.txt >/dev/null && echo identical || echo DIFFERENT)"
 echo "t=$((SECONDS - T0)) s"
-for v in 2 0 2 0; do
-  env TEMPO9_CUDA_MMA_ROWS_MIN=$v TEMPO9_CUDA_MMA_ROWS_MAX=32 $S8 MODEL=$M WAYS=32 ROUNDS=2 \
-    OUT=/tmp/serve_$v bash bench/h200_bench.sh serve 2>&1 | grep -E 'wall s|tok/s|ITL p50|TTFT p50' |
-    tr '\n' ' ' | sed "s/^/32-way, MMA_ROWS_MIN=$v: /"
-  echo
-done
+for v in 2 0 2 0; do serve32 $v; done
 echo "t=$((SECONDS - T0)) s"
 # The lazy tool-call grammar's cost on a GPU agent load (session 39: `tempo9 bench agents
 # --tools-in-request` puts the tools in the request, so every request carries the constraint with
