@@ -152,7 +152,7 @@ int parity(const ParityOptions& opt) {
   const auto isa_of = [](const std::string& name) -> Result<std::optional<CpuIsa>> {
     if (name.empty()) return std::optional<CpuIsa>{};
     const std::optional<CpuIsa> isa = parse_cpu_isa(name);
-    if (!isa) return error("unknown ISA '{}' (scalar, avx2, avx512 or amx)", name);
+    if (!isa) return error("unknown ISA '{}' (scalar, avx2, avx512, avx512-groups or amx)", name);
     if (!cpu_isa_supported(*isa)) return error("this CPU has no {}", name);
     return isa;
   };
@@ -236,8 +236,8 @@ const bool registered = register_command(Command{
           ->check(CLI::Range(0.0, 100.0));
       sub.add_option("--text", opt->text_file, "Text file to tokenize (default: built in)");
       sub.add_option("--isa", opt->isa,
-                     "CPU kernels of the backend under test: scalar, avx2, avx512, amx "
-                     "(default: the best; --backend cpu only)");
+                     "CPU kernels of the backend under test: scalar, avx2, avx512, avx512-groups, "
+                     "amx (default: the best; --backend cpu only)");
       sub.add_option("--ref-isa", opt->ref_isa, "CPU kernels of the reference (default: the best)");
       return [opt] { return parity(*opt); };
     }});

@@ -114,7 +114,8 @@ inline std::vector<uint8_t> random_weights(std::mt19937_64& rng, GgmlType t, int
 
 inline std::vector<CpuIsa> supported_isas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAmx})
+  for (CpuIsa isa :
+       {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAmx, CpuIsa::kAvx512Groups})
     if (cpu_isa_supported(isa)) out.push_back(isa);
   return out;
 }

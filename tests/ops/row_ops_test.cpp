@@ -210,6 +210,14 @@ TEST(CpuBackendIsa, EnvironmentAndConfigSelectIsa) {
   EXPECT_EQ(CpuBackend(CpuBackendConfig{1, std::nullopt}).isa(), best_cpu_isa());
   EXPECT_EQ(parse_cpu_isa("avx512"), CpuIsa::kAvx512);
   EXPECT_EQ(parse_cpu_isa("AVX2"), std::nullopt);
+  // Every ISA's name reads back as that ISA; the group order by VNNI wins over the float lanes
+  // wherever both exist (and AMX is not there to win over both).
+  for (CpuIsa isa :
+       {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAmx, CpuIsa::kAvx512Groups})
+    EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
+  if (cpu_isa_supported(CpuIsa::kAvx512) && !cpu_isa_supported(CpuIsa::kAmx)) {
+    EXPECT_EQ(best_cpu_isa(), CpuIsa::kAvx512Groups);
+  }
 }
 
 }  // namespace

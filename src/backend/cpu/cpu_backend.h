@@ -1,8 +1,9 @@
 // The CPU backend: host memory, ops run synchronously on the calling thread plus a ThreadPool.
 // Kernels are picked at run time: AMX-INT8 (quantized matmuls on the tile unit, AVX-512 for the
-// rest) > AVX-512 (F/BW/VL/VNNI) > AVX2+FMA+F16C > portable scalar. The choice can be forced with
-// CpuBackendConfig::isa, set_isa(), or TEMPO9_CPU_ISA=scalar|avx2|avx512|amx (tests run every path
-// this way).
+// rest) > AVX-512 groups (the AMX kernels' numbers by VNNI) > AVX-512 (F/BW/VL/VNNI, float lanes;
+// only when forced) > AVX2+FMA+F16C > portable scalar. The choice can be forced with
+// CpuBackendConfig::isa, set_isa(), or TEMPO9_CPU_ISA=scalar|avx2|avx512|avx512-groups|amx (tests
+// run every path this way).
 //
 // Threading never changes results: matmul splits output columns (weight rows) over threads and
 // attention splits (query row, head) pairs, never a reduction; chunks of that work go to whichever
@@ -37,7 +38,7 @@ struct CpuBackendConfig {
 
 bool cpu_isa_supported(CpuIsa isa);
 CpuIsa best_cpu_isa();
-// "scalar", "avx2", "avx512", "amx"
+// "scalar", "avx2", "avx512", "avx512-groups", "amx"
 std::optional<CpuIsa> parse_cpu_isa(std::string_view name);
 std::string_view cpu_isa_name(CpuIsa isa);
 

@@ -91,7 +91,7 @@ void CpuBackend::matmul_int(const Tensor& w, const Tensor& x, const Tensor& y) {
     }
   });
 
-  if (isa_ == cpu::CpuIsa::kAmx) {
+  if (isa_ == cpu::CpuIsa::kAmx || isa_ == cpu::CpuIsa::kAvx512Groups) {
     matmul_amx(w, act.q, act.d, n_tok, y);
     return;
   }

@@ -1,4 +1,5 @@
-// CPU matmul driver for CpuIsa::kAmx (kernels and numerics in matmul_amx.h). Activation rows,
+// CPU matmul driver for the group order of matmul_amx.h: CpuIsa::kAmx (tile kernels) and
+// CpuIsa::kAvx512Groups (the same numbers with VNNI, matmul_groups_avx512.cpp). Activation rows,
 // already quantized by matmul_int, are packed once per call into tile layout in groups of 16
 // (or as one group of 1..4 rows: decode). Threads own chunks of 16-weight-row groups; each group
 // is unpacked once per block of activation groups and multiplied against the whole block.
@@ -35,16 +36,17 @@ constexpr size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
 }
 
-// One packed activation group: tile bytes, then the dv and sv floats.
+// One packed activation group: tile bytes, then the dv and sv floats and the xs sums.
 struct PackedLayout {
   int64_t n_in, n_g;
   int n_cols;
-  size_t bytes() const { return align64(static_cast<size_t>(n_in * n_cols)) + floats() * 8; }
+  size_t bytes() const { return align64(static_cast<size_t>(n_in * n_cols)) + floats() * 12; }
   size_t floats() const { return static_cast<size_t>(n_g * n_cols); }
   cpu::AmxActs at(uint8_t* base, int64_t i) const {
     uint8_t* p = base + static_cast<size_t>(i) * bytes();
     auto* dv = reinterpret_cast<float*>(p + align64(static_cast<size_t>(n_in * n_cols)));
-    return {reinterpret_cast<int8_t*>(p), dv, dv + floats()};
+    return {reinterpret_cast<int8_t*>(p), dv, dv + floats(),
+            reinterpret_cast<int32_t*>(dv + 2 * floats())};
   }
 };
 
@@ -68,9 +70,11 @@ struct WeightScratch {
 };
 
 // Unpacks weight rows o0 .. o0 + nr - 1 into w (rows past nr zero-filled); with `transpose`
-// also the per-group scales in [n_g][16] order for the few-rows kernel.
+// also the per-group scales in [n_g][16] order for the few-rows kernel; with `bias` the codes of
+// signed (wide) types +128, as unsigned bytes for groups_dot_block.
 void unpack_group(const cpu::MatmulKernels& k, const Tensor& t, int64_t o0, int nr,
-                  const WeightScratch& ws, const cpu::AmxWeights& w, uint8_t* row, bool transpose) {
+                  const WeightScratch& ws, const cpu::AmxWeights& w, uint8_t* row, bool transpose,
+                  bool bias) {
   const int64_t n_in = ws.n_in, n_s = n_in / 16;
   const int group = ws.group;
   auto* q = const_cast<uint8_t*>(w.q);
@@ -84,6 +88,8 @@ void unpack_group(const cpu::MatmulKernels& k, const Tensor& t, int64_t o0, int 
       std::fill_n(ls + r * n_s, n_s, 0.0f);
       std::fill_n(mn + r * n_s, n_s, 0.0f);
     }
+    if (bias)
+      for (int64_t i = 0; i < n_in; ++i) row[i] ^= 0x80;
     if (group == 32)  // fixed-size copies become single vector moves
       for (int64_t g = 0; g < ws.n_g; ++g)
         std::memcpy(q + (g * kAmxRows + r) * 32, row + g * 32, 32);
@@ -110,7 +116,11 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
   const int group = cpu::amx_group(w.type);
   const bool narrow = !cpu::is_wide_type(w.type);
-  const bool few = n_tok <= cpu::kAmxFewCols;
+  const bool tiles = isa_ == cpu::CpuIsa::kAmx;
+  // Without tiles, 1..4 rows take the rows16 kernel where it has the type's decoder; the other
+  // types run as a partial 16-row group through groups_dot_block (same numbers either way).
+  const bool few = n_tok <= cpu::kAmxFewCols && (tiles || cpu::amx_rows16_supported(w.type, n_in));
+  const bool bias = !tiles && !narrow;
   const PackedLayout pl{n_in, n_in / group, few ? static_cast<int>(n_tok) : kAmxCols};
   const int64_t n_xg = few ? 1 : (n_tok + kAmxCols - 1) / kAmxCols;
   amx_act_scratch_.resize(static_cast<size_t>(n_xg) * pl.bytes() + 64);
@@ -127,7 +137,8 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
       }
       const cpu::AmxActs a = pl.at(packed, xg);
       cpu::amx_pack_acts(q, d, n, pl.n_cols, group, n_in, const_cast<int8_t*>(a.b),
-                         const_cast<float*>(a.dv), const_cast<float*>(a.sv));
+                         const_cast<float*>(a.dv), const_cast<float*>(a.sv),
+                         const_cast<int32_t*>(a.xs));
     }
   });
 
@@ -164,13 +175,16 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
         int nr[2];
         for (int i = 0; i < n_w; ++i) {
           nr[i] = static_cast<int>(std::min<int64_t>(kAmxRows, n_out - (wg + i) * kAmxRows));
-          unpack_group(k, w, (wg + i) * kAmxRows, nr[i], ws, wv[i], ws.row(s), false);
+          unpack_group(k, w, (wg + i) * kAmxRows, nr[i], ws, wv[i], ws.row(s), false, bias);
         }
         const cpu::AmxWeights wp[2] = {wv[0], wv[n_w - 1]};
         for (int64_t xg = xb; xg < xe; xg += 2) {
           const int n_x = static_cast<int>(std::min<int64_t>(2, xe - xg));
           const cpu::AmxActs xp[2] = {pl.at(packed, xg), pl.at(packed, xg + n_x - 1)};
-          cpu::amx_dot_block(wp, narrow, group, n_in, xp, out);
+          if (tiles)
+            cpu::amx_dot_block(wp, narrow, group, n_in, xp, out);
+          else
+            cpu::groups_dot_block(wp, n_w, narrow, group, n_in, xp, n_x, out);
           for (int i = 0; i < n_w; ++i) {
             for (int j = 0; j < n_x; ++j) {
               const float* o = out + (i * 2 + j) * kAmxRows * kAmxCols;
@@ -227,7 +241,7 @@ void CpuBackend::matmul_amx_decode(const Tensor& w, const cpu::AmxActs& a, const
               first + nr * row_b, wg + 1 < n_wg && row_b <= kShortRowBytes ? next_rows * row_b : 0};
           cpu::amx_rows16_dot(w.type, rows, n_cols, xr, a, n_in, out, ahead);
         } else {
-          unpack_group(k, w, o0, nr, ws, wv, ws.row(s), true);
+          unpack_group(k, w, o0, nr, ws, wv, ws.row(s), true, false);
           cpu::amx_dot_few(wv, narrow, group, n_in, a, n_cols, out);
         }
         for (int c = 0; c < n_cols; ++c)

@@ -217,17 +217,19 @@ void dot_few(const AmxWeights& w, int group, int64_t n_in, const AmxActs& x, flo
 }  // namespace
 
 void amx_pack_acts(const int8_t* const* q, const float* const* d, int n, int n_cols, int group,
-                   int64_t n_in, int8_t* b, float* dv, float* sv) {
+                   int64_t n_in, int8_t* b, float* dv, float* sv, int32_t* xs) {
   const int64_t n_g = n_in / group;
   for (int64_t g = 0; g < n_g; ++g) {
     int8_t* bg = b + g * group * n_cols;
     for (int col = 0; col < n_cols; ++col) {
       float* dst_d = dv + g * n_cols + col;
       float* dst_s = sv + g * n_cols + col;
+      int32_t* dst_x = xs + g * n_cols + col;
       if (col >= n) {
         for (int k = 0; k < group / 4; ++k) std::memset(bg + k * n_cols * 4 + col * 4, 0, 4);
         *dst_d = 0.0f;
         *dst_s = 0.0f;
+        *dst_x = 0;
         continue;
       }
       const int8_t* src = q[col] + g * group;
@@ -239,6 +241,7 @@ void amx_pack_acts(const int8_t* const* q, const float* const* d, int n, int n_c
       const float db = d[col][g * group / 32];
       *dst_d = db;
       *dst_s = db * static_cast<float>(sum);
+      *dst_x = sum;
     }
   }
 }

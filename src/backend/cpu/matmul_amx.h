@@ -1,6 +1,6 @@
-// Internal to the CPU backend: the AMX-INT8 integer matmul (Sapphire Rapids and later), used for
-// every quantized weight type when the CPU has AMX and the OS grants the tile state
-// (CpuIsa::kAmx). Weight rows are unpacked as for the other ISAs (matmul_kernels.h: codes q,
+// Internal to the CPU backend: the group-order integer matmul, used for every quantized weight
+// type by CpuIsa::kAmx (the AMX-INT8 tile unit, Sapphire Rapids and later, when the OS grants the
+// tile state) and CpuIsa::kAvx512Groups (the same numbers by VNNI: groups_dot_block, rows16). Weight rows are unpacked as for the other ISAs (matmul_kernels.h: codes q,
 // group scales ls and offsets mn per 16 elements) and activation rows quantized the same way
 // (int8 per 32 elements with a float scale d); what differs is how a (weight row, activation
 // row) pair is summed. With G = amx_group(type) (the weight's scale granularity: 16 or 32):
@@ -35,13 +35,15 @@ int amx_group(GgmlType type);
 //   b  [n_in / G][G / 4][n_cols * 4] int8: b[g][k][4c + j] = q[c][g * G + 4k + j]
 //   dv [n_in / G][n_cols] float: the scale d of the 32-block holding group g
 //   sv [n_in / G][n_cols] float: dv * float(sum of the group's q)
+//   xs [n_in / G][n_cols] int32: the sum of the group's q (groups_dot_block, wide weights)
 struct AmxActs {
   const int8_t* b;
   const float* dv;
   const float* sv;
+  const int32_t* xs;
 };
 void amx_pack_acts(const int8_t* const* q, const float* const* d, int n, int n_cols, int group,
-                   int64_t n_in, int8_t* b, float* dv, float* sv);
+                   int64_t n_in, int8_t* b, float* dv, float* sv, int32_t* xs);
 
 // 16 unpacked weight rows (rows past the matrix end zero-filled):
 //   q  [n_in / G][16][G]: group-major, so a group's tile is 16 * G contiguous bytes
@@ -60,6 +62,11 @@ struct AmxWeights {
 // groups; out[((i * 2 + j) * 16 + m) * 16 + c] = y(row m of w[i], column c of x[j]).
 void amx_dot_block(const AmxWeights* w, bool narrow, int group, int64_t n_in, const AmxActs* x,
                    float* out);
+// amx_dot_block's numbers with AVX-512 VNNI, no tiles (CpuIsa::kAvx512Groups,
+// matmul_groups_avx512.cpp): only tiles (i, j) with i < n_w, j < n_x are written. Wide weights'
+// codes must be biased by +128 (stored as unsigned bytes) and x[j].xs filled.
+void groups_dot_block(const AmxWeights* w, int n_w, bool narrow, int group, int64_t n_in,
+                      const AmxActs* x, int n_x, float* out);
 // Writes the first nr weight rows x nc activation columns of one 16x16 tile of amx_dot_block's
 // output ([m][c]) transposed: dst[c * dst_stride + m].
 void amx_store_transposed(const float* tile, int nr, int nc, float* dst, int64_t dst_stride);

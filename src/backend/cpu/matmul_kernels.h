@@ -32,7 +32,9 @@
 namespace t9::cpu {
 
 // kAmx: the AVX-512 kernels, with quantized matmuls on the AMX-INT8 tile unit (matmul_amx.h).
-enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
+// kAvx512Groups: the AVX-512 kernels, with quantized matmuls in kAmx's group order computed by
+// VNNI (matmul_groups_avx512.cpp and the rows16 decode kernel): kAmx's numbers without tiles.
+enum class CpuIsa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3, kAvx512Groups = 4 };
 
 // Max weight rows per kernel call (the register tile).
 inline constexpr int kTileRows = 4;

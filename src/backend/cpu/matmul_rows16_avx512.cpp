@@ -139,6 +139,8 @@ inline void span16(const uint8_t* blk, __m512i row_off, __m512* ls, __m512* off)
   }
 }
 
+constexpr int64_t kQ6kAhead = 2;  // spans (see rows16_tile's prefetches)
+
 template <class F, int kCols>
 void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs& x, int64_t n_in,
                  float* out, PrefetchRange ahead) {
@@ -151,11 +153,15 @@ void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs
   const __m512i row_off = _mm512_load_si512(off32);
   __m512 acc[kCols];
   for (auto& a : acc) a = _mm512_setzero_ps();
-  // No per-row prefetch here: the hardware's L2 streamer follows the 16 rows by itself where they
-  // are long, and software prefetches into L1 only took line-fill buffers from it (8960-wide Q4_K
-  // rows from DRAM: 8.5 GB/s without, 7.5 with). Short rows (the caller passes `ahead` for rows
-  // up to 2 KiB) end before the streamer ramps up: there the next 16 rows are prefetched into L2,
-  // spread evenly over this tile's spans (1536-wide Q4_K: 5.8 -> 6.9 GB/s, dev/kernels/README.md).
+  // Prefetches. Long rows: the hardware's L2 streamer follows 16 Q4_K-like rows by itself, and
+  // software prefetches into L1 only took line-fill buffers from it (8960-wide Q4_K rows from
+  // DRAM: 8.5 GB/s without, 7.5 with). A Q6_K span is read out of order (scales at its end first,
+  // then the low bits of each half with their high bits 128 bytes on), which the streamer does
+  // not follow over 16 rows: there each row's span kQ6kAhead spans on goes into L2 (Zen 4 VM,
+  // 8960-wide Q6_K from DRAM: 6.4 -> 11.6 GB/s; rows of 4096+ inputs were all at ~6). Short rows
+  // (the caller passes `ahead` for rows up to 2 KiB) end before the streamer ramps up: there the
+  // next 16 rows are prefetched into L2, spread evenly over this tile's spans (1536-wide Q4_K:
+  // 5.8 -> 6.9 GB/s, dev/kernels/README.md).
   const int64_t n_spans = n_in / F::kSpan;
   const int64_t pf_lines = (ahead.n_bytes + 63) / 64;
   const int64_t pf_per_span = (pf_lines + n_spans - 1) / n_spans;
@@ -163,6 +169,15 @@ void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs
   for (int64_t e = 0; e < n_in; e += F::kSpan) {
     for (int64_t l = 0; l < pf_per_span && pf_next < pf_lines; ++l, ++pf_next)
       _mm_prefetch(reinterpret_cast<const char*>(ahead.begin) + 64 * pf_next, _MM_HINT_T1);
+    if constexpr (std::is_same_v<F, Q6_KFmt>) {
+      if (pf_lines == 0 && e + kQ6kAhead * F::kSpan < n_in) {
+        for (int r = 0; r < kAmxRows; ++r) {
+          const char* h =
+              reinterpret_cast<const char*>(w[r] + (e / F::kSpan + kQ6kAhead) * F::kSpanBytes);
+          for (int l = 0; l < (F::kSpanBytes + 63) / 64; ++l) _mm_prefetch(h + 64 * l, _MM_HINT_T1);
+        }
+      }
+    }
     for (int r = 0; r < kAmxRows; ++r) F::begin_codes(st[r], w[r], e);
     __m512 span_ls[kSpanGroups], span_off[kSpanGroups];
     span16<F>(w[0] + e / F::kSpan * F::kSpanBytes, row_off, span_ls, span_off);
