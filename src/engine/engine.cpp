@@ -445,8 +445,8 @@ void Engine::postprocess(const StepPlan& plan, const ForwardBatch& batch,
         .fetch_add(n_kept);
     const uint64_t id = ss.seq->id;
     bool ended = false;
-    for (SampleResult& r : sampled[i])
-      if ((ended = emit(id, std::move(r)))) break;  // finished: later tokens are dropped
+    for (size_t k = 0; k < sampled[i].size() && !ended; ++k)  // finished: later tokens dropped
+      ended = emit(id, std::move(sampled[i][k]), /*last=*/k + 1 == sampled[i].size());
     auto it = requests_.find(id);
     if (!ended && it != requests_.end() && !it->second.constraint_error.empty()) {
       finish(id, FinishReason::kError, it->second.constraint_error);
@@ -511,6 +511,8 @@ std::vector<SampleResult> Engine::sample_step(Sequence& seq, RequestState& st, c
     }
     seq.tokens.push_back(res.back().token);
     if (j == draft.size() || res.back().token != draft[j]) break;
+    // A whole structured output ends the step: emit reads completion after the step's last token.
+    if (req.constraint && req.constraint->complete()) break;
   }
   return res;
 }
@@ -624,8 +626,10 @@ bool Engine::logprobs_returned(const ForwardBatch& batch, const ForwardOutput& o
          out.top.size() == n_rows * static_cast<size_t>(out.n_top);
 }
 
-// Counts the token and sends its event; true when it finished the request (then gone).
-bool Engine::emit(uint64_t id, SampleResult r) {
+// Counts the token and sends its event; true when it finished the request (then gone). `last`:
+// the step's last token, the only one after which a constraint may be complete (sample_step ends
+// a step there; the constraint has taken all of the step's tokens by now).
+bool Engine::emit(uint64_t id, SampleResult r, bool last) {
   RequestState& st = requests_.at(id);
   const GenerateRequest& req = st.req;
   st.usage.n_generated_tokens++;
@@ -636,7 +640,7 @@ bool Engine::emit(uint64_t id, SampleResult r) {
     reason = FinishReason::kStop;
   else if (req.stop_hook && req.stop_hook(r.token))
     reason = FinishReason::kStop;
-  else if (req.constraint && req.constraint->complete())
+  else if (last && req.constraint && req.constraint->complete())
     reason = FinishReason::kStop;  // the structured output is whole: nothing may follow
   else if (st.usage.n_generated_tokens >= req.max_tokens)
     reason = FinishReason::kLength;

@@ -191,7 +191,7 @@ class Engine {
   // ForwardSeq::sample_on_device for this request's step without drafts.
   bool device_samplable(uint64_t id) const;
   static bool logprobs_returned(const ForwardBatch& batch, const ForwardOutput& out);
-  bool emit(uint64_t id, SampleResult r);
+  bool emit(uint64_t id, SampleResult r, bool last);
   void finish(uint64_t id, FinishReason reason, const std::string& err = {});
   // Frees the sequence's blocks and model state (keep_state: its checkpoint may be published).
   void end_sequence(uint64_t id, bool keep_state);

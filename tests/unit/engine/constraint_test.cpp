@@ -213,6 +213,28 @@ TEST(Constraint, ForcedTokensAreDraftsThatNeverChangeTheOutput) {
   }
 }
 
+// A step that emits several tokens (right forced tokens) and completes the constraint with its last
+// one: every token is emitted and the request stops there, not at the first of them (completion is
+// the state after each token, not after the step: a GBNF `answer "."` ended after "no", its forced
+// "." dropped).
+TEST(Constraint, CompletionInsideAMultiTokenStepKeepsTheStepsTokens) {
+  const std::vector<TokenId> prompt = prompt_of(7, 8);
+  for (int complete_after : {3, 5, 9}) {
+    Harness h;
+    GenerateRequest r = greedy(prompt, 20);
+    auto c = std::make_shared<EveryThird>(complete_after);
+    c->forced = constrained_oracle(prompt, 20);
+    r.constraint = c;
+    const uint64_t id = h.submit(std::move(r));
+    h.run();
+    SCOPED_TRACE(::testing::Message() << "complete after " << complete_after);
+    EXPECT_EQ(h.result(id).tokens, constrained_oracle(prompt, complete_after)) << h.result(id).error;
+    EXPECT_EQ(h.result(id).finish, FinishReason::kStop);
+    EXPECT_GT(h.engine->stats().n_accepted_forced_tokens, 0);  // a multi-token step happened
+    EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
+  }
+}
+
 // A runner that decides rows (argmax on the device) has its token checked (ForwardSeq::check):
 // an allowed argmax is the masked row's argmax; a refused row comes back and the next best tokens
 // are checked in turn, never masking the row here (a third of the vocabulary is allowed, so one of
