@@ -228,7 +228,8 @@ TEST(Constraint, CompletionInsideAMultiTokenStepKeepsTheStepsTokens) {
     const uint64_t id = h.submit(std::move(r));
     h.run();
     SCOPED_TRACE(::testing::Message() << "complete after " << complete_after);
-    EXPECT_EQ(h.result(id).tokens, constrained_oracle(prompt, complete_after)) << h.result(id).error;
+    EXPECT_EQ(h.result(id).tokens, constrained_oracle(prompt, complete_after))
+        << h.result(id).error;
     EXPECT_EQ(h.result(id).finish, FinishReason::kStop);
     EXPECT_GT(h.engine->stats().n_accepted_forced_tokens, 0);  // a multi-token step happened
     EXPECT_EQ(h.engine->stats().kv_blocks_used, 0);
