@@ -96,11 +96,12 @@ TEST(Matmul, BiasIsAdded) {
     check_matmul_vs_oracle(GgmlType::Q4_K, {256, 13, 2}, isa, true);
 }
 
-// Row 3 of a batch of 19 must equal the same row computed alone and in a batch of 4, bit for bit,
-// and a 1-thread backend must equal a 2-thread one on every row. The sizes cross every path
-// choice: 1 and 4 rows take the decode kernels (fused VNNI; on AMX the rows16 VNNI kernel), 19
-// the unpack/tile kernels (on AMX: a full and a partial 16-row activation group); 70 outputs
-// leave a partial weight tile.
+// Row 3 of a batch of 19 must equal the same row computed alone and in batches of 4 and 6 (rows 3
+// and 5), bit for bit, and a 1-thread backend must equal a 2-thread one on every row. The sizes
+// cross every path choice: 1 and 4 rows take the decode kernels (fused VNNI; on AMX and
+// avx512-groups the rows16 VNNI kernel), 6 the rows16 kernel in two calls without tiles, 19 the
+// unpack/tile kernels (AMX and avx512-groups: a full and a partial 16-row activation group); 70
+// outputs leave a partial weight tile.
 TEST(Matmul, BatchAndThreadInvariant) {
   auto rng = test_rng();
   const int64_t n_in = 768, n_out = 70, n_tok = 19;
@@ -111,7 +112,7 @@ TEST(Matmul, BatchAndThreadInvariant) {
       const auto x = random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f);
       std::vector<float> single(x.begin() + 3 * n_in, x.begin() + 4 * n_in);
       std::vector<std::vector<float>> batched;
-      std::vector<float> alone, in_four;
+      std::vector<float> alone, in_four, in_six;
       for (int threads : {1, 2}) {
         CpuBackend be(CpuBackendConfig{threads, isa});
         DeviceArena arena(be);
@@ -143,6 +144,10 @@ TEST(Matmul, BatchAndThreadInvariant) {
           Tensor y4 = arena.poisoned(GgmlType::F32, n_out, 4);
           be.matmul(wt, arena.from_host(four, GgmlType::F32, n_in, 4), Tensor{}, y4);
           in_four = arena.download<float>(y4);
+          std::vector<float> six(x.begin(), x.begin() + 6 * n_in);
+          Tensor y6 = arena.poisoned(GgmlType::F32, n_out, 6);
+          be.matmul(wt, arena.from_host(six, GgmlType::F32, n_in, 6), Tensor{}, y6);
+          in_six = arena.download<float>(y6);
         }
       }
       for (size_t i = 0; i < batched[0].size(); ++i)
@@ -155,6 +160,11 @@ TEST(Matmul, BatchAndThreadInvariant) {
         ASSERT_EQ(float_bits(in_four[static_cast<size_t>(3 * n_out + o)]),
                   float_bits(batched[1][static_cast<size_t>(3 * n_out + o)]))
             << "batch of 4 vs batch of 19, out " << o;
+      for (int64_t r : {3, 5})  // both halves of the few-rows kernels' 4-column calls
+        for (int64_t o = 0; o < n_out; ++o)
+          ASSERT_EQ(float_bits(in_six[static_cast<size_t>(r * n_out + o)]),
+                    float_bits(batched[1][static_cast<size_t>(r * n_out + o)]))
+              << "batch of 6 vs batch of 19, row " << r << ", out " << o;
       ASSERT_FALSE(std::isnan(alone[0]));
     }
   }
