@@ -33,15 +33,11 @@ using cpu::kAmxRows;
 // Weight rows up to this long get the next group prefetched on decode (cpu::PrefetchRange).
 constexpr int64_t kShortRowBytes = 2048;
 
-// Without tiles, up to rows16_max_cols(type) activation rows take the rows16 kernel, 4 columns a
-// call (see matmul_amx), above it groups_dot_block's 16-column group. Zen 4 VM, `matmul_bench
-// avx512-groups tok=N cold T 1t`, CPU ms per 1536 x 8960 call, groups block vs rows16 calls:
-// Q4_K 8 rows 2.68 vs 2.20, Q8_0 8 rows 3.42 vs 2.41; Q6_K 6 rows 3.68 vs 3.24 but 8 rows 3.70 vs
-// 3.94; Q4_1 8 rows 2.97 vs 3.18.
+// Without tiles, up to this many activation rows take the rows16 kernel, 4 columns a call (see
+// matmul_amx), more groups_dot_block's 16-column group. Zen 4 VM, `matmul_bench avx512-groups
+// tok=8 cold T 1t`, CPU ms per 1536 x 8960 call, groups block vs two rows16 calls: Q4_K 2.68 vs
+// 2.0, Q8_0 3.42 vs 2.41, Q6_K 3.8 vs 2.9, Q4_1 3.0 vs 2.05 (16 rows: ~2.7 vs ~4 for Q4_K).
 constexpr int kRows16MaxCols = 8;
-int rows16_max_cols(GgmlType type) {
-  return type == GgmlType::Q4_K || type == GgmlType::Q8_0 ? 8 : 6;
-}
 
 constexpr size_t align64(size_t n) {
   return (n + 63) / 64 * 64;
@@ -129,11 +125,11 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
   const bool narrow = !cpu::is_wide_type(w.type);
   const bool tiles = isa_ == cpu::CpuIsa::kAmx;
   // Few rows take the rows16 kernel where it has the type's decoder, 4 columns a call (with
-  // tiles: up to 4 rows, then the tile kernels; without: up to rows16_max_cols, 16 weight rows
+  // tiles: up to 4 rows, then the tile kernels; without: up to kRows16MaxCols, 16 weight rows
   // read from memory once for all the calls). Other types: the tile kernel with 1..4 columns, or
   // without tiles a partial 16-column group through groups_dot_block (same numbers either way).
   const bool rows16 = cpu::amx_rows16_supported(w.type, n_in);
-  const bool few = tiles ? n_tok <= cpu::kAmxFewCols : rows16 && n_tok <= rows16_max_cols(w.type);
+  const bool few = tiles ? n_tok <= cpu::kAmxFewCols : rows16 && n_tok <= kRows16MaxCols;
   const bool bias = !tiles && !narrow;
   // Activations are packed in groups of 16 columns, or of 4 for the few-rows kernels (each group
   // as many columns as it has rows; slots of the 4-column size).

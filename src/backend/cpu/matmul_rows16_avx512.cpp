@@ -185,6 +185,10 @@ void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs
       const int64_t i = e + 64 * j, g0 = i / kG;
       const __m512* ls = span_ls + j * kPerStep;  // this step's groups, lane r = row r
       const __m512* off = span_off + j * kPerStep;
+      // Several columns: the step's codes are decoded once into L1 and reloaded per column.
+      alignas(64) __m512i codes[kCols > 1 ? kAmxRows : 1];
+      if constexpr (kCols > 1)
+        for (int r = 0; r < kAmxRows; ++r) codes[r] = F::codes(st[r], j);
       for (int c = 0; c < kCols; ++c) {
         const __m512i xv = _mm512_loadu_si512(xq[c] + i);
         __m512i init = _mm512_setzero_si512();
@@ -192,7 +196,11 @@ void rows16_tile(const uint8_t* const* w, const int8_t* const* xq, const AmxActs
           init = _mm512_sub_epi32(init, _mm512_dpbusd_epi32(init, bias, xv));
         __m512i p[kAmxRows];
         for (int r = 0; r < kAmxRows; ++r) {
-          __m512i wq = F::codes(st[r], j);
+          __m512i wq;
+          if constexpr (kCols > 1)
+            wq = _mm512_load_si512(codes + r);
+          else
+            wq = F::codes(st[r], j);
           if constexpr (F::kWide) wq = _mm512_xor_si512(wq, bias);
           p[r] = _mm512_dpbusd_epi32(init, wq, xv);
         }
