@@ -76,19 +76,21 @@ struct CudaBackendConfig {
   // Q8_0, Q4_K and Q6_K matmuls of mma_rows_min .. mma_rows_max activation rows (2 for the
   // multi-row calls, 1 for one-row calls too; the max up to 32, past the tile kernel's 16) run on
   // the few-row tensor-core GEMV (cuda_gemv_mma.cu: one mma per 16 weight rows x 8 activation rows
-  // x 32 inputs; same bits); min 0: never. Off until it has run on the H200 (its op tests and a
-  // timing: docs/CUDA.md stage 36); TEMPO9_CUDA_MMA_ROWS_MIN / _MAX=N override.
+  // x 32 inputs; same bits); min 0: never. Off: its tests pass, but it was slower at 8 rows (35B
+  // agents -2.7%) and 32 rows (8B 32-way ITL 22.4 vs 14.5 ms) on an H100 (docs/CUDA.md stages 36,
+  // 39); TEMPO9_CUDA_MMA_ROWS_MIN / _MAX=N override.
   int mma_rows_min = 0;
   int mma_rows_max = 15;
   // Gated DeltaNet calls of prompt-length sequences run their token chains on sixteen threads a
   // state column (gdn_rounds_kernel<kRows, 16>: one partial chain each; same bits) instead of
-  // four. Off until it has run on the H200 (docs/CUDA.md stage 38); TEMPO9_CUDA_GDN=chains
-  // (or rounds, regs) forces a kernel.
+  // four. Off: same bits, but 5.5% slower on the 35B's 8 agents on an H100 (docs/CUDA.md stages
+  // 38, 39); TEMPO9_CUDA_GDN=chains (or rounds, regs) forces a kernel.
   bool gdn_chains = false;
   // F16/BF16/F32 matmuls with few weight rows (split order: the MoE router) and at least this many
   // activation rows run on the prompt-step tile kernel (cuda_gemv_float.cu: 16 weight rows staged
   // in shared memory per block, walked over tiles of 8 activation rows; same bits); 0: never.
-  // Off until it has run on the H200 (docs/CUDA.md stage 38); TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=N.
+  // Off: same bits, +0.35% on the 35B's 8 agents on an H100, inside the run-to-run spread
+  // (docs/CUDA.md stages 38, 39); TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=N.
   int float_tile_min_rows = 0;
 };
 
