@@ -1,7 +1,8 @@
 // The prompt side of CpuIsa::kAvx512Groups: matmul_amx.h's group order (an exact int32 sum per
 // G-element group, then one float chain per pair) computed with AVX-512 VNNI instead of the tile
-// unit, for CPUs with VNNI and no AMX (AMD Zen 4/5, Intel Ice Lake ... Emerald Rapids without
-// the grant). Decode takes the rows16 kernel (matmul_rows16_avx512.cpp), which computes the same
+// unit, for CPUs with the avx512 ISA's features (VNNI and BF16) and no AMX: AMD Zen 4/5, Intel
+// Cooper Lake, or Sapphire Rapids and later where Linux does not grant the tile state. Decode
+// takes the rows16 kernel (matmul_rows16_avx512.cpp), which computes the same
 // order, so prompts and decode agree bit for bit as on AMX.
 //
 // The operands are the tile kernels' layouts: weights AmxWeights::q [g][16 rows][G], activations
