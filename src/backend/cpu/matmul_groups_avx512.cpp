@@ -2,8 +2,8 @@
 // G-element group, then one float chain per pair) computed with AVX-512 VNNI instead of the tile
 // unit, for CPUs with the avx512 ISA's features (VNNI and BF16) and no AMX: AMD Zen 4/5, Intel
 // Cooper Lake, or Sapphire Rapids and later where Linux does not grant the tile state. Decode
-// takes the rows16 kernel (matmul_rows16_avx512.cpp), which computes the same
-// order, so prompts and decode agree bit for bit as on AMX.
+// takes the rows16 kernel (matmul_rows16_avx512.cpp), which computes the same order, so prompts
+// and decode agree bit for bit as on AMX.
 //
 // The operands are the tile kernels' layouts: weights AmxWeights::q [g][16 rows][G], activations
 // AmxActs::b [g][G / 4][16 columns][4]. Lanes are activation columns: one zmm of b holds the 16
