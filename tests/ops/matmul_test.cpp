@@ -99,7 +99,7 @@ TEST(Matmul, BiasIsAdded) {
 // Row 3 of a batch of 19 must equal the same row computed alone and in batches of 4 and 6 (rows 3
 // and 5), bit for bit, and a 1-thread backend must equal a 2-thread one on every row. The sizes
 // cross every path choice: 1 and 4 rows take the decode kernels (fused VNNI; on AMX and
-// avx512-groups the rows16 VNNI kernel), 6 the rows16 kernel in two calls without tiles, 19 the
+// avx512-groups the rows16 VNNI kernel), 6 the rows16 kernel's 6-column form without tiles, 19 the
 // unpack/tile kernels (AMX and avx512-groups: a full and a partial 16-row activation group); 70
 // outputs leave a partial weight tile.
 TEST(Matmul, BatchAndThreadInvariant) {
@@ -160,7 +160,7 @@ TEST(Matmul, BatchAndThreadInvariant) {
         ASSERT_EQ(float_bits(in_four[static_cast<size_t>(3 * n_out + o)]),
                   float_bits(batched[1][static_cast<size_t>(3 * n_out + o)]))
             << "batch of 4 vs batch of 19, out " << o;
-      for (int64_t r : {3, 5})  // both halves of the few-rows kernels' 4-column calls
+      for (int64_t r : {3, 5})  // a 6-column rows16 call
         for (int64_t o = 0; o < n_out; ++o)
           ASSERT_EQ(float_bits(in_six[static_cast<size_t>(r * n_out + o)]),
                     float_bits(batched[1][static_cast<size_t>(r * n_out + o)]))

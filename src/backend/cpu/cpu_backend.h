@@ -105,9 +105,9 @@ class CpuBackend final : public Backend {
   // cpu_matmul_amx.cpp: activation row t quantized at xq + t * n_in, scales xd + t * n_in / 32.
   void matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, int64_t n_tok,
                   const Tensor& y);
-  // Its few-row (decode) part: acts[i] = rows 4i .. 4i + 3 packed for matmul_amx.h (n_cols rows
-  // in all, at most 4 with tiles, 8 without).
-  void matmul_amx_decode(const Tensor& w, const cpu::AmxActs* acts, const int8_t* xq, int n_cols,
+  // Its few-row (decode) part: a = the rows packed for matmul_amx.h, n_cols of them (at most 4
+  // with tiles, 8 without).
+  void matmul_amx_decode(const Tensor& w, const cpu::AmxActs& a, const int8_t* xq, int n_cols,
                          const Tensor& y);
   void matmul_float(const Tensor& w, const Tensor& x, const Tensor& y);
   std::vector<uint8_t>& thread_scratch(int thread, size_t n_bytes);

@@ -33,10 +33,11 @@ using cpu::kAmxRows;
 // Weight rows up to this long get the next group prefetched on decode (cpu::PrefetchRange).
 constexpr int64_t kShortRowBytes = 2048;
 
-// Without tiles, up to this many activation rows take the rows16 kernel, 4 columns a call (see
-// matmul_amx), more groups_dot_block's 16-column group. Zen 4 VM, `matmul_bench avx512-groups
-// tok=8 cold T 1t`, CPU ms per 1536 x 8960 call, groups block vs two rows16 calls: Q4_K 2.68 vs
-// 2.0, Q8_0 3.42 vs 2.41, Q6_K 3.8 vs 2.9, Q4_1 3.0 vs 2.05 (16 rows: ~2.7 vs ~4 for Q4_K).
+// Without tiles, up to this many activation rows take the rows16 kernel (see matmul_amx), more
+// groups_dot_block's 16-column group (the figures below: rows16 then ran 4 columns a call). Zen 4
+// VM, `matmul_bench avx512-groups tok=8 cold T 1t`, CPU ms per 1536 x 8960 call, groups block vs
+// two rows16 calls: Q4_K 2.68 vs 2.0, Q8_0 3.42 vs 2.41, Q6_K 3.8 vs 2.9, Q4_1 3.0 vs 2.05 (16
+// rows: ~2.7 vs ~4 for Q4_K).
 constexpr int kRows16MaxCols = 8;
 
 constexpr size_t align64(size_t n) {
@@ -124,48 +125,37 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
   const int group = cpu::amx_group(w.type);
   const bool narrow = !cpu::is_wide_type(w.type);
   const bool tiles = isa_ == cpu::CpuIsa::kAmx;
-  // Few rows take the rows16 kernel where it has the type's decoder, 4 columns a call (with
-  // tiles: up to 4 rows, then the tile kernels; without: up to kRows16MaxCols, 16 weight rows
-  // read from memory once for all the calls). Other types: the tile kernel with 1..4 columns, or
-  // without tiles a partial 16-column group through groups_dot_block (same numbers either way).
+  // Few rows take the rows16 kernel where it has the type's decoder (with tiles: up to 4 rows,
+  // then the tile kernels; without: up to kRows16MaxCols). Other types: the tile kernel with 1..4
+  // columns, or without tiles a partial 16-column group through groups_dot_block (same numbers
+  // either way).
   const bool rows16 = cpu::amx_rows16_supported(w.type, n_in);
   const bool few = tiles ? n_tok <= cpu::kAmxFewCols : rows16 && n_tok <= kRows16MaxCols;
   const bool bias = !tiles && !narrow;
-  // Activations are packed in groups of 16 columns, or of 4 for the few-rows kernels (each group
-  // as many columns as it has rows; slots of the 4-column size).
-  const int group_cols = few ? cpu::kAmxFewCols : kAmxCols;
-  const int64_t n_xg = (n_tok + group_cols - 1) / group_cols;
-  const size_t slot = PackedLayout{n_in, n_in / group, group_cols}.bytes();
-  const auto packed_at = [&](uint8_t* base, int64_t xg) {
-    const int n =
-        few ? static_cast<int>(std::min<int64_t>(group_cols, n_tok - xg * group_cols)) : kAmxCols;
-    return PackedLayout{n_in, n_in / group, n}.at(base + static_cast<size_t>(xg) * slot, 0);
-  };
-  amx_act_scratch_.resize(static_cast<size_t>(n_xg) * slot + 64);
+  // Activations are packed in groups of 16 columns, or as one group of all the rows for the
+  // few-rows kernels.
+  const PackedLayout pl{n_in, n_in / group, few ? static_cast<int>(n_tok) : kAmxCols};
+  const int64_t n_xg = few ? 1 : (n_tok + kAmxCols - 1) / kAmxCols;
+  amx_act_scratch_.resize(static_cast<size_t>(n_xg) * pl.bytes() + 64);
   uint8_t* packed = amx_act_scratch_.data();
   pool_.parallel_for(n_xg, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t xg = g0; xg < g1; ++xg) {
-      const int64_t t0 = xg * group_cols;
-      const int n = static_cast<int>(std::min<int64_t>(group_cols, n_tok - t0));
+      const int64_t t0 = xg * pl.n_cols;
+      const int n = static_cast<int>(std::min<int64_t>(pl.n_cols, n_tok - t0));
       const int8_t* q[kAmxCols];
       const float* d[kAmxCols];
       for (int c = 0; c < n; ++c) {
         q[c] = xq + (t0 + c) * n_in;
         d[c] = xd + (t0 + c) * (n_in / 32);
       }
-      const cpu::AmxActs a = packed_at(packed, xg);
-      cpu::amx_pack_acts(q, d, n, few ? n : kAmxCols, group, n_in, const_cast<int8_t*>(a.b),
+      const cpu::AmxActs a = pl.at(packed, xg);
+      cpu::amx_pack_acts(q, d, n, pl.n_cols, group, n_in, const_cast<int8_t*>(a.b),
                          const_cast<float*>(a.dv), const_cast<float*>(a.sv),
                          const_cast<int32_t*>(a.xs));
     }
   });
 
-  if (few) {
-    cpu::AmxActs acts[kRows16MaxCols / cpu::kAmxFewCols];
-    for (int64_t xg = 0; xg < n_xg; ++xg) acts[xg] = packed_at(packed, xg);
-    return matmul_amx_decode(w, acts, xq, static_cast<int>(n_tok), y);
-  }
-  const PackedLayout pl{n_in, n_in / group, kAmxCols};
+  if (few) return matmul_amx_decode(w, pl.at(packed, 0), xq, pl.n_cols, y);
   const cpu::MatmulKernels& k = *kernels_;
   const WeightScratch ws{n_in, n_in / group, group};
   const int64_t n_wg = (n_out + kAmxRows - 1) / kAmxRows;
@@ -225,7 +215,7 @@ void CpuBackend::matmul_amx(const Tensor& w, const int8_t* xq, const float* xd, 
   });
 }
 
-void CpuBackend::matmul_amx_decode(const Tensor& w, const cpu::AmxActs* acts, const int8_t* xq,
+void CpuBackend::matmul_amx_decode(const Tensor& w, const cpu::AmxActs& a, const int8_t* xq,
                                    int n_cols, const Tensor& y) {
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
   const int64_t n_wg = (n_out + kAmxRows - 1) / kAmxRows;
@@ -262,14 +252,10 @@ void CpuBackend::matmul_amx_decode(const Tensor& w, const cpu::AmxActs* acts, co
           const int64_t next_rows = std::min<int64_t>(kAmxRows, n_out - o0 - nr);
           const cpu::PrefetchRange ahead{
               first + nr * row_b, wg + 1 < n_wg && row_b <= kShortRowBytes ? next_rows * row_b : 0};
-          // Four columns a call; the calls after the first read these rows from the caches.
-          for (int c0 = 0; c0 < n_cols; c0 += cpu::kAmxFewCols)
-            cpu::amx_rows16_dot(w.type, rows, std::min(cpu::kAmxFewCols, n_cols - c0), xr + c0,
-                                acts[c0 / cpu::kAmxFewCols], n_in, out + c0 * kAmxRows,
-                                c0 == 0 ? ahead : cpu::PrefetchRange{});
+          cpu::amx_rows16_dot(w.type, rows, n_cols, xr, a, n_in, out, ahead);
         } else {  // tiles, 1..4 columns
           unpack_group(k, w, o0, nr, ws, wv, ws.row(s), true, false);
-          cpu::amx_dot_few(wv, narrow, group, n_in, acts[0], n_cols, out);
+          cpu::amx_dot_few(wv, narrow, group, n_in, a, n_cols, out);
         }
         for (int c = 0; c < n_cols; ++c)
           std::memcpy(cpu::f32_row(y, c) + o0, out + c * kAmxRows, static_cast<size_t>(nr) * 4);

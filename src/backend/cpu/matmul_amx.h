@@ -1,9 +1,10 @@
 // Internal to the CPU backend: the group-order integer matmul, used for every quantized weight
 // type by CpuIsa::kAmx (the AMX-INT8 tile unit, Sapphire Rapids and later, when the OS grants the
-// tile state) and CpuIsa::kAvx512Groups (the same numbers by VNNI: groups_dot_block, rows16). Weight rows are unpacked as for the other ISAs (matmul_kernels.h: codes q,
-// group scales ls and offsets mn per 16 elements) and activation rows quantized the same way
-// (int8 per 32 elements with a float scale d); what differs is how a (weight row, activation
-// row) pair is summed. With G = amx_group(type) (the weight's scale granularity: 16 or 32):
+// tile state) and CpuIsa::kAvx512Groups (the same numbers by VNNI: groups_dot_block, rows16).
+// Weight rows are unpacked as for the other ISAs (matmul_kernels.h: codes q, group scales ls and
+// offsets mn per 16 elements) and activation rows quantized the same way (int8 per 32 elements with
+// a float scale d); what differs is how a (weight row, activation row) pair is summed. With G =
+// amx_group(type) (the weight's scale granularity: 16 or 32):
 //
 //   acc = +0
 //   for each G-element group g, in order:
@@ -74,7 +75,7 @@ void amx_store_transposed(const float* tile, int nr, int nc, float* dst, int64_t
 void amx_dot_few(const AmxWeights& w, bool narrow, int group, int64_t n_in, const AmxActs& x,
                  int n_cols, float* out);
 
-// The same numbers for 1..4 activation rows with VNNI, 16 weight rows read straight from their
+// The same numbers for 1..8 activation rows with VNNI, 16 weight rows read straight from their
 // blocks (matmul_rows16_avx512.cpp): decode's path where amx_rows16_supported (the types with a
 // fused decoder). xq[c]: activation row c's int8 codes; x: their packed dv, sv (b unused);
 // out[c * 16 + m]. ahead: bytes the caller reads next

@@ -231,9 +231,21 @@ bool amx_rows16_supported(GgmlType type, int64_t n_in) {
 void amx_rows16_dot(GgmlType type, const uint8_t* const* w, int n_cols, const int8_t* const* xq,
                     const AmxActs& x, int64_t n_in, float* out, PrefetchRange ahead) {
   visit_format(type, [&](auto fmt) {
-    with_tile_count(n_cols, [&](auto cols) {
-      rows16_tile<decltype(fmt), decltype(cols)::value>(w, xq, x, n_in, out, ahead);
-    });
+    using F = decltype(fmt);
+    switch (n_cols) {  // 1..8 (with_tile_count's 1..4 and 5..8)
+      case 8:
+        return rows16_tile<F, 8>(w, xq, x, n_in, out, ahead);
+      case 7:
+        return rows16_tile<F, 7>(w, xq, x, n_in, out, ahead);
+      case 6:
+        return rows16_tile<F, 6>(w, xq, x, n_in, out, ahead);
+      case 5:
+        return rows16_tile<F, 5>(w, xq, x, n_in, out, ahead);
+      default:
+        with_tile_count(n_cols, [&](auto cols) {
+          rows16_tile<F, decltype(cols)::value>(w, xq, x, n_in, out, ahead);
+        });
+    }
   });
 }
 
