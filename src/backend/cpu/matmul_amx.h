@@ -78,8 +78,8 @@ void amx_dot_few(const AmxWeights& w, bool narrow, int group, int64_t n_in, cons
 // The same numbers for 1..8 activation rows with VNNI, 16 weight rows read straight from their
 // blocks (matmul_rows16_avx512.cpp): decode's path where amx_rows16_supported (the types with a
 // fused decoder). xq[c]: activation row c's int8 codes; x: their packed dv, sv (b unused);
-// out[c * 16 + m]. ahead: bytes the caller reads next
-// (the next 16 rows; empty: none), prefetched into L2 while these rows are computed.
+// out[c * 16 + m]. ahead: bytes the caller reads next (the next 16 rows; empty: none),
+// prefetched into L2 while these rows are computed.
 struct PrefetchRange {
   const uint8_t* begin = nullptr;
   int64_t n_bytes = 0;
