@@ -1,9 +1,10 @@
 // CPU matmul driver for the group order of matmul_amx.h: CpuIsa::kAmx (tile kernels) and
 // CpuIsa::kAvx512Groups (the same numbers with VNNI, matmul_groups_avx512.cpp). Activation rows,
 // already quantized by matmul_int, are packed once per call into tile layout in groups of 16
-// (or, for the few-row decode kernels, as one group of up to 8). Threads own chunks of 16-weight-row groups;
-// each group is unpacked once per block of activation groups and multiplied against the whole
-// block (decode: read straight from the weights by the rows16 kernel where it can).
+// (or, for the few-row decode kernels, as one group of up to 8). Threads own chunks of
+// 16-weight-row groups; each group is unpacked once per block of activation groups and
+// multiplied against the whole block (decode: read straight from the weights by the rows16
+// kernel where it can).
 #include <algorithm>
 #include <cstring>
 
