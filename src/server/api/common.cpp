@@ -1,5 +1,7 @@
 #include "server/api/common.h"
 
+#include <algorithm>
+
 namespace t9::server::api {
 
 void read_sampling(FieldReader& r, const Json& obj, const std::string& path, GenerationSpec& spec) {
@@ -117,6 +119,42 @@ void read_reasoning_effort(FieldReader& r, const Json& obj, const std::string& p
                   "must be none, minimal, low, medium, high or xhigh");
   }
   kwargs["reasoning_effort"] = *effort;
+}
+
+std::optional<std::string> content_parts_text(FieldReader& r, const Json& content,
+                                              const std::string& path,
+                                              std::initializer_list<std::string_view> text_types,
+                                              bool refusals) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    r.fail(path, "expected a string or an array of content parts");
+    return std::nullopt;
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string pp = FieldReader::index(path, i);
+    if (!part.is_object()) {
+      r.fail(pp, "expected a content part object");
+      return std::nullopt;
+    }
+    auto type = r.str(part, pp, "type");
+    if (!r.ok()) return std::nullopt;
+    const std::string_view ty = type.value_or("");
+    if (std::find(text_types.begin(), text_types.end(), ty) != text_types.end()) {
+      auto t = r.str(part, pp, "text");
+      if (!t) r.fail(FieldReader::join(pp, "text"), "is required");
+      if (!r.ok()) return std::nullopt;
+      text += *t;
+    } else if (refusals && ty == "refusal") {
+      text += r.str(part, pp, "refusal").value_or("");
+    } else {
+      r.fail(FieldReader::join(pp, "type"),
+             "content part type '" + std::string(ty) + "' is not supported (text parts only)");
+      return std::nullopt;
+    }
+  }
+  return text;
 }
 
 Json arguments_object(const Json& args) {

@@ -2,7 +2,10 @@
 // check, and the usage numbers every protocol reports.
 #pragma once
 
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/http_util.h"
@@ -24,6 +27,14 @@ void read_reasoning_effort(FieldReader& r, const Json& obj, const std::string& p
 // Tool-call arguments as templates want them: an object (they print it with tojson, as in
 // llama.cpp), parsed from a JSON string; anything else (or a string that is not JSON) as given.
 Json arguments_object(const Json& args);
+
+// A message's content value (present, not null) as text: a string, or an array of parts whose
+// type is one of `text_types` (their "text", joined) or, with `refusals`, "refusal" (its
+// "refusal"). Other parts (images, files) fail naming the part. path: the content field's.
+std::optional<std::string> content_parts_text(FieldReader& r, const Json& content,
+                                              const std::string& path,
+                                              std::initializer_list<std::string_view> text_types,
+                                              bool refusals);
 
 // "stop": a string or an array of strings (at most 16, each non-empty).
 void read_stop(FieldReader& r, const Json& obj, const std::string& path, const char* key,

@@ -16,30 +16,7 @@ constexpr Protocol kP = Protocol::kOpenAI;
 std::optional<std::string> content_text(FieldReader& r, const Json& msg, const std::string& path) {
   auto it = msg.find("content");
   if (it == msg.end() || it->is_null()) return std::string();
-  if (it->is_string()) return it->get<std::string>();
-  const std::string p = FieldReader::join(path, "content");
-  if (!it->is_array()) {
-    r.fail(p, "expected a string or an array of content parts");
-    return std::nullopt;
-  }
-  std::string text;
-  for (size_t i = 0; i < it->size(); ++i) {
-    const Json& part = (*it)[i];
-    const std::string pp = FieldReader::index(p, i);
-    auto type = r.str(part, pp, "type");
-    if (!r.ok()) return std::nullopt;
-    if (type == "text") {
-      auto t = r.str(part, pp, "text");
-      if (!t) r.fail(FieldReader::join(pp, "text"), "is required");
-      if (!r.ok()) return std::nullopt;
-      text += *t;
-    } else {
-      r.fail(FieldReader::join(pp, "type"),
-             "content part type '" + type.value_or("") + "' is not supported (text only)");
-      return std::nullopt;
-    }
-  }
-  return text;
+  return content_parts_text(r, *it, FieldReader::join(path, "content"), {"text"}, false);
 }
 
 // Validates OpenAI messages and turns them into the template's messages.

@@ -14,35 +14,7 @@ std::optional<std::string> content_text(FieldReader& r, const Json& item, const 
     r.fail(cp, "is required");
     return std::nullopt;
   }
-  if (it->is_string()) return it->get<std::string>();
-  if (!it->is_array()) {
-    r.fail(cp, "expected a string or an array of content parts");
-    return std::nullopt;
-  }
-  std::string text;
-  for (size_t i = 0; i < it->size(); ++i) {
-    const Json& part = (*it)[i];
-    const std::string pp = FieldReader::index(cp, i);
-    if (!part.is_object()) {
-      r.fail(pp, "expected a content part object");
-      return std::nullopt;
-    }
-    auto type = r.str(part, pp, "type");
-    if (!r.ok()) return std::nullopt;
-    if (type == "input_text" || type == "output_text" || type == "text") {
-      auto t = r.str(part, pp, "text");
-      if (!t) r.fail(FieldReader::join(pp, "text"), "is required");
-      if (!r.ok()) return std::nullopt;
-      text += *t;
-    } else if (type == "refusal") {
-      text += r.str(part, pp, "refusal").value_or("");
-    } else {
-      r.fail(FieldReader::join(pp, "type"),
-             "content part type '" + type.value_or("") + "' is not supported (text parts only)");
-      return std::nullopt;
-    }
-  }
-  return text;
+  return content_parts_text(r, *it, cp, {"input_text", "output_text", "text"}, true);
 }
 
 // A reasoning item's text: its reasoning_text content, else its summary's texts.
