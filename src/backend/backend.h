@@ -308,6 +308,29 @@ class Backend {
     attention(q, k_cache, v_cache, seqs, block_tables, p, out);
     mul_sigmoid(out, gate, out);
   }
+  // One attention layer after its q/k/v projections: qk_norm_rope with the K/V store, then
+  // attention (gated_attention with a gate) into out over kv's pools. q and k are scratch here:
+  // a backend that fuses the steps (CUDA, for decode rows: the attention kernel normalizes and
+  // rotates q and the new k itself) leaves them as they came. out and the pools get the bits of
+  // the ops one after the other.
+  struct RopeAttention {
+    Tensor q, k, q_norm, k_norm, positions;  // qk_norm_rope's arguments
+    float eps = 0.0f, weight_bias = 0.0f;
+    RopeParams rope;
+    KvWrite kv;                      // the store, and the attention's pools, tables and shape
+    const Tensor* q_from = nullptr;  // qk_norm_rope's q_from
+    const Tensor* gate = nullptr;    // gated_attention's gate
+    Tensor out;
+  };
+  virtual void rope_attention(const RopeAttention& a) {
+    qk_norm_rope(a.q, a.k, a.q_norm, a.k_norm, a.eps, a.weight_bias, a.positions, a.rope, &a.kv,
+                 a.q_from);
+    const KvWrite& kv = a.kv;
+    if (a.gate != nullptr)
+      gated_attention(a.q, kv.k_cache, kv.v_cache, kv.seqs, kv.block_tables, kv.p, *a.gate, a.out);
+    else
+      attention(a.q, kv.k_cache, kv.v_cache, kv.seqs, kv.block_tables, kv.p, a.out);
+  }
 
   // Per row of F32 [n, n_vocab]: out I32 [n] = index of the max (lowest index on ties).
   virtual void argmax(const Tensor& logits, const Tensor& out) = 0;

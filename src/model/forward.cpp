@@ -113,17 +113,22 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
                                      : 1.0f / std::sqrt(static_cast<float>(hp_.head_dim));
   ap.softcap = hp_.attn_softcap;
   ap.sliding_window = ls.sliding_window;
-  const Tensor kc = kv_.k(ls.kv_layer), vc = kv_.v(ls.kv_layer);
-  // QK-norm (when the architecture has it), RoPE of q and k, and this step's K/V rows into the
-  // pool: one op (one launch on CUDA).
-  const Backend::KvWrite kv{s.v, kc, vc, s.seqs, s.tables, ap};
-  be.qk_norm_rope(s.q, s.k, spec_.qk_norm ? L.q_norm : Tensor{},
-                  spec_.qk_norm ? L.k_norm : Tensor{}, eps, nb, s.pos, rp, &kv,
-                  q_from.valid() ? &q_from : nullptr);
-  if (gate.valid())
-    be.gated_attention(s.q, kc, vc, s.seqs, s.tables, ap, gate, s.attn);
-  else
-    be.attention(s.q, kc, vc, s.seqs, s.tables, ap, s.attn);
+  // QK-norm (when the architecture has it), RoPE of q and k, this step's K/V rows into the pool
+  // and the attention: one op (on CUDA one launch for decode rows, two otherwise).
+  Backend::RopeAttention ra;
+  ra.q = s.q;
+  ra.k = s.k;
+  ra.q_norm = spec_.qk_norm ? L.q_norm : Tensor{};
+  ra.k_norm = spec_.qk_norm ? L.k_norm : Tensor{};
+  ra.positions = s.pos;
+  ra.eps = eps;
+  ra.weight_bias = nb;
+  ra.rope = rp;
+  ra.kv = {s.v, kv_.k(ls.kv_layer), kv_.v(ls.kv_layer), s.seqs, s.tables, ap};
+  ra.q_from = q_from.valid() ? &q_from : nullptr;
+  ra.gate = gate.valid() ? &gate : nullptr;
+  ra.out = s.attn;
+  be.rope_attention(ra);
   be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);
 }
 

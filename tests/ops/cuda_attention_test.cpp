@@ -390,6 +390,154 @@ TEST(CudaAttention, DecodeRowAloneEqualsBatchedEveryHeadDim) {
   }
 }
 
+// F16 pools of blocks of 32 keys (8192 keys in the test's pool of 256 blocks) for these
+// sequences, max_ctx their longest context.
+Case case_of(int head_dim, const std::vector<Seq>& seqs, int window) {
+  Case c = base(GgmlType::F16, head_dim);
+  c.p.block_size = 32;
+  c.seqs = seqs;
+  c.p.sliding_window = window;
+  c.p.n_seqs = static_cast<int>(c.seqs.size());
+  c.p.max_ctx = 0;
+  for (const Seq& s : c.seqs) c.p.max_ctx = std::max(c.p.max_ctx, s.n_past + s.n_q);
+  return c;
+}
+
+// Split calls of a few rows fold each row's chunk partials in the block that finishes its last
+// chunk (FlashArgs::counters) instead of launching the combine kernel: the same bits, call after
+// call (the counters must be back at zero), for one and three decode rows, three prefill rows of
+// one sequence (rows whose chunk ranges differ), with and without a window, every head dim, and
+// the chunk count at the limit (32 chunks: 4096 keys).
+TEST(CudaAttention, LastBlockFoldEqualsCombineKernel) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackend folding({.device = 0, .attn_fold_rows = 4});
+  CudaBackend combining({.device = 0, .attn_fold_rows = 0});
+  const std::vector<std::vector<Seq>> batches = {
+      {{2199, 1}}, {{700, 1}, {1030, 1}, {64, 1}}, {{2190, 3}}, {{4095, 1}}};
+  for (int head_dim : {64, 128, 256}) {
+    for (int window : {0, 300}) {
+      for (size_t bi = 0; bi < batches.size(); ++bi) {
+        SCOPED_TRACE(testing::Message()
+                     << "head_dim " << head_dim << " window " << window << " batch " << bi);
+        auto rng = test_rng();
+        const Case c = case_of(head_dim, batches[bi], window);
+        const Data d = make_data(rng, c);
+        ASSERT_EQ(cuda_attention_path(c.p, c.cache, d.q_rows), CudaAttnPath::kTensorSplit);
+        const auto want = run(combining, c, d).out;
+        for (int call = 0; call < 3; ++call) {
+          const long folds = folding.attention_kernel_folds();
+          const auto got = run(folding, c, d).out;
+          ASSERT_EQ(folding.attention_kernel_folds(), folds + 1);
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "call " << call << " at " << i;
+        }
+        EXPECT_EQ(combining.attention_kernel_folds(), 0);
+        check_vs_dense(c, d, want);
+      }
+    }
+  }
+}
+
+// rope_attention on decode rows: the tensor-core kernel normalizes and rotates q (from q_from
+// for the gated form) and the new k itself and stores the new K/V rows (FlashPrep, on its own
+// and with the last-block fold), against the
+// base class's qk_norm_rope then (gated_)attention on the same backend: the output and both
+// pools the same bits. Every head dim; one row over one chunk (the folded form), one and three
+// rows over split chunks (the row's last block folds), one row past 32 chunks (the combine
+// kernel); QK-norm on and off, partial rotary, a window; the pools hold every earlier position
+// and poison at the new one, so a store that did not happen shows.
+TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
+  // last-block fold on for the split calls up to 32 chunks.
+  CudaBackend be({.device = 0, .attn_fold_rows = 4, .attn_prep_slots = 64});
+  const std::vector<std::vector<int>> batches = {{50}, {200}, {700, 1030, 64}, {5000}};
+  for (int head_dim : {64, 128, 256}) {
+    for (int variant = 0; variant < 3; ++variant) {  // plain; no QK-norm + window; gated
+      for (size_t bi = 0; bi < batches.size(); ++bi) {
+        SCOPED_TRACE(testing::Message()
+                     << "head_dim " << head_dim << " variant " << variant << " batch " << bi);
+        auto rng = test_rng();
+        std::vector<Seq> seqs;
+        for (int n_past : batches[bi]) seqs.push_back({n_past, 1});
+        const Case c = case_of(head_dim, seqs, variant == 1 ? 300 : 0);
+        Data d = make_data(rng, c);
+        for (AttnSeq& w : d.write_meta) w.n_q -= 1;  // the pools up to each row's own position
+        const int n = d.q_rows, hd = head_dim;
+        const int n_kv = c.p.n_kv_head, n_head = c.p.n_head;
+        const auto k_new = random_floats(rng, static_cast<size_t>(n * n_kv * hd));
+        const auto v_new = random_floats(rng, static_cast<size_t>(n * n_kv * hd));
+        const auto wq = random_floats(rng, static_cast<size_t>(hd), 0.5f, 1.5f);
+        const auto wk = random_floats(rng, static_cast<size_t>(hd), 0.5f, 1.5f);
+        // [query, gate] head rows: q_from is the query halves (variant 2), the gate the others.
+        const auto qg = random_floats(rng, static_cast<size_t>(2 * n * n_head * hd), -3.0f, 3.0f);
+        std::vector<int32_t> pos;
+        for (const Seq& sq : c.seqs) pos.push_back(sq.n_past);
+        RopeParams rp;
+        rp.layout = RopeLayout::kNeox;
+        rp.n_rot = hd == 256 ? 64 : hd;  // Qwen3.5's partial rotary at 256
+        rp.freq_base = 1e6f;
+        const auto go = [&](bool fused) {
+          DeviceArena ar(be);
+          const AttnParams& p = c.p;
+          Tensor kc = ar.poisoned(c.cache, hd, n_kv, kPoolBlocks * p.block_size);
+          Tensor vc = ar.poisoned(c.cache, hd, n_kv, kPoolBlocks * p.block_size);
+          Tensor bt = ar.from_host(d.tables, GgmlType::I32, static_cast<int64_t>(d.tables.size()));
+          be.write_kv(ar.from_host(d.k, GgmlType::F32, hd, n_kv, d.kv_rows),
+                      ar.from_host(d.v, GgmlType::F32, hd, n_kv, d.kv_rows), kc, vc,
+                      ar.from_host(as_ints(d.write_meta), GgmlType::I32, 4, p.n_seqs), bt, p);
+          Tensor qgt = ar.from_host(qg, GgmlType::F32, 2 * hd, n_head, n);
+          Tensor q_half = qgt, gate = qgt;
+          q_half.ne[0] = gate.ne[0] = hd;
+          gate.offset += static_cast<size_t>(hd) * 4;
+          Backend::RopeAttention ra;
+          // Ungated: q is q_from's values in a contiguous tensor of its own.
+          std::vector<float> q_plain(static_cast<size_t>(n * n_head * hd));
+          for (size_t r = 0; r < q_plain.size() / static_cast<size_t>(hd); ++r)
+            std::copy_n(qg.begin() + static_cast<int64_t>(2 * r) * hd, hd,
+                        q_plain.begin() + static_cast<int64_t>(r) * hd);
+          ra.q = variant == 2 ? ar.poisoned(GgmlType::F32, hd, n_head, n)
+                              : ar.from_host(q_plain, GgmlType::F32, hd, n_head, n);
+          ra.k = ar.from_host(k_new, GgmlType::F32, hd, n_kv, n);
+          if (variant != 1) {
+            ra.q_norm = ar.from_host(wq, GgmlType::F32, hd);
+            ra.k_norm = ar.from_host(wk, GgmlType::F32, hd);
+          }
+          ra.positions = ar.from_host(pos, GgmlType::I32, n);
+          ra.eps = 1e-6f;
+          ra.rope = rp;
+          ra.kv = {ar.from_host(v_new, GgmlType::F32, hd, n_kv, n),
+                   kc,
+                   vc,
+                   ar.from_host(as_ints(d.attn_meta), GgmlType::I32, 4, p.n_seqs),
+                   bt,
+                   p};
+          ra.q_from = variant == 2 ? &q_half : nullptr;
+          ra.gate = variant == 2 ? &gate : nullptr;
+          ra.out = ar.poisoned(GgmlType::F32, hd, n_head, n);
+          if (fused)
+            be.rope_attention(ra);
+          else
+            be.Backend::rope_attention(ra);
+          return std::tuple{ar.download<float>(ra.out), ar.download<uint8_t>(kc),
+                            ar.download<uint8_t>(vc)};
+        };
+        const auto [ops_out, ops_k, ops_v] = go(false);
+        const long preps = be.attention_preps();
+        const auto [out, kp, vp] = go(true);
+        ASSERT_EQ(be.attention_preps(), preps + 1);
+        ASSERT_EQ(out.size(), ops_out.size());
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_EQ(float_bits(out[i]), float_bits(ops_out[i])) << "out " << i;
+        EXPECT_EQ(kp, ops_k);
+        EXPECT_EQ(vp, ops_v);
+        EXPECT_FALSE(std::isnan(out[0]));
+      }
+    }
+  }
+}
+
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same
 // pages (whole blocks, as the prefix cache shares them). Split launches compute the chunks that
 // decode rows of a cohort (64 / G sequences) see whole through the same pages once for the

@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_flash_attention.cuh"
 #include "backend/cuda/cuda_profile.cuh"
+#include "backend/cuda/cuda_rope.cuh"
 
 namespace t9 {
 namespace cuda {
@@ -31,13 +32,6 @@ constexpr int kAttnThreads = 128;
 constexpr int kKeyTile = 64;      // split ranges are whole multiples of this many keys
 constexpr int kMaxHeadDim = 512;  // a lane holds up to 16 dims of q, K, V and acc
 
-// Host-computed RoPE constants: identical float values to the CPU backend's rope_cache.
-struct RopeConsts {
-  int n_rot;
-  bool neox;
-  float theta_scale, freq_scale, ext_factor, mscale, low, high;
-};
-
 struct KvGeom {
   int n_kv_head, head_dim, block_size;
   int64_t n_tables, n_slots;
@@ -45,36 +39,6 @@ struct KvGeom {
 };
 
 // ---- kernels ----
-
-__device__ __forceinline__ float yarn_ramp(float low, float high, int i0) {
-  const float y = __fdiv_rn(static_cast<float>(i0 / 2) - low, fmaxf(0.001f, high - low));
-  return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
-}
-
-// Rotated pair k (0 <= k < n_rot / 2) of a row at `position`: its two element indices (a, b)
-// and (cos, sin) scaled by mscale. Products are rounded one by one (no FMA contraction) as in
-// the CPU reference; theta is built by repeated multiplication as there.
-struct RopePair {
-  int a, b;
-  float c, s;
-};
-__device__ __forceinline__ RopePair rope_pair(const RopeConsts& rc, int k, int32_t position) {
-  const int half = rc.n_rot / 2, i0 = 2 * k;
-  float theta_extrap = static_cast<float>(position);
-  for (int s = 0; s < k; ++s) theta_extrap = __fmul_rn(theta_extrap, rc.theta_scale);
-  const float theta_interp = __fmul_rn(rc.freq_scale, theta_extrap);
-  float theta = theta_interp;
-  if (rc.ext_factor != 0.0f) {
-    const float mix = __fmul_rn(yarn_ramp(rc.low, rc.high, i0), rc.ext_factor);
-    theta = __fadd_rn(__fmul_rn(theta_interp, 1.0f - mix), __fmul_rn(theta_extrap, mix));
-  }
-  return {rc.neox ? k : i0, rc.neox ? k + half : i0 + 1, __fmul_rn(cosf(theta), rc.mscale),
-          __fmul_rn(sinf(theta), rc.mscale)};
-}
-__device__ __forceinline__ void rope_rotate(const RopePair& p, float x0, float x1, float* y) {
-  y[p.a] = __fsub_rn(__fmul_rn(x0, p.c), __fmul_rn(x1, p.s));
-  y[p.b] = __fadd_rn(__fmul_rn(x0, p.s), __fmul_rn(x1, p.c));
-}
 
 // One block per (token, head) row; threads over rotated pairs, then the pass-through tail.
 __global__ void rope_kernel(TensorDesc x, const int32_t* __restrict__ pos, RopeConsts rc,
@@ -133,7 +97,6 @@ __device__ __forceinline__ int64_t kv_slot(const AttnSeq& s, const int32_t* tabl
 // are read from q_from (q itself, or the gated attention's query halves: the copy's launch saved,
 // ~1.5% of the 35B's decode step, run 175) and written to q.
 constexpr int kQkWarps = 8;
-constexpr int kQkRowMax = 256;  // head_dim at most (the norm's one-warp kernel's limit too)
 
 struct KvStore {
   TensorDesc v;
@@ -188,21 +151,9 @@ __global__ void __launch_bounds__(kQkWarps * 32)
   const float* w = is_q ? wq : wk;
   float* row = rows[warp];
   constexpr int kPer = kQkRowMax / 32;
-  float xv[kPer];
   const float* src = is_q ? reinterpret_cast<const float*>(q_from.row(rr)) : xr;
-  const float inv = warp_row_inv_rms(src, n, lane, eps, xv);  // (unused without the norm)
-#pragma unroll
-  for (int c = 0; c < kPer; ++c) {
-    const int64_t i = lane + 32 * c;
-    if (i < n) row[i] = norm ? rms_scaled(xv[c], inv, w, i, weight_bias) : xv[c];
-  }
-  __syncwarp();  // the row is in shared memory; x's own elements were read above
-  const int32_t position = pos[rr / heads];
-  for (int kk = lane; kk < rc.n_rot / 2; kk += 32) {
-    const RopePair p = rope_pair(rc, kk, position);
-    rope_rotate(p, row[p.a], row[p.b], row);
-  }
-  __syncwarp();  // the rotated row is in shared memory
+  norm_rope_row(src, n, norm ? w : nullptr, norm, eps, weight_bias, rc, pos[rr / heads], row,
+                lane);  // (x's own elements are read before the warp's barrier inside)
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = lane + 32 * c;
@@ -534,6 +485,8 @@ float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
          (2.0f * std::log(base));
 }
 
+}  // namespace
+
 RopeConsts rope_consts(const RopeParams& p) {
   RopeConsts rc{};
   rc.n_rot = p.n_rot;
@@ -551,6 +504,8 @@ RopeConsts rope_consts(const RopeParams& p) {
   }
   return rc;
 }
+
+namespace {
 
 const AttnSeq* seq_table(const Tensor& seqs, const AttnParams& p) {
   T9_CHECK(seqs.type == GgmlType::I32 && seqs.ne[0] == 4 && seqs.n_rows() == p.n_seqs &&
@@ -724,9 +679,63 @@ void CudaBackend::gated_attention(const Tensor& q, const Tensor& k_cache, const 
     Backend::gated_attention(q, k_cache, v_cache, seqs, block_tables, p, gate, out);
 }
 
+void CudaBackend::rope_attention(const RopeAttention& a) {
+  static const bool off = cuda::env_off("TEMPO9_CUDA_ATTN_PREP");  // A/B runs; read once
+  const AttnParams& p = a.kv.p;
+  const Tensor& q = a.q;
+  const Tensor& src = a.q_from != nullptr ? *a.q_from : q;
+  const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(a.kv.k_cache)) |
+                        reinterpret_cast<uintptr_t>(cuda::base_ptr(a.kv.v_cache))) %
+                           16 ==
+                       0;
+  // Decode rows (as many as sequences: each has one), the tensor-core kernel, head rows one warp
+  // normalizes (qk_norm_rope_kernel's limit), norms on both or neither, q rows as qk_norm_rope
+  // reads q_from, and a gate gated_attention's kernel takes.
+  const bool fits = !off && fuse_parts_ && p.n_seqs > 0 && q.ne[2] == p.n_seqs && p.n_kv_head > 0 &&
+                    static_cast<int64_t>(p.n_seqs) * (p.n_head / p.n_kv_head) <= attn_prep_slots_ &&
+                    p.head_dim <= cuda::kQkRowMax &&
+                    cuda::flash_attention_fits(a.kv.k_cache.type == GgmlType::F16 && aligned,
+                                               p.head_dim, p.n_head, p.n_kv_head) &&
+                    a.q_norm.valid() == a.k_norm.valid() && src.type == GgmlType::F32 &&
+                    src.ne == q.ne && src.nb[0] == 4 && a.k.type == GgmlType::F32 &&
+                    a.k.is_contiguous() && a.kv.v.type == GgmlType::F32 && a.kv.v.nb[0] == 4 &&
+                    a.k.ne == a.kv.v.ne && a.k.ne[0] == p.head_dim && a.k.ne[1] == p.n_kv_head &&
+                    a.k.ne[2] == q.ne[2] && a.positions.type == GgmlType::I32 &&
+                    a.positions.n_elements() == q.ne[2] && a.positions.is_contiguous() &&
+                    a.rope.n_rot > 0 && a.rope.n_rot % 2 == 0 && a.rope.n_rot <= p.head_dim &&
+                    (a.gate == nullptr ||
+                     (a.gate->type == GgmlType::F32 && a.gate->ne == a.out.ne &&
+                      a.gate->nb[0] == 4 && a.gate->nb[1] % 8 == 0 && a.gate->nb[2] % 8 == 0 &&
+                      reinterpret_cast<uintptr_t>(cuda::base_ptr(*a.gate)) % 8 == 0 &&
+                      !cuda::byte_span(*a.gate).overlaps(cuda::byte_span(a.out))));
+  if (!fits) return Backend::rope_attention(a);
+  for (const Tensor* w : {&a.q_norm, &a.k_norm})
+    if (w->valid())
+      T9_CHECK(w->type == GgmlType::F32 && w->n_elements() == p.head_dim && w->is_contiguous(),
+               "rope_attention: norm weights must be F32 [{}]", p.head_dim);
+  derived_->wrote(a.kv.k_cache);
+  derived_->wrote(a.kv.v_cache);
+  cuda::FlashPrep prep;
+  prep.q_from = cuda::desc(src);
+  prep.k = cuda::desc(a.k);
+  prep.v = cuda::desc(a.kv.v);
+  prep.norm = a.q_norm.valid() ? 1 : 0;
+  prep.wq = a.q_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(a.q_norm)) : nullptr;
+  prep.wk = a.k_norm.valid() ? reinterpret_cast<const float*>(cuda::base_ptr(a.k_norm)) : nullptr;
+  prep.eps = a.eps;
+  prep.weight_bias = a.weight_bias;
+  prep.positions = reinterpret_cast<const int32_t*>(cuda::base_ptr(a.positions));
+  prep.rc = cuda::rope_consts(a.rope);
+  const bool ran = attention_with(q, a.kv.k_cache, a.kv.v_cache, a.kv.seqs, a.kv.block_tables, p,
+                                  a.gate, a.out, &prep);
+  T9_CHECK(ran, "rope_attention: the checked call was refused");
+  ++attn_preps_;
+}
+
 bool CudaBackend::attention_with(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                  const Tensor& seqs, const Tensor& block_tables,
-                                 const AttnParams& p, const Tensor* gate, const Tensor& out) {
+                                 const AttnParams& p, const Tensor* gate, const Tensor& out,
+                                 const cuda::FlashPrep* prep) {
   const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(k_cache)) |
                         reinterpret_cast<uintptr_t>(cuda::base_ptr(v_cache))) %
                            16 ==
@@ -786,9 +795,13 @@ bool CudaBackend::attention_with(const Tensor& q, const Tensor& k_cache, const T
     fa.out_q = ro.xq;
     fa.out_b = ro.xb;
     if (gate != nullptr) fa.gate = cuda::desc(*gate);
-    cuda::flash_attention(fa, q.ne[2], p.max_ctx, attn_scratch_, *stream_);
+    if (prep != nullptr) fa.prep = *prep;
+    if (cuda::flash_attention(fa, q.ne[2], p.max_ctx, attn_fold_rows_, attn_scratch_,
+                              attn_counters_, *stream_))
+      ++attn_kernel_folds_;
     return true;
   }
+  T9_CHECK(prep == nullptr, "attention: q/k preparation needs the tensor-core kernel");
   const dim3 grid(static_cast<unsigned>(q.ne[2]), static_cast<unsigned>(p.n_head));
   const dim3 grid_split(grid.x, grid.y, cuda::kMaxSplits);
   auto* part = static_cast<float*>(attn_scratch_.reserve(

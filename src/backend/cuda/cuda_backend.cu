@@ -525,6 +525,14 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   float_tile_min_rows_ = cfg.float_tile_min_rows;
   if (const char* e = std::getenv("TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS"))  // A/B runs
     float_tile_min_rows_ = std::max(0, std::atoi(e));
+  T9_CHECK(cfg.attn_fold_rows >= 0, "attn_fold_rows {}", cfg.attn_fold_rows);
+  attn_fold_rows_ = cfg.attn_fold_rows;
+  if (const char* e = std::getenv("TEMPO9_CUDA_ATTN_FOLD_ROWS"))  // A/B runs
+    attn_fold_rows_ = std::max(0, std::atoi(e));
+  T9_CHECK(cfg.attn_prep_slots >= 0, "attn_prep_slots {}", cfg.attn_prep_slots);
+  attn_prep_slots_ = cfg.attn_prep_slots;
+  if (const char* e = std::getenv("TEMPO9_CUDA_ATTN_PREP_SLOTS"))  // A/B runs
+    attn_prep_slots_ = std::max(0, std::atoi(e));
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }
@@ -547,6 +555,7 @@ CudaBackend::~CudaBackend() {
   if (xq_scratch_.ptr != nullptr) (void)cudaFreeAsync(xq_scratch_.ptr, s);
   if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, s);
   if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, s);
+  if (attn_counters_.ptr != nullptr) (void)cudaFreeAsync(attn_counters_.ptr, s);
   if (sample_scratch_.ptr != nullptr) (void)cudaFreeAsync(sample_scratch_.ptr, s);
   if (argmax_scratch_.ptr != nullptr) (void)cudaFreeAsync(argmax_scratch_.ptr, s);
   (void)cudaStreamSynchronize(s);

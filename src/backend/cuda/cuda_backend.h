@@ -39,6 +39,9 @@ struct Scratch {
   void* ptr = nullptr;
   size_t bytes = 0;
   void* reserve(size_t n, Stream& stream);
+  // As reserve, and a new block is zeroed (stream-ordered) before any later work: for counters
+  // that every user leaves at zero again.
+  void* reserve_zeroed(size_t n, Stream& stream);
 };
 
 class OpProfiler;    // cuda_profile.cuh
@@ -46,6 +49,7 @@ class KernelTrace;   // cuda_trace.cuh
 struct RoundedX;     // cuda_gemv.cuh
 struct FusedPart;    // cuda_gemv.cuh
 class DerivedCache;  // cuda_derived.cuh
+struct FlashPrep;    // cuda_flash_attention.cuh
 }  // namespace cuda
 
 struct CudaBackendConfig {
@@ -92,6 +96,19 @@ struct CudaBackendConfig {
   // Off: same bits, +0.35% on the 35B's 8 agents on an H100, inside the run-to-run spread
   // (docs/CUDA.md stages 38, 39); TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS=N.
   int float_tile_min_rows = 0;
+  // Split tensor-core attention calls of at most this many query rows (and at most
+  // kInKernelFoldChunks 128-key chunks) fold each row's chunk partials in the attention kernel,
+  // in the block that finishes the row's last chunk, instead of a combine launch (same bits); 0:
+  // always the combine kernel. Off: its tests pass, but the 8B's single decode lost 8-10% with it
+  // on an H100 (runs 197-199, with two forms of the counters' fences; why was not profiled:
+  // docs/CUDA.md stage 40). TEMPO9_CUDA_ATTN_FOLD_ROWS=N.
+  int attn_fold_rows = 0;
+  // rope_attention runs as one tensor-core launch (the kernel prepares q and the new K/V rows)
+  // for decode calls of at most this many q-head slots a KV head (sequences x n_head /
+  // n_kv_head): one warp prepares each slot's row, so a cohort tile of many agents serializes
+  // them. H100, runs 198-199: single decode +6% (8B, with the early keys) and +1.7% (35B); the
+  // 35B's 8 agents (64 slots) lost 1.3% with it; 0: never. TEMPO9_CUDA_ATTN_PREP_SLOTS=N.
+  int attn_prep_slots = 8;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -120,7 +137,8 @@ bool cuda_matmul_int8_activations(GgmlType t);
 enum class CudaAttnPath {
   kFloat,        // fp32 split-K kernel: F32 pools and head dims other than 64 / 128 / 256
   kTensorFold,   // tensor cores, each block folding all the keys of its rows
-  kTensorSplit,  // tensor cores, keys split into 128-key chunks, then a combine kernel
+  kTensorSplit,  // tensor cores, keys split into 128-key chunks, then a combine (a kernel, or
+                 // the row's last block: CudaBackendConfig::attn_fold_rows)
 };
 CudaAttnPath cuda_attention_path(const AttnParams& p, GgmlType pool, int64_t n_rows);
 
@@ -151,6 +169,10 @@ class CudaBackend final : public Backend {
   long rounding_reuses() const;
   // Grouped matmul_ids that took the expert sort of an earlier call over the same ids (tests).
   long expert_sort_reuses() const;
+  // Split attention calls whose rows were folded by their last blocks, no combine launch (tests).
+  long attention_kernel_folds() const { return attn_kernel_folds_; }
+  // rope_attention calls that ran as the one prepared attention launch (tests).
+  long attention_preps() const { return attn_preps_; }
   // The weight bytes up to which matmuls of 2..8 rows run one activation row per launch-grid
   // row instead of 4- or 8-row tiles (same bits; cuda_gemv.cuh; tests size their shapes by it).
   static int64_t tok1_max_weight_bytes();
@@ -178,6 +200,11 @@ class CudaBackend final : public Backend {
                     const KvWrite* kv = nullptr, const Tensor* q_from = nullptr) override;
   void rope(const Tensor& x, const Tensor& positions, const RopeParams& p,
             const Tensor& out) override;
+  // Decode rows (one query row per sequence, up to attn_prep_slots q-head slots a KV head) on
+  // the tensor-core attention: one launch that normalizes and rotates q and the new k as
+  // qk_norm_rope would, stores the new K/V rows and attends (FlashPrep; same bits); other calls
+  // as the two ops. TEMPO9_CUDA_ATTN_PREP=0: never.
+  void rope_attention(const RopeAttention& a) override;
   void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) override;
   // x rounded to int8 once for every int8-activation weight among outs (same bits as matmul).
   void matmul_shared_x(const Tensor& x, std::span<const MatmulOut> outs) override;
@@ -244,10 +271,11 @@ class CudaBackend final : public Backend {
   // enqueued) where that route does not apply.
   bool moe_down_pairs(const MoeDown& m);
   // attention, and with a gate (non-null) gated_attention when the tensor-core kernels serve
-  // the call; false (nothing enqueued) for a gate they do not.
+  // the call; false (nothing enqueued) for a gate they do not. With prep, the tensor-core kernel
+  // also prepares q and stores the new K/V rows (rope_attention; the caller checked the call).
   bool attention_with(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const Tensor& seqs, const Tensor& block_tables, const AttnParams& p,
-                      const Tensor* gate, const Tensor& out);
+                      const Tensor* gate, const Tensor& out, const cuda::FlashPrep* prep = nullptr);
   // The shape and type checks of matmul (a message naming the operand, no launch).
   void check_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y);
   // matmul with x already rounded (cuda::round_x) when `pre` is set (cuda_matmul.cu).
@@ -264,6 +292,7 @@ class CudaBackend final : public Backend {
   cuda::Scratch xq_scratch_;      // matmul_shared_x's rounded x (kept apart from scratch_)
   cuda::Scratch moe_scratch_;     // matmul_id's packed rows (matmul itself uses scratch_)
   cuda::Scratch attn_scratch_;    // attention's per-split partial results
+  cuda::Scratch attn_counters_;   // attention's per-(row, KV head) chunk counters (FlashArgs)
   cuda::Scratch sample_scratch_;  // sample's order keys, one per logit
   cuda::Scratch argmax_scratch_;  // argmax's best key per (row, 4096-logit chunk)
   cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
@@ -275,6 +304,10 @@ class CudaBackend final : public Backend {
   bool reads_early(const Tensor& w) const { return early_weights_ && w.valid() && w.buf->weights; }
   bool fuse_parts_ = true;       // CudaBackendConfig::fuse_parts
   int moe_down_split_ = 3;       // CudaBackendConfig::moe_down_split
+  int attn_fold_rows_ = 0;       // CudaBackendConfig::attn_fold_rows
+  int attn_prep_slots_ = 8;      // CudaBackendConfig::attn_prep_slots
+  long attn_kernel_folds_ = 0;   // attention_kernel_folds()
+  long attn_preps_ = 0;          // attention_preps()
   int mma_rows_min_ = 0;         // CudaBackendConfig::mma_rows_min
   int mma_rows_max_ = 15;        // CudaBackendConfig::mma_rows_max
   bool gdn_chains_ = false;      // CudaBackendConfig::gdn_chains

@@ -207,11 +207,13 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
-// Weights are the one exception to "nothing before pdl_enter()": no kernel writes them after the
-// upload, so a kernel may start pulling its weights before its wait, while the predecessor (a
-// norm, a rounding, attention) still runs and DRAM would otherwise sit idle. This asks L2 for
-// the 128-byte lines of [p, p + n_bytes), lane i of n_lanes taking lines i, i + n_lanes, ...
-// (the bytes then arrive at L2 latency; a hint, never a fault: prefetch does not trap).
+// Weights are the general exception to "nothing before pdl_enter()" (the attention kernel has its
+// own: keys of earlier steps, the step's uploaded tables and positions; cuda_flash_attention.cu):
+// no kernel writes them after the upload, so a kernel may start pulling its weights before its
+// wait, while the predecessor (a norm, a rounding, attention) still runs and DRAM would
+// otherwise sit idle. This asks L2 for the 128-byte lines of [p, p + n_bytes), lane i of n_lanes
+// taking lines i, i + n_lanes, ... (the bytes then arrive at L2 latency; a hint, never a fault:
+// prefetch does not trap).
 __device__ __forceinline__ void prefetch_l2(const void* p, int64_t n_bytes, int lane, int n_lanes) {
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(n_bytes);
   for (uintptr_t a = (reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127}) + 128u * lane; a < end;

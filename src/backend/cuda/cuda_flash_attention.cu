@@ -28,6 +28,10 @@
 // tile t + 2 are issued as soon as tile t is done with the buffer, so two tiles of work cover a
 // load's latency (page-table lookup, then L2 / HBM); the shared rows are padded by 16 bytes so
 // ldmatrix is conflict-free.
+//
+// Decode calls of a few sequences (attn_prep_slots) also prepare q and the new K/V rows here
+// (FlashPrep: Backend::rope_attention); every call loads its first tiles of earlier steps' keys
+// before the dependent-launch wait (FlashArgs::early_keys).
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include "backend/cuda/cuda_flash_attention.cuh"
@@ -156,6 +160,92 @@ __device__ __forceinline__ float gated(float v, float g) {
   return v * sigmoid(g);
 }
 
+// ---- the split form's partials folded by the row's last block ----
+
+// A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
+// handshake. __threadfence() is the sequentially consistent fence.sc.gpu, which costs far more.
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+// Chunks a split call may have and still fold in the kernel (FlashArgs::counters): one warp
+// folds a (row, head), a chunk per lane for the prefix max, so past 32 chunks a row's fold
+// (serial on one warp, after the row's last chunk) would cost more than the combine launch.
+constexpr int kInKernelFoldChunks = 32;
+
+// flash_combine_kernel's fold of row r, head h (chunks c0 .. c1 <= c0 + 31 of part), on one warp:
+// lane l owns dims l + 32 e. Chunk c's factors come from the max of the earlier chunks' m (lane
+// c's exclusive prefix max, fmaxf being exact and order-free), L's chain and each dim's fold run
+// in chunk order with fold_chunk's / fold_acc's operations: the combine kernel's bits. Partials
+// are read through L2 (__ldcg): other blocks wrote them during this launch.
+template <int HD>
+__device__ void fold_row_warp(const float* __restrict__ part, const FlashArgs& a, int r, int h,
+                              int n_chunks, int c0, int c1, int lane) {
+  constexpr int kE = HD / 32;                // dims per lane
+  constexpr int kLoads = HD == 256 ? 4 : 8;  // chunks whose partials are in flight at once
+  const float* pr = part + (static_cast<int64_t>(r) * a.n_head + h) * n_chunks * part_stride(HD);
+  const bool gate = a.gate.base != nullptr;
+  float g[kE];
+#pragma unroll
+  for (int e = 0; e < kE; ++e)
+    g[e] = gate ? reinterpret_cast<const float*>(a.gate.row(h, r))[lane + 32 * e] : 0.0f;
+  const int nb = c1 + 1 - c0;  // <= kInKernelFoldChunks (the launcher's condition)
+  float mc = -INFINITY, lc = 0.0f;
+  if (lane < nb) {
+    mc = __ldcg(pr + (c0 + lane) * part_stride(HD) + HD);
+    lc = __ldcg(pr + (c0 + lane) * part_stride(HD) + HD + 1);
+  }
+  float incl = mc;  // max over chunks c0 .. c0 + lane
+#pragma unroll
+  for (int k = 1; k < 32; k *= 2) {
+    const float o = __shfl_up_sync(0xffffffffu, incl, k);
+    if (lane >= k) incl = fmaxf(incl, o);
+  }
+  const float up = __shfl_up_sync(0xffffffffu, incl, 1);
+  const float before = lane > 0 ? up : -INFINITY;  // max over the chunks before this lane's
+  float fa = 0.0f, fb = 0.0f;
+  if (lane < nb && mc != -INFINITY) {
+    const float mn = fmaxf(before, mc);
+    fa = before == -INFINITY ? 0.0f : expf(__fsub_rn(before, mn));
+    fb = expf(__fsub_rn(mc, mn));
+  }
+  float L = 0.0f, A[kE];
+#pragma unroll
+  for (int e = 0; e < kE; ++e) A[e] = 0.0f;
+  for (int c = 0; c < nb; c += kLoads) {
+    float p[kLoads][kE];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k)
+#pragma unroll
+      for (int e = 0; e < kE; ++e)
+        p[k][e] = c + k < nb ? __ldcg(pr + (c0 + c + k) * part_stride(HD) + part_pos(lane + 32 * e))
+                             : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const int src = min(c + k, 31);  // past nb: not used
+      const float mk = __shfl_sync(0xffffffffu, mc, src);
+      const float fak = __shfl_sync(0xffffffffu, fa, src);
+      const float fbk = __shfl_sync(0xffffffffu, fb, src);
+      const float lk = __shfl_sync(0xffffffffu, lc, src);
+      if (c + k >= nb || mk == -INFINITY) continue;  // uniform
+      L = __fadd_rn(__fmul_rn(L, fak), __fmul_rn(lk, fbk));
+#pragma unroll
+      for (int e = 0; e < kE; ++e) A[e] = fold_acc(A[e], p[k][e], fak, fbk);
+    }
+  }
+  float* o = reinterpret_cast<float*>(a.out.row(h, r));
+#pragma unroll
+  for (int e = 0; e < kE; ++e) {
+    const float q = __fdiv_rn(A[e], L);
+    const float v = gate ? gated(q, g[e]) : q;
+    o[lane + 32 * e] = v;
+    if (a.out_q != nullptr) {  // dims 32 e .. 32 e + 31: one block of out's codes
+      const int64_t b0 = (static_cast<int64_t>(r) * a.n_head + h) * HD + 32 * e;
+      quantize_value(v, lane, a.out_q + b0, a.out_b + b0 / 32);
+    }
+  }
+}
+
 // ---- tiles of query rows ----
 
 struct RowTile {
@@ -266,7 +356,8 @@ template <int HD, bool kSplit, bool kCap>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_attention_kernel(FlashArgs a, int64_t n_rows, int n_chunks, float* __restrict__ part,
                            int cohort_x0) {
-  pdl_enter();
+  // No pdl_enter() here: the tile's bookkeeping and its first keys' loads come before the wait
+  // (below), while the predecessor (the q/k rounding and the pools' write) still runs.
   using Lay = FlashShape<HD>;
   constexpr int S = Lay::kStride;
   constexpr int kTileKeys = Lay::kTileKeys, kTilesPerChunk = Lay::kTilesPerChunk;
@@ -292,6 +383,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   // at table_off. Positions and row indices fit 32 bits (checked by the launcher).
   __shared__ int s_qrow[kSlots], s_pos[kSlots], s_seq[kSlots];
   int n_tile_rows, table_off, key_lo, key_hi;
+  // Keys before old_end were written by earlier steps, so they may be loaded before the wait:
+  // this launch's predecessors write only the rows' own positions (a sequence's n_past on). The
+  // tables and sequences were uploaded before the step's first kernel.
+  int old_end;
+  bool store_new = false;  // FlashPrep: this block stores its row's new k and v first
+  int new_qrow = 0;        // (that row, at position old_end)
   if (cohort_x0 >= 0 && static_cast<int>(blockIdx.x) >= cohort_x0) {  // split launches only
     const int c = blockIdx.z;
     const int first = (static_cast<int>(blockIdx.x) - cohort_x0) * rows_per_tile;
@@ -300,6 +397,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     table_off = a.seqs[s_seq[0]].block_table_offset;
     key_lo = c * kChunkKeys;
     key_hi = key_lo + kChunkKeys - 1;
+    old_end = s_pos[0];  // members are decode rows: position = n_past
+    for (int i = 1; i < n_tile_rows; ++i) old_end = min(old_end, s_pos[i]);
   } else {
     RowTile tile;
     if (!find_tile(a.seqs, a.n_seqs, rows_per_tile, n_rows, blockIdx.x, tile, a.err)) return;
@@ -321,6 +420,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     n_tile_rows = tile.n_rows;
     table_off = s.block_table_offset;
+    old_end = s.n_past;
+    if (a.prep.q_from.base != nullptr) {
+      if (s.n_q != 1) {  // FlashPrep serves decode rows only (the launcher's condition)
+        atomicOr(a.err, kErrSeqRows);
+        return;
+      }
+      // This block stores the row's new k and v when it walks the row's own position.
+      store_new = !kSplit || static_cast<int>(blockIdx.z) == s.n_past / kChunkKeys;
+      new_qrow = s.q_begin;
+    }
     if (tid < n_tile_rows) {
       s_qrow[tid] = s.q_begin + tile.row0 + tid;
       s_pos[tid] = pos_first + tid;
@@ -371,13 +480,76 @@ __global__ void __launch_bounds__(kThreads, 2)
   // tile t one K(t + 2) and one V(t + 2) (empty past t_end: the count stays uniform). Tile
   // t + 2's offsets are written during tile t, after its QK^T (sofs(t) was last read when tile
   // t's loads were issued, two tiles before), and read after the barrier that follows.
-  for (int t = t_begin; t <= min(t_end, t_begin + Lay::kStages - 1); ++t) key_offsets(t);
+  // The first tiles' loads go out before the wait when all their keys are old (a decode row's
+  // chunks before its own position's; the tile holding it waits): they then overlap the
+  // predecessor's run instead of following it. Uniform per block.
+  const int t_first_end = min(t_end, t_begin + Lay::kStages - 1);
+  const bool early = a.early_keys != 0 && min((t_first_end + 1) * kTileKeys - 1, key_hi) < old_end;
+  // FlashPrep, before the wait: the norm weights (model weights) into shared memory and, for a
+  // row tile (one decode row: one position), RoPE's (cos, sin) per pair from the step's uploaded
+  // positions, so the work after the wait is the rows' loads, norms and rotations.
+  __shared__ float s_prep[kThreads / 32][kQkRowMax];  // a warp's head row (norm_rope_row)
+  __shared__ float s_wq[kQkRowMax], s_wk[kQkRowMax];
+  __shared__ float2 s_cs[kQkRowMax / 2];
+  const bool prep_q = a.prep.q_from.base != nullptr;
+  const bool row_cs = prep_q && (cohort_x0 < 0 || static_cast<int>(blockIdx.x) < cohort_x0);
+  if (prep_q) {
+    const FlashPrep& pp = a.prep;
+    for (int i = tid; i < HD; i += kThreads) {
+      s_wq[i] = pp.norm != 0 ? pp.wq[i] : 0.0f;
+      s_wk[i] = pp.norm != 0 ? pp.wk[i] : 0.0f;
+    }
+    if (row_cs) {
+      const int32_t position = pp.positions[new_qrow];
+      for (int kk = tid; kk < pp.rc.n_rot / 2; kk += kThreads) {
+        const RopePair rp = rope_pair(pp.rc, kk, position);
+        s_cs[kk] = make_float2(rp.c, rp.s);
+      }
+    }
+    __syncthreads();  // uniform: prep_q is the launch's
+  }
+  // FlashPrep: the row's rotated k and its v into the pools, before any load of their tile (the
+  // barrier below, or the loop's, orders them before the loads; warps 0 and 1).
+  const auto store_new_kv = [&] {
+    if (!store_new || warp > 1) return;
+    const int qr = new_qrow, pos = old_end;
+    const int blk = pos / a.block_size;
+    const int64_t ti = static_cast<int64_t>(table_off) + blk;
+    int64_t slot = -1;
+    if (ti >= 0 && ti < a.n_tables)
+      slot = static_cast<int64_t>(a.tables[ti]) * a.block_size + (pos - blk * a.block_size);
+    if (slot < 0 || slot >= a.n_slots) {
+      if (lane == 0) atomicOr(a.err, kErrKvSlot);
+      return;
+    }
+    const FlashPrep& pp = a.prep;
+    const float* src;
+    if (warp == 0) {  // k: normed and rotated as qk_norm_rope_kernel does
+      norm_rope_row(reinterpret_cast<const float*>(pp.k.row(kvh, qr)), HD, s_wk, pp.norm != 0,
+                    pp.eps, pp.weight_bias, pp.rc, 0, s_prep[0], lane, s_cs);
+      src = s_prep[0];
+    } else {
+      src = reinterpret_cast<const float*>(pp.v.row(kvh, qr));
+    }
+    __half* dst = reinterpret_cast<__half*>(const_cast<char*>(warp == 0 ? a.k_cache : a.v_cache) +
+                                            slot * a.nb2 + kvh * a.nb1);
+    for (int i = lane; i < HD; i += 32) dst[i] = __float2half_rn(src[i]);
+  };
+  if (!early) {
+    pdl_enter();
+    store_new_kv();
+  }
+  for (int t = t_begin; t <= t_first_end; ++t) key_offsets(t);
   __syncthreads();
   for (int t = t_begin; t < t_begin + Lay::kStages; ++t) {
     if (t <= t_end) issue(t, k_base, sk(t));
     cp_commit();
     if (t <= t_end) issue(t, v_base, sv(t));
     cp_commit();
+  }
+  if (early) {  // q (and out, the partials) belong to this step
+    pdl_enter();
+    store_new_kv();  // its tile is loaded in the loop, after a barrier
   }
 
   // Stage Q (f16) while K and V land; slots past the tile's rows are zeros. Each thread moves
@@ -391,8 +563,25 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int kQSlotStep = kThreads / kSegs;  // a thread's runs are this many slots apart
   static_assert(kSlots * kSegs % kThreads == 0 && kQIter % kQBatch == 0 && kThreads % kSegs == 0);
   const int q_d0 = (tid % kSegs) * 8;
+  if (prep_q) {  // FlashPrep: a warp per slot, normed and rotated first
+    const FlashPrep& pp = a.prep;
+    for (int sl = warp; sl < kSlots; sl += kThreads / 32) {
+      __half* dst = sq + sl * S;
+      if (sl < n_valid) {
+        const int qr = s_qrow[sl / G];
+        norm_rope_row(reinterpret_cast<const float*>(pp.q_from.row(kvh * G + sl % G, qr)), HD, s_wq,
+                      pp.norm != 0, pp.eps, pp.weight_bias, pp.rc, row_cs ? 0 : pp.positions[qr],
+                      s_prep[warp], lane, row_cs ? s_cs : nullptr);
+        for (int i = 2 * lane; i < HD; i += 64)
+          *reinterpret_cast<uint32_t*>(dst + i) = pack_f16(s_prep[warp][i], s_prep[warp][i + 1]);
+        __syncwarp();  // s_prep[warp] is read before the next slot's row overwrites it
+      } else {
+        for (int i = 8 * lane; i < HD; i += 256) *reinterpret_cast<uint4*>(dst + i) = uint4{};
+      }
+    }
+  }
 #pragma unroll 1
-  for (int i0 = 0; i0 < kQIter; i0 += kQBatch) {
+  for (int i0 = 0; !prep_q && i0 < kQIter; i0 += kQBatch) {
     float v[kQBatch][8];
 #pragma unroll
     for (int b = 0; b < kQBatch; ++b) {
@@ -608,6 +797,45 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_commit();
   }
 
+  if constexpr (kSplit) {
+    if (a.counters != nullptr) {  // the row's last block folds its partials (FlashArgs::counters)
+      // Release / acquire through each row's counter: the barrier orders every thread's partial
+      // stores before the counting thread's release fence (cumulative), and its acquire fence
+      // before the barrier that lets the block read the other blocks' partials: one gpu-scope
+      // fence.acq_rel per counting thread. (Off by default: with this form and with
+      // __threadfence() in every thread alike, the 8B's decode lost 8-10%; docs/CUDA.md
+      // stage 40.)
+      __shared__ int s_last[kSlots], s_c0[kSlots], s_n_last;
+      const int c = blockIdx.z;
+      if (tid == 0) s_n_last = 0;
+      __syncthreads();
+      if (tid < n_tile_rows) {  // this chunk counts for row tid when it is in the row's range
+        const int pos = s_pos[tid];
+        const int c0 = (a.window > 0 ? max(0, pos - a.window + 1) : 0) / kChunkKeys;
+        const int c1 = min(pos / kChunkKeys, n_chunks - 1);
+        if (c >= c0 && c <= c1) {
+          unsigned* cnt = a.counters + static_cast<int64_t>(s_qrow[tid]) * a.n_kv_head + kvh;
+          fence_acq_rel_gpu();
+          if (atomicAdd(cnt, 1u) + 1u == static_cast<unsigned>(c1 - c0 + 1)) {
+            fence_acq_rel_gpu();
+            *cnt = 0u;  // every chunk of the row has counted: ready for the next call
+            const int at = atomicAdd(&s_n_last, 1);
+            s_last[at] = tid;
+            s_c0[at] = c0;
+          }
+        }
+      }
+      __syncthreads();
+      const int n_last = s_n_last;
+      for (int it = warp; it < n_last * G; it += kThreads / 32) {
+        const int i = it / G;
+        const int pos = s_pos[s_last[i]];
+        fold_row_warp<HD>(part, a, s_qrow[s_last[i]], kvh * G + it % G, n_chunks, s_c0[i],
+                          min(pos / kChunkKeys, n_chunks - 1), lane);
+      }
+    }
+  }
+
   if constexpr (!kSplit) {  // out = A / L, the loads batched as in the fold
     static_assert(kFoldBatch % 4 == 0, "whole 32-element blocks (4 n-tiles) per batch");
 #pragma unroll
@@ -792,7 +1020,8 @@ bool split_keys(int n_head, int n_kv_head, int n_seqs, int64_t n_rows, int max_c
 }
 
 template <int HD>
-void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, Stream& stream) {
+bool launch(FlashArgs a, int64_t n_rows, int max_ctx, int fold_rows_max, Scratch& scratch,
+            Scratch& counters, Stream& stream) {
   constexpr int kSmem = FlashShape<HD>::kBytes;
   static const bool attr_set = [] {
     for (const auto kernel :
@@ -819,6 +1048,16 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
                n_rows * a.n_head <= 0x7fffffff,
            "attention: launch grid");
   float* part = split ? static_cast<float*>(scratch.reserve(part_bytes, stream)) : nullptr;
+  // TEMPO9_CUDA_ATTN_EARLY_KEYS=0 (read once): every load after the wait (A/B runs; same bits).
+  static const bool early_off = env_off("TEMPO9_CUDA_ATTN_EARLY_KEYS");
+  a.early_keys = early_off ? 0 : 1;
+  // Few rows over few chunks: each row's last block folds the row (no combine launch, ~3-5 us of
+  // a decode step's chain per attention layer). Past that the fold's serial share, one warp a
+  // (row, head) after the row's last chunk, would outweigh the launch.
+  const bool fold_in_kernel = split && n_rows <= fold_rows_max && n_chunks <= kInKernelFoldChunks;
+  a.counters = fold_in_kernel ? static_cast<unsigned*>(counters.reserve_zeroed(
+                                    static_cast<size_t>(n_rows) * a.n_kv_head * 4, stream))
+                              : nullptr;
   // Split launches of several sequences add one cohort tile per 64 / G sequences after the row
   // tiles (cohort_members; TEMPO9_CUDA_ATTN_COHORTS=0, read once: none). The same bits either way.
   static const bool cohorts_off = env_off("TEMPO9_CUDA_ATTN_COHORTS");
@@ -835,9 +1074,10 @@ void launch(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch, S
                  : flash_attention_kernel<HD, false, false>);
   stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
                 cohorts ? static_cast<int>(tiles) : -1);
-  if (split)
+  if (split && !fold_in_kernel)
     stream.launch(flash_combine_kernel, dim3(static_cast<unsigned>(n_rows), a.n_head),
                   kCombineThreads, 0, part, a, n_rows, n_chunks);
+  return fold_in_kernel;
 }
 
 }  // namespace
@@ -859,8 +1099,8 @@ CudaAttnPath cuda_attention_path(const AttnParams& p, GgmlType pool, int64_t n_r
 
 namespace cuda {
 
-void flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch,
-                     Stream& stream) {
+bool flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, int fold_rows_max,
+                     Scratch& scratch, Scratch& counters, Stream& stream) {
   T9_CHECK(flash_attention_fits(true, a.head_dim, a.n_head, a.n_kv_head),
            "flash attention: head_dim {} n_head {} n_kv_head {}", a.head_dim, a.n_head,
            a.n_kv_head);
@@ -871,11 +1111,11 @@ void flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& s
            "flash attention: pools must be 16-byte aligned");
   switch (a.head_dim) {
     case 64:
-      return launch<64>(a, n_rows, max_ctx, scratch, stream);
+      return launch<64>(a, n_rows, max_ctx, fold_rows_max, scratch, counters, stream);
     case 128:
-      return launch<128>(a, n_rows, max_ctx, scratch, stream);
+      return launch<128>(a, n_rows, max_ctx, fold_rows_max, scratch, counters, stream);
     default:
-      return launch<256>(a, n_rows, max_ctx, scratch, stream);
+      return launch<256>(a, n_rows, max_ctx, fold_rows_max, scratch, counters, stream);
   }
 }
 

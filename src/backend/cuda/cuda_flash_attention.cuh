@@ -5,11 +5,28 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_rope.cuh"
 #include "backend/cuda/cuda_units.cuh"  // ActBlock
 
 namespace t9::cuda {
 
 struct Scratch;  // cuda_backend.h
+
+// Decode rows' q/k preparation in the attention kernel (Backend::rope_attention): q_from's head
+// rows are QK-normed and rotated as qk_norm_rope_kernel does (norm_rope_row: the same bits) while
+// they are staged, and the block whose chunk holds a row's own position first stores that row's
+// rotated k and its v in the pools (kv head y of the grid). Every sequence has one query row.
+struct FlashPrep {
+  TensorDesc q_from = {};     // base null: off (q is read as it is)
+  TensorDesc k = {}, v = {};  // F32 [rows, n_kv_head, head_dim]: this step's rows, as projected
+  const float* wq = nullptr;  // QK-norm weights (norm != 0)
+  const float* wk = nullptr;
+  const int32_t* positions = nullptr;  // RoPE position of each query row
+  RopeConsts rc = {};
+  int norm = 0;  // (an int and the pad: no padding bytes in the launch's arguments)
+  float eps = 0.0f, weight_bias = 0.0f;
+  int pad = 0;
+};
 
 // One attention call as the kernel sees it. q and out are [rows, n_head, head_dim] F32; the pools
 // are [slots, n_kv_head, head_dim] F16 with byte strides nb1 (one kv head) and nb2 (one slot).
@@ -24,8 +41,9 @@ struct FlashArgs {
   int64_t nb1, nb2;
   int n_head, n_kv_head, head_dim, block_size;
   float scale, softcap;
-  int window;     // > 0: sliding window in keys
-  unsigned* err;  // the backend's device error word
+  int window;          // > 0: sliding window in keys
+  int early_keys = 0;  // 1: keys of earlier steps may load before the dependent-launch wait
+  unsigned* err;       // the backend's device error word
   // Non-null: out's int8 codes too (DerivedCache::produce: out contiguous), one per element in
   // out's memory order and one ActBlock per 32 elements, rounded as quantize_act_kernel rounds
   // the same floats, so the output projection reads them instead of launching the rounding.
@@ -34,6 +52,12 @@ struct FlashArgs {
   // Non-null base: the gated attention's output gate, [rows, n_head, head_dim] (whole head rows,
   // any strides): out = (A / L) * sigmoid(gate) as mul_sigmoid rounds it, and the codes of that.
   TensorDesc gate = {};
+  // Non-null (split launches, set by the launcher): one zeroed counter per (query row, KV head).
+  // Each block counts its rows' chunks done there; the block that finishes a row's last chunk
+  // folds that row's partials itself (as flash_combine_kernel would: the same bits) and zeroes
+  // the counter again, so the call needs no combine launch.
+  unsigned* counters = nullptr;
+  FlashPrep prep = {};
 };
 
 // True when the tensor-core kernel serves this shape. The choice depends only on the pool type
@@ -41,8 +65,12 @@ struct FlashArgs {
 bool flash_attention_fits(bool f16_pool, int head_dim, int n_head, int n_kv_head);
 
 // out = attention over the pools for n_rows query rows; max_ctx bounds every sequence's
-// n_past + n_q (AttnParams::max_ctx). `scratch` holds per-chunk partials when the call splits.
-void flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, Scratch& scratch,
-                     Stream& stream);
+// n_past + n_q (AttnParams::max_ctx). `scratch` holds per-chunk partials when the call splits;
+// split calls of at most `fold_rows_max` rows and kInKernelFoldChunks chunks fold them in the
+// attention kernel (FlashArgs::counters, kept zeroed in `counters`), the others launch
+// flash_combine_kernel. The bits are the same either way. Returns whether the rows were folded in
+// the kernel.
+bool flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, int fold_rows_max,
+                     Scratch& scratch, Scratch& counters, Stream& stream);
 
 }  // namespace t9::cuda

@@ -32,6 +32,13 @@ void* Scratch::reserve(size_t n, Stream& stream) {
   return ptr;
 }
 
+void* Scratch::reserve_zeroed(size_t n, Stream& stream) {
+  const size_t had = bytes;
+  void* p = reserve(n, stream);
+  if (bytes != had) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream.eager()));
+  return p;
+}
+
 namespace {
 
 constexpr int kWarps = 4;  // warps per block
