@@ -49,8 +49,9 @@ constexpr int kConvChunk = 32;
 template <int K>
 __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, int64_t n_slots,
                                 const RecurrentSeq* __restrict__ seqs, TensorDesc out,
-                                unsigned* err) {
-  pdl_enter();
+                                unsigned* err, bool early_state) {
+  // early_state: the sequence, the old state and the weights before the wait (state_early()).
+  if (!early_state) pdl_enter();
   const RecurrentSeq s = seqs[blockIdx.y];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= x.ne0) return;
@@ -75,6 +76,7 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
   const float* wr = reinterpret_cast<const float*>(w.row(c));
 #pragma unroll
   for (int i = 0; i < K; ++i) wc[i] = wr[i];
+  if (early_state) pdl_enter();  // x belongs to this step
   // Chunk 0 starts at position 0 (its K - 1 earlier inputs are the state); every other chunk
   // starts at kConvChunk or later, past K - 1.
   for (int i = 0; i < K - 1; ++i) win[i] = blockIdx.z == 0 ? old[i] : in(t0 - (K - 1) + i);
@@ -103,8 +105,21 @@ constexpr int kGdnChunk = 32;            // tokens gdn_rounds_kernel prepares pe
 struct GdnDims {
   int nk, nv, dk, dv;
   bool tiled;
+  bool early_state;  // gdn_regs_kernel: the state (and A, dt) loaded before the wait (state_early)
   float eps, q_scale;
 };
+
+// Recurrent state may be read before the dependent-launch wait (TEMPO9_CUDA_GDN_EARLY_STATE=0,
+// read once: after it; same bits). A slot's state is written only by this layer's kernel of an
+// earlier step, or of this step's head when a call is split at a snapshot (then the snapshot's
+// copy and the tail's conv run between), and by restores and snapshots copied before the
+// forward; when a kernel's pre-wait part runs, every kernel before its predecessor has completed
+// (pdl_enter: each triggers after its own wait). The step's sequences are uploaded before its
+// first kernel; weights never change.
+bool state_early() {
+  static const bool off = env_off("TEMPO9_CUDA_GDN_EARLY_STATE");
+  return !off;
+}
 
 // Element h of the value heads of token tok in a [n_tokens, r, n_v / r] tensor (cpu_gdn.cpp).
 __device__ __forceinline__ float head_value(const TensorDesc& t, int64_t tok, int64_t h) {
@@ -296,7 +311,8 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
                     float* __restrict__ state, int64_t n_slots,
                     const RecurrentSeq* __restrict__ seqs, GdnDims p, TensorDesc out, int64_t n_tok,
                     unsigned* err) {
-  pdl_enter();
+  // p.early_state: the sequence, the state and A, dt before the wait (state_early()).
+  if (!p.early_state) pdl_enter();
   constexpr int kDk = 4 * kRows;
   constexpr int kPerLane = (kDk + 31) / 32;  // q/k values a lane loads for the norms
   __shared__ __align__(16) float qs[kGdnWarps][kGdnRowFloats<kRows>];
@@ -317,6 +333,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32)
 #pragma unroll
   for (int m = 0; m < kRows; ++m) S[m] = col && !s.reset ? Sg[(kRows * qq + m) * p.dv + j] : 0.0f;
   const float Ah = A[h], dth = dt[h];
+  if (p.early_state) pdl_enter();  // q, k, v, a and b belong to this step
   // Element h of a and b ([n_tokens, r, n_v / r]) sits at this offset in each token's plane;
   // every per-token address below is a plane stride away (no division in the token loop).
   const int64_t a_off = (h / a.ne0) * a.nb1 + (h % a.ne0) * 4;
@@ -494,7 +511,7 @@ void launch_conv(const Tensor& x, const Tensor& w, const Tensor& state, int64_t 
   T9_CHECK(chunks <= 65535, "ssm_conv: {} rows exceed the launch grid", x.n_rows());
   const dim3 grid(grid_1d(x.ne[0], kConvThreads), n_seqs, static_cast<unsigned>(chunks));
   stream.launch(ssm_conv_kernel<K>, grid, kConvThreads, 0, desc(x), desc(w), desc(state), n_slots,
-                seqs, desc(out), err);
+                seqs, desc(out), err, state_early());
 }
 
 // The Gated DeltaNet's gated norm: a block per row of n <= 256 (a multiple of 32), a warp per
@@ -602,6 +619,7 @@ void CudaBackend::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor
                            static_cast<int>(dk),
                            static_cast<int>(dv),
                            p.v_heads_tiled,
+                           cuda::state_early(),
                            p.l2_eps,
                            1.0f / std::sqrt(static_cast<float>(dk))};
   if (n_seqs > 0 && (dk == 16 || dk == 32 || dk == 64 || dk == 128)) {
