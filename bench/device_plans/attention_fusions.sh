@@ -4,9 +4,9 @@
 # TEMPO9_CUDA_ATTN_EARLY_KEYS=0: stage 39's kernels) against the defaults (q/k prepared in the
 # attention kernel for one or two sequences, early keys), alternated, on the Qwen3-8B shape
 # (Q4_K_M; 36 attention layers) and the 35B hybrid (Q8_0, real vocabulary; 10 attention layers);
-# on the 8B the last-block fold (off by default) with and without the attention's early trigger,
-# the greedy text against off at 1, 2 and 8 rows, and a trace; the 35B's 8 agents off / on.
-# Runs 197-198 (2026-12-05) ran earlier forms of this plan, run 199 this one.
+# on the 8B the last-block fold (off by default), the greedy text against off at 1, 2 and 8 rows,
+# and a trace; the 35B's 8 agents off / on.
+# Runs 197-199 (2026-12-05) ran this plan's forms (run 199 the last, with a late-trigger A/B).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/attention_fusions.sh` (~6-7 min; $OUT/log.txt).
 cd "$(dirname "$0")/../.." || exit 1
@@ -41,11 +41,11 @@ echo "t=$((SECONDS - T0)) s"
 one off "${OFF[@]}"
 one on "${ON[@]}"
 one fold TEMPO9_CUDA_ATTN_FOLD_ROWS=4
-one fold_late TEMPO9_CUDA_ATTN_FOLD_ROWS=4 TEMPO9_CUDA_ATTN_LATE_TRIGGER=1
-one late TEMPO9_CUDA_ATTN_LATE_TRIGGER=1
+# (Run 199 also ran the fold and the defaults with TEMPO9_CUDA_ATTN_LATE_TRIGGER=1, a switch that
+# gave nothing and was removed after it: docs/CUDA.md stage 40.)
 one off2 "${OFF[@]}"
 one on2 "${ON[@]}"
-for t in on fold fold_late late off2 on2; do
+for t in on fold off2 on2; do
   echo "8B greedy text, $t vs off: $(cmp /tmp/one_off.txt "/tmp/one_$t.txt" >/dev/null && echo identical || echo DIFFERENT)"
 done
 for p in 1 2 8; do  # 1 and 2 rows prepared in the attention kernel, 8 rows the two ops
