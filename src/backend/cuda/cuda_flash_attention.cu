@@ -163,7 +163,7 @@ __device__ __forceinline__ float gated(float v, float g) {
 // ---- the split form's partials folded by the row's last block ----
 
 // A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
-// handshake. __threadfence() is the sequentially consistent fence.sc.gpu, which costs far more.
+// handshake (__threadfence() is the sequentially consistent fence.sc.gpu: more than it needs).
 __device__ __forceinline__ void fence_acq_rel_gpu() {
   asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
