@@ -162,6 +162,18 @@ __device__ __forceinline__ float gated(float v, float g) {
 
 // ---- the split form's partials folded by the row's last block ----
 
+// pdl_enter's two halves, for a kernel that schedules its successor later than its wait.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
 // handshake (__threadfence() is the sequentially consistent fence.sc.gpu: more than it needs).
 __device__ __forceinline__ void fence_acq_rel_gpu() {
@@ -535,8 +547,15 @@ __global__ void __launch_bounds__(kThreads, 2)
                                             slot * a.nb2 + kvh * a.nb1);
     for (int i = lane; i < HD; i += 32) dst[i] = __float2half_rn(src[i]);
   };
+  // With the fold (a.counters), the next kernel is scheduled only once this block's chunk is
+  // done (the trigger after the main loop), not at the wait: run 197's trace had the output
+  // projection's GEMV resident 25.5 µs a layer beside the folding attention against 11.2 µs
+  // behind the combine kernel (its blocks start, and pull their weights, as soon as scheduled).
+  // Written after runs 197-201; not yet measured (docs/CUDA.md stage 40).
+  const bool trigger_after_loop = kSplit && a.counters != nullptr;
+  const auto wait = [&] { trigger_after_loop ? pdl_wait() : pdl_enter(); };
   if (!early) {
-    pdl_enter();
+    wait();
     store_new_kv();
   }
   for (int t = t_begin; t <= t_first_end; ++t) key_offsets(t);
@@ -548,7 +567,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_commit();
   }
   if (early) {  // q (and out, the partials) belong to this step
-    pdl_enter();
+    wait();
     store_new_kv();  // its tile is loaded in the loop, after a barrier
   }
 
@@ -797,6 +816,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_commit();
   }
 
+  if (trigger_after_loop) pdl_trigger();
   if constexpr (kSplit) {
     if (a.counters != nullptr) {  // the row's last block folds its partials (FlashArgs::counters)
       // Release / acquire through each row's counter: the barrier orders every thread's partial
