@@ -22,29 +22,20 @@ grep -E '^\[  FAILED|Failure|Expected|Which is' "$OUT/tests.txt" | head -20
 grep -E '^\[ +OK \] CudaAttention\.(LastBlock|RopeAttention)' "$OUT/tests.txt"
 echo "t=$((SECONDS - T0)) s"
 
-# One greedy decode of a 512-token prompt + 128 tokens (warm-up first), tag, env...
-P512=$(python3 -c "print('x'*512)")
-one() {
-  local tag=$1
-  shift
-  # shellcheck disable=SC2154  # M: set below
-  env "$@" "$T9" run -m "$M" --raw -p "$P512" -n 128 --temp 0 --ignore-eos --backend cuda \
-    --ctx 1000 --warmup >"/tmp/one_$tag.txt" 2>/tmp/e.txt
-  echo "$NAME $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
-}
+P512=$(python3 -c "print('x'*512)")  # the --parallel runs' prompt (decode_one's)
 
 S8="SINGLE_X=512 GEN=128 PRESET=qwen3-8b QUANT=Q4_K_M SIDES=ours"
 M=/tmp/qwen3-8b-Q4_K_M.gguf
 NAME=8B
 env $S8 OUT=/tmp/synth8 bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
 echo "t=$((SECONDS - T0)) s"
-one off "${OFF[@]}"
-one on "${ON[@]}"
-one fold TEMPO9_CUDA_ATTN_FOLD_ROWS=4
+decode_one off "${OFF[@]}"
+decode_one on "${ON[@]}"
+decode_one fold TEMPO9_CUDA_ATTN_FOLD_ROWS=4
 # (Run 199 also ran the fold and the defaults with TEMPO9_CUDA_ATTN_LATE_TRIGGER=1, a switch that
 # gave nothing and was removed after it: docs/CUDA.md stage 40.)
-one off2 "${OFF[@]}"
-one on2 "${ON[@]}"
+decode_one off2 "${OFF[@]}"
+decode_one on2 "${ON[@]}"
 for t in on fold off2 on2; do
   echo "8B greedy text, $t vs off: $(cmp /tmp/one_off.txt "/tmp/one_$t.txt" >/dev/null && echo identical || echo DIFFERENT)"
 done
@@ -68,10 +59,10 @@ M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
 NAME=35B
 env $S35 OUT=/tmp/synth bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
 echo "t=$((SECONDS - T0)) s"
-one off "${OFF[@]}"
-one on "${ON[@]}"
-one off2 "${OFF[@]}"
-one on2 "${ON[@]}"
+decode_one off "${OFF[@]}"
+decode_one on "${ON[@]}"
+decode_one off2 "${OFF[@]}"
+decode_one on2 "${ON[@]}"
 echo "35B greedy text, on vs off: $(cmp /tmp/one_off.txt /tmp/one_on.txt >/dev/null && echo identical || echo DIFFERENT)"
 echo "t=$((SECONDS - T0)) s"
 left 480 || exit 0

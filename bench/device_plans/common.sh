@@ -50,3 +50,16 @@ logprobs_run() {
     --warmup >"/tmp/lp_$1.txt" 2>/tmp/e.txt
   echo "8B 8 rows logprobs, SAMPLE_ON_HOST=$1: $(grep -E '^\[(engine|logprobs)' /tmp/e.txt | tr '\n' ' ')"
 }
+
+# One greedy decode of a 512-character prompt + 128 tokens of $M (the plan's; warm-up first), the
+# text in /tmp/one_TAG.txt: tag, then extra environment (VAR=value ...). Prints "$NAME TAG: " and
+# tempo9 run's prompt and engine lines.
+decode_one() {
+  local tag=$1 p
+  shift
+  p=$(python3 -c "print('x'*512)")
+  # shellcheck disable=SC2154  # M, NAME: the plan's
+  env "$@" "$T9" run -m "$M" --raw -p "$p" -n 128 --temp 0 --ignore-eos --backend cuda \
+    --ctx 1000 --warmup >"/tmp/one_$tag.txt" 2>/tmp/e.txt
+  echo "$NAME $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
+}

@@ -30,15 +30,12 @@ S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZE
 M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
 env $S35 OUT=/tmp/synth bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
 echo "t=$((SECONDS - T0)) s"
-P512=$(python3 -c "print('x'*512)")
-for tag in off on off2 on2; do
-  e=()
-  case $tag in off*) e=(TEMPO9_CUDA_GDN_EARLY_STATE=0) ;; esac
-  env "${e[@]}" "$T9" run -m "$M" --raw -p "$P512" -n 128 --temp 0 --ignore-eos --backend cuda \
-    --ctx 1000 --warmup >"/tmp/gdn_$tag.txt" 2>/tmp/e.txt
-  echo "35B early state $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
-done
-echo "35B greedy text, early state on vs off: $(cmp /tmp/gdn_off.txt /tmp/gdn_on.txt >/dev/null && echo identical || echo DIFFERENT)"
+NAME="35B early state"
+decode_one off TEMPO9_CUDA_GDN_EARLY_STATE=0
+decode_one on
+decode_one off2 TEMPO9_CUDA_GDN_EARLY_STATE=0
+decode_one on2
+echo "35B greedy text, early state on vs off: $(cmp /tmp/one_off.txt /tmp/one_on.txt >/dev/null && echo identical || echo DIFFERENT)"
 echo "t=$((SECONDS - T0)) s"
 agents off TEMPO9_CUDA_GDN_EARLY_STATE=0
 agents on TEMPO9_CUDA_GDN_EARLY_STATE=1

@@ -679,35 +679,53 @@ void CudaBackend::gated_attention(const Tensor& q, const Tensor& k_cache, const 
     Backend::gated_attention(q, k_cache, v_cache, seqs, block_tables, p, gate, out);
 }
 
+namespace cuda {
+namespace {
+
+bool pools_aligned(const Tensor& k_cache, const Tensor& v_cache) {
+  return (reinterpret_cast<uintptr_t>(base_ptr(k_cache)) |
+          reinterpret_cast<uintptr_t>(base_ptr(v_cache))) %
+             16 ==
+         0;
+}
+
+// Whether the tensor-core kernels serve a call on these pools (F16, 16-byte aligned) and shape.
+bool flash_serves(const Tensor& k_cache, const Tensor& v_cache, const AttnParams& p) {
+  return flash_attention_fits(k_cache.type == GgmlType::F16 && pools_aligned(k_cache, v_cache),
+                              p.head_dim, p.n_head, p.n_kv_head);
+}
+
+// Whether the kernels' output store takes this gate: float2 pairs of whole head rows,
+// [n, n_head, head_dim] like out, not overlapping it.
+bool gate_fits(const Tensor& gate, const Tensor& out) {
+  return gate.type == GgmlType::F32 && gate.ne == out.ne && gate.nb[0] == 4 &&
+         gate.nb[1] % 8 == 0 && gate.nb[2] % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(base_ptr(gate)) % 8 == 0 &&
+         !byte_span(gate).overlaps(byte_span(out));
+}
+
+}  // namespace
+}  // namespace cuda
+
 void CudaBackend::rope_attention(const RopeAttention& a) {
   static const bool off = cuda::env_off("TEMPO9_CUDA_ATTN_PREP");  // A/B runs; read once
   const AttnParams& p = a.kv.p;
   const Tensor& q = a.q;
   const Tensor& src = a.q_from != nullptr ? *a.q_from : q;
-  const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(a.kv.k_cache)) |
-                        reinterpret_cast<uintptr_t>(cuda::base_ptr(a.kv.v_cache))) %
-                           16 ==
-                       0;
   // Decode rows (as many as sequences: each has one), the tensor-core kernel, head rows one warp
   // normalizes (qk_norm_rope_kernel's limit), norms on both or neither, q rows as qk_norm_rope
   // reads q_from, and a gate gated_attention's kernel takes.
-  const bool fits = !off && fuse_parts_ && p.n_seqs > 0 && q.ne[2] == p.n_seqs && p.n_kv_head > 0 &&
-                    static_cast<int64_t>(p.n_seqs) * (p.n_head / p.n_kv_head) <= attn_prep_slots_ &&
-                    p.head_dim <= cuda::kQkRowMax &&
-                    cuda::flash_attention_fits(a.kv.k_cache.type == GgmlType::F16 && aligned,
-                                               p.head_dim, p.n_head, p.n_kv_head) &&
-                    a.q_norm.valid() == a.k_norm.valid() && src.type == GgmlType::F32 &&
-                    src.ne == q.ne && src.nb[0] == 4 && a.k.type == GgmlType::F32 &&
-                    a.k.is_contiguous() && a.kv.v.type == GgmlType::F32 && a.kv.v.nb[0] == 4 &&
-                    a.k.ne == a.kv.v.ne && a.k.ne[0] == p.head_dim && a.k.ne[1] == p.n_kv_head &&
-                    a.k.ne[2] == q.ne[2] && a.positions.type == GgmlType::I32 &&
-                    a.positions.n_elements() == q.ne[2] && a.positions.is_contiguous() &&
-                    a.rope.n_rot > 0 && a.rope.n_rot % 2 == 0 && a.rope.n_rot <= p.head_dim &&
-                    (a.gate == nullptr ||
-                     (a.gate->type == GgmlType::F32 && a.gate->ne == a.out.ne &&
-                      a.gate->nb[0] == 4 && a.gate->nb[1] % 8 == 0 && a.gate->nb[2] % 8 == 0 &&
-                      reinterpret_cast<uintptr_t>(cuda::base_ptr(*a.gate)) % 8 == 0 &&
-                      !cuda::byte_span(*a.gate).overlaps(cuda::byte_span(a.out))));
+  const bool fits =
+      !off && fuse_parts_ && p.n_seqs > 0 && q.ne[2] == p.n_seqs && p.n_kv_head > 0 &&
+      static_cast<int64_t>(p.n_seqs) * (p.n_head / p.n_kv_head) <= attn_prep_slots_ &&
+      p.head_dim <= cuda::kQkRowMax && cuda::flash_serves(a.kv.k_cache, a.kv.v_cache, p) &&
+      a.q_norm.valid() == a.k_norm.valid() && src.type == GgmlType::F32 && src.ne == q.ne &&
+      src.nb[0] == 4 && a.k.type == GgmlType::F32 && a.k.is_contiguous() &&
+      a.kv.v.type == GgmlType::F32 && a.kv.v.nb[0] == 4 && a.k.ne == a.kv.v.ne &&
+      a.k.ne[0] == p.head_dim && a.k.ne[1] == p.n_kv_head && a.k.ne[2] == q.ne[2] &&
+      a.positions.type == GgmlType::I32 && a.positions.n_elements() == q.ne[2] &&
+      a.positions.is_contiguous() && a.rope.n_rot > 0 && a.rope.n_rot % 2 == 0 &&
+      a.rope.n_rot <= p.head_dim && (a.gate == nullptr || cuda::gate_fits(*a.gate, a.out));
   if (!fits) return Backend::rope_attention(a);
   for (const Tensor* w : {&a.q_norm, &a.k_norm})
     if (w->valid())
@@ -736,18 +754,10 @@ bool CudaBackend::attention_with(const Tensor& q, const Tensor& k_cache, const T
                                  const Tensor& seqs, const Tensor& block_tables,
                                  const AttnParams& p, const Tensor* gate, const Tensor& out,
                                  const cuda::FlashPrep* prep) {
-  const bool aligned = (reinterpret_cast<uintptr_t>(cuda::base_ptr(k_cache)) |
-                        reinterpret_cast<uintptr_t>(cuda::base_ptr(v_cache))) %
-                           16 ==
-                       0;
+  const bool aligned = cuda::pools_aligned(k_cache, v_cache);
   const bool f16 = k_cache.type == GgmlType::F16;
-  const bool flash = cuda::flash_attention_fits(f16 && aligned, p.head_dim, p.n_head, p.n_kv_head);
-  // The kernels read the gate as float2 pairs of whole head rows, [n, n_head, head_dim] like out.
-  if (gate != nullptr && (!flash || gate->type != GgmlType::F32 || gate->ne != out.ne ||
-                          gate->nb[0] != 4 || gate->nb[1] % 8 != 0 || gate->nb[2] % 8 != 0 ||
-                          reinterpret_cast<uintptr_t>(cuda::base_ptr(*gate)) % 8 != 0 ||
-                          cuda::byte_span(*gate).overlaps(cuda::byte_span(out))))
-    return false;
+  const bool flash = cuda::flash_serves(k_cache, v_cache, p);
+  if (gate != nullptr && (!flash || !cuda::gate_fits(*gate, out))) return false;
   T9_CUDA_PROF(fmt::format("{} rows {}", gate != nullptr ? "gated_attention" : "attention",
                            cuda::rows_bucket(q.ne[2])));
   derived_->wrote(out);
