@@ -12,28 +12,11 @@ namespace {
 
 constexpr Protocol kP = Protocol::kAnthropic;
 
-// Text of a string or an array of {type:"text"} blocks (tool_result content, system).
+// Text of a string or an array of {type:"text"} blocks joined by "\n" (tool_result content,
+// system); null is empty.
 std::optional<std::string> blocks_text(FieldReader& r, const Json& v, const std::string& path) {
   if (v.is_null()) return std::string();
-  if (v.is_string()) return v.get<std::string>();
-  if (!v.is_array()) {
-    r.fail(path, "expected a string or an array of text blocks");
-    return std::nullopt;
-  }
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const std::string p = FieldReader::index(path, i);
-    const std::string type = v[i].is_object() ? v[i].value("type", "") : "";
-    if (type != "text") {
-      r.fail(FieldReader::join(p, "type"), "expected a text block, got '" + type + "'");
-      return std::nullopt;
-    }
-    auto t = r.str(v[i], p, "text");
-    if (!r.ok()) return std::nullopt;
-    if (!out.empty()) out += "\n";
-    out += t.value_or("");
-  }
-  return out;
+  return content_parts_text(r, v, path, {"text"}, /*refusals=*/false, "\n");
 }
 
 // One Anthropic message -> template messages (tool results become role "tool" messages).

@@ -124,7 +124,7 @@ void read_reasoning_effort(FieldReader& r, const Json& obj, const std::string& p
 std::optional<std::string> content_parts_text(FieldReader& r, const Json& content,
                                               const std::string& path,
                                               std::initializer_list<std::string_view> text_types,
-                                              bool refusals) {
+                                              bool refusals, std::string_view separator) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
     r.fail(path, "expected a string or an array of content parts");
@@ -141,6 +141,7 @@ std::optional<std::string> content_parts_text(FieldReader& r, const Json& conten
     auto type = r.str(part, pp, "type");
     if (!r.ok()) return std::nullopt;
     const std::string_view ty = type.value_or("");
+    if (!text.empty()) text += separator;
     if (std::find(text_types.begin(), text_types.end(), ty) != text_types.end()) {
       auto t = r.str(part, pp, "text");
       if (!t) r.fail(FieldReader::join(pp, "text"), "is required");

@@ -31,10 +31,11 @@ Json arguments_object(const Json& args);
 // A message's content value (present, not null) as text: a string, or an array of parts whose
 // type is one of `text_types` (their "text", joined) or, with `refusals`, "refusal" (its
 // "refusal"). Other parts (images, files) fail naming the part. path: the content field's.
+// separator goes between parts (Anthropic joins text blocks with "\n", OpenAI concatenates).
 std::optional<std::string> content_parts_text(FieldReader& r, const Json& content,
                                               const std::string& path,
                                               std::initializer_list<std::string_view> text_types,
-                                              bool refusals);
+                                              bool refusals, std::string_view separator = "");
 
 // "stop": a string or an array of strings (at most 16, each non-empty).
 void read_stop(FieldReader& r, const Json& obj, const std::string& path, const char* key,
