@@ -31,6 +31,11 @@
 
 namespace t9 {
 
+// How a weight buffer's bytes are ordered. kGguf: as in the file (every op reads it). kQ4KFrag:
+// a Q4_K matrix in mma-fragment order (quant/q4k_frag.h), for the matmuls of the backend that
+// made it (upload_matmul_weights); no other op reads it.
+enum class WeightLayout : uint8_t { kGguf, kQ4KFrag };
+
 // A block of backend memory. `device_ptr` is an address in the backend's memory space (host
 // memory for the CPU backend, device memory for CUDA); only backend code may dereference it.
 struct Buffer {
@@ -38,6 +43,7 @@ struct Buffer {
   size_t n_bytes = 0;
   bool owned = true;     // false: wraps memory the backend does not free (mmapped weights on CPU)
   bool weights = false;  // from upload_weights: read-only to every op
+  WeightLayout layout = WeightLayout::kGguf;
 };
 
 // A typed view into a Buffer. Cheap to copy; does not own memory.
@@ -162,6 +168,14 @@ class Backend {
   // them) usable by ops. CPU: wraps the pointer, zero copy. CUDA: copies to the device. The
   // buffer is read-only to ops (no op may write it; CUDA matmuls read it ahead of their turn).
   virtual Result<Buffer*> upload_weights(const void* host, size_t n_bytes) = 0;
+  // upload_weights for a 2-D [n_out, n_in] matrix of `type` that ops read only as a matmul's
+  // weights (matmul, matmul_shared_x, MoeDown::down_shexp; never get_rows or matmul_id): the
+  // backend may store it in a layout of its own (Buffer::layout). Default: upload_weights.
+  virtual Result<Buffer*> upload_matmul_weights(const void* host, size_t n_bytes, GgmlType type,
+                                                int64_t n_in, int64_t n_out) {
+    (void)type, (void)n_in, (void)n_out;
+    return upload_weights(host, n_bytes);
+  }
   // Copies n_bytes from host into dst at byte offset. The host bytes are consumed before this
   // returns, so the caller may reuse them at once (token ids, positions, block tables, AttnSeq).
   virtual void upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) = 0;

@@ -145,9 +145,10 @@ Status load_nextn(const gguf::GgufFile& f, const HParams& hp, Backend& backend, 
     w.nextn.emplace_back(t.name, make_tensor(*buf, 0, t.type, ne[0], ne[1], ne[2], ne[3]));
     n_bytes += t.n_bytes;
   }
-  T9_LOG_INFO("{}: loaded {} MTP (nextn) tensors of {} block(s), {:.1f} MiB; forward() does not run "
-              "them yet",
-              f.name(), w.nextn.size(), hp.n_nextn, n_bytes / 1048576.0);
+  T9_LOG_INFO(
+      "{}: loaded {} MTP (nextn) tensors of {} block(s), {:.1f} MiB; forward() does not run "
+      "them yet",
+      f.name(), w.nextn.size(), hp.n_nextn, n_bytes / 1048576.0);
   return {};
 }
 
@@ -169,14 +170,20 @@ Result<Weights> load_weights(const gguf::GgufFile& f, const HParams& hp, const A
   for (int i = 0; i < total; ++i) {
     const gguf::TensorInfo* t = infos[static_cast<size_t>(i)];
     if (t) {
-      auto buf = backend.upload_weights(f.tensor_data(*t), t->n_bytes);
+      const Wanted& want = wanted[static_cast<size_t>(i)];
+      // 2-D matrices other than the embedding table (get_rows reads it; a tied output shares it)
+      // are read by matmuls only: the backend may keep them in a layout of its own.
+      const bool matmul_only =
+          want.kind == Kind::kMatrix && want.ne2 == 1 && want.dst != &w.token_embd;
+      auto buf = matmul_only ? backend.upload_matmul_weights(f.tensor_data(*t), t->n_bytes, t->type,
+                                                             want.ne0, want.ne1)
+                             : backend.upload_weights(f.tensor_data(*t), t->n_bytes);
       if (!buf.ok()) {
         free_weights(w, backend);
         return error("uploading tensor '{}': {}", t->name, buf.message());
       }
       w.buffers.push_back(*buf);
-      const Wanted& x = wanted[static_cast<size_t>(i)];
-      *x.dst = make_tensor(*buf, 0, t->type, x.ne0, x.ne1, x.ne2);
+      *want.dst = make_tensor(*buf, 0, t->type, want.ne0, want.ne1, want.ne2);
     }
     if (progress) progress(i + 1, total);
   }

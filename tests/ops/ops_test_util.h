@@ -158,6 +158,15 @@ class DeviceArena {
     return make_tensor(*r, 0, type, ne0, ne1);
   }
 
+  // Weights through upload_matmul_weights: the backend may store them in a layout of its own.
+  Tensor matmul_weights(const std::vector<uint8_t>& bytes, GgmlType type, int64_t ne0,
+                        int64_t ne1) {
+    auto r = be_.upload_matmul_weights(bytes.data(), bytes.size(), type, ne0, ne1);
+    EXPECT_TRUE(r.ok());
+    bufs_.push_back(*r);
+    return make_tensor(*r, 0, type, ne0, ne1);
+  }
+
   template <typename T>
   std::vector<T> download(const Tensor& t) {
     std::vector<T> out(t.n_bytes() / sizeof(T));

@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_bf16_q4k.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_profile.cuh"
@@ -19,6 +21,7 @@
 #include "backend/cuda/cuda_trace.cuh"
 #include "backend/cuda/cuda_units.cuh"
 #include "core/log.h"
+#include "quant/q4k_frag.h"
 
 namespace t9 {
 namespace cuda {
@@ -533,6 +536,9 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   attn_prep_slots_ = cfg.attn_prep_slots;
   if (const char* e = std::getenv("TEMPO9_CUDA_ATTN_PREP_SLOTS"))  // A/B runs
     attn_prep_slots_ = std::max(0, std::atoi(e));
+  bf16_q4k_ = cfg.bf16_q4k;
+  if (const char* e = std::getenv("TEMPO9_CUDA_BF16"))  // A/B runs
+    bf16_q4k_ = std::string(e) == "1";
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }
@@ -604,6 +610,18 @@ Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
   // still in flight (NaN in one output) without this.
   CUDA_CHECK(cudaDeviceSynchronize());
   buf->weights = true;
+  return buf;
+}
+
+Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_bytes, GgmlType type,
+                                                   int64_t n_in, int64_t n_out) {
+  if (!bf16_q4k_ || type != GgmlType::Q4_K || !cuda::bf16_q4k_shape_ok(n_in, n_out) ||
+      n_bytes != row_bytes(type, n_in) * static_cast<size_t>(n_out))
+    return upload_weights(host, n_bytes);
+  std::vector<uint8_t> frag(n_bytes);
+  q4k_to_frag(host, n_in, n_out, frag.data());
+  T9_ASSIGN_OR_RETURN(Buffer * buf, upload_weights(frag.data(), n_bytes));
+  buf->layout = WeightLayout::kQ4KFrag;
   return buf;
 }
 
@@ -689,6 +707,8 @@ void CudaBackend::get_rows(const Tensor& table, const Tensor& ids, const Tensor&
   cuda::check_f32_rows(out, "get_rows out");
   T9_CHECK(out.ne[0] == table.ne[0] && out.n_rows() == ids.n_elements(), "get_rows: shapes");
   T9_CHECK(table.ne[2] == 1 && table.ne[3] == 1, "get_rows: table must be 2-D");
+  T9_CHECK(table.buf->layout == WeightLayout::kGguf,
+           "get_rows: the table is stored for matmuls only (upload_matmul_weights)");
   derived_->wrote(out);
   const int64_t n_ids = ids.n_elements(), n_chunks = (table.ne[0] + 31) / 32;
   if (n_ids == 0) return;

@@ -109,6 +109,13 @@ struct CudaBackendConfig {
   // them. H100, runs 198-199: single decode +6% (8B, with the early keys) and +1.7% (35B); the
   // 35B's 8 agents (64 slots) lost 1.3% with it; 0: never. TEMPO9_CUDA_ATTN_PREP_SLOTS=N.
   int attn_prep_slots = 8;
+  // Q4_K matrices that only matmuls read (upload_matmul_weights, n_in a multiple of 1024 up to
+  // 16384, n_out of 16) are stored in mma-fragment order and every matmul of them runs on the
+  // bf16 tensor cores (cuda_bf16_q4k.cuh: x and the weights rounded to bf16, fp32 accumulation;
+  // batch-invariant bit for bit as the int8 path). Off until measured in a served model: alone it
+  // is ~2x the int8 GEMM at 512 rows and even with the int8 GEMV at one row (H100, docs/CUDA.md
+  // stage 42). TEMPO9_CUDA_BF16=1 turns it on (=0 off).
+  bool bf16_q4k = false;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -157,6 +164,8 @@ class CudaBackend final : public Backend {
   Result<Buffer*> alloc(size_t n_bytes) override;
   void free(Buffer* buf) override;
   Result<Buffer*> upload_weights(const void* host, size_t n_bytes) override;
+  Result<Buffer*> upload_matmul_weights(const void* host, size_t n_bytes, GgmlType type,
+                                        int64_t n_in, int64_t n_out) override;
   void upload(Buffer* dst, size_t offset, const void* host, size_t n_bytes) override;
   void download(const Buffer* src, size_t offset, void* host, size_t n_bytes) override;
   void sync() override;
@@ -297,6 +306,8 @@ class CudaBackend final : public Backend {
   cuda::Scratch argmax_scratch_;  // argmax's best key per (row, 4096-logit chunk)
   cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
+  cuda::Scratch bf16_scratch_;    // the bf16 matmul's bf16 copy of x
+  bool bf16_q4k_ = false;         // CudaBackendConfig::bf16_q4k
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a

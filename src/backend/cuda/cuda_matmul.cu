@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_bf16_q4k.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
@@ -117,6 +118,12 @@ void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const T
                   n_in, n_out, xd, yd, b, n_tok, x_vec);
 }
 
+// Weights in the bf16 matmul's layout: every matmul of them runs there (launch_bf16_q4k_matmul),
+// never in a fused int8 launch.
+bool bf16_layout(const Tensor& w) {
+  return w.valid() && w.buf->layout == WeightLayout::kQ4KFrag;
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -130,7 +137,8 @@ void CudaBackend::matmul(const Tensor& w, const Tensor& x, const Tensor& bias, c
 
 void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> outs) {
   bool any_int8 = false;
-  for (const MatmulOut& o : outs) any_int8 = any_int8 || cuda_matmul_int8_activations(o.w.type);
+  for (const MatmulOut& o : outs)
+    any_int8 = any_int8 || (cuda_matmul_int8_activations(o.w.type) && !cuda::bf16_layout(o.w));
   // Every weight checks x against its own n_in in matmul_with; the rounding needs whole blocks.
   const bool round = any_int8 && x.ne[0] % 32 == 0 && x.n_rows() > 0;
   cuda::RoundedX rx;
@@ -152,12 +160,14 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
       const bool int8 = cuda_matmul_int8_activations(a.w.type);
       const bool float_w =
           a.w.type == GgmlType::F32 || a.w.type == GgmlType::F16 || a.w.type == GgmlType::BF16;
-      if (done[i] || (int8 ? !round : !float_w || a.ids.valid())) continue;
+      if (done[i] || cuda::bf16_layout(a.w) || (int8 ? !round : !float_w || a.ids.valid()))
+        continue;
       const bool by_id = a.ids.valid();
       std::vector<size_t> group{i};
       for (size_t j = i + 1; j < outs.size() && group.size() < cuda::kMaxParts; ++j) {
         const MatmulOut& b = outs[j];
-        if (done[j] || b.w.type != a.w.type || b.ids.valid() != by_id) continue;
+        if (done[j] || cuda::bf16_layout(b.w) || b.w.type != a.w.type || b.ids.valid() != by_id)
+          continue;
         if (by_id && !(b.ids.buf == a.ids.buf && b.ids.offset == a.ids.offset &&
                        b.ids.ne == a.ids.ne && cuda::id_parts_fuse(a.w, b.w)))
           continue;
@@ -167,7 +177,8 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
       if (by_id && x.n_rows() > 0 && plain_rows_ride(a.ids)) {
         for (size_t j = 0; j < outs.size(); ++j) {
           const MatmulOut& b = outs[j];
-          if (!done[j] && !b.ids.valid() && !b.bias.valid() && cuda::id_plain_part_fits(a.w, b.w))
+          if (!done[j] && !b.ids.valid() && !b.bias.valid() && !cuda::bf16_layout(b.w) &&
+              cuda::id_plain_part_fits(a.w, b.w))
             plain.push_back(j);
         }
         if (plain.size() != group.size()) plain.clear();
@@ -259,6 +270,12 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
                            cuda::rows_bucket(x.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
   check_matmul(w, x, bias, y);
+  if (cuda::bf16_layout(w)) {
+    derived_->wrote(y);
+    if (x.n_rows() == 0 || n_out == 0) return;
+    cuda::launch_bf16_q4k_matmul(w, x, bias, y, bf16_scratch_, *stream_);
+    return;
+  }
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
     pre = derived_->codes(x);  // x's codes, written by the op that wrote x
   derived_->wrote(y);

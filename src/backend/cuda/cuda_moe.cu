@@ -324,6 +324,8 @@ void CudaBackend::check_matmul_id(const Tensor& w, const Tensor& x, const Tensor
   cuda::check_f32_rows(x, "matmul_id x");
   cuda::check_f32_rows(out, "matmul_id out");
   T9_CHECK(w.ne[3] == 1, "matmul_id: weights must be [n_expert, n_out, n_in]");
+  T9_CHECK(w.buf->layout == WeightLayout::kGguf,
+           "matmul_id: weights stored for plain matmuls only (upload_matmul_weights)");
   T9_CHECK(ids.type == GgmlType::I32 && ids.ne[2] == 1 && ids.ne[3] == 1 && ids.is_contiguous(),
            "matmul_id: ids must be contiguous I32 [n, k]");
   const int64_t k = ids.ne[0], n = ids.ne[1], xk = x.ne[1];
@@ -470,6 +472,9 @@ void CudaBackend::moe_combine_shared(const Tensor& y, const Tensor& weights, con
 }
 
 void CudaBackend::moe_down(const MoeDown& m) {
+  // A shared expert stored for the bf16 matmul is read by matmul only: the ops one by one.
+  if (m.down_shexp.valid() && m.down_shexp.buf->layout != WeightLayout::kGguf)
+    return Backend::moe_down(m);
   {
     T9_CUDA_PROF(fmt::format("moe_down {} rows {}", type_name(m.down_exps.type),
                              cuda::rows_bucket(m.ids.n_rows())));

@@ -1,0 +1,533 @@
+// The bf16 tensor-core matmul of fragment-ordered Q4_K weights (cuda_bf16_q4k.cuh; layout:
+// quant/q4k_frag.h). Grown in dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md stages
+// 41-42), which checks the same kernels bitwise (GEMV against GEMM) and against a double oracle.
+//
+// Why: the int8 path's canonical order costs ~4.5 float operations per output and 32 inputs, so
+// its tensor-core GEMM stops near ~106 TOPS on an H100; here the scales go into the weights (one
+// bf16 rounding each) and the tensor cores do the whole dot: ~200 TFLOP/s at 512 rows, and a
+// GEMV as fast as the int8 one at one row and 3-6x faster at 8 rows (H100, run 217).
+//
+// Both kernels multiply A = 16 weight rows (one tile) by B = 8 activation rows with
+// mma.sync.m16n8k16.bf16 in fp32, a slice of 1024 inputs as one chain of 64 steps from zero, the
+// slices added in order: an mma's output (i, j) depends only on A's row i, B's column j and C(i,
+// j), so a row's outputs are the same bits in the GEMV and in any tile of the GEMM.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_bf16_q4k.cuh"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_stream.cuh"
+#include "backend/cuda/cuda_units.cuh"
+#include "quant/q4k_frag.h"
+
+namespace t9::cuda {
+namespace {
+
+constexpr int kSlice = 1024;  // inputs a chain of the canonical order
+constexpr int kSbPerSlice = kSlice / 256;
+constexpr int kFragBytes = kQ4KFragBlockBytes;  // one 16-row tile x one 256-input super-block
+constexpr int kMaxSlices = 16;                  // n_in up to 16384: one GEMV warp a slice
+constexpr int kGemvMaxRows = 32;                // activation rows a GEMV call (4 x the mma's n8)
+
+// ---- the dequantization and the mma, shared by both kernels ----
+
+// (a & b) | c in one LOP3 (the compiler splits two immediates into two instructions).
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+
+// Two weights from two nibbles (bits 0..3, 16..19 of q2): bf16 0x4300 | q is 128 + q exactly,
+// minus 128 is q; then fma(q, s, m) with one rounding (q4k_bf16_weight's rule).
+__device__ __forceinline__ uint32_t dq2(uint32_t q2, __nv_bfloat162 s, __nv_bfloat162 m) {
+  const uint32_t biased = and_or(q2, 0x000F000Fu, 0x43004300u);
+  const __nv_bfloat162 k128 = __bfloat162bfloat162(__float2bfloat16_rn(128.0f));
+  __nv_bfloat162 v = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), k128);
+  v = __hfma2(v, s, m);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// (s, m) pairs {s, s}, {m, m} of sub-blocks 4 half + first .. + kCount - 1 of one row from its
+// 16-byte header: the 6-bit scales and mins of four sub-blocks at once, one byte each
+// (unpack_k_scale_min within a word), then s = bf16(d sc), m = bf16(-dmin m) (both products
+// exact in fp32).
+template <int kCount>
+__device__ __forceinline__ void row_scales(uint4 hdr, int half, int first, uint2 (&out)[kCount]) {
+  const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(hdr.x & 0xFFFF)));
+  const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(hdr.x >> 16)));
+  const uint32_t a = hdr.y, b = hdr.z, c = hdr.w;  // scale bytes 0-3, 4-7, 8-11
+  const uint32_t sc =
+      half == 0 ? (a & 0x3F3F3F3Fu) : ((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u));
+  const uint32_t mn =
+      half == 0 ? (b & 0x3F3F3F3Fu) : (((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u));
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {  // 2^23 + byte, minus 2^23: the byte as a float, exactly
+    const unsigned sel = 0x7540u + static_cast<unsigned>(first + i);
+    const float sc_f = __uint_as_float(__byte_perm(sc, 0x4B000000u, sel)) - 8388608.0f;
+    const float mn_f = __uint_as_float(__byte_perm(mn, 0x4B000000u, sel)) - 8388608.0f;
+    const __nv_bfloat162 s2 = __floats2bfloat162_rn(d * sc_f, d * sc_f);
+    const __nv_bfloat162 m2 = __floats2bfloat162_rn(-dmin * mn_f, -dmin * mn_f);
+    out[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&s2),
+                        *reinterpret_cast<const uint32_t*>(&m2));
+  }
+}
+
+// A fragments a[step][0..3] of one lane for the four k16 steps of a 64-input group: codes = its
+// 16 layout bytes; sg = {s, m of the group's low sub-block, s, m of its high one} of row g, sg8
+// of row g + 8. Steps 0, 1 take the low nibbles of words (w0, w2), (w1, w3); steps 2, 3 the high.
+__device__ __forceinline__ void frag_dequant(uint4 codes, uint4 sg, uint4 sg8,
+                                             uint32_t (&a)[4][4]) {
+  const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
+  const uint32_t sv[2][2] = {{sg.x, sg.z}, {sg8.x, sg8.z}};
+  const uint32_t mv[2][2] = {{sg.y, sg.w}, {sg8.y, sg8.w}};
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+    const int hi = step / 2, wg = step % 2;
+    const uint32_t r0 = w[wg], r8 = w[wg + 2];
+    const __nv_bfloat162 s0 = *reinterpret_cast<const __nv_bfloat162*>(&sv[0][hi]);
+    const __nv_bfloat162 m0 = *reinterpret_cast<const __nv_bfloat162*>(&mv[0][hi]);
+    const __nv_bfloat162 s8 = *reinterpret_cast<const __nv_bfloat162*>(&sv[1][hi]);
+    const __nv_bfloat162 m8 = *reinterpret_cast<const __nv_bfloat162*>(&mv[1][hi]);
+    a[step][0] = dq2(r0 >> (4 * hi), s0, m0);      // row g, slots 2t, 2t + 1
+    a[step][1] = dq2(r8 >> (4 * hi), s8, m8);      // row g + 8
+    a[step][2] = dq2(r0 >> (8 + 4 * hi), s0, m0);  // row g, slots 2t + 8, 2t + 9
+    a[step][3] = dq2(r8 >> (8 + 4 * hi), s8, m8);
+  }
+}
+
+// One super-block's (s, m) table [16 rows][8 sub-blocks] of uint2, built by one warp: lanes 2r
+// and 2r + 1 take row r's sub-blocks 0-3 and 4-7 from its header (hdr: the block's 16 headers).
+__device__ __forceinline__ void build_table(const uint8_t* hdr, uint2* table, int lane) {
+  uint2 pairs[4];
+  row_scales<4>(*reinterpret_cast<const uint4*>(hdr + 16 * (lane / 2)), lane % 2, 0, pairs);
+  uint4* row = reinterpret_cast<uint4*>(table + 8 * (lane / 2) + 4 * (lane % 2));
+  row[0] = make_uint4(pairs[0].x, pairs[0].y, pairs[1].x, pairs[1].y);
+  row[1] = make_uint4(pairs[2].x, pairs[2].y, pairs[3].x, pairs[3].y);
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+struct Bf16Args {
+  const uint8_t* w;        // fragment-ordered weights
+  const __nv_bfloat16* x;  // n_tok rows of n_in, contiguous (null: the GEMV stages xf itself)
+  TensorDesc xf;           // the F32 rows x was rounded from
+  const float* bias;       // [n_out] or null
+  TensorDesc y;            // n_tok rows of n_out floats
+  int n_in, n_out, n_tok;
+};
+
+__device__ __forceinline__ void store_y(const Bf16Args& a, int t, int o, float acc) {
+  float* yr = reinterpret_cast<float*>(a.y.row(t));
+  yr[o] = a.bias != nullptr ? acc + a.bias[o] : acc;
+}
+
+// ---- x to bf16 ----
+
+// Eight elements a thread: n_tok rows (TensorDesc) of n_in floats to contiguous bf16, rounded to
+// nearest even. Scalar loads: x's rows need only be 4-byte aligned.
+__global__ void to_bf16_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloat16* out) {
+  pdl_enter();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_oct) return;
+  const int64_t per_row = n_in / 8, r = i / per_row, c = 8 * (i % per_row);
+  const float* src = reinterpret_cast<const float*>(x.row(r)) + c;
+  __nv_bfloat162 v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = __floats2bfloat162_rn(src[2 * j], src[2 * j + 1]);
+  *reinterpret_cast<uint4*>(out + r * n_in + c) = *reinterpret_cast<const uint4*>(v);
+}
+
+// ---- GEMV: 1..32 activation rows ----
+// Persistent blocks of one warp a slice (n_in / 1024 warps): block b takes tiles b, b + grid,
+// ...; warp s streams super-blocks 4s .. 4s + 3 of each through a ring of kRing shared slots, one
+// bulk copy (lane 0, an mbarrier a slot) a super-block, kRing - 1 ahead, so its copies stay in
+// flight while it multiplies and while the block adds a tile's slices. Per super-block the warp
+// builds its (s, m) table; per 64-input group a lane reads its 16 fragment bytes and two table
+// entries, dequantizes once, and runs four mma for each of kGroups groups of 8 activation rows.
+// kStageX: each warp rounds its slice of the F32 rows to bf16 into shared memory at the start
+// (no conversion launch); else the rows come from the bf16 copy through L1, the next group's
+// loads issued before this group's mma.
+constexpr int kRing = 3;
+constexpr int kXRowU4 = kSlice / 8 + 4;  // uint4 a staged row (+64 bytes: rows g, g + 1 of one
+                                         // LDS.128 phase on disjoint banks)
+constexpr int kStageXMaxBytes = 64 << 10;
+constexpr int kBarBytes = 32;  // a warp's kRing mbarriers, padded: the staged rows stay 16-aligned
+
+// A GEMV block's shared memory, for n_slices warps: every warp's ring, every warp's (s, m) table,
+// every warp's slice partials (16 rows x 8 groups floats), every warp's mbarriers, then the staged
+// rows. One function for the kernel and the launcher; every region stays 16-byte aligned.
+struct GemvSmem {
+  int table, part, bars, x, bytes;
+};
+__host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n_tok_staged) {
+  GemvSmem m{};
+  m.table = n_slices * kRing * kFragBytes;
+  m.part = m.table + n_slices * 16 * 8 * 8;
+  m.bars = m.part + n_slices * 16 * 8 * 4 * groups;
+  m.x = m.bars + n_slices * kBarBytes;
+  m.bytes = m.x + n_slices * n_tok_staged * kXRowU4 * 16;
+  return m;
+}
+static_assert(kFragBytes % 16 == 0 && kBarBytes % 16 == 0 && kBarBytes >= kRing * 8);
+
+template <bool kStageX, int kGroups>
+__global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  pdl_enter();
+  const int lane = threadIdx.x % 32, s = threadIdx.x / 32;  // warp s: slice s
+  const int g = lane / 4, tq = lane % 4;
+  const int n_in = args.n_in, n_tok = args.n_tok, n_sb = n_in / 256, n_slices = n_in / kSlice;
+  const int n_tiles = args.n_out / 16;
+  constexpr int kPartFloats = 16 * 8 * kGroups;  // a slice's partials: [16 rows][8 kGroups]
+  const GemvSmem lay = gemv_smem(n_slices, kGroups, kStageX ? n_tok : 0);
+  uint8_t* ring = smem + s * kRing * kFragBytes;
+  uint2* table = reinterpret_cast<uint2*>(smem + lay.table) + s * 16 * 8;
+  float* part = reinterpret_cast<float*>(smem + lay.part);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + lay.bars + s * kBarBytes);
+  uint4* xsm = reinterpret_cast<uint4*>(smem + lay.x);
+  if (lane == 0)
+    for (int r = 0; r < kRing; ++r) mbar_init(&bars[r]);
+  __syncwarp();
+  // Stream position i: super-block i % 4 of this warp's slice of the block's (i / 4)-th tile.
+  const int my_tiles = (n_tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
+  const int n_pos = 4 * my_tiles;
+  auto issue = [&](int i) {
+    if (i >= n_pos || lane != 0) return;
+    const int64_t tile = blockIdx.x + static_cast<int64_t>(i / 4) * gridDim.x;
+    // The slot was read through the generic proxy in the previous round: order those reads
+    // before the copy engine's writes.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    mbar_expect(&bars[i % kRing], kFragBytes);
+    bulk_copy(ring + (i % kRing) * kFragBytes,
+              args.w + (tile * n_sb + s * kSbPerSlice + i % 4) * kFragBytes, kFragBytes,
+              &bars[i % kRing]);
+  };
+#pragma unroll
+  for (int i = 0; i < kRing - 1; ++i) issue(i);
+  if (kStageX) {  // this warp's slice of every row, rounded to bf16 (8 floats a lane and step)
+    for (int r = 0; r < n_tok; ++r) {
+      const float4* src = reinterpret_cast<const float4*>(
+          reinterpret_cast<const float*>(args.xf.row(r)) + s * kSlice);
+#pragma unroll
+      for (int u = lane; u < kSlice / 8; u += 32) {
+        const float4 lo = src[2 * u], hi = src[2 * u + 1];
+        const __nv_bfloat162 v[4] = {
+            __floats2bfloat162_rn(lo.x, lo.y), __floats2bfloat162_rn(lo.z, lo.w),
+            __floats2bfloat162_rn(hi.x, hi.y), __floats2bfloat162_rn(hi.z, hi.w)};
+        xsm[(s * n_tok + r) * kXRowU4 + u] = *reinterpret_cast<const uint4*>(v);
+      }
+    }
+    __syncwarp();
+  }
+  // Lane g of group gi feeds activation row 8 gi + g, the mma's column g, which reaches only
+  // output column g: rows past n_tok read row n_tok - 1 (their columns are never stored), so no
+  // load needs a branch.
+  const uint4* x_lane[kGroups];
+#pragma unroll
+  for (int gi = 0; gi < kGroups; ++gi) {
+    const int row = min(8 * gi + g, n_tok - 1);
+    x_lane[gi] = kStageX ? xsm + (s * n_tok + row) * kXRowU4 + tq  // + (input in the slice) / 8
+                         : reinterpret_cast<const uint4*>(
+                               args.x + static_cast<int64_t>(row) * n_in + s * kSlice) +
+                               tq;
+  }
+  auto load_x = [&](int k0, uint4(&xl)[kGroups], uint4(&xh)[kGroups]) {
+#pragma unroll
+    for (int gi = 0; gi < kGroups; ++gi) {
+      xl[gi] = kStageX ? x_lane[gi][k0 / 8] : __ldg(x_lane[gi] + k0 / 8);
+      xh[gi] = kStageX ? x_lane[gi][(k0 + 32) / 8] : __ldg(x_lane[gi] + (k0 + 32) / 8);
+    }
+  };
+  float p[kGroups][4];
+#pragma unroll
+  for (int gi = 0; gi < kGroups; ++gi) p[gi][0] = p[gi][1] = p[gi][2] = p[gi][3] = 0.0f;
+  for (int i = 0; i < n_pos; ++i) {
+    issue(i + kRing - 1);
+    const int q = i % 4;
+    uint4 xl[kGroups], xh[kGroups];
+    load_x(q * 256, xl, xh);                       // before the wait: in flight meanwhile
+    mbar_wait(&bars[i % kRing], (i / kRing) & 1);  // position i landed
+    const uint8_t* sb = ring + (i % kRing) * kFragBytes;
+    build_table(sb, table, lane);
+    __syncwarp();
+#pragma unroll
+    for (int grp = 0; grp < 4; ++grp) {
+      uint4 nl[kGroups], nh[kGroups];  // the next group's rows
+      if (grp < 3) load_x(q * 256 + 64 * (grp + 1), nl, nh);
+      const uint4 codes = *reinterpret_cast<const uint4*>(sb + 256 + 16 * (32 * grp + lane));
+      const uint4 sg = *reinterpret_cast<const uint4*>(table + 8 * g + 2 * grp);
+      const uint4 sg8 = *reinterpret_cast<const uint4*>(table + 8 * (g + 8) + 2 * grp);
+      uint32_t a[4][4];
+      frag_dequant(codes, sg, sg8, a);
+#pragma unroll
+      for (int gi = 0; gi < kGroups; ++gi) {
+        mma_bf16(p[gi], a[0], xl[gi].x, xl[gi].y);
+        mma_bf16(p[gi], a[1], xl[gi].z, xl[gi].w);
+        mma_bf16(p[gi], a[2], xh[gi].x, xh[gi].y);
+        mma_bf16(p[gi], a[3], xh[gi].z, xh[gi].w);
+      }
+      if (grp < 3)
+#pragma unroll
+        for (int gi = 0; gi < kGroups; ++gi) xl[gi] = nl[gi], xh[gi] = nh[gi];
+    }
+    __syncwarp();  // the slot and the table are read before they are overwritten
+    if (q == 3) {  // the slice is done: p[gi][e] is weight row g + 8(e/2), row 8gi + 2tq + e%2
+#pragma unroll
+      for (int gi = 0; gi < kGroups; ++gi)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          part[s * kPartFloats + (g + 8 * (e / 2)) * 8 * kGroups + 8 * gi + 2 * tq + e % 2] =
+              p[gi][e];
+          p[gi][e] = 0.0f;
+        }
+      __syncthreads();
+      const int o0 = (blockIdx.x + (i / 4) * gridDim.x) * 16;
+      for (int e = threadIdx.x; e < 16 * n_tok; e += blockDim.x) {  // output o of row t
+        const int t = e / 16, o = e % 16;
+        float acc = 0.0f;
+        for (int sl = 0; sl < n_slices; ++sl)
+          acc = __fadd_rn(acc, part[sl * kPartFloats + o * 8 * kGroups + t]);
+        store_y(args, t, o0 + o, acc);
+      }
+      __syncthreads();  // part is read before the next tile writes it
+    }
+  }
+}
+
+// ---- GEMM: a block owns 128 weight rows (8 tiles) x 64 activation rows, 8 warps of 32 x 32 ----
+// Per 64-input k-tile kt (one barrier): wait for tile kt + 1's copies, barrier, issue tile
+// kt + 3's, dequantize tile kt + 1 into fragment order (thread = tile tid / 32, lane tid % 32:
+// its own A fragments, from headers other threads copied, hence after the barrier), multiply
+// tile kt. B is one 16-byte load a lane and n8 tile per 32 inputs (the layout's slot order).
+constexpr int kBM = 128, kBN = 64, kGemmThreads = 256, kRawStages = 3, kXStages = 4;
+constexpr int kXStride = 96;  // bf16 a shared row: 192 bytes, rows g and g + 1 on disjoint banks
+struct GemmSmem {
+  uint4 codes[kRawStages][kBM / 16][32];
+  uint4 hdr[kRawStages][kBM / 16][16];
+  __nv_bfloat16 x[kXStages][kBN][kXStride];
+  uint4 a[2][kBM / 16][4][32];  // dequantized fragments: tile, k16 step, lane
+};
+
+__global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args args) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  GemmSmem& sm = *reinterpret_cast<GemmSmem*>(smem_raw);
+  pdl_enter();
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, tq = lane % 4;
+  const int wm = warp / 2, wn = warp % 2;  // 4 x 2 warps
+  const int n_in = args.n_in, n_out = args.n_out, n_tok = args.n_tok;
+  const int o0 = blockIdx.x * kBM, t0 = blockIdx.y * kBN;
+  const int n_sb = n_in / 256, n_tiles = n_in / 64, last_tile = n_out / 16 - 1;
+  // Tiles past n_out (a partial block) copy the last tile again; their outputs are not stored.
+  const uint8_t* w_codes =
+      args.w + static_cast<int64_t>(min(o0 / 16 + warp, last_tile)) * n_sb * kFragBytes + 256;
+  const uint8_t* w_hdr =
+      args.w + static_cast<int64_t>(min(o0 / 16 + (tid % kBM) / 16, last_tile)) * n_sb * kFragBytes;
+  const int cx_row = tid / 4;
+  const bool x_ok = t0 + cx_row < n_tok;
+  const __nv_bfloat16* x_row = args.x + static_cast<int64_t>(min(t0 + cx_row, n_tok - 1)) * n_in;
+  auto issue = [&](int kt) {
+    if (kt >= n_tiles) return;
+    const int st = kt % kRawStages, sb = kt / 4, grp = kt % 4;
+    cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][lane]),
+               w_codes + static_cast<int64_t>(sb) * kFragBytes + 16 * (32 * grp + lane));
+    if (tid < kBM)
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / 16][tid % 16]),
+                 w_hdr + static_cast<int64_t>(sb) * kFragBytes + 16 * (tid % 16));
+    if (x_ok) {
+      const int xs = kt % kXStages, part = tid % 4;
+      const uint8_t* src = reinterpret_cast<const uint8_t*>(x_row + kt * 64 + 16 * part);
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.x[xs][cx_row][16 * part]), src);
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.x[xs][cx_row][16 * part + 8]), src + 16);
+    }
+  };
+  auto dequant = [&](int kt) {
+    if (kt >= n_tiles) return;
+    const int st = kt % kRawStages, grp = kt % 4;
+    // This lane's four table entries (the group's sub-blocks 2 grp, 2 grp + 1 of rows g, g + 8),
+    // computed directly: the GEMV's table holds the same values.
+    uint2 pg[2], pg8[2];
+    row_scales<2>(sm.hdr[st][warp][g], grp / 2, 2 * (grp % 2), pg);
+    row_scales<2>(sm.hdr[st][warp][g + 8], grp / 2, 2 * (grp % 2), pg8);
+    const uint4 sg = make_uint4(pg[0].x, pg[0].y, pg[1].x, pg[1].y);
+    const uint4 sg8 = make_uint4(pg8[0].x, pg8[0].y, pg8[1].x, pg8[1].y);
+    uint32_t a[4][4];
+    frag_dequant(sm.codes[st][warp][lane], sg, sg8, a);
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+      sm.a[kt % 2][warp][step][lane] = make_uint4(a[step][0], a[step][1], a[step][2], a[step][3]);
+  };
+  if (!x_ok)  // rows past n_tok: zeros once (their outputs are not stored)
+    for (int b = 0; b < kXStages; ++b)
+      for (int k = 16 * (tid % 4); k < 16 * (tid % 4) + 16; ++k)
+        sm.x[b][cx_row][k] = __float2bfloat16_rn(0.0f);
+  float p[2][4][4], acc[2][4][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) p[mt][nt][i] = 0.0f, acc[mt][nt][i] = 0.0f;
+  issue(0);
+  cp_async_commit();
+  issue(1);
+  cp_async_commit();
+  issue(2);
+  cp_async_commit();
+  asm volatile("cp.async.wait_group 2;\n" ::: "memory");  // tile 0 (this thread's copies)
+  __syncthreads();
+  dequant(0);
+  for (int kt = 0; kt < n_tiles; ++kt) {
+    cp_async_wait_1();  // tile kt + 1's copies (this thread's)
+    __syncthreads();    // ... everyone's; tile kt's fragments; iteration kt - 1 done by all
+    issue(kt + 3);
+    cp_async_commit();
+    dequant(kt + 1);
+    const int xs = kt % kXStages, ab = kt % 2;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // the group's low then high sub-block
+      uint4 b[4];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+        b[nt] = *reinterpret_cast<const uint4*>(&sm.x[xs][wn * 32 + 8 * nt + g][32 * h + 8 * tq]);
+#pragma unroll
+      for (int s2 = 0; s2 < 2; ++s2) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          const uint4 v = sm.a[ab][2 * wm + mt][2 * h + s2][lane];
+          a[mt][0] = v.x, a[mt][1] = v.y, a[mt][2] = v.z, a[mt][3] = v.w;
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+            mma_bf16(p[mt][nt], a[mt], s2 == 0 ? b[nt].x : b[nt].z, s2 == 0 ? b[nt].y : b[nt].w);
+      }
+    }
+    if ((kt + 1) % (kSlice / 64) == 0) {  // a slice ends: y += p
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            acc[mt][nt][i] = __fadd_rn(acc[mt][nt][i], p[mt][nt][i]), p[mt][nt][i] = 0.0f;
+    }
+  }
+  // Accumulator i of (mt, nt): weight row wm*32 + 16mt + g + 8(i/2), activation row wn*32 + 8nt +
+  // 2tq + i%2.
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int o = o0 + wm * 32 + 16 * mt + g + 8 * (i / 2);
+        const int t = t0 + wn * 32 + 8 * nt + 2 * tq + i % 2;
+        if (o < n_out && t < n_tok) store_y(args, t, o, acc[mt][nt][i]);
+      }
+}
+
+template <typename K>
+void allow_smem(K kernel, int bytes) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+}  // namespace
+
+bool bf16_q4k_shape_ok(int64_t n_in, int64_t n_out) {
+  return q4k_frag_shape_ok(n_in, n_out) && n_in % kSlice == 0 && n_in <= kMaxSlices * kSlice &&
+         n_out <= (int64_t{1} << 30);
+}
+
+void launch_bf16_q4k_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
+                            Scratch& scratch, Stream& stream) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
+  T9_CHECK(w.type == GgmlType::Q4_K && w.buf->layout == WeightLayout::kQ4KFrag &&
+               bf16_q4k_shape_ok(n_in, n_out),
+           "bf16 matmul: weights {} [{}, {}] not in fragment order", type_name(w.type), n_out,
+           n_in);
+  T9_CHECK(n_tok <= 0x7fffffff / n_in, "bf16 matmul: {} rows of {}", n_tok, n_in);
+  const TensorDesc xd = desc(x);
+  Bf16Args args{reinterpret_cast<const uint8_t*>(base_ptr(w)),
+                nullptr,
+                xd,
+                bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
+                desc(y),
+                static_cast<int>(n_in),
+                static_cast<int>(n_out),
+                static_cast<int>(n_tok)};
+  // The GEMV rounds 16-byte-aligned F32 rows itself while they fit its shared memory as bf16;
+  // the rest (and the GEMM) read a bf16 copy made by one launch.
+  const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
+                       (x.ne[2] == 1 || xd.nb2 % 16 == 0) && (x.ne[3] == 1 || xd.nb3 % 16 == 0);
+  const bool gemv = n_tok <= kGemvMaxRows;
+  const bool stage = gemv && aligned && n_tok * n_in * 2 <= kStageXMaxBytes;
+  if (!stage) {
+    auto* xb =
+        static_cast<__nv_bfloat16*>(scratch.reserve(static_cast<size_t>(n_tok * n_in) * 2, stream));
+    const int64_t n_oct = n_tok * n_in / 8;
+    stream.launch(to_bf16_kernel, grid_1d(n_oct, 256), 256, 0, xd, static_cast<int>(n_in), n_oct,
+                  xb);
+    args.x = xb;
+  }
+  if (gemv) {
+    const int n_slices = static_cast<int>(n_in / kSlice);
+    const int groups = n_tok <= 8 ? 1 : n_tok <= 16 ? 2 : 4;
+    const int bytes = gemv_smem(n_slices, groups, stage ? static_cast<int>(n_tok) : 0).bytes;
+    // Every GEMV may ask for up to the device's opt-in limit (checked per launch below; the
+    // largest real request, 16 slices with two staged rows, is ~200 KB).
+    static const int max_bytes = [] {
+      int dev = 0, v = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+      allow_smem(bf16_gemv_kernel<true, 1>, v);
+      allow_smem(bf16_gemv_kernel<true, 2>, v);
+      allow_smem(bf16_gemv_kernel<true, 4>, v);
+      allow_smem(bf16_gemv_kernel<false, 1>, v);
+      allow_smem(bf16_gemv_kernel<false, 2>, v);
+      allow_smem(bf16_gemv_kernel<false, 4>, v);
+      return v;
+    }();
+    T9_CHECK(bytes <= max_bytes, "bf16 GEMV: {} bytes of shared memory for [{}, {}] x {} rows",
+             bytes, n_out, n_in, n_tok);
+    // Blocks an SM holds (shared memory, 64 warps), times the SMs: one persistent wave.
+    const int per_sm = std::max(1, std::min((max_bytes + 1024) / (bytes + 1024), 64 / n_slices));
+    const int64_t blocks = std::min<int64_t>(n_out / 16, int64_t{per_sm} * sm_count());
+    const dim3 grid(static_cast<unsigned>(blocks)), block(32 * n_slices);
+    const auto go = [&](auto kernel) { stream.launch(kernel, grid, block, bytes, args); };
+    if (stage)
+      groups == 1   ? go(bf16_gemv_kernel<true, 1>)
+      : groups == 2 ? go(bf16_gemv_kernel<true, 2>)
+                    : go(bf16_gemv_kernel<true, 4>);
+    else
+      groups == 1   ? go(bf16_gemv_kernel<false, 1>)
+      : groups == 2 ? go(bf16_gemv_kernel<false, 2>)
+                    : go(bf16_gemv_kernel<false, 4>);
+    return;
+  }
+  static const bool attr = [] {
+    allow_smem(bf16_gemm_kernel, static_cast<int>(sizeof(GemmSmem)));
+    return true;
+  }();
+  (void)attr;
+  T9_CHECK((n_tok + kBN - 1) / kBN <= 65535, "bf16 matmul: {} rows exceed the launch grid", n_tok);
+  const dim3 grid(static_cast<unsigned>((n_out + kBM - 1) / kBM),
+                  static_cast<unsigned>((n_tok + kBN - 1) / kBN));
+  stream.launch(bf16_gemm_kernel, grid, kGemmThreads, sizeof(GemmSmem), args);
+}
+
+}  // namespace t9::cuda

@@ -1,0 +1,182 @@
+// The bf16 tensor-core matmul of fragment-ordered Q4_K weights (cuda_bf16_q4k.cuh): its results
+// against a double reference over the bf16 operands it is defined to multiply, its rows bitwise
+// the same whatever the batch (the GEMV's 1-8 rows against the GEMM's tiles), and the ops that
+// must not read the layout refusing it.
+#ifdef TEMPO9_HAVE_CUDA
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_util.h"
+#include "ops_test_util.h"
+#include "quant/half.h"
+#include "quant/q4k_frag.h"
+
+namespace t9::test {
+namespace {
+
+class CudaBf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+    CudaBackendConfig cfg;
+    cfg.bf16_q4k = true;
+    be_ = std::make_unique<CudaBackend>(cfg);
+  }
+  std::unique_ptr<CudaBackend> be_;
+};
+
+double bf16_round(float v) {
+  return bf16_to_f32(f32_to_bf16(v));
+}
+
+// y of a [n_tok x n_in] x [n_out x n_in] call against sum(q4k_bf16_weight * bf16(x)) (+ bias) in
+// double. The tensor cores add each k16 step's 16 exact products into fp32 with their own
+// alignment, then the slices add in fp32: n_in / 16 + n_in / 1024 + 1 additions, each allowed
+// 2^-22 of sum |w x| + |bias| (a bit more than one rounding: the hardware's alignment may drop
+// bits below the accumulator's). The prototype's worst was ~1e-7 relative (run 217).
+void expect_near_reference(CudaBackend& be, std::mt19937_64& rng, int64_t n_in, int64_t n_out,
+                           int64_t n_tok, bool with_bias) {
+  SCOPED_TRACE(testing::Message() << n_tok << " x " << n_in << " -> " << n_out);
+  DeviceArena arena(be);
+  const auto wb = random_weights(rng, GgmlType::Q4_K, n_in, n_out);
+  const Tensor w = arena.matmul_weights(wb, GgmlType::Q4_K, n_in, n_out);
+  ASSERT_EQ(w.buf->layout, WeightLayout::kQ4KFrag);
+  const auto x = random_floats(rng, static_cast<size_t>(n_in * n_tok), -2.0f, 2.0f);
+  const auto bias = random_floats(rng, static_cast<size_t>(n_out));
+  const Tensor yt = arena.poisoned(GgmlType::F32, n_out, n_tok);
+  be.matmul(w, arena.from_host(x, GgmlType::F32, n_in, n_tok),
+            with_bias ? arena.from_host(bias, GgmlType::F32, n_out) : Tensor{}, yt);
+  const auto y = arena.download<float>(yt);
+  const auto* blocks = reinterpret_cast<const BlockQ4_K*>(wb.data());
+  const int64_t n_sb = n_in / 256;
+  const double steps = static_cast<double>(n_in / 16 + n_in / 1024 + 1);
+  for (int64_t o = 0; o < n_out; ++o) {
+    std::vector<double> wr(static_cast<size_t>(n_in));
+    for (int64_t k = 0; k < n_in; ++k)
+      wr[static_cast<size_t>(k)] = q4k_bf16_weight(blocks[o * n_sb + k / 256], k % 256);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      double ref = with_bias ? bias[static_cast<size_t>(o)] : 0.0, mag = std::fabs(ref);
+      for (int64_t k = 0; k < n_in; ++k) {
+        const double p =
+            wr[static_cast<size_t>(k)] * bf16_round(x[static_cast<size_t>(t * n_in + k)]);
+        ref += p, mag += std::fabs(p);
+      }
+      const double got = y[static_cast<size_t>(t * n_out + o)];
+      ASSERT_LE(std::fabs(got - ref), steps * std::ldexp(mag, -22))
+          << "row " << t << " out " << o << " got " << got << " ref " << ref;
+    }
+  }
+}
+
+TEST_F(CudaBf16, MatchesTheBf16Reference) {
+  auto rng = test_rng();
+  expect_near_reference(*be_, rng, 1024, 48, 1, false);   // GEMV, one slice
+  expect_near_reference(*be_, rng, 2048, 144, 5, true);   // GEMV, two slices, a bias
+  expect_near_reference(*be_, rng, 3072, 64, 8, false);   // GEMV at 8 rows
+  expect_near_reference(*be_, rng, 8192, 32, 8, false);   // GEMV, rows too big to stage: the
+                                                          // bf16 copy through L1
+  expect_near_reference(*be_, rng, 1024, 96, 20, true);   // GEMV, three groups of 8 rows
+  expect_near_reference(*be_, rng, 2048, 208, 70, true);  // GEMM: a partial 128-row block and
+                                                          // a partial 64-row tile, a bias
+}
+
+// Row 3 alone, then inside calls of 5, 8, 9, 17 and 32 rows (the GEMV: one to four groups of 8)
+// and 33, 70 and 130 rows (the GEMM, across its 64-row tiles): the same bits every time.
+TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
+  auto rng = test_rng();
+  for (const int64_t n_in : {1024, 4096}) {
+    SCOPED_TRACE(n_in);
+    const int64_t n_out = 272;
+    DeviceArena arena(*be_);
+    const auto wb = random_weights(rng, GgmlType::Q4_K, n_in, n_out);
+    const Tensor w = arena.matmul_weights(wb, GgmlType::Q4_K, n_in, n_out);
+    const auto x = random_floats(rng, static_cast<size_t>(n_in * 130), -3.0f, 3.0f);
+    const std::vector<float> x3(x.begin() + 3 * n_in, x.begin() + 4 * n_in);
+    const Tensor ya = arena.poisoned(GgmlType::F32, n_out, 1);
+    be_->matmul(w, arena.from_host(x3, GgmlType::F32, n_in, 1), Tensor{}, ya);
+    const auto alone = arena.download<float>(ya);
+    ASSERT_FALSE(std::isnan(alone[0]));
+    for (const int64_t n_tok : {5, 8, 9, 17, 32, 33, 70, 130}) {
+      const std::vector<float> xb(x.begin(), x.begin() + n_tok * n_in);
+      const Tensor yb = arena.poisoned(GgmlType::F32, n_out, n_tok);
+      be_->matmul(w, arena.from_host(xb, GgmlType::F32, n_in, n_tok), Tensor{}, yb);
+      const auto batch = arena.download<float>(yb);
+      for (int64_t o = 0; o < n_out; ++o)
+        ASSERT_EQ(float_bits(alone[static_cast<size_t>(o)]),
+                  float_bits(batch[static_cast<size_t>(3 * n_out + o)]))
+            << "n_tok " << n_tok << " out " << o;
+    }
+  }
+}
+
+// matmul_shared_x with two fragment-ordered weights beside a Q6_K one (int8 path, a bias on it):
+// every output the bits of its plain matmul; the Q4_K ones never enter a fused int8 launch.
+TEST_F(CudaBf16, SharedXEqualsPlainMatmuls) {
+  auto rng = test_rng();
+  const int64_t n_in = 2048;
+  for (const int64_t n_tok : {1, 40}) {
+    DeviceArena arena(*be_);
+    const Tensor x =
+        arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
+                        GgmlType::F32, n_in, n_tok);
+    const Tensor bias = arena.from_host(random_floats(rng, 96), GgmlType::F32, 96);
+    const std::vector<Backend::MatmulOut> outs = {
+        {arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, n_in, 128), GgmlType::Q4_K, n_in,
+                              128),
+         Tensor{}, arena.poisoned(GgmlType::F32, 128, n_tok)},
+        {arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, n_in, 64), GgmlType::Q4_K, n_in,
+                              64),
+         Tensor{}, arena.poisoned(GgmlType::F32, 64, n_tok)},
+        {arena.weights(random_weights(rng, GgmlType::Q6_K, n_in, 96), GgmlType::Q6_K, n_in, 96),
+         bias, arena.poisoned(GgmlType::F32, 96, n_tok)}};
+    be_->matmul_shared_x(x, outs);
+    for (const auto& o : outs) {
+      const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
+      be_->matmul(o.w, x, o.bias, sep);
+      const auto a = arena.download<float>(o.y), b = arena.download<float>(sep);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t e = 0; e < a.size(); ++e)
+        ASSERT_EQ(float_bits(a[e]), float_bits(b[e])) << type_name(o.w.type) << " element " << e;
+    }
+  }
+}
+
+// Shapes the kernels do not take stay in GGUF order (and on the int8 path); other types too.
+TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
+  auto rng = test_rng();
+  DeviceArena arena(*be_);
+  EXPECT_EQ(
+      arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, 1536, 64), GgmlType::Q4_K, 1536, 64)
+          .buf->layout,
+      WeightLayout::kGguf);  // n_in not whole 1024-input slices
+  EXPECT_EQ(
+      arena.matmul_weights(random_weights(rng, GgmlType::Q6_K, 1024, 64), GgmlType::Q6_K, 1024, 64)
+          .buf->layout,
+      WeightLayout::kGguf);
+  EXPECT_EQ(
+      arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, 1024, 64), GgmlType::Q4_K, 1024, 64)
+          .buf->layout,
+      WeightLayout::kQ4KFrag);
+}
+
+using CudaBf16DeathTest = CudaBf16;
+
+TEST_F(CudaBf16DeathTest, GetRowsRefusesTheLayout) {
+  auto rng = test_rng();
+  DeviceArena arena(*be_);
+  const Tensor table =
+      arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, 1024, 32), GgmlType::Q4_K, 1024, 32);
+  const Tensor ids = arena.from_host(std::vector<int32_t>{1}, GgmlType::I32, 1);
+  const Tensor out = arena.poisoned(GgmlType::F32, 1024, 1);
+  EXPECT_DEATH(be_->get_rows(table, ids, out), "stored for matmuls only");
+}
+
+}  // namespace
+}  // namespace t9::test
+
+#endif  // TEMPO9_HAVE_CUDA
