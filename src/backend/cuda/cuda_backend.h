@@ -9,7 +9,9 @@
 //     elements exactly as the CPU backend rounds them (cuda_gemv.cuh); the other quantized types
 //     multiply dequantized weights by F32 activations, as do F16/BF16/F32. The reduction order
 //     per output depends only on n_in, so a row's result does not depend on the other rows:
-//     batch-invariant, bitwise.
+//     batch-invariant, bitwise. With bf16_q4k, Q4_K matrices stored in fragment order
+//     (upload_matmul_weights) multiply bf16-rounded activations by bf16-rounded weights in fp32
+//     instead (cuda_bf16_q4k.cuh), every row count the same way: batch-invariant too.
 //   - attention is split-K: a row's keys are cut into up to 16 contiguous ranges (a count that
 //     depends only on the row's own key count), one thread block per (query row, head, range)
 //     with an online softmax over tiles of keys in position order, then a combine in range

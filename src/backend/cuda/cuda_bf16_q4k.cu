@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_bf16_q4k.cuh"
@@ -126,7 +127,9 @@ struct Bf16Args {
   const float* bias;       // [n_out] or null
   TensorDesc y;            // n_tok rows of n_out floats
   int n_in, n_out, n_tok;
+  int unused = 0;  // fills the tail: no padding for Stream::put_arg to clear (cuda_stream.cuh)
 };
+static_assert(std::has_unique_object_representations_v<Bf16Args>);
 
 __device__ __forceinline__ void store_y(const Bf16Args& a, int t, int o, float acc) {
   float* yr = reinterpret_cast<float*>(a.y.row(t));
