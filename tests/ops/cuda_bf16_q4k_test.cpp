@@ -19,6 +19,8 @@
 namespace t9::test {
 namespace {
 
+using cuda_util::expect_row_batch_invariant;
+
 class CudaBf16 : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -95,22 +97,9 @@ TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
     DeviceArena arena(*be_);
     const auto wb = random_weights(rng, GgmlType::Q4_K, n_in, n_out);
     const Tensor w = arena.matmul_weights(wb, GgmlType::Q4_K, n_in, n_out);
-    const auto x = random_floats(rng, static_cast<size_t>(n_in * 130), -3.0f, 3.0f);
-    const std::vector<float> x3(x.begin() + 3 * n_in, x.begin() + 4 * n_in);
-    const Tensor ya = arena.poisoned(GgmlType::F32, n_out, 1);
-    be_->matmul(w, arena.from_host(x3, GgmlType::F32, n_in, 1), Tensor{}, ya);
-    const auto alone = arena.download<float>(ya);
-    ASSERT_FALSE(std::isnan(alone[0]));
-    for (const int64_t n_tok : {5, 8, 9, 17, 32, 33, 70, 130}) {
-      const std::vector<float> xb(x.begin(), x.begin() + n_tok * n_in);
-      const Tensor yb = arena.poisoned(GgmlType::F32, n_out, n_tok);
-      be_->matmul(w, arena.from_host(xb, GgmlType::F32, n_in, n_tok), Tensor{}, yb);
-      const auto batch = arena.download<float>(yb);
-      for (int64_t o = 0; o < n_out; ++o)
-        ASSERT_EQ(float_bits(alone[static_cast<size_t>(o)]),
-                  float_bits(batch[static_cast<size_t>(3 * n_out + o)]))
-            << "n_tok " << n_tok << " out " << o;
-    }
+    expect_row_batch_invariant(*be_, arena, w,
+                               random_floats(rng, static_cast<size_t>(n_in * 130), -3.0f, 3.0f),
+                               {5, 8, 9, 17, 32, 33, 70, 130});
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <span>
 #include <string>
@@ -53,6 +54,29 @@ inline Tensor expert(const Tensor& w, int64_t e) {
   v.ne[2] = 1;
   v.nb[3] = v.nb[2];
   return v;
+}
+
+// Row 3 of x (rows of w.ne[0] floats) multiplied alone, then inside calls of each of
+// `row_counts` rows (x's first rows): every output of row 3 the same bits each time.
+inline void expect_row_batch_invariant(Backend& be, DeviceArena& arena, const Tensor& w,
+                                       const std::vector<float>& x,
+                                       std::initializer_list<int64_t> row_counts) {
+  const int64_t n_in = w.ne[0], n_out = w.ne[1];
+  const std::vector<float> x3(x.begin() + 3 * n_in, x.begin() + 4 * n_in);
+  const Tensor ya = arena.poisoned(GgmlType::F32, n_out, 1);
+  be.matmul(w, arena.from_host(x3, GgmlType::F32, n_in, 1), Tensor{}, ya);
+  const auto alone = arena.download<float>(ya);
+  ASSERT_FALSE(std::isnan(alone[0]));
+  for (const int64_t n_tok : row_counts) {
+    const std::vector<float> xb(x.begin(), x.begin() + n_tok * n_in);
+    const Tensor yb = arena.poisoned(GgmlType::F32, n_out, n_tok);
+    be.matmul(w, arena.from_host(xb, GgmlType::F32, n_in, n_tok), Tensor{}, yb);
+    const auto batch = arena.download<float>(yb);
+    for (int64_t o = 0; o < n_out; ++o)
+      ASSERT_EQ(float_bits(alone[static_cast<size_t>(o)]),
+                float_bits(batch[static_cast<size_t>(3 * n_out + o)]))
+          << "n_tok " << n_tok << " out " << o;
+  }
 }
 
 // Every (token, rank) pair r of a matmul_id's output `got` ([pairs, n_out], pairs = ids.size()) is
