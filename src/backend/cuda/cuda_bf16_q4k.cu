@@ -1,6 +1,8 @@
 // The bf16 tensor-core matmul of fragment-ordered Q4_K weights (cuda_bf16_q4k.cuh; layout:
-// quant/q4k_frag.h). Grown in dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md stages
-// 41-42), which checks the same kernels bitwise (GEMV against GEMM) and against a double oracle.
+// quant/q4k_frag.h). Grown from dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md stages
+// 41-42), whose standalone form times its GEMV against its GEMM bitwise and against a double
+// oracle; this form (row groups, the GEMV's own rounding of x) is checked by
+// tests/ops/cuda_bf16_q4k_test.cpp.
 //
 // Why: the int8 path's canonical order costs ~4.5 float operations per output and 32 inputs, so
 // its tensor-core GEMM stops near ~106 TOPS on an H100; here the scales go into the weights (one
