@@ -168,6 +168,9 @@ constexpr int kRing = 3;
 constexpr int kXRowU4 = kSlice / 8 + 4;  // uint4 a staged row (+64 bytes: rows g, g + 1 of one
                                          // LDS.128 phase on disjoint banks)
 constexpr int kStageXMaxBytes = 64 << 10;
+// A GEMV block's shared memory limit (H100 / H200 opt-in: 227 KB); the largest real request,
+// 16 slices with two staged rows, is ~200 KB.
+constexpr int kGemvMaxSmem = 227 * 1024;
 constexpr int kBarBytes = 32;  // a warp's kRing mbarriers, padded: the staged rows stay 16-aligned
 
 // A GEMV block's shared memory, for n_slices warps: every warp's ring, every warp's (s, m) table,
@@ -446,9 +449,17 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
       }
 }
 
-template <typename K>
-void allow_smem(K kernel, int bytes) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+// The persistent GEMV on one wave of resident blocks (resident_blocks: shared memory, registers
+// and warps per SM, queried once per size), at most one block a tile.
+template <bool kStageX, int kGroups>
+struct Gemv {
+  static constexpr auto value = bf16_gemv_kernel<kStageX, kGroups>;
+};
+template <auto kKernel>
+void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles, Stream& stream) {
+  const int threads = 32 * n_slices;
+  const int64_t blocks = resident_blocks<kKernel>(threads, bytes, kGemvMaxSmem, n_tiles);
+  stream.launch(kKernel, dim3(static_cast<unsigned>(blocks)), threads, bytes, args);
 }
 
 }  // namespace
@@ -493,39 +504,22 @@ void launch_bf16_q4k_matmul(const Tensor& w, const Tensor& x, const Tensor& bias
     const int n_slices = static_cast<int>(n_in / kSlice);
     const int groups = n_tok <= 8 ? 1 : n_tok <= 16 ? 2 : 4;
     const int bytes = gemv_smem(n_slices, groups, stage ? static_cast<int>(n_tok) : 0).bytes;
-    // Every GEMV may ask for up to the device's opt-in limit (checked per launch below; the
-    // largest real request, 16 slices with two staged rows, is ~200 KB).
-    static const int max_bytes = [] {
-      int dev = 0, v = 0;
-      CUDA_CHECK(cudaGetDevice(&dev));
-      CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-      allow_smem(bf16_gemv_kernel<true, 1>, v);
-      allow_smem(bf16_gemv_kernel<true, 2>, v);
-      allow_smem(bf16_gemv_kernel<true, 4>, v);
-      allow_smem(bf16_gemv_kernel<false, 1>, v);
-      allow_smem(bf16_gemv_kernel<false, 2>, v);
-      allow_smem(bf16_gemv_kernel<false, 4>, v);
-      return v;
-    }();
-    T9_CHECK(bytes <= max_bytes, "bf16 GEMV: {} bytes of shared memory for [{}, {}] x {} rows",
+    T9_CHECK(bytes <= kGemvMaxSmem, "bf16 GEMV: {} bytes of shared memory for [{}, {}] x {} rows",
              bytes, n_out, n_in, n_tok);
-    // Blocks an SM holds (shared memory, 64 warps), times the SMs: one persistent wave.
-    const int per_sm = std::max(1, std::min((max_bytes + 1024) / (bytes + 1024), 64 / n_slices));
-    const int64_t blocks = std::min<int64_t>(n_out / 16, int64_t{per_sm} * sm_count());
-    const dim3 grid(static_cast<unsigned>(blocks)), block(32 * n_slices);
-    const auto go = [&](auto kernel) { stream.launch(kernel, grid, block, bytes, args); };
+    const auto go = [&](auto kernel) {
+      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, n_out / 16, stream);
+    };
     if (stage)
-      groups == 1   ? go(bf16_gemv_kernel<true, 1>)
-      : groups == 2 ? go(bf16_gemv_kernel<true, 2>)
-                    : go(bf16_gemv_kernel<true, 4>);
+      groups == 1 ? go(Gemv<true, 1>{}) : groups == 2 ? go(Gemv<true, 2>{}) : go(Gemv<true, 4>{});
     else
-      groups == 1   ? go(bf16_gemv_kernel<false, 1>)
-      : groups == 2 ? go(bf16_gemv_kernel<false, 2>)
-                    : go(bf16_gemv_kernel<false, 4>);
+      groups == 1   ? go(Gemv<false, 1>{})
+      : groups == 2 ? go(Gemv<false, 2>{})
+                    : go(Gemv<false, 4>{});
     return;
   }
   static const bool attr = [] {
-    allow_smem(bf16_gemm_kernel, static_cast<int>(sizeof(GemmSmem)));
+    CUDA_CHECK(cudaFuncSetAttribute(bf16_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(sizeof(GemmSmem))));
     return true;
   }();
   (void)attr;
