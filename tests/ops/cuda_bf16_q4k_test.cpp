@@ -103,32 +103,38 @@ TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
   }
 }
 
-// matmul_shared_x with two fragment-ordered weights beside a Q6_K one (int8 path, a bias on it):
-// every output the bits of its plain matmul; the Q4_K ones never enter a fused int8 launch.
-TEST_F(CudaBf16, SharedXEqualsPlainMatmuls) {
+// matmul_shared_x with three fragment-ordered weights (208 rows: a partial GEMM block; a bias on
+// the second) beside a Q6_K one (int8 path): the three go in one launch (fused_matmuls), and
+// every output is the bits of its plain matmul, in the GEMV (1 and 20 rows) and the GEMM (70).
+TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
   auto rng = test_rng();
   const int64_t n_in = 2048;
-  for (const int64_t n_tok : {1, 40}) {
+  for (const int64_t n_tok : {1, 20, 70}) {
+    SCOPED_TRACE(n_tok);
     DeviceArena arena(*be_);
     const Tensor x =
         arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
                         GgmlType::F32, n_in, n_tok);
-    const Tensor bias = arena.from_host(random_floats(rng, 96), GgmlType::F32, 96);
+    const Tensor bias = arena.from_host(random_floats(rng, 64), GgmlType::F32, 64);
+    const auto frag = [&](int64_t n_out) {
+      return arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, n_in, n_out), GgmlType::Q4_K,
+                                  n_in, n_out);
+    };
     const std::vector<Backend::MatmulOut> outs = {
-        {arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, n_in, 128), GgmlType::Q4_K, n_in,
-                              128),
-         Tensor{}, arena.poisoned(GgmlType::F32, 128, n_tok)},
-        {arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, n_in, 64), GgmlType::Q4_K, n_in,
-                              64),
-         Tensor{}, arena.poisoned(GgmlType::F32, 64, n_tok)},
+        {frag(208), Tensor{}, arena.poisoned(GgmlType::F32, 208, n_tok)},
+        {frag(64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
         {arena.weights(random_weights(rng, GgmlType::Q6_K, n_in, 96), GgmlType::Q6_K, n_in, 96),
-         bias, arena.poisoned(GgmlType::F32, 96, n_tok)}};
+         Tensor{}, arena.poisoned(GgmlType::F32, 96, n_tok)},
+        {frag(48), Tensor{}, arena.poisoned(GgmlType::F32, 48, n_tok)}};
+    const long fused_before = be_->fused_matmuls();
     be_->matmul_shared_x(x, outs);
+    EXPECT_EQ(be_->fused_matmuls() - fused_before, 1);
     for (const auto& o : outs) {
       const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
       be_->matmul(o.w, x, o.bias, sep);
       const auto a = arena.download<float>(o.y), b = arena.download<float>(sep);
       ASSERT_EQ(a.size(), b.size());
+      ASSERT_FALSE(std::isnan(a[0]));
       for (size_t e = 0; e < a.size(); ++e)
         ASSERT_EQ(float_bits(a[e]), float_bits(b[e])) << type_name(o.w.type) << " element " << e;
     }

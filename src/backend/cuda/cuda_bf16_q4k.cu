@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <span>
 #include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -35,6 +36,7 @@ constexpr int kSlice = 1024;  // inputs a chain of the canonical order
 constexpr int kSbPerSlice = kSlice / 256;
 constexpr int kFragBytes = kQ4KFragBlockBytes;  // one 16-row tile x one 256-input super-block
 constexpr int kMaxSlices = 16;                  // n_in up to 16384: one GEMV warp a slice
+constexpr int kMaxFused = kBf16MaxFused;        // matrices a launch (Bf16Args::parts)
 constexpr int kGemvMaxRows = 32;                // activation rows a GEMV call (4 x the mma's n8)
 
 // ---- the dequantization and the mma, shared by both kernels ----
@@ -122,20 +124,56 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// One launch multiplies x by up to kMaxFused matrices of the same n_in (q, k, v; gate, up):
+// their 16-row tiles (GEMV) or 128-row blocks (GEMM) are numbered one after the other.
+// No padding anywhere (static_asserts below): Stream::put_arg clears padding bytes, which GCC 12.2
+// gets wrong after an array of structs (it zeroes live bytes: cuda_stream.cuh).
+struct Bf16Part {
+  const uint8_t* w;   // fragment-ordered weights
+  const float* bias;  // [n_out] or null
+  TensorDesc y;       // n_tok rows of n_out floats
+  int n_out;
+  int first_tile;   // the part's first 16-row tile in the launch's numbering
+  int first_block;  // its first 128-row GEMM block
+  int unused = 0;   // fills the tail (8-byte alignment)
+};
 struct Bf16Args {
-  const uint8_t* w;        // fragment-ordered weights
+  Bf16Part parts[kMaxFused];
   const __nv_bfloat16* x;  // n_tok rows of n_in, contiguous (null: the GEMV stages xf itself)
   TensorDesc xf;           // the F32 rows x was rounded from
-  const float* bias;       // [n_out] or null
-  TensorDesc y;            // n_tok rows of n_out floats
-  int n_in, n_out, n_tok;
-  int unused = 0;  // fills the tail: no padding for Stream::put_arg to clear (cuda_stream.cuh)
+  int n_parts;
+  int n_in, n_tok;
+  int n_tiles, n_blocks;  // all parts'
+  int unused = 0;         // fills the tail
 };
-static_assert(std::has_unique_object_representations_v<Bf16Args>);
+static_assert(std::has_unique_object_representations_v<Bf16Part> &&
+              std::has_unique_object_representations_v<Bf16Args>);
 
-__device__ __forceinline__ void store_y(const Bf16Args& a, int t, int o, float acc) {
-  float* yr = reinterpret_cast<float*>(a.y.row(t));
-  yr[o] = a.bias != nullptr ? acc + a.bias[o] : acc;
+// The part holding launch tile (or block) `at`, given each part's first one: walked with
+// constant indices, so the parameters are read in place (no copy to local memory).
+template <typename First>
+__device__ __forceinline__ int part_of(const Bf16Args& a, int at, First first) {
+  int p = 0;
+#pragma unroll
+  for (int q = 1; q < kMaxFused; ++q)
+    if (q < a.n_parts && at >= first(a.parts[q])) p = q;
+  return p;
+}
+// Field f of part p, likewise.
+template <typename F>
+__device__ __forceinline__ auto part_field(const Bf16Args& a, int p, F f) {
+  auto v = f(a.parts[0]);
+#pragma unroll
+  for (int q = 1; q < kMaxFused; ++q)
+    if (q == p) v = f(a.parts[q]);
+  return v;
+}
+
+__device__ __forceinline__ void store_y(const Bf16Args& a, int p, int t, int o, float acc) {
+  const float* bias = part_field(a, p, [](const Bf16Part& x) { return x.bias; });
+  const TensorDesc y = part_field(a, p, [](const Bf16Part& x) { return x.y; });
+  float* yr = reinterpret_cast<float*>(y.row(t));
+  yr[o] = bias != nullptr ? acc + bias[o] : acc;
 }
 
 // ---- x to bf16 ----
@@ -197,7 +235,7 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
   const int lane = threadIdx.x % 32, s = threadIdx.x / 32;  // warp s: slice s
   const int g = lane / 4, tq = lane % 4;
   const int n_in = args.n_in, n_tok = args.n_tok, n_sb = n_in / 256, n_slices = n_in / kSlice;
-  const int n_tiles = args.n_out / 16;
+  const int n_tiles = args.n_tiles;
   constexpr int kPartFloats = 16 * 8 * kGroups;  // a slice's partials: [16 rows][8 kGroups]
   const GemvSmem lay = gemv_smem(n_slices, kGroups, kStageX ? n_tok : 0);
   uint8_t* ring = smem + s * kRing * kFragBytes;
@@ -211,15 +249,18 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
   // Stream position i: super-block i % 4 of this warp's slice of the block's (i / 4)-th tile.
   const int my_tiles = (n_tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
   const int n_pos = 4 * my_tiles;
+  auto first_tile = [](const Bf16Part& x) { return x.first_tile; };
   auto issue = [&](int i) {
     if (i >= n_pos || lane != 0) return;
-    const int64_t tile = blockIdx.x + static_cast<int64_t>(i / 4) * gridDim.x;
+    const int tile = blockIdx.x + (i / 4) * gridDim.x, p = part_of(args, tile, first_tile);
+    const uint8_t* w = part_field(args, p, [](const Bf16Part& x) { return x.w; });
+    const int64_t local = tile - part_field(args, p, first_tile);
     // The slot was read through the generic proxy in the previous round: order those reads
     // before the copy engine's writes.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     mbar_expect(&bars[i % kRing], kFragBytes);
     bulk_copy(ring + (i % kRing) * kFragBytes,
-              args.w + (tile * n_sb + s * kSbPerSlice + i % 4) * kFragBytes, kFragBytes,
+              w + (local * n_sb + s * kSbPerSlice + i % 4) * kFragBytes, kFragBytes,
               &bars[i % kRing]);
   };
 #pragma unroll
@@ -301,13 +342,14 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
           p[gi][e] = 0.0f;
         }
       __syncthreads();
-      const int o0 = (blockIdx.x + (i / 4) * gridDim.x) * 16;
+      const int tile = blockIdx.x + (i / 4) * gridDim.x, p = part_of(args, tile, first_tile);
+      const int o0 = (tile - part_field(args, p, first_tile)) * 16;
       for (int e = threadIdx.x; e < 16 * n_tok; e += blockDim.x) {  // output o of row t
         const int t = e / 16, o = e % 16;
         float acc = 0.0f;
         for (int sl = 0; sl < n_slices; ++sl)
           acc = __fadd_rn(acc, part[sl * kPartFloats + o * 8 * kGroups + t]);
-        store_y(args, t, o0 + o, acc);
+        store_y(args, p, t, o0 + o, acc);
       }
       __syncthreads();  // part is read before the next tile writes it
     }
@@ -335,14 +377,19 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, tq = lane % 4;
   const int wm = warp / 2, wn = warp % 2;  // 4 x 2 warps
-  const int n_in = args.n_in, n_out = args.n_out, n_tok = args.n_tok;
-  const int o0 = blockIdx.x * kBM, t0 = blockIdx.y * kBN;
+  const int n_in = args.n_in, n_tok = args.n_tok;
+  const int part = part_of(args, blockIdx.x, [](const Bf16Part& x) { return x.first_block; });
+  const int n_out = part_field(args, part, [](const Bf16Part& x) { return x.n_out; });
+  const uint8_t* w = part_field(args, part, [](const Bf16Part& x) { return x.w; });
+  const int o0 =
+      (blockIdx.x - part_field(args, part, [](const Bf16Part& x) { return x.first_block; })) * kBM;
+  const int t0 = blockIdx.y * kBN;
   const int n_sb = n_in / 256, n_tiles = n_in / 64, last_tile = n_out / 16 - 1;
   // Tiles past n_out (a partial block) copy the last tile again; their outputs are not stored.
   const uint8_t* w_codes =
-      args.w + static_cast<int64_t>(min(o0 / 16 + warp, last_tile)) * n_sb * kFragBytes + 256;
+      w + static_cast<int64_t>(min(o0 / 16 + warp, last_tile)) * n_sb * kFragBytes + 256;
   const uint8_t* w_hdr =
-      args.w + static_cast<int64_t>(min(o0 / 16 + (tid % kBM) / 16, last_tile)) * n_sb * kFragBytes;
+      w + static_cast<int64_t>(min(o0 / 16 + (tid % kBM) / 16, last_tile)) * n_sb * kFragBytes;
   const int cx_row = tid / 4;
   const bool x_ok = t0 + cx_row < n_tok;
   const __nv_bfloat16* x_row = args.x + static_cast<int64_t>(min(t0 + cx_row, n_tok - 1)) * n_in;
@@ -445,7 +492,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
       for (int i = 0; i < 4; ++i) {
         const int o = o0 + wm * 32 + 16 * mt + g + 8 * (i / 2);
         const int t = t0 + wn * 32 + 8 * nt + 2 * tq + i % 2;
-        if (o < n_out && t < n_tok) store_y(args, t, o, acc[mt][nt][i]);
+        if (o < n_out && t < n_tok) store_y(args, part, t, o, acc[mt][nt][i]);
       }
 }
 
@@ -469,23 +516,35 @@ bool bf16_q4k_shape_ok(int64_t n_in, int64_t n_out) {
          n_out <= (int64_t{1} << 30);
 }
 
-void launch_bf16_q4k_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                            Scratch& scratch, Stream& stream) {
-  const int64_t n_in = w.ne[0], n_out = w.ne[1], n_tok = x.n_rows();
-  T9_CHECK(w.type == GgmlType::Q4_K && w.buf->layout == WeightLayout::kQ4KFrag &&
-               bf16_q4k_shape_ok(n_in, n_out),
-           "bf16 matmul: weights {} [{}, {}] not in fragment order", type_name(w.type), n_out,
-           n_in);
-  T9_CHECK(n_tok <= 0x7fffffff / n_in, "bf16 matmul: {} rows of {}", n_tok, n_in);
+void launch_bf16_q4k_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch& scratch,
+                            Stream& stream) {
+  T9_CHECK(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxFused),
+           "bf16 matmul: {} matrices in one launch", outs.size());
+  const int64_t n_in = outs[0].w->ne[0], n_tok = x.n_rows();
   const TensorDesc xd = desc(x);
-  Bf16Args args{reinterpret_cast<const uint8_t*>(base_ptr(w)),
-                nullptr,
-                xd,
-                bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
-                desc(y),
-                static_cast<int>(n_in),
-                static_cast<int>(n_out),
-                static_cast<int>(n_tok)};
+  Bf16Args args{};
+  args.n_parts = static_cast<int>(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& w = *outs[i].w;
+    const int64_t n_out = w.ne[1];
+    T9_CHECK(w.type == GgmlType::Q4_K && w.buf->layout == WeightLayout::kQ4KFrag &&
+                 w.ne[0] == n_in && bf16_q4k_shape_ok(n_in, n_out),
+             "bf16 matmul: weights {} [{}, {}] not in fragment order (n_in {})", type_name(w.type),
+             n_out, w.ne[0], n_in);
+    const Tensor& bias = *outs[i].bias;
+    args.parts[i] = {reinterpret_cast<const uint8_t*>(base_ptr(w)),
+                     bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
+                     desc(*outs[i].y),
+                     static_cast<int>(n_out),
+                     args.n_tiles,
+                     args.n_blocks};
+    args.n_tiles += static_cast<int>(n_out / 16);
+    args.n_blocks += static_cast<int>((n_out + kBM - 1) / kBM);
+  }
+  T9_CHECK(n_tok <= 0x7fffffff / n_in, "bf16 matmul: {} rows of {}", n_tok, n_in);
+  args.xf = xd;
+  args.n_in = static_cast<int>(n_in);
+  args.n_tok = static_cast<int>(n_tok);
   // The GEMV rounds 16-byte-aligned F32 rows itself while they fit its shared memory as bf16;
   // the rest (and the GEMM) read a bf16 copy made by one launch.
   const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
@@ -504,10 +563,10 @@ void launch_bf16_q4k_matmul(const Tensor& w, const Tensor& x, const Tensor& bias
     const int n_slices = static_cast<int>(n_in / kSlice);
     const int groups = n_tok <= 8 ? 1 : n_tok <= 16 ? 2 : 4;
     const int bytes = gemv_smem(n_slices, groups, stage ? static_cast<int>(n_tok) : 0).bytes;
-    T9_CHECK(bytes <= kGemvMaxSmem, "bf16 GEMV: {} bytes of shared memory for [{}, {}] x {} rows",
-             bytes, n_out, n_in, n_tok);
+    T9_CHECK(bytes <= kGemvMaxSmem, "bf16 GEMV: {} bytes of shared memory for n_in {} x {} rows",
+             bytes, n_in, n_tok);
     const auto go = [&](auto kernel) {
-      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, n_out / 16, stream);
+      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, args.n_tiles, stream);
     };
     if (stage)
       groups == 1 ? go(Gemv<true, 1>{}) : groups == 2 ? go(Gemv<true, 2>{}) : go(Gemv<true, 4>{});
@@ -524,7 +583,7 @@ void launch_bf16_q4k_matmul(const Tensor& w, const Tensor& x, const Tensor& bias
   }();
   (void)attr;
   T9_CHECK((n_tok + kBN - 1) / kBN <= 65535, "bf16 matmul: {} rows exceed the launch grid", n_tok);
-  const dim3 grid(static_cast<unsigned>((n_out + kBM - 1) / kBM),
+  const dim3 grid(static_cast<unsigned>(args.n_blocks),
                   static_cast<unsigned>((n_tok + kBN - 1) / kBN));
   stream.launch(bf16_gemm_kernel, grid, kGemmThreads, sizeof(GemmSmem), args);
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backend/backend.h"
 
@@ -21,9 +22,17 @@ struct Scratch;
 // 16384 (a GEMV block holds one warp a slice).
 bool bf16_q4k_shape_ok(int64_t n_in, int64_t n_out);
 
-// y = x @ w^T (+ bias) for w of layout kQ4KFrag (the caller checked the shapes: check_matmul).
-// x: F32 rows; the bf16 copy goes to `scratch`. n_tok <= 8: the GEMV; else the GEMM.
-void launch_bf16_q4k_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
-                            Scratch& scratch, Stream& stream);
+// One matrix of a launch: y = x @ w^T (+ bias; bias may be unset), w of layout kQ4KFrag.
+struct Bf16Out {
+  const Tensor* w;
+  const Tensor* bias;
+  const Tensor* y;
+};
+// Up to kBf16MaxFused matrices of one n_in times the same x in one launch (the caller checked
+// each: check_matmul). x: F32 rows, rounded to bf16 by the GEMV itself (rows that fit its shared
+// memory) or by a launch into `scratch`. n_tok <= 32: the GEMV; else the GEMM.
+constexpr int kBf16MaxFused = 4;
+void launch_bf16_q4k_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch& scratch,
+                            Stream& stream);
 
 }  // namespace t9::cuda

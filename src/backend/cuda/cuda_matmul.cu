@@ -154,6 +154,32 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   // also takes one plain matmul of its shape per part as its plain rows (SliceParts: the shared
   // expert's gate/up beside the experts'), when there are exactly that many.
   std::vector<bool> done(outs.size(), false);
+  // Matrices stored for the bf16 matmul: one launch for up to kBf16MaxFused of them (q/k/v,
+  // gate/up; the same bits as one by one), the rest one by one below.
+  if (fuse_parts_ && x.n_rows() > 0) {
+    std::vector<cuda::Bf16Out> group;
+    std::vector<size_t> members;
+    const auto flush = [&] {
+      if (group.size() >= 2) {
+        T9_CUDA_PROF(fmt::format("matmul bf16 Q4_K {}x{} parts {} rows {}", x.ne[0],
+                                 group[0].w->ne[1], group.size(), cuda::rows_bucket(x.n_rows())));
+        for (const size_t j : members) derived_->wrote(outs[j].y);
+        cuda::launch_bf16_q4k_matmul(group, x, bf16_scratch_, *stream_);
+        for (const size_t j : members) done[j] = true;
+        ++fused_matmuls_;
+      }
+      group.clear(), members.clear();
+    };
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const MatmulOut& o = outs[i];
+      if (o.ids.valid() || !cuda::bf16_layout(o.w)) continue;
+      check_matmul(o.w, x, o.bias, o.y);
+      group.push_back({&o.w, &o.bias, &o.y});
+      members.push_back(i);
+      if (group.size() == static_cast<size_t>(cuda::kBf16MaxFused)) flush();
+    }
+    flush();
+  }
   if (fuse_parts_) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const MatmulOut& a = outs[i];
@@ -273,7 +299,8 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
   if (cuda::bf16_layout(w)) {
     derived_->wrote(y);
     if (x.n_rows() == 0 || n_out == 0) return;
-    cuda::launch_bf16_q4k_matmul(w, x, bias, y, bf16_scratch_, *stream_);
+    const cuda::Bf16Out one{&w, &bias, &y};
+    cuda::launch_bf16_q4k_matmul({&one, 1}, x, bf16_scratch_, *stream_);
     return;
   }
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
