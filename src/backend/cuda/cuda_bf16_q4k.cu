@@ -252,9 +252,9 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
   auto first_tile = [](const Bf16Part& x) { return x.first_tile; };
   auto issue = [&](int i) {
     if (i >= n_pos || lane != 0) return;
-    const int tile = blockIdx.x + (i / 4) * gridDim.x, p = part_of(args, tile, first_tile);
-    const uint8_t* w = part_field(args, p, [](const Bf16Part& x) { return x.w; });
-    const int64_t local = tile - part_field(args, p, first_tile);
+    const int tile = blockIdx.x + (i / 4) * gridDim.x, at = part_of(args, tile, first_tile);
+    const uint8_t* w = part_field(args, at, [](const Bf16Part& x) { return x.w; });
+    const int64_t local = tile - part_field(args, at, first_tile);
     // The slot was read through the generic proxy in the previous round: order those reads
     // before the copy engine's writes.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -342,14 +342,14 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
           p[gi][e] = 0.0f;
         }
       __syncthreads();
-      const int tile = blockIdx.x + (i / 4) * gridDim.x, p = part_of(args, tile, first_tile);
-      const int o0 = (tile - part_field(args, p, first_tile)) * 16;
+      const int tile = blockIdx.x + (i / 4) * gridDim.x, at = part_of(args, tile, first_tile);
+      const int o0 = (tile - part_field(args, at, first_tile)) * 16;
       for (int e = threadIdx.x; e < 16 * n_tok; e += blockDim.x) {  // output o of row t
         const int t = e / 16, o = e % 16;
         float acc = 0.0f;
         for (int sl = 0; sl < n_slices; ++sl)
           acc = __fadd_rn(acc, part[sl * kPartFloats + o * 8 * kGroups + t]);
-        store_y(args, p, t, o0 + o, acc);
+        store_y(args, at, t, o0 + o, acc);
       }
       __syncthreads();  // part is read before the next tile writes it
     }
