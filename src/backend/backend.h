@@ -31,10 +31,10 @@
 
 namespace t9 {
 
-// How a weight buffer's bytes are ordered. kGguf: as in the file (every op reads it). kQ4KFrag:
-// a Q4_K matrix in mma-fragment order (quant/q4k_frag.h), for the matmuls of the backend that
-// made it (upload_matmul_weights); no other op reads it.
-enum class WeightLayout : uint8_t { kGguf, kQ4KFrag };
+// How a weight buffer's bytes are ordered. kGguf: as in the file (every op reads it). kFrag: a
+// Q4_K or Q6_K matrix in mma-fragment order (quant/frag_layout.h), for the matmuls of the
+// backend that made it (upload_matmul_weights); no other op reads it.
+enum class WeightLayout : uint8_t { kGguf, kFrag };
 
 // A block of backend memory. `device_ptr` is an address in the backend's memory space (host
 // memory for the CPU backend, device memory for CUDA); only backend code may dereference it.

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_bf16_q4k.cuh"
+#include "backend/cuda/cuda_bf16_matmul.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_profile.cuh"
@@ -21,7 +21,7 @@
 #include "backend/cuda/cuda_trace.cuh"
 #include "backend/cuda/cuda_units.cuh"
 #include "core/log.h"
-#include "quant/q4k_frag.h"
+#include "quant/frag_layout.h"
 
 namespace t9 {
 namespace cuda {
@@ -536,9 +536,9 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   attn_prep_slots_ = cfg.attn_prep_slots;
   if (const char* e = std::getenv("TEMPO9_CUDA_ATTN_PREP_SLOTS"))  // A/B runs
     attn_prep_slots_ = std::max(0, std::atoi(e));
-  bf16_q4k_ = cfg.bf16_q4k;
+  bf16_matmul_ = cfg.bf16_matmul;
   if (const char* e = std::getenv("TEMPO9_CUDA_BF16"))  // A/B runs
-    bf16_q4k_ = std::string(e) == "1";
+    bf16_matmul_ = std::string(e) == "1";
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }
@@ -615,13 +615,19 @@ Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
 
 Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_bytes, GgmlType type,
                                                    int64_t n_in, int64_t n_out) {
-  if (!bf16_q4k_ || type != GgmlType::Q4_K || !cuda::bf16_q4k_shape_ok(n_in, n_out) ||
+  // TEMPO9_CUDA_BF16_Q6K=0 keeps Q6_K matrices on the int8 path (A/B runs of the Q6_K form).
+  static const bool q6k = !cuda::env_off("TEMPO9_CUDA_BF16_Q6K");
+  if (!bf16_matmul_ || !cuda::bf16_frag_shape_ok(type, n_in, n_out) ||
+      (type == GgmlType::Q6_K && !q6k) ||
       n_bytes != row_bytes(type, n_in) * static_cast<size_t>(n_out))
     return upload_weights(host, n_bytes);
   std::vector<uint8_t> frag(n_bytes);
-  q4k_to_frag(host, n_in, n_out, frag.data());
+  if (type == GgmlType::Q4_K)
+    q4k_to_frag(host, n_in, n_out, frag.data());
+  else
+    q6k_to_frag(host, n_in, n_out, frag.data());
   T9_ASSIGN_OR_RETURN(Buffer * buf, upload_weights(frag.data(), n_bytes));
-  buf->layout = WeightLayout::kQ4KFrag;
+  buf->layout = WeightLayout::kFrag;
   return buf;
 }
 

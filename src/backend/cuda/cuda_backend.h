@@ -9,9 +9,9 @@
 //     elements exactly as the CPU backend rounds them (cuda_gemv.cuh); the other quantized types
 //     multiply dequantized weights by F32 activations, as do F16/BF16/F32. The reduction order
 //     per output depends only on n_in, so a row's result does not depend on the other rows:
-//     batch-invariant, bitwise. With bf16_q4k, Q4_K matrices stored in fragment order
+//     batch-invariant, bitwise. With bf16_matmul, Q4_K and Q6_K matrices stored in fragment order
 //     (upload_matmul_weights) multiply bf16-rounded activations by bf16-rounded weights in fp32
-//     instead (cuda_bf16_q4k.cuh), every row count the same way: batch-invariant too.
+//     instead (cuda_bf16_matmul.cuh), every row count the same way: batch-invariant too.
 //   - attention is split-K: a row's keys are cut into up to 16 contiguous ranges (a count that
 //     depends only on the row's own key count), one thread block per (query row, head, range)
 //     with an online softmax over tiles of keys in position order, then a combine in range
@@ -111,13 +111,13 @@ struct CudaBackendConfig {
   // them. H100, runs 198-199: single decode +6% (8B, with the early keys) and +1.7% (35B); the
   // 35B's 8 agents (64 slots) lost 1.3% with it; 0: never. TEMPO9_CUDA_ATTN_PREP_SLOTS=N.
   int attn_prep_slots = 8;
-  // Q4_K matrices that only matmuls read (upload_matmul_weights, n_in a multiple of 1024 up to
-  // 16384, n_out of 16) are stored in mma-fragment order and every matmul of them runs on the
-  // bf16 tensor cores (cuda_bf16_q4k.cuh: x and the weights rounded to bf16, fp32 accumulation;
+  // Q4_K and Q6_K matrices that only matmuls read (upload_matmul_weights, n_in a multiple of 1024
+  // up to 16384, n_out of 16) are stored in mma-fragment order and every matmul of them runs on the
+  // bf16 tensor cores (cuda_bf16_matmul.cuh: x and the weights rounded to bf16, fp32 accumulation;
   // batch-invariant bit for bit as the int8 path). Off until measured in a served model: alone it
   // is ~2x the int8 GEMM at 512 rows and even with the int8 GEMV at one row (H100, docs/CUDA.md
   // stage 42). TEMPO9_CUDA_BF16=1 turns it on (=0 off).
-  bool bf16_q4k = false;
+  bool bf16_matmul = false;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -309,7 +309,7 @@ class CudaBackend final : public Backend {
   cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
   cuda::Scratch bf16_scratch_;    // the bf16 matmul's bf16 copy of x
-  bool bf16_q4k_ = false;         // CudaBackendConfig::bf16_q4k
+  bool bf16_matmul_ = false;      // CudaBackendConfig::bf16_matmul
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a

@@ -10,7 +10,7 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_bf16_q4k.cuh"
+#include "backend/cuda/cuda_bf16_matmul.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_derived.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
@@ -118,10 +118,10 @@ void launch_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const T
                   n_in, n_out, xd, yd, b, n_tok, x_vec);
 }
 
-// Weights in the bf16 matmul's layout: every matmul of them runs there (launch_bf16_q4k_matmul),
+// Weights in the bf16 matmul's layout: every matmul of them runs there (launch_bf16_matmul),
 // never in a fused int8 launch.
 bool bf16_layout(const Tensor& w) {
-  return w.valid() && w.buf->layout == WeightLayout::kQ4KFrag;
+  return w.valid() && w.buf->layout == WeightLayout::kFrag;
 }
 
 }  // namespace
@@ -154,32 +154,34 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   // also takes one plain matmul of its shape per part as its plain rows (SliceParts: the shared
   // expert's gate/up beside the experts'), when there are exactly that many.
   std::vector<bool> done(outs.size(), false);
-  // Matrices stored for the bf16 matmul: one launch for up to kBf16MaxFused of them (q/k/v,
+  // Matrices stored for the bf16 matmul: one launch for up to kBf16MaxFused of one type (q/k/v,
   // gate/up; the same bits as one by one), the rest one by one below.
-  if (fuse_parts_ && x.n_rows() > 0) {
-    std::vector<cuda::Bf16Out> group;
-    std::vector<size_t> members;
-    const auto flush = [&] {
-      if (group.size() >= 2) {
-        T9_CUDA_PROF(fmt::format("matmul bf16 Q4_K {}x{} parts {} rows {}", x.ne[0],
-                                 group[0].w->ne[1], group.size(), cuda::rows_bucket(x.n_rows())));
-        for (const size_t j : members) derived_->wrote(outs[j].y);
-        cuda::launch_bf16_q4k_matmul(group, x, bf16_scratch_, *stream_);
-        for (const size_t j : members) done[j] = true;
-        ++fused_matmuls_;
+  if (fuse_parts_ && x.n_rows() > 0)
+    for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+      std::vector<cuda::Bf16Out> group;
+      std::vector<size_t> members;
+      const auto flush = [&] {
+        if (group.size() >= 2) {
+          T9_CUDA_PROF(fmt::format("matmul bf16 {} {}x{} parts {} rows {}", type_name(type),
+                                   x.ne[0], group[0].w->ne[1], group.size(),
+                                   cuda::rows_bucket(x.n_rows())));
+          for (const size_t j : members) derived_->wrote(outs[j].y);
+          cuda::launch_bf16_matmul(group, x, bf16_scratch_, *stream_);
+          for (const size_t j : members) done[j] = true;
+          ++fused_matmuls_;
+        }
+        group.clear(), members.clear();
+      };
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const MatmulOut& o = outs[i];
+        if (o.ids.valid() || !cuda::bf16_layout(o.w) || o.w.type != type) continue;
+        check_matmul(o.w, x, o.bias, o.y);
+        group.push_back({&o.w, &o.bias, &o.y});
+        members.push_back(i);
+        if (group.size() == static_cast<size_t>(cuda::kBf16MaxFused)) flush();
       }
-      group.clear(), members.clear();
-    };
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const MatmulOut& o = outs[i];
-      if (o.ids.valid() || !cuda::bf16_layout(o.w)) continue;
-      check_matmul(o.w, x, o.bias, o.y);
-      group.push_back({&o.w, &o.bias, &o.y});
-      members.push_back(i);
-      if (group.size() == static_cast<size_t>(cuda::kBf16MaxFused)) flush();
+      flush();
     }
-    flush();
-  }
   if (fuse_parts_) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const MatmulOut& a = outs[i];
@@ -300,7 +302,7 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     derived_->wrote(y);
     if (x.n_rows() == 0 || n_out == 0) return;
     const cuda::Bf16Out one{&w, &bias, &y};
-    cuda::launch_bf16_q4k_matmul({&one, 1}, x, bf16_scratch_, *stream_);
+    cuda::launch_bf16_matmul({&one, 1}, x, bf16_scratch_, *stream_);
     return;
   }
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)

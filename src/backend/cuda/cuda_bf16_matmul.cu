@@ -1,8 +1,9 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K weights (cuda_bf16_q4k.cuh; layout:
-// quant/q4k_frag.h). Grown from dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md stages
-// 41-42), whose standalone form times its GEMV against its GEMM bitwise and against a double
-// oracle; this form (row groups, the GEMV's own rounding of x) is checked by
-// tests/ops/cuda_bf16_q4k_test.cpp.
+// The bf16 tensor-core matmul of fragment-ordered Q4_K and Q6_K weights (cuda_bf16_matmul.cuh;
+// layouts: quant/frag_layout.h; the formats' decode: cuda_bf16_formats.cuh). Grown from
+// dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md stages 41-42), whose standalone form
+// times its GEMV against its GEMM bitwise and against a double oracle; this form (row groups, the
+// GEMV's own rounding of x, several matrices a launch, Q6_K) is checked by
+// tests/ops/cuda_bf16_matmul_test.cpp.
 //
 // Why: the int8 path's canonical order costs ~4.5 float operations per output and 32 inputs, so
 // its tensor-core GEMM stops near ~106 TOPS on an H100; here the scales go into the weights (one
@@ -23,98 +24,24 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_bf16_q4k.cuh"
+#include "backend/cuda/cuda_bf16_formats.cuh"
+#include "backend/cuda/cuda_bf16_matmul.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_stream.cuh"
 #include "backend/cuda/cuda_units.cuh"
-#include "quant/q4k_frag.h"
 
 namespace t9::cuda {
 namespace {
 
 constexpr int kSlice = 1024;  // inputs a chain of the canonical order
 constexpr int kSbPerSlice = kSlice / 256;
-constexpr int kFragBytes = kQ4KFragBlockBytes;  // one 16-row tile x one 256-input super-block
-constexpr int kMaxSlices = 16;                  // n_in up to 16384: one GEMV warp a slice
-constexpr int kMaxFused = kBf16MaxFused;        // matrices a launch (Bf16Args::parts)
-constexpr int kGemvMaxRows = 32;                // activation rows a GEMV call (4 x the mma's n8)
+constexpr int kMaxSlices = 16;            // n_in up to 16384: one GEMV warp a slice
+constexpr int kMaxFused = kBf16MaxFused;  // matrices a launch (Bf16Args::parts)
+constexpr int kGemvMaxRows = 32;          // activation rows a GEMV call (4 x the mma's n8)
 
-// ---- the dequantization and the mma, shared by both kernels ----
+using bf16::GroupCodes;
 
-// (a & b) | c in one LOP3 (the compiler splits two immediates into two instructions).
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-  return r;
-}
-
-// Two weights from two nibbles (bits 0..3, 16..19 of q2): bf16 0x4300 | q is 128 + q exactly,
-// minus 128 is q; then fma(q, s, m) with one rounding (q4k_bf16_weight's rule).
-__device__ __forceinline__ uint32_t dq2(uint32_t q2, __nv_bfloat162 s, __nv_bfloat162 m) {
-  const uint32_t biased = and_or(q2, 0x000F000Fu, 0x43004300u);
-  const __nv_bfloat162 k128 = __bfloat162bfloat162(__float2bfloat16_rn(128.0f));
-  __nv_bfloat162 v = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), k128);
-  v = __hfma2(v, s, m);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// (s, m) pairs {s, s}, {m, m} of sub-blocks 4 half + first .. + kCount - 1 of one row from its
-// 16-byte header: the 6-bit scales and mins of four sub-blocks at once, one byte each
-// (unpack_k_scale_min within a word), then s = bf16(d sc), m = bf16(-dmin m) (both products
-// exact in fp32).
-template <int kCount>
-__device__ __forceinline__ void row_scales(uint4 hdr, int half, int first, uint2 (&out)[kCount]) {
-  const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(hdr.x & 0xFFFF)));
-  const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(hdr.x >> 16)));
-  const uint32_t a = hdr.y, b = hdr.z, c = hdr.w;  // scale bytes 0-3, 4-7, 8-11
-  const uint32_t sc =
-      half == 0 ? (a & 0x3F3F3F3Fu) : ((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u));
-  const uint32_t mn =
-      half == 0 ? (b & 0x3F3F3F3Fu) : (((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u));
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) {  // 2^23 + byte, minus 2^23: the byte as a float, exactly
-    const unsigned sel = 0x7540u + static_cast<unsigned>(first + i);
-    const float sc_f = __uint_as_float(__byte_perm(sc, 0x4B000000u, sel)) - 8388608.0f;
-    const float mn_f = __uint_as_float(__byte_perm(mn, 0x4B000000u, sel)) - 8388608.0f;
-    const __nv_bfloat162 s2 = __floats2bfloat162_rn(d * sc_f, d * sc_f);
-    const __nv_bfloat162 m2 = __floats2bfloat162_rn(-dmin * mn_f, -dmin * mn_f);
-    out[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&s2),
-                        *reinterpret_cast<const uint32_t*>(&m2));
-  }
-}
-
-// A fragments a[step][0..3] of one lane for the four k16 steps of a 64-input group: codes = its
-// 16 layout bytes; sg = {s, m of the group's low sub-block, s, m of its high one} of row g, sg8
-// of row g + 8. Steps 0, 1 take the low nibbles of words (w0, w2), (w1, w3); steps 2, 3 the high.
-__device__ __forceinline__ void frag_dequant(uint4 codes, uint4 sg, uint4 sg8,
-                                             uint32_t (&a)[4][4]) {
-  const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
-  const uint32_t sv[2][2] = {{sg.x, sg.z}, {sg8.x, sg8.z}};
-  const uint32_t mv[2][2] = {{sg.y, sg.w}, {sg8.y, sg8.w}};
-#pragma unroll
-  for (int step = 0; step < 4; ++step) {
-    const int hi = step / 2, wg = step % 2;
-    const uint32_t r0 = w[wg], r8 = w[wg + 2];
-    const __nv_bfloat162 s0 = *reinterpret_cast<const __nv_bfloat162*>(&sv[0][hi]);
-    const __nv_bfloat162 m0 = *reinterpret_cast<const __nv_bfloat162*>(&mv[0][hi]);
-    const __nv_bfloat162 s8 = *reinterpret_cast<const __nv_bfloat162*>(&sv[1][hi]);
-    const __nv_bfloat162 m8 = *reinterpret_cast<const __nv_bfloat162*>(&mv[1][hi]);
-    a[step][0] = dq2(r0 >> (4 * hi), s0, m0);      // row g, slots 2t, 2t + 1
-    a[step][1] = dq2(r8 >> (4 * hi), s8, m8);      // row g + 8
-    a[step][2] = dq2(r0 >> (8 + 4 * hi), s0, m0);  // row g, slots 2t + 8, 2t + 9
-    a[step][3] = dq2(r8 >> (8 + 4 * hi), s8, m8);
-  }
-}
-
-// One super-block's (s, m) table [16 rows][8 sub-blocks] of uint2, built by one warp: lanes 2r
-// and 2r + 1 take row r's sub-blocks 0-3 and 4-7 from its header (hdr: the block's 16 headers).
-__device__ __forceinline__ void build_table(const uint8_t* hdr, uint2* table, int lane) {
-  uint2 pairs[4];
-  row_scales<4>(*reinterpret_cast<const uint4*>(hdr + 16 * (lane / 2)), lane % 2, 0, pairs);
-  uint4* row = reinterpret_cast<uint4*>(table + 8 * (lane / 2) + 4 * (lane % 2));
-  row[0] = make_uint4(pairs[0].x, pairs[0].y, pairs[1].x, pairs[1].y);
-  row[1] = make_uint4(pairs[2].x, pairs[2].y, pairs[3].x, pairs[3].y);
-}
+// ---- the mma, shared by both kernels ----
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
@@ -197,8 +124,9 @@ __global__ void to_bf16_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloa
 // ...; warp s streams super-blocks 4s .. 4s + 3 of each through a ring of kRing shared slots, one
 // bulk copy (lane 0, an mbarrier a slot) a super-block, kRing - 1 ahead, so its copies stay in
 // flight while it multiplies and while the block adds a tile's slices. Per super-block the warp
-// builds its (s, m) table; per 64-input group a lane reads its 16 fragment bytes and two table
-// entries, dequantizes once, and runs four mma for each of kGroups groups of 8 activation rows.
+// builds its table of scales (F::build_table); per 64-input group a lane reads its 16 code bytes
+// (and Q6_K's high words) and its table entries, dequantizes once, and runs four mma for each of
+// kGroups groups of 8 activation rows.
 // kStageX: each warp rounds its slice of the F32 rows to bf16 into shared memory at the start
 // (no conversion launch); else the rows come from the bf16 copy through L1, the next group's
 // loads issued before this group's mma.
@@ -206,29 +134,34 @@ constexpr int kRing = 3;
 constexpr int kXRowU4 = kSlice / 8 + 4;  // uint4 a staged row (+64 bytes: rows g, g + 1 of one
                                          // LDS.128 phase on disjoint banks)
 constexpr int kStageXMaxBytes = 64 << 10;
-// A GEMV block's shared memory limit (H100 / H200 opt-in: 227 KB); the largest real request,
-// 16 slices with two staged rows, is ~200 KB.
+// A GEMV block's shared memory limit (H100 / H200 opt-in: 227 KB); the largest Q4_K request,
+// 16 slices with two staged rows, is ~200 KB; Q6_K's ring is larger (the launcher stages fewer
+// rows to fit).
 constexpr int kGemvMaxSmem = 227 * 1024;
 constexpr int kBarBytes = 32;  // a warp's kRing mbarriers, padded: the staged rows stay 16-aligned
 
-// A GEMV block's shared memory, for n_slices warps: every warp's ring, every warp's (s, m) table,
-// every warp's slice partials (16 rows x 8 groups floats), every warp's mbarriers, then the staged
-// rows. One function for the kernel and the launcher; every region stays 16-byte aligned.
+// A GEMV block's shared memory, for n_slices warps: every warp's ring, every warp's table of
+// scales, every warp's slice partials (16 rows x 8 groups floats), every warp's mbarriers, then
+// the staged rows. One function for the kernel and the launcher; every region stays 16-byte
+// aligned.
 struct GemvSmem {
   int table, part, bars, x, bytes;
 };
+template <class F>
 __host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n_tok_staged) {
   GemvSmem m{};
-  m.table = n_slices * kRing * kFragBytes;
-  m.part = m.table + n_slices * 16 * 8 * 8;
+  m.table = n_slices * kRing * F::kBlockBytes;
+  m.part = m.table + n_slices * F::kTableBytes;
   m.bars = m.part + n_slices * 16 * 8 * 4 * groups;
   m.x = m.bars + n_slices * kBarBytes;
   m.bytes = m.x + n_slices * n_tok_staged * kXRowU4 * 16;
   return m;
 }
-static_assert(kFragBytes % 16 == 0 && kBarBytes % 16 == 0 && kBarBytes >= kRing * 8);
+static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q6K::kBlockBytes % 16 == 0 &&
+              bf16::Q4K::kTableBytes % 16 == 0 && bf16::Q6K::kTableBytes % 16 == 0 &&
+              kBarBytes % 16 == 0 && kBarBytes >= kRing * 8);
 
-template <bool kStageX, int kGroups>
+template <class F, bool kStageX, int kGroups>
 __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_enter();
@@ -237,9 +170,9 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
   const int n_in = args.n_in, n_tok = args.n_tok, n_sb = n_in / 256, n_slices = n_in / kSlice;
   const int n_tiles = args.n_tiles;
   constexpr int kPartFloats = 16 * 8 * kGroups;  // a slice's partials: [16 rows][8 kGroups]
-  const GemvSmem lay = gemv_smem(n_slices, kGroups, kStageX ? n_tok : 0);
-  uint8_t* ring = smem + s * kRing * kFragBytes;
-  uint2* table = reinterpret_cast<uint2*>(smem + lay.table) + s * 16 * 8;
+  const GemvSmem lay = gemv_smem<F>(n_slices, kGroups, kStageX ? n_tok : 0);
+  uint8_t* ring = smem + s * kRing * F::kBlockBytes;
+  uint32_t* table = reinterpret_cast<uint32_t*>(smem + lay.table + s * F::kTableBytes);
   float* part = reinterpret_cast<float*>(smem + lay.part);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + lay.bars + s * kBarBytes);
   uint4* xsm = reinterpret_cast<uint4*>(smem + lay.x);
@@ -258,9 +191,9 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
     // The slot was read through the generic proxy in the previous round: order those reads
     // before the copy engine's writes.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    mbar_expect(&bars[i % kRing], kFragBytes);
-    bulk_copy(ring + (i % kRing) * kFragBytes,
-              w + (local * n_sb + s * kSbPerSlice + i % 4) * kFragBytes, kFragBytes,
+    mbar_expect(&bars[i % kRing], F::kBlockBytes);
+    bulk_copy(ring + (i % kRing) * F::kBlockBytes,
+              w + (local * n_sb + s * kSbPerSlice + i % 4) * F::kBlockBytes, F::kBlockBytes,
               &bars[i % kRing]);
   };
 #pragma unroll
@@ -308,18 +241,25 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
     uint4 xl[kGroups], xh[kGroups];
     load_x(q * 256, xl, xh);                       // before the wait: in flight meanwhile
     mbar_wait(&bars[i % kRing], (i / kRing) & 1);  // position i landed
-    const uint8_t* sb = ring + (i % kRing) * kFragBytes;
-    build_table(sb, table, lane);
+    const uint8_t* sb = ring + (i % kRing) * F::kBlockBytes;
+    F::build_table(sb, table, lane);
     __syncwarp();
+    uint4 high = {};  // Q6_K: the lane's high words of groups 2h, 2h + 1 (one 16-byte load)
 #pragma unroll
     for (int grp = 0; grp < 4; ++grp) {
       uint4 nl[kGroups], nh[kGroups];  // the next group's rows
       if (grp < 3) load_x(q * 256 + 64 * (grp + 1), nl, nh);
-      const uint4 codes = *reinterpret_cast<const uint4*>(sb + 256 + 16 * (32 * grp + lane));
-      const uint4 sg = *reinterpret_cast<const uint4*>(table + 8 * g + 2 * grp);
-      const uint4 sg8 = *reinterpret_cast<const uint4*>(table + 8 * (g + 8) + 2 * grp);
+      const uint4 cw = *reinterpret_cast<const uint4*>(sb + F::kCodesAt + 16 * (32 * grp + lane));
+      GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
+      if constexpr (F::kHigh) {
+        if (grp % 2 == 0)
+          high =
+              *reinterpret_cast<const uint4*>(sb + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane));
+        codes.h[0] = grp % 2 == 0 ? high.x : high.z;
+        codes.h[1] = grp % 2 == 0 ? high.y : high.w;
+      }
       uint32_t a[4][4];
-      frag_dequant(codes, sg, sg8, a);
+      F::dequant(codes, F::table_scales(table, g, tq, grp), a);
 #pragma unroll
       for (int gi = 0; gi < kGroups; ++gi) {
         mma_bf16(p[gi], a[0], xl[gi].x, xl[gi].y);
@@ -363,16 +303,28 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
 // tile kt. B is one 16-byte load a lane and n8 tile per 32 inputs (the layout's slot order).
 constexpr int kBM = 128, kBN = 64, kGemmThreads = 256, kRawStages = 3, kXStages = 4;
 constexpr int kXStride = 96;  // bf16 a shared row: 192 bytes, rows g and g + 1 on disjoint banks
+template <class F>
 struct GemmSmem {
   uint4 codes[kRawStages][kBM / 16][32];
-  uint4 hdr[kRawStages][kBM / 16][16];
+  uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks];
+  uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 : 1];  // Q6_K: each lane's high words
   __nv_bfloat16 x[kXStages][kBN][kXStride];
   uint4 a[2][kBM / 16][4][32];  // dequantized fragments: tile, k16 step, lane
 };
+// Two blocks an SM (the launch bounds) in the 228 KB of an SM, 1 KB of it reserved a block.
+static_assert(2 * (sizeof(GemmSmem<bf16::Q4K>) + 1024) <= 228 * 1024 &&
+              2 * (sizeof(GemmSmem<bf16::Q6K>) + 1024) <= 228 * 1024);
 
+// 8 bytes from global src to shared dst (cp.async takes 4, 8 or 16; .cg only 16).
+__device__ __forceinline__ void cp_async8(void* dst, const uint8_t* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src));
+}
+
+template <class F>
 __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args args) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  GemmSmem& sm = *reinterpret_cast<GemmSmem*>(smem_raw);
+  GemmSmem<F>& sm = *reinterpret_cast<GemmSmem<F>*>(smem_raw);
   pdl_enter();
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, tq = lane % 4;
@@ -386,21 +338,27 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
   const int t0 = blockIdx.y * kBN;
   const int n_sb = n_in / 256, n_tiles = n_in / 64, last_tile = n_out / 16 - 1;
   // Tiles past n_out (a partial block) copy the last tile again; their outputs are not stored.
-  const uint8_t* w_codes =
-      w + static_cast<int64_t>(min(o0 / 16 + warp, last_tile)) * n_sb * kFragBytes + 256;
+  // Warp `warp` copies its tile's codes; thread tid < 8 kHdrChunks chunk tid % kHdrChunks of tile
+  // tid / kHdrChunks's header.
+  constexpr int kB = F::kBlockBytes, kChunks = F::kHdrChunks;
+  const uint8_t* w_tile = w + static_cast<int64_t>(min(o0 / 16 + warp, last_tile)) * n_sb * kB;
   const uint8_t* w_hdr =
-      w + static_cast<int64_t>(min(o0 / 16 + (tid % kBM) / 16, last_tile)) * n_sb * kFragBytes;
+      w + static_cast<int64_t>(min(o0 / 16 + tid / kChunks, last_tile)) * n_sb * kB;
   const int cx_row = tid / 4;
   const bool x_ok = t0 + cx_row < n_tok;
   const __nv_bfloat16* x_row = args.x + static_cast<int64_t>(min(t0 + cx_row, n_tok - 1)) * n_in;
   auto issue = [&](int kt) {
     if (kt >= n_tiles) return;
     const int st = kt % kRawStages, sb = kt / 4, grp = kt % 4;
+    const uint8_t* blk = w_tile + static_cast<int64_t>(sb) * kB;
     cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][lane]),
-               w_codes + static_cast<int64_t>(sb) * kFragBytes + 16 * (32 * grp + lane));
-    if (tid < kBM)
-      cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / 16][tid % 16]),
-                 w_hdr + static_cast<int64_t>(sb) * kFragBytes + 16 * (tid % 16));
+               blk + F::kCodesAt + 16 * (32 * grp + lane));
+    if constexpr (F::kHigh)
+      cp_async8(&sm.high[st][warp][lane],
+                blk + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2));
+    if (tid < (kBM / 16) * kChunks)
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / kChunks][tid % kChunks]),
+                 w_hdr + static_cast<int64_t>(sb) * kB + 16 * (tid % kChunks));
     if (x_ok) {
       const int xs = kt % kXStages, part = tid % 4;
       const uint8_t* src = reinterpret_cast<const uint8_t*>(x_row + kt * 64 + 16 * part);
@@ -411,15 +369,16 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
   auto dequant = [&](int kt) {
     if (kt >= n_tiles) return;
     const int st = kt % kRawStages, grp = kt % 4;
-    // This lane's four table entries (the group's sub-blocks 2 grp, 2 grp + 1 of rows g, g + 8),
-    // computed directly: the GEMV's table holds the same values.
-    uint2 pg[2], pg8[2];
-    row_scales<2>(sm.hdr[st][warp][g], grp / 2, 2 * (grp % 2), pg);
-    row_scales<2>(sm.hdr[st][warp][g + 8], grp / 2, 2 * (grp % 2), pg8);
-    const uint4 sg = make_uint4(pg[0].x, pg[0].y, pg[1].x, pg[1].y);
-    const uint4 sg8 = make_uint4(pg8[0].x, pg8[0].y, pg8[1].x, pg8[1].y);
+    // This lane's scales of the group, computed directly from the headers: the GEMV's table
+    // holds the same values.
+    const uint4 cw = sm.codes[st][warp][lane];
+    GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
+    if constexpr (F::kHigh) {
+      const uint2 hw = sm.high[st][warp][lane];
+      codes.h[0] = hw.x, codes.h[1] = hw.y;
+    }
     uint32_t a[4][4];
-    frag_dequant(sm.codes[st][warp][lane], sg, sg8, a);
+    F::dequant(codes, F::header_scales(sm.hdr[st][warp], g, tq, grp), a);
 #pragma unroll
     for (int step = 0; step < 4; ++step)
       sm.a[kt % 2][warp][step][lane] = make_uint4(a[step][0], a[step][1], a[step][2], a[step][3]);
@@ -498,9 +457,9 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
 
 // The persistent GEMV on one wave of resident blocks (resident_blocks: shared memory, registers
 // and warps per SM, queried once per size), at most one block a tile.
-template <bool kStageX, int kGroups>
+template <class F, bool kStageX, int kGroups>
 struct Gemv {
-  static constexpr auto value = bf16_gemv_kernel<kStageX, kGroups>;
+  static constexpr auto value = bf16_gemv_kernel<F, kStageX, kGroups>;
 };
 template <auto kKernel>
 void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles, Stream& stream) {
@@ -509,28 +468,80 @@ void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles,
   stream.launch(kKernel, dim3(static_cast<unsigned>(blocks)), threads, bytes, args);
 }
 
-}  // namespace
-
-bool bf16_q4k_shape_ok(int64_t n_in, int64_t n_out) {
-  return q4k_frag_shape_ok(n_in, n_out) && n_in % kSlice == 0 && n_in <= kMaxSlices * kSlice &&
-         n_out <= (int64_t{1} << 30);
+// The launch for format F; args are complete but for x (the bf16 copy, when one is made).
+template <class F>
+void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& stream) {
+  const int64_t n_in = args.n_in, n_tok = args.n_tok;
+  const TensorDesc& xd = args.xf;
+  // The GEMV rounds 16-byte-aligned F32 rows itself while they fit its shared memory as bf16;
+  // the rest (and the GEMM) read a bf16 copy made by one launch.
+  const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
+                       (x.ne[2] == 1 || xd.nb2 % 16 == 0) && (x.ne[3] == 1 || xd.nb3 % 16 == 0);
+  const bool gemv = n_tok <= kGemvMaxRows;
+  const int n_slices = static_cast<int>(n_in / kSlice);
+  const int groups = n_tok <= 8 ? 1 : n_tok <= 16 ? 2 : 4;
+  const bool stage = gemv && aligned && n_tok * n_in * 2 <= kStageXMaxBytes &&
+                     gemv_smem<F>(n_slices, groups, static_cast<int>(n_tok)).bytes <= kGemvMaxSmem;
+  if (!stage) {
+    auto* xb =
+        static_cast<__nv_bfloat16*>(scratch.reserve(static_cast<size_t>(n_tok * n_in) * 2, stream));
+    const int64_t n_oct = n_tok * n_in / 8;
+    stream.launch(to_bf16_kernel, grid_1d(n_oct, 256), 256, 0, xd, static_cast<int>(n_in), n_oct,
+                  xb);
+    args.x = xb;
+  }
+  if (gemv) {
+    const int bytes = gemv_smem<F>(n_slices, groups, stage ? static_cast<int>(n_tok) : 0).bytes;
+    T9_CHECK(bytes <= kGemvMaxSmem, "bf16 GEMV: {} bytes of shared memory for n_in {} x {} rows",
+             bytes, n_in, n_tok);
+    const auto go = [&](auto kernel) {
+      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, args.n_tiles, stream);
+    };
+    if (stage)
+      groups == 1   ? go(Gemv<F, true, 1>{})
+      : groups == 2 ? go(Gemv<F, true, 2>{})
+                    : go(Gemv<F, true, 4>{});
+    else
+      groups == 1   ? go(Gemv<F, false, 1>{})
+      : groups == 2 ? go(Gemv<F, false, 2>{})
+                    : go(Gemv<F, false, 4>{});
+    return;
+  }
+  static const bool attr = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(bf16_gemm_kernel<F>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(sizeof(GemmSmem<F>))));
+    return true;
+  }();
+  (void)attr;
+  T9_CHECK((n_tok + kBN - 1) / kBN <= 65535, "bf16 matmul: {} rows exceed the launch grid", n_tok);
+  const dim3 grid(static_cast<unsigned>(args.n_blocks),
+                  static_cast<unsigned>((n_tok + kBN - 1) / kBN));
+  stream.launch(bf16_gemm_kernel<F>, grid, kGemmThreads, sizeof(GemmSmem<F>), args);
 }
 
-void launch_bf16_q4k_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch& scratch,
-                            Stream& stream) {
+}  // namespace
+
+bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
+  return (type == GgmlType::Q4_K || type == GgmlType::Q6_K) && frag_shape_ok(n_in, n_out) &&
+         n_in % kSlice == 0 && n_in <= kMaxSlices * kSlice && n_out <= (int64_t{1} << 30);
+}
+
+void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch& scratch,
+                        Stream& stream) {
   T9_CHECK(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxFused),
            "bf16 matmul: {} matrices in one launch", outs.size());
   const int64_t n_in = outs[0].w->ne[0], n_tok = x.n_rows();
-  const TensorDesc xd = desc(x);
+  const GgmlType type = outs[0].w->type;
   Bf16Args args{};
   args.n_parts = static_cast<int>(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& w = *outs[i].w;
     const int64_t n_out = w.ne[1];
-    T9_CHECK(w.type == GgmlType::Q4_K && w.buf->layout == WeightLayout::kQ4KFrag &&
-                 w.ne[0] == n_in && bf16_q4k_shape_ok(n_in, n_out),
-             "bf16 matmul: weights {} [{}, {}] not in fragment order (n_in {})", type_name(w.type),
-             n_out, w.ne[0], n_in);
+    T9_CHECK(w.type == type && w.buf->layout == WeightLayout::kFrag && w.ne[0] == n_in &&
+                 bf16_frag_shape_ok(w.type, n_in, n_out),
+             "bf16 matmul: weights {} [{}, {}] not in fragment order (launch: {}, n_in {})",
+             type_name(w.type), n_out, w.ne[0], type_name(type), n_in);
     const Tensor& bias = *outs[i].bias;
     args.parts[i] = {reinterpret_cast<const uint8_t*>(base_ptr(w)),
                      bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
@@ -542,50 +553,13 @@ void launch_bf16_q4k_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scra
     args.n_blocks += static_cast<int>((n_out + kBM - 1) / kBM);
   }
   T9_CHECK(n_tok <= 0x7fffffff / n_in, "bf16 matmul: {} rows of {}", n_tok, n_in);
-  args.xf = xd;
+  args.xf = desc(x);
   args.n_in = static_cast<int>(n_in);
   args.n_tok = static_cast<int>(n_tok);
-  // The GEMV rounds 16-byte-aligned F32 rows itself while they fit its shared memory as bf16;
-  // the rest (and the GEMM) read a bf16 copy made by one launch.
-  const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
-                       (x.ne[2] == 1 || xd.nb2 % 16 == 0) && (x.ne[3] == 1 || xd.nb3 % 16 == 0);
-  const bool gemv = n_tok <= kGemvMaxRows;
-  const bool stage = gemv && aligned && n_tok * n_in * 2 <= kStageXMaxBytes;
-  if (!stage) {
-    auto* xb =
-        static_cast<__nv_bfloat16*>(scratch.reserve(static_cast<size_t>(n_tok * n_in) * 2, stream));
-    const int64_t n_oct = n_tok * n_in / 8;
-    stream.launch(to_bf16_kernel, grid_1d(n_oct, 256), 256, 0, xd, static_cast<int>(n_in), n_oct,
-                  xb);
-    args.x = xb;
-  }
-  if (gemv) {
-    const int n_slices = static_cast<int>(n_in / kSlice);
-    const int groups = n_tok <= 8 ? 1 : n_tok <= 16 ? 2 : 4;
-    const int bytes = gemv_smem(n_slices, groups, stage ? static_cast<int>(n_tok) : 0).bytes;
-    T9_CHECK(bytes <= kGemvMaxSmem, "bf16 GEMV: {} bytes of shared memory for n_in {} x {} rows",
-             bytes, n_in, n_tok);
-    const auto go = [&](auto kernel) {
-      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, args.n_tiles, stream);
-    };
-    if (stage)
-      groups == 1 ? go(Gemv<true, 1>{}) : groups == 2 ? go(Gemv<true, 2>{}) : go(Gemv<true, 4>{});
-    else
-      groups == 1   ? go(Gemv<false, 1>{})
-      : groups == 2 ? go(Gemv<false, 2>{})
-                    : go(Gemv<false, 4>{});
-    return;
-  }
-  static const bool attr = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(bf16_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(sizeof(GemmSmem))));
-    return true;
-  }();
-  (void)attr;
-  T9_CHECK((n_tok + kBN - 1) / kBN <= 65535, "bf16 matmul: {} rows exceed the launch grid", n_tok);
-  const dim3 grid(static_cast<unsigned>(args.n_blocks),
-                  static_cast<unsigned>((n_tok + kBN - 1) / kBN));
-  stream.launch(bf16_gemm_kernel, grid, kGemmThreads, sizeof(GemmSmem), args);
+  if (type == GgmlType::Q4_K)
+    launch_format<bf16::Q4K>(args, x, scratch, stream);
+  else
+    launch_format<bf16::Q6K>(args, x, scratch, stream);
 }
 
 }  // namespace t9::cuda

@@ -1,0 +1,181 @@
+// The fragment-ordered formats of the bf16 tensor-core matmul (cuda_bf16_matmul.cu; layouts:
+// quant/frag_layout.h): how a lane turns its bytes of one 64-input group into the A fragments of
+// four m16n8k16 steps. Which bits are which code is quant/frag_decode.h (the same functions, run
+// on the host by tests/unit/quant/frag_layout_test.cpp); here the scales and the bf16 arithmetic,
+// each weight rounded once as q4k_bf16_weight / q6k_bf16_weight say.
+//
+// A format F gives the kernels:
+//   kBlockBytes, kCodesAt   a 16-row x 256-input block, where its code words start;
+//   kHdrChunks              the 16-byte chunks at the block's start the GEMM copies for scales;
+//   kHigh                   whether a group also has high words (Q6_K);
+//   Scales                  a lane's scales of one group;
+//   build_table             the GEMV's per-super-block table of scales (kTableBytes), one warp;
+//   table_scales            a lane's Scales from that table;
+//   header_scales           the same values from the header chunks (the GEMM);
+//   dequant                 the lane's A fragments a[step][register] of the group.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "quant/frag_decode.h"
+#include "quant/frag_layout.h"
+
+namespace t9::cuda::bf16 {
+
+__device__ __forceinline__ __nv_bfloat162 as_bf162(uint32_t v) {
+  return *reinterpret_cast<const __nv_bfloat162*>(&v);
+}
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) {
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+// {bf16(v), bf16(v)}, rounded to nearest even.
+__device__ __forceinline__ uint32_t splat_bf16(float v) {
+  return as_u32(__floats2bfloat162_rn(v, v));
+}
+
+// A lane's words of one 64-input group: its four code words (w0..w3) and, for Q6_K, its two high
+// words (H(g, j), H(g + 8, j)).
+struct GroupCodes {
+  uint32_t w[4];
+  uint32_t h[2];
+};
+
+struct Q4K {
+  static constexpr int kBlockBytes = kQ4KFragBlockBytes;
+  static constexpr int kCodesAt = kQ4KFragCodesAt;
+  static constexpr int kHdrChunks = 16;  // the 16 rows' headers
+  static constexpr bool kHigh = false;
+  static constexpr int kTableBytes = 16 * 8 * 8;
+  // {s, s} and {m, m} (bf16 pairs) of rows g, g + 8 ([0], [1]) x the group's low and high
+  // 32-input sub-blocks (steps 0-1, 2-3).
+  struct Scales {
+    uint32_t s[2][2], m[2][2];
+  };
+
+  // (s, m) pairs of sub-blocks 4 half + first .. + kCount - 1 of one row from its 16-byte
+  // header: the 6-bit scales and mins of four sub-blocks at once, one byte each
+  // (unpack_k_scale_min within a word), then s = bf16(d sc), m = bf16(-dmin m) (both products
+  // exact in fp32).
+  template <int kCount>
+  __device__ static void row_scales(uint4 hdr, int half, int first, uint2 (&out)[kCount]) {
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(hdr.x & 0xFFFF)));
+    const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(hdr.x >> 16)));
+    const uint32_t a = hdr.y, b = hdr.z, c = hdr.w;  // scale bytes 0-3, 4-7, 8-11
+    const uint32_t sc =
+        half == 0 ? (a & 0x3F3F3F3Fu) : ((c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u));
+    const uint32_t mn =
+        half == 0 ? (b & 0x3F3F3F3Fu) : (((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u));
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {  // 2^23 + byte, minus 2^23: the byte as a float, exactly
+      const unsigned sel = 0x7540u + static_cast<unsigned>(first + i);
+      const float sc_f = __uint_as_float(__byte_perm(sc, 0x4B000000u, sel)) - 8388608.0f;
+      const float mn_f = __uint_as_float(__byte_perm(mn, 0x4B000000u, sel)) - 8388608.0f;
+      out[i] = make_uint2(splat_bf16(d * sc_f), splat_bf16(-dmin * mn_f));
+    }
+  }
+
+  // [16 rows][8 sub-blocks] of (s, m): lanes 2r and 2r + 1 take row r's sub-blocks 0-3 and 4-7.
+  __device__ static void build_table(const uint8_t* blk, uint32_t* table, int lane) {
+    uint2 pairs[4];
+    row_scales<4>(*reinterpret_cast<const uint4*>(blk + 16 * (lane / 2)), lane % 2, 0, pairs);
+    uint4* row = reinterpret_cast<uint4*>(table + 16 * (lane / 2) + 8 * (lane % 2));
+    row[0] = make_uint4(pairs[0].x, pairs[0].y, pairs[1].x, pairs[1].y);
+    row[1] = make_uint4(pairs[2].x, pairs[2].y, pairs[3].x, pairs[3].y);
+  }
+  __device__ static Scales table_scales(const uint32_t* table, int g, int /*t*/, int grp) {
+    const uint4 a = *reinterpret_cast<const uint4*>(table + 16 * g + 4 * grp);
+    const uint4 b = *reinterpret_cast<const uint4*>(table + 16 * (g + 8) + 4 * grp);
+    return {{{a.x, a.z}, {b.x, b.z}}, {{a.y, a.w}, {b.y, b.w}}};
+  }
+  __device__ static Scales header_scales(const uint4* hdr, int g, int /*t*/, int grp) {
+    uint2 p[2], p8[2];
+    row_scales<2>(hdr[g], grp / 2, 2 * (grp % 2), p);
+    row_scales<2>(hdr[g + 8], grp / 2, 2 * (grp % 2), p8);
+    return {{{p[0].x, p[1].x}, {p8[0].x, p8[1].x}}, {{p[0].y, p[1].y}, {p8[0].y, p8[1].y}}};
+  }
+  // 128 + q exactly (frag_decode.h), minus 128 is q; then fma(q, s, m) with one rounding.
+  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
+    const __nv_bfloat162 k128 = __bfloat162bfloat162(__float2bfloat16_rn(128.0f));
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+#pragma unroll
+      for (int slot = 0; slot < 4; ++slot) {
+        const int r = slot % 2, sub = step / 2;
+        const __nv_bfloat162 q = __hsub2(as_bf162(q4k_frag_biased(c.w, step, slot)), k128);
+        a[step][slot] = as_u32(__hfma2(q, as_bf162(sc.s[r][sub]), as_bf162(sc.m[r][sub])));
+      }
+  }
+};
+
+struct Q6K {
+  static constexpr int kBlockBytes = kQ6KFragBlockBytes;
+  static constexpr int kCodesAt = kQ6KFragNibblesAt;
+  static constexpr int kHdrChunks = 18;  // the 16 rows' scales, then their 16 d's (2 chunks)
+  static constexpr bool kHigh = true;
+  // A row of the table: 16 scales and 4 words of padding, so that the 8 rows g of one load land on
+  // 8 different bank quads (20 g mod 32): its 32-bit loads do not conflict.
+  static constexpr int kTableRowWords = 20;
+  static constexpr int kTableBytes = 16 * kTableRowWords * 4;
+  // {s, s} of rows g, g + 8 x steps 0-1, 2-3 (each a different 16-input scale: q6k_frag_scale).
+  struct Scales {
+    uint32_t s[2][2];
+  };
+
+  // [16 rows][16 scales (+ padding)] of bf16(d x scale): lanes 2r and 2r + 1 take row r's scales
+  // 0-7, 8-15.
+  __device__ static void build_table(const uint8_t* blk, uint32_t* table, int lane) {
+    const int r = lane / 2, half = lane % 2;
+    const float d = __half2float(
+        __ushort_as_half(*reinterpret_cast<const uint16_t*>(blk + kQ6KFragDAt + 2 * r)));
+    const uint2 sc = *reinterpret_cast<const uint2*>(blk + 16 * r + 8 * half);
+    uint32_t v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {  // d x scale is exact in fp32 (11 x 8 significant bits)
+      const uint32_t word = k < 4 ? sc.x : sc.y;
+      const int scale = static_cast<int8_t>(static_cast<uint8_t>(word >> (8 * (k % 4))));
+      v[k] = splat_bf16(d * static_cast<float>(scale));
+    }
+    uint4* row = reinterpret_cast<uint4*>(table + kTableRowWords * r + 8 * half);
+    row[0] = make_uint4(v[0], v[1], v[2], v[3]);
+    row[1] = make_uint4(v[4], v[5], v[6], v[7]);
+  }
+  __device__ static Scales table_scales(const uint32_t* table, int g, int t, int grp) {
+    Scales s;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        s.s[r][h] = table[kTableRowWords * (g + 8 * r) + q6k_frag_scale(grp, 2 * h, t)];
+    return s;
+  }
+  __device__ static Scales header_scales(const uint4* hdr, int g, int t, int grp) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(hdr + 16);
+    Scales s;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int8_t* sc = reinterpret_cast<const int8_t*>(hdr + g + 8 * r);
+      const float dr = __half2float(__ushort_as_half(d[g + 8 * r]));
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        s.s[r][h] = splat_bf16(dr * static_cast<float>(sc[q6k_frag_scale(grp, 2 * h, t)]));
+    }
+    return s;
+  }
+  // 128 + code exactly (frag_decode.h), minus 160 is code - 32 (exact); then times s, one
+  // rounding of the exact product.
+  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
+    const __nv_bfloat162 k160 = __bfloat162bfloat162(__float2bfloat16_rn(160.0f));
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+#pragma unroll
+      for (int slot = 0; slot < 4; ++slot) {
+        const __nv_bfloat162 q = __hsub2(as_bf162(q6k_frag_biased(c.w, c.h, step, slot)), k160);
+        a[step][slot] = as_u32(__hmul2(q, as_bf162(sc.s[slot % 2][step / 2])));
+      }
+  }
+};
+
+}  // namespace t9::cuda::bf16

@@ -1,0 +1,38 @@
+// The bf16 tensor-core matmul of fragment-ordered Q4_K and Q6_K weights (cuda_bf16_matmul.cu;
+// layouts: quant/frag_layout.h; prototype and measurements: dev/kernels/cuda_bf16_q4k.cu,
+// docs/CUDA.md stages 42-43). CudaBackend::upload_matmul_weights repacks a matrix it accepts
+// (Buffer::layout kFrag) when CudaBackendConfig::bf16_matmul is on; every matmul of that matrix
+// then runs here, whatever its row count, so its rows stay batch-invariant bit for bit:
+//   x rounded to bf16 (round to nearest even), each weight dequantized to bf16 (q4k_bf16_weight's
+//   or q6k_bf16_weight's rule), and per output y = sum over 1024-input slices (ascending) of the
+//   slice's chain of m16n8k16 mma in fp32 (64 k16 steps in the layout's slot order), + bias.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backend/backend.h"
+
+namespace t9::cuda {
+
+class Stream;
+struct Scratch;
+
+// Matrices the kernels take: Q4_K or Q6_K, frag_shape_ok, and n_in a multiple of 1024 (whole
+// slices) up to 16384 (a GEMV block holds one warp a slice).
+bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out);
+
+// One matrix of a launch: y = x @ w^T (+ bias; bias may be unset), w of layout kFrag.
+struct Bf16Out {
+  const Tensor* w;
+  const Tensor* bias;
+  const Tensor* y;
+};
+// Up to kBf16MaxFused matrices of one type and n_in times the same x in one launch (the caller
+// checked each: check_matmul). x: F32 rows, rounded to bf16 by the GEMV itself (rows that fit its
+// shared memory) or by a launch into `scratch`. n_tok <= 32: the GEMV; else the GEMM.
+constexpr int kBf16MaxFused = 4;
+void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch& scratch,
+                        Stream& stream);
+
+}  // namespace t9::cuda

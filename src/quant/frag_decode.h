@@ -1,0 +1,75 @@
+// How one lane reads its A fragments back from a fragment-ordered block (quant/frag_layout.h):
+// the integer half of the CUDA bf16 matmul's dequantization (cuda_bf16_formats.cuh), compiled for
+// the device there and for the host in tests/unit/quant/frag_layout_test.cpp, which checks every
+// code a lane decodes against the GGUF block it came from.
+//
+// The mma's A fragment of m16n8k16 (bf16): lane L = 4 g + t holds registers a0..a3, each a pair
+// of bf16; a0: row g, k slots 2t, 2t + 1; a1: row g + 8, the same slots; a2: row g, slots
+// 2t + 8, 2t + 9; a3: row g + 8, those. The kernels feed B (the activations) for k16 step s of a
+// 64-input group from one 16-byte load of inputs 8t .. 8t + 7 (steps 0, 1) or 32 + 8t .. (2, 3):
+// b0 = the first 4 bytes of its half, b1 the next, so slot pairs and inputs correspond as
+// frag_input says. The dot product only needs A and B to agree on that order.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define T9_FRAG_FN __host__ __device__ __forceinline__
+#else
+#define T9_FRAG_FN inline
+#endif
+
+namespace t9 {
+
+// The input of a 64-input group (0..63) that element e (0, 1) of A register `slot` (0..3) holds
+// in k16 step `step` (0..3) for lane t = L % 4; the row is g + 8 (slot % 2).
+T9_FRAG_FN constexpr int frag_input(int step, int slot, int e, int t) {
+  return 32 * (step / 2) + 8 * t + 4 * (step % 2) + 2 * (slot / 2) + e;
+}
+
+// (a & b) | c; on the device one LOP3 (the compiler splits two immediates into two instructions).
+T9_FRAG_FN uint32_t frag_and_or(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+#else
+  return (a & b) | c;
+#endif
+}
+
+// The lane's code word of A register `slot` of k16 step `step`, shifted so that bits 0..3 and
+// 16..19 are the pair's nibbles: w = the lane's four code words of the group (w0..w3,
+// frag_layout.h); steps 0, 1 take the low nibbles of words (w0, w2), (w1, w3), steps 2, 3 the
+// high ones.
+T9_FRAG_FN uint32_t frag_nibbles(const uint32_t (&w)[4], int step, int slot) {
+  return w[step % 2 + 2 * (slot % 2)] >> (4 * (step / 2) + 8 * (slot / 2));
+}
+
+// A register `slot` of k16 step `step` as two bf16 of value 128 + code (0x4300 | code: exact for
+// codes below 128), element e in bits 16 e .. 16 e + 15. Q4_K: code = the nibble.
+T9_FRAG_FN uint32_t q4k_frag_biased(const uint32_t (&w)[4], int step, int slot) {
+  return frag_and_or(frag_nibbles(w, step, slot), 0x000F000Fu, 0x43004300u);
+}
+
+// Q6_K: code = nibble | high << 4, the nibbles as Q4_K's and h = the lane's high words of the
+// group (H(g, j), H(g + 8, j)).
+T9_FRAG_FN uint32_t q6k_frag_biased(const uint32_t (&w)[4], const uint32_t (&h)[2], int step,
+                                    int slot) {
+  const int m = 2 * step + slot / 2;  // the pair's high bits at 2m, 2m + 16
+  const uint32_t hw = h[slot % 2];
+  const uint32_t high = m >= 2 ? hw >> (2 * m - 4) : hw << (4 - 2 * m);
+  return frag_and_or(frag_nibbles(w, step, slot), 0x000F000Fu,
+                     frag_and_or(high, 0x00300030u, 0x43004300u));
+}
+
+// Which scale of its super-block a lane's step uses: Q4_K the 32-input sub-block (of row g or
+// g + 8) 2 grp + step / 2; Q6_K the 16-input one 4 grp + 2 (step / 2) + t / 2.
+T9_FRAG_FN constexpr int q4k_frag_sub(int grp, int step) {
+  return 2 * grp + step / 2;
+}
+T9_FRAG_FN constexpr int q6k_frag_scale(int grp, int step, int t) {
+  return 4 * grp + 2 * (step / 2) + t / 2;
+}
+
+}  // namespace t9

@@ -1,0 +1,186 @@
+#include "quant/frag_layout.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "quant/half.h"
+#include "quant/k_scales.h"
+
+namespace t9 {
+namespace {
+
+constexpr int kHeaderBytes = 16;  // Q4_K: d, dmin, 12 scale bytes: a block's first bytes
+
+// Calls f(r, c, at) for the 16 x 32 code words of a block whose code area starts at codes_at:
+// tile row r's code bytes c .. c + 3 are stored at `at` (offset in the fragment-ordered block) as
+// (c, c + 2, c + 1, c + 3).
+template <typename F>
+void for_each_word(int codes_at, F&& f) {
+  for (int r = 0; r < kFragTileRows; ++r) {
+    const int g = r % 8;
+    for (int grp = 0; grp < 4; ++grp)
+      for (int t = 0; t < 4; ++t)
+        for (int h = 0; h < 2; ++h)  // bytes 8t .. 8t + 3, then 8t + 4 .. 8t + 7
+          f(r, 32 * grp + 8 * t + 4 * h,
+            codes_at + 16 * (32 * grp + 4 * g + t) + 4 * (2 * (r / 8) + h));
+  }
+}
+
+// Where a Q6_K code's high 2 bits go: tile row r's element i (0..255) at byte `at`, bits
+// shift, shift + 1 (the words are little-endian).
+struct HighBits {
+  int at, shift;
+};
+HighBits q6k_high_at(int r, int i) {
+  const int grp = i / 64, c = i % 64;
+  // c = 32 (step / 2) + 8 t + 4 (step % 2) + 2 p + e (frag_input)
+  const int t = c % 32 / 8, step = 2 * (c / 32) + c % 8 / 4, p = c % 4 / 2, e = c % 2;
+  const int bit = 2 * (2 * step + p) + 16 * e;
+  const int at = kQ6KFragHighsAt + 16 * (32 * (grp / 2) + 4 * (r % 8) + t) +
+                 4 * (2 * (grp % 2) + r / 8) + bit / 8;
+  return {at, bit % 8};
+}
+
+// Round to nearest even bf16 of an exact double: through float with round-to-odd (truncate,
+// then set the last bit when inexact), which keeps the one rounding that matters.
+float to_bf16_rne(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) != v) {
+    if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+    f = bits_to_f32(f32_to_bits(f) | 1u);
+  }
+  return bf16_to_f32(f32_to_bf16(f));
+}
+
+}  // namespace
+
+void q4k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
+  T9_CHECK(frag_shape_ok(n_in, n_out), "q4k_to_frag: shape [{}, {}]", n_out, n_in);
+  const int64_t n_sb = n_in / 256;
+  const auto* in = static_cast<const BlockQ4_K*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t tile = 0; tile < n_out / kFragTileRows; ++tile)
+    for (int64_t b = 0; b < n_sb; ++b) {
+      uint8_t* blk = out + (tile * n_sb + b) * kQ4KFragBlockBytes;
+      const BlockQ4_K* rows = in + tile * kFragTileRows * n_sb + b;  // row r: rows[r * n_sb]
+      for (int r = 0; r < kFragTileRows; ++r)
+        std::memcpy(blk + kHeaderBytes * r, &rows[r * n_sb], kHeaderBytes);
+      for_each_word(kQ4KFragCodesAt, [&](int r, int c, int at) {
+        const uint8_t* q = rows[r * n_sb].qs + c;
+        blk[at] = q[0], blk[at + 1] = q[2], blk[at + 2] = q[1], blk[at + 3] = q[3];
+      });
+    }
+}
+
+BlockQ4_K q4k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
+  const int64_t n_sb = n_in / 256;
+  const auto* blk =
+      static_cast<const uint8_t*>(frag) + ((row / kFragTileRows) * n_sb + b) * kQ4KFragBlockBytes;
+  const int want = static_cast<int>(row % kFragTileRows);
+  BlockQ4_K q;
+  std::memcpy(&q, blk + kHeaderBytes * want, kHeaderBytes);
+  for_each_word(kQ4KFragCodesAt, [&](int r, int c, int at) {
+    if (r != want) return;
+    q.qs[c] = blk[at], q.qs[c + 2] = blk[at + 1], q.qs[c + 1] = blk[at + 2],
+    q.qs[c + 3] = blk[at + 3];
+  });
+  return q;
+}
+
+float q4k_bf16_weight(const BlockQ4_K& b, int i) {
+  const int grp = i / 64, k = i % 64, sub = 2 * grp + k / 32;
+  int sc = 0, m = 0;
+  unpack_k_scale_min(b.scales, sub, &sc, &m);
+  const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(b.d) * static_cast<float>(sc)));
+  const float mn = bf16_to_f32(f32_to_bf16(-f16_to_f32(b.dmin) * static_cast<float>(m)));
+  const uint8_t byte = b.qs[32 * grp + k % 32];
+  const int q = k < 32 ? (byte & 15) : (byte >> 4);
+  // q * s has at most 12 significant bits and mn 8: their sum is exact in double while their
+  // exponents lie within 41 of each other (d and dmin of one block are f16 values of similar
+  // size in real files), then rounded once.
+  return to_bf16_rne(q * static_cast<double>(s) + mn);
+}
+
+int q6k_code(const BlockQ6_K& b, int i) {
+  // Element i = 128 h + 64 n + l (l < 64): low nibble n of ql[64 h + l]; writing
+  // i = 128 h + 32 s + l (l < 32): high bits 2s, 2s + 1 of qh[32 h + l] (dequantize.cpp).
+  const int h = i / 128, n = i % 128 / 64, s = i % 128 / 32;
+  const int lo = (b.ql[64 * h + i % 64] >> (4 * n)) & 15;
+  return lo | ((b.qh[32 * h + i % 32] >> (2 * s)) & 3) << 4;
+}
+
+namespace {
+void q6k_set_code(BlockQ6_K& b, int i, int q) {
+  const int h = i / 128, n = i % 128 / 64, s = i % 128 / 32;
+  uint8_t& lo = b.ql[64 * h + i % 64];
+  lo = static_cast<uint8_t>((lo & ~(15 << (4 * n))) | (q & 15) << (4 * n));
+  uint8_t& hi = b.qh[32 * h + i % 32];
+  hi = static_cast<uint8_t>((hi & ~(3 << (2 * s))) | (q >> 4) << (2 * s));
+}
+
+// The Q6_K low nibbles as Q4_K code bytes: byte c of group grp (c < 32) of element codes q.
+uint8_t q6k_nibble_byte(const BlockQ6_K& b, int grp, int c) {
+  return static_cast<uint8_t>((q6k_code(b, 64 * grp + c) & 15) |
+                              (q6k_code(b, 64 * grp + c + 32) & 15) << 4);
+}
+}  // namespace
+
+void q6k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
+  T9_CHECK(frag_shape_ok(n_in, n_out), "q6k_to_frag: shape [{}, {}]", n_out, n_in);
+  const int64_t n_sb = n_in / 256;
+  const auto* in = static_cast<const BlockQ6_K*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t tile = 0; tile < n_out / kFragTileRows; ++tile)
+    for (int64_t b = 0; b < n_sb; ++b) {
+      uint8_t* blk = out + (tile * n_sb + b) * kQ6KFragBlockBytes;
+      std::memset(blk, 0, kQ6KFragBlockBytes);
+      const BlockQ6_K* rows = in + tile * kFragTileRows * n_sb + b;  // row r: rows[r * n_sb]
+      for (int r = 0; r < kFragTileRows; ++r) {
+        const BlockQ6_K& q = rows[r * n_sb];
+        std::memcpy(blk + 16 * r, q.scales, 16);
+        std::memcpy(blk + kQ6KFragDAt + 2 * r, &q.d, 2);
+        for (int i = 0; i < 256; ++i) {
+          const HighBits hb = q6k_high_at(r, i);
+          blk[hb.at] = static_cast<uint8_t>(blk[hb.at] | (q6k_code(q, i) >> 4) << hb.shift);
+        }
+      }
+      for_each_word(kQ6KFragNibblesAt, [&](int r, int c, int at) {
+        const BlockQ6_K& q = rows[r * n_sb];
+        uint8_t byte[4];
+        for (int k = 0; k < 4; ++k) byte[k] = q6k_nibble_byte(q, c / 32, c % 32 + k);
+        blk[at] = byte[0], blk[at + 1] = byte[2], blk[at + 2] = byte[1], blk[at + 3] = byte[3];
+      });
+    }
+}
+
+BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
+  const int64_t n_sb = n_in / 256;
+  const auto* blk =
+      static_cast<const uint8_t*>(frag) + ((row / kFragTileRows) * n_sb + b) * kQ6KFragBlockBytes;
+  const int want = static_cast<int>(row % kFragTileRows);
+  BlockQ6_K q{};
+  std::memcpy(q.scales, blk + 16 * want, 16);
+  std::memcpy(&q.d, blk + kQ6KFragDAt + 2 * want, 2);
+  uint8_t nib[4][32];  // group, code byte
+  for_each_word(kQ6KFragNibblesAt, [&](int r, int c, int at) {
+    if (r != want) return;
+    uint8_t* v = &nib[c / 32][c % 32];
+    v[0] = blk[at], v[2] = blk[at + 1], v[1] = blk[at + 2], v[3] = blk[at + 3];
+  });
+  for (int i = 0; i < 256; ++i) {
+    const HighBits hb = q6k_high_at(want, i);
+    const int c = i % 64;
+    const int lo = (nib[i / 64][c % 32] >> (4 * (c / 32))) & 15;
+    q6k_set_code(q, i, lo | ((blk[hb.at] >> hb.shift) & 3) << 4);
+  }
+  return q;
+}
+
+float q6k_bf16_weight(const BlockQ6_K& b, int i) {
+  const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(b.d) * static_cast<float>(b.scales[i / 16])));
+  // (q - 32) has 6 significant bits and s 8: the product is exact in double, then rounded once.
+  return to_bf16_rne(static_cast<double>(q6k_code(b, i) - 32) * s);
+}
+
+}  // namespace t9

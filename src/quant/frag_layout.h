@@ -1,0 +1,78 @@
+// K-quant matrices in mma-fragment order: the weight layouts of the CUDA bf16 tensor-core matmul
+// (src/backend/cuda/cuda_bf16_matmul.cu; prototype and measurements: dev/kernels/cuda_bf16_q4k.cu,
+// docs/CUDA.md stages 42-43). The same bytes as GGUF's Q4_K / Q6_K rows, reordered at load so that
+// one lane's 16-byte load is its A fragments for 64 inputs of an m16n8k16 mma. How a lane reads
+// them back is quant/frag_decode.h (shared by the kernels and the CPU tests).
+//
+// A [n_out, n_in] matrix (n_out a multiple of 16, n_in of 256) is cut into 16-row tiles T and
+// 256-input super-blocks b; block (T, b) takes 16 x sizeof(block) bytes at
+// (T * n_in / 256 + b) * (that size). Lane L = 4 g + t of a warp owns rows g and g + 8 of the tile
+// and, of each 64-input group j (inputs 64 j .. 64 j + 63 of the super-block), inputs
+// 8t .. 8t + 7 and 32 + 8t .. 32 + 8t + 7 (frag_input, frag_decode.h).
+//
+// Q4_K (kQ4KFragBlockBytes = 2304):
+//   [0, 256)     the 16 rows' headers (f16 d, f16 dmin, 12 scale bytes), row r at 16 r;
+//   [256, 2304)  the codes: group j and lane L at 256 + 16 (32 j + L), four 4-byte words:
+//                w0 = row g, code bytes 8t .. 8t + 3;  w1 = row g, bytes 8t + 4 .. 8t + 7;
+//                w2, w3 = the same of row g + 8;
+//                each word's bytes stored as (c0, c2, c1, c3), so that (w >> 4n) & 0x000F000F
+//                holds the nibbles of two adjacent inputs (n = 0: low nibbles of c0, c1; 1: high
+//                nibbles of c0, c1; 2, 3: the same of c2, c3). Code byte c of group j holds
+//                inputs 64 j + c (low nibble) and 64 j + c + 32 (high), as in GGUF.
+// Q6_K (kQ6KFragBlockBytes = 3360): a 6-bit code q (weight d * scale * (q - 32)) as its low
+// nibble and its high 2 bits:
+//   [0, 256)     the 16 rows' 16 int8 scales (one per 16 inputs), row r at 16 r;
+//   [256, 288)   the 16 rows' f16 d, row r at 256 + 2 r;
+//   [288, 2336)  the low nibbles, arranged exactly as Q4_K's codes (above), "code byte" c of group
+//                j being nibble(64 j + c) | nibble(64 j + c + 32) << 4;
+//   [2336, 3360) the high bits: groups 2h, 2h + 1 and lane L at 2336 + 16 (32 h + L), four words
+//                H(g, 2h), H(g + 8, 2h), H(g, 2h + 1), H(g + 8, 2h + 1); word H(r, j) holds the
+//                high bits of the input of k16 step s, A register pair p (0: slots 2t, 2t + 1;
+//                1: 2t + 8, 2t + 9) and element e at bits 2m + 16 e (m = 2 s + p), so that a shift
+//                by 2m - 4 and the mask 0x00300030 puts them above the pair's nibbles.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/blocks.h"
+
+namespace t9 {
+
+constexpr int kFragTileRows = 16;
+constexpr int kQ4KFragBlockBytes = kFragTileRows * static_cast<int>(sizeof(BlockQ4_K));  // 2304
+constexpr int kQ4KFragCodesAt = 256;
+constexpr int kQ6KFragBlockBytes = kFragTileRows * static_cast<int>(sizeof(BlockQ6_K));  // 3360
+constexpr int kQ6KFragDAt = 256;
+constexpr int kQ6KFragNibblesAt = 288;
+constexpr int kQ6KFragHighsAt = kQ6KFragNibblesAt + 4 * 32 * 16;  // 2336
+static_assert(kQ4KFragBlockBytes == 2304 && kQ6KFragBlockBytes == 3360 &&
+              kQ6KFragHighsAt + 2 * 32 * 16 == kQ6KFragBlockBytes);
+
+// The shapes the layouts cover: n_out a multiple of 16 and n_in of 256 (one row of super-blocks).
+inline bool frag_shape_ok(int64_t n_in, int64_t n_out) {
+  return n_in > 0 && n_out > 0 && n_in % 256 == 0 && n_out % kFragTileRows == 0;
+}
+
+// GGUF Q4_K rows (n_out rows of n_in / 256 blocks) to fragment order; dst has the same size
+// (n_out * n_in / 256 * 144 bytes) and must not overlap src. Precondition: frag_shape_ok.
+void q4k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
+// Row `row`'s super-block `b` back in GGUF layout (the inverse of q4k_to_frag, one block).
+BlockQ4_K q4k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
+
+// The same for Q6_K (210 bytes a block).
+void q6k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
+BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
+
+// Element i's (0..255) 6-bit code of a Q6_K block, 0..63 (its weight: d * scales[i / 16] *
+// (code - 32)).
+int q6k_code(const BlockQ6_K& b, int i);
+
+// The weight the tensor-core path multiplies for element i (0..255) of block b, in bf16:
+//   Q4_K: bf16(q * bf16(d * sc) - bf16(dmin * m)), the sum exact before its one rounding;
+//   Q6_K: bf16((q - 32) * bf16(d * scale)), one rounding of the exact product;
+// each rounding to nearest even (d * sc, dmin * m and d * scale are exact in fp32). GGUF's
+// dequantization (the products in fp32) differs from it by the bf16 roundings.
+float q4k_bf16_weight(const BlockQ4_K& b, int i);
+float q6k_bf16_weight(const BlockQ6_K& b, int i);
+
+}  // namespace t9

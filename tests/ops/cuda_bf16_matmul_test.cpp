@@ -1,0 +1,201 @@
+// The bf16 tensor-core matmul of fragment-ordered Q4_K and Q6_K weights (cuda_bf16_matmul.cuh):
+// its results against a double reference over the bf16 operands it is defined to multiply, its
+// rows bitwise the same whatever the batch (the GEMV's 1-32 rows against the GEMM's tiles), and
+// the ops that must not read the layout refusing it.
+#ifdef TEMPO9_HAVE_CUDA
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "cuda_test_util.h"
+#include "ops_test_util.h"
+#include "quant/frag_layout.h"
+#include "quant/half.h"
+#include "quant/types.h"
+
+namespace t9::test {
+namespace {
+
+using cuda_util::expect_row_batch_invariant;
+
+class CudaBf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+    CudaBackendConfig cfg;
+    cfg.bf16_matmul = true;
+    be_ = std::make_unique<CudaBackend>(cfg);
+  }
+  std::unique_ptr<CudaBackend> be_;
+};
+
+double bf16_round(float v) {
+  return bf16_to_f32(f32_to_bf16(v));
+}
+
+// The bf16 weight the kernels multiply for element k of a GGUF row of `type` (Q4_K or Q6_K).
+double bf16_weight(GgmlType type, const uint8_t* row, int64_t k) {
+  if (type == GgmlType::Q4_K)
+    return q4k_bf16_weight(reinterpret_cast<const BlockQ4_K*>(row)[k / 256],
+                           static_cast<int>(k % 256));
+  return q6k_bf16_weight(reinterpret_cast<const BlockQ6_K*>(row)[k / 256],
+                         static_cast<int>(k % 256));
+}
+
+// y of a [n_tok x n_in] x [n_out x n_in] call against sum(bf16 weight * bf16(x)) (+ bias) in
+// double. The tensor cores add each k16 step's 16 exact products into fp32 with their own
+// alignment, then the slices add in fp32: n_in / 16 + n_in / 1024 + 1 additions, each allowed
+// 2^-22 of sum |w x| + |bias| (a bit more than one rounding: the hardware's alignment may drop
+// bits below the accumulator's). The prototype's worst was ~1e-7 relative (run 217).
+void expect_near_reference(CudaBackend& be, std::mt19937_64& rng, GgmlType type, int64_t n_in,
+                           int64_t n_out, int64_t n_tok, bool with_bias) {
+  SCOPED_TRACE(testing::Message() << type_name(type) << " " << n_tok << " x " << n_in << " -> "
+                                  << n_out);
+  DeviceArena arena(be);
+  const auto wb = random_weights(rng, type, n_in, n_out);
+  const Tensor w = arena.matmul_weights(wb, type, n_in, n_out);
+  ASSERT_EQ(w.buf->layout, WeightLayout::kFrag);
+  const auto x = random_floats(rng, static_cast<size_t>(n_in * n_tok), -2.0f, 2.0f);
+  const auto bias = random_floats(rng, static_cast<size_t>(n_out));
+  const Tensor yt = arena.poisoned(GgmlType::F32, n_out, n_tok);
+  be.matmul(w, arena.from_host(x, GgmlType::F32, n_in, n_tok),
+            with_bias ? arena.from_host(bias, GgmlType::F32, n_out) : Tensor{}, yt);
+  const auto y = arena.download<float>(yt);
+  const size_t row_size = row_bytes(type, n_in);
+  const double steps = static_cast<double>(n_in / 16 + n_in / 1024 + 1);
+  for (int64_t o = 0; o < n_out; ++o) {
+    std::vector<double> wr(static_cast<size_t>(n_in));
+    for (int64_t k = 0; k < n_in; ++k)
+      wr[static_cast<size_t>(k)] = bf16_weight(type, wb.data() + o * row_size, k);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      double ref = with_bias ? bias[static_cast<size_t>(o)] : 0.0, mag = std::fabs(ref);
+      for (int64_t k = 0; k < n_in; ++k) {
+        const double p =
+            wr[static_cast<size_t>(k)] * bf16_round(x[static_cast<size_t>(t * n_in + k)]);
+        ref += p, mag += std::fabs(p);
+      }
+      const double got = y[static_cast<size_t>(t * n_out + o)];
+      ASSERT_LE(std::fabs(got - ref), steps * std::ldexp(mag, -22))
+          << "row " << t << " out " << o << " got " << got << " ref " << ref;
+    }
+  }
+}
+
+TEST_F(CudaBf16, MatchesTheBf16Reference) {
+  auto rng = test_rng();
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    expect_near_reference(*be_, rng, t, 1024, 48, 1, false);   // GEMV, one slice
+    expect_near_reference(*be_, rng, t, 2048, 144, 5, true);   // GEMV, two slices, a bias
+    expect_near_reference(*be_, rng, t, 3072, 64, 8, false);   // GEMV at 8 rows
+    expect_near_reference(*be_, rng, t, 8192, 32, 8, false);   // GEMV, rows too big to stage:
+                                                               // the bf16 copy through L1
+    expect_near_reference(*be_, rng, t, 1024, 96, 20, true);   // GEMV, three groups of 8 rows
+    expect_near_reference(*be_, rng, t, 2048, 208, 70, true);  // GEMM: a partial 128-row block
+                                                               // and a partial 64-row tile, a bias
+  }
+  // The widest input: Q6_K's ring (3 x 3360 bytes a warp) leaves room to stage one row of 16384
+  // but not two (the bf16 copy then); Q4_K stages both.
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (const int64_t n_tok : {1, 2}) expect_near_reference(*be_, rng, t, 16384, 32, n_tok, false);
+}
+
+// Row 3 alone, then inside calls of 5, 8, 9, 17 and 32 rows (the GEMV: one to four groups of 8)
+// and 33, 70 and 130 rows (the GEMM, across its 64-row tiles): the same bits every time.
+TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
+  auto rng = test_rng();
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (const int64_t n_in : {1024, 4096}) {
+      SCOPED_TRACE(testing::Message() << type_name(t) << " n_in " << n_in);
+      const int64_t n_out = 272;
+      DeviceArena arena(*be_);
+      const Tensor w = arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+      ASSERT_EQ(w.buf->layout, WeightLayout::kFrag);
+      expect_row_batch_invariant(*be_, arena, w,
+                                 random_floats(rng, static_cast<size_t>(n_in * 130), -3.0f, 3.0f),
+                                 {5, 8, 9, 17, 32, 33, 70, 130});
+    }
+}
+
+// matmul_shared_x with three fragment-ordered Q4_K weights (208 rows: a partial GEMM block; a
+// bias on the second), two Q6_K ones and a Q8_0 one (int8 path): the Q4_K ones go in one launch
+// and the Q6_K ones in another (fused_matmuls + 2), and every output is the bits of its plain
+// matmul, in the GEMV (1 and 20 rows) and the GEMM (70).
+TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
+  auto rng = test_rng();
+  const int64_t n_in = 2048;
+  for (const int64_t n_tok : {1, 20, 70}) {
+    SCOPED_TRACE(n_tok);
+    DeviceArena arena(*be_);
+    const Tensor x =
+        arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
+                        GgmlType::F32, n_in, n_tok);
+    const Tensor bias = arena.from_host(random_floats(rng, 64), GgmlType::F32, 64);
+    const auto frag = [&](GgmlType t, int64_t n_out) {
+      return arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+    };
+    const GgmlType q4 = GgmlType::Q4_K, q6 = GgmlType::Q6_K;
+    const std::vector<Backend::MatmulOut> outs = {
+        {frag(q4, 208), Tensor{}, arena.poisoned(GgmlType::F32, 208, n_tok)},
+        {frag(q6, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
+        {frag(q4, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
+        {arena.weights(random_weights(rng, GgmlType::Q8_0, n_in, 96), GgmlType::Q8_0, n_in, 96),
+         Tensor{}, arena.poisoned(GgmlType::F32, 96, n_tok)},
+        {frag(q6, 160), Tensor{}, arena.poisoned(GgmlType::F32, 160, n_tok)},
+        {frag(q4, 48), Tensor{}, arena.poisoned(GgmlType::F32, 48, n_tok)}};
+    const long fused_before = be_->fused_matmuls();
+    be_->matmul_shared_x(x, outs);
+    EXPECT_EQ(be_->fused_matmuls() - fused_before, 2);
+    for (const auto& o : outs) {
+      const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
+      be_->matmul(o.w, x, o.bias, sep);
+      const auto a = arena.download<float>(o.y), b = arena.download<float>(sep);
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_FALSE(std::isnan(a[0]));
+      for (size_t e = 0; e < a.size(); ++e)
+        ASSERT_EQ(float_bits(a[e]), float_bits(b[e])) << type_name(o.w.type) << " element " << e;
+    }
+  }
+}
+
+// Shapes the kernels do not take stay in GGUF order (and on the int8 path); other types too.
+TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
+  auto rng = test_rng();
+  DeviceArena arena(*be_);
+  EXPECT_EQ(
+      arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, 1536, 64), GgmlType::Q4_K, 1536, 64)
+          .buf->layout,
+      WeightLayout::kGguf);  // n_in not whole 1024-input slices
+  EXPECT_EQ(
+      arena.matmul_weights(random_weights(rng, GgmlType::Q6_K, 4096, 40), GgmlType::Q6_K, 4096, 40)
+          .buf->layout,
+      WeightLayout::kGguf);  // n_out not whole 16-row tiles
+  EXPECT_EQ(
+      arena.matmul_weights(random_weights(rng, GgmlType::Q8_0, 1024, 64), GgmlType::Q8_0, 1024, 64)
+          .buf->layout,
+      WeightLayout::kGguf);  // a type without a fragment form
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+    EXPECT_EQ(arena.matmul_weights(random_weights(rng, t, 1024, 64), t, 1024, 64).buf->layout,
+              WeightLayout::kFrag)
+        << type_name(t);
+}
+
+using CudaBf16DeathTest = CudaBf16;
+
+TEST_F(CudaBf16DeathTest, GetRowsRefusesTheLayout) {
+  auto rng = test_rng();
+  DeviceArena arena(*be_);
+  const Tensor table =
+      arena.matmul_weights(random_weights(rng, GgmlType::Q4_K, 1024, 32), GgmlType::Q4_K, 1024, 32);
+  const Tensor ids = arena.from_host(std::vector<int32_t>{1}, GgmlType::I32, 1);
+  const Tensor out = arena.poisoned(GgmlType::F32, 1024, 1);
+  EXPECT_DEATH(be_->get_rows(table, ids, out), "stored for matmuls only");
+}
+
+}  // namespace
+}  // namespace t9::test
+
+#endif  // TEMPO9_HAVE_CUDA

@@ -1,0 +1,273 @@
+// The fragment-ordered Q4_K layout (quant/frag_layout.h): a byte lands where the layout comment
+// says, the reordering loses nothing, and the bf16 weight rule rounds where it says.
+#include "quant/frag_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/dequantize.h"
+#include "quant/frag_decode.h"
+#include "quant/half.h"
+
+namespace t9 {
+namespace {
+
+std::vector<BlockQ4_K> random_blocks(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<BlockQ4_K> v(static_cast<size_t>(n));
+  for (BlockQ4_K& b : v) {
+    b.d = static_cast<uint16_t>(0x2000 + byte(rng));  // small positive f16 scales
+    b.dmin = static_cast<uint16_t>(0x2000 + byte(rng));
+    for (uint8_t& s : b.scales) s = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& q : b.qs) q = static_cast<uint8_t>(byte(rng));
+  }
+  return v;
+}
+
+TEST(Q4KFrag, BytesLandWhereTheLayoutSays) {
+  const int64_t n_in = 512, n_out = 32;  // two tiles of two super-blocks
+  std::vector<BlockQ4_K> rows(static_cast<size_t>(n_out * n_in / 256));
+  // Row 25 (tile 1, row 9 of it: g = 1, the upper half), super-block 1, code byte 93: group 2,
+  // byte 29 of its 32 -> t = 3, word w3 (row g + 8, bytes 8t + 4 .. 8t + 7), c1 of the word,
+  // stored at position 2 (c0, c2, c1, c3).
+  BlockQ4_K& b = rows[25 * 2 + 1];
+  b.qs[93] = 0xA7;
+  b.d = 0x1234;
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ4_K), 0);
+  q4k_to_frag(rows.data(), n_in, n_out, frag.data());
+  const size_t blk = (1 * 2 + 1) * static_cast<size_t>(kQ4KFragBlockBytes);
+  EXPECT_EQ(frag[blk + kQ4KFragCodesAt + 16 * (32 * 2 + 4 * 1 + 3) + 4 * 3 + 2], 0xA7);
+  uint16_t d = 0;
+  std::memcpy(&d, &frag[blk + 16 * 9], 2);  // row 9's header: d first
+  EXPECT_EQ(d, 0x1234);
+  int nonzero = 0;
+  for (const uint8_t v : frag) nonzero += v != 0;
+  EXPECT_EQ(nonzero, 3);  // 0xA7 and d's two bytes, nothing else moved
+}
+
+TEST(Q4KFrag, EveryBlockComesBackBitForBit) {
+  const int64_t n_in = 1024, n_out = 48;
+  const std::vector<BlockQ4_K> rows = random_blocks(n_out * n_in / 256, 44);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ4_K));
+  q4k_to_frag(rows.data(), n_in, n_out, frag.data());
+  for (int64_t r = 0; r < n_out; ++r)
+    for (int64_t b = 0; b < n_in / 256; ++b) {
+      const BlockQ4_K got = q4k_frag_block(frag.data(), n_in, r, b);
+      ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * (n_in / 256) + b)], sizeof got), 0)
+          << "row " << r << " block " << b;
+    }
+}
+
+TEST(Q4KFrag, ShapesItCovers) {
+  EXPECT_TRUE(frag_shape_ok(4096, 1024));
+  EXPECT_TRUE(frag_shape_ok(256, 16));
+  EXPECT_FALSE(frag_shape_ok(4096, 1000));  // rows not in 16-row tiles
+  EXPECT_FALSE(frag_shape_ok(4000, 1024));  // not whole super-blocks
+}
+
+TEST(Q4KFrag, Bf16WeightRoundsTheScaleThenTheSum) {
+  BlockQ4_K b{};
+  b.d = 0x3555;     // 0.333251953125
+  b.dmin = 0x3800;  // 0.5
+  b.scales[0] = 7;  // sub-block 0: sc 7, m 0 (scales[4])
+  b.scales[1] = 2;  // sub-block 1: sc 2, m 3
+  b.scales[5] = 3;
+  b.qs[0] = 0x0F;  // element 0: q 15 (sub-block 0); element 32: q 0 (sub-block 1)
+  b.qs[1] = 0x40;  // element 1: q 0; element 33: q 4
+  // d sc = 2.33276367 -> bf16 2.328125 (1 + 21/128, times 2); 15 x 2.328125 = 34.921875 ->
+  // bf16 35 (1 + 12/128, times 32). GGUF's fp32 rule gives 34.99 instead.
+  EXPECT_EQ(q4k_bf16_weight(b, 0), 35.0f);
+  EXPECT_EQ(q4k_bf16_weight(b, 1), 0.0f);  // q 0, min 0
+  // Sub-block 1: s = bf16(0.666503906) = 0.66796875 (1 + 43/128, / 2), m = -1.5 exactly;
+  // q 4: 2.671875 - 1.5 = 1.171875, exact in bf16 (1 + 22/128).
+  EXPECT_EQ(q4k_bf16_weight(b, 33), 1.171875f);
+  EXPECT_EQ(q4k_bf16_weight(b, 32), -1.5f);  // q 0: just the min
+  std::vector<float> gguf(256);
+  dequantize_row(GgmlType::Q4_K, &b, gguf.data(), 256);
+  EXPECT_NE(gguf[0], 35.0f);  // the two rules differ by the bf16 roundings
+  EXPECT_NEAR(gguf[0], 35.0f, 35.0f / 128);
+}
+
+std::vector<BlockQ6_K> random_q6k_blocks(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<BlockQ6_K> v(static_cast<size_t>(n));
+  for (BlockQ6_K& b : v) {
+    b.d = static_cast<uint16_t>(0x2000 + byte(rng));
+    for (int8_t& s : b.scales) s = static_cast<int8_t>(byte(rng) - 128);
+    for (uint8_t& q : b.ql) q = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& q : b.qh) q = static_cast<uint8_t>(byte(rng));
+  }
+  return v;
+}
+
+// q6k_code is GGUF's code: d * scale * (code - 32) is what dequantize_row gives, for every element.
+TEST(Q6KFrag, CodeIsTheDequantizersCode) {
+  const std::vector<BlockQ6_K> blocks = random_q6k_blocks(4, 61);
+  for (const BlockQ6_K& b : blocks) {
+    std::vector<float> y(256);
+    dequantize_row(GgmlType::Q6_K, &b, y.data(), 256);
+    for (int i = 0; i < 256; ++i)
+      ASSERT_EQ(y[static_cast<size_t>(i)], f16_to_f32(b.d) * static_cast<float>(b.scales[i / 16]) *
+                                               static_cast<float>(q6k_code(b, i) - 32))
+          << "element " << i;
+  }
+}
+
+TEST(Q6KFrag, BytesLandWhereTheLayoutSays) {
+  const int64_t n_in = 512, n_out = 32;  // two tiles of two super-blocks
+  std::vector<BlockQ6_K> rows(static_cast<size_t>(n_out * n_in / 256));
+  for (BlockQ6_K& b : rows) std::memset(&b, 0, sizeof b);
+  // Row 25 (tile 1, row 9: g = 1, the upper half), super-block 1, element 200 = group 3, c = 8:
+  // t = 1, step 0, pair 0, e 0 (frag_input). Code 0x2B: GGUF's high nibble of ql[72]
+  // (200 = 128 + 64 + 8) and bits 4, 5 of qh[40] (200 = 128 + 2 x 32 + 8).
+  BlockQ6_K& b = rows[25 * 2 + 1];
+  b.ql[72] = 0xB0;
+  b.qh[40] = 0x20;
+  b.scales[12] = -7;
+  b.d = 0x1234;
+  ASSERT_EQ(q6k_code(b, 200), 0x2B);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ6_K), 0xEE);
+  q6k_to_frag(rows.data(), n_in, n_out, frag.data());
+  const size_t blk = (1 * 2 + 1) * static_cast<size_t>(kQ6KFragBlockBytes);
+  // Nibble: code byte 8 of group 3 (low nibble: c < 32) is word w2 (row g + 8, bytes 8t ..
+  // 8t + 3), c0 of it, stored first.
+  EXPECT_EQ(frag[blk + kQ6KFragNibblesAt + 16 * (32 * 3 + 4 * 1 + 1) + 4 * 2], 0x0B);
+  // High bits: groups 2, 3 (h = 1), lane 5, word H(g + 8, 3) (the fourth), bits 2m + 16e = 0.
+  EXPECT_EQ(frag[blk + kQ6KFragHighsAt + 16 * (32 * 1 + 4 * 1 + 1) + 4 * 3], 0x02);
+  EXPECT_EQ(static_cast<int8_t>(frag[blk + 16 * 9 + 12]), -7);  // row 9's scales
+  uint16_t d = 0;
+  std::memcpy(&d, &frag[blk + kQ6KFragDAt + 2 * 9], 2);
+  EXPECT_EQ(d, 0x1234);
+  int nonzero = 0;
+  for (const uint8_t v : frag) nonzero += v != 0;
+  EXPECT_EQ(nonzero, 5);  // the nibble, the high bits, the scale, d's two bytes: nothing else
+}
+
+TEST(Q6KFrag, EveryBlockComesBackBitForBit) {
+  const int64_t n_in = 1024, n_out = 48;
+  const std::vector<BlockQ6_K> rows = random_q6k_blocks(n_out * n_in / 256, 62);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ6_K));
+  q6k_to_frag(rows.data(), n_in, n_out, frag.data());
+  for (int64_t r = 0; r < n_out; ++r)
+    for (int64_t b = 0; b < n_in / 256; ++b) {
+      const BlockQ6_K got = q6k_frag_block(frag.data(), n_in, r, b);
+      ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * (n_in / 256) + b)], sizeof got), 0)
+          << "row " << r << " block " << b;
+    }
+}
+
+TEST(Q6KFrag, Bf16WeightRoundsTheProductOnce) {
+  BlockQ6_K b{};
+  b.d = 0x3555;      // 0.333251953125
+  b.scales[0] = 7;   // d x 7 = 2.33276367 -> bf16 2.328125
+  b.scales[1] = -3;  // d x -3 = -0.999755859 -> bf16 -1.0
+  b.ql[0] = 0x0F;    // element 0: nibble 15 ...
+  b.qh[0] = 0x02;    // ... high bits 2: code 47, q - 32 = 15
+  b.ql[16] = 0x01;   // element 16: code 1, q - 32 = -31
+  // 15 x 2.328125 = 34.921875 -> bf16 35 (ties never arise: one product, one rounding).
+  EXPECT_EQ(q6k_bf16_weight(b, 0), 35.0f);
+  EXPECT_EQ(q6k_bf16_weight(b, 16), 31.0f);              // -31 x -1.0
+  EXPECT_EQ(q6k_bf16_weight(b, 1), -32.0f * 2.328125f);  // code 0: -32 x s, exact
+  std::vector<float> gguf(256);
+  dequantize_row(GgmlType::Q6_K, &b, gguf.data(), 256);
+  EXPECT_NE(gguf[0], 35.0f);  // GGUF's fp32 rule: 34.99
+  EXPECT_NEAR(gguf[0], 35.0f, 35.0f / 128);
+}
+
+// A lane's four code words (and Q6_K's two high words) of group grp, read as the kernels read them.
+struct LaneWords {
+  uint32_t w[4];
+  uint32_t h[2];
+};
+LaneWords lane_words(const uint8_t* blk, int codes_at, int grp, int lane, bool q6k) {
+  LaneWords v{};
+  std::memcpy(v.w, blk + codes_at + 16 * (32 * grp + lane), 16);
+  if (q6k)
+    std::memcpy(v.h, blk + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2), 8);
+  return v;
+}
+
+// Every lane of every block decodes, for each k16 step and A register, the codes of the inputs
+// frag_input names, of rows g and g + 8, in the bf16 form 0x4300 | code; and the sub-block (Q4_K)
+// or scale (Q6_K) it picks is the element's.
+TEST(FragDecode, Q4KLanesDecodeTheirInputsCodes) {
+  const int64_t n_in = 512, n_out = 32;
+  const std::vector<BlockQ4_K> rows = random_blocks(n_out * n_in / 256, 71);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ4_K));
+  q4k_to_frag(rows.data(), n_in, n_out, frag.data());
+  std::vector<int> seen(static_cast<size_t>(n_out * n_in), 0);  // [row][input]
+  for (int64_t tile = 0; tile < n_out / 16; ++tile)
+    for (int64_t sb = 0; sb < n_in / 256; ++sb) {
+      const uint8_t* blk = frag.data() + (tile * (n_in / 256) + sb) * kQ4KFragBlockBytes;
+      for (int lane = 0; lane < 32; ++lane)
+        for (int grp = 0; grp < 4; ++grp) {
+          const LaneWords v = lane_words(blk, kQ4KFragCodesAt, grp, lane, false);
+          for (int step = 0; step < 4; ++step)
+            for (int slot = 0; slot < 4; ++slot) {
+              const uint32_t pair = q4k_frag_biased(v.w, step, slot);
+              const int64_t row = 16 * tile + lane / 4 + 8 * (slot % 2);
+              const BlockQ4_K& b = rows[static_cast<size_t>(row * (n_in / 256) + sb)];
+              for (int e = 0; e < 2; ++e) {
+                const int i = 64 * grp + frag_input(step, slot, e, lane % 4);
+                const int byte = b.qs[32 * grp + i % 32];
+                const int code = i % 64 < 32 ? byte & 15 : byte >> 4;
+                ASSERT_EQ((pair >> (16 * e)) & 0xFFFF, 0x4300u | static_cast<uint32_t>(code))
+                    << "tile " << tile << " lane " << lane << " group " << grp << " step " << step
+                    << " slot " << slot << " e " << e;
+                ASSERT_EQ(q4k_frag_sub(grp, step), i / 32);
+                ++seen[static_cast<size_t>(row * n_in + sb * 256 + i)];
+              }
+            }
+        }
+    }
+  for (size_t k = 0; k < seen.size(); ++k) ASSERT_EQ(seen[k], 1) << "weight " << k;  // each once
+}
+
+TEST(FragDecode, Q6KLanesDecodeTheirInputsCodesAndScales) {
+  const int64_t n_in = 512, n_out = 32;
+  const std::vector<BlockQ6_K> rows = random_q6k_blocks(n_out * n_in / 256, 72);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ6_K));
+  q6k_to_frag(rows.data(), n_in, n_out, frag.data());
+  std::vector<int> seen(static_cast<size_t>(n_out * n_in), 0);  // [row][input]
+  for (int64_t tile = 0; tile < n_out / 16; ++tile)
+    for (int64_t sb = 0; sb < n_in / 256; ++sb) {
+      const uint8_t* blk = frag.data() + (tile * (n_in / 256) + sb) * kQ6KFragBlockBytes;
+      for (int lane = 0; lane < 32; ++lane)
+        for (int grp = 0; grp < 4; ++grp) {
+          const LaneWords v = lane_words(blk, kQ6KFragNibblesAt, grp, lane, true);
+          for (int step = 0; step < 4; ++step)
+            for (int slot = 0; slot < 4; ++slot) {
+              const uint32_t pair = q6k_frag_biased(v.w, v.h, step, slot);
+              const int r = lane / 4 + 8 * (slot % 2);
+              const BlockQ6_K& b = rows[static_cast<size_t>((16 * tile + r) * (n_in / 256) + sb)];
+              // The scale the kernel takes from the block's header for this row and step.
+              const int8_t sc =
+                  static_cast<int8_t>(blk[16 * r + q6k_frag_scale(grp, step, lane % 4)]);
+              uint16_t d = 0;
+              std::memcpy(&d, blk + kQ6KFragDAt + 2 * r, 2);
+              const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(d) * static_cast<float>(sc)));
+              for (int e = 0; e < 2; ++e) {
+                const int i = 64 * grp + frag_input(step, slot, e, lane % 4);
+                const uint32_t half = (pair >> (16 * e)) & 0xFFFF;
+                ASSERT_EQ(half, 0x4300u | static_cast<uint32_t>(q6k_code(b, i)))
+                    << "tile " << tile << " lane " << lane << " group " << grp << " step " << step
+                    << " slot " << slot << " e " << e;
+                // The kernel's arithmetic on it: (128 + code) - 160 exact, times s, one rounding.
+                const float w = bf16_to_f32(
+                    f32_to_bf16((bf16_to_f32(static_cast<uint16_t>(half)) - 160.0f) * s));
+                ASSERT_EQ(w, q6k_bf16_weight(b, i)) << "element " << i;
+                ++seen[static_cast<size_t>((16 * tile + r) * n_in + sb * 256 + i)];
+              }
+            }
+        }
+    }
+  for (size_t k = 0; k < seen.size(); ++k) ASSERT_EQ(seen[k], 1) << "weight " << k;  // each once
+}
+
+}  // namespace
+}  // namespace t9
