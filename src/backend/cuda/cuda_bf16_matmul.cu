@@ -71,7 +71,8 @@ struct Bf16Args {
   int n_parts;
   int n_in, n_tok;
   int n_tiles, n_blocks;  // all parts'
-  int unused = 0;         // fills the tail
+  int w_early;            // every part's weights are model weights (reads_early): the GEMV
+                          // starts its first copies before its dependent-launch wait
 };
 static_assert(std::has_unique_object_representations_v<Bf16Part> &&
               std::has_unique_object_representations_v<Bf16Args>);
@@ -164,7 +165,7 @@ static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q6K::kBlockBytes % 16 ==
 template <class F, bool kStageX, int kGroups>
 __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
   extern __shared__ __align__(16) uint8_t smem[];
-  pdl_enter();
+  if (!args.w_early) pdl_enter();
   const int lane = threadIdx.x % 32, s = threadIdx.x / 32;  // warp s: slice s
   const int g = lane / 4, tq = lane % 4;
   const int n_in = args.n_in, n_tok = args.n_tok, n_sb = n_in / 256, n_slices = n_in / kSlice;
@@ -198,6 +199,9 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
   };
 #pragma unroll
   for (int i = 0; i < kRing - 1; ++i) issue(i);
+  // Weights are never written after their upload: their first copies may run while the
+  // predecessor still does (pdl_enter, cuda_common.cuh); x is read only after the wait.
+  if (args.w_early) pdl_enter();
   if (kStageX) {  // this warp's slice of every row, rounded to bf16 (8 floats a lane and step)
     for (int r = 0; r < n_tok; ++r) {
       const float4* src = reinterpret_cast<const float4*>(
@@ -527,8 +531,8 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
          n_in % kSlice == 0 && n_in <= kMaxSlices * kSlice && n_out <= (int64_t{1} << 30);
 }
 
-void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch& scratch,
-                        Stream& stream) {
+void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
+                        Scratch& scratch, Stream& stream) {
   T9_CHECK(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxFused),
            "bf16 matmul: {} matrices in one launch", outs.size());
   const int64_t n_in = outs[0].w->ne[0], n_tok = x.n_rows();
@@ -556,6 +560,8 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch&
   args.xf = desc(x);
   args.n_in = static_cast<int>(n_in);
   args.n_tok = static_cast<int>(n_tok);
+  static const bool early_off = env_off("TEMPO9_CUDA_BF16_EARLY");  // =0: A/B runs
+  args.w_early = w_early && !early_off ? 1 : 0;
   if (type == GgmlType::Q4_K)
     launch_format<bf16::Q4K>(args, x, scratch, stream);
   else

@@ -30,9 +30,11 @@ struct Bf16Out {
 };
 // Up to kBf16MaxFused matrices of one type and n_in times the same x in one launch (the caller
 // checked each: check_matmul). x: F32 rows, rounded to bf16 by the GEMV itself (rows that fit its
-// shared memory) or by a launch into `scratch`. n_tok <= 32: the GEMV; else the GEMM.
+// shared memory) or by a launch into `scratch`. n_tok <= 32: the GEMV; else the GEMM. w_early:
+// every w is a model weight (never written after its upload), so the GEMV may start copying it
+// before its dependent-launch wait.
 constexpr int kBf16MaxFused = 4;
-void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, Scratch& scratch,
-                        Stream& stream);
+void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
+                        Scratch& scratch, Stream& stream);
 
 }  // namespace t9::cuda

@@ -160,17 +160,18 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
     for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) {
       std::vector<cuda::Bf16Out> group;
       std::vector<size_t> members;
+      bool w_early = true;
       const auto flush = [&] {
         if (group.size() >= 2) {
           T9_CUDA_PROF(fmt::format("matmul bf16 {} {}x{} parts {} rows {}", type_name(type),
                                    x.ne[0], group[0].w->ne[1], group.size(),
                                    cuda::rows_bucket(x.n_rows())));
           for (const size_t j : members) derived_->wrote(outs[j].y);
-          cuda::launch_bf16_matmul(group, x, bf16_scratch_, *stream_);
+          cuda::launch_bf16_matmul(group, x, w_early, bf16_scratch_, *stream_);
           for (const size_t j : members) done[j] = true;
           ++fused_matmuls_;
         }
-        group.clear(), members.clear();
+        group.clear(), members.clear(), w_early = true;
       };
       for (size_t i = 0; i < outs.size(); ++i) {
         const MatmulOut& o = outs[i];
@@ -178,6 +179,7 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
         check_matmul(o.w, x, o.bias, o.y);
         group.push_back({&o.w, &o.bias, &o.y});
         members.push_back(i);
+        w_early = w_early && reads_early(o.w);
         if (group.size() == static_cast<size_t>(cuda::kBf16MaxFused)) flush();
       }
       flush();
@@ -302,7 +304,7 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     derived_->wrote(y);
     if (x.n_rows() == 0 || n_out == 0) return;
     const cuda::Bf16Out one{&w, &bias, &y};
-    cuda::launch_bf16_matmul({&one, 1}, x, bf16_scratch_, *stream_);
+    cuda::launch_bf16_matmul({&one, 1}, x, reads_early(w), bf16_scratch_, *stream_);
     return;
   }
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)
