@@ -364,10 +364,10 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
       cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / kChunks][tid % kChunks]),
                  w_hdr + static_cast<int64_t>(sb) * kB + 16 * (tid % kChunks));
     if (x_ok) {
-      const int xs = kt % kXStages, part = tid % 4;
-      const uint8_t* src = reinterpret_cast<const uint8_t*>(x_row + kt * 64 + 16 * part);
-      cp_async16(reinterpret_cast<uint8_t*>(&sm.x[xs][cx_row][16 * part]), src);
-      cp_async16(reinterpret_cast<uint8_t*>(&sm.x[xs][cx_row][16 * part + 8]), src + 16);
+      const int xs = kt % kXStages, quarter = tid % 4;  // 16 of the k-tile's 64 inputs
+      const uint8_t* src = reinterpret_cast<const uint8_t*>(x_row + kt * 64 + 16 * quarter);
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.x[xs][cx_row][16 * quarter]), src);
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.x[xs][cx_row][16 * quarter + 8]), src + 16);
     }
   };
   auto dequant = [&](int kt) {

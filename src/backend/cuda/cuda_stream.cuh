@@ -40,6 +40,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -144,8 +145,9 @@ class Stream {
   void put_arg(P v) {
     // Padding bytes must not make equal tapes differ. GCC 12.2 misplaces padding that follows
     // an array of structs (it zeroes live bytes instead): argument structs keep none there
-    // (SliceArgs' static_asserts, cuda_units.cuh).
-    __builtin_clear_padding(&v);
+    // (SliceArgs' static_asserts, cuda_units.cuh), and a type with no padding at all (unique
+    // object representations: Bf16Args) never reaches the builtin.
+    if constexpr (!std::has_unique_object_representations_v<P>) __builtin_clear_padding(&v);
     std::memcpy(tape_.data() + cursor_, &v, sizeof(P));
     cursor_ += (sizeof(P) + 7) / 8 * 8;
   }
