@@ -53,24 +53,33 @@ float to_bf16_rne(double v) {
   return bf16_to_f32(f32_to_bf16(f));
 }
 
+// Calls f(blk, rows) for every (16-row tile, super-block) of a matrix of GGUF blocks `Block`:
+// blk is its fragment-ordered block in dst (16 x sizeof(Block) bytes), rows the tile's first row's
+// block of that super-block (row r's: rows[r * n_in / 256]).
+template <typename Block, typename F>
+void for_each_frag_block(const void* src, int64_t n_in, int64_t n_out, void* dst, F&& f) {
+  T9_CHECK(frag_shape_ok(n_in, n_out), "to fragment order: shape [{}, {}]", n_out, n_in);
+  const int64_t n_sb = n_in / 256;
+  const auto* in = static_cast<const Block*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t tile = 0; tile < n_out / kFragTileRows; ++tile)
+    for (int64_t b = 0; b < n_sb; ++b)
+      f(out + (tile * n_sb + b) * kFragTileRows * static_cast<int64_t>(sizeof(Block)),
+        in + tile * kFragTileRows * n_sb + b);
+}
+
 }  // namespace
 
 void q4k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
-  T9_CHECK(frag_shape_ok(n_in, n_out), "q4k_to_frag: shape [{}, {}]", n_out, n_in);
   const int64_t n_sb = n_in / 256;
-  const auto* in = static_cast<const BlockQ4_K*>(src);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t tile = 0; tile < n_out / kFragTileRows; ++tile)
-    for (int64_t b = 0; b < n_sb; ++b) {
-      uint8_t* blk = out + (tile * n_sb + b) * kQ4KFragBlockBytes;
-      const BlockQ4_K* rows = in + tile * kFragTileRows * n_sb + b;  // row r: rows[r * n_sb]
-      for (int r = 0; r < kFragTileRows; ++r)
-        std::memcpy(blk + kHeaderBytes * r, &rows[r * n_sb], kHeaderBytes);
-      for_each_word(kQ4KFragCodesAt, [&](int r, int c, int at) {
-        const uint8_t* q = rows[r * n_sb].qs + c;
-        blk[at] = q[0], blk[at + 1] = q[2], blk[at + 2] = q[1], blk[at + 3] = q[3];
-      });
-    }
+  for_each_frag_block<BlockQ4_K>(src, n_in, n_out, dst, [&](uint8_t* blk, const BlockQ4_K* rows) {
+    for (int r = 0; r < kFragTileRows; ++r)
+      std::memcpy(blk + kHeaderBytes * r, &rows[r * n_sb], kHeaderBytes);
+    for_each_word(kQ4KFragCodesAt, [&](int r, int c, int at) {
+      const uint8_t* q = rows[r * n_sb].qs + c;
+      blk[at] = q[0], blk[at + 1] = q[2], blk[at + 2] = q[1], blk[at + 3] = q[3];
+    });
+  });
 }
 
 BlockQ4_K q4k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
@@ -127,31 +136,25 @@ uint8_t q6k_nibble_byte(const BlockQ6_K& b, int grp, int c) {
 }  // namespace
 
 void q6k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
-  T9_CHECK(frag_shape_ok(n_in, n_out), "q6k_to_frag: shape [{}, {}]", n_out, n_in);
   const int64_t n_sb = n_in / 256;
-  const auto* in = static_cast<const BlockQ6_K*>(src);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t tile = 0; tile < n_out / kFragTileRows; ++tile)
-    for (int64_t b = 0; b < n_sb; ++b) {
-      uint8_t* blk = out + (tile * n_sb + b) * kQ6KFragBlockBytes;
-      std::memset(blk, 0, kQ6KFragBlockBytes);
-      const BlockQ6_K* rows = in + tile * kFragTileRows * n_sb + b;  // row r: rows[r * n_sb]
-      for (int r = 0; r < kFragTileRows; ++r) {
-        const BlockQ6_K& q = rows[r * n_sb];
-        std::memcpy(blk + 16 * r, q.scales, 16);
-        std::memcpy(blk + kQ6KFragDAt + 2 * r, &q.d, 2);
-        for (int i = 0; i < 256; ++i) {
-          const HighBits hb = q6k_high_at(r, i);
-          blk[hb.at] = static_cast<uint8_t>(blk[hb.at] | (q6k_code(q, i) >> 4) << hb.shift);
-        }
+  for_each_frag_block<BlockQ6_K>(src, n_in, n_out, dst, [&](uint8_t* blk, const BlockQ6_K* rows) {
+    std::memset(blk, 0, kQ6KFragBlockBytes);
+    for (int r = 0; r < kFragTileRows; ++r) {
+      const BlockQ6_K& q = rows[r * n_sb];
+      std::memcpy(blk + 16 * r, q.scales, 16);
+      std::memcpy(blk + kQ6KFragDAt + 2 * r, &q.d, 2);
+      for (int i = 0; i < 256; ++i) {
+        const HighBits hb = q6k_high_at(r, i);
+        blk[hb.at] = static_cast<uint8_t>(blk[hb.at] | (q6k_code(q, i) >> 4) << hb.shift);
       }
-      for_each_word(kQ6KFragNibblesAt, [&](int r, int c, int at) {
-        const BlockQ6_K& q = rows[r * n_sb];
-        uint8_t byte[4];
-        for (int k = 0; k < 4; ++k) byte[k] = q6k_nibble_byte(q, c / 32, c % 32 + k);
-        blk[at] = byte[0], blk[at + 1] = byte[2], blk[at + 2] = byte[1], blk[at + 3] = byte[3];
-      });
     }
+    for_each_word(kQ6KFragNibblesAt, [&](int r, int c, int at) {
+      const BlockQ6_K& q = rows[r * n_sb];
+      uint8_t byte[4];
+      for (int k = 0; k < 4; ++k) byte[k] = q6k_nibble_byte(q, c / 32, c % 32 + k);
+      blk[at] = byte[0], blk[at + 1] = byte[2], blk[at + 2] = byte[1], blk[at + 3] = byte[3];
+    });
+  });
 }
 
 BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {

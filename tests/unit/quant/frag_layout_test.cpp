@@ -49,17 +49,22 @@ TEST(Q4KFrag, BytesLandWhereTheLayoutSays) {
   EXPECT_EQ(nonzero, 3);  // 0xA7 and d's two bytes, nothing else moved
 }
 
-TEST(Q4KFrag, EveryBlockComesBackBitForBit) {
-  const int64_t n_in = 1024, n_out = 48;
-  const std::vector<BlockQ4_K> rows = random_blocks(n_out * n_in / 256, 44);
-  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ4_K));
-  q4k_to_frag(rows.data(), n_in, n_out, frag.data());
+// rows (n_out rows of n_in / 256 blocks) to fragment order and every block back, bit for bit.
+template <typename Block, typename ToFrag, typename FragBlock>
+void expect_round_trip(const std::vector<Block>& rows, int64_t n_in, int64_t n_out, ToFrag to_frag,
+                       FragBlock frag_block) {
+  std::vector<uint8_t> frag(rows.size() * sizeof(Block));
+  to_frag(rows.data(), n_in, n_out, frag.data());
   for (int64_t r = 0; r < n_out; ++r)
     for (int64_t b = 0; b < n_in / 256; ++b) {
-      const BlockQ4_K got = q4k_frag_block(frag.data(), n_in, r, b);
+      const Block got = frag_block(frag.data(), n_in, r, b);
       ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * (n_in / 256) + b)], sizeof got), 0)
           << "row " << r << " block " << b;
     }
+}
+
+TEST(Q4KFrag, EveryBlockComesBackBitForBit) {
+  expect_round_trip(random_blocks(48 * 1024 / 256, 44), 1024, 48, q4k_to_frag, q4k_frag_block);
 }
 
 TEST(Q4KFrag, ShapesItCovers) {
@@ -149,16 +154,7 @@ TEST(Q6KFrag, BytesLandWhereTheLayoutSays) {
 }
 
 TEST(Q6KFrag, EveryBlockComesBackBitForBit) {
-  const int64_t n_in = 1024, n_out = 48;
-  const std::vector<BlockQ6_K> rows = random_q6k_blocks(n_out * n_in / 256, 62);
-  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ6_K));
-  q6k_to_frag(rows.data(), n_in, n_out, frag.data());
-  for (int64_t r = 0; r < n_out; ++r)
-    for (int64_t b = 0; b < n_in / 256; ++b) {
-      const BlockQ6_K got = q6k_frag_block(frag.data(), n_in, r, b);
-      ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * (n_in / 256) + b)], sizeof got), 0)
-          << "row " << r << " block " << b;
-    }
+  expect_round_trip(random_q6k_blocks(48 * 1024 / 256, 62), 1024, 48, q6k_to_frag, q6k_frag_block);
 }
 
 TEST(Q6KFrag, Bf16WeightRoundsTheProductOnce) {
