@@ -9,6 +9,10 @@
 //                                               # type (for ncu); SHAPES: N_INxN_OUT[xN_TOK],...
 //                                               # instead of the built-in list.
 //                                               # T9_BENCH_REPLAY=1: time CUDA graph replays
+//                                               # T9_BENCH_BF16=1: the bf16 tensor-core path
+//                                               # for the matrices it takes (Q4_K, Q6_K:
+//                                               # cuda_bf16_matmul.cuh; their type shows as
+//                                               # "Q4_K/b"), the int8 path for the rest
 // Lines with n_out 64 time a call whose weights are ~0.1-0.3 MB: what one matmul costs beside its
 // bytes (launches, the activation quantizer, one DRAM round trip). Q4_K, Q6_K and Q8_0 also run
 // 16..2048 rows: from 16 rows the int8 tensor-core kernel (cuda_mma.cu), GFLOP/s the figure to
@@ -36,7 +40,10 @@ using t9::bench::seconds_per_replayed_call;
 
 int main(int argc, char** argv) {
   using namespace t9;
-  CudaBackend be;
+  const char* bf16_env = std::getenv("T9_BENCH_BF16");
+  CudaBackendConfig cfg;
+  cfg.bf16_matmul = bf16_env != nullptr && std::strcmp(bf16_env, "0") != 0;
+  CudaBackend be(cfg);
   std::printf("device: %s\n", be.name().c_str());
   std::mt19937_64 rng(12345);
 
@@ -104,7 +111,7 @@ int main(int argc, char** argv) {
       std::vector<Buffer*> wb;
       std::vector<Tensor> w;
       for (int c = 0; c < copies; ++c) {
-        wb.push_back(must(be.upload_weights(host.data(), wbytes)));
+        wb.push_back(must(be.upload_matmul_weights(host.data(), wbytes, t, s.n_in, s.n_out)));
         w.push_back(make_tensor(wb.back(), 0, t, s.n_in, s.n_out));
       }
       Buffer* xb = must(be.alloc(static_cast<size_t>(s.n_in * s.n_tok) * 4));
@@ -123,10 +130,11 @@ int main(int argc, char** argv) {
       const double bytes = static_cast<double>(wbytes) + 4.0 * s.n_tok * (s.n_in + s.n_out);
       const double gbs = bytes / sec / 1e9;
       const double gflops = 2.0 * s.n_in * s.n_out * s.n_tok / sec / 1e9;
-      std::printf("%-6s %6lld %6lld %4lld %10.1f %9.0f %6.0f%% %9.0f\n",
-                  std::string(type_name(t)).c_str(), static_cast<long long>(s.n_in),
-                  static_cast<long long>(s.n_out), static_cast<long long>(s.n_tok), sec * 1e6, gbs,
-                  100.0 * gbs / copy_gbs, gflops);
+      const std::string label =
+          std::string(type_name(t)) + (wb[0]->layout == WeightLayout::kFrag ? "/b" : "");
+      std::printf("%-6s %6lld %6lld %4lld %10.1f %9.0f %6.0f%% %9.0f\n", label.c_str(),
+                  static_cast<long long>(s.n_in), static_cast<long long>(s.n_out),
+                  static_cast<long long>(s.n_tok), sec * 1e6, gbs, 100.0 * gbs / copy_gbs, gflops);
       for (Buffer* p : wb) be.free(p);
       be.free(xb);
       be.free(yb);

@@ -6,8 +6,9 @@
 # both: a single greedy decode (512-token prompt + 128), a 6000-token prompt, 8 and 32 rows
 # decoding together; then issue 7's 32-way serve round for int8 and for both. Text is compared on
 # its first 96 bytes (the paths round differently: the texts may part).
-# Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
-# `bash bench/device_plans/bf16_matmul.sh` (~6 min with the synth; stdout).
+# Here: `bash scripts/device_stage.sh cuda_gemv_bench`; there (device tool, carry [".devrun"]):
+# `bash bench/device_plans/bf16_matmul.sh` (~7 min with the synth; stdout). With the bench staged
+# it first times the 8B's Q4_K and Q6_K shapes alone, int8 against bf16.
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
@@ -15,6 +16,20 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 .devrun/bin/test_cuda_ops --gtest_filter='CudaBf16*:Cuda.Matmul*:Cuda.GetRows*' >"$OUT/tests.txt" 2>&1
 echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
 grep -E '^\[  FAILED|Failure|Expected|Which is|got ' "$OUT/tests.txt" | head -20
+
+# The kernels alone (cuda_gemv_bench; us a call, GB/s, GFLOP/s), the 8B's shapes at 1, 8, 32 and
+# 512 rows: gate/up and down (Q4_K here), attn_v (4096 -> 1024), ffn_down (12288 -> 4096) and the
+# output head (4096 -> 151936) as Q6_K.
+if [ -x .devrun/bin/cuda_gemv_bench ]; then
+  K4=4096x24576x1,4096x24576x8,4096x24576x32,4096x24576x512,12288x4096x1,12288x4096x32
+  K6=4096x1024x1,4096x1024x8,12288x4096x1,12288x4096x8,12288x4096x32,12288x4096x512
+  K6=$K6,4096x151936x1,4096x151936x32
+  for b in 0 1; do
+    T9_BENCH_BF16=$b .devrun/bin/cuda_gemv_bench 3350 Q4_K "$K4" 2>&1 | grep -E '^Q4_K'
+    T9_BENCH_BF16=$b .devrun/bin/cuda_gemv_bench 3350 Q6_K "$K6" 2>&1 | grep -E '^Q6_K'
+  done
+  echo "t=$((SECONDS - T0)) s"
+fi
 
 S8="SINGLE_X=512 GEN=128 PRESET=qwen3-8b QUANT=Q4_K_M SIDES=ours"
 M=/tmp/qwen3-8b-Q4_K_M.gguf
