@@ -13,22 +13,18 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define T9_FRAG_FN __host__ __device__ __forceinline__
-#else
-#define T9_FRAG_FN inline
-#endif
+#include "core/host_device.h"
 
 namespace t9 {
 
 // The input of a 64-input group (0..63) that element e (0, 1) of A register `slot` (0..3) holds
 // in k16 step `step` (0..3) for lane t = L % 4; the row is g + 8 (slot % 2).
-T9_FRAG_FN constexpr int frag_input(int step, int slot, int e, int t) {
+T9_HD constexpr int frag_input(int step, int slot, int e, int t) {
   return 32 * (step / 2) + 8 * t + 4 * (step % 2) + 2 * (slot / 2) + e;
 }
 
 // (a & b) | c; on the device one LOP3 (the compiler splits two immediates into two instructions).
-T9_FRAG_FN uint32_t frag_and_or(uint32_t a, uint32_t b, uint32_t c) {
+T9_HD uint32_t frag_and_or(uint32_t a, uint32_t b, uint32_t c) {
 #if defined(__CUDA_ARCH__)
   uint32_t r;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
@@ -42,20 +38,19 @@ T9_FRAG_FN uint32_t frag_and_or(uint32_t a, uint32_t b, uint32_t c) {
 // 16..19 are the pair's nibbles: w = the lane's four code words of the group (w0..w3,
 // frag_layout.h); steps 0, 1 take the low nibbles of words (w0, w2), (w1, w3), steps 2, 3 the
 // high ones.
-T9_FRAG_FN uint32_t frag_nibbles(const uint32_t (&w)[4], int step, int slot) {
+T9_HD uint32_t frag_nibbles(const uint32_t (&w)[4], int step, int slot) {
   return w[step % 2 + 2 * (slot % 2)] >> (4 * (step / 2) + 8 * (slot / 2));
 }
 
 // A register `slot` of k16 step `step` as two bf16 of value 128 + code (0x4300 | code: exact for
 // codes below 128), element e in bits 16 e .. 16 e + 15. Q4_K: code = the nibble.
-T9_FRAG_FN uint32_t q4k_frag_biased(const uint32_t (&w)[4], int step, int slot) {
+T9_HD uint32_t q4k_frag_biased(const uint32_t (&w)[4], int step, int slot) {
   return frag_and_or(frag_nibbles(w, step, slot), 0x000F000Fu, 0x43004300u);
 }
 
 // Q6_K: code = nibble | high << 4, the nibbles as Q4_K's and h = the lane's high words of the
 // group (H(g, j), H(g + 8, j)).
-T9_FRAG_FN uint32_t q6k_frag_biased(const uint32_t (&w)[4], const uint32_t (&h)[2], int step,
-                                    int slot) {
+T9_HD uint32_t q6k_frag_biased(const uint32_t (&w)[4], const uint32_t (&h)[2], int step, int slot) {
   const int m = 2 * step + slot / 2;  // the pair's high bits at 2m, 2m + 16
   const uint32_t hw = h[slot % 2];
   const uint32_t high = m >= 2 ? hw >> (2 * m - 4) : hw << (4 - 2 * m);
@@ -65,10 +60,10 @@ T9_FRAG_FN uint32_t q6k_frag_biased(const uint32_t (&w)[4], const uint32_t (&h)[
 
 // Which scale of its super-block a lane's step uses: Q4_K the 32-input sub-block (of row g or
 // g + 8) 2 grp + step / 2; Q6_K the 16-input one 4 grp + 2 (step / 2) + t / 2.
-T9_FRAG_FN constexpr int q4k_frag_sub(int grp, int step) {
+T9_HD constexpr int q4k_frag_sub(int grp, int step) {
   return 2 * grp + step / 2;
 }
-T9_FRAG_FN constexpr int q6k_frag_scale(int grp, int step, int t) {
+T9_HD constexpr int q6k_frag_scale(int grp, int step, int t) {
   return 4 * grp + 2 * (step / 2) + t / 2;
 }
 
