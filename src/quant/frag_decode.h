@@ -12,6 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#if !defined(__CUDA_ARCH__)
+#include <bit>
+#endif
 
 #include "core/host_device.h"
 
@@ -38,19 +41,19 @@ T9_HD uint32_t frag_and_or(uint32_t a, uint32_t b, uint32_t c) {
 // 16..19 are the pair's nibbles: w = the lane's four code words of the group (w0..w3,
 // frag_layout.h); steps 0, 1 take the low nibbles of words (w0, w2), (w1, w3), steps 2, 3 the
 // high ones.
-T9_HD uint32_t frag_nibbles(const uint32_t (&w)[4], int step, int slot) {
+T9_HD uint32_t frag_nibbles(const uint32_t* w, int step, int slot) {
   return w[step % 2 + 2 * (slot % 2)] >> (4 * (step / 2) + 8 * (slot / 2));
 }
 
 // A register `slot` of k16 step `step` as two bf16 of value 128 + code (0x4300 | code: exact for
 // codes below 128), element e in bits 16 e .. 16 e + 15. Q4_K: code = the nibble.
-T9_HD uint32_t q4k_frag_biased(const uint32_t (&w)[4], int step, int slot) {
+T9_HD uint32_t q4k_frag_biased(const uint32_t* w, int step, int slot) {
   return frag_and_or(frag_nibbles(w, step, slot), 0x000F000Fu, 0x43004300u);
 }
 
 // Q6_K: code = nibble | high << 4, the nibbles as Q4_K's and h = the lane's high words of the
 // group (H(g, j), H(g + 8, j)).
-T9_HD uint32_t q6k_frag_biased(const uint32_t (&w)[4], const uint32_t (&h)[2], int step, int slot) {
+T9_HD uint32_t q6k_frag_biased(const uint32_t* w, const uint32_t* h, int step, int slot) {
   const int m = 2 * step + slot / 2;  // the pair's high bits at 2m, 2m + 16
   const uint32_t hw = h[slot % 2];
   const uint32_t high = m >= 2 ? hw >> (2 * m - 4) : hw << (4 - 2 * m);
@@ -58,8 +61,36 @@ T9_HD uint32_t q6k_frag_biased(const uint32_t (&w)[4], const uint32_t (&h)[2], i
                      frag_and_or(high, 0x00300030u, 0x43004300u));
 }
 
+// Q8_0: which of the lane's eight code words (frag_layout.h: W[4 h + 2 s + r]) holds A register
+// `slot` of k16 step `step`; its elements are bytes 2 (slot / 2) and 2 (slot / 2) + 1.
+T9_HD constexpr int q80_frag_word(int step, int slot) {
+  return 4 * (step / 2) + 2 * (step % 2) + slot % 2;
+}
+
+// Byte k (0..3) of a Q8_0 code word, the biased code q + 128, as the fp32 bits 0x4B0000xx:
+// 2^23 + q + 128 exactly (one PRMT on the device).
+T9_HD uint32_t q80_frag_magic(uint32_t w, int k) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(w, 0x4B000000u, 0x7440u + static_cast<unsigned>(k));
+#else
+  return ((w >> (8 * k)) & 0xFFu) | 0x4B000000u;
+#endif
+}
+
+// The code q (-128..127) of element e (0, 1) of A register `slot` in step `step`, exactly, from
+// the lane's eight words w of a group: the magic float minus 2^23 + 128.
+T9_HD float q80_frag_code(const uint32_t* w, int step, int slot, int e) {
+  const uint32_t bits = q80_frag_magic(w[q80_frag_word(step, slot)], 2 * (slot / 2) + e);
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits) - 8388736.0f;
+#else
+  return std::bit_cast<float>(bits) - 8388736.0f;
+#endif
+}
+
 // Which scale of its super-block a lane's step uses: Q4_K the 32-input sub-block (of row g or
-// g + 8) 2 grp + step / 2; Q6_K the 16-input one 4 grp + 2 (step / 2) + t / 2.
+// g + 8) 2 grp + step / 2 (Q8_0's d likewise: its block); Q6_K the 16-input one
+// 4 grp + 2 (step / 2) + t / 2.
 T9_HD constexpr int q4k_frag_sub(int grp, int step) {
   return 2 * grp + step / 2;
 }

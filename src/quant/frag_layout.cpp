@@ -180,6 +180,45 @@ BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
   return q;
 }
 
+namespace {
+// Where Q8_0 code i (0..255 of a super-block) of tile row r lands in its fragment-ordered block
+// (frag_layout.h): group j, block h, lane 4 (r % 8) + t, word 4 h + 2 s + r / 8, byte i % 4.
+int q80_code_at(int r, int i) {
+  const int j = i / 64, h = i % 64 / 32, c = i % 32, t = c / 8, s = c % 8 / 4;
+  return kQ80FragCodesAt + 32 * (32 * j + 4 * (r % 8) + t) + 4 * (4 * h + 2 * s + r / 8) + c % 4;
+}
+}  // namespace
+
+void q80_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
+  T9_CHECK(frag_shape_ok(n_in, n_out), "to fragment order: shape [{}, {}]", n_out, n_in);
+  const int64_t n_blocks = n_in / 32, n_sb = n_in / 256;
+  const auto* in = static_cast<const BlockQ8_0*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t tile = 0; tile < n_out / kFragTileRows; ++tile)
+    for (int64_t b = 0; b < n_sb; ++b) {
+      uint8_t* blk = out + (tile * n_sb + b) * kQ80FragBlockBytes;
+      for (int r = 0; r < kFragTileRows; ++r) {
+        const BlockQ8_0* row = in + (tile * kFragTileRows + r) * n_blocks + 8 * b;
+        for (int k = 0; k < 8; ++k) {
+          std::memcpy(blk + 16 * r + 2 * k, &row[k].d, 2);
+          for (int c = 0; c < 32; ++c)
+            blk[q80_code_at(r, 32 * k + c)] = static_cast<uint8_t>(row[k].qs[c] + 128);
+        }
+      }
+    }
+}
+
+BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
+  const int64_t n_sb = n_in / 256;
+  const auto* blk = static_cast<const uint8_t*>(frag) +
+                    ((row / kFragTileRows) * n_sb + b / 8) * kQ80FragBlockBytes;
+  const int r = static_cast<int>(row % kFragTileRows), k = static_cast<int>(b % 8);
+  BlockQ8_0 q;
+  std::memcpy(&q.d, blk + 16 * r + 2 * k, 2);
+  for (int c = 0; c < 32; ++c) q.qs[c] = static_cast<int8_t>(blk[q80_code_at(r, 32 * k + c)] - 128);
+  return q;
+}
+
 float q6k_bf16_weight(const BlockQ6_K& b, int i) {
   const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(b.d) * static_cast<float>(b.scales[i / 16])));
   // (q - 32) has 6 significant bits and s 8: the product is exact in double, then rounded once.

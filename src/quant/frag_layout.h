@@ -1,7 +1,8 @@
-// K-quant matrices in mma-fragment order: the weight layouts of the CUDA bf16 tensor-core matmul
+// Quantized matrices in mma-fragment order: the weight layouts of the CUDA bf16 tensor-core matmul
 // (src/backend/cuda/cuda_bf16_matmul.cu; prototype and measurements: dev/kernels/cuda_bf16_q4k.cu,
-// docs/CUDA.md stages 42-43). The same bytes as GGUF's Q4_K / Q6_K rows, reordered at load so that
-// one lane's 16-byte load is its A fragments for 64 inputs of an m16n8k16 mma. How a lane reads
+// docs/CUDA.md stages 42-44). The same bytes as GGUF's Q4_K / Q6_K / Q8_0 rows, reordered at load
+// so that one lane's 16-byte load (two for Q8_0) is its A fragments for 64 inputs of an m16n8k16
+// mma. How a lane reads
 // them back is quant/frag_decode.h (shared by the kernels and the CPU tests).
 //
 // A [n_out, n_in] matrix (n_out a multiple of 16, n_in of 256) is cut into 16-row tiles T and
@@ -30,6 +31,15 @@
 //                high bits of the input of k16 step s, A register pair p (0: slots 2t, 2t + 1;
 //                1: 2t + 8, 2t + 9) and element e at bits 2m + 16 e (m = 2 s + p), so that a shift
 //                by 2m - 4 and the mask 0x00300030 puts them above the pair's nibbles.
+// Q8_0 (kQ80FragBlockBytes = 4352, the 16 rows' eight 32-input blocks): a code q (weight d * q)
+// stored biased, as the byte q + 128:
+//   [0, 256)     the 16 rows' eight f16 d's, row r's block k (inputs 32 k .. 32 k + 31) at
+//                16 r + 2 k;
+//   [256, 4352)  the codes: group j and lane L at 256 + 32 (32 j + L), eight 4-byte words
+//                W[4 h + 2 s + r] (h: the group's 32-input block, k16 steps 2 h, 2 h + 1;
+//                s = step % 2; r: row g + 8 r), each four consecutive codes of that row:
+//                inputs 64 j + 32 h + 8 t + 4 s .. + 3, in order. A register `slot` of a step is
+//                bytes 2 (slot / 2), 2 (slot / 2) + 1 of the word of row slot % 2.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +54,12 @@ constexpr int kQ4KFragCodesAt = 256;
 constexpr int kQ6KFragBlockBytes = kFragTileRows * static_cast<int>(sizeof(BlockQ6_K));  // 3360
 constexpr int kQ6KFragDAt = 256;
 constexpr int kQ6KFragNibblesAt = 288;
-constexpr int kQ6KFragHighsAt = kQ6KFragNibblesAt + 4 * 32 * 16;  // 2336
+constexpr int kQ6KFragHighsAt = kQ6KFragNibblesAt + 4 * 32 * 16;                             // 2336
+constexpr int kQ80FragBlockBytes = kFragTileRows * 8 * static_cast<int>(sizeof(BlockQ8_0));  // 4352
+constexpr int kQ80FragCodesAt = 256;
 static_assert(kQ4KFragBlockBytes == 2304 && kQ6KFragBlockBytes == 3360 &&
-              kQ6KFragHighsAt + 2 * 32 * 16 == kQ6KFragBlockBytes);
+              kQ6KFragHighsAt + 2 * 32 * 16 == kQ6KFragBlockBytes &&
+              kQ80FragCodesAt + 4 * 32 * 32 == kQ80FragBlockBytes);
 
 // The shapes the layouts cover: n_out a multiple of 16 and n_in of 256 (one row of super-blocks).
 inline bool frag_shape_ok(int64_t n_in, int64_t n_out) {
@@ -63,6 +76,11 @@ BlockQ4_K q4k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
 void q6k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
 
+// The same for Q8_0 (34 bytes a 32-input block); q80_frag_block gives row `row`'s block `b`
+// (inputs 32 b .. 32 b + 31).
+void q80_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
+BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
+
 // Element i's (0..255) 6-bit code of a Q6_K block, 0..63 (its weight: d * scales[i / 16] *
 // (code - 32)).
 int q6k_code(const BlockQ6_K& b, int i);
@@ -71,7 +89,9 @@ int q6k_code(const BlockQ6_K& b, int i);
 //   Q4_K: bf16(q * bf16(d * sc) - bf16(dmin * m)), the sum exact before its one rounding;
 //   Q6_K: bf16((q - 32) * bf16(d * scale)), one rounding of the exact product;
 // each rounding to nearest even (d * sc, dmin * m and d * scale are exact in fp32). GGUF's
-// dequantization (the products in fp32) differs from it by the bf16 roundings.
+// dequantization (the products in fp32) differs from it by the bf16 roundings. Q8_0 has no such
+// rule: its codes are exact in bf16 and the kernels apply d to each 32-input block's fp32 sum,
+// so its weights are GGUF's.
 float q4k_bf16_weight(const BlockQ4_K& b, int i);
 float q6k_bf16_weight(const BlockQ6_K& b, int i);
 

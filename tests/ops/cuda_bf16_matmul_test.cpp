@@ -1,7 +1,7 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K and Q6_K weights (cuda_bf16_matmul.cuh):
-// its results against a double reference over the bf16 operands it is defined to multiply, its
-// rows bitwise the same whatever the batch (the GEMV's 1-32 rows against the GEMM's tiles), and
-// the ops that must not read the layout refusing it.
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q6_K and Q8_0 weights
+// (cuda_bf16_matmul.cuh): its results against a double reference over the bf16 operands it is
+// defined to multiply, its rows bitwise the same whatever the batch (the GEMV's 1-32 rows against
+// the GEMM's tiles), and the ops that must not read the layout refusing it.
 #ifdef TEMPO9_HAVE_CUDA
 
 #include <gtest/gtest.h>
@@ -37,11 +37,16 @@ double bf16_round(float v) {
   return bf16_to_f32(f32_to_bf16(v));
 }
 
-// The bf16 weight the kernels multiply for element k of a GGUF row of `type` (Q4_K or Q6_K).
+// The weight the kernels multiply for element k of a GGUF row of `type`: Q4_K's and Q6_K's bf16
+// rules; Q8_0's own d * q (exact in double), which its kernels apply per block in fp32.
 double bf16_weight(GgmlType type, const uint8_t* row, int64_t k) {
   if (type == GgmlType::Q4_K)
     return q4k_bf16_weight(reinterpret_cast<const BlockQ4_K*>(row)[k / 256],
                            static_cast<int>(k % 256));
+  if (type == GgmlType::Q8_0) {
+    const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[k / 32];
+    return static_cast<double>(f16_to_f32(b.d)) * b.qs[k % 32];
+  }
   return q6k_bf16_weight(reinterpret_cast<const BlockQ6_K*>(row)[k / 256],
                          static_cast<int>(k % 256));
 }
@@ -50,7 +55,8 @@ double bf16_weight(GgmlType type, const uint8_t* row, int64_t k) {
 // double. The tensor cores add each k16 step's 16 exact products into fp32 with their own
 // alignment, then the slices add in fp32: n_in / 16 + n_in / 1024 + 1 additions, each allowed
 // 2^-22 of sum |w x| + |bias| (a bit more than one rounding: the hardware's alignment may drop
-// bits below the accumulator's). The prototype's worst was ~1e-7 relative (run 217).
+// bits below the accumulator's). The prototype's worst was ~1e-7 relative (run 217). Q8_0 has
+// three roundings a 32-input block (its two mma, then the fma of d times their sum).
 void expect_near_reference(CudaBackend& be, std::mt19937_64& rng, GgmlType type, int64_t n_in,
                            int64_t n_out, int64_t n_tok, bool with_bias) {
   SCOPED_TRACE(testing::Message() << type_name(type) << " " << n_tok << " x " << n_in << " -> "
@@ -66,7 +72,8 @@ void expect_near_reference(CudaBackend& be, std::mt19937_64& rng, GgmlType type,
             with_bias ? arena.from_host(bias, GgmlType::F32, n_out) : Tensor{}, yt);
   const auto y = arena.download<float>(yt);
   const size_t row_size = row_bytes(type, n_in);
-  const double steps = static_cast<double>(n_in / 16 + n_in / 1024 + 1);
+  const double steps =
+      static_cast<double>((type == GgmlType::Q8_0 ? 3 * n_in / 32 : n_in / 16) + n_in / 1024 + 1);
   for (int64_t o = 0; o < n_out; ++o) {
     std::vector<double> wr(static_cast<size_t>(n_in));
     for (int64_t k = 0; k < n_in; ++k)
@@ -87,7 +94,7 @@ void expect_near_reference(CudaBackend& be, std::mt19937_64& rng, GgmlType type,
 
 TEST_F(CudaBf16, MatchesTheBf16Reference) {
   auto rng = test_rng();
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
     expect_near_reference(*be_, rng, t, 1024, 48, 1, false);   // GEMV, one slice
     expect_near_reference(*be_, rng, t, 2048, 144, 5, true);   // GEMV, two slices, a bias
     expect_near_reference(*be_, rng, t, 3072, 64, 8, false);   // GEMV at 8 rows
@@ -101,13 +108,16 @@ TEST_F(CudaBf16, MatchesTheBf16Reference) {
   // but not two (the bf16 copy then); Q4_K stages both.
   for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
     for (const int64_t n_tok : {1, 2}) expect_near_reference(*be_, rng, t, 16384, 32, n_tok, false);
+  // Q8_0's widest (its 4352-byte ring: ten slices), one row staged, 32 rows from the bf16 copy.
+  for (const int64_t n_tok : {1, 32})
+    expect_near_reference(*be_, rng, GgmlType::Q8_0, 10240, 32, n_tok, false);
 }
 
 // Row 3 alone, then inside calls of 5, 8, 9, 17 and 32 rows (the GEMV: one to four groups of 8)
 // and 33, 70 and 130 rows (the GEMM, across its 64-row tiles): the same bits every time.
 TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
   auto rng = test_rng();
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     for (const int64_t n_in : {1024, 4096}) {
       SCOPED_TRACE(testing::Message() << type_name(t) << " n_in " << n_in);
       const int64_t n_out = 272;
@@ -121,9 +131,10 @@ TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
 }
 
 // matmul_shared_x with three fragment-ordered Q4_K weights (208 rows: a partial GEMM block; a
-// bias on the second), two Q6_K ones and a Q8_0 one (int8 path): the Q4_K ones go in one launch
-// and the Q6_K ones in another (fused_matmuls + 2), and every output is the bits of its plain
-// matmul, in the GEMV (1 and 20 rows) and the GEMM (70).
+// bias on the second), two Q6_K ones, two Q8_0 ones and a Q8_0 one in GGUF order (int8 path):
+// the Q4_K ones go in one launch, the Q6_K ones in another, the fragment-ordered Q8_0 ones in a
+// third (fused_matmuls + 3), and every output is the bits of its plain matmul, in the GEMV (1
+// and 20 rows) and the GEMM (70).
 TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
   auto rng = test_rng();
   const int64_t n_in = 2048;
@@ -137,18 +148,20 @@ TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
     const auto frag = [&](GgmlType t, int64_t n_out) {
       return arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
     };
-    const GgmlType q4 = GgmlType::Q4_K, q6 = GgmlType::Q6_K;
+    const GgmlType q4 = GgmlType::Q4_K, q6 = GgmlType::Q6_K, q8 = GgmlType::Q8_0;
     const std::vector<Backend::MatmulOut> outs = {
+        {frag(q8, 32), bias, arena.poisoned(GgmlType::F32, 32, n_tok)},
         {frag(q4, 208), Tensor{}, arena.poisoned(GgmlType::F32, 208, n_tok)},
         {frag(q6, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
         {frag(q4, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
         {arena.weights(random_weights(rng, GgmlType::Q8_0, n_in, 96), GgmlType::Q8_0, n_in, 96),
          Tensor{}, arena.poisoned(GgmlType::F32, 96, n_tok)},
         {frag(q6, 160), Tensor{}, arena.poisoned(GgmlType::F32, 160, n_tok)},
-        {frag(q4, 48), Tensor{}, arena.poisoned(GgmlType::F32, 48, n_tok)}};
+        {frag(q4, 48), Tensor{}, arena.poisoned(GgmlType::F32, 48, n_tok)},
+        {frag(q8, 144), Tensor{}, arena.poisoned(GgmlType::F32, 144, n_tok)}};
     const long fused_before = be_->fused_matmuls();
     be_->matmul_shared_x(x, outs);
-    EXPECT_EQ(be_->fused_matmuls() - fused_before, 2);
+    EXPECT_EQ(be_->fused_matmuls() - fused_before, 3);
     for (const auto& o : outs) {
       const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
       be_->matmul(o.w, x, o.bias, sep);
@@ -174,10 +187,15 @@ TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
           .buf->layout,
       WeightLayout::kGguf);  // n_out not whole 16-row tiles
   EXPECT_EQ(
-      arena.matmul_weights(random_weights(rng, GgmlType::Q8_0, 1024, 64), GgmlType::Q8_0, 1024, 64)
+      arena.matmul_weights(random_weights(rng, GgmlType::Q4_0, 1024, 64), GgmlType::Q4_0, 1024, 64)
           .buf->layout,
       WeightLayout::kGguf);  // a type without a fragment form
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+  EXPECT_EQ(
+      arena
+          .matmul_weights(random_weights(rng, GgmlType::Q8_0, 12288, 16), GgmlType::Q8_0, 12288, 16)
+          .buf->layout,
+      WeightLayout::kGguf);  // past the ten slices Q8_0's GEMV ring leaves room for
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     EXPECT_EQ(arena.matmul_weights(random_weights(rng, t, 1024, 64), t, 1024, 64).buf->layout,
               WeightLayout::kFrag)
         << type_name(t);

@@ -615,17 +615,21 @@ Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
 
 Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_bytes, GgmlType type,
                                                    int64_t n_in, int64_t n_out) {
-  // TEMPO9_CUDA_BF16_Q6K=0 keeps Q6_K matrices on the int8 path (A/B runs of the Q6_K form).
+  // TEMPO9_CUDA_BF16_Q6K=0 / TEMPO9_CUDA_BF16_Q8_0=0 keep Q6_K / Q8_0 matrices on the int8 path
+  // (A/B runs of those forms).
   static const bool q6k = !cuda::env_off("TEMPO9_CUDA_BF16_Q6K");
+  static const bool q80 = !cuda::env_off("TEMPO9_CUDA_BF16_Q8_0");
   if (!bf16_matmul_ || !cuda::bf16_frag_shape_ok(type, n_in, n_out) ||
-      (type == GgmlType::Q6_K && !q6k) ||
+      (type == GgmlType::Q6_K && !q6k) || (type == GgmlType::Q8_0 && !q80) ||
       n_bytes != row_bytes(type, n_in) * static_cast<size_t>(n_out))
     return upload_weights(host, n_bytes);
   std::vector<uint8_t> frag(n_bytes);
   if (type == GgmlType::Q4_K)
     q4k_to_frag(host, n_in, n_out, frag.data());
-  else
+  else if (type == GgmlType::Q6_K)
     q6k_to_frag(host, n_in, n_out, frag.data());
+  else
+    q80_to_frag(host, n_in, n_out, frag.data());
   T9_ASSIGN_OR_RETURN(Buffer * buf, upload_weights(frag.data(), n_bytes));
   buf->layout = WeightLayout::kFrag;
   return buf;

@@ -9,8 +9,8 @@
 //     elements exactly as the CPU backend rounds them (cuda_gemv.cuh); the other quantized types
 //     multiply dequantized weights by F32 activations, as do F16/BF16/F32. The reduction order
 //     per output depends only on n_in, so a row's result does not depend on the other rows:
-//     batch-invariant, bitwise. With bf16_matmul, Q4_K and Q6_K matrices stored in fragment order
-//     (upload_matmul_weights) multiply bf16-rounded activations by bf16-rounded weights in fp32
+//     batch-invariant, bitwise. With bf16_matmul, Q4_K, Q6_K and Q8_0 matrices stored in fragment
+//     order (upload_matmul_weights) multiply bf16-rounded activations by bf16 weights in fp32
 //     instead (cuda_bf16_matmul.cuh), every row count the same way: batch-invariant too.
 //   - attention is split-K: a row's keys are cut into up to 16 contiguous ranges (a count that
 //     depends only on the row's own key count), one thread block per (query row, head, range)
@@ -111,9 +111,10 @@ struct CudaBackendConfig {
   // them. H100, runs 198-199: single decode +6% (8B, with the early keys) and +1.7% (35B); the
   // 35B's 8 agents (64 slots) lost 1.3% with it; 0: never. TEMPO9_CUDA_ATTN_PREP_SLOTS=N.
   int attn_prep_slots = 8;
-  // Q4_K and Q6_K matrices that only matmuls read (upload_matmul_weights, n_in a multiple of 1024
-  // up to 16384, n_out of 16) are stored in mma-fragment order and every matmul of them runs on the
-  // bf16 tensor cores (cuda_bf16_matmul.cuh: x and the weights rounded to bf16, fp32 accumulation;
+  // Q4_K, Q6_K and Q8_0 matrices that only matmuls read (upload_matmul_weights, n_in a multiple
+  // of 1024 up to 16384 (Q8_0 10240), n_out of 16) are stored in mma-fragment order and every
+  // matmul of them runs on the bf16 tensor cores (cuda_bf16_matmul.cuh: x rounded to bf16, the
+  // K-quants' weights too, Q8_0's exact codes scaled per block in fp32; fp32 accumulation;
   // batch-invariant bit for bit as the int8 path). Off until measured in a served model: alone it
   // is ~2x the int8 GEMM at 512 rows and even with the int8 GEMV at one row (H100, docs/CUDA.md
   // stage 42). TEMPO9_CUDA_BF16=1 turns it on (=0 off).

@@ -6,6 +6,10 @@
 //
 // A format F gives the kernels:
 //   kBlockBytes, kCodesAt   a 16-row x 256-input block, where its code words start;
+//   kCodeChunks             a lane's 16-byte code chunks of one group (Q8_0: 2);
+//   kBlockScale             the fragments are exact codes and each 32-input block's two mma go
+//                           into their own accumulators, added to the chain times the row's d
+//                           (Q8_0); else the scales are inside the bf16 weights;
 //   kHdrChunks              the 16-byte chunks at the block's start the GEMM copies for scales;
 //   kHigh                   whether a group also has high words (Q6_K);
 //   Scales                  a lane's scales of one group;
@@ -36,16 +40,18 @@ __device__ __forceinline__ uint32_t splat_bf16(float v) {
   return as_u32(__floats2bfloat162_rn(v, v));
 }
 
-// A lane's words of one 64-input group: its four code words (w0..w3) and, for Q6_K, its two high
-// words (H(g, j), H(g + 8, j)).
+// A lane's words of one 64-input group: its code words (Q4_K, Q6_K: w0..w3; Q8_0: W[0..7]) and,
+// for Q6_K, its two high words (H(g, j), H(g + 8, j)).
 struct GroupCodes {
-  uint32_t w[4];
+  uint32_t w[8];
   uint32_t h[2];
 };
 
 struct Q4K {
   static constexpr int kBlockBytes = kQ4KFragBlockBytes;
   static constexpr int kCodesAt = kQ4KFragCodesAt;
+  static constexpr int kCodeChunks = 1;
+  static constexpr bool kBlockScale = false;
   static constexpr int kHdrChunks = 16;  // the 16 rows' headers
   static constexpr bool kHigh = false;
   static constexpr int kTableBytes = 16 * 8 * 8;
@@ -113,6 +119,8 @@ struct Q4K {
 struct Q6K {
   static constexpr int kBlockBytes = kQ6KFragBlockBytes;
   static constexpr int kCodesAt = kQ6KFragNibblesAt;
+  static constexpr int kCodeChunks = 1;
+  static constexpr bool kBlockScale = false;
   static constexpr int kHdrChunks = 18;  // the 16 rows' scales, then their 16 d's (2 chunks)
   static constexpr bool kHigh = true;
   // A row of the table: 16 scales and 4 words of padding, so that the 8 rows g of one load land on
@@ -175,6 +183,52 @@ struct Q6K {
         const __nv_bfloat162 q = __hsub2(as_bf162(q6k_frag_biased(c.w, c.h, step, slot)), k160);
         a[step][slot] = as_u32(__hmul2(q, as_bf162(sc.s[slot % 2][step / 2])));
       }
+  }
+};
+
+// Q8_0: the codes are exact in bf16 and d stays out of the weights: each 32-input block's two mma
+// start from zero and their sum is added to the chain as fma(d, sum, chain) (kBlockScale), so the
+// weights are GGUF's own and only x is rounded. A lane's scales are its rows' d of the group's
+// two blocks.
+struct Q80 {
+  static constexpr int kBlockBytes = kQ80FragBlockBytes;
+  static constexpr int kCodesAt = kQ80FragCodesAt;
+  static constexpr int kCodeChunks = 2;
+  static constexpr bool kBlockScale = true;
+  static constexpr int kHdrChunks = 16;  // the 16 rows' eight d's
+  static constexpr bool kHigh = false;
+  static constexpr int kTableBytes = 16 * 8 * 4;  // [16 rows][8 blocks] of d as float
+  // d of rows g, g + 8 ([0], [1]) x the group's blocks (steps 0-1, 2-3).
+  struct Scales {
+    float d[2][2];
+  };
+
+  // Lanes 2r and 2r + 1 take row r's blocks 0-3 and 4-7.
+  __device__ static void build_table(const uint8_t* blk, uint32_t* table, int lane) {
+    const uint2 h = *reinterpret_cast<const uint2*>(blk + 8 * lane);  // row lane / 2's 16 bytes
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
+    *reinterpret_cast<float4*>(table + 4 * lane) = make_float4(a.x, a.y, b.x, b.y);
+  }
+  __device__ static Scales table_scales(const uint32_t* table, int g, int /*t*/, int grp) {
+    const float2 lo = *reinterpret_cast<const float2*>(table + 8 * g + 2 * grp);
+    const float2 hi = *reinterpret_cast<const float2*>(table + 8 * (g + 8) + 2 * grp);
+    return {{{lo.x, lo.y}, {hi.x, hi.y}}};
+  }
+  __device__ static Scales header_scales(const uint4* hdr, int g, int /*t*/, int grp) {
+    const float2 lo = __half22float2(reinterpret_cast<const __half2*>(hdr + g)[grp]);
+    const float2 hi = __half22float2(reinterpret_cast<const __half2*>(hdr + g + 8)[grp]);
+    return {{{lo.x, lo.y}, {hi.x, hi.y}}};
+  }
+  // Each code as a float exactly (frag_decode.h: one PRMT, one FADD), a pair to bf16 (exact: 8
+  // significant bits at most).
+  __device__ static void dequant(const GroupCodes& c, const Scales& /*sc*/, uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+#pragma unroll
+      for (int slot = 0; slot < 4; ++slot)
+        a[step][slot] = as_u32(__floats2bfloat162_rn(q80_frag_code(c.w, step, slot, 0),
+                                                     q80_frag_code(c.w, step, slot, 1)));
   }
 };
 

@@ -1,8 +1,9 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K and Q6_K weights (cuda_bf16_matmul.cuh;
-// layouts: quant/frag_layout.h; the formats' decode: cuda_bf16_formats.cuh). Grown from
-// dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md stages 41-42), whose standalone form
-// times its GEMV against its GEMM bitwise and against a double oracle; this form (row groups, the
-// GEMV's own rounding of x, several matrices a launch, Q6_K) is checked by
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q6_K and Q8_0 weights
+// (cuda_bf16_matmul.cuh; layouts: quant/frag_layout.h; the formats' decode:
+// cuda_bf16_formats.cuh). Grown from dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md
+// stages 41-42), whose standalone form times its GEMV against its GEMM bitwise and against a
+// double oracle; this form (row groups, the GEMV's own rounding of x, several matrices a launch,
+// Q6_K, Q8_0) is checked by
 // tests/ops/cuda_bf16_matmul_test.cpp.
 //
 // Why: the int8 path's canonical order costs ~4.5 float operations per output and 32 inputs, so
@@ -13,7 +14,9 @@
 // Both kernels multiply A = 16 weight rows (one tile) by B = 8 activation rows with
 // mma.sync.m16n8k16.bf16 in fp32, a slice of 1024 inputs as one chain of 64 steps from zero, the
 // slices added in order: an mma's output (i, j) depends only on A's row i, B's column j and C(i,
-// j), so a row's outputs are the same bits in the GEMV and in any tile of the GEMM.
+// j), so a row's outputs are the same bits in the GEMV and in any tile of the GEMM. Q8_0 keeps d
+// out of the weights (kBlockScale): its chain is fma(d, block, chain) over 32-input blocks, each
+// block two mma from zero, in the same order in both kernels.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cuda_bf16.h>
@@ -159,7 +162,8 @@ __host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n
   return m;
 }
 static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q6K::kBlockBytes % 16 == 0 &&
-              bf16::Q4K::kTableBytes % 16 == 0 && bf16::Q6K::kTableBytes % 16 == 0 &&
+              bf16::Q80::kBlockBytes % 16 == 0 && bf16::Q4K::kTableBytes % 16 == 0 &&
+              bf16::Q6K::kTableBytes % 16 == 0 && bf16::Q80::kTableBytes % 16 == 0 &&
               kBarBytes % 16 == 0 && kBarBytes >= kRing * 8);
 
 template <class F, bool kStageX, int kGroups>
@@ -253,8 +257,14 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
     for (int grp = 0; grp < 4; ++grp) {
       uint4 nl[kGroups], nh[kGroups];  // the next group's rows
       if (grp < 3) load_x(q * 256 + 64 * (grp + 1), nl, nh);
-      const uint4 cw = *reinterpret_cast<const uint4*>(sb + F::kCodesAt + 16 * (32 * grp + lane));
+      const uint4* cp =
+          reinterpret_cast<const uint4*>(sb + F::kCodesAt) + F::kCodeChunks * (32 * grp + lane);
+      const uint4 cw = cp[0];
       GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
+      if constexpr (F::kCodeChunks == 2) {
+        const uint4 c2 = cp[1];
+        codes.w[4] = c2.x, codes.w[5] = c2.y, codes.w[6] = c2.z, codes.w[7] = c2.w;
+      }
       if constexpr (F::kHigh) {
         if (grp % 2 == 0)
           high =
@@ -263,13 +273,26 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
         codes.h[1] = grp % 2 == 0 ? high.y : high.w;
       }
       uint32_t a[4][4];
-      F::dequant(codes, F::table_scales(table, g, tq, grp), a);
+      const typename F::Scales sc = F::table_scales(table, g, tq, grp);
+      F::dequant(codes, sc, a);
 #pragma unroll
       for (int gi = 0; gi < kGroups; ++gi) {
-        mma_bf16(p[gi], a[0], xl[gi].x, xl[gi].y);
-        mma_bf16(p[gi], a[1], xl[gi].z, xl[gi].w);
-        mma_bf16(p[gi], a[2], xh[gi].x, xh[gi].y);
-        mma_bf16(p[gi], a[3], xh[gi].z, xh[gi].w);
+        if constexpr (F::kBlockScale) {  // p += d x (the block's two steps from zero)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint4 xv = h == 0 ? xl[gi] : xh[gi];
+            float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mma_bf16(t, a[2 * h], xv.x, xv.y);
+            mma_bf16(t, a[2 * h + 1], xv.z, xv.w);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) p[gi][e] = __fmaf_rn(sc.d[e / 2][h], t[e], p[gi][e]);
+          }
+        } else {
+          mma_bf16(p[gi], a[0], xl[gi].x, xl[gi].y);
+          mma_bf16(p[gi], a[1], xl[gi].z, xl[gi].w);
+          mma_bf16(p[gi], a[2], xh[gi].x, xh[gi].y);
+          mma_bf16(p[gi], a[3], xh[gi].z, xh[gi].w);
+        }
       }
       if (grp < 3)
 #pragma unroll
@@ -309,15 +332,18 @@ constexpr int kBM = 128, kBN = 64, kGemmThreads = 256, kRawStages = 3, kXStages 
 constexpr int kXStride = 96;  // bf16 a shared row: 192 bytes, rows g and g + 1 on disjoint banks
 template <class F>
 struct GemmSmem {
-  uint4 codes[kRawStages][kBM / 16][32];
+  uint4 codes[kRawStages][kBM / 16][32 * F::kCodeChunks];
   uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks];
   uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 : 1];  // Q6_K: each lane's high words
   __nv_bfloat16 x[kXStages][kBN][kXStride];
   uint4 a[2][kBM / 16][4][32];  // dequantized fragments: tile, k16 step, lane
+  // Q8_0: d of rows g, g + 8 x the k-tile's two blocks, by tile and g (beside a).
+  float4 d[2][kBM / 16][F::kBlockScale ? 8 : 1];
 };
 // Two blocks an SM (the launch bounds) in the 228 KB of an SM, 1 KB of it reserved a block.
 static_assert(2 * (sizeof(GemmSmem<bf16::Q4K>) + 1024) <= 228 * 1024 &&
-              2 * (sizeof(GemmSmem<bf16::Q6K>) + 1024) <= 228 * 1024);
+              2 * (sizeof(GemmSmem<bf16::Q6K>) + 1024) <= 228 * 1024 &&
+              2 * (sizeof(GemmSmem<bf16::Q80>) + 1024) <= 228 * 1024);
 
 // 8 bytes from global src to shared dst (cp.async takes 4, 8 or 16; .cg only 16).
 __device__ __forceinline__ void cp_async8(void* dst, const uint8_t* src) {
@@ -355,8 +381,10 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     if (kt >= n_tiles) return;
     const int st = kt % kRawStages, sb = kt / 4, grp = kt % 4;
     const uint8_t* blk = w_tile + static_cast<int64_t>(sb) * kB;
-    cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][lane]),
-               blk + F::kCodesAt + 16 * (32 * grp + lane));
+#pragma unroll
+    for (int c = 0; c < F::kCodeChunks; ++c)
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][F::kCodeChunks * lane + c]),
+                 blk + F::kCodesAt + 16 * (F::kCodeChunks * (32 * grp + lane) + c));
     if constexpr (F::kHigh)
       cp_async8(&sm.high[st][warp][lane],
                 blk + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2));
@@ -375,14 +403,22 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     const int st = kt % kRawStages, grp = kt % 4;
     // This lane's scales of the group, computed directly from the headers: the GEMV's table
     // holds the same values.
-    const uint4 cw = sm.codes[st][warp][lane];
+    const uint4 cw = sm.codes[st][warp][F::kCodeChunks * lane];
     GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
+    if constexpr (F::kCodeChunks == 2) {
+      const uint4 c2 = sm.codes[st][warp][F::kCodeChunks * lane + 1];
+      codes.w[4] = c2.x, codes.w[5] = c2.y, codes.w[6] = c2.z, codes.w[7] = c2.w;
+    }
     if constexpr (F::kHigh) {
       const uint2 hw = sm.high[st][warp][lane];
       codes.h[0] = hw.x, codes.h[1] = hw.y;
     }
     uint32_t a[4][4];
-    F::dequant(codes, F::header_scales(sm.hdr[st][warp], g, tq, grp), a);
+    const typename F::Scales sc = F::header_scales(sm.hdr[st][warp], g, tq, grp);
+    F::dequant(codes, sc, a);
+    if constexpr (F::kBlockScale)
+      if (tq == 0)
+        sm.d[kt % 2][warp][g] = make_float4(sc.d[0][0], sc.d[0][1], sc.d[1][0], sc.d[1][1]);
 #pragma unroll
     for (int step = 0; step < 4; ++step)
       sm.a[kt % 2][warp][step][lane] = make_uint4(a[step][0], a[step][1], a[step][2], a[step][3]);
@@ -420,19 +456,43 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
         b[nt] = *reinterpret_cast<const uint4*>(&sm.x[xs][wn * 32 + 8 * nt + g][32 * h + 8 * tq]);
-#pragma unroll
-      for (int s2 = 0; s2 < 2; ++s2) {
-        uint32_t a[2][4];
+      if constexpr (F::kBlockScale) {  // p += d x (the block's two steps from zero), as the GEMV
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          const uint4 v = sm.a[ab][2 * wm + mt][2 * h + s2][lane];
-          a[mt][0] = v.x, a[mt][1] = v.y, a[mt][2] = v.z, a[mt][3] = v.w;
-        }
+          const float4 dv = sm.d[ab][2 * wm + mt][g];
+          const float d_row[2] = {h == 0 ? dv.x : dv.y, h == 0 ? dv.z : dv.w};
+          float t[4][4];
 #pragma unroll
-        for (int mt = 0; mt < 2; ++mt)
+          for (int nt = 0; nt < 4; ++nt) t[nt][0] = t[nt][1] = t[nt][2] = t[nt][3] = 0.0f;
+#pragma unroll
+          for (int s2 = 0; s2 < 2; ++s2) {
+            const uint4 v = sm.a[ab][2 * wm + mt][2 * h + s2][lane];
+            const uint32_t a[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+              mma_bf16(t[nt], a, s2 == 0 ? b[nt].x : b[nt].z, s2 == 0 ? b[nt].y : b[nt].w);
+          }
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
-            mma_bf16(p[mt][nt], a[mt], s2 == 0 ? b[nt].x : b[nt].z, s2 == 0 ? b[nt].y : b[nt].w);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              p[mt][nt][i] = __fmaf_rn(d_row[i / 2], t[nt][i], p[mt][nt][i]);
+        }
+      } else {
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2) {
+          uint32_t a[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt) {
+            const uint4 v = sm.a[ab][2 * wm + mt][2 * h + s2][lane];
+            a[mt][0] = v.x, a[mt][1] = v.y, a[mt][2] = v.z, a[mt][3] = v.w;
+          }
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+              mma_bf16(p[mt][nt], a[mt], s2 == 0 ? b[nt].x : b[nt].z, s2 == 0 ? b[nt].y : b[nt].w);
+        }
       }
     }
     if ((kt + 1) % (kSlice / 64) == 0) {  // a slice ends: y += p
@@ -527,8 +587,25 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
 }  // namespace
 
 bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
-  return (type == GgmlType::Q4_K || type == GgmlType::Q6_K) && frag_shape_ok(n_in, n_out) &&
-         n_in % kSlice == 0 && n_in <= kMaxSlices * kSlice && n_out <= (int64_t{1} << 30);
+  if (!frag_shape_ok(n_in, n_out) || n_in % kSlice != 0 || n_in > kMaxSlices * kSlice ||
+      n_out > (int64_t{1} << 30))
+    return false;
+  // The GEMV's largest form (four groups of 8 rows, x from the bf16 copy) must fit a block's
+  // shared memory: Q8_0's ring (3 x 4352 bytes a warp) stops at 10 slices.
+  const int n_slices = static_cast<int>(n_in / kSlice);
+  const auto fits = [&](auto format) {
+    return gemv_smem<decltype(format)>(n_slices, 4, 0).bytes <= kGemvMaxSmem;
+  };
+  switch (type) {
+    case GgmlType::Q4_K:
+      return fits(bf16::Q4K{});
+    case GgmlType::Q6_K:
+      return fits(bf16::Q6K{});
+    case GgmlType::Q8_0:
+      return fits(bf16::Q80{});
+    default:
+      return false;
+  }
 }
 
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
@@ -564,8 +641,10 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
   args.w_early = w_early && !early_off ? 1 : 0;
   if (type == GgmlType::Q4_K)
     launch_format<bf16::Q4K>(args, x, scratch, stream);
-  else
+  else if (type == GgmlType::Q6_K)
     launch_format<bf16::Q6K>(args, x, scratch, stream);
+  else
+    launch_format<bf16::Q80>(args, x, scratch, stream);
 }
 
 }  // namespace t9::cuda

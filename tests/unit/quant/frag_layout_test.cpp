@@ -1,5 +1,6 @@
-// The fragment-ordered Q4_K layout (quant/frag_layout.h): a byte lands where the layout comment
-// says, the reordering loses nothing, and the bf16 weight rule rounds where it says.
+// The fragment-ordered Q4_K, Q6_K and Q8_0 layouts (quant/frag_layout.h): a byte lands where the
+// layout comment says, the reordering loses nothing, the bf16 weight rule rounds where it says,
+// and every lane decodes (quant/frag_decode.h) exactly the codes its A fragments must hold.
 #include "quant/frag_layout.h"
 
 #include <gtest/gtest.h>
@@ -257,6 +258,94 @@ TEST(FragDecode, Q6KLanesDecodeTheirInputsCodesAndScales) {
                 const float w = bf16_to_f32(
                     f32_to_bf16((bf16_to_f32(static_cast<uint16_t>(half)) - 160.0f) * s));
                 ASSERT_EQ(w, q6k_bf16_weight(b, i)) << "element " << i;
+                ++seen[static_cast<size_t>((16 * tile + r) * n_in + sb * 256 + i)];
+              }
+            }
+        }
+    }
+  for (size_t k = 0; k < seen.size(); ++k) ASSERT_EQ(seen[k], 1) << "weight " << k;  // each once
+}
+
+std::vector<BlockQ8_0> random_q80_blocks(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<BlockQ8_0> v(static_cast<size_t>(n));
+  for (BlockQ8_0& b : v) {
+    b.d = static_cast<uint16_t>(0x2000 + byte(rng));
+    for (int8_t& q : b.qs) q = static_cast<int8_t>(byte(rng) - 128);
+  }
+  return v;
+}
+
+TEST(Q80Frag, BytesLandWhereTheLayoutSays) {
+  const int64_t n_in = 512, n_out = 32;  // two tiles of two super-blocks (16 blocks a row)
+  std::vector<BlockQ8_0> rows(static_cast<size_t>(n_out * n_in / 32));
+  for (BlockQ8_0& b : rows) b = BlockQ8_0{0, {}};
+  // Row 25 (tile 1, row 9: g = 1, r = 1), block 13 (super-block 1, block k = 5: group 2, h = 1),
+  // code 22: input 32 * 5 + 22 = 182 of the super-block = 64 * 2 + 32 + 22, so t = 2, s = 1,
+  // byte 2 of word W[4 + 2 + 1] of lane 4 * 1 + 2 = 6. Stored biased: -100 + 128 = 28.
+  BlockQ8_0& b = rows[25 * 16 + 13];
+  b.qs[22] = -100;
+  b.d = 0x1234;
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ8_0), 0xEE);
+  q80_to_frag(rows.data(), n_in, n_out, frag.data());
+  const size_t blk = (1 * 2 + 1) * static_cast<size_t>(kQ80FragBlockBytes);
+  EXPECT_EQ(frag[blk + kQ80FragCodesAt + 32 * (32 * 2 + 6) + 4 * 7 + 2], 28);
+  uint16_t d = 0;
+  std::memcpy(&d, &frag[blk + 16 * 9 + 2 * 5], 2);
+  EXPECT_EQ(d, 0x1234);
+  int unbiased = 0, nonzero_d = 0;  // every other code is 0 (byte 128), every other d 0
+  for (size_t t = 0; t < frag.size(); t += kQ80FragBlockBytes) {
+    for (int k = 0; k < kQ80FragCodesAt; ++k) nonzero_d += frag[t + k] != 0;
+    for (int k = kQ80FragCodesAt; k < kQ80FragBlockBytes; ++k) unbiased += frag[t + k] != 128;
+  }
+  EXPECT_EQ(unbiased, 1);
+  EXPECT_EQ(nonzero_d, 2);
+}
+
+TEST(Q80Frag, EveryBlockComesBackBitForBit) {
+  const int64_t n_in = 1024, n_out = 48;
+  const std::vector<BlockQ8_0> rows = random_q80_blocks(n_out * n_in / 32, 81);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ8_0));
+  q80_to_frag(rows.data(), n_in, n_out, frag.data());
+  for (int64_t r = 0; r < n_out; ++r)
+    for (int64_t b = 0; b < n_in / 32; ++b) {
+      const BlockQ8_0 got = q80_frag_block(frag.data(), n_in, r, b);
+      ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * (n_in / 32) + b)], sizeof got), 0)
+          << "row " << r << " block " << b;
+    }
+}
+
+// Every lane decodes, for each k16 step and A register, the exact codes of the inputs frag_input
+// names, of rows g and g + 8; the d it scales that step's block by is the element's block's.
+TEST(FragDecode, Q80LanesDecodeTheirInputsCodesAndBlocks) {
+  const int64_t n_in = 512, n_out = 32;
+  const std::vector<BlockQ8_0> rows = random_q80_blocks(n_out * n_in / 32, 82);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ8_0));
+  q80_to_frag(rows.data(), n_in, n_out, frag.data());
+  std::vector<int> seen(static_cast<size_t>(n_out * n_in), 0);  // [row][input]
+  for (int64_t tile = 0; tile < n_out / 16; ++tile)
+    for (int64_t sb = 0; sb < n_in / 256; ++sb) {
+      const uint8_t* blk = frag.data() + (tile * (n_in / 256) + sb) * kQ80FragBlockBytes;
+      for (int lane = 0; lane < 32; ++lane)
+        for (int grp = 0; grp < 4; ++grp) {
+          uint32_t w[8];
+          std::memcpy(w, blk + kQ80FragCodesAt + 32 * (32 * grp + lane), 32);
+          for (int step = 0; step < 4; ++step)
+            for (int slot = 0; slot < 4; ++slot) {
+              const int r = lane / 4 + 8 * (slot % 2);
+              const int k = q4k_frag_sub(grp, step);  // the 32-input block whose d applies
+              uint16_t d = 0;
+              std::memcpy(&d, blk + 16 * r + 2 * k, 2);
+              for (int e = 0; e < 2; ++e) {
+                const int i = 64 * grp + frag_input(step, slot, e, lane % 4);
+                const BlockQ8_0& b =
+                    rows[static_cast<size_t>((16 * tile + r) * (n_in / 32) + 8 * sb + i / 32)];
+                ASSERT_EQ(q80_frag_code(w, step, slot, e), static_cast<float>(b.qs[i % 32]))
+                    << "tile " << tile << " lane " << lane << " group " << grp << " step " << step
+                    << " slot " << slot << " e " << e;
+                ASSERT_EQ(k, i / 32);
+                ASSERT_EQ(d, b.d);
                 ++seen[static_cast<size_t>((16 * tile + r) * n_in + sb * 256 + i)];
               }
             }
