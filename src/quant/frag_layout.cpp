@@ -182,10 +182,11 @@ BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
 
 namespace {
 // Where Q8_0 code i (0..255 of a super-block) of tile row r lands in its fragment-ordered block
-// (frag_layout.h): group j, block h, lane 4 (r % 8) + t, word 4 h + 2 s + r / 8, byte i % 4.
+// (frag_layout.h): group j, block h, lane 4 (r % 8) + t, word 2 s + r / 8 of the block's four,
+// byte i % 4.
 int q80_code_at(int r, int i) {
   const int j = i / 64, h = i % 64 / 32, c = i % 32, t = c / 8, s = c % 8 / 4;
-  return kQ80FragCodesAt + 32 * (32 * j + 4 * (r % 8) + t) + 4 * (4 * h + 2 * s + r / 8) + c % 4;
+  return kQ80FragCodesAt + 16 * (64 * j + 32 * h + 4 * (r % 8) + t) + 4 * (2 * s + r / 8) + c % 4;
 }
 }  // namespace
 

@@ -35,9 +35,10 @@
 // stored biased, as the byte q + 128:
 //   [0, 256)     the 16 rows' eight f16 d's, row r's block k (inputs 32 k .. 32 k + 31) at
 //                16 r + 2 k;
-//   [256, 4352)  the codes: group j and lane L at 256 + 32 (32 j + L), eight 4-byte words
-//                W[4 h + 2 s + r] (h: the group's 32-input block, k16 steps 2 h, 2 h + 1;
-//                s = step % 2; r: row g + 8 r), each four consecutive codes of that row:
+//   [256, 4352)  the codes: group j, its 32-input block h (k16 steps 2 h, 2 h + 1) and lane L
+//                at 256 + 16 (64 j + 32 h + L) (a warp's 16-byte loads of one block are
+//                consecutive: no bank conflict), four 4-byte words W[4 h + 2 s + r]
+//                (s = step % 2; r: row g + 8 r), each four consecutive codes of that row:
 //                inputs 64 j + 32 h + 8 t + 4 s .. + 3, in order. A register `slot` of a step is
 //                bytes 2 (slot / 2), 2 (slot / 2) + 1 of the word of row slot % 2.
 #pragma once

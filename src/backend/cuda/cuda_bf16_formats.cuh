@@ -6,7 +6,8 @@
 //
 // A format F gives the kernels:
 //   kBlockBytes, kCodesAt   a 16-row x 256-input block, where its code words start;
-//   kCodeChunks             a lane's 16-byte code chunks of one group (Q8_0: 2);
+//   kCodeChunks             a lane's 16-byte code chunks of one group (Q8_0: 2); chunk c of
+//                           group j and lane L at kCodesAt + 16 (32 (kCodeChunks j + c) + L);
 //   kBlockScale             the fragments are exact codes and each 32-input block's two mma go
 //                           into their own accumulators, added to the chain times the row's d
 //                           (Q8_0); else the scales are inside the bf16 weights;

@@ -258,11 +258,11 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
       uint4 nl[kGroups], nh[kGroups];  // the next group's rows
       if (grp < 3) load_x(q * 256 + 64 * (grp + 1), nl, nh);
       const uint4* cp =
-          reinterpret_cast<const uint4*>(sb + F::kCodesAt) + F::kCodeChunks * (32 * grp + lane);
+          reinterpret_cast<const uint4*>(sb + F::kCodesAt) + 32 * F::kCodeChunks * grp + lane;
       const uint4 cw = cp[0];
       GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
       if constexpr (F::kCodeChunks == 2) {
-        const uint4 c2 = cp[1];
+        const uint4 c2 = cp[32];
         codes.w[4] = c2.x, codes.w[5] = c2.y, codes.w[6] = c2.z, codes.w[7] = c2.w;
       }
       if constexpr (F::kHigh) {
@@ -383,8 +383,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     const uint8_t* blk = w_tile + static_cast<int64_t>(sb) * kB;
 #pragma unroll
     for (int c = 0; c < F::kCodeChunks; ++c)
-      cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][F::kCodeChunks * lane + c]),
-                 blk + F::kCodesAt + 16 * (F::kCodeChunks * (32 * grp + lane) + c));
+      cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][32 * c + lane]),
+                 blk + F::kCodesAt + 16 * (32 * (F::kCodeChunks * grp + c) + lane));
     if constexpr (F::kHigh)
       cp_async8(&sm.high[st][warp][lane],
                 blk + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2));
@@ -403,10 +403,10 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     const int st = kt % kRawStages, grp = kt % 4;
     // This lane's scales of the group, computed directly from the headers: the GEMV's table
     // holds the same values.
-    const uint4 cw = sm.codes[st][warp][F::kCodeChunks * lane];
+    const uint4 cw = sm.codes[st][warp][lane];
     GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
     if constexpr (F::kCodeChunks == 2) {
-      const uint4 c2 = sm.codes[st][warp][F::kCodeChunks * lane + 1];
+      const uint4 c2 = sm.codes[st][warp][32 + lane];
       codes.w[4] = c2.x, codes.w[5] = c2.y, codes.w[6] = c2.z, codes.w[7] = c2.w;
     }
     if constexpr (F::kHigh) {

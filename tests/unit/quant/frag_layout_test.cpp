@@ -283,14 +283,15 @@ TEST(Q80Frag, BytesLandWhereTheLayoutSays) {
   for (BlockQ8_0& b : rows) b = BlockQ8_0{0, {}};
   // Row 25 (tile 1, row 9: g = 1, r = 1), block 13 (super-block 1, block k = 5: group 2, h = 1),
   // code 22: input 32 * 5 + 22 = 182 of the super-block = 64 * 2 + 32 + 22, so t = 2, s = 1,
-  // byte 2 of word W[4 + 2 + 1] of lane 4 * 1 + 2 = 6. Stored biased: -100 + 128 = 28.
+  // byte 2 of word W[4 + 2 + 1] (the fourth of block h = 1's) of lane 4 * 1 + 2 = 6. Stored
+  // biased: -100 + 128 = 28.
   BlockQ8_0& b = rows[25 * 16 + 13];
   b.qs[22] = -100;
   b.d = 0x1234;
   std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ8_0), 0xEE);
   q80_to_frag(rows.data(), n_in, n_out, frag.data());
   const size_t blk = (1 * 2 + 1) * static_cast<size_t>(kQ80FragBlockBytes);
-  EXPECT_EQ(frag[blk + kQ80FragCodesAt + 32 * (32 * 2 + 6) + 4 * 7 + 2], 28);
+  EXPECT_EQ(frag[blk + kQ80FragCodesAt + 16 * (64 * 2 + 32 * 1 + 6) + 4 * 3 + 2], 28);
   uint16_t d = 0;
   std::memcpy(&d, &frag[blk + 16 * 9 + 2 * 5], 2);
   EXPECT_EQ(d, 0x1234);
@@ -329,8 +330,9 @@ TEST(FragDecode, Q80LanesDecodeTheirInputsCodesAndBlocks) {
       const uint8_t* blk = frag.data() + (tile * (n_in / 256) + sb) * kQ80FragBlockBytes;
       for (int lane = 0; lane < 32; ++lane)
         for (int grp = 0; grp < 4; ++grp) {
-          uint32_t w[8];
-          std::memcpy(w, blk + kQ80FragCodesAt + 32 * (32 * grp + lane), 32);
+          uint32_t w[8];  // the lane's chunks of the group's two blocks, as the kernels load them
+          std::memcpy(w, blk + kQ80FragCodesAt + 16 * (64 * grp + lane), 16);
+          std::memcpy(w + 4, blk + kQ80FragCodesAt + 16 * (64 * grp + 32 + lane), 16);
           for (int step = 0; step < 4; ++step)
             for (int slot = 0; slot < 4; ++slot) {
               const int r = lane / 4 + 8 * (slot % 2);
