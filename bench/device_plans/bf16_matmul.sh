@@ -46,7 +46,8 @@ rows_run() {  # bf16 flag (0, q4k, 1), rows, prompt x's, generated tokens
   grep -iE "error|check failed" /tmp/e.txt | head -3
 }
 
-for b in 0 q4k 1; do
+# BF16_FORMS (default "0 q4k 1") and PROFILE_ROWS ("1 32") shorten the plan when device time is short.
+for b in ${BF16_FORMS:-0 q4k 1}; do
   if [ $b = q4k ]; then
     decode_one "bf16_$b" TEMPO9_CUDA_BF16=1 TEMPO9_CUDA_BF16_Q6K=0
   else
@@ -72,7 +73,7 @@ done
 # Per-op GPU times (TEMPO9_CUDA_PROFILE=1: graphs and PDL off, so absolute step times differ):
 # the matmuls of one decode row and of 32 rows, int8 against bf16 (both formats).
 for b in 0 1; do
-  for rows in 1 32; do
+  for rows in ${PROFILE_ROWS:-1 32}; do
     p=$(python3 -c "print('x'*512)")
     TEMPO9_CUDA_PROFILE=1 TEMPO9_CUDA_BF16=$b "$T9" run -m "$M" --raw -p "$p" -n 32 --temp 0 \
       --ignore-eos --backend cuda --ctx 700 --parallel $rows >/dev/null 2>/tmp/e.txt
