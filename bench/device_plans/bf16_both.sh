@@ -2,7 +2,7 @@
 # The bf16 path's first run on both issues' shapes in one call (~8 min; for when device time is
 # short: bf16_matmul.sh and bf16_q8_0_35b.sh are the long forms): the CudaBf16 op tests (Q4_K,
 # Q6_K, Q8_0), then int8 against bf16 (TEMPO9_CUDA_BF16=0 / 1) on the 8B Q4_K_M shape (single
-# decode, a 6000-token prompt, 8 and 32 rows decoding) and on issue 9's 35B Q8_0 (single decode,
+# decode, 8 and 32 rows decoding; LONG_PROMPT=1: a 6000-token prompt too) and on issue 9's 35B Q8_0 (single decode,
 # 8 agents).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/bf16_both.sh` (stdout).
@@ -29,7 +29,7 @@ rows_run() {  # bf16 flag, rows, prompt x's, generated tokens
 }
 for b in 0 1; do
   decode_one "8b_$b" TEMPO9_CUDA_BF16=$b
-  rows_run $b 1 6000 8
+  [ -n "${LONG_PROMPT:-}" ] && rows_run $b 1 6000 8
   rows_run $b 8 512 64
   rows_run $b 32 512 64
 done
