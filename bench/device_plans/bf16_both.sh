@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The bf16 path's first run on both issues' shapes in one call (~8 min; for when device time is
+# The bf16 path's first run on both issues' shapes in one call (~7 min; for when device time is
 # short: bf16_matmul.sh and bf16_q8_0_35b.sh are the long forms): the CudaBf16 op tests (Q4_K,
 # Q6_K, Q8_0), then int8 against bf16 (TEMPO9_CUDA_BF16=0 / 1) on the 8B Q4_K_M shape (single
-# decode, 8 and 32 rows decoding; LONG_PROMPT=1: a 6000-token prompt too) and on issue 9's 35B Q8_0 (single decode,
-# 8 agents).
+# decode, 8 and 32 rows decoding; LONG_PROMPT=1: a 6000-token prompt too) and on issue 9's 35B
+# Q8_0 (single decode, 8 agents).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/bf16_both.sh` (stdout).
 cd "$(dirname "$0")/../.." || exit 1
