@@ -14,6 +14,10 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
 grep -E '^\[  FAILED|Failure|Expected|Which is|got ' "$OUT/tests.txt" | head -20
 
+# PARTS (default "8b 35b"): which models to run.
+case " ${PARTS:-8b 35b} " in *" 8b "*) ;; *) SKIP8=1 ;; esac
+case " ${PARTS:-8b 35b} " in *" 35b "*) ;; *) SKIP35=1 ;; esac
+[ -n "${SKIP8:-}" ] || {
 S8="SINGLE_X=512 GEN=128 PRESET=qwen3-8b QUANT=Q4_K_M SIDES=ours"
 M=/tmp/qwen3-8b-Q4_K_M.gguf
 NAME=8B
@@ -36,6 +40,8 @@ done
 cmp -n 96 /tmp/one_8b_0.txt /tmp/one_8b_1.txt && echo "8B: first 96 bytes of text the same"
 echo "t=$((SECONDS - T0)) s"
 rm -f "$M"
+}
+[ -n "${SKIP35:-}" ] && exit 0
 
 S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZER=$TOK"
 M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
