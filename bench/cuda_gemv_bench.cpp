@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   const char* bf16_env = std::getenv("T9_BENCH_BF16");
   CudaBackendConfig cfg;
   cfg.bf16_matmul = bf16_env != nullptr && std::strcmp(bf16_env, "0") != 0;
+  cfg.bf16_q8_0 = cfg.bf16_matmul;
   CudaBackend be(cfg);
   std::printf("device: %s\n", be.name().c_str());
   std::mt19937_64 rng(12345);

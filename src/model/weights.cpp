@@ -154,6 +154,10 @@ Status load_nextn(const gguf::GgufFile& f, const HParams& hp, Backend& backend, 
 
 }  // namespace
 
+bool rides_with_experts(std::string_view gguf_name) {
+  return gguf_name.ends_with("ffn_gate_shexp.weight") || gguf_name.ends_with("ffn_up_shexp.weight");
+}
+
 Result<Weights> load_weights(const gguf::GgufFile& f, const HParams& hp, const ArchSpec& spec,
                              Backend& backend, const LoadProgress& progress) {
   Weights w;
@@ -172,9 +176,10 @@ Result<Weights> load_weights(const gguf::GgufFile& f, const HParams& hp, const A
     if (t) {
       const Wanted& want = wanted[static_cast<size_t>(i)];
       // 2-D matrices other than the embedding table (get_rows reads it; a tied output shares it)
-      // are read by matmuls only: the backend may keep them in a layout of its own.
-      const bool matmul_only =
-          want.kind == Kind::kMatrix && want.ne2 == 1 && want.dst != &w.token_embd;
+      // are read by matmuls only: the backend may keep them in a layout of its own, but for
+      // those that ride with the experts.
+      const bool matmul_only = want.kind == Kind::kMatrix && want.ne2 == 1 &&
+                               want.dst != &w.token_embd && !rides_with_experts(want.name);
       auto buf = matmul_only ? backend.upload_matmul_weights(f.tensor_data(*t), t->n_bytes, t->type,
                                                              want.ne0, want.ne1)
                              : backend.upload_weights(f.tensor_data(*t), t->n_bytes);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,13 @@ struct Weights {
 
 // Called after each tensor is made usable: (done, total).
 using LoadProgress = std::function<void(int done, int total)>;
+
+// Whether the loader keeps a matrix in the file's layout although only matmuls read it
+// (upload_weights, not upload_matmul_weights): the shared expert's gate/up, which a backend's
+// routed-experts launch may take beside the experts (CUDA: matmul_shared_x's plain parts read
+// the file's layout; in the bf16 path's layout they ran apart and the experts' one-row launch
+// took 88 us instead of 15, run 225).
+bool rides_with_experts(std::string_view gguf_name);
 
 // Finds, validates and uploads every tensor the spec needs. Errors name the tensor and the
 // mismatch (missing, wrong shape, unsupported type).

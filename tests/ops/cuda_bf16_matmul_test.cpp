@@ -28,6 +28,7 @@ class CudaBf16 : public ::testing::Test {
     ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
     CudaBackendConfig cfg;
     cfg.bf16_matmul = true;
+    cfg.bf16_q8_0 = true;
     be_ = std::make_unique<CudaBackend>(cfg);
   }
   std::unique_ptr<CudaBackend> be_;
@@ -150,7 +151,7 @@ TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
     };
     const GgmlType q4 = GgmlType::Q4_K, q6 = GgmlType::Q6_K, q8 = GgmlType::Q8_0;
     const std::vector<Backend::MatmulOut> outs = {
-        {frag(q8, 32), bias, arena.poisoned(GgmlType::F32, 32, n_tok)},
+        {frag(q8, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
         {frag(q4, 208), Tensor{}, arena.poisoned(GgmlType::F32, 208, n_tok)},
         {frag(q6, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
         {frag(q4, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},

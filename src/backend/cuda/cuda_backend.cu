@@ -539,6 +539,9 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   bf16_matmul_ = cfg.bf16_matmul;
   if (const char* e = std::getenv("TEMPO9_CUDA_BF16"))  // A/B runs
     bf16_matmul_ = std::string(e) == "1";
+  bf16_q8_0_ = cfg.bf16_q8_0;
+  if (const char* e = std::getenv("TEMPO9_CUDA_BF16_Q8_0"))  // A/B runs
+    bf16_q8_0_ = std::string(e) == "1";
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }
@@ -615,12 +618,10 @@ Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
 
 Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_bytes, GgmlType type,
                                                    int64_t n_in, int64_t n_out) {
-  // TEMPO9_CUDA_BF16_Q6K=0 / TEMPO9_CUDA_BF16_Q8_0=0 keep Q6_K / Q8_0 matrices on the int8 path
-  // (A/B runs of those forms).
+  // TEMPO9_CUDA_BF16_Q6K=0 keeps Q6_K matrices on the int8 path (A/B runs of that form).
   static const bool q6k = !cuda::env_off("TEMPO9_CUDA_BF16_Q6K");
-  static const bool q80 = !cuda::env_off("TEMPO9_CUDA_BF16_Q8_0");
   if (!bf16_matmul_ || !cuda::bf16_frag_shape_ok(type, n_in, n_out) ||
-      (type == GgmlType::Q6_K && !q6k) || (type == GgmlType::Q8_0 && !q80) ||
+      (type == GgmlType::Q6_K && !q6k) || (type == GgmlType::Q8_0 && !bf16_q8_0_) ||
       n_bytes != row_bytes(type, n_in) * static_cast<size_t>(n_out))
     return upload_weights(host, n_bytes);
   std::vector<uint8_t> frag(n_bytes);

@@ -115,10 +115,16 @@ struct CudaBackendConfig {
   // of 1024 up to 16384 (Q8_0 10240), n_out of 16) are stored in mma-fragment order and every
   // matmul of them runs on the bf16 tensor cores (cuda_bf16_matmul.cuh: x rounded to bf16, the
   // K-quants' weights too, Q8_0's exact codes scaled per block in fp32; fp32 accumulation;
-  // batch-invariant bit for bit as the int8 path). Off until measured in a served model: alone it
-  // is ~2x the int8 GEMM at 512 rows and even with the int8 GEMV at one row (H100, docs/CUDA.md
-  // stage 42). TEMPO9_CUDA_BF16=1 turns it on (=0 off).
-  bool bf16_matmul = false;
+  // batch-invariant bit for bit as the int8 path). The 8B Q4_K_M on an H100 (run 223, against
+  // int8): single decode 1.007x, a 512-token prompt 1.82x, 8 rows 2.68x, 32 rows 1.55x, the
+  // greedy text's first 96 bytes the same. TEMPO9_CUDA_BF16=0 turns it off (=1 on).
+  bool bf16_matmul = true;
+  // Q8_0 matrices too (with bf16_matmul). Off until measured again: in run 224 (35B Q8_0, H100)
+  // single decode went 0.97x and 8 agents 1.049x, because the shared expert's gate/up left the
+  // routed experts' launch (its one-row form took 88 us instead of 15); the loader now keeps
+  // those two in the file's layout (model/weights.cpp), not yet measured.
+  // TEMPO9_CUDA_BF16_Q8_0=1 turns it on (=0 off).
+  bool bf16_q8_0 = false;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -311,6 +317,7 @@ class CudaBackend final : public Backend {
   cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
   cuda::Scratch bf16_scratch_;    // the bf16 matmul's bf16 copy of x
   bool bf16_matmul_ = false;      // CudaBackendConfig::bf16_matmul
+  bool bf16_q8_0_ = false;        // CudaBackendConfig::bf16_q8_0
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a

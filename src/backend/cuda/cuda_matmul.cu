@@ -296,8 +296,8 @@ void CudaBackend::check_matmul(const Tensor& w, const Tensor& x, const Tensor& b
 
 void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y,
                               const cuda::RoundedX* pre) {
-  T9_CUDA_PROF(fmt::format("matmul {} {}x{} rows {}", type_name(w.type), w.ne[0], w.ne[1],
-                           cuda::rows_bucket(x.n_rows())));
+  T9_CUDA_PROF(fmt::format("matmul {}{} {}x{} rows {}", cuda::bf16_layout(w) ? "bf16 " : "",
+                           type_name(w.type), w.ne[0], w.ne[1], cuda::rows_bucket(x.n_rows())));
   const int64_t n_in = w.ne[0], n_out = w.ne[1];
   check_matmul(w, x, bias, y);
   if (cuda::bf16_layout(w)) {
