@@ -3,16 +3,13 @@
 # short: bf16_matmul.sh and bf16_q8_0_35b.sh are the long forms): the CudaBf16 op tests (Q4_K,
 # Q6_K, Q8_0), then int8 against bf16 (TEMPO9_CUDA_BF16=0 / 1) on the 8B Q4_K_M shape (single
 # decode, 8 and 32 rows decoding; LONG_PROMPT=1: a 6000-token prompt too) and on issue 9's 35B
-# Q8_0 (single decode, 8 agents).
+# Q8_0 (single decode, 8 agents). TESTS: the op tests' filter (default CudaBf16*).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/bf16_both.sh` (stdout).
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-.devrun/bin/test_cuda_ops --gtest_filter='CudaBf16*' >"$OUT/tests.txt" 2>&1
-echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is|got ' "$OUT/tests.txt" | head -20
+op_tests "${TESTS:-CudaBf16*}"  # TESTS='*': the whole suite
 
 # PARTS (default "8b 35b"): which models to run.
 case " ${PARTS:-8b 35b} " in *" 8b "*) ;; *) SKIP8=1 ;; esac

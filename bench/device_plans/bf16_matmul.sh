@@ -12,10 +12,7 @@
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-.devrun/bin/test_cuda_ops --gtest_filter='CudaBf16*:Cuda.Matmul*:Cuda.GetRows*' >"$OUT/tests.txt" 2>&1
-echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is|got ' "$OUT/tests.txt" | head -20
+op_tests 'CudaBf16*:Cuda.Matmul*:Cuda.GetRows*'
 
 # The kernels alone (cuda_gemv_bench; us a call, GB/s, GFLOP/s), the 8B's shapes at 1, 8, 32 and
 # 512 rows: gate/up and down (Q4_K here), attn_v (4096 -> 1024), ffn_down (12288 -> 4096) and the

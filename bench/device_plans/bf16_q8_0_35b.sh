@@ -9,10 +9,7 @@
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-.devrun/bin/test_cuda_ops --gtest_filter='CudaBf16*' >"$OUT/tests.txt" 2>&1
-echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
-grep -E '^\[  FAILED|Failure|Expected|Which is|got ' "$OUT/tests.txt" | head -20
+op_tests 'CudaBf16*'
 S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZER=$TOK"
 M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
 # shellcheck disable=SC2086  # S35: word-split on purpose

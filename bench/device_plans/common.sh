@@ -63,3 +63,12 @@ decode_one() {
     --ctx 1000 --warmup >"/tmp/one_$tag.txt" 2>/tmp/e.txt
   echo "$NAME $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
 }
+
+# The CUDA op tests matching gtest filter $1 (full output in $OUT/tests.txt): the card, the
+# return code, the PASSED / FAILED lines and the first failure details.
+op_tests() {
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+  .devrun/bin/test_cuda_ops --gtest_filter="$1" >"$OUT/tests.txt" 2>&1
+  echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
+  grep -E '^\[  FAILED|Failure|Expected|Which is|got |CHECK failed' "$OUT/tests.txt" | head -20
+}

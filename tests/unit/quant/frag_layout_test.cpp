@@ -50,16 +50,18 @@ TEST(Q4KFrag, BytesLandWhereTheLayoutSays) {
   EXPECT_EQ(nonzero, 3);  // 0xA7 and d's two bytes, nothing else moved
 }
 
-// rows (n_out rows of n_in / 256 blocks) to fragment order and every block back, bit for bit.
-template <typename Block, typename ToFrag, typename FragBlock>
+// rows (n_out rows of n_in / kElems blocks: 256 for the K-quants, 32 for Q8_0) to fragment order
+// and every block back, bit for bit.
+template <int kElems = 256, typename Block, typename ToFrag, typename FragBlock>
 void expect_round_trip(const std::vector<Block>& rows, int64_t n_in, int64_t n_out, ToFrag to_frag,
                        FragBlock frag_block) {
   std::vector<uint8_t> frag(rows.size() * sizeof(Block));
   to_frag(rows.data(), n_in, n_out, frag.data());
+  const int64_t per_row = n_in / kElems;
   for (int64_t r = 0; r < n_out; ++r)
-    for (int64_t b = 0; b < n_in / 256; ++b) {
+    for (int64_t b = 0; b < per_row; ++b) {
       const Block got = frag_block(frag.data(), n_in, r, b);
-      ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * (n_in / 256) + b)], sizeof got), 0)
+      ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * per_row + b)], sizeof got), 0)
           << "row " << r << " block " << b;
     }
 }
@@ -305,16 +307,8 @@ TEST(Q80Frag, BytesLandWhereTheLayoutSays) {
 }
 
 TEST(Q80Frag, EveryBlockComesBackBitForBit) {
-  const int64_t n_in = 1024, n_out = 48;
-  const std::vector<BlockQ8_0> rows = random_q80_blocks(n_out * n_in / 32, 81);
-  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ8_0));
-  q80_to_frag(rows.data(), n_in, n_out, frag.data());
-  for (int64_t r = 0; r < n_out; ++r)
-    for (int64_t b = 0; b < n_in / 32; ++b) {
-      const BlockQ8_0 got = q80_frag_block(frag.data(), n_in, r, b);
-      ASSERT_EQ(std::memcmp(&got, &rows[static_cast<size_t>(r * (n_in / 32) + b)], sizeof got), 0)
-          << "row " << r << " block " << b;
-    }
+  expect_round_trip<32>(random_q80_blocks(48 * 1024 / 32, 81), 1024, 48, q80_to_frag,
+                        q80_frag_block);
 }
 
 // Every lane decodes, for each k16 step and A register, the exact codes of the inputs frag_input
