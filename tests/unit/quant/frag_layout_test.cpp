@@ -7,7 +7,10 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "quant/dequantize.h"
 #include "quant/frag_decode.h"
@@ -191,6 +194,49 @@ LaneWords lane_words(const uint8_t* blk, int codes_at, int grp, int lane, bool q
   return v;
 }
 
+// One element of a lane's A fragments: fragment block (tile, sb) at blk; lane, 64-input group,
+// k16 step, A register slot and its element e; r = the tile row (g + 8 (slot % 2)) and i = the
+// input of the super-block (64 grp + frag_input) it must hold.
+struct LaneElement {
+  const uint8_t* blk;
+  int64_t tile, sb;
+  int lane, grp, step, slot, e, r, i;
+};
+std::string where(const LaneElement& el) {
+  return fmt::format("tile {} sb {} lane {} group {} step {} slot {} e {}", el.tile, el.sb, el.lane,
+                     el.grp, el.step, el.slot, el.e);
+}
+
+// Calls check for every element of every lane of an [n_out, n_in] matrix's fragment blocks
+// (block_bytes each), then asserts that the elements covered each weight exactly once.
+template <typename F>
+void for_each_lane_element(const std::vector<uint8_t>& frag, int block_bytes, int64_t n_in,
+                           int64_t n_out, F&& check) {
+  std::vector<int> seen(static_cast<size_t>(n_out * n_in), 0);  // [row][input]
+  for (int64_t tile = 0; tile < n_out / 16; ++tile)
+    for (int64_t sb = 0; sb < n_in / 256; ++sb)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int grp = 0; grp < 4; ++grp)
+          for (int step = 0; step < 4; ++step)
+            for (int slot = 0; slot < 4; ++slot)
+              for (int e = 0; e < 2; ++e) {
+                const LaneElement el{frag.data() + (tile * (n_in / 256) + sb) * block_bytes,
+                                     tile,
+                                     sb,
+                                     lane,
+                                     grp,
+                                     step,
+                                     slot,
+                                     e,
+                                     lane / 4 + 8 * (slot % 2),
+                                     64 * grp + frag_input(step, slot, e, lane % 4)};
+                check(el);
+                if (::testing::Test::HasFatalFailure()) return;
+                ++seen[static_cast<size_t>((16 * tile + el.r) * n_in + sb * 256 + el.i)];
+              }
+  for (size_t k = 0; k < seen.size(); ++k) ASSERT_EQ(seen[k], 1) << "weight " << k;  // each once
+}
+
 // Every lane of every block decodes, for each k16 step and A register, the codes of the inputs
 // frag_input names, of rows g and g + 8, in the bf16 form 0x4300 | code; and the sub-block (Q4_K)
 // or scale (Q6_K) it picks is the element's.
@@ -199,32 +245,15 @@ TEST(FragDecode, Q4KLanesDecodeTheirInputsCodes) {
   const std::vector<BlockQ4_K> rows = random_blocks(n_out * n_in / 256, 71);
   std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ4_K));
   q4k_to_frag(rows.data(), n_in, n_out, frag.data());
-  std::vector<int> seen(static_cast<size_t>(n_out * n_in), 0);  // [row][input]
-  for (int64_t tile = 0; tile < n_out / 16; ++tile)
-    for (int64_t sb = 0; sb < n_in / 256; ++sb) {
-      const uint8_t* blk = frag.data() + (tile * (n_in / 256) + sb) * kQ4KFragBlockBytes;
-      for (int lane = 0; lane < 32; ++lane)
-        for (int grp = 0; grp < 4; ++grp) {
-          const LaneWords v = lane_words(blk, kQ4KFragCodesAt, grp, lane, false);
-          for (int step = 0; step < 4; ++step)
-            for (int slot = 0; slot < 4; ++slot) {
-              const uint32_t pair = q4k_frag_biased(v.w, step, slot);
-              const int64_t row = 16 * tile + lane / 4 + 8 * (slot % 2);
-              const BlockQ4_K& b = rows[static_cast<size_t>(row * (n_in / 256) + sb)];
-              for (int e = 0; e < 2; ++e) {
-                const int i = 64 * grp + frag_input(step, slot, e, lane % 4);
-                const int byte = b.qs[32 * grp + i % 32];
-                const int code = i % 64 < 32 ? byte & 15 : byte >> 4;
-                ASSERT_EQ((pair >> (16 * e)) & 0xFFFF, 0x4300u | static_cast<uint32_t>(code))
-                    << "tile " << tile << " lane " << lane << " group " << grp << " step " << step
-                    << " slot " << slot << " e " << e;
-                ASSERT_EQ(q4k_frag_sub(grp, step), i / 32);
-                ++seen[static_cast<size_t>(row * n_in + sb * 256 + i)];
-              }
-            }
-        }
-    }
-  for (size_t k = 0; k < seen.size(); ++k) ASSERT_EQ(seen[k], 1) << "weight " << k;  // each once
+  for_each_lane_element(frag, kQ4KFragBlockBytes, n_in, n_out, [&](const LaneElement& el) {
+    const LaneWords v = lane_words(el.blk, kQ4KFragCodesAt, el.grp, el.lane, false);
+    const uint32_t pair = q4k_frag_biased(v.w, el.step, el.slot);
+    const BlockQ4_K& b = rows[static_cast<size_t>((16 * el.tile + el.r) * (n_in / 256) + el.sb)];
+    const int byte = b.qs[32 * el.grp + el.i % 32];
+    const int code = el.i % 64 < 32 ? byte & 15 : byte >> 4;
+    ASSERT_EQ((pair >> (16 * el.e)) & 0xFFFF, 0x4300u | static_cast<uint32_t>(code)) << where(el);
+    ASSERT_EQ(q4k_frag_sub(el.grp, el.step), el.i / 32);
+  });
 }
 
 TEST(FragDecode, Q6KLanesDecodeTheirInputsCodesAndScales) {
@@ -232,40 +261,23 @@ TEST(FragDecode, Q6KLanesDecodeTheirInputsCodesAndScales) {
   const std::vector<BlockQ6_K> rows = random_q6k_blocks(n_out * n_in / 256, 72);
   std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ6_K));
   q6k_to_frag(rows.data(), n_in, n_out, frag.data());
-  std::vector<int> seen(static_cast<size_t>(n_out * n_in), 0);  // [row][input]
-  for (int64_t tile = 0; tile < n_out / 16; ++tile)
-    for (int64_t sb = 0; sb < n_in / 256; ++sb) {
-      const uint8_t* blk = frag.data() + (tile * (n_in / 256) + sb) * kQ6KFragBlockBytes;
-      for (int lane = 0; lane < 32; ++lane)
-        for (int grp = 0; grp < 4; ++grp) {
-          const LaneWords v = lane_words(blk, kQ6KFragNibblesAt, grp, lane, true);
-          for (int step = 0; step < 4; ++step)
-            for (int slot = 0; slot < 4; ++slot) {
-              const uint32_t pair = q6k_frag_biased(v.w, v.h, step, slot);
-              const int r = lane / 4 + 8 * (slot % 2);
-              const BlockQ6_K& b = rows[static_cast<size_t>((16 * tile + r) * (n_in / 256) + sb)];
-              // The scale the kernel takes from the block's header for this row and step.
-              const int8_t sc =
-                  static_cast<int8_t>(blk[16 * r + q6k_frag_scale(grp, step, lane % 4)]);
-              uint16_t d = 0;
-              std::memcpy(&d, blk + kQ6KFragDAt + 2 * r, 2);
-              const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(d) * static_cast<float>(sc)));
-              for (int e = 0; e < 2; ++e) {
-                const int i = 64 * grp + frag_input(step, slot, e, lane % 4);
-                const uint32_t half = (pair >> (16 * e)) & 0xFFFF;
-                ASSERT_EQ(half, 0x4300u | static_cast<uint32_t>(q6k_code(b, i)))
-                    << "tile " << tile << " lane " << lane << " group " << grp << " step " << step
-                    << " slot " << slot << " e " << e;
-                // The kernel's arithmetic on it: (128 + code) - 160 exact, times s, one rounding.
-                const float w = bf16_to_f32(
-                    f32_to_bf16((bf16_to_f32(static_cast<uint16_t>(half)) - 160.0f) * s));
-                ASSERT_EQ(w, q6k_bf16_weight(b, i)) << "element " << i;
-                ++seen[static_cast<size_t>((16 * tile + r) * n_in + sb * 256 + i)];
-              }
-            }
-        }
-    }
-  for (size_t k = 0; k < seen.size(); ++k) ASSERT_EQ(seen[k], 1) << "weight " << k;  // each once
+  for_each_lane_element(frag, kQ6KFragBlockBytes, n_in, n_out, [&](const LaneElement& el) {
+    const LaneWords v = lane_words(el.blk, kQ6KFragNibblesAt, el.grp, el.lane, true);
+    const uint32_t pair = q6k_frag_biased(v.w, v.h, el.step, el.slot);
+    const BlockQ6_K& b = rows[static_cast<size_t>((16 * el.tile + el.r) * (n_in / 256) + el.sb)];
+    // The scale the kernel takes from the block's header for this row and step.
+    const int8_t sc =
+        static_cast<int8_t>(el.blk[16 * el.r + q6k_frag_scale(el.grp, el.step, el.lane % 4)]);
+    uint16_t d = 0;
+    std::memcpy(&d, el.blk + kQ6KFragDAt + 2 * el.r, 2);
+    const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(d) * static_cast<float>(sc)));
+    const uint32_t half = (pair >> (16 * el.e)) & 0xFFFF;
+    ASSERT_EQ(half, 0x4300u | static_cast<uint32_t>(q6k_code(b, el.i))) << where(el);
+    // The kernel's arithmetic on it: (128 + code) - 160 exact, times s, one rounding.
+    const float w =
+        bf16_to_f32(f32_to_bf16((bf16_to_f32(static_cast<uint16_t>(half)) - 160.0f) * s));
+    ASSERT_EQ(w, q6k_bf16_weight(b, el.i)) << "element " << el.i;
+  });
 }
 
 std::vector<BlockQ8_0> random_q80_blocks(int64_t n, uint32_t seed) {
@@ -318,36 +330,20 @@ TEST(FragDecode, Q80LanesDecodeTheirInputsCodesAndBlocks) {
   const std::vector<BlockQ8_0> rows = random_q80_blocks(n_out * n_in / 32, 82);
   std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ8_0));
   q80_to_frag(rows.data(), n_in, n_out, frag.data());
-  std::vector<int> seen(static_cast<size_t>(n_out * n_in), 0);  // [row][input]
-  for (int64_t tile = 0; tile < n_out / 16; ++tile)
-    for (int64_t sb = 0; sb < n_in / 256; ++sb) {
-      const uint8_t* blk = frag.data() + (tile * (n_in / 256) + sb) * kQ80FragBlockBytes;
-      for (int lane = 0; lane < 32; ++lane)
-        for (int grp = 0; grp < 4; ++grp) {
-          uint32_t w[8];  // the lane's chunks of the group's two blocks, as the kernels load them
-          std::memcpy(w, blk + kQ80FragCodesAt + 16 * (64 * grp + lane), 16);
-          std::memcpy(w + 4, blk + kQ80FragCodesAt + 16 * (64 * grp + 32 + lane), 16);
-          for (int step = 0; step < 4; ++step)
-            for (int slot = 0; slot < 4; ++slot) {
-              const int r = lane / 4 + 8 * (slot % 2);
-              const int k = q4k_frag_sub(grp, step);  // the 32-input block whose d applies
-              uint16_t d = 0;
-              std::memcpy(&d, blk + 16 * r + 2 * k, 2);
-              for (int e = 0; e < 2; ++e) {
-                const int i = 64 * grp + frag_input(step, slot, e, lane % 4);
-                const BlockQ8_0& b =
-                    rows[static_cast<size_t>((16 * tile + r) * (n_in / 32) + 8 * sb + i / 32)];
-                ASSERT_EQ(q80_frag_code(w, step, slot, e), static_cast<float>(b.qs[i % 32]))
-                    << "tile " << tile << " lane " << lane << " group " << grp << " step " << step
-                    << " slot " << slot << " e " << e;
-                ASSERT_EQ(k, i / 32);
-                ASSERT_EQ(d, b.d);
-                ++seen[static_cast<size_t>((16 * tile + r) * n_in + sb * 256 + i)];
-              }
-            }
-        }
-    }
-  for (size_t k = 0; k < seen.size(); ++k) ASSERT_EQ(seen[k], 1) << "weight " << k;  // each once
+  for_each_lane_element(frag, kQ80FragBlockBytes, n_in, n_out, [&](const LaneElement& el) {
+    uint32_t w[8];  // the lane's chunks of the group's two blocks, as the kernels load them
+    std::memcpy(w, el.blk + kQ80FragCodesAt + 16 * (64 * el.grp + el.lane), 16);
+    std::memcpy(w + 4, el.blk + kQ80FragCodesAt + 16 * (64 * el.grp + 32 + el.lane), 16);
+    const int k = q4k_frag_sub(el.grp, el.step);  // the 32-input block whose d applies
+    uint16_t d = 0;
+    std::memcpy(&d, el.blk + 16 * el.r + 2 * k, 2);
+    const BlockQ8_0& b =
+        rows[static_cast<size_t>((16 * el.tile + el.r) * (n_in / 32) + 8 * el.sb + el.i / 32)];
+    ASSERT_EQ(q80_frag_code(w, el.step, el.slot, el.e), static_cast<float>(b.qs[el.i % 32]))
+        << where(el);
+    ASSERT_EQ(k, el.i / 32);
+    ASSERT_EQ(d, b.d);
+  });
 }
 
 }  // namespace
