@@ -8,8 +8,8 @@
 #   - issue 7's 8B Q4_K_M: single stream and the 32-way serve round (h200_bench.sh single,serve).
 # The peer's build (nice 19, DEVICE_JOBS, default 10 of 16 cores) shares the CPUs with these
 # runs: their host side (HTTP, the bench client, synth) is slower than alone, so the ratios to the
-# peer come out low, not high. BUILD_PEER=0: no build. WAIT_S (545): how long into the call to
-# wait for the build at the end.
+# peer come out low, not high. BUILD_PEER=0: no build; WITH_8B=0: no 8B part. WAIT_S (545): how
+# long into the call to wait for the build at the end.
 # Here: `bash scripts/device_stage.sh` and `bash scripts/build_peer_cuda.sh pack`; there (device
 # tool, carry [".devrun", ".devrun-peer"]): `bash bench/device_plans/measure_ours.sh` (stdout).
 cd "$(dirname "$0")/../.." || exit 1
@@ -30,9 +30,9 @@ for b in 0 1; do  # per-op GPU times (graphs and PDL off), one row
   echo "op profile, one row, TEMPO9_CUDA_BF16_Q8_0=$b:"
   grep -E '\[cuda profile\].*(matmul|to_bf16)' /tmp/e.txt | head -12
 done
-SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/8b" \
+[ "${WITH_8B:-1}" = 1 ] && SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/8b" \
   bash bench/h200_bench.sh single,serve >/dev/null 2>&1
-grep -E "^(synth|tempo9 run)|wall s|tok/s|TTFT p50|ITL p50" "$OUT/8b/bench.log" | head -20
+grep -E "^(synth|tempo9 run)|wall s|tok/s|TTFT p50|ITL p50" "$OUT/8b/bench.log" 2>/dev/null | head -20
 echo "t=$SECONDS s"
 # Both synth files stay in /tmp for the peer's call.
 [ "${BUILD_PEER:-1}" = 1 ] || exit 0
