@@ -30,9 +30,11 @@ for b in 0 1; do  # per-op GPU times (graphs and PDL off), one row
   echo "op profile, one row, TEMPO9_CUDA_BF16_Q8_0=$b:"
   grep -E '\[cuda profile\].*(matmul|to_bf16)' /tmp/e.txt | head -12
 done
-[ "${WITH_8B:-1}" = 1 ] && SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/8b" \
-  bash bench/h200_bench.sh single,serve >/dev/null 2>&1
-grep -E "^(synth|tempo9 run)|wall s|tok/s|TTFT p50|ITL p50" "$OUT/8b/bench.log" 2>/dev/null | head -20
+if [ "${WITH_8B:-1}" = 1 ]; then
+  SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/8b" \
+    bash bench/h200_bench.sh single,serve >/dev/null 2>&1
+  grep -E "^(synth|tempo9 run)|wall s|tok/s|TTFT p50|ITL p50" "$OUT/8b/bench.log" | head -20
+fi
 echo "t=$SECONDS s"
 # Both synth files stay in /tmp for the peer's call.
 [ "${BUILD_PEER:-1}" = 1 ] || exit 0
