@@ -8,8 +8,8 @@
 #   - issue 7's 8B Q4_K_M: single stream and the 32-way serve round (h200_bench.sh single,serve).
 # The peer's build (nice 19, DEVICE_JOBS, default 10 of 16 cores) shares the CPUs with these
 # runs: their host side (HTTP, the bench client, synth) is slower than alone, so the ratios to the
-# peer come out low, not high. BUILD_PEER=0: no build; WITH_8B=0: no 8B part. WAIT_S (545): how
-# long into the call to wait for the build at the end.
+# peer come out low, not high. BUILD_PEER=0: no build; WITH_8B=0: no 8B part; PROFILE=0: no
+# one-row profiles. WAIT_S (545): how long into the call to wait for the build at the end.
 # Here: `bash scripts/device_stage.sh` and `bash scripts/build_peer_cuda.sh pack`; there (device
 # tool, carry [".devrun", ".devrun-peer"]): `bash bench/device_plans/measure_ours.sh` (stdout).
 cd "$(dirname "$0")/../.." || exit 1
@@ -24,7 +24,8 @@ exec > >(tee -a "$OUT/log.txt") 2>&1
 export LD_LIBRARY_PATH=$PWD/.devrun/lib
 M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
 p=$(python3 -c "print('x'*512)")
-for b in 0 1; do  # per-op GPU times (graphs and PDL off), one row
+for b in 0 1; do  # per-op GPU times (graphs and PDL off), one row; PROFILE=0: none
+  [ "${PROFILE:-1}" = 1 ] || break
   TEMPO9_CUDA_PROFILE=1 TEMPO9_CUDA_BF16_Q8_0=$b .devrun/bin/tempo9 run -m $M --raw -p "$p" -n 32 \
     --temp 0 --ignore-eos --backend cuda --ctx 700 >/dev/null 2>/tmp/e.txt
   echo "op profile, one row, TEMPO9_CUDA_BF16_Q8_0=$b:"
