@@ -109,9 +109,12 @@ TEST_F(CudaBf16, MatchesTheBf16Reference) {
   // but not two (the bf16 copy then); Q4_K stages both.
   for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
     for (const int64_t n_tok : {1, 2}) expect_near_reference(*be_, rng, t, 16384, 32, n_tok, false);
-  // Q8_0's widest (its 4352-byte ring: ten slices), one row staged, 32 rows from the bf16 copy.
-  for (const int64_t n_tok : {1, 32})
-    expect_near_reference(*be_, rng, GgmlType::Q8_0, 10240, 32, n_tok, false);
+  // Q8_0's ring (3 x 4352 bytes a warp) leaves room for fourteen slices at four groups
+  // (gemv_smem): at 10240 and at the widest, 14336, one row is staged and 32 rows come from the
+  // bf16 copy.
+  for (const int64_t n_in : {10240, 14336})
+    for (const int64_t n_tok : {1, 32})
+      expect_near_reference(*be_, rng, GgmlType::Q8_0, n_in, 32, n_tok, false);
 }
 
 // Row 3 alone, then inside calls of 5, 8, 9, 17 and 32 rows (the GEMV: one to four groups of 8)
@@ -191,11 +194,17 @@ TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
       arena.matmul_weights(random_weights(rng, GgmlType::Q4_0, 1024, 64), GgmlType::Q4_0, 1024, 64)
           .buf->layout,
       WeightLayout::kGguf);  // a type without a fragment form
+  // Q8_0's GEMV ring leaves room for fourteen slices (gemv_smem), not fifteen.
   EXPECT_EQ(
       arena
-          .matmul_weights(random_weights(rng, GgmlType::Q8_0, 12288, 16), GgmlType::Q8_0, 12288, 16)
+          .matmul_weights(random_weights(rng, GgmlType::Q8_0, 14336, 16), GgmlType::Q8_0, 14336, 16)
           .buf->layout,
-      WeightLayout::kGguf);  // past the ten slices Q8_0's GEMV ring leaves room for
+      WeightLayout::kFrag);
+  EXPECT_EQ(
+      arena
+          .matmul_weights(random_weights(rng, GgmlType::Q8_0, 15360, 16), GgmlType::Q8_0, 15360, 16)
+          .buf->layout,
+      WeightLayout::kGguf);
   for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
     EXPECT_EQ(arena.matmul_weights(random_weights(rng, t, 1024, 64), t, 1024, 64).buf->layout,
               WeightLayout::kFrag)

@@ -112,19 +112,18 @@ struct CudaBackendConfig {
   // 35B's 8 agents (64 slots) lost 1.3% with it; 0: never. TEMPO9_CUDA_ATTN_PREP_SLOTS=N.
   int attn_prep_slots = 8;
   // Q4_K, Q6_K and Q8_0 matrices that only matmuls read (upload_matmul_weights, n_in a multiple
-  // of 1024 up to 16384 (Q8_0 10240), n_out of 16) are stored in mma-fragment order and every
+  // of 1024 up to 16384 (Q8_0 14336), n_out of 16) are stored in mma-fragment order and every
   // matmul of them runs on the bf16 tensor cores (cuda_bf16_matmul.cuh: x rounded to bf16, the
   // K-quants' weights too, Q8_0's exact codes scaled per block in fp32; fp32 accumulation;
   // batch-invariant bit for bit as the int8 path). The 8B Q4_K_M on an H100 (run 223, against
   // int8): single decode 1.007x, a 512-token prompt 1.82x, 8 rows 2.68x, 32 rows 1.55x, the
   // greedy text's first 96 bytes the same. TEMPO9_CUDA_BF16=0 turns it off (=1 on).
   bool bf16_matmul = true;
-  // Q8_0 matrices too (with bf16_matmul). Off until measured again: in run 224 (35B Q8_0, H100)
-  // single decode went 0.97x and 8 agents 1.049x, because the shared expert's gate/up left the
-  // routed experts' launch (its one-row form took 88 us instead of 15); the loader now keeps
-  // those two in the file's layout (model/weights.cpp), not yet measured.
-  // TEMPO9_CUDA_BF16_Q8_0=1 turns it on (=0 off).
-  bool bf16_q8_0 = false;
+  // Q8_0 matrices too (with bf16_matmul). The 35B Q8_0 on an H100 (run 226, against int8;
+  // the loader keeps the shared expert's gate/up in the file's layout, model/weights.cpp, so
+  // they ride in the routed experts' launch): single decode 1.02x, 8 agents 1.063x effective
+  // tok/s (TTFT of turns 1-3 -8%, -8%, -18%). TEMPO9_CUDA_BF16_Q8_0=0 turns it off (=1 on).
+  bool bf16_q8_0 = true;
 };
 
 // What the graph machinery did (tests, bench printouts).

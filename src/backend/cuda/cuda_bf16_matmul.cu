@@ -591,7 +591,7 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
       n_out > (int64_t{1} << 30))
     return false;
   // The GEMV's largest form (four groups of 8 rows, x from the bf16 copy) must fit a block's
-  // shared memory: Q8_0's ring (3 x 4352 bytes a warp) stops at 10 slices.
+  // shared memory: Q8_0's ring (3 x 4352 bytes a warp) stops at 14 slices.
   const int n_slices = static_cast<int>(n_in / kSlice);
   const auto fits = [&](auto format) {
     return gemv_smem<decltype(format)>(n_slices, 4, 0).bytes <= kGemvMaxSmem;

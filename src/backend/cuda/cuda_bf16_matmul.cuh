@@ -22,7 +22,7 @@ class Stream;
 struct Scratch;
 
 // Matrices the kernels take: Q4_K, Q6_K or Q8_0, frag_shape_ok, and n_in a multiple of 1024
-// (whole slices) up to 16384 (a GEMV block holds one warp a slice; Q8_0 up to 10240: its ring).
+// (whole slices) up to 16384 (a GEMV block holds one warp a slice; Q8_0 up to 14336: its ring).
 bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out);
 
 // One matrix of a launch: y = x @ w^T (+ bias; bias may be unset), w of layout kFrag.
