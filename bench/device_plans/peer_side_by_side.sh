@@ -10,8 +10,8 @@
 # llama.cpp alone (ours measured by an earlier call: measure_ours.sh). A synth file already in
 # /tmp is reused (h200_bench.sh).
 # The peer: llama.cpp built on the device (`bash scripts/build_peer_cuda.sh pack` here, then
-# `DEVICE_JOBS=12 bash scripts/build_peer_cuda.sh device-build` there, in the background of an
-# earlier call on the same warm machine: /tmp/peer/bin), or PEER_BIN (staged binaries).
+# `bash scripts/build_peer_cuda.sh device-build` there in the background of an earlier call on
+# the same warm machine, as measure_ours.sh does: /tmp/peer/bin), or PEER_BIN (staged binaries).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"], or nothing on a
 # machine still warm from the call that carried it): `bash bench/device_plans/peer_side_by_side.sh`.
 cd "$(dirname "$0")/../.." || exit 1
@@ -29,8 +29,8 @@ echo "tempo9's extra environment: ${ours_env[*]:-none}"
 side_by_side() {  # out dir, parts, then VAR=value ... for h200_bench.sh
   local out=$1 parts=$2
   shift 2
-  env "${ours_env[@]}" "$@" OUT="$out" SIDES="${SIDES:-ours,peer}" bash bench/h200_bench.sh "$parts" \
-    >/dev/null 2>&1
+  env "${ours_env[@]}" "$@" OUT="$out" SIDES="${SIDES:-ours,peer}" \
+    bash bench/h200_bench.sh "$parts" >/dev/null 2>&1
   grep -E "^(synth|tempo9 run|\| .*(pp|tg)[0-9]|wall|tempo9 |llama |== )|tok/s|TTFT p50|ITL p50" \
     "$out/bench.log" | grep -v "^|  *model" | head -60
   echo "t=$((SECONDS - T0)) s"
