@@ -46,6 +46,8 @@ NAME="35B Q8_0"
 # shellcheck disable=SC2086  # S35: word-split on purpose
 env $S35 OUT=/tmp/synth35 bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth"
 for b in 0 1; do decode_one "35b_$b" TEMPO9_CUDA_BF16=$b TEMPO9_CUDA_BF16_Q8_0=$b; done
+# The 64-token prompt step with the GEMM by whole rows (stage 46's slices off), for the A/B.
+decode_one 35b_1_whole TEMPO9_CUDA_BF16=1 TEMPO9_CUDA_BF16_Q8_0=1 TEMPO9_CUDA_BF16_SPLIT=0
 cmp -n 96 /tmp/one_35b_0.txt /tmp/one_35b_1.txt && echo "35B: first 96 bytes of text the same"
 echo "t=$((SECONDS - T0)) s"
 agents bf16_0 TEMPO9_CUDA_BF16=0 TEMPO9_CUDA_BF16_Q8_0=0

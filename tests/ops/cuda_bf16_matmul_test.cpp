@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_bf16_matmul.cuh"
 #include "cuda_test_util.h"
 #include "ops_test_util.h"
 #include "quant/frag_layout.h"
@@ -132,6 +133,29 @@ TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
                                  random_floats(rng, static_cast<size_t>(n_in * 130), -3.0f, 3.0f),
                                  {5, 8, 9, 17, 32, 33, 70, 130});
     }
+}
+
+// The GEMM by slices (bf16_gemm_by_slices: few blocks) against the GEMM by whole rows: the
+// widest matrix that goes by slices at 33 rows goes by whole rows at 70 (twice the row tiles), so
+// row 3 is compared alone (the GEMV), in 33 rows (slices) and in 70 rows (whole rows). The
+// smaller shapes above all go by slices (RowsAreBatchInvariantBitForBit compares those too).
+TEST_F(CudaBf16, GemmBySlicesEqualsWholeRows) {
+  auto rng = test_rng();
+  const int64_t n_in = 3072;
+  int64_t blocks = 1;
+  while (cuda::bf16_gemm_by_slices(n_in, blocks + 1, 33)) ++blocks;
+  ASSERT_TRUE(cuda::bf16_gemm_by_slices(n_in, blocks, 33));
+  ASSERT_FALSE(cuda::bf16_gemm_by_slices(n_in, blocks, 70));
+  const int64_t n_out = blocks * cuda::kBf16GemmRows - 16;  // the last block partial
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    SCOPED_TRACE(testing::Message() << type_name(t) << " n_out " << n_out);
+    DeviceArena arena(*be_);
+    const Tensor w = arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+    ASSERT_EQ(w.buf->layout, WeightLayout::kFrag);
+    expect_row_batch_invariant(*be_, arena, w,
+                               random_floats(rng, static_cast<size_t>(n_in * 70), -3.0f, 3.0f),
+                               {33, 70});
+  }
 }
 
 // matmul_shared_x with three fragment-ordered Q4_K weights (208 rows: a partial GEMM block; a

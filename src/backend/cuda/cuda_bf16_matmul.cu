@@ -76,6 +76,9 @@ struct Bf16Args {
   int n_tiles, n_blocks;  // all parts'
   int w_early;            // every part's weights are model weights (reads_early): the GEMV
                           // starts its first copies before its dependent-launch wait
+  // The GEMM by slices (null: whole rows): block (x, y, z) walks slice z only and leaves its
+  // outputs in partial[z][row][x * kBM + local], for bf16_slice_sum_kernel to add in order.
+  float* partial;
 };
 static_assert(std::has_unique_object_representations_v<Bf16Part> &&
               std::has_unique_object_representations_v<Bf16Args>);
@@ -328,7 +331,7 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
 // kt + 3's, dequantize tile kt + 1 into fragment order (thread = tile tid / 32, lane tid % 32:
 // its own A fragments, from headers other threads copied, hence after the barrier), multiply
 // tile kt. B is one 16-byte load a lane and n8 tile per 32 inputs (the layout's slot order).
-constexpr int kBM = 128, kBN = 64, kGemmThreads = 256, kRawStages = 3, kXStages = 4;
+constexpr int kBM = kBf16GemmRows, kBN = 64, kGemmThreads = 256, kRawStages = 3, kXStages = 4;
 constexpr int kXStride = 96;  // bf16 a shared row: 192 bytes, rows g and g + 1 on disjoint banks
 template <class F>
 struct GemmSmem {
@@ -366,7 +369,11 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
   const int o0 =
       (blockIdx.x - part_field(args, part, [](const Bf16Part& x) { return x.first_block; })) * kBM;
   const int t0 = blockIdx.y * kBN;
-  const int n_sb = n_in / 256, n_tiles = n_in / 64, last_tile = n_out / 16 - 1;
+  // k-tiles [kt_begin, n_tiles): all of them, or slice blockIdx.z's (the split launch).
+  const bool split = args.partial != nullptr;
+  const int kt_begin = split ? static_cast<int>(blockIdx.z) * (kSlice / 64) : 0;
+  const int n_sb = n_in / 256, last_tile = n_out / 16 - 1;
+  const int n_tiles = split ? kt_begin + kSlice / 64 : n_in / 64;
   // Tiles past n_out (a partial block) copy the last tile again; their outputs are not stored.
   // Warp `warp` copies its tile's codes; thread tid < 8 kHdrChunks chunk tid % kHdrChunks of tile
   // tid / kHdrChunks's header.
@@ -434,16 +441,16 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) p[mt][nt][i] = 0.0f, acc[mt][nt][i] = 0.0f;
-  issue(0);
+  issue(kt_begin);
   cp_async_commit();
-  issue(1);
+  issue(kt_begin + 1);
   cp_async_commit();
-  issue(2);
+  issue(kt_begin + 2);
   cp_async_commit();
-  asm volatile("cp.async.wait_group 2;\n" ::: "memory");  // tile 0 (this thread's copies)
+  asm volatile("cp.async.wait_group 2;\n" ::: "memory");  // the first tile (this thread's)
   __syncthreads();
-  dequant(0);
-  for (int kt = 0; kt < n_tiles; ++kt) {
+  dequant(kt_begin);
+  for (int kt = kt_begin; kt < n_tiles; ++kt) {
     cp_async_wait_1();  // tile kt + 1's copies (this thread's)
     __syncthreads();    // ... everyone's; tile kt's fragments; iteration kt - 1 done by all
     issue(kt + 3);
@@ -513,10 +520,36 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int o = o0 + wm * 32 + 16 * mt + g + 8 * (i / 2);
+        const int ol = wm * 32 + 16 * mt + g + 8 * (i / 2), o = o0 + ol;
         const int t = t0 + wn * 32 + 8 * nt + 2 * tq + i % 2;
-        if (o < n_out && t < n_tok) store_y(args, part, t, o, acc[mt][nt][i]);
+        if (o >= n_out || t >= n_tok) continue;
+        if (split)
+          args.partial[(static_cast<int64_t>(blockIdx.z) * n_tok + t) * (args.n_blocks * kBM) +
+                       blockIdx.x * kBM + ol] = acc[mt][nt][i];
+        else
+          store_y(args, part, t, o, acc[mt][nt][i]);
       }
+}
+
+// The split GEMM's sum: output (t, c) of the launch's n_blocks x kBM columns is 0 + slice 0 +
+// slice 1 + ... in that order, as the whole-row GEMM adds its slices, so the same bits (each
+// partial is already 0 + p: adding it to a sum that is never -0 is adding p).
+__global__ void bf16_slice_sum_kernel(Bf16Args args, int n_slices) {
+  pdl_enter();
+  const int64_t cols = static_cast<int64_t>(args.n_blocks) * kBM;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= cols * args.n_tok) return;
+  const int t = static_cast<int>(e / cols), c = static_cast<int>(e % cols);
+  const int blk = c / kBM;
+  const int part = part_of(args, blk, [](const Bf16Part& x) { return x.first_block; });
+  const int o =
+      (blk - part_field(args, part, [](const Bf16Part& x) { return x.first_block; })) * kBM +
+      c % kBM;
+  if (o >= part_field(args, part, [](const Bf16Part& x) { return x.n_out; })) return;
+  const int64_t stride = cols * args.n_tok;  // one slice's partials
+  float acc = 0.0f;
+  for (int s = 0; s < n_slices; ++s) acc = __fadd_rn(acc, args.partial[s * stride + e]);
+  store_y(args, part, t, o, acc);
 }
 
 // The persistent GEMV on one wave of resident blocks (resident_blocks: shared memory, registers
@@ -546,9 +579,15 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
   const int groups = n_tok <= 8 ? 1 : n_tok <= 16 ? 2 : 4;
   const bool stage = gemv && aligned && n_tok * n_in * 2 <= kStageXMaxBytes &&
                      gemv_smem<F>(n_slices, groups, static_cast<int>(n_tok)).bytes <= kGemvMaxSmem;
+  // The GEMM by slices (bf16_gemm_by_slices): the slices' partials after the bf16 copy.
+  const int64_t row_blocks = (n_tok + kBN - 1) / kBN, cols = int64_t{args.n_blocks} * kBM;
+  const bool split = !gemv && bf16_gemm_by_slices(n_in, args.n_blocks, n_tok);
+  const size_t x_bytes = (static_cast<size_t>(n_tok * n_in) * 2 + 255) / 256 * 256;
   if (!stage) {
-    auto* xb =
-        static_cast<__nv_bfloat16*>(scratch.reserve(static_cast<size_t>(n_tok * n_in) * 2, stream));
+    const size_t part_bytes = split ? static_cast<size_t>(n_slices * n_tok * cols) * 4 : 0;
+    auto* base = static_cast<uint8_t*>(scratch.reserve(x_bytes + part_bytes, stream));
+    auto* xb = reinterpret_cast<__nv_bfloat16*>(base);
+    if (split) args.partial = reinterpret_cast<float*>(base + x_bytes);
     const int64_t n_oct = n_tok * n_in / 8;
     stream.launch(to_bf16_kernel, grid_1d(n_oct, 256), 256, 0, xd, static_cast<int>(n_in), n_oct,
                   xb);
@@ -579,9 +618,11 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
   }();
   (void)attr;
   T9_CHECK((n_tok + kBN - 1) / kBN <= 65535, "bf16 matmul: {} rows exceed the launch grid", n_tok);
-  const dim3 grid(static_cast<unsigned>(args.n_blocks),
-                  static_cast<unsigned>((n_tok + kBN - 1) / kBN));
+  const dim3 grid(static_cast<unsigned>(args.n_blocks), static_cast<unsigned>(row_blocks),
+                  split ? static_cast<unsigned>(n_slices) : 1u);
   stream.launch(bf16_gemm_kernel<F>, grid, kGemmThreads, sizeof(GemmSmem<F>), args);
+  if (split)
+    stream.launch(bf16_slice_sum_kernel, grid_1d(n_tok * cols, 256), 256, 0, args, n_slices);
 }
 
 }  // namespace
@@ -606,6 +647,16 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
     default:
       return false;
   }
+}
+
+// Whole-row blocks that would leave most SMs idle (the 35B's 4096 -> 2048 out-projections at
+// 33-64 rows: 16 blocks for 132 SMs, each walking 64 k-tiles) go by slices instead.
+// TEMPO9_CUDA_BF16_SPLIT=0 turns it off (A/B runs).
+bool bf16_gemm_by_slices(int64_t n_in, int64_t n_blocks, int64_t n_tok) {
+  static const bool off = env_off("TEMPO9_CUDA_BF16_SPLIT");
+  const int64_t row_blocks = (n_tok + kBN - 1) / kBN;
+  return !off && n_tok > kGemvMaxRows && n_in / kSlice >= 2 &&
+         2 * n_blocks * row_blocks <= sm_count();
 }
 
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,

@@ -31,6 +31,13 @@ struct Bf16Out {
   const Tensor* bias;
   const Tensor* y;
 };
+// Whether a GEMM call (n_tok > 32) of n_in inputs, whose matrices take n_blocks blocks of 128
+// weight rows, runs by slices: one block a 1024-input slice and output tile, then a launch adding
+// the slices' partials in ascending order (the whole-row GEMM's order: the same bits). Taken when
+// whole-row blocks would fill under half of the device's SMs (2 a block).
+bool bf16_gemm_by_slices(int64_t n_in, int64_t n_blocks, int64_t n_tok);
+constexpr int kBf16GemmRows = 128;  // weight rows a GEMM block
+
 // Up to kBf16MaxFused matrices of one type and n_in times the same x in one launch (the caller
 // checked each: check_matmul). x: F32 rows, rounded to bf16 by the GEMV itself (rows that fit its
 // shared memory) or by a launch into `scratch`. n_tok <= 32: the GEMV; else the GEMM. w_early:
