@@ -88,6 +88,12 @@ T9_HD float q80_frag_code(const uint32_t* w, int step, int slot, int e) {
 #endif
 }
 
+// BF16: which of the lane's sixteen words of a group (four 16-byte chunks, one a k16 step:
+// frag_layout.h) is A register `slot` of step `step`.
+T9_HD constexpr int bf16_frag_word(int step, int slot) {
+  return 4 * step + slot;
+}
+
 // Which scale of its super-block a lane's step uses: Q4_K the 32-input sub-block (of row g or
 // g + 8) 2 grp + step / 2 (Q8_0's d likewise: its block); Q6_K the 16-input one
 // 4 grp + 2 (step / 2) + t / 2.

@@ -220,6 +220,44 @@ BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
   return q;
 }
 
+namespace {
+// Where BF16 weight pair c / 2 (c: 0..255 of a super-block, even) of tile row r lands in its
+// fragment-ordered block: the inverse of frag_input (c % 64 = 32 (s / 2) + 8 t + 4 (s % 2) +
+// 2 p + e), slot 2 p + r / 8 of lane 4 (r % 8) + t in group c / 64's step s.
+int bf16_pair_at(int r, int c) {
+  const int j = c / 64, i = c % 64, t = i % 32 / 8, s = 2 * (i / 32) + i % 8 / 4, p = i % 4 / 2;
+  return 16 * (32 * (4 * j + s) + 4 * (r % 8) + t) + 4 * (2 * p + r / 8);
+}
+}  // namespace
+
+void bf16_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
+  T9_CHECK(frag_shape_ok(n_in, n_out), "to fragment order: shape [{}, {}]", n_out, n_in);
+  const int64_t n_sb = n_in / 256;
+  const auto* in = static_cast<const uint8_t*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  int at[kFragTileRows][128];  // each row's pair offsets, the same in every block
+  for (int r = 0; r < kFragTileRows; ++r)
+    for (int c = 0; c < 256; c += 2) at[r][c / 2] = bf16_pair_at(r, c);
+  for (int64_t tile = 0; tile < n_out / kFragTileRows; ++tile)
+    for (int r = 0; r < kFragTileRows; ++r) {
+      const uint8_t* row = in + (tile * kFragTileRows + r) * n_in * 2;
+      for (int64_t b = 0; b < n_sb; ++b) {
+        uint8_t* blk = out + (tile * n_sb + b) * kBf16FragBlockBytes;
+        for (int c = 0; c < 128; ++c) std::memcpy(blk + at[r][c], row + 512 * b + 4 * c, 4);
+      }
+    }
+}
+
+uint16_t bf16_frag_weight(const void* frag, int64_t n_in, int64_t row, int64_t k) {
+  const auto* blk = static_cast<const uint8_t*>(frag) +
+                    ((row / kFragTileRows) * (n_in / 256) + k / 256) * kBf16FragBlockBytes;
+  const int c = static_cast<int>(k % 256);
+  uint16_t v = 0;
+  std::memcpy(&v, blk + bf16_pair_at(static_cast<int>(row % kFragTileRows), c & ~1) + 2 * (c & 1),
+              2);
+  return v;
+}
+
 float q6k_bf16_weight(const BlockQ6_K& b, int i) {
   const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(b.d) * static_cast<float>(b.scales[i / 16])));
   // (q - 32) has 6 significant bits and s 8: the product is exact in double, then rounded once.

@@ -1,8 +1,8 @@
 // Quantized matrices in mma-fragment order: the weight layouts of the CUDA bf16 tensor-core matmul
 // (src/backend/cuda/cuda_bf16_matmul.cu; prototype and measurements: dev/kernels/cuda_bf16_q4k.cu,
-// docs/CUDA.md stages 42-44). The same bytes as GGUF's Q4_K / Q6_K / Q8_0 rows, reordered at load
-// so that one lane's 16-byte load (two for Q8_0) is its A fragments for 64 inputs of an m16n8k16
-// mma. How a lane reads
+// docs/CUDA.md stages 42-46). The same bytes as GGUF's Q4_K / Q6_K / Q8_0 / BF16 rows, reordered
+// at load so that one lane's 16-byte load (two for Q8_0, four for BF16) is its A fragments for 64
+// inputs of an m16n8k16 mma. How a lane reads
 // them back is quant/frag_decode.h (shared by the kernels and the CPU tests).
 //
 // A [n_out, n_in] matrix (n_out a multiple of 16, n_in of 256) is cut into 16-row tiles T and
@@ -41,6 +41,10 @@
 //                (s = step % 2; r: row g + 8 r), each four consecutive codes of that row:
 //                inputs 64 j + 32 h + 8 t + 4 s .. + 3, in order. A register `slot` of a step is
 //                bytes 2 (slot / 2), 2 (slot / 2) + 1 of the word of row slot % 2.
+// BF16 (kBf16FragBlockBytes = 8192, the 16 rows' 256 weights, no scales): the A fragments
+// themselves. Group j, k16 step s and lane L at 16 (32 (4 j + s) + L): four 4-byte words, word
+// `slot` = A register `slot` of step s: row g + 8 (slot % 2), the two weights of the inputs
+// 64 j + frag_input(s, slot, e, t) (e = 0 in the low half).
 #pragma once
 
 #include <cstdint>
@@ -58,6 +62,7 @@ constexpr int kQ6KFragNibblesAt = 288;
 constexpr int kQ6KFragHighsAt = kQ6KFragNibblesAt + 4 * 32 * 16;                             // 2336
 constexpr int kQ80FragBlockBytes = kFragTileRows * 8 * static_cast<int>(sizeof(BlockQ8_0));  // 4352
 constexpr int kQ80FragCodesAt = 256;
+constexpr int kBf16FragBlockBytes = kFragTileRows * 256 * 2;  // 8192
 static_assert(kQ4KFragBlockBytes == 2304 && kQ6KFragBlockBytes == 3360 &&
               kQ6KFragHighsAt + 2 * 32 * 16 == kQ6KFragBlockBytes &&
               kQ80FragCodesAt + 4 * 32 * 32 == kQ80FragBlockBytes);
@@ -81,6 +86,11 @@ BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
 // (inputs 32 b .. 32 b + 31).
 void q80_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
+
+// The same for BF16 (2 bytes a weight); bf16_frag_weight gives row `row`'s weight of input `k`
+// (its bf16 bits).
+void bf16_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
+uint16_t bf16_frag_weight(const void* frag, int64_t n_in, int64_t row, int64_t k);
 
 // Element i's (0..255) 6-bit code of a Q6_K block, 0..63 (its weight: d * scales[i / 16] *
 // (code - 32)).

@@ -618,10 +618,13 @@ Result<Buffer*> CudaBackend::upload_weights(const void* host, size_t n_bytes) {
 
 Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_bytes, GgmlType type,
                                                    int64_t n_in, int64_t n_out) {
-  // TEMPO9_CUDA_BF16_Q6K=0 keeps Q6_K matrices on the int8 path (A/B runs of that form).
+  // TEMPO9_CUDA_BF16_Q6K=0 keeps Q6_K matrices on the int8 path (A/B runs of that form);
+  // TEMPO9_CUDA_BF16_BF16=0 keeps BF16 ones on the float GEMV.
   static const bool q6k = !cuda::env_off("TEMPO9_CUDA_BF16_Q6K");
+  static const bool b16 = !cuda::env_off("TEMPO9_CUDA_BF16_BF16");
   if (!bf16_matmul_ || !cuda::bf16_frag_shape_ok(type, n_in, n_out) ||
       (type == GgmlType::Q6_K && !q6k) || (type == GgmlType::Q8_0 && !bf16_q8_0_) ||
+      (type == GgmlType::BF16 && !b16) ||
       n_bytes != row_bytes(type, n_in) * static_cast<size_t>(n_out))
     return upload_weights(host, n_bytes);
   std::vector<uint8_t> frag(n_bytes);
@@ -629,8 +632,10 @@ Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_by
     q4k_to_frag(host, n_in, n_out, frag.data());
   else if (type == GgmlType::Q6_K)
     q6k_to_frag(host, n_in, n_out, frag.data());
-  else
+  else if (type == GgmlType::Q8_0)
     q80_to_frag(host, n_in, n_out, frag.data());
+  else
+    bf16_to_frag(host, n_in, n_out, frag.data());
   T9_ASSIGN_OR_RETURN(Buffer * buf, upload_weights(frag.data(), n_bytes));
   buf->layout = WeightLayout::kFrag;
   return buf;

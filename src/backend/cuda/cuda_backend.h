@@ -111,13 +111,15 @@ struct CudaBackendConfig {
   // them. H100, runs 198-199: single decode +6% (8B, with the early keys) and +1.7% (35B); the
   // 35B's 8 agents (64 slots) lost 1.3% with it; 0: never. TEMPO9_CUDA_ATTN_PREP_SLOTS=N.
   int attn_prep_slots = 8;
-  // Q4_K, Q6_K and Q8_0 matrices that only matmuls read (upload_matmul_weights, n_in a multiple
-  // of 1024 up to 16384 (Q8_0 14336), n_out of 16) are stored in mma-fragment order and every
-  // matmul of them runs on the bf16 tensor cores (cuda_bf16_matmul.cuh: x rounded to bf16, the
-  // K-quants' weights too, Q8_0's exact codes scaled per block in fp32; fp32 accumulation;
+  // Q4_K, Q6_K, Q8_0 and BF16 matrices that only matmuls read (upload_matmul_weights, n_in a
+  // multiple of 1024 up to 16384 (Q8_0 14336, BF16 12288), n_out of 16) are stored in
+  // mma-fragment order and every matmul of them runs on the bf16 tensor cores
+  // (cuda_bf16_matmul.cuh: x rounded to bf16, the K-quants' weights too, Q8_0's exact codes
+  // scaled per block in fp32, BF16's as they are; fp32 accumulation;
   // batch-invariant bit for bit as the int8 path). The 8B Q4_K_M on an H100 (run 223, against
   // int8): single decode 1.007x, a 512-token prompt 1.82x, 8 rows 2.68x, 32 rows 1.55x, the
-  // greedy text's first 96 bytes the same. TEMPO9_CUDA_BF16=0 turns it off (=1 on).
+  // greedy text's first 96 bytes the same. TEMPO9_CUDA_BF16=0 turns it off (=1 on);
+  // TEMPO9_CUDA_BF16_BF16=0 keeps BF16 matrices on the float GEMV (A/B runs).
   bool bf16_matmul = true;
   // Q8_0 matrices too (with bf16_matmul). The 35B Q8_0 on an H100 (run 226, against int8;
   // the loader keeps the shared expert's gate/up in the file's layout, model/weights.cpp, so

@@ -6,8 +6,11 @@
 //
 // A format F gives the kernels:
 //   kBlockBytes, kCodesAt   a 16-row x 256-input block, where its code words start;
-//   kCodeChunks             a lane's 16-byte code chunks of one group (Q8_0: 2); chunk c of
-//                           group j and lane L at kCodesAt + 16 (32 (kCodeChunks j + c) + L);
+//   kCodeChunks             a lane's 16-byte code chunks of one group (Q8_0: 2, BF16: 4); chunk
+//                           c of group j and lane L at kCodesAt + 16 (32 (kCodeChunks j + c) + L);
+//   kRing                   the GEMV's ring slots a warp (its shared memory: BF16's blocks are
+//                           8 KB, so two slots, to hold twelve slices);
+//   kGemmBlocks             GEMM blocks an SM (the launch bounds; BF16's codes take 48 KB);
 //   kBlockScale             the fragments are exact codes and each 32-input block's two mma go
 //                           into their own accumulators, added to the chain times the row's d
 //                           (Q8_0); else the scales are inside the bf16 weights;
@@ -41,14 +44,16 @@ __device__ __forceinline__ uint32_t splat_bf16(float v) {
   return as_u32(__floats2bfloat162_rn(v, v));
 }
 
-// A lane's words of one 64-input group: its code words (Q4_K, Q6_K: w0..w3; Q8_0: W[0..7]) and,
-// for Q6_K, its two high words (H(g, j), H(g + 8, j)).
+// A lane's words of one 64-input group: its code words (Q4_K, Q6_K: w0..w3; Q8_0: W[0..7];
+// BF16: the four steps' A registers) and, for Q6_K, its two high words (H(g, j), H(g + 8, j)).
 struct GroupCodes {
-  uint32_t w[8];
+  uint32_t w[16];
   uint32_t h[2];
 };
 
 struct Q4K {
+  static constexpr int kRing = 3;
+  static constexpr int kGemmBlocks = 2;
   static constexpr int kBlockBytes = kQ4KFragBlockBytes;
   static constexpr int kCodesAt = kQ4KFragCodesAt;
   static constexpr int kCodeChunks = 1;
@@ -118,6 +123,8 @@ struct Q4K {
 };
 
 struct Q6K {
+  static constexpr int kRing = 3;
+  static constexpr int kGemmBlocks = 2;
   static constexpr int kBlockBytes = kQ6KFragBlockBytes;
   static constexpr int kCodesAt = kQ6KFragNibblesAt;
   static constexpr int kCodeChunks = 1;
@@ -192,6 +199,8 @@ struct Q6K {
 // weights are GGUF's own and only x is rounded. A lane's scales are its rows' d of the group's
 // two blocks.
 struct Q80 {
+  static constexpr int kRing = 3;
+  static constexpr int kGemmBlocks = 2;
   static constexpr int kBlockBytes = kQ80FragBlockBytes;
   static constexpr int kCodesAt = kQ80FragCodesAt;
   static constexpr int kCodeChunks = 2;
@@ -230,6 +239,37 @@ struct Q80 {
       for (int slot = 0; slot < 4; ++slot)
         a[step][slot] = as_u32(__floats2bfloat162_rn(q80_frag_code(c.w, step, slot, 0),
                                                      q80_frag_code(c.w, step, slot, 1)));
+  }
+};
+
+// BF16: the weights are bf16 already; the layout stores each lane's A registers as they are
+// (frag_layout.h), so the products of bf16 weights and bf16 x are exact and only the fp32 chain
+// rounds. No scales, no header.
+struct B16 {
+  static constexpr int kBlockBytes = kBf16FragBlockBytes;
+  static constexpr int kCodesAt = 0;
+  static constexpr int kCodeChunks = 4;
+  static constexpr int kRing = 2;
+  static constexpr int kGemmBlocks = 1;
+  static constexpr bool kBlockScale = false;
+  static constexpr int kHdrChunks = 0;
+  static constexpr bool kHigh = false;
+  static constexpr int kTableBytes = 0;
+  struct Scales {};
+
+  __device__ static void build_table(const uint8_t* /*blk*/, uint32_t* /*table*/, int /*lane*/) {}
+  __device__ static Scales table_scales(const uint32_t* /*table*/, int /*g*/, int /*t*/,
+                                        int /*grp*/) {
+    return {};
+  }
+  __device__ static Scales header_scales(const uint4* /*hdr*/, int /*g*/, int /*t*/, int /*grp*/) {
+    return {};
+  }
+  __device__ static void dequant(const GroupCodes& c, const Scales& /*sc*/, uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+#pragma unroll
+      for (int slot = 0; slot < 4; ++slot) a[step][slot] = c.w[bf16_frag_word(step, slot)];
   }
 };
 

@@ -1,10 +1,9 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q6_K and Q8_0 weights
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 weights
 // (cuda_bf16_matmul.cuh; layouts: quant/frag_layout.h; the formats' decode:
 // cuda_bf16_formats.cuh). Grown from dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md
 // stages 41-42), whose standalone form times its GEMV against its GEMM bitwise and against a
 // double oracle; this form (row groups, the GEMV's own rounding of x, several matrices a launch,
-// Q6_K, Q8_0) is checked by
-// tests/ops/cuda_bf16_matmul_test.cpp.
+// Q6_K, Q8_0, BF16, the GEMM by slices) is checked by tests/ops/cuda_bf16_matmul_test.cpp.
 //
 // Why: the int8 path's canonical order costs ~4.5 float operations per output and 32 inputs, so
 // its tensor-core GEMM stops near ~106 TOPS on an H100; here the scales go into the weights (one
@@ -16,7 +15,8 @@
 // slices added in order: an mma's output (i, j) depends only on A's row i, B's column j and C(i,
 // j), so a row's outputs are the same bits in the GEMV and in any tile of the GEMM. Q8_0 keeps d
 // out of the weights (kBlockScale): its chain is fma(d, block, chain) over 32-input blocks, each
-// block two mma from zero, in the same order in both kernels.
+// block two mma from zero, in the same order in both kernels. BF16's weights are its own (the
+// layout holds the A fragments), so only x is rounded.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cuda_bf16.h>
@@ -128,8 +128,8 @@ __global__ void to_bf16_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloa
 
 // ---- GEMV: 1..32 activation rows ----
 // Persistent blocks of one warp a slice (n_in / 1024 warps): block b takes tiles b, b + grid,
-// ...; warp s streams super-blocks 4s .. 4s + 3 of each through a ring of kRing shared slots, one
-// bulk copy (lane 0, an mbarrier a slot) a super-block, kRing - 1 ahead, so its copies stay in
+// ...; warp s streams super-blocks 4s .. 4s + 3 of each through a ring of F::kRing shared slots,
+// one bulk copy (lane 0, an mbarrier a slot) a super-block, kRing - 1 ahead, so its copies stay in
 // flight while it multiplies and while the block adds a tile's slices. Per super-block the warp
 // builds its table of scales (F::build_table); per 64-input group a lane reads its 16 code bytes
 // (and Q6_K's high words) and its table entries, dequantizes once, and runs four mma for each of
@@ -137,7 +137,7 @@ __global__ void to_bf16_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloa
 // kStageX: each warp rounds its slice of the F32 rows to bf16 into shared memory at the start
 // (no conversion launch); else the rows come from the bf16 copy through L1, the next group's
 // loads issued before this group's mma.
-constexpr int kRing = 3;
+constexpr int kMaxRing = 3;  // the formats' F::kRing
 constexpr int kXRowU4 = kSlice / 8 + 4;  // uint4 a staged row (+64 bytes: rows g, g + 1 of one
                                          // LDS.128 phase on disjoint banks)
 constexpr int kStageXMaxBytes = 64 << 10;
@@ -145,7 +145,7 @@ constexpr int kStageXMaxBytes = 64 << 10;
 // 16 slices with two staged rows, is ~200 KB; Q6_K's ring is larger (the launcher stages fewer
 // rows to fit).
 constexpr int kGemvMaxSmem = 227 * 1024;
-constexpr int kBarBytes = 32;  // a warp's kRing mbarriers, padded: the staged rows stay 16-aligned
+constexpr int kBarBytes = 32;  // a warp's ring mbarriers, padded: the staged rows stay 16-aligned
 
 // A GEMV block's shared memory, for n_slices warps: every warp's ring, every warp's table of
 // scales, every warp's slice partials (16 rows x 8 groups floats), every warp's mbarriers, then
@@ -157,7 +157,7 @@ struct GemvSmem {
 template <class F>
 __host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n_tok_staged) {
   GemvSmem m{};
-  m.table = n_slices * kRing * F::kBlockBytes;
+  m.table = n_slices * F::kRing * F::kBlockBytes;
   m.part = m.table + n_slices * F::kTableBytes;
   m.bars = m.part + n_slices * 16 * 8 * 4 * groups;
   m.x = m.bars + n_slices * kBarBytes;
@@ -167,11 +167,13 @@ __host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n
 static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q6K::kBlockBytes % 16 == 0 &&
               bf16::Q80::kBlockBytes % 16 == 0 && bf16::Q4K::kTableBytes % 16 == 0 &&
               bf16::Q6K::kTableBytes % 16 == 0 && bf16::Q80::kTableBytes % 16 == 0 &&
-              kBarBytes % 16 == 0 && kBarBytes >= kRing * 8);
+              kBarBytes % 16 == 0 && kBarBytes >= kMaxRing * 8);
 
 template <class F, bool kStageX, int kGroups>
 __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
   extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int kRing = F::kRing;
+  static_assert(kRing >= 2 && kRing <= kMaxRing);
   if (!args.w_early) pdl_enter();
   const int lane = threadIdx.x % 32, s = threadIdx.x / 32;  // warp s: slice s
   const int g = lane / 4, tq = lane % 4;
@@ -262,11 +264,12 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
       if (grp < 3) load_x(q * 256 + 64 * (grp + 1), nl, nh);
       const uint4* cp =
           reinterpret_cast<const uint4*>(sb + F::kCodesAt) + 32 * F::kCodeChunks * grp + lane;
-      const uint4 cw = cp[0];
-      GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
-      if constexpr (F::kCodeChunks == 2) {
-        const uint4 c2 = cp[32];
-        codes.w[4] = c2.x, codes.w[5] = c2.y, codes.w[6] = c2.z, codes.w[7] = c2.w;
+      GroupCodes codes{};
+#pragma unroll
+      for (int c = 0; c < F::kCodeChunks; ++c) {
+        const uint4 cw = cp[32 * c];
+        codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
+        codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
       }
       if constexpr (F::kHigh) {
         if (grp % 2 == 0)
@@ -336,17 +339,18 @@ constexpr int kXStride = 96;  // bf16 a shared row: 192 bytes, rows g and g + 1 
 template <class F>
 struct GemmSmem {
   uint4 codes[kRawStages][kBM / 16][32 * F::kCodeChunks];
-  uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks];
+  uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks > 0 ? F::kHdrChunks : 1];  // BF16: none
   uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 : 1];  // Q6_K: each lane's high words
   __nv_bfloat16 x[kXStages][kBN][kXStride];
   uint4 a[2][kBM / 16][4][32];  // dequantized fragments: tile, k16 step, lane
   // Q8_0: d of rows g, g + 8 x the k-tile's two blocks, by tile and g (beside a).
   float4 d[2][kBM / 16][F::kBlockScale ? 8 : 1];
 };
-// Two blocks an SM (the launch bounds) in the 228 KB of an SM, 1 KB of it reserved a block.
-static_assert(2 * (sizeof(GemmSmem<bf16::Q4K>) + 1024) <= 228 * 1024 &&
-              2 * (sizeof(GemmSmem<bf16::Q6K>) + 1024) <= 228 * 1024 &&
-              2 * (sizeof(GemmSmem<bf16::Q80>) + 1024) <= 228 * 1024);
+// F::kGemmBlocks blocks an SM (the launch bounds) in the 228 KB of an SM, 1 KB reserved a block.
+template <class F>
+constexpr bool gemm_fits = F::kGemmBlocks * (sizeof(GemmSmem<F>) + 1024) <= 228 * 1024;
+static_assert(gemm_fits<bf16::Q4K> && gemm_fits<bf16::Q6K> && gemm_fits<bf16::Q80> &&
+              gemm_fits<bf16::B16>);
 
 // 8 bytes from global src to shared dst (cp.async takes 4, 8 or 16; .cg only 16).
 __device__ __forceinline__ void cp_async8(void* dst, const uint8_t* src) {
@@ -355,7 +359,7 @@ __device__ __forceinline__ void cp_async8(void* dst, const uint8_t* src) {
 }
 
 template <class F>
-__global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args args) {
+__global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel(Bf16Args args) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   GemmSmem<F>& sm = *reinterpret_cast<GemmSmem<F>*>(smem_raw);
   pdl_enter();
@@ -377,7 +381,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
   // Tiles past n_out (a partial block) copy the last tile again; their outputs are not stored.
   // Warp `warp` copies its tile's codes; thread tid < 8 kHdrChunks chunk tid % kHdrChunks of tile
   // tid / kHdrChunks's header.
-  constexpr int kB = F::kBlockBytes, kChunks = F::kHdrChunks;
+  constexpr int kB = F::kBlockBytes, kChunks = F::kHdrChunks > 0 ? F::kHdrChunks : 1;
   const uint8_t* w_tile = w + static_cast<int64_t>(min(o0 / 16 + warp, last_tile)) * n_sb * kB;
   const uint8_t* w_hdr =
       w + static_cast<int64_t>(min(o0 / 16 + tid / kChunks, last_tile)) * n_sb * kB;
@@ -395,7 +399,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     if constexpr (F::kHigh)
       cp_async8(&sm.high[st][warp][lane],
                 blk + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2));
-    if (tid < (kBM / 16) * kChunks)
+    if (F::kHdrChunks > 0 && tid < (kBM / 16) * kChunks)
       cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / kChunks][tid % kChunks]),
                  w_hdr + static_cast<int64_t>(sb) * kB + 16 * (tid % kChunks));
     if (x_ok) {
@@ -410,11 +414,12 @@ __global__ void __launch_bounds__(kGemmThreads, 2) bf16_gemm_kernel(Bf16Args arg
     const int st = kt % kRawStages, grp = kt % 4;
     // This lane's scales of the group, computed directly from the headers: the GEMV's table
     // holds the same values.
-    const uint4 cw = sm.codes[st][warp][lane];
-    GroupCodes codes{{cw.x, cw.y, cw.z, cw.w}, {0, 0}};
-    if constexpr (F::kCodeChunks == 2) {
-      const uint4 c2 = sm.codes[st][warp][32 + lane];
-      codes.w[4] = c2.x, codes.w[5] = c2.y, codes.w[6] = c2.z, codes.w[7] = c2.w;
+    GroupCodes codes{};
+#pragma unroll
+    for (int c = 0; c < F::kCodeChunks; ++c) {
+      const uint4 cw = sm.codes[st][warp][32 * c + lane];
+      codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
+      codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
     }
     if constexpr (F::kHigh) {
       const uint2 hw = sm.high[st][warp][lane];
@@ -632,7 +637,8 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
       n_out > (int64_t{1} << 30))
     return false;
   // The GEMV's largest form (four groups of 8 rows, x from the bf16 copy) must fit a block's
-  // shared memory: Q8_0's ring (3 x 4352 bytes a warp) stops at 14 slices.
+  // shared memory: Q8_0's ring (3 x 4352 bytes a warp) stops at 14 slices, BF16's (2 x 8192) at
+  // 12.
   const int n_slices = static_cast<int>(n_in / kSlice);
   const auto fits = [&](auto format) {
     return gemv_smem<decltype(format)>(n_slices, 4, 0).bytes <= kGemvMaxSmem;
@@ -644,6 +650,8 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
       return fits(bf16::Q6K{});
     case GgmlType::Q8_0:
       return fits(bf16::Q80{});
+    case GgmlType::BF16:
+      return fits(bf16::B16{});
     default:
       return false;
   }
@@ -694,8 +702,10 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
     launch_format<bf16::Q4K>(args, x, scratch, stream);
   else if (type == GgmlType::Q6_K)
     launch_format<bf16::Q6K>(args, x, scratch, stream);
-  else
+  else if (type == GgmlType::Q8_0)
     launch_format<bf16::Q80>(args, x, scratch, stream);
+  else
+    launch_format<bf16::B16>(args, x, scratch, stream);
 }
 
 }  // namespace t9::cuda

@@ -1,4 +1,4 @@
-// The fragment-ordered Q4_K, Q6_K and Q8_0 layouts (quant/frag_layout.h): a byte lands where the
+// The fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 layouts (quant/frag_layout.h): a byte lands where the
 // layout comment says, the reordering loses nothing, the bf16 weight rule rounds where it says,
 // and every lane decodes (quant/frag_decode.h) exactly the codes its A fragments must hold.
 #include "quant/frag_layout.h"
@@ -343,6 +343,63 @@ TEST(FragDecode, Q80LanesDecodeTheirInputsCodesAndBlocks) {
         << where(el);
     ASSERT_EQ(k, el.i / 32);
     ASSERT_EQ(d, b.d);
+  });
+}
+
+// Row 25 (tile 1, row 9: g = 1, r = 1), input 256 + 182 (super-block 1; 182 = 64 * 2 + 32 + 22:
+// group 2, t = 2, step 2 + 1 (22 % 8 = 6: s = 1), pair p = 1, e = 0): lane 4 * 1 + 2 = 6, word
+// slot 2 p + r = 3 of chunk (group 2, step 3), its low half.
+TEST(Bf16Frag, BytesLandWhereTheLayoutSays) {
+  const int64_t n_in = 512, n_out = 32;
+  std::vector<uint16_t> rows(static_cast<size_t>(n_out * n_in), 0);
+  rows[25 * 512 + 256 + 182] = 0xBEEF;
+  std::vector<uint8_t> frag(rows.size() * 2, 0xEE);
+  bf16_to_frag(rows.data(), n_in, n_out, frag.data());
+  const size_t blk = (1 * 2 + 1) * static_cast<size_t>(kBf16FragBlockBytes);
+  uint16_t v = 0;
+  std::memcpy(&v, &frag[blk + 16 * (32 * (4 * 2 + 3) + 6) + 4 * 3], 2);
+  EXPECT_EQ(v, 0xBEEF);
+  int nonzero = 0;  // every other byte is a zero weight's
+  for (const uint8_t b : frag) nonzero += b != 0;
+  EXPECT_EQ(nonzero, 2);
+}
+
+// Random bf16 bits for an [n_out, n_in] matrix, and their fragment order.
+struct Bf16Matrix {
+  std::vector<uint16_t> rows;
+  std::vector<uint8_t> frag;
+};
+Bf16Matrix random_bf16_matrix(int64_t n_in, int64_t n_out, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Bf16Matrix m{std::vector<uint16_t>(static_cast<size_t>(n_out * n_in)), {}};
+  for (uint16_t& w : m.rows) w = static_cast<uint16_t>(rng());
+  m.frag.resize(m.rows.size() * 2);
+  bf16_to_frag(m.rows.data(), n_in, n_out, m.frag.data());
+  return m;
+}
+
+TEST(Bf16Frag, EveryWeightComesBackBitForBit) {
+  const int64_t n_in = 1024, n_out = 48;
+  const auto [rows, frag] = random_bf16_matrix(n_in, n_out, 16);
+  for (int64_t r = 0; r < n_out; ++r)
+    for (int64_t k = 0; k < n_in; ++k)
+      ASSERT_EQ(bf16_frag_weight(frag.data(), n_in, r, k), rows[static_cast<size_t>(r * n_in + k)])
+          << "row " << r << " input " << k;
+}
+
+// Every lane's sixteen words of a group, read as the kernels read them, hold in A register
+// `slot` of each k16 step the weights of the inputs frag_input names, of rows g and g + 8.
+TEST(FragDecode, Bf16LanesHoldTheirInputsWeights) {
+  const int64_t n_in = 512, n_out = 32;
+  const auto [rows, frag] = random_bf16_matrix(n_in, n_out, 17);
+  for_each_lane_element(frag, kBf16FragBlockBytes, n_in, n_out, [&](const LaneElement& el) {
+    uint32_t w[16];  // chunk c of the group at 16 (32 (4 grp + c) + lane)
+    for (int c = 0; c < 4; ++c)
+      std::memcpy(w + 4 * c, el.blk + 16 * (32 * (4 * el.grp + c) + el.lane), 16);
+    const uint32_t word = w[bf16_frag_word(el.step, el.slot)];
+    const auto got = static_cast<uint16_t>(word >> (16 * el.e));
+    ASSERT_EQ(got, rows[static_cast<size_t>((16 * el.tile + el.r) * n_in + 256 * el.sb + el.i)])
+        << where(el);
   });
 }
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# BF16 weights on the bf16 tensor-core path (docs/CUDA.md stage 47), in one short call: the
+# CudaBf16 op tests (TESTS, default CudaBf16*: BF16 beside Q4_K / Q6_K / Q8_0), then the 8B BF16's
+# single stream and 32-way round (h200_bench.sh single,serve, ours; BENCH_S caps it, default
+# 200 s). llama.cpp's figures for the same file and card kind: run 231 (docs/PERFORMANCE.md).
+# Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
+# `bash bench/device_plans/bf16_weights.sh` (stdout).
+cd "$(dirname "$0")/../.." || exit 1
+export OUT=${OUT:-/tmp/bf16w}
+mkdir -p "$OUT"
+# shellcheck source=bench/device_plans/common.sh
+source bench/device_plans/common.sh
+op_tests "${TESTS:-CudaBf16*}"
+SIDES=ours PRESET=qwen3-8b QUANT=BF16 GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/bf16" \
+  timeout "${BENCH_S:-200}" bash bench/h200_bench.sh single,serve >/dev/null 2>&1
+grep -E "^(synth|tempo9 run)|bench: round|wall s|tok/s|TTFT p50|ITL p50" "$OUT/bf16/bench.log" |
+  head -20
+grep -iE "error|check failed" "$OUT/bf16/runs.err" 2>/dev/null | head -3
+echo "t=$((SECONDS - T0)) s"
