@@ -5,7 +5,8 @@
 #   - issue 9's 35B Q8_0: int8 against Q8_0 on the bf16 path (TEMPO9_CUDA_BF16_Q8_0, with the
 #     loader's shared-expert rule): single decode, 8 agents, then each side's one-row matmul
 #     profile (bf16_both.sh PARTS=35b);
-#   - issue 7's 8B Q4_K_M: single stream and the 32-way serve round (h200_bench.sh single,serve).
+#   - issue 7's 8B Q4_K_M and BF16: single stream and the 32-way serve round (h200_bench.sh
+#     single,serve).
 # The peer's build (nice 19, DEVICE_JOBS, default 10 of 16 cores) shares the CPUs with these
 # runs: their host side (HTTP, the bench client, synth) is slower than alone, so the ratios to the
 # peer come out low, not high. BUILD_PEER=0: no build; WITH_8B=0: no 8B part; PROFILE=0: no
@@ -32,12 +33,16 @@ for b in 0 1; do  # per-op GPU times (graphs and PDL off), one row; PROFILE=0: n
   grep -E '\[cuda profile\].*(matmul|to_bf16)' /tmp/e.txt | head -12
 done
 if [ "${WITH_8B:-1}" = 1 ]; then
-  SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/8b" \
-    bash bench/h200_bench.sh single,serve >/dev/null 2>&1
-  grep -E "^(synth|tempo9 run)|wall s|tok/s|TTFT p50|ITL p50" "$OUT/8b/bench.log" | head -20
+  for q in Q4_K_M BF16; do
+    SIDES=ours PRESET=qwen3-8b QUANT=$q GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/8b_$q" \
+      bash bench/h200_bench.sh single,serve >/dev/null 2>&1
+    grep -E "^(synth|tempo9 run)|bench: round|wall s|tok/s|TTFT p50|ITL p50" \
+      "$OUT/8b_$q/bench.log" | head -20
+  done
+  rm -f /tmp/qwen3-8b-BF16.gguf  # 16 GB beside the 35B's 37 on a 64 GiB disk (12 s to synth)
 fi
 echo "t=$SECONDS s"
-# Both synth files stay in /tmp for the peer's call.
+# The 35B and 8B Q4_K_M files stay in /tmp for the peer's call.
 [ "${BUILD_PEER:-1}" = 1 ] || exit 0
 while [ ! -f /tmp/peer/done ] && [ "$SECONDS" -lt "${WAIT_S:-545}" ]; do sleep 5; done
 if [ -f /tmp/peer/done ]; then
