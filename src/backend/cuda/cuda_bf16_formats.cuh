@@ -11,6 +11,8 @@
 //   kRing                   the GEMV's ring slots a warp (its shared memory: BF16's blocks are
 //                           8 KB, so two slots, to hold twelve slices);
 //   kGemmBlocks             GEMM blocks an SM (the launch bounds; BF16's codes take 48 KB);
+//   kDirectA                the GEMM multiplies the copied codes as they are (no dequantization,
+//                           no fragment buffer: B16Direct);
 //   kBlockScale             the fragments are exact codes and each 32-input block's two mma go
 //                           into their own accumulators, added to the chain times the row's d
 //                           (Q8_0); else the scales are inside the bf16 weights;
@@ -54,6 +56,7 @@ struct GroupCodes {
 struct Q4K {
   static constexpr int kRing = 3;
   static constexpr int kGemmBlocks = 2;
+  static constexpr bool kDirectA = false;
   static constexpr int kBlockBytes = kQ4KFragBlockBytes;
   static constexpr int kCodesAt = kQ4KFragCodesAt;
   static constexpr int kCodeChunks = 1;
@@ -125,6 +128,7 @@ struct Q4K {
 struct Q6K {
   static constexpr int kRing = 3;
   static constexpr int kGemmBlocks = 2;
+  static constexpr bool kDirectA = false;
   static constexpr int kBlockBytes = kQ6KFragBlockBytes;
   static constexpr int kCodesAt = kQ6KFragNibblesAt;
   static constexpr int kCodeChunks = 1;
@@ -201,6 +205,7 @@ struct Q6K {
 struct Q80 {
   static constexpr int kRing = 3;
   static constexpr int kGemmBlocks = 2;
+  static constexpr bool kDirectA = false;
   static constexpr int kBlockBytes = kQ80FragBlockBytes;
   static constexpr int kCodesAt = kQ80FragCodesAt;
   static constexpr int kCodeChunks = 2;
@@ -251,6 +256,7 @@ struct B16 {
   static constexpr int kCodeChunks = 4;
   static constexpr int kRing = 2;
   static constexpr int kGemmBlocks = 1;
+  static constexpr bool kDirectA = false;
   static constexpr bool kBlockScale = false;
   static constexpr int kHdrChunks = 0;
   static constexpr bool kHigh = false;
@@ -271,6 +277,13 @@ struct B16 {
 #pragma unroll
       for (int slot = 0; slot < 4; ++slot) a[step][slot] = c.w[bf16_frag_word(step, slot)];
   }
+};
+
+// BF16's GEMM reading its fragments where they were copied (TEMPO9_CUDA_BF16_DIRECT=1; the GEMV
+// is B16's): no fragment buffer, four stages of codes, two blocks an SM.
+struct B16Direct : B16 {
+  static constexpr int kGemmBlocks = 2;
+  static constexpr bool kDirectA = true;
 };
 
 }  // namespace t9::cuda::bf16

@@ -23,6 +23,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <span>
 #include <type_traits>
 
@@ -334,11 +336,16 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
 // kt + 3's, dequantize tile kt + 1 into fragment order (thread = tile tid / 32, lane tid % 32:
 // its own A fragments, from headers other threads copied, hence after the barrier), multiply
 // tile kt. B is one 16-byte load a lane and n8 tile per 32 inputs (the layout's slot order).
+// F::kDirectA (BF16, opt-in): the copied codes are the A fragments, so there is no dequantization
+// and no fragment buffer; a fourth stage of codes takes its place (the multiply reads tile kt's
+// stage while kt + 3's lands in another), and the block's shared memory fits two an SM.
 constexpr int kBM = kBf16GemmRows, kBN = 64, kGemmThreads = 256, kRawStages = 3, kXStages = 4;
 constexpr int kXStride = 96;  // bf16 a shared row: 192 bytes, rows g and g + 1 on disjoint banks
 template <class F>
+constexpr int kCodeStages = F::kDirectA ? 4 : kRawStages;
+template <class F, bool kDirect = F::kDirectA>
 struct GemmSmem {
-  uint4 codes[kRawStages][kBM / 16][32 * F::kCodeChunks];
+  uint4 codes[kCodeStages<F>][kBM / 16][32 * F::kCodeChunks];
   uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks > 0 ? F::kHdrChunks : 1];  // BF16: none
   uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 : 1];  // Q6_K: each lane's high words
   __nv_bfloat16 x[kXStages][kBN][kXStride];
@@ -346,11 +353,16 @@ struct GemmSmem {
   // Q8_0: d of rows g, g + 8 x the k-tile's two blocks, by tile and g (beside a).
   float4 d[2][kBM / 16][F::kBlockScale ? 8 : 1];
 };
+template <class F>
+struct GemmSmem<F, true> {
+  uint4 codes[kCodeStages<F>][kBM / 16][32 * F::kCodeChunks];
+  __nv_bfloat16 x[kXStages][kBN][kXStride];
+};
 // F::kGemmBlocks blocks an SM (the launch bounds) in the 228 KB of an SM, 1 KB reserved a block.
 template <class F>
 constexpr bool gemm_fits = F::kGemmBlocks * (sizeof(GemmSmem<F>) + 1024) <= 228 * 1024;
 static_assert(gemm_fits<bf16::Q4K> && gemm_fits<bf16::Q6K> && gemm_fits<bf16::Q80> &&
-              gemm_fits<bf16::B16>);
+              gemm_fits<bf16::B16> && gemm_fits<bf16::B16Direct>);
 
 // 8 bytes from global src to shared dst (cp.async takes 4, 8 or 16; .cg only 16).
 __device__ __forceinline__ void cp_async8(void* dst, const uint8_t* src) {
@@ -390,18 +402,19 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
   const __nv_bfloat16* x_row = args.x + static_cast<int64_t>(min(t0 + cx_row, n_tok - 1)) * n_in;
   auto issue = [&](int kt) {
     if (kt >= n_tiles) return;
-    const int st = kt % kRawStages, sb = kt / 4, grp = kt % 4;
+    const int st = kt % kCodeStages<F>, sb = kt / 4, grp = kt % 4;
     const uint8_t* blk = w_tile + static_cast<int64_t>(sb) * kB;
 #pragma unroll
     for (int c = 0; c < F::kCodeChunks; ++c)
       cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][32 * c + lane]),
                  blk + F::kCodesAt + 16 * (32 * (F::kCodeChunks * grp + c) + lane));
-    if constexpr (F::kHigh)
+    if constexpr (F::kHigh && !F::kDirectA)
       cp_async8(&sm.high[st][warp][lane],
                 blk + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2));
-    if (F::kHdrChunks > 0 && tid < (kBM / 16) * kChunks)
-      cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / kChunks][tid % kChunks]),
-                 w_hdr + static_cast<int64_t>(sb) * kB + 16 * (tid % kChunks));
+    if constexpr (F::kHdrChunks > 0 && !F::kDirectA)
+      if (tid < (kBM / 16) * kChunks)
+        cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / kChunks][tid % kChunks]),
+                   w_hdr + static_cast<int64_t>(sb) * kB + 16 * (tid % kChunks));
     if (x_ok) {
       const int xs = kt % kXStages, quarter = tid % 4;  // 16 of the k-tile's 64 inputs
       const uint8_t* src = reinterpret_cast<const uint8_t*>(x_row + kt * 64 + 16 * quarter);
@@ -410,30 +423,33 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
     }
   };
   auto dequant = [&](int kt) {
-    if (kt >= n_tiles) return;
-    const int st = kt % kRawStages, grp = kt % 4;
-    // This lane's scales of the group, computed directly from the headers: the GEMV's table
-    // holds the same values.
-    GroupCodes codes{};
+    if constexpr (!F::kDirectA) {  // (kDirectA: the codes are the fragments)
+      if (kt >= n_tiles) return;
+      const int st = kt % kRawStages, grp = kt % 4;
+      // This lane's scales of the group, computed directly from the headers: the GEMV's table
+      // holds the same values.
+      GroupCodes codes{};
 #pragma unroll
-    for (int c = 0; c < F::kCodeChunks; ++c) {
-      const uint4 cw = sm.codes[st][warp][32 * c + lane];
-      codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
-      codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
-    }
-    if constexpr (F::kHigh) {
-      const uint2 hw = sm.high[st][warp][lane];
-      codes.h[0] = hw.x, codes.h[1] = hw.y;
-    }
-    uint32_t a[4][4];
-    const typename F::Scales sc = F::header_scales(sm.hdr[st][warp], g, tq, grp);
-    F::dequant(codes, sc, a);
-    if constexpr (F::kBlockScale)
-      if (tq == 0)
-        sm.d[kt % 2][warp][g] = make_float4(sc.d[0][0], sc.d[0][1], sc.d[1][0], sc.d[1][1]);
+      for (int c = 0; c < F::kCodeChunks; ++c) {
+        const uint4 cw = sm.codes[st][warp][32 * c + lane];
+        codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
+        codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
+      }
+      if constexpr (F::kHigh) {
+        const uint2 hw = sm.high[st][warp][lane];
+        codes.h[0] = hw.x, codes.h[1] = hw.y;
+      }
+      uint32_t a[4][4];
+      const typename F::Scales sc = F::header_scales(sm.hdr[st][warp], g, tq, grp);
+      F::dequant(codes, sc, a);
+      if constexpr (F::kBlockScale)
+        if (tq == 0)
+          sm.d[kt % 2][warp][g] = make_float4(sc.d[0][0], sc.d[0][1], sc.d[1][0], sc.d[1][1]);
 #pragma unroll
-    for (int step = 0; step < 4; ++step)
-      sm.a[kt % 2][warp][step][lane] = make_uint4(a[step][0], a[step][1], a[step][2], a[step][3]);
+      for (int step = 0; step < 4; ++step)
+        sm.a[kt % 2][warp][step][lane] =
+            make_uint4(a[step][0], a[step][1], a[step][2], a[step][3]);
+    }
   };
   if (!x_ok)  // rows past n_tok: zeros once (their outputs are not stored)
     for (int b = 0; b < kXStages; ++b)
@@ -452,16 +468,28 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
   cp_async_commit();
   issue(kt_begin + 2);
   cp_async_commit();
-  asm volatile("cp.async.wait_group 2;\n" ::: "memory");  // the first tile (this thread's)
-  __syncthreads();
-  dequant(kt_begin);
+  if constexpr (!F::kDirectA) {
+    asm volatile("cp.async.wait_group 2;\n" ::: "memory");  // the first tile (this thread's)
+    __syncthreads();
+    dequant(kt_begin);
+  }
   for (int kt = kt_begin; kt < n_tiles; ++kt) {
-    cp_async_wait_1();  // tile kt + 1's copies (this thread's)
-    __syncthreads();    // ... everyone's; tile kt's fragments; iteration kt - 1 done by all
-    issue(kt + 3);
+    if constexpr (F::kDirectA)  // tile kt's copies (this thread's); kt + 1, kt + 2 may fly on
+      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+    else
+      cp_async_wait_1();  // tile kt + 1's copies (this thread's)
+    __syncthreads();      // ... everyone's; tile kt's fragments; iteration kt - 1 done by all
+    issue(kt + 3);        // kDirectA: into tile kt - 1's stage of four
     cp_async_commit();
     dequant(kt + 1);
     const int xs = kt % kXStages, ab = kt % 2;
+    // Tile `tile`'s A fragments of k16 step `step` (kDirectA: as copied).
+    auto frag = [&](int tile, int step) -> uint4 {
+      if constexpr (F::kDirectA)
+        return sm.codes[kt % kCodeStages<F>][tile][32 * step + lane];
+      else
+        return sm.a[ab][tile][step][lane];
+    };
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // the group's low then high sub-block
       uint4 b[4];
@@ -478,7 +506,7 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
           for (int nt = 0; nt < 4; ++nt) t[nt][0] = t[nt][1] = t[nt][2] = t[nt][3] = 0.0f;
 #pragma unroll
           for (int s2 = 0; s2 < 2; ++s2) {
-            const uint4 v = sm.a[ab][2 * wm + mt][2 * h + s2][lane];
+            const uint4 v = frag(2 * wm + mt, 2 * h + s2);
             const uint32_t a[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int nt = 0; nt < 4; ++nt)
@@ -496,7 +524,7 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
           uint32_t a[2][4];
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt) {
-            const uint4 v = sm.a[ab][2 * wm + mt][2 * h + s2][lane];
+            const uint4 v = frag(2 * wm + mt, 2 * h + s2);
             a[mt][0] = v.x, a[mt][1] = v.y, a[mt][2] = v.z, a[mt][3] = v.w;
           }
 #pragma unroll
@@ -570,8 +598,9 @@ void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles,
   stream.launch(kKernel, dim3(static_cast<unsigned>(blocks)), threads, bytes, args);
 }
 
-// The launch for format F; args are complete but for x (the bf16 copy, when one is made).
-template <class F>
+// The launch for format F (its GEMM G's); args are complete but for x (the bf16 copy, when one
+// is made).
+template <class F, class G = F>
 void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& stream) {
   const int64_t n_in = args.n_in, n_tok = args.n_tok;
   const TensorDesc& xd = args.xf;
@@ -616,16 +645,16 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
     return;
   }
   static const bool attr = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(bf16_gemm_kernel<F>,
+    CUDA_CHECK(cudaFuncSetAttribute(bf16_gemm_kernel<G>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(sizeof(GemmSmem<F>))));
+                                    static_cast<int>(sizeof(GemmSmem<G>))));
     return true;
   }();
   (void)attr;
   T9_CHECK((n_tok + kBN - 1) / kBN <= 65535, "bf16 matmul: {} rows exceed the launch grid", n_tok);
   const dim3 grid(static_cast<unsigned>(args.n_blocks), static_cast<unsigned>(row_blocks),
                   split ? static_cast<unsigned>(n_slices) : 1u);
-  stream.launch(bf16_gemm_kernel<F>, grid, kGemmThreads, sizeof(GemmSmem<F>), args);
+  stream.launch(bf16_gemm_kernel<G>, grid, kGemmThreads, sizeof(GemmSmem<G>), args);
   if (split)
     stream.launch(bf16_slice_sum_kernel, grid_1d(n_tok * cols, 256), 256, 0, args, n_slices);
 }
@@ -697,6 +726,11 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
   args.n_in = static_cast<int>(n_in);
   args.n_tok = static_cast<int>(n_tok);
   static const bool early_off = env_off("TEMPO9_CUDA_BF16_EARLY");  // =0: A/B runs
+  // =1: BF16's GEMM as B16Direct (stage 47, not yet run on a device).
+  static const bool direct_on = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_BF16_DIRECT");
+    return e != nullptr && std::string_view(e) == "1";
+  }();
   args.w_early = w_early && !early_off ? 1 : 0;
   if (type == GgmlType::Q4_K)
     launch_format<bf16::Q4K>(args, x, scratch, stream);
@@ -704,6 +738,8 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
     launch_format<bf16::Q6K>(args, x, scratch, stream);
   else if (type == GgmlType::Q8_0)
     launch_format<bf16::Q80>(args, x, scratch, stream);
+  else if (direct_on)
+    launch_format<bf16::B16, bf16::B16Direct>(args, x, scratch, stream);
   else
     launch_format<bf16::B16>(args, x, scratch, stream);
 }
