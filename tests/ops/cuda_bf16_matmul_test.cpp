@@ -158,17 +158,16 @@ TEST_F(CudaBf16, GemmBySlicesEqualsWholeRows) {
     DeviceArena arena(*be_);
     const Tensor w = arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
     ASSERT_EQ(w.buf->layout, WeightLayout::kFrag);
-    expect_row_batch_invariant(*be_, arena, w,
-                               random_floats(rng, static_cast<size_t>(n_in * 70), -3.0f, 3.0f),
-                               {33, 70});
+    expect_row_batch_invariant(
+        *be_, arena, w, random_floats(rng, static_cast<size_t>(n_in * 70), -3.0f, 3.0f), {33, 70});
   }
 }
 
 // matmul_shared_x with three fragment-ordered Q4_K weights (208 rows: a partial GEMM block; a
 // bias on the second), two Q6_K ones, two Q8_0 ones, two BF16 ones and a Q8_0 one in GGUF order
 // (int8 path): the Q4_K ones go in one launch, the Q6_K ones in another, the fragment-ordered
-// Q8_0 ones in a third, the BF16 ones in a fourth (fused_matmuls + 4), and every output is the bits of its plain matmul, in the GEMV (1
-// and 20 rows) and the GEMM (70).
+// Q8_0 ones in a third, the BF16 ones in a fourth (fused_matmuls + 4), and every output is the bits
+// of its plain matmul, in the GEMV (1 and 20 rows) and the GEMM (70).
 TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
   auto rng = test_rng();
   const int64_t n_in = 2048;
@@ -240,11 +239,13 @@ TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
       WeightLayout::kGguf);
   // BF16's (two slots of 8192 bytes a warp) leaves room for twelve.
   EXPECT_EQ(
-      arena.matmul_weights(random_weights(rng, GgmlType::BF16, 12288, 16), GgmlType::BF16, 12288, 16)
+      arena
+          .matmul_weights(random_weights(rng, GgmlType::BF16, 12288, 16), GgmlType::BF16, 12288, 16)
           .buf->layout,
       WeightLayout::kFrag);
   EXPECT_EQ(
-      arena.matmul_weights(random_weights(rng, GgmlType::BF16, 13312, 16), GgmlType::BF16, 13312, 16)
+      arena
+          .matmul_weights(random_weights(rng, GgmlType::BF16, 13312, 16), GgmlType::BF16, 13312, 16)
           .buf->layout,
       WeightLayout::kGguf);
   for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16})

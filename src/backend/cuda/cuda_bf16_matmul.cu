@@ -24,8 +24,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string_view>
 #include <span>
+#include <string_view>
 #include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -139,7 +139,7 @@ __global__ void to_bf16_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloa
 // kStageX: each warp rounds its slice of the F32 rows to bf16 into shared memory at the start
 // (no conversion launch); else the rows come from the bf16 copy through L1, the next group's
 // loads issued before this group's mma.
-constexpr int kMaxRing = 3;  // the formats' F::kRing
+constexpr int kMaxRing = 3;              // the formats' F::kRing
 constexpr int kXRowU4 = kSlice / 8 + 4;  // uint4 a staged row (+64 bytes: rows g, g + 1 of one
                                          // LDS.128 phase on disjoint banks)
 constexpr int kStageXMaxBytes = 64 << 10;
@@ -360,7 +360,7 @@ struct GemmSmem<F, true> {
 };
 // F::kGemmBlocks blocks an SM (the launch bounds) in the 228 KB of an SM, 1 KB reserved a block.
 template <class F>
-constexpr bool gemm_fits = F::kGemmBlocks * (sizeof(GemmSmem<F>) + 1024) <= 228 * 1024;
+constexpr bool gemm_fits = (sizeof(GemmSmem<F>) + 1024) * F::kGemmBlocks <= 228 * 1024;
 static_assert(gemm_fits<bf16::Q4K> && gemm_fits<bf16::Q6K> && gemm_fits<bf16::Q80> &&
               gemm_fits<bf16::B16> && gemm_fits<bf16::B16Direct>);
 
@@ -447,8 +447,7 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
           sm.d[kt % 2][warp][g] = make_float4(sc.d[0][0], sc.d[0][1], sc.d[1][0], sc.d[1][1]);
 #pragma unroll
       for (int step = 0; step < 4; ++step)
-        sm.a[kt % 2][warp][step][lane] =
-            make_uint4(a[step][0], a[step][1], a[step][2], a[step][3]);
+        sm.a[kt % 2][warp][step][lane] = make_uint4(a[step][0], a[step][1], a[step][2], a[step][3]);
     }
   };
   if (!x_ok)  // rows past n_tok: zeros once (their outputs are not stored)

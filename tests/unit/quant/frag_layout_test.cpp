@@ -1,5 +1,5 @@
-// The fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 layouts (quant/frag_layout.h): a byte lands where the
-// layout comment says, the reordering loses nothing, the bf16 weight rule rounds where it says,
+// The fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 layouts (quant/frag_layout.h): a byte lands where
+// the layout comment says, the reordering loses nothing, the bf16 weight rule rounds where it says,
 // and every lane decodes (quant/frag_decode.h) exactly the codes its A fragments must hold.
 #include "quant/frag_layout.h"
 
