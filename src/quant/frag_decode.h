@@ -61,6 +61,22 @@ T9_HD uint32_t q6k_frag_biased(const uint32_t* w, const uint32_t* h, int step, i
                      frag_and_or(high, 0x00300030u, 0x43004300u));
 }
 
+// Q5_K: code = nibble | high << 4, the nibbles as Q4_K's and h = the lane's high words of the
+// group (H5(g, grp / 2), H5(g + 8, grp / 2), frag_layout.h), each already shifted right by
+// 8 (grp % 2) (q5k_group_highs).
+T9_HD uint32_t q5k_frag_biased(const uint32_t* w, const uint32_t* h, int step, int slot) {
+  const int m = 2 * step + slot / 2;  // the pair's high bits at m, m + 16
+  const uint32_t hw = h[slot % 2];
+  const uint32_t high = m >= 4 ? hw >> (m - 4) : hw << (4 - m);
+  return frag_and_or(frag_nibbles(w, step, slot), 0x000F000Fu,
+                     frag_and_or(high, 0x00100010u, 0x43004300u));
+}
+// The high words of group grp from the lane's two words of its group pair.
+T9_HD void q5k_group_highs(uint32_t h0, uint32_t h8, int grp, uint32_t* h) {
+  h[0] = h0 >> (8 * (grp % 2));
+  h[1] = h8 >> (8 * (grp % 2));
+}
+
 // Q8_0: which of the lane's eight code words (frag_layout.h: W[4 h + 2 s + r]) holds A register
 // `slot` of k16 step `step`; its elements are bytes 2 (slot / 2) and 2 (slot / 2) + 1.
 T9_HD constexpr int q80_frag_word(int step, int slot) {

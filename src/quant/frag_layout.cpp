@@ -68,47 +68,119 @@ void for_each_frag_block(const void* src, int64_t n_in, int64_t n_out, void* dst
         in + tile * kFragTileRows * n_sb + b);
 }
 
-}  // namespace
-
-void q4k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
-  const int64_t n_sb = n_in / 256;
-  for_each_frag_block<BlockQ4_K>(src, n_in, n_out, dst, [&](uint8_t* blk, const BlockQ4_K* rows) {
-    for (int r = 0; r < kFragTileRows; ++r)
-      std::memcpy(blk + kHeaderBytes * r, &rows[r * n_sb], kHeaderBytes);
-    for_each_word(kQ4KFragCodesAt, [&](int r, int c, int at) {
-      const uint8_t* q = rows[r * n_sb].qs + c;
-      blk[at] = q[0], blk[at + 1] = q[2], blk[at + 2] = q[1], blk[at + 3] = q[3];
-    });
+// Q4_K and Q5_K (their first 16 bytes the header, qs the code bytes): the tile rows' headers and
+// code bytes into fragment block blk (rows: the tile's first row's block, n_sb blocks a row),
+// and row `want`'s back out of it.
+static_assert(kQ4KFragCodesAt == kQ5KFragCodesAt);
+template <typename Block>
+void put_header_and_codes(uint8_t* blk, const Block* rows, int64_t n_sb) {
+  for (int r = 0; r < kFragTileRows; ++r)
+    std::memcpy(blk + kHeaderBytes * r, &rows[r * n_sb], kHeaderBytes);
+  for_each_word(kQ4KFragCodesAt, [&](int r, int c, int at) {
+    const uint8_t* q = rows[r * n_sb].qs + c;
+    blk[at] = q[0], blk[at + 1] = q[2], blk[at + 2] = q[1], blk[at + 3] = q[3];
   });
 }
-
-BlockQ4_K q4k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
-  const int64_t n_sb = n_in / 256;
-  const auto* blk =
-      static_cast<const uint8_t*>(frag) + ((row / kFragTileRows) * n_sb + b) * kQ4KFragBlockBytes;
-  const int want = static_cast<int>(row % kFragTileRows);
-  BlockQ4_K q;
+template <typename Block>
+void get_header_and_codes(const uint8_t* blk, int want, Block& q) {
   std::memcpy(&q, blk + kHeaderBytes * want, kHeaderBytes);
   for_each_word(kQ4KFragCodesAt, [&](int r, int c, int at) {
     if (r != want) return;
     q.qs[c] = blk[at], q.qs[c + 2] = blk[at + 1], q.qs[c + 1] = blk[at + 2],
     q.qs[c + 3] = blk[at + 3];
   });
+}
+// Block b of row `row` of a fragment-ordered matrix of block_bytes blocks.
+const uint8_t* frag_block_at(const void* frag, int64_t n_in, int64_t row, int64_t b,
+                             int block_bytes) {
+  return static_cast<const uint8_t*>(frag) +
+         ((row / kFragTileRows) * (n_in / 256) + b) * block_bytes;
+}
+
+}  // namespace
+
+void q4k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
+  const int64_t n_sb = n_in / 256;
+  for_each_frag_block<BlockQ4_K>(src, n_in, n_out, dst, [&](uint8_t* blk, const BlockQ4_K* rows) {
+    put_header_and_codes(blk, rows, n_sb);
+  });
+}
+
+BlockQ4_K q4k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
+  BlockQ4_K q;
+  get_header_and_codes(frag_block_at(frag, n_in, row, b, kQ4KFragBlockBytes),
+                       static_cast<int>(row % kFragTileRows), q);
   return q;
 }
 
-float q4k_bf16_weight(const BlockQ4_K& b, int i) {
-  const int grp = i / 64, k = i % 64, sub = 2 * grp + k / 32;
+namespace {
+// bf16(q * bf16(d * sc) - bf16(dmin * m)) of 32-input sub-block `sub`, the sum exact, rounded
+// once: q * s has at most 13 significant bits and mn 8, so their sum is exact in double while
+// their exponents lie within 40 of each other (d and dmin of one block are f16 values of
+// similar size in real files).
+float k_min_bf16_weight(uint16_t d, uint16_t dmin, const uint8_t* scales, int sub, int q) {
   int sc = 0, m = 0;
-  unpack_k_scale_min(b.scales, sub, &sc, &m);
-  const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(b.d) * static_cast<float>(sc)));
-  const float mn = bf16_to_f32(f32_to_bf16(-f16_to_f32(b.dmin) * static_cast<float>(m)));
-  const uint8_t byte = b.qs[32 * grp + k % 32];
-  const int q = k < 32 ? (byte & 15) : (byte >> 4);
-  // q * s has at most 12 significant bits and mn 8: their sum is exact in double while their
-  // exponents lie within 41 of each other (d and dmin of one block are f16 values of similar
-  // size in real files), then rounded once.
+  unpack_k_scale_min(scales, sub, &sc, &m);
+  const float s = bf16_to_f32(f32_to_bf16(f16_to_f32(d) * static_cast<float>(sc)));
+  const float mn = bf16_to_f32(f32_to_bf16(-f16_to_f32(dmin) * static_cast<float>(m)));
   return to_bf16_rne(q * static_cast<double>(s) + mn);
+}
+}  // namespace
+
+float q4k_bf16_weight(const BlockQ4_K& b, int i) {
+  const int grp = i / 64, k = i % 64;
+  const uint8_t byte = b.qs[32 * grp + k % 32];
+  return k_min_bf16_weight(b.d, b.dmin, b.scales, 2 * grp + k / 32,
+                           k < 32 ? (byte & 15) : (byte >> 4));
+}
+
+float q5k_bf16_weight(const BlockQ5_K& b, int i) {
+  return k_min_bf16_weight(b.d, b.dmin, b.scales, i / 32, q5k_code(b, i));
+}
+
+int q5k_code(const BlockQ5_K& b, int i) {
+  // Element i = 64 j + 32 n + l (l < 32): nibble n of qs[32 j + l], high bit i / 32 of qh[l]
+  // (dequantize.cpp).
+  const int lo = (b.qs[32 * (i / 64) + i % 32] >> (4 * (i % 64 / 32))) & 15;
+  return lo | ((b.qh[i % 32] >> (i / 32)) & 1) << 4;
+}
+
+namespace {
+// Where a Q5_K code's high bit goes: tile row r's element i (0..255) at byte `at`, bit shift.
+HighBits q5k_high_at(int r, int i) {
+  const int grp = i / 64, c = i % 64;
+  // c = 32 (step / 2) + 8 t + 4 (step % 2) + 2 p + e (frag_input)
+  const int t = c % 32 / 8, step = 2 * (c / 32) + c % 8 / 4, p = c % 4 / 2, e = c % 2;
+  const int bit = 2 * step + p + 8 * (grp % 2) + 16 * e;
+  const int word = 2 * (grp / 2) + r / 8;
+  return {kQ5KFragHighsAt + 16 * (4 * (r % 8) + t) + 4 * word + bit / 8, bit % 8};
+}
+}  // namespace
+
+void q5k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
+  const int64_t n_sb = n_in / 256;
+  for_each_frag_block<BlockQ5_K>(src, n_in, n_out, dst, [&](uint8_t* blk, const BlockQ5_K* rows) {
+    put_header_and_codes(blk, rows, n_sb);
+    std::memset(blk + kQ5KFragHighsAt, 0, kQ5KFragBlockBytes - kQ5KFragHighsAt);
+    for (int r = 0; r < kFragTileRows; ++r)
+      for (int i = 0; i < 256; ++i) {
+        const HighBits hb = q5k_high_at(r, i);
+        blk[hb.at] =
+            static_cast<uint8_t>(blk[hb.at] | (q5k_code(rows[r * n_sb], i) >> 4) << hb.shift);
+      }
+  });
+}
+
+BlockQ5_K q5k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
+  const uint8_t* blk = frag_block_at(frag, n_in, row, b, kQ5KFragBlockBytes);
+  const int want = static_cast<int>(row % kFragTileRows);
+  BlockQ5_K q{};
+  get_header_and_codes(blk, want, q);
+  for (int i = 0; i < 256; ++i) {
+    const HighBits hb = q5k_high_at(want, i);
+    q.qh[i % 32] = static_cast<uint8_t>(q.qh[i % 32] | ((blk[hb.at] >> hb.shift) & 1) << (i / 32));
+  }
+  return q;
 }
 
 int q6k_code(const BlockQ6_K& b, int i) {

@@ -41,6 +41,16 @@
 //                (s = step % 2; r: row g + 8 r), each four consecutive codes of that row:
 //                inputs 64 j + 32 h + 8 t + 4 s .. + 3, in order. A register `slot` of a step is
 //                bytes 2 (slot / 2), 2 (slot / 2) + 1 of the word of row slot % 2.
+// Q5_K (kQ5KFragBlockBytes = 2816): a 5-bit code q (weight d * sc * q - dmin * m) as its low
+// nibble and its high bit:
+//   [0, 256)     the 16 rows' headers, as Q4_K's;
+//   [256, 2304)  the low nibbles, arranged exactly as Q4_K's codes (GGUF's qs bytes);
+//   [2304, 2816) the high bits: lane L at 2304 + 16 L, four words H5(g, 0), H5(g + 8, 0),
+//                H5(g, 1), H5(g + 8, 1); word H5(r, h) holds groups 2 h and 2 h + 1: the high
+//                bit of the input of k16 step s, A register pair p and element e of group
+//                2 h + o at bit m + 8 o + 16 e (m = 2 s + p), so that the word shifted right by
+//                8 o, then by m - 4, and masked with 0x00100010 puts them above the pair's
+//                nibbles.
 // BF16 (kBf16FragBlockBytes = 8192, the 16 rows' 256 weights, no scales): the A fragments
 // themselves. Group j, k16 step s and lane L at 16 (32 (4 j + s) + L): four 4-byte words, word
 // `slot` = A register `slot` of step s: row g + 8 (slot % 2), the two weights of the inputs
@@ -62,10 +72,14 @@ constexpr int kQ6KFragNibblesAt = 288;
 constexpr int kQ6KFragHighsAt = kQ6KFragNibblesAt + 4 * 32 * 16;                             // 2336
 constexpr int kQ80FragBlockBytes = kFragTileRows * 8 * static_cast<int>(sizeof(BlockQ8_0));  // 4352
 constexpr int kQ80FragCodesAt = 256;
-constexpr int kBf16FragBlockBytes = kFragTileRows * 256 * 2;  // 8192
+constexpr int kQ5KFragBlockBytes = kFragTileRows * static_cast<int>(sizeof(BlockQ5_K));  // 2816
+constexpr int kQ5KFragCodesAt = 256;
+constexpr int kQ5KFragHighsAt = kQ5KFragCodesAt + 4 * 32 * 16;  // 2304
+constexpr int kBf16FragBlockBytes = kFragTileRows * 256 * 2;    // 8192
 static_assert(kQ4KFragBlockBytes == 2304 && kQ6KFragBlockBytes == 3360 &&
               kQ6KFragHighsAt + 2 * 32 * 16 == kQ6KFragBlockBytes &&
-              kQ80FragCodesAt + 4 * 32 * 32 == kQ80FragBlockBytes);
+              kQ80FragCodesAt + 4 * 32 * 32 == kQ80FragBlockBytes &&
+              kQ5KFragHighsAt + 32 * 16 == kQ5KFragBlockBytes);
 
 // The shapes the layouts cover: n_out a multiple of 16 and n_in of 256 (one row of super-blocks).
 inline bool frag_shape_ok(int64_t n_in, int64_t n_out) {
@@ -77,6 +91,10 @@ inline bool frag_shape_ok(int64_t n_in, int64_t n_out) {
 void q4k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 // Row `row`'s super-block `b` back in GGUF layout (the inverse of q4k_to_frag, one block).
 BlockQ4_K q4k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
+
+// The same for Q5_K (176 bytes a block).
+void q5k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
+BlockQ5_K q5k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
 
 // The same for Q6_K (210 bytes a block).
 void q6k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
@@ -92,6 +110,8 @@ BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
 void bf16_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 uint16_t bf16_frag_weight(const void* frag, int64_t n_in, int64_t row, int64_t k);
 
+// Element i's (0..255) 5-bit code of a Q5_K block, 0..31.
+int q5k_code(const BlockQ5_K& b, int i);
 // Element i's (0..255) 6-bit code of a Q6_K block, 0..63 (its weight: d * scales[i / 16] *
 // (code - 32)).
 int q6k_code(const BlockQ6_K& b, int i);
@@ -104,6 +124,7 @@ int q6k_code(const BlockQ6_K& b, int i);
 // rule: its codes are exact in bf16 and the kernels apply d to each 32-input block's fp32 sum,
 // so its weights are GGUF's.
 float q4k_bf16_weight(const BlockQ4_K& b, int i);
+float q5k_bf16_weight(const BlockQ5_K& b, int i);  // Q4_K's rule, q of 5 bits
 float q6k_bf16_weight(const BlockQ6_K& b, int i);
 
 }  // namespace t9

@@ -1,4 +1,4 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 weights
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q8_0 and BF16 weights
 // (cuda_bf16_matmul.cuh): its results against a double reference over the bf16 operands it is
 // defined to multiply, its rows bitwise the same whatever the batch (the GEMV's 1-32 rows against
 // the GEMM's tiles), and the ops that must not read the layout refusing it.
@@ -30,6 +30,7 @@ class CudaBf16 : public ::testing::Test {
     CudaBackendConfig cfg;
     cfg.bf16_matmul = true;
     cfg.bf16_q8_0 = true;
+    cfg.bf16_q5_k = true;
     be_ = std::make_unique<CudaBackend>(cfg);
   }
   std::unique_ptr<CudaBackend> be_;
@@ -39,9 +40,9 @@ double bf16_round(float v) {
   return bf16_to_f32(f32_to_bf16(v));
 }
 
-// The weight the kernels multiply for element k of a GGUF row of `type`: Q4_K's and Q6_K's bf16
-// rules; Q8_0's own d * q (exact in double), which its kernels apply per block in fp32; BF16's
-// own.
+// The weight the kernels multiply for element k of a GGUF row of `type`: Q4_K's, Q5_K's and
+// Q6_K's bf16 rules; Q8_0's own d * q (exact in double), which its kernels apply per block in fp32;
+// BF16's own.
 double bf16_weight(GgmlType type, const uint8_t* row, int64_t k) {
   if (type == GgmlType::Q4_K)
     return q4k_bf16_weight(reinterpret_cast<const BlockQ4_K*>(row)[k / 256],
@@ -51,6 +52,9 @@ double bf16_weight(GgmlType type, const uint8_t* row, int64_t k) {
     return static_cast<double>(f16_to_f32(b.d)) * b.qs[k % 32];
   }
   if (type == GgmlType::BF16) return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
+  if (type == GgmlType::Q5_K)
+    return q5k_bf16_weight(reinterpret_cast<const BlockQ5_K*>(row)[k / 256],
+                           static_cast<int>(k % 256));
   return q6k_bf16_weight(reinterpret_cast<const BlockQ6_K*>(row)[k / 256],
                          static_cast<int>(k % 256));
 }
@@ -98,7 +102,8 @@ void expect_near_reference(CudaBackend& be, std::mt19937_64& rng, GgmlType type,
 
 TEST_F(CudaBf16, MatchesTheBf16Reference) {
   auto rng = test_rng();
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+  for (const GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
     expect_near_reference(*be_, rng, t, 1024, 48, 1, false);   // GEMV, one slice
     expect_near_reference(*be_, rng, t, 2048, 144, 5, true);   // GEMV, two slices, a bias
     expect_near_reference(*be_, rng, t, 3072, 64, 8, false);   // GEMV at 8 rows
@@ -109,8 +114,8 @@ TEST_F(CudaBf16, MatchesTheBf16Reference) {
                                                                // and a partial 64-row tile, a bias
   }
   // The widest input: Q6_K's ring (3 x 3360 bytes a warp) leaves room to stage one row of 16384
-  // but not two (the bf16 copy then); Q4_K stages both.
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+  // but not two (the bf16 copy then); Q4_K (3 x 2304) and Q5_K (3 x 2816) stage both.
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     for (const int64_t n_tok : {1, 2}) expect_near_reference(*be_, rng, t, 16384, 32, n_tok, false);
   // Q8_0's ring (3 x 4352 bytes a warp) leaves room for fourteen slices at four groups
   // (gemv_smem): at 10240 and at the widest, 14336, one row is staged and 32 rows come from the
@@ -128,7 +133,8 @@ TEST_F(CudaBf16, MatchesTheBf16Reference) {
 // and 33, 70 and 130 rows (the GEMM, across its 64-row tiles): the same bits every time.
 TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
   auto rng = test_rng();
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16})
+  for (const GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16})
     for (const int64_t n_in : {1024, 4096}) {
       SCOPED_TRACE(testing::Message() << type_name(t) << " n_in " << n_in);
       const int64_t n_out = 272;
@@ -153,7 +159,8 @@ TEST_F(CudaBf16, GemmBySlicesEqualsWholeRows) {
   ASSERT_TRUE(cuda::bf16_gemm_by_slices(n_in, blocks, 33));
   ASSERT_FALSE(cuda::bf16_gemm_by_slices(n_in, blocks, 70));
   const int64_t n_out = blocks * cuda::kBf16GemmRows - 16;  // the last block partial
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+  for (const GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
     SCOPED_TRACE(testing::Message() << type_name(t) << " n_out " << n_out);
     DeviceArena arena(*be_);
     const Tensor w = arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
@@ -164,10 +171,10 @@ TEST_F(CudaBf16, GemmBySlicesEqualsWholeRows) {
 }
 
 // matmul_shared_x with three fragment-ordered Q4_K weights (208 rows: a partial GEMM block; a
-// bias on the second), two Q6_K ones, two Q8_0 ones, two BF16 ones and a Q8_0 one in GGUF order
-// (int8 path): the Q4_K ones go in one launch, the Q6_K ones in another, the fragment-ordered
-// Q8_0 ones in a third, the BF16 ones in a fourth (fused_matmuls + 4), and every output is the bits
-// of its plain matmul, in the GEMV (1 and 20 rows) and the GEMM (70).
+// bias on the second), two Q6_K ones, two Q8_0 ones, two BF16 ones, two Q5_K ones and a Q8_0 one
+// in GGUF order (int8 path): one launch for each type's fragment-ordered ones (fused_matmuls +
+// 5), and every output is the bits of its plain matmul, in the GEMV (1 and 20 rows) and the
+// GEMM (70).
 TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
   auto rng = test_rng();
   const int64_t n_in = 2048;
@@ -181,8 +188,8 @@ TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
     const auto frag = [&](GgmlType t, int64_t n_out) {
       return arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
     };
-    const GgmlType q4 = GgmlType::Q4_K, q6 = GgmlType::Q6_K, q8 = GgmlType::Q8_0,
-                   bf = GgmlType::BF16;
+    const GgmlType q4 = GgmlType::Q4_K, q5 = GgmlType::Q5_K, q6 = GgmlType::Q6_K,
+                   q8 = GgmlType::Q8_0, bf = GgmlType::BF16;
     const std::vector<Backend::MatmulOut> outs = {
         {frag(q8, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
         {frag(q4, 208), Tensor{}, arena.poisoned(GgmlType::F32, 208, n_tok)},
@@ -194,10 +201,12 @@ TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
         {frag(q4, 48), Tensor{}, arena.poisoned(GgmlType::F32, 48, n_tok)},
         {frag(q8, 144), Tensor{}, arena.poisoned(GgmlType::F32, 144, n_tok)},
         {frag(bf, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)},
-        {frag(bf, 144), Tensor{}, arena.poisoned(GgmlType::F32, 144, n_tok)}};
+        {frag(bf, 144), Tensor{}, arena.poisoned(GgmlType::F32, 144, n_tok)},
+        {frag(q5, 160), Tensor{}, arena.poisoned(GgmlType::F32, 160, n_tok)},
+        {frag(q5, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)}};
     const long fused_before = be_->fused_matmuls();
     be_->matmul_shared_x(x, outs);
-    EXPECT_EQ(be_->fused_matmuls() - fused_before, 4);
+    EXPECT_EQ(be_->fused_matmuls() - fused_before, 5);
     for (const auto& o : outs) {
       const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
       be_->matmul(o.w, x, o.bias, sep);
@@ -226,29 +235,17 @@ TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
       arena.matmul_weights(random_weights(rng, GgmlType::Q4_0, 1024, 64), GgmlType::Q4_0, 1024, 64)
           .buf->layout,
       WeightLayout::kGguf);  // a type without a fragment form
-  // Q8_0's GEMV ring leaves room for fourteen slices (gemv_smem), not fifteen.
-  EXPECT_EQ(
-      arena
-          .matmul_weights(random_weights(rng, GgmlType::Q8_0, 14336, 16), GgmlType::Q8_0, 14336, 16)
-          .buf->layout,
-      WeightLayout::kFrag);
-  EXPECT_EQ(
-      arena
-          .matmul_weights(random_weights(rng, GgmlType::Q8_0, 15360, 16), GgmlType::Q8_0, 15360, 16)
-          .buf->layout,
-      WeightLayout::kGguf);
-  // BF16's (two slots of 8192 bytes a warp) leaves room for twelve.
-  EXPECT_EQ(
-      arena
-          .matmul_weights(random_weights(rng, GgmlType::BF16, 12288, 16), GgmlType::BF16, 12288, 16)
-          .buf->layout,
-      WeightLayout::kFrag);
-  EXPECT_EQ(
-      arena
-          .matmul_weights(random_weights(rng, GgmlType::BF16, 13312, 16), GgmlType::BF16, 13312, 16)
-          .buf->layout,
-      WeightLayout::kGguf);
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16})
+  const auto layout_of = [&](GgmlType t, int64_t n_in) {
+    return arena.matmul_weights(random_weights(rng, t, n_in, 16), t, n_in, 16).buf->layout;
+  };
+  // Q8_0's GEMV ring leaves room for fourteen slices (gemv_smem), not fifteen; BF16's (two slots
+  // of 8192 bytes a warp) for twelve.
+  EXPECT_EQ(layout_of(GgmlType::Q8_0, 14336), WeightLayout::kFrag);
+  EXPECT_EQ(layout_of(GgmlType::Q8_0, 15360), WeightLayout::kGguf);
+  EXPECT_EQ(layout_of(GgmlType::BF16, 12288), WeightLayout::kFrag);
+  EXPECT_EQ(layout_of(GgmlType::BF16, 13312), WeightLayout::kGguf);
+  for (const GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16})
     EXPECT_EQ(arena.matmul_weights(random_weights(rng, t, 1024, 64), t, 1024, 64).buf->layout,
               WeightLayout::kFrag)
         << type_name(t);

@@ -126,6 +126,10 @@ struct CudaBackendConfig {
   // they ride in the routed experts' launch): single decode 1.02x, 8 agents 1.063x effective
   // tok/s (TTFT of turns 1-3 -8%, -8%, -18%). TEMPO9_CUDA_BF16_Q8_0=0 turns it off (=1 on).
   bool bf16_q8_0 = true;
+  // Q5_K matrices too (with bf16_matmul; Q4_K's arithmetic, the code's fifth bit from the
+  // layout's high words: quant/frag_layout.h). Off until a device runs its op tests (session 48
+  // wrote it; the Q5_K_M and Q3_K_M files have such matrices). TEMPO9_CUDA_BF16_Q5K=1 turns it on.
+  bool bf16_q5_k = false;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -319,6 +323,7 @@ class CudaBackend final : public Backend {
   cuda::Scratch bf16_scratch_;    // the bf16 matmul's bf16 copy of x
   bool bf16_matmul_ = false;      // CudaBackendConfig::bf16_matmul
   bool bf16_q8_0_ = false;        // CudaBackendConfig::bf16_q8_0
+  bool bf16_q5_k_ = false;        // CudaBackendConfig::bf16_q5_k
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a

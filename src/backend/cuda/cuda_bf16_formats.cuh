@@ -17,7 +17,8 @@
 //                           into their own accumulators, added to the chain times the row's d
 //                           (Q8_0); else the scales are inside the bf16 weights;
 //   kHdrChunks              the 16-byte chunks at the block's start the GEMM copies for scales;
-//   kHigh                   whether a group also has high words (Q6_K);
+//   kHigh                   whether a group also has high words (Q6_K, Q5_K: gemv_highs,
+//                           gemm_high_at and gemm_highs say where and how);
 //   Scales                  a lane's scales of one group;
 //   build_table             the GEMV's per-super-block table of scales (kTableBytes), one warp;
 //   table_scales            a lane's Scales from that table;
@@ -111,17 +112,22 @@ struct Q4K {
     row_scales<2>(hdr[g + 8], grp / 2, 2 * (grp % 2), p8);
     return {{{p[0].x, p[1].x}, {p8[0].x, p8[1].x}}, {{p[0].y, p[1].y}, {p8[0].y, p8[1].y}}};
   }
-  // 128 + q exactly (frag_decode.h), minus 128 is q; then fma(q, s, m) with one rounding.
-  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
+  // biased(step, slot): the register's pair as bf16 128 + q, exactly (frag_decode.h); minus 128
+  // is q; then fma(q, s, m) with one rounding.
+  template <class Biased>
+  __device__ static void dequant_biased(const Scales& sc, uint32_t (&a)[4][4], Biased biased) {
     const __nv_bfloat162 k128 = __bfloat162bfloat162(__float2bfloat16_rn(128.0f));
 #pragma unroll
     for (int step = 0; step < 4; ++step)
 #pragma unroll
       for (int slot = 0; slot < 4; ++slot) {
         const int r = slot % 2, sub = step / 2;
-        const __nv_bfloat162 q = __hsub2(as_bf162(q4k_frag_biased(c.w, step, slot)), k128);
+        const __nv_bfloat162 q = __hsub2(as_bf162(biased(step, slot)), k128);
         a[step][slot] = as_u32(__hfma2(q, as_bf162(sc.s[r][sub]), as_bf162(sc.m[r][sub])));
       }
+  }
+  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
+    dequant_biased(sc, a, [&](int step, int slot) { return q4k_frag_biased(c.w, step, slot); });
   }
 };
 
@@ -184,6 +190,21 @@ struct Q6K {
     }
     return s;
   }
+  // The lane's high words of group grp: the GEMV loads one 16-byte chunk a group pair (high
+  // keeps it between groups), the GEMM copies the group's 8 bytes (at gemm_high_at).
+  __device__ static void gemv_highs(const uint8_t* sb, int grp, int lane, uint4& high,
+                                    uint32_t (&h)[2]) {
+    if (grp % 2 == 0)
+      high = *reinterpret_cast<const uint4*>(sb + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane));
+    h[0] = grp % 2 == 0 ? high.x : high.z;
+    h[1] = grp % 2 == 0 ? high.y : high.w;
+  }
+  __device__ static int gemm_high_at(int grp, int lane) {
+    return kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2);
+  }
+  __device__ static void gemm_highs(uint2 hw, int /*grp*/, uint32_t (&h)[2]) {
+    h[0] = hw.x, h[1] = hw.y;
+  }
   // 128 + code exactly (frag_decode.h), minus 160 is code - 32 (exact); then times s, one
   // rounding of the exact product.
   __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
@@ -195,6 +216,32 @@ struct Q6K {
         const __nv_bfloat162 q = __hsub2(as_bf162(q6k_frag_biased(c.w, c.h, step, slot)), k160);
         a[step][slot] = as_u32(__hmul2(q, as_bf162(sc.s[slot % 2][step / 2])));
       }
+  }
+};
+
+// Q5_K: Q4_K's header, scales and arithmetic, the code 5 bits (the low nibbles as Q4_K's codes,
+// the high bit from the lane's high words: frag_layout.h). Opt-in until a device runs it
+// (CudaBackendConfig::bf16_q5_k).
+struct Q5K : Q4K {
+  static constexpr int kBlockBytes = kQ5KFragBlockBytes;
+  static constexpr int kCodesAt = kQ5KFragCodesAt;
+  static constexpr bool kHigh = true;
+  // The GEMV loads the lane's four high words once a super-block; the GEMM copies the group
+  // pair's two.
+  __device__ static void gemv_highs(const uint8_t* sb, int grp, int lane, uint4& high,
+                                    uint32_t (&h)[2]) {
+    if (grp == 0) high = *reinterpret_cast<const uint4*>(sb + kQ5KFragHighsAt + 16 * lane);
+    q5k_group_highs(grp < 2 ? high.x : high.z, grp < 2 ? high.y : high.w, grp, h);
+  }
+  __device__ static int gemm_high_at(int grp, int lane) {
+    return kQ5KFragHighsAt + 16 * lane + 8 * (grp / 2);
+  }
+  __device__ static void gemm_highs(uint2 hw, int grp, uint32_t (&h)[2]) {
+    q5k_group_highs(hw.x, hw.y, grp, h);
+  }
+  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
+    dequant_biased(sc, a,
+                   [&](int step, int slot) { return q5k_frag_biased(c.w, c.h, step, slot); });
   }
 };
 

@@ -1,9 +1,9 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 weights
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q8_0 and BF16 weights
 // (cuda_bf16_matmul.cuh; layouts: quant/frag_layout.h; the formats' decode:
 // cuda_bf16_formats.cuh). Grown from dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md
 // stages 41-42), whose standalone form times its GEMV against its GEMM bitwise and against a
 // double oracle; this form (row groups, the GEMV's own rounding of x, several matrices a launch,
-// Q6_K, Q8_0, BF16, the GEMM by slices) is checked by tests/ops/cuda_bf16_matmul_test.cpp.
+// Q5_K, Q6_K, Q8_0, BF16, the GEMM by slices) is checked by tests/ops/cuda_bf16_matmul_test.cpp.
 //
 // Why: the int8 path's canonical order costs ~4.5 float operations per output and 32 inputs, so
 // its tensor-core GEMM stops near ~106 TOPS on an H100; here the scales go into the weights (one
@@ -166,10 +166,10 @@ __host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n
   m.bytes = m.x + n_slices * n_tok_staged * kXRowU4 * 16;
   return m;
 }
-static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q6K::kBlockBytes % 16 == 0 &&
-              bf16::Q80::kBlockBytes % 16 == 0 && bf16::Q4K::kTableBytes % 16 == 0 &&
-              bf16::Q6K::kTableBytes % 16 == 0 && bf16::Q80::kTableBytes % 16 == 0 &&
-              kBarBytes % 16 == 0 && kBarBytes >= kMaxRing * 8);
+static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q5K::kBlockBytes % 16 == 0 &&
+              bf16::Q6K::kBlockBytes % 16 == 0 && bf16::Q80::kBlockBytes % 16 == 0 &&
+              bf16::Q4K::kTableBytes % 16 == 0 && bf16::Q6K::kTableBytes % 16 == 0 &&
+              bf16::Q80::kTableBytes % 16 == 0 && kBarBytes % 16 == 0 && kBarBytes >= kMaxRing * 8);
 
 template <class F, bool kStageX, int kGroups>
 __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
     const uint8_t* sb = ring + (i % kRing) * F::kBlockBytes;
     F::build_table(sb, table, lane);
     __syncwarp();
-    uint4 high = {};  // Q6_K: the lane's high words of groups 2h, 2h + 1 (one 16-byte load)
+    uint4 high = {};  // Q6_K, Q5_K: the lane's high words (F::gemv_highs)
 #pragma unroll
     for (int grp = 0; grp < 4; ++grp) {
       uint4 nl[kGroups], nh[kGroups];  // the next group's rows
@@ -273,13 +273,7 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
         codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
         codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
       }
-      if constexpr (F::kHigh) {
-        if (grp % 2 == 0)
-          high =
-              *reinterpret_cast<const uint4*>(sb + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane));
-        codes.h[0] = grp % 2 == 0 ? high.x : high.z;
-        codes.h[1] = grp % 2 == 0 ? high.y : high.w;
-      }
+      if constexpr (F::kHigh) F::gemv_highs(sb, grp, lane, high, codes.h);
       uint32_t a[4][4];
       const typename F::Scales sc = F::table_scales(table, g, tq, grp);
       F::dequant(codes, sc, a);
@@ -347,7 +341,7 @@ template <class F, bool kDirect = F::kDirectA>
 struct GemmSmem {
   uint4 codes[kCodeStages<F>][kBM / 16][32 * F::kCodeChunks];
   uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks > 0 ? F::kHdrChunks : 1];  // BF16: none
-  uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 : 1];  // Q6_K: each lane's high words
+  uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 : 1];  // Q6_K, Q5_K: each lane's high words
   __nv_bfloat16 x[kXStages][kBN][kXStride];
   uint4 a[2][kBM / 16][4][32];  // dequantized fragments: tile, k16 step, lane
   // Q8_0: d of rows g, g + 8 x the k-tile's two blocks, by tile and g (beside a).
@@ -361,8 +355,8 @@ struct GemmSmem<F, true> {
 // F::kGemmBlocks blocks an SM (the launch bounds) in the 228 KB of an SM, 1 KB reserved a block.
 template <class F>
 constexpr bool gemm_fits = (sizeof(GemmSmem<F>) + 1024) * F::kGemmBlocks <= 228 * 1024;
-static_assert(gemm_fits<bf16::Q4K> && gemm_fits<bf16::Q6K> && gemm_fits<bf16::Q80> &&
-              gemm_fits<bf16::B16> && gemm_fits<bf16::B16Direct>);
+static_assert(gemm_fits<bf16::Q4K> && gemm_fits<bf16::Q5K> && gemm_fits<bf16::Q6K> &&
+              gemm_fits<bf16::Q80> && gemm_fits<bf16::B16> && gemm_fits<bf16::B16Direct>);
 
 // 8 bytes from global src to shared dst (cp.async takes 4, 8 or 16; .cg only 16).
 __device__ __forceinline__ void cp_async8(void* dst, const uint8_t* src) {
@@ -409,8 +403,7 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
       cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][32 * c + lane]),
                  blk + F::kCodesAt + 16 * (32 * (F::kCodeChunks * grp + c) + lane));
     if constexpr (F::kHigh && !F::kDirectA)
-      cp_async8(&sm.high[st][warp][lane],
-                blk + kQ6KFragHighsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2));
+      cp_async8(&sm.high[st][warp][lane], blk + F::gemm_high_at(grp, lane));
     if constexpr (F::kHdrChunks > 0 && !F::kDirectA)
       if (tid < (kBM / 16) * kChunks)
         cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / kChunks][tid % kChunks]),
@@ -435,10 +428,7 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
         codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
         codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
       }
-      if constexpr (F::kHigh) {
-        const uint2 hw = sm.high[st][warp][lane];
-        codes.h[0] = hw.x, codes.h[1] = hw.y;
-      }
+      if constexpr (F::kHigh) F::gemm_highs(sm.high[st][warp][lane], grp, codes.h);
       uint32_t a[4][4];
       const typename F::Scales sc = F::header_scales(sm.hdr[st][warp], g, tq, grp);
       F::dequant(codes, sc, a);
@@ -674,6 +664,8 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
   switch (type) {
     case GgmlType::Q4_K:
       return fits(bf16::Q4K{});
+    case GgmlType::Q5_K:
+      return fits(bf16::Q5K{});
     case GgmlType::Q6_K:
       return fits(bf16::Q6K{});
     case GgmlType::Q8_0:
@@ -733,6 +725,8 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
   args.w_early = w_early && !early_off ? 1 : 0;
   if (type == GgmlType::Q4_K)
     launch_format<bf16::Q4K>(args, x, scratch, stream);
+  else if (type == GgmlType::Q5_K)
+    launch_format<bf16::Q5K>(args, x, scratch, stream);
   else if (type == GgmlType::Q6_K)
     launch_format<bf16::Q6K>(args, x, scratch, stream);
   else if (type == GgmlType::Q8_0)

@@ -1,12 +1,12 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 weights
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q8_0 and BF16 weights
 // (cuda_bf16_matmul.cu; layouts: quant/frag_layout.h; prototype and measurements:
 // dev/kernels/cuda_bf16_q4k.cu, docs/CUDA.md stages 42-44). CudaBackend::upload_matmul_weights
 // repacks a matrix it accepts (Buffer::layout kFrag) when CudaBackendConfig::bf16_matmul is on;
 // every matmul of that matrix then runs here, whatever its row count, so its rows stay
 // batch-invariant bit for bit:
 //   x rounded to bf16 (round to nearest even), and per output y = sum over 1024-input slices
-//   (ascending) of the slice's chain in fp32, + bias. Q4_K, Q6_K: each weight dequantized to bf16
-//   (q4k_bf16_weight's or q6k_bf16_weight's rule), the chain 64 m16n8k16 mma (k16 steps in the
+//   (ascending) of the slice's chain in fp32, + bias. Q4_K, Q5_K, Q6_K: each weight dequantized to
+//   bf16 (q4k_bf16_weight's, q5k_bf16_weight's or q6k_bf16_weight's rule), the chain 64 m16n8k16 mma (k16 steps in the
 //   layout's slot order). Q8_0: the codes exact in bf16, the chain over the slice's 32-input
 //   blocks c = fma(d, s, c), s the block's two mma from zero: GGUF's weights, only x rounded.
 //   BF16: the weights as they are, the chain of 64 mma as Q4_K's.
@@ -22,7 +22,7 @@ namespace t9::cuda {
 class Stream;
 struct Scratch;
 
-// Matrices the kernels take: Q4_K, Q6_K, Q8_0 or BF16, frag_shape_ok, and n_in a multiple of 1024
+// Matrices the kernels take: Q4_K, Q5_K, Q6_K, Q8_0 or BF16, frag_shape_ok, and n_in a multiple of 1024
 // (whole slices) up to 16384 (a GEMV block holds one warp a slice; Q8_0 up to 14336 and BF16 up
 // to 12288: their rings).
 bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out);

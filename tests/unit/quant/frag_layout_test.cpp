@@ -15,18 +15,23 @@
 #include "quant/dequantize.h"
 #include "quant/frag_decode.h"
 #include "quant/half.h"
+#include "quant/k_scales.h"
 
 namespace t9 {
 namespace {
 
-std::vector<BlockQ4_K> random_blocks(int64_t n, uint32_t seed) {
+// Random Q4_K or Q5_K blocks: small positive f16 d and dmin, every other byte random.
+template <typename Block = BlockQ4_K>
+std::vector<Block> random_blocks(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
-  std::vector<BlockQ4_K> v(static_cast<size_t>(n));
-  for (BlockQ4_K& b : v) {
-    b.d = static_cast<uint16_t>(0x2000 + byte(rng));  // small positive f16 scales
+  std::vector<Block> v(static_cast<size_t>(n));
+  for (Block& b : v) {
+    b.d = static_cast<uint16_t>(0x2000 + byte(rng));
     b.dmin = static_cast<uint16_t>(0x2000 + byte(rng));
     for (uint8_t& s : b.scales) s = static_cast<uint8_t>(byte(rng));
+    if constexpr (requires { b.qh; })
+      for (uint8_t& q : b.qh) q = static_cast<uint8_t>(byte(rng));
     for (uint8_t& q : b.qs) q = static_cast<uint8_t>(byte(rng));
   }
   return v;
@@ -344,6 +349,83 @@ TEST(FragDecode, Q80LanesDecodeTheirInputsCodesAndBlocks) {
     ASSERT_EQ(k, el.i / 32);
     ASSERT_EQ(d, b.d);
   });
+}
+
+// q5k_code is GGUF's code: d * sc * code - dmin * m is what dequantize_row gives.
+TEST(Q5KFrag, CodeIsTheDequantizersCode) {
+  for (const BlockQ5_K& b : random_blocks<BlockQ5_K>(4, 51)) {
+    std::vector<float> y(256);
+    dequantize_row(GgmlType::Q5_K, &b, y.data(), 256);
+    for (int i = 0; i < 256; ++i) {
+      int sc = 0, m = 0;
+      unpack_k_scale_min(b.scales, i / 32, &sc, &m);
+      const float want =
+          f16_to_f32(b.d) * static_cast<float>(sc) * static_cast<float>(q5k_code(b, i)) -
+          f16_to_f32(b.dmin) * static_cast<float>(m);
+      ASSERT_FLOAT_EQ(y[static_cast<size_t>(i)], want) << "element " << i;
+    }
+  }
+}
+
+// Row 9 (g = 1, r = 1) of tile 0, element 64 * 3 + 32 + 13 = 237 (group 3, c = 45: t = 1,
+// step 2 + 1, p = 0, e = 1): its high bit is bit 237 / 32 = 7 of qh[237 % 32 = 13]; it lands in
+// lane 4 + 1's word H5(g + 8, 1) (the fourth), bit m + 8 + 16 = 6 + 24 = 30.
+TEST(Q5KFrag, HighBitsLandWhereTheLayoutSays) {
+  const int64_t n_in = 256, n_out = 16;
+  std::vector<BlockQ5_K> rows(static_cast<size_t>(n_out));
+  rows[9].qh[13] = 0x80;
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ5_K), 0xEE);
+  q5k_to_frag(rows.data(), n_in, n_out, frag.data());
+  uint32_t word = 0;
+  std::memcpy(&word, &frag[kQ5KFragHighsAt + 16 * 5 + 4 * 3], 4);
+  EXPECT_EQ(word, 1u << 30);
+  int nonzero = 0;  // every other byte is a zero code's, header or bit
+  for (const uint8_t v : frag) nonzero += v != 0;
+  EXPECT_EQ(nonzero, 1);
+}
+
+TEST(Q5KFrag, EveryBlockComesBackBitForBit) {
+  expect_round_trip(random_blocks<BlockQ5_K>(48 * 1024 / 256, 52), 1024, 48, q5k_to_frag,
+                    q5k_frag_block);
+}
+
+// Every lane decodes, for each k16 step and A register, the 5-bit codes of the inputs
+// frag_input names, of rows g and g + 8, as 0x4300 | code; and the kernel's arithmetic on them
+// (Q4_K's) gives q5k_bf16_weight.
+TEST(FragDecode, Q5KLanesDecodeTheirInputsCodes) {
+  const int64_t n_in = 512, n_out = 32;
+  const std::vector<BlockQ5_K> rows = random_blocks<BlockQ5_K>(n_out * n_in / 256, 53);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ5_K));
+  q5k_to_frag(rows.data(), n_in, n_out, frag.data());
+  for_each_lane_element(frag, kQ5KFragBlockBytes, n_in, n_out, [&](const LaneElement& el) {
+    const LaneWords v = lane_words(el.blk, kQ5KFragCodesAt, el.grp, el.lane, false);
+    uint32_t hw[4], h[2];  // the lane's high words, as the GEMV loads them (one 16-byte load)
+    std::memcpy(hw, el.blk + kQ5KFragHighsAt + 16 * el.lane, 16);
+    q5k_group_highs(hw[2 * (el.grp / 2)], hw[2 * (el.grp / 2) + 1], el.grp, h);
+    const uint32_t pair = q5k_frag_biased(v.w, h, el.step, el.slot);
+    const BlockQ5_K& b = rows[static_cast<size_t>((16 * el.tile + el.r) * (n_in / 256) + el.sb)];
+    const uint32_t half = (pair >> (16 * el.e)) & 0xFFFF;
+    ASSERT_EQ(half, 0x4300u | static_cast<uint32_t>(q5k_code(b, el.i))) << where(el);
+    ASSERT_EQ(q4k_frag_sub(el.grp, el.step), el.i / 32);  // the sub-block of Q4_K's scales
+  });
+}
+
+// Q4_K's rule with the high bit: d 1, sc 7, dmin 0.5, m 1, element 0's code 15 | 16 = 31:
+// 31 x 7 - 0.5 = 216.5, a tie between 216 and 217 at bf16's 8 bits, rounded to even.
+TEST(Q5KFrag, Bf16WeightRoundsTheSumOnce) {
+  BlockQ5_K b{};
+  b.d = 0x3C00;     // 1.0
+  b.dmin = 0x3800;  // 0.5
+  b.scales[0] = 7;  // sub-block 0: sc 7, m 1 (scales[4])
+  b.scales[4] = 1;
+  b.qs[0] = 0x0F;  // element 0's nibble 15 ...
+  b.qh[0] = 0x01;  // ... and its high bit
+  EXPECT_EQ(q5k_code(b, 0), 31);
+  EXPECT_EQ(q5k_bf16_weight(b, 0), 216.0f);
+  std::vector<float> gguf(256);
+  dequantize_row(GgmlType::Q5_K, &b, gguf.data(), 256);
+  EXPECT_EQ(gguf[0], 216.5f);               // GGUF's weight, before the rounding
+  EXPECT_EQ(q5k_bf16_weight(b, 1), -0.5f);  // code 0: -dmin x m, exact
 }
 
 // Row 25 (tile 1, row 9: g = 1, r = 1), input 256 + 182 (super-block 1; 182 = 64 * 2 + 32 + 22:
