@@ -139,7 +139,7 @@ __global__ void to_bf16_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloa
 // kStageX: each warp rounds its slice of the F32 rows to bf16 into shared memory at the start
 // (no conversion launch); else the rows come from the bf16 copy through L1, the next group's
 // loads issued before this group's mma.
-constexpr int kMaxRing = 3;              // the formats' F::kRing
+constexpr int kMaxRing = 3;              // the largest F::kRing (the barriers' room)
 constexpr int kXRowU4 = kSlice / 8 + 4;  // uint4 a staged row (+64 bytes: rows g, g + 1 of one
                                          // LDS.128 phase on disjoint banks)
 constexpr int kStageXMaxBytes = 64 << 10;
