@@ -230,9 +230,7 @@ void q6k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
 }
 
 BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
-  const int64_t n_sb = n_in / 256;
-  const auto* blk =
-      static_cast<const uint8_t*>(frag) + ((row / kFragTileRows) * n_sb + b) * kQ6KFragBlockBytes;
+  const uint8_t* blk = frag_block_at(frag, n_in, row, b, kQ6KFragBlockBytes);
   const int want = static_cast<int>(row % kFragTileRows);
   BlockQ6_K q{};
   std::memcpy(q.scales, blk + 16 * want, 16);
@@ -282,9 +280,7 @@ void q80_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
 }
 
 BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
-  const int64_t n_sb = n_in / 256;
-  const auto* blk = static_cast<const uint8_t*>(frag) +
-                    ((row / kFragTileRows) * n_sb + b / 8) * kQ80FragBlockBytes;
+  const uint8_t* blk = frag_block_at(frag, n_in, row, b / 8, kQ80FragBlockBytes);
   const int r = static_cast<int>(row % kFragTileRows), k = static_cast<int>(b % 8);
   BlockQ8_0 q;
   std::memcpy(&q.d, blk + 16 * r + 2 * k, 2);
@@ -321,8 +317,7 @@ void bf16_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
 }
 
 uint16_t bf16_frag_weight(const void* frag, int64_t n_in, int64_t row, int64_t k) {
-  const auto* blk = static_cast<const uint8_t*>(frag) +
-                    ((row / kFragTileRows) * (n_in / 256) + k / 256) * kBf16FragBlockBytes;
+  const uint8_t* blk = frag_block_at(frag, n_in, row, k / 256, kBf16FragBlockBytes);
   const int c = static_cast<int>(k % 256);
   uint16_t v = 0;
   std::memcpy(&v, blk + bf16_pair_at(static_cast<int>(row % kFragTileRows), c & ~1) + 2 * (c & 1),

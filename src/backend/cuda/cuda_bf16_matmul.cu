@@ -604,7 +604,7 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
                      gemv_smem<F>(n_slices, groups, static_cast<int>(n_tok)).bytes <= kGemvMaxSmem;
   // The GEMM by slices (bf16_gemm_by_slices): the slices' partials after the bf16 copy.
   const int64_t row_blocks = (n_tok + kBN - 1) / kBN, cols = int64_t{args.n_blocks} * kBM;
-  const bool split = !gemv && bf16_gemm_by_slices(n_in, args.n_blocks, n_tok);
+  const bool split = bf16_gemm_by_slices(n_in, args.n_blocks, n_tok);  // (never a GEMV's)
   const size_t x_bytes = (static_cast<size_t>(n_tok * n_in) * 2 + 255) / 256 * 256;
   if (!stage) {
     const size_t part_bytes = split ? static_cast<size_t>(n_slices * n_tok * cols) * 4 : 0;
