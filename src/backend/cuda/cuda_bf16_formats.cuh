@@ -326,8 +326,8 @@ struct B16 {
   }
 };
 
-// BF16's GEMM reading its fragments where they were copied (TEMPO9_CUDA_BF16_DIRECT=1; the GEMV
-// is B16's): no fragment buffer, four stages of codes, two blocks an SM.
+// BF16's GEMM reading its fragments where they were copied (the default; TEMPO9_CUDA_BF16_DIRECT=0
+// keeps B16's; the GEMV is B16's): no fragment buffer, four stages of codes, two blocks an SM.
 struct B16Direct : B16 {
   static constexpr int kGemmBlocks = 2;
   static constexpr bool kDirectA = true;

@@ -23,9 +23,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <span>
-#include <string_view>
 #include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -717,11 +715,9 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
   args.n_in = static_cast<int>(n_in);
   args.n_tok = static_cast<int>(n_tok);
   static const bool early_off = env_off("TEMPO9_CUDA_BF16_EARLY");  // =0: A/B runs
-  // =1: BF16's GEMM as B16Direct (stage 47, not yet run on a device).
-  static const bool direct_on = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_BF16_DIRECT");
-    return e != nullptr && std::string_view(e) == "1";
-  }();
+  // BF16's GEMM as B16Direct (stage 48, run 235: 512-token prompt 8,465 -> 12,194 tok/s on the
+  // 8B BF16); =0 keeps B16's fragment buffer (A/B runs).
+  static const bool direct_on = !env_off("TEMPO9_CUDA_BF16_DIRECT");
   args.w_early = w_early && !early_off ? 1 : 0;
   if (type == GgmlType::Q4_K)
     launch_format<bf16::Q4K>(args, x, scratch, stream);
