@@ -96,7 +96,7 @@ const bool registered = register_command(Command{
       sub.add_option("--preset", a->preset,
                      "tiny, qwen3-8b, llama-3.1-8b, qwen3-30b-a3b, qwen3.5-35b-a3b");
       sub.add_option("--config", a->config, "a Hugging Face config.json for the shape");
-      sub.add_option("--quant", a->quant, "F32, F16, BF16, Q8_0, Q4_0, Q6_K, Q4_K_M, Q3_K_M");
+      sub.add_option("--quant", a->quant, "F32, F16, BF16, Q8_0, Q4_0, Q6_K, Q4_K_M, Q3_K_M, Q5_K_M");
       sub.add_option("--seed", a->seed, "random seed (same arguments + seed: same bytes)");
       sub.add_option("--vocab", a->vocab, "vocabulary size (default: the preset's)");
       sub.add_option("--tokenizer", a->tokenizer,

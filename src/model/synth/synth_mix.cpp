@@ -73,6 +73,8 @@ GgmlType default_type(SynthQuant q) {
       return GgmlType::Q4_K;
     case SynthQuant::Q3_K_M:
       return GgmlType::Q3_K;
+    case SynthQuant::Q5_K_M:
+      return GgmlType::Q5_K;
   }
   return GgmlType::F32;
 }
@@ -98,7 +100,8 @@ int ffn_down_layer(const MixState& st, const std::string& name) {
 
 GgmlType attn_v_type(MixState& st, GgmlType t) {
   if (st.q == SynthQuant::Q3_K_M) t = st.i_attention_wv < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
-  if (st.q == SynthQuant::Q4_K_M && use_more_bits(st.i_attention_wv, st.n_attention_wv))
+  if ((st.q == SynthQuant::Q4_K_M || st.q == SynthQuant::Q5_K_M) &&
+      use_more_bits(st.i_attention_wv, st.n_attention_wv))
     t = GgmlType::Q6_K;
   if (st.n_expert == 8) t = GgmlType::Q8_0;
   ++st.i_attention_wv;
@@ -109,7 +112,8 @@ GgmlType ffn_down_type(MixState& st, const std::string& name, GgmlType t) {
   const int il = ffn_down_layer(st, name), n = st.n_layer;
   if (st.q == SynthQuant::Q3_K_M)
     t = il < n / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;  // (non-Falcon: Q4_K for the rest)
-  if (st.q == SynthQuant::Q4_K_M && use_more_bits(il, n)) t = GgmlType::Q6_K;
+  if ((st.q == SynthQuant::Q4_K_M || st.q == SynthQuant::Q5_K_M) && use_more_bits(il, n))
+    t = GgmlType::Q6_K;
   ++st.i_ffn_down;
   return t;
 }

@@ -140,6 +140,7 @@ constexpr QuantName kQuants[] = {
     {SynthQuant::BF16, "BF16", 32},     {SynthQuant::Q8_0, "Q8_0", 7},
     {SynthQuant::Q4_0, "Q4_0", 2},      {SynthQuant::Q6_K, "Q6_K", 18},
     {SynthQuant::Q4_K_M, "Q4_K_M", 15}, {SynthQuant::Q3_K_M, "Q3_K_M", 12},
+    {SynthQuant::Q5_K_M, "Q5_K_M", 17},
 };
 
 }  // namespace

@@ -15,7 +15,7 @@
 namespace t9::synth {
 
 // The --quant choices: plain types, and llama.cpp's k-quant mixes (see synth_mix.cpp).
-enum class SynthQuant { F32, F16, BF16, Q8_0, Q4_0, Q6_K, Q4_K_M, Q3_K_M };
+enum class SynthQuant { F32, F16, BF16, Q8_0, Q4_0, Q6_K, Q4_K_M, Q3_K_M, Q5_K_M };
 
 Result<SynthQuant> quant_from_name(std::string_view name);
 std::string_view quant_name(SynthQuant q);

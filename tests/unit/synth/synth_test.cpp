@@ -100,8 +100,9 @@ TEST(Synth, EveryTinyPresetLoadsAndRunsAtQ4KM) {
 
 TEST(Synth, TinyPresetsLoadAtEveryOtherQuant) {
   // One dense and one hybrid MoE family cover every tensor kind at every type.
-  for (SynthQuant q : {SynthQuant::F32, SynthQuant::F16, SynthQuant::BF16, SynthQuant::Q8_0,
-                       SynthQuant::Q4_0, SynthQuant::Q6_K, SynthQuant::Q3_K_M}) {
+  for (SynthQuant q :
+       {SynthQuant::F32, SynthQuant::F16, SynthQuant::BF16, SynthQuant::Q8_0, SynthQuant::Q4_0,
+        SynthQuant::Q6_K, SynthQuant::Q3_K_M, SynthQuant::Q5_K_M}) {
     check_loads_and_runs("qwen3", q);
     check_loads_and_runs("qwen35moe", q);
   }
@@ -197,6 +198,19 @@ TEST(Synth, Q4KMMixFollowsLlamaCpp) {
   EXPECT_EQ(type_of(s->tensors, "blk.2.ffn_down.weight"), GgmlType::Q4_K);
   EXPECT_EQ(type_of(s->tensors, "blk.9.attn_output.weight"), GgmlType::Q4_K);
   EXPECT_EQ(type_of(s->tensors, "blk.9.attn_q.weight"), GgmlType::Q3_K);
+  EXPECT_EQ(type_of(s->tensors, "output.weight"), GgmlType::Q6_K);
+
+  // Q5_K_M: Q4_K_M's use_more_bits rules to Q6_K, the rest Q5_K (llama_ftype 17).
+  opt.quant = SynthQuant::Q5_K_M;
+  s = summarize(opt);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(type_of(s->tensors, "blk.0.attn_v.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type_of(s->tensors, "blk.4.attn_v.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type_of(s->tensors, "blk.30.ffn_down.weight"), GgmlType::Q6_K);
+  EXPECT_EQ(type_of(s->tensors, "blk.29.ffn_down.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type_of(s->tensors, "blk.9.attn_output.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type_of(s->tensors, "blk.9.ffn_gate.weight"), GgmlType::Q5_K);
+  EXPECT_EQ(type_of(s->tensors, "token_embd.weight"), GgmlType::Q5_K);
   EXPECT_EQ(type_of(s->tensors, "output.weight"), GgmlType::Q6_K);
 }
 
