@@ -2,8 +2,11 @@
 # BF16 weights on the bf16 tensor-core path (docs/CUDA.md stage 47), in one short call: the
 # CudaBf16 op tests (TESTS, default CudaBf16*: BF16 and Q5_K beside Q4_K / Q6_K / Q8_0), then
 # the 8B BF16's single stream and 32-way round (h200_bench.sh single,serve, ours; BENCH_S caps
-# it, default 200 s); then the same tests and the 512- and 8192-token prompts with TEMPO9_CUDA_BF16_DIRECT=1
-# (BF16's GEMM without its fragment buffer, two blocks an SM) against without. llama.cpp's figures for the same file and card kind: run 231 (docs/PERFORMANCE.md).
+# it, default 200 s); then the same tests and the 512- and 8192-token prompts with
+# TEMPO9_CUDA_BF16_DIRECT=1 (BF16's GEMM without its fragment buffer, two blocks an SM) against
+# =0. Run 235 made B16Direct the default (docs/CUDA.md stage 48), so the first tests and the
+# 32-way round now run it too. llama.cpp's figures for the same file and card kind: run 231
+# (docs/PERFORMANCE.md).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/bf16_weights.sh` (stdout).
 cd "$(dirname "$0")/../.." || exit 1
