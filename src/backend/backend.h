@@ -294,6 +294,16 @@ class Backend {
     }
   }
 
+  // The MLP's gate and up projections of x and their GLU: gate = x @ gate_w^T, up = x @ up_w^T
+  // (one matmul_shared_x), then glu(gate, up, kind, gate). The same bits; a backend may apply the
+  // GLU as it stores gate and never write up, so the caller reads only gate afterwards.
+  virtual void matmul_glu(const Tensor& x, const Tensor& gate_w, const Tensor& up_w, GluKind kind,
+                          const Tensor& gate, const Tensor& up) {
+    const MatmulOut outs[] = {{gate_w, Tensor{}, gate}, {up_w, Tensor{}, up}};
+    matmul_shared_x(x, outs);
+    glu(gate, up, kind, gate);
+  }
+
   // Stores this step's K and V rows in the paged pool of one layer. The pool should be F16: half
   // the bytes of F32 for the most bandwidth-bound op, as ggml does by default, at ~5e-4 relative
   // rounding per element; F32 is accepted for tests and debugging. k, v: F32

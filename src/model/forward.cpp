@@ -52,10 +52,7 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   if (spec_.moe) {
     moe_ffn(be, hp_, L, *xs_, s.h, s.o);
   } else {
-    const Backend::MatmulOut gate_up[] = {{L.ffn_gate, Tensor{}, s.gate},
-                                          {L.ffn_up, Tensor{}, s.up}};
-    be.matmul_shared_x(s.h, gate_up);
-    be.glu(s.gate, s.up, spec_.glu, s.gate);
+    be.matmul_glu(s.h, L.ffn_gate, L.ffn_up, spec_.glu, s.gate, s.up);
     be.matmul(L.ffn_down, s.gate, Tensor{}, s.o);
   }
   if (spec_.sandwich_norms) be.rms_norm(s.o, L.post_ffw_norm, eps, nb, s.o);

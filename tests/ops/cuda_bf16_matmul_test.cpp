@@ -251,6 +251,58 @@ TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
         << type_name(t);
 }
 
+// matmul_glu: the GLU stored from the GEMV's epilogue (a block's gate tile held, then its up
+// tile) against matmul_shared_x and the GLU op, bit for bit: every format, both kinds, one group
+// of rows to four, a launch whose blocks take several pairs; 33 rows take the two ops.
+TEST_F(CudaBf16, MatmulGluEqualsTheOps) {
+  auto rng = test_rng();
+  struct Case {
+    GgmlType type;
+    int64_t n_in, n_out, n_tok;
+    GluKind kind;
+    bool fuses;
+  };
+  const GluKind silu = GluKind::kSwiGLU, gelu = GluKind::kGeGLU;
+  std::vector<Case> cases;
+  for (const GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+    cases.push_back({t, 4096, 96, 1, silu, true});  // decode
+    cases.push_back({t, 2048, 64, 8, gelu, true});
+  }
+  cases.push_back({GgmlType::Q4_K, 1024, 12288, 1, silu, true});  // 768 pairs: > a wave of blocks
+  cases.push_back({GgmlType::Q8_0, 1024, 48, 20, silu, true});    // four groups of 8 rows
+  cases.push_back({GgmlType::Q6_K, 3072, 32, 13, gelu, true});    // two groups
+  cases.push_back({GgmlType::Q4_K, 1024, 64, 33, silu, false});   // the GEMM: the two ops
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message()
+                 << type_name(c.type) << " " << c.n_tok << " x " << c.n_in << " -> " << c.n_out);
+    DeviceArena arena(*be_);
+    const auto gb = random_weights(rng, c.type, c.n_in, c.n_out);
+    const auto ub = random_weights(rng, c.type, c.n_in, c.n_out);
+    const Tensor gw = arena.matmul_weights(gb, c.type, c.n_in, c.n_out);
+    const Tensor uw = arena.matmul_weights(ub, c.type, c.n_in, c.n_out);
+    const Tensor x =
+        arena.from_host(random_floats(rng, static_cast<size_t>(c.n_in * c.n_tok), -2.0f, 2.0f),
+                        GgmlType::F32, c.n_in, c.n_tok);
+    const Tensor gate = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
+    const Tensor up = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
+    const long before = be_->fused_glus();
+    be_->matmul_glu(x, gw, uw, c.kind, gate, up);
+    EXPECT_EQ(be_->fused_glus() - before, c.fuses ? 1 : 0);
+    const auto got = arena.download<float>(gate);
+    const Tensor gate2 = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
+    const Tensor up2 = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
+    const Backend::MatmulOut outs[] = {{gw, Tensor{}, gate2}, {uw, Tensor{}, up2}};
+    be_->matmul_shared_x(x, outs);
+    be_->glu(gate2, up2, c.kind, gate2);
+    const auto want = arena.download<float>(gate2);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
+          << "element " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
 using CudaBf16DeathTest = CudaBf16;
 
 TEST_F(CudaBf16DeathTest, GetRowsRefusesTheLayout) {

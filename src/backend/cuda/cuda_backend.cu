@@ -31,13 +31,6 @@ enum class EwOp { kAdd, kMul, kSwiGLU, kGeGLU, kScale, kSilu, kGelu, kSoftcap };
 
 // ---- kernels ----
 
-// ggml's GELU tanh approximation (as backend/cpu).
-__device__ __forceinline__ float gelu_tanh(float v) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  constexpr float kCoef = 0.044715f;
-  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * v * (1.0f + kCoef * v * v)));
-}
-
 // y = op(x, b) for one element (b unused by the unary ops): both elementwise kernels' arithmetic,
 // so a call gives the same bits whichever of them runs it.
 __device__ __forceinline__ float ew_apply(EwOp op, float x, float bv, float param) {
@@ -47,9 +40,9 @@ __device__ __forceinline__ float ew_apply(EwOp op, float x, float bv, float para
     case EwOp::kMul:
       return x * bv;
     case EwOp::kSwiGLU:
-      return silu(x) * bv;
+      return glu_value(GluKind::kSwiGLU, x, bv);
     case EwOp::kGeGLU:
-      return gelu_tanh(x) * bv;
+      return glu_value(GluKind::kGeGLU, x, bv);
     case EwOp::kScale:
       return x * param;
     case EwOp::kSilu:
@@ -509,6 +502,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   stream_ = std::make_unique<cuda::Stream>(sc);
   early_weights_ = sc.pdl && cfg.early_weights && !env_off("TEMPO9_CUDA_EARLY_WEIGHTS");
   fuse_parts_ = cfg.fuse_parts && !env_off("TEMPO9_CUDA_FUSE_PARTS");
+  fuse_glu_ = cfg.fuse_glu && !env_off("TEMPO9_CUDA_FUSE_GLU");
   T9_CHECK(cfg.moe_down_split >= 1 && cfg.moe_down_split <= 4, "moe_down_split {} (1-4)",
            cfg.moe_down_split);
   moe_down_split_ = cfg.moe_down_split;
@@ -627,8 +621,7 @@ Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_by
   static const bool b16 = !cuda::env_off("TEMPO9_CUDA_BF16_BF16");
   if (!bf16_matmul_ || !cuda::bf16_frag_shape_ok(type, n_in, n_out) ||
       (type == GgmlType::Q6_K && !q6k) || (type == GgmlType::Q8_0 && !bf16_q8_0_) ||
-      (type == GgmlType::Q5_K && !bf16_q5_k_) ||
-      (type == GgmlType::BF16 && !b16) ||
+      (type == GgmlType::Q5_K && !bf16_q5_k_) || (type == GgmlType::BF16 && !b16) ||
       n_bytes != row_bytes(type, n_in) * static_cast<size_t>(n_out))
     return upload_weights(host, n_bytes);
   std::vector<uint8_t> frag(n_bytes);

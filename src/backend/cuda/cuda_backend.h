@@ -72,6 +72,9 @@ struct CudaBackendConfig {
   // matmul_shared_x launches the plain matmuls of one weight type as one kernel (q/k/v,
   // gate/up; same bits); TEMPO9_CUDA_FUSE_PARTS=0 turns it off.
   bool fuse_parts = true;
+  // matmul_glu of decode rows (1-32) over bf16-path gate/up stores the GLU from the GEMV's
+  // epilogue (same bits, one launch fewer a layer); TEMPO9_CUDA_FUSE_GLU=0 turns it off.
+  bool fuse_glu = true;
   // Replayed windows run as a few consecutive graphs, each launched once its records match, so
   // the device starts while the host records the rest (StreamConfig::segment_kernels; same
   // work); TEMPO9_CUDA_GRAPH_SEGMENTS=0: one graph per window.
@@ -232,6 +235,12 @@ class CudaBackend final : public Backend {
   void matmul(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y) override;
   // x rounded to int8 once for every int8-activation weight among outs (same bits as matmul).
   void matmul_shared_x(const Tensor& x, std::span<const MatmulOut> outs) override;
+  // Decode rows of bf16-path weights (fuse_glu): one GEMV launch that stores the GLU of each
+  // gate/up tile pair (cuda_bf16_matmul.cuh), no GLU launch; else the ops.
+  void matmul_glu(const Tensor& x, const Tensor& gate_w, const Tensor& up_w, GluKind kind,
+                  const Tensor& gate, const Tensor& up) override;
+  // matmul_glu calls that ran as the GEMV's GLU epilogue (tests).
+  long fused_glus() const { return fused_glus_; }
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                 const Tensor& seqs, const Tensor& block_tables, const AttnParams& p) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
@@ -331,6 +340,8 @@ class CudaBackend final : public Backend {
   // model weight (upload_weights: no kernel ever writes it).
   bool reads_early(const Tensor& w) const { return early_weights_ && w.valid() && w.buf->weights; }
   bool fuse_parts_ = true;       // CudaBackendConfig::fuse_parts
+  bool fuse_glu_ = true;         // CudaBackendConfig::fuse_glu
+  long fused_glus_ = 0;          // fused_glus()
   int moe_down_split_ = 3;       // CudaBackendConfig::moe_down_split
   int attn_fold_rows_ = 0;       // CudaBackendConfig::attn_fold_rows
   int attn_prep_slots_ = 8;      // CudaBackendConfig::attn_prep_slots

@@ -76,6 +76,11 @@ struct Bf16Args {
   int n_tiles, n_blocks;  // all parts'
   int w_early;            // every part's weights are model weights (reads_early): the GEMV
                           // starts its first copies before its dependent-launch wait
+  // The GEMV's GLU epilogue (launch_bf16_matmul's glu): 0 none, else 1 + GluKind. Parts 0 and 1
+  // are the gate and up of one n_out; a block takes gate tile k then up tile k and stores
+  // glu_value(gate, up) into part 0's y (part 1's y is never written).
+  int glu;
+  int unused2 = 0;
   // The GEMM by slices (null: whole rows): block (x, y, z) walks slice z only and leaves its
   // outputs in partial[z][row][x * kBM + local], for bf16_slice_sum_kernel to add in order.
   float* partial;
@@ -103,11 +108,17 @@ __device__ __forceinline__ auto part_field(const Bf16Args& a, int p, F f) {
   return v;
 }
 
-__device__ __forceinline__ void store_y(const Bf16Args& a, int p, int t, int o, float acc) {
+// Output o of part p: the chain's sum plus the part's bias.
+__device__ __forceinline__ float y_value(const Bf16Args& a, int p, int o, float acc) {
   const float* bias = part_field(a, p, [](const Bf16Part& x) { return x.bias; });
+  return bias != nullptr ? acc + bias[o] : acc;
+}
+__device__ __forceinline__ void put_y(const Bf16Args& a, int p, int t, int o, float v) {
   const TensorDesc y = part_field(a, p, [](const Bf16Part& x) { return x.y; });
-  float* yr = reinterpret_cast<float*>(y.row(t));
-  yr[o] = bias != nullptr ? acc + bias[o] : acc;
+  reinterpret_cast<float*>(y.row(t))[o] = v;
+}
+__device__ __forceinline__ void store_y(const Bf16Args& a, int p, int t, int o, float acc) {
+  put_y(a, p, t, o, y_value(a, p, o, acc));
 }
 
 // ---- x to bf16 ----
@@ -148,18 +159,19 @@ constexpr int kGemvMaxSmem = 227 * 1024;
 constexpr int kBarBytes = 32;  // a warp's ring mbarriers, padded: the staged rows stay 16-aligned
 
 // A GEMV block's shared memory, for n_slices warps: every warp's ring, every warp's table of
-// scales, every warp's slice partials (16 rows x 8 groups floats), every warp's mbarriers, then
-// the staged rows. One function for the kernel and the launcher; every region stays 16-byte
-// aligned.
+// scales, every warp's slice partials (16 rows x 8 groups floats), one tile's outputs held for
+// the GLU epilogue, every warp's mbarriers, then the staged rows. One function for the kernel and
+// the launcher; every region stays 16-byte aligned.
 struct GemvSmem {
-  int table, part, bars, x, bytes;
+  int table, part, hold, bars, x, bytes;
 };
 template <class F>
 __host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n_tok_staged) {
   GemvSmem m{};
   m.table = n_slices * F::kRing * F::kBlockBytes;
   m.part = m.table + n_slices * F::kTableBytes;
-  m.bars = m.part + n_slices * 16 * 8 * 4 * groups;
+  m.hold = m.part + n_slices * 16 * 8 * 4 * groups;  // the GLU epilogue's gate tile outputs
+  m.bars = m.hold + 16 * 8 * 4 * groups;
   m.x = m.bars + n_slices * kBarBytes;
   m.bytes = m.x + n_slices * n_tok_staged * kXRowU4 * 16;
   return m;
@@ -190,12 +202,20 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
     for (int r = 0; r < kRing; ++r) mbar_init(&bars[r]);
   __syncwarp();
   // Stream position i: super-block i % 4 of this warp's slice of the block's (i / 4)-th tile.
-  const int my_tiles = (n_tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
-  const int n_pos = 4 * my_tiles;
+  // The block's tiles are b, b + grid, ...; with the GLU epilogue its units are (gate, up) tile
+  // pairs: gate tile k = launch tile k, up tile k = launch tile n_units + k.
+  const bool pairs = args.glu != 0;
+  const int n_units = pairs ? n_tiles / 2 : n_tiles;
+  const int my_units = (n_units - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
+  const int n_pos = 4 * (pairs ? 2 * my_units : my_units);
+  const auto tile_of = [&](int j) {  // the block's j-th tile
+    return pairs ? (j % 2) * n_units + static_cast<int>(blockIdx.x) + (j / 2) * gridDim.x
+                 : static_cast<int>(blockIdx.x) + j * gridDim.x;
+  };
   auto first_tile = [](const Bf16Part& x) { return x.first_tile; };
   auto issue = [&](int i) {
     if (i >= n_pos || lane != 0) return;
-    const int tile = blockIdx.x + (i / 4) * gridDim.x, at = part_of(args, tile, first_tile);
+    const int tile = tile_of(i / 4), at = part_of(args, tile, first_tile);
     const uint8_t* w = part_field(args, at, [](const Bf16Part& x) { return x.w; });
     const int64_t local = tile - part_field(args, at, first_tile);
     // The slot was read through the generic proxy in the previous round: order those reads
@@ -309,14 +329,24 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
           p[gi][e] = 0.0f;
         }
       __syncthreads();
-      const int tile = blockIdx.x + (i / 4) * gridDim.x, at = part_of(args, tile, first_tile);
+      const int tile = tile_of(i / 4), at = part_of(args, tile, first_tile);
       const int o0 = (tile - part_field(args, at, first_tile)) * 16;
+      const bool gate_tile = pairs && (i / 4) % 2 == 0;  // held for its up tile, the next
+      float* hold = reinterpret_cast<float*>(smem + lay.hold);
       for (int e = threadIdx.x; e < 16 * n_tok; e += blockDim.x) {  // output o of row t
         const int t = e / 16, o = e % 16;
         float acc = 0.0f;
         for (int sl = 0; sl < n_slices; ++sl)
           acc = __fadd_rn(acc, part[sl * kPartFloats + o * 8 * kGroups + t]);
-        store_y(args, at, t, o0 + o, acc);
+        if (!pairs) {
+          store_y(args, at, t, o0 + o, acc);
+        } else if (gate_tile) {
+          hold[e] = y_value(args, 0, o0 + o, acc);  // the same thread reads it back below
+        } else {
+          const GluKind kind = args.glu == 1 + static_cast<int>(GluKind::kSwiGLU) ? GluKind::kSwiGLU
+                                                                                  : GluKind::kGeGLU;
+          put_y(args, 0, t, o0 + o, glu_value(kind, hold[e], y_value(args, 1, o0 + o, acc)));
+        }
       }
       __syncthreads();  // part is read before the next tile writes it
     }
@@ -618,8 +648,9 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
     const int bytes = gemv_smem<F>(n_slices, groups, stage ? static_cast<int>(n_tok) : 0).bytes;
     T9_CHECK(bytes <= kGemvMaxSmem, "bf16 GEMV: {} bytes of shared memory for n_in {} x {} rows",
              bytes, n_in, n_tok);
+    const int64_t units = args.glu != 0 ? args.n_tiles / 2 : args.n_tiles;  // a block's at most
     const auto go = [&](auto kernel) {
-      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, args.n_tiles, stream);
+      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, units, stream);
     };
     if (stage)
       groups == 1   ? go(Gemv<F, true, 1>{})
@@ -685,8 +716,13 @@ bool bf16_gemm_by_slices(int64_t n_in, int64_t n_blocks, int64_t n_tok) {
          2 * n_blocks * row_blocks <= sm_count();
 }
 
+bool bf16_glu_fits(const Tensor& gate_w, const Tensor& up_w, const Tensor& x) {
+  return x.n_rows() >= 1 && x.n_rows() <= kGemvMaxRows && gate_w.type == up_w.type &&
+         gate_w.ne == up_w.ne;
+}
+
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
-                        Scratch& scratch, Stream& stream) {
+                        Scratch& scratch, Stream& stream, const GluKind* glu) {
   T9_CHECK(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxFused),
            "bf16 matmul: {} matrices in one launch", outs.size());
   const int64_t n_in = outs[0].w->ne[0], n_tok = x.n_rows();
@@ -719,6 +755,12 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
   // 8B BF16); =0 keeps B16's fragment buffer (A/B runs).
   static const bool direct_on = !env_off("TEMPO9_CUDA_BF16_DIRECT");
   args.w_early = w_early && !early_off ? 1 : 0;
+  if (glu != nullptr) {
+    T9_CHECK(outs.size() == 2 && bf16_glu_fits(*outs[0].w, *outs[1].w, x),
+             "bf16 matmul: the GLU epilogue takes one gate and one up of one shape, {} rows",
+             n_tok);
+    args.glu = 1 + static_cast<int>(*glu);
+  }
   if (type == GgmlType::Q4_K)
     launch_format<bf16::Q4K>(args, x, scratch, stream);
   else if (type == GgmlType::Q5_K)

@@ -6,10 +6,10 @@
 // batch-invariant bit for bit:
 //   x rounded to bf16 (round to nearest even), and per output y = sum over 1024-input slices
 //   (ascending) of the slice's chain in fp32, + bias. Q4_K, Q5_K, Q6_K: each weight dequantized to
-//   bf16 (q4k_bf16_weight's, q5k_bf16_weight's or q6k_bf16_weight's rule), the chain 64 m16n8k16 mma (k16 steps in the
-//   layout's slot order). Q8_0: the codes exact in bf16, the chain over the slice's 32-input
-//   blocks c = fma(d, s, c), s the block's two mma from zero: GGUF's weights, only x rounded.
-//   BF16: the weights as they are, the chain of 64 mma as Q4_K's.
+//   bf16 (q4k_bf16_weight's, q5k_bf16_weight's or q6k_bf16_weight's rule), the chain 64 m16n8k16
+//   mma (k16 steps in the layout's slot order). Q8_0: the codes exact in bf16, the chain over the
+//   slice's 32-input blocks c = fma(d, s, c), s the block's two mma from zero: GGUF's weights, only
+//   x rounded. BF16: the weights as they are, the chain of 64 mma as Q4_K's.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,9 @@ namespace t9::cuda {
 class Stream;
 struct Scratch;
 
-// Matrices the kernels take: Q4_K, Q5_K, Q6_K, Q8_0 or BF16, frag_shape_ok, and n_in a multiple of 1024
-// (whole slices) up to 16384 (a GEMV block holds one warp a slice; Q8_0 up to 14336 and BF16 up
-// to 12288: their rings).
+// Matrices the kernels take: Q4_K, Q5_K, Q6_K, Q8_0 or BF16, frag_shape_ok, and n_in a multiple of
+// 1024 (whole slices) up to 16384 (a GEMV block holds one warp a slice; Q8_0 up to 14336 and BF16
+// up to 12288: their rings).
 bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out);
 
 // One matrix of a launch: y = x @ w^T (+ bias; bias may be unset), w of layout kFrag.
@@ -46,7 +46,13 @@ constexpr int kBf16GemmRows = 128;  // weight rows a GEMM block
 // every w is a model weight (never written after its upload), so the GEMV may start copying it
 // before its dependent-launch wait.
 constexpr int kBf16MaxFused = 4;
+// glu (optional, bf16_glu_fits): outs are {gate, up}, and the GEMV stores glu(gate, up) into the
+// gate's y in its epilogue (a block computes gate tile k, holds it, then up tile k; the same
+// bits as the GLU op over the two outputs); the up's y is not written.
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
-                        Scratch& scratch, Stream& stream);
+                        Scratch& scratch, Stream& stream, const GluKind* glu = nullptr);
+// Whether a launch over rows x can take the GLU epilogue: the GEMV's rows (1 to 32), and the
+// gate and up of one type and shape.
+bool bf16_glu_fits(const Tensor& gate_w, const Tensor& up_w, const Tensor& x);
 
 }  // namespace t9::cuda

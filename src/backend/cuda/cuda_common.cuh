@@ -121,6 +121,17 @@ __device__ __forceinline__ float silu(float v) {
 __device__ __forceinline__ float sigmoid(float v) {
   return 1.0f / (1.0f + expf(-v));
 }
+// ggml's GELU tanh approximation (as backend/cpu).
+__device__ __forceinline__ float gelu_tanh(float v) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * v * (1.0f + kCoef * v * v)));
+}
+// A GLU's output element from its gate g and up u: the elementwise GLU's, and the bf16 GEMV's
+// that stores it from its gate/up epilogue (cuda_bf16_matmul.cu): the same bits.
+__device__ __forceinline__ float glu_value(GluKind kind, float g, float u) {
+  return kind == GluKind::kSwiGLU ? silu(g) * u : gelu_tanh(g) * u;
+}
 
 // A tensor as kernels see it: base address and byte strides of dims 1..3. Rows (dim 0) are
 // contiguous for every op (backend.h).

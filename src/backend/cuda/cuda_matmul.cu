@@ -322,3 +322,29 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
 }
 
 }  // namespace t9
+
+namespace t9 {
+
+void CudaBackend::matmul_glu(const Tensor& x, const Tensor& gate_w, const Tensor& up_w,
+                             GluKind kind, const Tensor& gate, const Tensor& up) {
+  const bool fuse = fuse_glu_ && cuda::bf16_layout(gate_w) && cuda::bf16_layout(up_w) &&
+                    cuda::bf16_glu_fits(gate_w, up_w, x) &&
+                    !cuda::byte_span(gate).overlaps(cuda::byte_span(x));
+  if (!fuse) {
+    Backend::matmul_glu(x, gate_w, up_w, kind, gate, up);
+    return;
+  }
+  T9_CUDA_PROF(fmt::format("matmul_glu bf16 {} {}x{} rows {}", type_name(gate_w.type), gate_w.ne[0],
+                           gate_w.ne[1], cuda::rows_bucket(x.n_rows())));
+  check_matmul(gate_w, x, Tensor{}, gate);
+  check_matmul(up_w, x, Tensor{}, up);
+  derived_->wrote(gate);
+  derived_->wrote(up);  // left unwritten: no codes of an older up may stay attached to it
+  const Tensor none;
+  const cuda::Bf16Out outs[] = {{&gate_w, &none, &gate}, {&up_w, &none, &up}};
+  cuda::launch_bf16_matmul(outs, x, reads_early(gate_w) && reads_early(up_w), bf16_scratch_,
+                           *stream_, &kind);
+  ++fused_glus_;
+}
+
+}  // namespace t9
