@@ -209,14 +209,14 @@ void check_matmul_id(CudaBackend& be, CpuBackend& cpu, std::mt19937_64& rng, Ggm
 
 TEST_F(CudaHybrid, MatmulIdMatchesDenseMatmulAndCpu) {
   auto rng = test_rng();
-  // Q4_0/Q8_0/Q6_K: staged int8 kernels; Q4_K: direct int8 kernel; Q5_K: stage-1 kernel
-  // (F32 activations); F16/F32: float kernel.
+  // Q4_0/Q8_0/Q6_K/Q3_K/Q5_K: staged int8 kernels; Q4_K: direct int8 kernel; Q5_1: stage-1
+  // kernel (F32 activations); F16/F32: float kernel.
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
-                     GgmlType::F16, GgmlType::F32}) {
+                     GgmlType::Q3_K, GgmlType::Q5_1, GgmlType::F16, GgmlType::F32}) {
     SCOPED_TRACE(type_name(t));
     // Decode (one token, 4 of 6 experts), the down projection's x [n, k, n_in] with repeated
     // experts, a batch where every expert gets several rows (tiles of 8 and partial): up to 256
-    // pairs, Q4_K/Q6_K/Q8_0 take the device route (one launch over the pairs); 80 x 4 = 320
+    // pairs, the sliced types take the device route (one launch over the pairs); 80 x 4 = 320
     // pairs take the host-grouped route (tensor cores for experts with >= 16 rows).
     for (const IdCase& c : {IdCase{1, 4, 1, true}, IdCase{7, 2, 2, false}, IdCase{33, 4, 1, true},
                             IdCase{3, 6, 6, true}, IdCase{80, 4, 1, true}})
@@ -291,6 +291,12 @@ TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ4_KEqualsDense) {
 TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ6_KEqualsDense) {
   check_short_rows_grouped(*be_, GgmlType::Q6_K);
 }
+TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ3_KEqualsDense) {
+  check_short_rows_grouped(*be_, GgmlType::Q3_K);
+}
+TEST_F(CudaHybrid, MatmulIdShortRowsGroupedQ5_KEqualsDense) {
+  check_short_rows_grouped(*be_, GgmlType::Q5_K);
+}
 
 // The device sort over several of its chunks (1024 pairs each): 700 tokens x 4 ranks = 2800
 // pairs, rank 0 of every token on expert 0 (so one expert's pairs recur in every group of 32 of
@@ -323,7 +329,8 @@ TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
   auto rng = test_rng();
   const int64_t n_out = 40, n_expert = 6;
   for (const int64_t n_in : {256, 1024}) {
-    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (GgmlType t :
+         {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::Q5_K}) {
       for (const IdCase& c :
            {IdCase{1, 4, 1, true}, IdCase{6, 4, 1, true}, IdCase{80, 4, 1, true}}) {
         SCOPED_TRACE(fmt::format("{} n_in {} n {}", type_name(t), n_in, c.n));

@@ -184,7 +184,8 @@ TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
   auto rng = test_rng();
   const int64_t n_out = 72, k = 8;
   const int n_expert = 16;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType t :
+       {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::Q5_K}) {
     for (const int64_t n_in : {256, 2048}) {
       for (const int64_t n : {1, 2, 8, 9}) {
         SCOPED_TRACE(fmt::format("{} n_in {} tokens {}", type_name(t), n_in, n));

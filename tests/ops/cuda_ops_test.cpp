@@ -119,9 +119,10 @@ TEST_F(Cuda, MatmulEveryTypeMatchesDequantizedReference) {
       worst = std::max(worst, check_matmul(*be_, rng, t, {544, 33, 1, false}));
     if (!traits(t).quantized)  // float weights take any row length: a 32-element tail
       worst = std::max(worst, check_matmul(*be_, rng, t, {100, 7, 3, true}));
-    // Q4_K, Q6_K, Q8_0 take the tensor-core kernel from 16 rows (cuda_mma.cu): several 64-row
+    // The sliced types take the tensor-core kernel from 16 rows (cuda_mma.cu): several 64-row
     // tiles with partial last ones, and n_in = 256 (4-8 units per row: empty slices)
-    if (t == GgmlType::Q4_K || t == GgmlType::Q6_K || t == GgmlType::Q8_0) {
+    if (t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ||
+        t == GgmlType::Q8_0) {
       worst = std::max(worst, check_matmul(*be_, rng, t, {1536, 70, 300, true}));
       worst = std::max(worst, check_matmul(*be_, rng, t, {256, 33, 64, false}));
     }
@@ -189,12 +190,12 @@ long expect_shared_x_equals_matmuls(CudaBackend& be, std::mt19937_64& rng,
 
 // matmul_shared_x rounds x to int8 once for every int8-activation weight: each output must be the
 // bits of a plain matmul of the same x (GEMV rows 1 and 5, tensor cores at 40 rows), for a mix of
-// types that take the rounded x (Q4_K, Q6_K, Q8_0, Q4_0) and types that do not (Q5_K: F32
+// types that take the rounded x (Q4_K, Q6_K, Q8_0, Q4_0) and types that do not (Q5_1: F32
 // activations; F16: float kernel), with a bias on one of them. One weight per type: no fused
 // launch.
 TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
   auto rng = test_rng();
-  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q5_1, GgmlType::Q6_K,
                             GgmlType::Q8_0, GgmlType::F16,  GgmlType::Q4_0};
   const int64_t n_out[] = {70, 33, 64, 130, 24, 40};
   for (int64_t n_tok : {1, 5, 40}) {
@@ -203,8 +204,8 @@ TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
   }
 }
 
-// matmul_shared_x launches up to four plain matmuls of one sliced type (Q4_K, Q6_K, Q8_0) as one
-// kernel (SliceParts): every output must still be the bits of its own matmul. Per type: five
+// matmul_shared_x launches up to four plain matmuls of one sliced type (Q3_K to Q6_K, Q8_0) as
+// one kernel (SliceParts): every output must still be the bits of its own matmul. Per type: five
 // weights of it (four fuse, the fifth runs alone) and a Q4_0 one between them (not fused), n_out
 // 70 / 200 / 33 / 512 / 64 (partial 64-row tiles), a bias on the second; rows 1 (GEMV), 3 and 8
 // (one row per grid row: small weights, tok1_max_weight_bytes), 16, 40 and 160 (tensor cores,
@@ -212,7 +213,8 @@ TEST_F(Cuda, MatmulSharedXEqualsSeparateMatmuls) {
 TEST_F(Cuda, MatmulSharedXFusedPartsEqualSeparateMatmuls) {
   auto rng = test_rng();
   const int64_t n_out[] = {70, 200, 40, 33, 512, 64};
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+  for (GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q8_0}) {
     const GgmlType types[] = {t, t, GgmlType::Q4_0, t, t, t};
     for (int64_t n_tok : {1, 3, 8, 16, 40, 160, 300}) {
       SCOPED_TRACE(std::string(type_name(t)) + " rows " + std::to_string(n_tok));
@@ -351,7 +353,8 @@ void expect_rows_equal_alone(CudaBackend& be, std::mt19937_64& rng,
 
 TEST_F(Cuda, MatmulSlicedKernelsBitwiseEqual) {
   auto rng = test_rng();
-  expect_rows_equal_alone(*be_, rng, {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0});
+  expect_rows_equal_alone(
+      *be_, rng, {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::Q5_K, GgmlType::Q8_0});
 }
 
 // The few-row tensor-core GEMV (CudaBackendConfig::mma_rows_min / _max; cuda_gemv_mma.cu) takes

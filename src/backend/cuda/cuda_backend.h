@@ -5,7 +5,8 @@
 // TEMPO9_HAVE_CUDA is defined.
 //
 // Numerics against the CPU backend (tests/ops/cuda_ops_test.cpp bounds each):
-//   - matmul: Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K weights multiply activations rounded to int8 per 32
+//   - matmul: Q4_0/Q4_1/Q5_0/Q8_0/Q3_K/Q4_K/Q6_K weights multiply activations rounded to int8 per
+//   32
 //     elements exactly as the CPU backend rounds them (cuda_gemv.cuh); the other quantized types
 //     multiply dequantized weights by F32 activations, as do F16/BF16/F32. The reduction order
 //     per output depends only on n_in, so a row's result does not depend on the other rows:

@@ -344,12 +344,12 @@ void run_q(const Tensor& w, const Tensor& x, const Tensor& bias, const Tensor& y
   // launch. Measured slower (every block re-quantizes all of x before its first weights: Q4_K
   // 14336 -> 4096 took 66 us fused vs 24 us with the separate quantizer), so off by default.
   static const bool fused = std::getenv("TEMPO9_CUDA_FUSED") != nullptr;
-  // Q4_K, Q6_K, Q8_0 use the sliced order (cuda_units.cuh): the sliced GEMV below
+  // The sliced types (is_sliced_type) use the sliced order (cuda_units.cuh): the sliced GEMV below
   // mma_min_rows() activation rows, the tensor-core kernel from there.
   // TEMPO9_CUDA_LEGACY_GEMV=1 (measurement only) gives them the per-lane-strided kernels of
   // this file for every row count instead (batch-invariant too, but another order).
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
-  constexpr bool sliced_type = T == GgmlType::Q4_K || T == GgmlType::Q6_K || T == GgmlType::Q8_0;
+  constexpr bool sliced_type = is_sliced_type(T);
   const bool sliced = sliced_type && !legacy;
   // The few-row tensor-core GEMV first where it takes the call (MatmulOpts), then the tile kernel.
   const bool few = sliced && opts.few_rows(n_tok) &&
@@ -442,7 +442,7 @@ bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scra
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
   if (legacy || parts.size() < 2 || parts.size() > static_cast<size_t>(kMaxParts)) return false;
   const GgmlType t = parts[0].w->type;
-  if (t != GgmlType::Q4_K && t != GgmlType::Q6_K && t != GgmlType::Q8_0) return false;
+  if (!is_sliced_type(t)) return false;
   // One kernel variant for all parts: the same type and n_in, and (Q4_K's unstaged kernels
   // need it) the same 16-byte alignment of the weight rows.
   const auto align16 = [](const Tensor& w) {
@@ -457,8 +457,7 @@ bool launch_fused_matmul(std::span<const FusedPart> parts, const Tensor& x, Scra
   if (x.n_rows() == 0) return true;
   dispatch_weight_type(t, [&](auto tag) {
     constexpr GgmlType kT = decltype(tag)::value;
-    if constexpr (kT == GgmlType::Q4_K || kT == GgmlType::Q6_K || kT == GgmlType::Q8_0)
-      run_fused<kT>(parts, x, scratch, stream, pre, opts);
+    if constexpr (is_sliced_type(kT)) run_fused<kT>(parts, x, scratch, stream, pre, opts);
   });
   return true;
 }
@@ -517,6 +516,14 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
       if (!w2) return false;
       run_q<GgmlType::Q6_K>(w, x, bias, y, scratch, stream, pre, opts);
       return true;
+    case GgmlType::Q3_K:
+      if (!w2) return false;
+      run_q<GgmlType::Q3_K>(w, x, bias, y, scratch, stream, pre, opts);
+      return true;
+    case GgmlType::Q5_K:
+      if (!w2) return false;
+      run_q<GgmlType::Q5_K>(w, x, bias, y, scratch, stream, pre, opts);
+      return true;
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::F32:
@@ -531,8 +538,8 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
 namespace t9 {
 
 bool cuda_matmul_int8_activations(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q8_0 ||
-         t == GgmlType::Q4_K || t == GgmlType::Q6_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 ||
+         cuda::is_sliced_type(t);
 }
 
 }  // namespace t9

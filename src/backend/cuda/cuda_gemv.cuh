@@ -1,18 +1,20 @@
 // Internal to the CUDA backend: the stage-2 matmul kernels (cuda_gemv.cu), used by
 // CudaBackend::matmul for every row count when they take the weight type and layout.
 //
-//   - Quantized weights (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K): activations are first rounded to
-//     int8 per 32-element block exactly as the CPU backend does (d = amax / 127, q =
-//     rint(x * (1 / d))), then each lane takes a fixed set of weight "units" (one 32-element block,
-//     or 64 elements of a 256-element super-block) from a copy of the weight bytes that the warp
-//     staged in shared memory with coalesced 16-byte cp.async loads, and dots them with dp4a.
+//   - Quantized weights (Q4_0, Q4_1, Q5_0, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K): activations are first
+//     rounded to int8 per 32-element block exactly as the CPU backend does (d = amax / 127, q =
+//     rint(x * (1 / d))), then each lane takes a fixed set of weight "units" (one 32-element
+//     block, or 64 elements of a 256-element super-block) from a copy of the weight bytes that
+//     the warp staged in shared memory with coalesced 16-byte cp.async loads, and dots them with
+//     dp4a.
 //   - Float weights (F16, BF16, F32) with 16-byte-aligned rows: F32 activations, 16-byte weight
 //     loads straight from global memory, fmaf in a fixed order.
-//   - Q4_K, Q6_K, Q8_0 sum in the "sliced" canonical order of cuda_units.cuh (32 contiguous
-//     slices of units per output, partials added in slice order): the sliced GEMVs
-//     (cuda_gemv_slice.cu) below 16 activation rows, the int8 tensor-core kernel (cuda_mma.cu)
-//     from 16 rows; both give the same bits. TEMPO9_CUDA_LEGACY_GEMV=1 puts these three types
-//     back on the per-lane-strided kernels of cuda_gemv.cu for every row count (measurement).
+//   - The sliced types (is_sliced_type: Q3_K, Q4_K, Q5_K, Q6_K, Q8_0) sum in the "sliced"
+//     canonical order of cuda_units.cuh (32 contiguous slices of units per output, partials added
+//     in slice order): the sliced GEMVs (cuda_gemv_slice.cu) below 16 activation rows, the int8
+//     tensor-core kernel (cuda_mma.cu) from 16 rows; both give the same bits.
+//     TEMPO9_CUDA_LEGACY_GEMV=1 puts these types back on the per-lane-strided kernels of
+//     cuda_gemv.cu for every row count (measurement).
 // In all of them the sum order of an output depends only on n_in (token rows never mix), so a
 // row's result does not depend on the other rows of the call.
 #pragma once
@@ -24,6 +26,13 @@
 #include "backend/cuda/cuda_common.cuh"
 
 namespace t9::cuda {
+
+// The types with sliced kernels (above), the experts' device route and grouped GEMM
+// (cuda_moe_gemv.cuh) and moe_down: Q3_K and Q5_K since session 45 (the Q3_K_M files).
+constexpr bool is_sliced_type(GgmlType t) {
+  return t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ||
+         t == GgmlType::Q8_0;
+}
 
 // x rounded to int8 per 32 elements (the int8-activation kernels' input): x.n_rows() rows of
 // n_in codes, then n_rows * n_in / 32 ActBlocks. matmul_shared_x makes it once for several
@@ -72,7 +81,7 @@ bool launch_fast_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, co
 
 // Several matmuls of one x in one launch (matmul_shared_x; SliceParts in cuda_units.cuh): every
 // y_i = x @ w_i^T (+ bias_i) gets the bits of its own launch_fast_matmul. False (nothing
-// enqueued) unless there are 2..4 parts, all of one sliced type (Q4_K, Q6_K, Q8_0), one n_in and
+// enqueued) unless there are 2..4 parts, all of one sliced type (is_sliced_type), one n_in and
 // one alignment of their rows. Shapes are checked by the caller; x is `pre`.
 constexpr int kMaxParts = 4;
 struct FusedPart {

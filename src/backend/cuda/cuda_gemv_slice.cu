@@ -686,6 +686,8 @@ void launch_slice_gemv(const SliceArgs& a, Stream& stream) {
 
 template void launch_slice_gemv<GgmlType::Q4_K>(const SliceArgs&, Stream&);
 template void launch_slice_gemv<GgmlType::Q6_K>(const SliceArgs&, Stream&);
+template void launch_slice_gemv<GgmlType::Q3_K>(const SliceArgs&, Stream&);
+template void launch_slice_gemv<GgmlType::Q5_K>(const SliceArgs&, Stream&);
 template void launch_slice_gemv<GgmlType::Q8_0>(const SliceArgs&, Stream&);
 
 }  // namespace t9::cuda

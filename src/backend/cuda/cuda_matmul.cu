@@ -1,5 +1,5 @@
 // CUDA matmul: y = x @ w^T (+ bias). CudaBackend::matmul first offers the call to the stage-2
-// kernels (cuda_gemv.cuh: int8-activation Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K, 16-byte-aligned float
+// kernels (cuda_gemv.cuh: int8-activation Q4_0/Q4_1/Q5_0/Q8_0/Q3_K/Q4_K/Q6_K, 16-byte-aligned float
 // rows); the stage-1 kernel below takes every other type and layout.
 //
 // One warp per output column (weight row) and group of up to kTokTile activation rows. Lane l

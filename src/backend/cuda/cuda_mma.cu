@@ -43,12 +43,14 @@ constexpr int kAbStride = 9;  // ActBlocks per activation row in shared memory (
 template <GgmlType T>
 struct MmaType;
 
-// Q4_K: (scale, min) of sub-block j as the float pair sc[2j], sc[2j + 1] (one 8-byte load).
-template <>
-struct MmaType<GgmlType::Q4_K> {
+// Q4_K, Q5_K (UnitKMin): (scale, min) of sub-block j as the float pair sc[2j], sc[2j + 1] (one
+// 8-byte load).
+template <GgmlType T>
+struct MmaTypeKMin {
   static constexpr int kUnits = 4, kSc = 18;
-  using U = Unit<GgmlType::Q4_K>;
-  static __device__ __forceinline__ void store(const U::W& w, int lu, uint8_t* dec, float* sc) {
+  using U = Unit<T>;
+  static __device__ __forceinline__ void store(const typename U::W& w, int lu, uint8_t* dec,
+                                               float* sc) {
 #pragma unroll
     for (int k = 0; k < 4; ++k)
       *reinterpret_cast<int4*>(dec + 64 * lu + 16 * k) =
@@ -57,6 +59,10 @@ struct MmaType<GgmlType::Q4_K> {
     *reinterpret_cast<float2*>(sc + 4 * lu + 2) = make_float2(w.s1, w.m1);
   }
 };
+template <>
+struct MmaType<GgmlType::Q4_K> : MmaTypeKMin<GgmlType::Q4_K> {};
+template <>
+struct MmaType<GgmlType::Q5_K> : MmaTypeKMin<GgmlType::Q5_K> {};
 
 template <>
 struct MmaType<GgmlType::Q8_0> {
@@ -71,12 +77,14 @@ struct MmaType<GgmlType::Q8_0> {
   }
 };
 
-// Q6_K unit v = 2h + lh: group s (16 elements) sits at element 128h + 32s + 16lh, scale 4v + s.
-template <>
-struct MmaType<GgmlType::Q6_K> {
+// Q6_K and Q3_K (UnitK16) unit v = 2h + lh: group s (16 elements) sits at element
+// 128h + 32s + 16lh, scale 4v + s.
+template <GgmlType T>
+struct MmaTypeK16 {
   static constexpr int kUnits = 4, kSc = 17;
-  using U = Unit<GgmlType::Q6_K>;
-  static __device__ __forceinline__ void store(const U::W& w, int v, uint8_t* dec, float* sc) {
+  using U = Unit<T>;
+  static __device__ __forceinline__ void store(const typename U::W& w, int v, uint8_t* dec,
+                                               float* sc) {
     const int h = v / 2, lh = v % 2;
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
@@ -86,6 +94,10 @@ struct MmaType<GgmlType::Q6_K> {
     }
   }
 };
+template <>
+struct MmaType<GgmlType::Q6_K> : MmaTypeK16<GgmlType::Q6_K> {};
+template <>
+struct MmaType<GgmlType::Q3_K> : MmaTypeK16<GgmlType::Q3_K> {};
 
 // Shared-memory layout of one block (bytes). kDirect (Q8_0, narrow tiles: direct_acc): two raw
 // weight buffers and no decoded copy.
@@ -198,7 +210,7 @@ __device__ __forceinline__ void unit_acc(const WarpTile& w, int boff, int lu, co
   using U = Unit<T>;
   constexpr int kS = MmaType<T>::kSc;
   int c[2][kNT][4];
-  if constexpr (T == GgmlType::Q4_K) {
+  if constexpr (T == GgmlType::Q4_K || T == GgmlType::Q5_K) {
     float d[2][kNT][4];
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
@@ -220,7 +232,7 @@ __device__ __forceinline__ void unit_acc(const WarpTile& w, int boff, int lu, co
       p[mt][nt][i] =
           U::acc(p[mt][nt][i], sc[r * kS + lu], ab[t * kAbStride + lu], unbias(c[mt][nt][i]));
     })
-  } else {  // Q6_K: unit v = lu = 2h + lh, groups s = 0..3
+  } else {  // Q6_K, Q3_K: unit v = lu = 2h + lh, groups s = 0..3
     const int h = lu / 2, lh = lu % 2;
     float d[2][kNT][4];
     T9_FOR_ACC(d[mt][nt][i] = 0.0f)
@@ -790,9 +802,13 @@ void launch_mma_grouped(const SliceArgs& a, int tile_rows, int64_t n_tiles, Stre
 
 template void launch_mma_grouped<GgmlType::Q4_K>(const SliceArgs&, int, int64_t, Stream&);
 template void launch_mma_grouped<GgmlType::Q6_K>(const SliceArgs&, int, int64_t, Stream&);
+template void launch_mma_grouped<GgmlType::Q3_K>(const SliceArgs&, int, int64_t, Stream&);
+template void launch_mma_grouped<GgmlType::Q5_K>(const SliceArgs&, int, int64_t, Stream&);
 template void launch_mma_grouped<GgmlType::Q8_0>(const SliceArgs&, int, int64_t, Stream&);
 template void launch_mma<GgmlType::Q4_K>(const SliceArgs&, Stream&);
 template void launch_mma<GgmlType::Q6_K>(const SliceArgs&, Stream&);
+template void launch_mma<GgmlType::Q3_K>(const SliceArgs&, Stream&);
+template void launch_mma<GgmlType::Q5_K>(const SliceArgs&, Stream&);
 template void launch_mma<GgmlType::Q8_0>(const SliceArgs&, Stream&);
 
 }  // namespace t9::cuda

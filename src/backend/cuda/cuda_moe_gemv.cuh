@@ -11,7 +11,7 @@
 
 namespace t9::cuda {
 
-// Calls f(std::integral_constant<GgmlType, T>) for the sliced types (Q4_K, Q6_K, Q8_0) with
+// Calls f(std::integral_constant<GgmlType, T>) for the sliced types (Q4_K, Q6_K, Q8_0, Q3_K) with
 // 2-byte-aligned weights unless TEMPO9_CUDA_LEGACY_GEMV is set; false when it does not.
 template <typename F>
 bool with_sliced_type(const Tensor& w, F&& f) {
@@ -26,6 +26,9 @@ bool with_sliced_type(const Tensor& w, F&& f) {
       return true;
     case GgmlType::Q8_0:
       f(std::integral_constant<GgmlType, GgmlType::Q8_0>{});
+      return true;
+    case GgmlType::Q3_K:
+      f(std::integral_constant<GgmlType, GgmlType::Q3_K>{});
       return true;
     default:
       return false;

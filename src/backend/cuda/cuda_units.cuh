@@ -5,14 +5,14 @@
 // same integers (integer sums are exact in any order: dp4a and mma give the same values), so a
 // unit's dot is the same bits in both.
 //
-// Canonical sum order of one output for the "sliced" types (Q4_K, Q6_K, Q8_0; slice_begin below):
-// the n_units units of the row split into 32 contiguous slices, slice l = units
-// [floor(l n / 32), floor((l + 1) n / 32)); p_l = 0.0f, then p_l = Unit::acc(p_l, u) for its
+// Canonical sum order of one output for the "sliced" types (Q4_K, Q6_K, Q3_K, Q8_0;
+// slice_begin below): the n_units units of the row split into 32 contiguous slices, slice l =
+// units [floor(l n / 32), floor((l + 1) n / 32)); p_l = 0.0f, then p_l = Unit::acc(p_l, u) for its
 // units in order; y = 0.0f, then y += p_l for l = 0..31 in order, then + bias. acc is p + dot(u)
-// (Q4_K, Q6_K: a unit's dot is a pure function of the unit, which the one-row GEMV relies on) or
-// the unit's last product fused into p (Q8_0: p = fma(d * a.d, s, p)). An empty slice adds +0.0f,
-// which never changes y (y starts at +0.0f and a round-to-nearest sum is -0.0f only when both
-// terms are), so a kernel may skip empty slices.
+// (Q4_K, Q6_K, Q3_K: a unit's dot is a pure function of the unit, which the one-row GEMV relies
+// on) or the unit's last product fused into p (Q8_0: p = fma(d * a.d, s, p)). An empty slice adds
+// +0.0f, which never changes y (y starts at +0.0f and a round-to-nearest sum is -0.0f only when
+// both terms are), so a kernel may skip empty slices.
 #pragma once
 
 #include <algorithm>
@@ -297,32 +297,15 @@ struct Unit<GgmlType::Q4_1> : UnitNibble<GgmlType::Q4_1> {};
 template <>
 struct Unit<GgmlType::Q5_0> : UnitNibble<GgmlType::Q5_0> {};
 
-// Q4_K: unit p of a super-block = sub-blocks 2p (low nibbles of qs[32p..32p+32)) and 2p + 1
-// (high nibbles): elements 64p .. 64p + 64.
-template <>
-struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
+// The K-quants with a scale and a min per 32 elements (Q4_K, Q5_K): unit p of a super-block =
+// sub-blocks 2p and 2p + 1, elements 64p .. 64p + 64, codes unsigned; each type's load() decodes
+// the unit, everything after that is shared.
+template <GgmlType T>
+struct UnitKMin : UnitShape<T, 64> {
   struct W {
     int q[16];
     float s0, m0, s1, m1;
   };
-  static __device__ __forceinline__ W load(const uint8_t* b, int p) {
-    W w;
-    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
-    int sc, mn;
-    k_scale_min(b + 4, 2 * p, &sc, &mn);
-    w.s0 = __fmul_rn(d, static_cast<float>(sc));
-    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
-    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
-    w.s1 = __fmul_rn(d, static_cast<float>(sc));
-    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const uint32_t v = lds32_a4(b + 16 + 32 * p + 4 * k);
-      w.q[k] = static_cast<int>(v & 0x0F0F0F0Fu);
-      w.q[k + 8] = static_cast<int>((v >> 4) & 0x0F0F0F0Fu);
-    }
-    return w;
-  }
   static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
                                               int64_t u) {
     return dot_at(w, xq + 64 * u, xb + 2 * u);
@@ -362,38 +345,65 @@ struct Unit<GgmlType::Q4_K> : UnitShape<GgmlType::Q4_K, 64> {
   }
 };
 
-// Q6_K: unit v = 2h + lh of a super-block covers elements 128h + 32s + 16lh + i (s = 0..3,
-// i = 0..15): ql[64h + 16lh + i] (s = 0 low, s = 2 high nibble), ql[64h + 32 + 16lh + i] (s = 1,
-// 3), qh[32h + 16lh + i] bits 2s; group s has scale scales[8h + 2s + lh].
+// Q4_K (144 bytes: d, dmin, 12 scale bytes, qs 128): sub-block 2p is the low nibbles of
+// qs[32p .. 32p + 32), 2p + 1 the high ones.
 template <>
-struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
+struct Unit<GgmlType::Q4_K> : UnitKMin<GgmlType::Q4_K> {
+  static __device__ __forceinline__ W load(const uint8_t* b, int p) {
+    W w;
+    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
+    int sc, mn;
+    k_scale_min(b + 4, 2 * p, &sc, &mn);
+    w.s0 = __fmul_rn(d, static_cast<float>(sc));
+    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
+    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
+    w.s1 = __fmul_rn(d, static_cast<float>(sc));
+    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t v = lds32_a4(b + 16 + 32 * p + 4 * k);
+      w.q[k] = static_cast<int>(v & 0x0F0F0F0Fu);
+      w.q[k + 8] = static_cast<int>((v >> 4) & 0x0F0F0F0Fu);
+    }
+    return w;
+  }
+};
+
+// Q5_K (176 bytes: d, dmin, 12 scale bytes, qh 32, qs 128): Q4_K's nibbles at qs = 48 and a
+// fifth bit, element 64p + 32n + l's at bit 2p + n of qh[l] (dequant_q5_k, quant/dequantize.cpp).
+template <>
+struct Unit<GgmlType::Q5_K> : UnitKMin<GgmlType::Q5_K> {
+  static __device__ __forceinline__ W load(const uint8_t* b, int p) {
+    W w;
+    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
+    int sc, mn;
+    k_scale_min(b + 4, 2 * p, &sc, &mn);
+    w.s0 = __fmul_rn(d, static_cast<float>(sc));
+    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
+    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
+    w.s1 = __fmul_rn(d, static_cast<float>(sc));
+    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const uint32_t v = lds32_a4(b + 48 + 32 * p + 4 * k);
+      const uint32_t h = lds32_a4(b + 16 + 4 * k) >> (2 * p);  // bits 2p, 2p + 1 at 0, 1
+      w.q[k] = static_cast<int>((v & 0x0F0F0F0Fu) | ((h << 4) & 0x10101010u));
+      w.q[k + 8] = static_cast<int>(((v >> 4) & 0x0F0F0F0Fu) | ((h << 3) & 0x10101010u));
+    }
+    return w;
+  }
+};
+
+// The 16-element-scale K-quants (Q6_K, Q3_K): unit v = 2h + lh of a super-block covers elements
+// 128h + 32s + 16lh + i (s = 0..3, i = 0..15), group s with its own scale (scales index
+// 8h + 2s + lh); each type's load() decodes the unit's 64 codes to signed int8x4 words and the
+// four scales as exact floats, and everything after that is shared.
+template <GgmlType T>
+struct UnitK16 : UnitShape<T, 64> {
   struct W {
     int q[16];  // group s in q[4s .. 4s + 4)
     float sc[4];
   };
-  static __device__ __forceinline__ W load(const uint8_t* b, int v) {
-    W w;
-    const int h = v / 2, lh = v % 2;
-    const float d = f16(lds16(b + 208));
-    const uint8_t* qa = b + 64 * h + 16 * lh;
-    const uint8_t* qhp = b + 128 + 32 * h + 16 * lh;
-    uint32_t qla[4], qlb[4], qhb[4];
-    lds_words(qa, qla);
-    lds_words(qa + 32, qlb);
-    lds_words(qhp, qhb);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t la = qla[k], lb = qlb[k], hb = qhb[k];
-      w.q[k] = to_signed<32>((la & 0x0F0F0F0Fu) | ((hb << 4) & 0x30303030u));
-      w.q[4 + k] = to_signed<32>((lb & 0x0F0F0F0Fu) | ((hb << 2) & 0x30303030u));
-      w.q[8 + k] = to_signed<32>(((la >> 4) & 0x0F0F0F0Fu) | (hb & 0x30303030u));
-      w.q[12 + k] = to_signed<32>(((lb >> 4) & 0x0F0F0F0Fu) | ((hb >> 2) & 0x30303030u));
-    }
-#pragma unroll
-    for (int s = 0; s < 4; ++s)
-      w.sc[s] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * s + lh])));
-    return w;
-  }
   static __device__ __forceinline__ float dot(const W& w, const int8_t* xq, const ActBlock* xb,
                                               int64_t u) {
     const int64_t sb = u / 4, v = u % 4, h = v / 2, lh = v % 2;
@@ -432,6 +442,71 @@ struct Unit<GgmlType::Q6_K> : UnitShape<GgmlType::Q6_K, 64> {
   // (from 0.0f, s = 0..3): r = fma(a.d, sc * si, r).
   static __device__ __forceinline__ float group(float r, float sc, ActBlock a, float si) {
     return __fmaf_rn(a.d, __fmul_rn(sc, si), r);
+  }
+};
+
+// Q6_K (210 bytes: ql 128, qh 64, 16 int8 scales, f16 d): element 128h + 32s + 16lh + i has its
+// low nibble in ql[64h + 16lh + i] (s = 0 low, s = 2 high nibble) or ql[64h + 32 + 16lh + i]
+// (s = 1, 3), its high 2 bits at 2s of qh[32h + 16lh + i]; code - 32.
+template <>
+struct Unit<GgmlType::Q6_K> : UnitK16<GgmlType::Q6_K> {
+  static __device__ __forceinline__ W load(const uint8_t* b, int v) {
+    W w;
+    const int h = v / 2, lh = v % 2;
+    const float d = f16(lds16(b + 208));
+    const uint8_t* qa = b + 64 * h + 16 * lh;
+    const uint8_t* qhp = b + 128 + 32 * h + 16 * lh;
+    uint32_t qla[4], qlb[4], qhb[4];
+    lds_words(qa, qla);
+    lds_words(qa + 32, qlb);
+    lds_words(qhp, qhb);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t la = qla[k], lb = qlb[k], hb = qhb[k];
+      w.q[k] = to_signed<32>((la & 0x0F0F0F0Fu) | ((hb << 4) & 0x30303030u));
+      w.q[4 + k] = to_signed<32>((lb & 0x0F0F0F0Fu) | ((hb << 2) & 0x30303030u));
+      w.q[8 + k] = to_signed<32>(((la >> 4) & 0x0F0F0F0Fu) | (hb & 0x30303030u));
+      w.q[12 + k] = to_signed<32>(((lb >> 4) & 0x0F0F0F0Fu) | ((hb >> 2) & 0x30303030u));
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      w.sc[s] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * s + lh])));
+    return w;
+  }
+};
+
+// Q3_K (110 bytes: hmask 32, qs 64, 12 scale bytes, f16 d): element 128h + 32s + 16lh + i has
+// its low 2 bits at 2s of qs[32h + 16lh + i] and its high bit at 4h + s of hmask[16lh + i]; code
+// (0..7) - 4 (GGUF: low - 4 where the high bit is clear). Scale j (0..15) is 6 bits: the low
+// nibble of byte j (j < 8) or the high nibble of byte j - 8, and bits 2 (j / 4) of byte 8 + j % 4
+// above it; minus 32 (dequant_q3_k, quant/dequantize.cpp).
+template <>
+struct Unit<GgmlType::Q3_K> : UnitK16<GgmlType::Q3_K> {
+  static __device__ __forceinline__ int scale(const uint8_t* scales, int j) {
+    const int lo = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+    return (lo | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4) - 32;
+  }
+  static __device__ __forceinline__ W load(const uint8_t* b, int v) {
+    W w;
+    const int h = v / 2, lh = v % 2;
+    const float d = f16(lds16(b + 108));
+    uint32_t qs[4], hm[4];
+    lds_words(b + 32 + 32 * h + 16 * lh, qs);
+    lds_words(b + 16 * lh, hm);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t hk = hm[k] >> (4 * h);  // this half's four high bits at bits 0..3 a byte
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t low = (qs[k] >> (2 * s)) & 0x03030303u;
+        const uint32_t high = s <= 2 ? (hk << (2 - s)) & 0x04040404u : (hk >> 1) & 0x04040404u;
+        w.q[4 * s + k] = to_signed<4>(low | high);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s)  // d x (6-bit scale - 32): exact in fp32
+      w.sc[s] = __fmul_rn(d, static_cast<float>(scale(b + 96, 8 * h + 2 * s + lh)));
+    return w;
   }
 };
 
