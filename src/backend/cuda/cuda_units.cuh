@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_quant.cuh"
+#include "quant/unit_words.h"
 
 namespace t9::cuda {
 // Per 32 activations: the scale and the sum of the int8 codes (for the formats' offsets).
@@ -387,8 +388,8 @@ struct Unit<GgmlType::Q5_K> : UnitKMin<GgmlType::Q5_K> {
     for (int k = 0; k < 8; ++k) {
       const uint32_t v = lds32_a4(b + 48 + 32 * p + 4 * k);
       const uint32_t h = lds32_a4(b + 16 + 4 * k) >> (2 * p);  // bits 2p, 2p + 1 at 0, 1
-      w.q[k] = static_cast<int>((v & 0x0F0F0F0Fu) | ((h << 4) & 0x10101010u));
-      w.q[k + 8] = static_cast<int>(((v >> 4) & 0x0F0F0F0Fu) | ((h << 3) & 0x10101010u));
+      w.q[k] = static_cast<int>(q5k_unit_codes(v, h, 0));
+      w.q[k + 8] = static_cast<int>(q5k_unit_codes(v, h, 1));
     }
     return w;
   }
@@ -497,11 +498,7 @@ struct Unit<GgmlType::Q3_K> : UnitK16<GgmlType::Q3_K> {
     for (int k = 0; k < 4; ++k) {
       const uint32_t hk = hm[k] >> (4 * h);  // this half's four high bits at bits 0..3 a byte
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        const uint32_t low = (qs[k] >> (2 * s)) & 0x03030303u;
-        const uint32_t high = s <= 2 ? (hk << (2 - s)) & 0x04040404u : (hk >> 1) & 0x04040404u;
-        w.q[4 * s + k] = to_signed<4>(low | high);
-      }
+      for (int s = 0; s < 4; ++s) w.q[4 * s + k] = to_signed<4>(q3k_unit_codes(qs[k], hk, s));
     }
 #pragma unroll
     for (int s = 0; s < 4; ++s)  // d x (6-bit scale - 32): exact in fp32
