@@ -37,7 +37,7 @@ constexpr bool is_sliced_type(GgmlType t) {
 // x rounded to int8 per 32 elements (the int8-activation kernels' input): x.n_rows() rows of
 // n_in codes, then n_rows * n_in / 32 ActBlocks. matmul_shared_x makes it once for several
 // weights.
-struct ActBlock;  // cuda_units.cuh
+struct ActBlock;  // cuda_unit_types.cuh
 
 struct RoundedX {
   const int8_t* xq = nullptr;
