@@ -4,7 +4,7 @@
 //
 // matmul_id has three routes with the same bits (each row equals a plain matmul of that row with
 // its expert's matrix; matmul is batch-invariant, rule 7):
-//   - up to moe_device_pairs() (token, rank) pairs of a Q4_K / Q6_K / Q3_K / Q8_0 expert tensor
+//   - up to moe_device_pairs() (token, rank) pairs of an expert tensor of a sliced type
 //     (decode and small batches): one launch of the one-row sliced GEMV over (row block, pair),
 //     each block reading its expert id on the device (cuda_moe_gemv.cuh). No host round trip.
 //   - more pairs of those types (prefill): a one-block counting sort by expert on the device,

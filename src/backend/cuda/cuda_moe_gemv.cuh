@@ -1,5 +1,5 @@
 // Internal to the CUDA backend: matmul_id's device routes (cuda_moe_gemv.cu), used by
-// CudaBackend::matmul_id (cuda_moe.cu) for Q4_K / Q6_K / Q8_0 expert tensors.
+// CudaBackend::matmul_id (cuda_moe.cu) for the sliced types' expert tensors.
 #pragma once
 
 #include <cstdlib>
@@ -11,7 +11,7 @@
 
 namespace t9::cuda {
 
-// Calls f(std::integral_constant<GgmlType, T>) for the sliced types (Q4_K, Q6_K, Q8_0, Q3_K) with
+// Calls f(std::integral_constant<GgmlType, T>) for the sliced types (is_sliced_type) with
 // 2-byte-aligned weights unless TEMPO9_CUDA_LEGACY_GEMV is set; false when it does not.
 template <typename F>
 bool with_sliced_type(const Tensor& w, F&& f) {
@@ -29,6 +29,9 @@ bool with_sliced_type(const Tensor& w, F&& f) {
       return true;
     case GgmlType::Q3_K:
       f(std::integral_constant<GgmlType, GgmlType::Q3_K>{});
+      return true;
+    case GgmlType::Q5_K:
+      f(std::integral_constant<GgmlType, GgmlType::Q5_K>{});
       return true;
     default:
       return false;
