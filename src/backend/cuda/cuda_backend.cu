@@ -564,6 +564,8 @@ CudaBackend::~CudaBackend() {
   if (attn_counters_.ptr != nullptr) (void)cudaFreeAsync(attn_counters_.ptr, s);
   if (sample_scratch_.ptr != nullptr) (void)cudaFreeAsync(sample_scratch_.ptr, s);
   if (argmax_scratch_.ptr != nullptr) (void)cudaFreeAsync(argmax_scratch_.ptr, s);
+  if (sort_scratch_.ptr != nullptr) (void)cudaFreeAsync(sort_scratch_.ptr, s);
+  if (bf16_scratch_.ptr != nullptr) (void)cudaFreeAsync(bf16_scratch_.ptr, s);
   (void)cudaStreamSynchronize(s);
   (void)cudaFree(err_word_);
   stream_.reset();

@@ -321,10 +321,6 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
   });
 }
 
-}  // namespace t9
-
-namespace t9 {
-
 void CudaBackend::matmul_glu(const Tensor& x, const Tensor& gate_w, const Tensor& up_w,
                              GluKind kind, const Tensor& gate, const Tensor& up) {
   const bool fuse = fuse_glu_ && cuda::bf16_layout(gate_w) && cuda::bf16_layout(up_w) &&

@@ -235,6 +235,18 @@ struct UnitKMin : UnitShape<T, 64> {
     for (int k = 0; k < 4; ++k) *reinterpret_cast<int4*>(x + 16 * k) = ldx(xq + 64 * u + 16 * k);
     a[0] = xb[2 * u], a[1] = xb[2 * u + 1];
   }
+  // Q4_K's and Q5_K's header (d, dmin, then 12 scale bytes): the scales and mins of unit p's
+  // sub-blocks 2p and 2p + 1 into w.
+  static __device__ __forceinline__ void load_scales(const uint8_t* b, int p, W& w) {
+    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
+    int sc, mn;
+    k_scale_min(b + 4, 2 * p, &sc, &mn);
+    w.s0 = __fmul_rn(d, static_cast<float>(sc));
+    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
+    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
+    w.s1 = __fmul_rn(d, static_cast<float>(sc));
+    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
+  }
   // One 32-element sub-block from its integer sum s = sum(q x) (an exact float), before the
   // activation scale: sum (sc q - m) x = sc sum(q x) - m sum(x). A unit's dot is
   // second(first(a0, inner0), a1, inner1) = fma(a1.d, inner1, a0.d * inner0).
@@ -255,14 +267,7 @@ template <>
 struct Unit<GgmlType::Q4_K> : UnitKMin<GgmlType::Q4_K> {
   static __device__ __forceinline__ W load(const uint8_t* b, int p) {
     W w;
-    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
-    int sc, mn;
-    k_scale_min(b + 4, 2 * p, &sc, &mn);
-    w.s0 = __fmul_rn(d, static_cast<float>(sc));
-    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
-    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
-    w.s1 = __fmul_rn(d, static_cast<float>(sc));
-    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
+    load_scales(b, p, w);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const uint32_t v = lds32_a4(b + 16 + 32 * p + 4 * k);
@@ -279,14 +284,7 @@ template <>
 struct Unit<GgmlType::Q5_K> : UnitKMin<GgmlType::Q5_K> {
   static __device__ __forceinline__ W load(const uint8_t* b, int p) {
     W w;
-    const float d = f16(lds16(b)), dmin = f16(lds16(b + 2));
-    int sc, mn;
-    k_scale_min(b + 4, 2 * p, &sc, &mn);
-    w.s0 = __fmul_rn(d, static_cast<float>(sc));
-    w.m0 = __fmul_rn(dmin, static_cast<float>(mn));
-    k_scale_min(b + 4, 2 * p + 1, &sc, &mn);
-    w.s1 = __fmul_rn(d, static_cast<float>(sc));
-    w.m1 = __fmul_rn(dmin, static_cast<float>(mn));
+    load_scales(b, p, w);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const uint32_t v = lds32_a4(b + 48 + 32 * p + 4 * k);
