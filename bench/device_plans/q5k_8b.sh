@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Q5_K on the bf16 path against the int8 path (docs/CUDA.md stage 48: its op tests passed in run
-# 235; it stays opt-in until timed): the 8B at synth's Q5_K_M (Q5_K but for Q4_K_M's Q6_K
+# Q5_K on the bf16 path against TEMPO9_CUDA_BF16_Q5K=0 (docs/CUDA.md stage 49: run 241 put the bf16
+# path on, 279 against 77.9 tok/s on the stage-1 kernel; since the sliced int8 Q5_K merged after
+# it, =0 is the int8 path, not yet timed): the 8B at synth's Q5_K_M (Q5_K but for Q4_K_M's Q6_K
 # rows), its single stream with the 512- and 8192-token prompts (h200_bench.sh single,long) and
 # a 32-way round (serve, ROUNDS=1) with TEMPO9_CUDA_BF16_Q5K=1 and =0, alternated twice, and the
-# greedy text of both. ~6 min. Flip CudaBackendConfig::bf16_q5_k on if the bf16 side is not slower.
+# greedy text of both. ~6 min (BENCH_S bounds each bench part).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/q5k_8b.sh` (stdout).
 cd "$(dirname "$0")/../.." || exit 1

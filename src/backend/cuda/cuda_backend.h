@@ -132,8 +132,9 @@ struct CudaBackendConfig {
   bool bf16_q8_0 = true;
   // Q5_K matrices too (with bf16_matmul; Q4_K's arithmetic, the code's fifth bit from the
   // layout's high words: quant/frag_layout.h). Run 241 (H100, the 8B at synth's Q5_K_M,
-  // `bench/device_plans/q5k_8b.sh`): single decode 279.0 tok/s against 77.9 on the other path,
-  // a 512-token prompt 10,214 against 156 tok/s. TEMPO9_CUDA_BF16_Q5K=0 turns it off (=1 on).
+  // `bench/device_plans/q5k_8b.sh`): single decode 279.0 tok/s against 77.9 on the stage-1
+  // kernel, a 512-token prompt 10,214 against 156 tok/s; the int8 sliced Q5_K came after (not yet
+  // timed against it). TEMPO9_CUDA_BF16_Q5K=0 turns it off (=1 on).
   bool bf16_q5_k = true;
 };
 
