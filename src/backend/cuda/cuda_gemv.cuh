@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
@@ -28,10 +29,22 @@
 namespace t9::cuda {
 
 // The types with sliced kernels (above), the experts' device route and grouped GEMM
-// (cuda_moe_gemv.cuh) and moe_down: Q3_K and Q5_K since session 45 (the Q3_K_M files).
+// (cuda_moe_gemv.cuh) and moe_down: Q3_K and Q5_K since session 45 (the Q3_K_M files). One list
+// for the test and the dispatch, so a kernel family cannot miss a type (stage 49: the experts'
+// route lacked Q5_K).
+template <GgmlType... Ts>
+struct GgmlTypeList {
+  static constexpr bool has(GgmlType t) { return ((t == Ts) || ...); }
+  // f(std::integral_constant<GgmlType, t>{}) when t is listed; false when it is not.
+  template <typename F>
+  static bool visit(GgmlType t, F&& f) {
+    return ((t == Ts ? (f(std::integral_constant<GgmlType, Ts>{}), true) : false) || ...);
+  }
+};
+using SlicedTypes =
+    GgmlTypeList<GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0>;
 constexpr bool is_sliced_type(GgmlType t) {
-  return t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ||
-         t == GgmlType::Q8_0;
+  return SlicedTypes::has(t);
 }
 
 // x rounded to int8 per 32 elements (the int8-activation kernels' input): x.n_rows() rows of

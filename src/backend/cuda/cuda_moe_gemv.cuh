@@ -17,25 +17,7 @@ template <typename F>
 bool with_sliced_type(const Tensor& w, F&& f) {
   static const bool legacy = std::getenv("TEMPO9_CUDA_LEGACY_GEMV") != nullptr;
   if (legacy || reinterpret_cast<uintptr_t>(base_ptr(w)) % 2 != 0) return false;
-  switch (w.type) {
-    case GgmlType::Q4_K:
-      f(std::integral_constant<GgmlType, GgmlType::Q4_K>{});
-      return true;
-    case GgmlType::Q6_K:
-      f(std::integral_constant<GgmlType, GgmlType::Q6_K>{});
-      return true;
-    case GgmlType::Q8_0:
-      f(std::integral_constant<GgmlType, GgmlType::Q8_0>{});
-      return true;
-    case GgmlType::Q3_K:
-      f(std::integral_constant<GgmlType, GgmlType::Q3_K>{});
-      return true;
-    case GgmlType::Q5_K:
-      f(std::integral_constant<GgmlType, GgmlType::Q5_K>{});
-      return true;
-    default:
-      return false;
-  }
+  return SlicedTypes::visit(w.type, f);
 }
 
 // matmul_id's rows (backend.h) in one launch, no host round trip: each (token, rank) pair is a
