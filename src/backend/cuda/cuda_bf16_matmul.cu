@@ -608,21 +608,10 @@ template <class F, bool kStageX, int kGroups>
 struct Gemv {
   static constexpr auto value = bf16_gemv_kernel<F, kStageX, kGroups>;
 };
-// Balanced: as few blocks as give every block the same number of units (tiles, or GLU pairs), so
-// that no block is left alone walking one more unit than the others at the end (the 8B's
-// gate/up: 768 pairs on 660 resident blocks left 108 blocks a second pair, which they walked
-// with only their own copies in flight; 384 blocks of two instead). The same bits (a unit is one
-// block's either way). TEMPO9_CUDA_GEMV_BALANCE=0 (read once, A/B runs): one wave of resident
-// blocks, as before.
 template <auto kKernel>
 void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles, Stream& stream) {
   const int threads = 32 * n_slices;
-  int64_t blocks = resident_blocks<kKernel>(threads, bytes, kGemvMaxSmem, n_tiles);
-  static const bool balance = !env_off("TEMPO9_CUDA_GEMV_BALANCE");
-  if (balance && blocks > 0) {
-    const int64_t per_block = (n_tiles + blocks - 1) / blocks;
-    blocks = (n_tiles + per_block - 1) / per_block;
-  }
+  const int64_t blocks = resident_blocks<kKernel>(threads, bytes, kGemvMaxSmem, n_tiles);
   stream.launch(kKernel, dim3(static_cast<unsigned>(blocks)), threads, bytes, args);
 }
 
