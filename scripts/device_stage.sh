@@ -4,16 +4,16 @@
 # micro-benchmarks named as arguments (built against that build's libraries, as
 # scripts/device_test_ops.sh does), their non-system shared libraries, every architecture's
 # reference fixture and the real Qwen3 tokenizer (xz). Binaries are stripped and xz-compressed
-# (each carries ~20 MB of sm_90/sm_90a code that compresses ~6x), so the whole stays within a
-# device call's 64 MiB carry.
+# (each carries ~20 MB of sm_90/sm_90a code that compresses ~6x), to fit a device call's 64 MiB
+# carry with the tree.
 #
 #   [FIXTURES="llama qwen3"] bash scripts/device_stage.sh [cuda_gemv_bench ...]
 #   (the fixtures: llama qwen2 qwen3 gemma3 qwen3moe qwen3next qwen35 qwen35moe)
 #
 # FIXTURES: the reference fixtures to stage, for the whole-model op tests (default none: since
-# the sliced Q3_K/Q5_K kernels the binaries are ~45 MB xz, and all eight fixtures (~9.6 MB) with
-# the ~9 MB tree pass the 64 MiB carry; "llama qwen3" fits). The script prints the carry
-# (.devrun plus the tracked tree) and fails past it.
+# the sliced Q3_K/Q5_K kernels the binaries are ~45 MB xz, and with all eight fixtures (~9.6 MB)
+# and the ~9 MB tree the call would carry more than 64 MiB; "llama qwen3" fits). The script
+# prints the carry (.devrun plus the tracked tree) and fails above the limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
