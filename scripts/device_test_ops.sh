@@ -44,9 +44,7 @@ stage() {
   fi
   # The binaries (stripped, xz), their libraries, the fixtures and the tokenizer.
   rm -rf "$STAGE"
-  # Every fixture by default (FIXTURES narrows it; device_stage.sh stops past the 64 MiB carry).
-  FIXTURES=${FIXTURES-llama qwen2 qwen3 gemma3 qwen3moe qwen3next qwen35 qwen35moe} \
-    TEMPO9_CUDA_BUILD=$BUILD bash "$ROOT/scripts/device_stage.sh" cuda_gemv_bench \
+  TEMPO9_CUDA_BUILD=$BUILD bash "$ROOT/scripts/device_stage.sh" cuda_gemv_bench \
     cuda_attention_bench cuda_gdn_bench cuda_moe_bench cuda_op_chain_bench
   local models=${TEMPO9_MODELS:-$HOME/.cache/tempo9/models}
   python3 "$ROOT/dev/kernels/cuda_truncate_gguf.py" "$models/SmolLM2-135M-Instruct.Q4_1.gguf" \
