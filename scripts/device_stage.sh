@@ -41,7 +41,7 @@ chmod -R u+w "$ST"
 for bin in "$ST"/bin/*; do strip "$bin" && xz -T2 -9e "$bin"; done
 grep -qx '/.devrun/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.devrun/' >>"$ROOT/.git/info/exclude"
 staged=$(du -sb "$ST" | cut -f1)
-tree=$(git -C "$ROOT" ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+tree=$(git -C "$ROOT" ls-files -z | (cd "$ROOT" && du -cb --files0-from=-) | tail -1 | cut -f1)
 limit=$((64 << 20))
 echo "staged $((staged >> 20)) MiB + tree $((tree >> 20)) MiB = $(((staged + tree) >> 20)) MiB of the call's 64 MiB carry"
 if [ $((staged + tree)) -gt $limit ]; then
