@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <span>
 #include <type_traits>
 
@@ -80,7 +81,10 @@ struct Bf16Args {
   // are the gate and up of one n_out; a block takes gate tile k then up tile k and stores
   // glu_value(gate, up) into part 0's y (part 1's y is never written).
   int glu;
-  int unused2 = 0;
+  // With w_early: each block sends its first l2_units units (tiles, or gate/up tile pairs) into
+  // L2 before its wait (bulk_prefetch_l2), beyond the ring's first copies, so that they stream
+  // while the predecessor (attention, a norm) leaves DRAM idle. 0: off.
+  int l2_units;
   // The GEMM by slices (null: whole rows): block (x, y, z) walks slice z only and leaves its
   // outputs in partial[z][row][x * kBM + local], for bf16_slice_sum_kernel to add in order.
   float* partial;
@@ -228,6 +232,16 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
   };
 #pragma unroll
   for (int i = 0; i < kRing - 1; ++i) issue(i);
+  if (args.w_early && args.l2_units > 0 && lane == 0) {  // this warp's slice of each tile
+    const int n = min(args.l2_units, my_units) * (pairs ? 2 : 1);
+    for (int j = 0; j < n; ++j) {
+      const int tile = tile_of(j), at = part_of(args, tile, first_tile);
+      const uint8_t* w = part_field(args, at, [](const Bf16Part& x) { return x.w; });
+      const int64_t local = tile - part_field(args, at, first_tile);
+      bulk_prefetch_l2(w + (local * n_sb + s * kSbPerSlice) * F::kBlockBytes,
+                       kSbPerSlice * F::kBlockBytes);
+    }
+  }
   // Weights are never written after their upload: their first copies may run while the
   // predecessor still does (pdl_enter, cuda_common.cuh); x is read only after the wait.
   if (args.w_early) pdl_enter();
@@ -755,6 +769,12 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
   // 8B BF16); =0 keeps B16's fragment buffer (A/B runs).
   static const bool direct_on = !env_off("TEMPO9_CUDA_BF16_DIRECT");
   args.w_early = w_early && !early_off ? 1 : 0;
+  // TEMPO9_CUDA_BF16_L2_PREFETCH=N (read once): Bf16Args::l2_units (A/B runs; the same bits).
+  static const int l2_units = [] {
+    const char* e = std::getenv("TEMPO9_CUDA_BF16_L2_PREFETCH");
+    return e != nullptr ? std::max(0, std::atoi(e)) : 0;
+  }();
+  args.l2_units = l2_units;
   if (glu != nullptr) {
     T9_CHECK(outs.size() == 2 && bf16_glu_fits(*outs[0].w, *outs[1].w, x),
              "bf16 matmul: the GLU epilogue takes one gate and one up of one shape, {} rows",
