@@ -179,8 +179,9 @@ __device__ __forceinline__ void pdl_trigger() {
 // Called after the dependent-launch wait, when the q/k/v GEMV's DRAM traffic is over.
 __device__ __forceinline__ void prefetch_next_weights(const FlashPrep& pp, int tid) {
   const int64_t n_blocks = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t block = blockIdx.x + static_cast<int64_t>(gridDim.x) *
-                                         (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
+  const int64_t block =
+      blockIdx.x +
+      static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
   constexpr int64_t kPiece = FlashPrep::kL2Piece;
 #pragma unroll
   for (int r = 0; r < FlashPrep::kL2Ranges; ++r) {
@@ -438,7 +439,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if constexpr (kSplit) {
       const int c = blockIdx.z;
       if (key_hi / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
-      if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) {  // an idle block
+      if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) {           // an idle block
         if (a.prep.l2_bytes[0] > 0) {  // it waits only to send its share of the next weights
           pdl_wait();
           prefetch_next_weights(a.prep, tid);
