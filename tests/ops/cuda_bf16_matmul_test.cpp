@@ -219,6 +219,49 @@ TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
   }
 }
 
+// matmul_shared_x over matrices of two types (two Q4_K or Q5_K beside two Q6_K, in either order;
+// a bias on one of each): one pair launch for 1-8 rows (fused_matmuls + 1), a launch a type past
+// that (20 rows: + 2), and every output the bits of its plain matmul either way.
+TEST_F(CudaBf16, PairLaunchEqualsPlainMatmuls) {
+  auto rng = test_rng();
+  const int64_t n_in = 3072;
+  for (const GgmlType qk : {GgmlType::Q4_K, GgmlType::Q5_K})
+    for (const bool v_first : {false, true})
+      for (const int64_t n_tok : {1, 5, 8, 20}) {
+        SCOPED_TRACE(testing::Message() << type_name(qk) << " v_first " << v_first << " rows "
+                                        << n_tok);
+        DeviceArena arena(*be_);
+        const Tensor x =
+            arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
+                            GgmlType::F32, n_in, n_tok);
+        const Tensor bias = arena.from_host(random_floats(rng, 64), GgmlType::F32, 64);
+        const auto frag = [&](GgmlType t, int64_t n_out) {
+          return arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+        };
+        std::vector<Backend::MatmulOut> outs = {
+            {frag(qk, 208), Tensor{}, arena.poisoned(GgmlType::F32, 208, n_tok)},
+            {frag(qk, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)}};
+        const std::vector<Backend::MatmulOut> v = {
+            {frag(GgmlType::Q6_K, 96), Tensor{}, arena.poisoned(GgmlType::F32, 96, n_tok)},
+            {frag(GgmlType::Q6_K, 64), bias, arena.poisoned(GgmlType::F32, 64, n_tok)}};
+        outs.insert(v_first ? outs.begin() : outs.end(), v.begin(), v.end());
+        const long fused_before = be_->fused_matmuls();
+        be_->matmul_shared_x(x, outs);
+        EXPECT_EQ(be_->fused_matmuls() - fused_before, n_tok <= 8 ? 1 : 2);
+        for (const auto& o : outs) {
+          const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
+          be_->matmul(o.w, x, o.bias, sep);
+          const auto a = arena.download<float>(o.y), b = arena.download<float>(sep);
+          ASSERT_EQ(a.size(), b.size());
+          for (size_t e = 0; e < a.size(); ++e) {
+            ASSERT_FALSE(std::isnan(a[e])) << type_name(o.w.type) << " element " << e;
+            ASSERT_EQ(float_bits(a[e]), float_bits(b[e]))
+                << type_name(o.w.type) << " element " << e;
+          }
+        }
+      }
+}
+
 // Shapes the kernels do not take stay in GGUF order (and on the int8 path); other types too.
 TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
   auto rng = test_rng();

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_bf16_formats.cuh"
@@ -185,9 +186,10 @@ static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q5K::kBlockBytes % 16 ==
               bf16::Q4K::kTableBytes % 16 == 0 && bf16::Q6K::kTableBytes % 16 == 0 &&
               bf16::Q80::kTableBytes % 16 == 0 && kBarBytes % 16 == 0 && kBarBytes >= kMaxRing * 8);
 
+// The GEMV of block `block` of `grid` (blockIdx.x and gridDim.x, or their share of a pair launch).
 template <class F, bool kStageX, int kGroups>
-__global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
-  extern __shared__ __align__(16) uint8_t smem[];
+__device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int grid,
+                                          uint8_t* smem) {
   constexpr int kRing = F::kRing;
   static_assert(kRing >= 2 && kRing <= kMaxRing);
   if (!args.w_early) pdl_enter();
@@ -210,11 +212,10 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
   // pairs: gate tile k = launch tile k, up tile k = launch tile n_units + k.
   const bool pairs = args.glu != 0;
   const int n_units = pairs ? n_tiles / 2 : n_tiles;
-  const int my_units = (n_units - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x;
+  const int my_units = (n_units - block + grid - 1) / grid;
   const int n_pos = 4 * (pairs ? 2 * my_units : my_units);
   const auto tile_of = [&](int j) {  // the block's j-th tile
-    return pairs ? (j % 2) * n_units + static_cast<int>(blockIdx.x) + (j / 2) * gridDim.x
-                 : static_cast<int>(blockIdx.x) + j * gridDim.x;
+    return pairs ? (j % 2) * n_units + block + (j / 2) * grid : block + j * grid;
   };
   auto first_tile = [](const Bf16Part& x) { return x.first_tile; };
   auto issue = [&](int i) {
@@ -365,6 +366,28 @@ __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args arg
       __syncthreads();  // part is read before the next tile writes it
     }
   }
+}
+
+template <class F, bool kStageX, int kGroups>
+__global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  gemv_body<F, kStageX, kGroups>(args, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x),
+                                 smem);
+}
+
+// Two GEMVs over the same x in one grid: blocks [0, grid_a) run a's matrices (format F), the
+// others b's (format G), each exactly as its own launch would (a block runs one body only, so
+// its code is one format's). For a layer whose q/k/v are of two types (a Q4_K_M file's Q6_K v),
+// which otherwise take two launches one after the other.
+template <class F, class G, bool kStageX, int kGroups>
+__global__ void __launch_bounds__(32 * kMaxSlices)
+    bf16_gemv_pair_kernel(Bf16Args a, Bf16Args b, int grid_a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int block = static_cast<int>(blockIdx.x);
+  if (block < grid_a)
+    gemv_body<F, kStageX, kGroups>(a, block, grid_a, smem);
+  else
+    gemv_body<G, kStageX, kGroups>(b, block - grid_a, static_cast<int>(gridDim.x) - grid_a, smem);
 }
 
 // ---- GEMM: a block owns 128 weight rows (8 tiles) x 64 activation rows, 8 warps of 32 x 32 ----
@@ -735,8 +758,11 @@ bool bf16_glu_fits(const Tensor& gate_w, const Tensor& up_w, const Tensor& x) {
          gate_w.ne == up_w.ne;
 }
 
-void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
-                        Scratch& scratch, Stream& stream, const GluKind* glu) {
+namespace {
+
+// A launch's arguments for outs (one type and n_in) over x, but for the GEMV's staging choice
+// and the bf16 copy (launch_format's).
+Bf16Args make_args(std::span<const Bf16Out> outs, const Tensor& x, bool w_early) {
   T9_CHECK(!outs.empty() && outs.size() <= static_cast<size_t>(kMaxFused),
            "bf16 matmul: {} matrices in one launch", outs.size());
   const int64_t n_in = outs[0].w->ne[0], n_tok = x.n_rows();
@@ -765,9 +791,6 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
   args.n_in = static_cast<int>(n_in);
   args.n_tok = static_cast<int>(n_tok);
   static const bool early_off = env_off("TEMPO9_CUDA_BF16_EARLY");  // =0: A/B runs
-  // BF16's GEMM as B16Direct (stage 48, run 235: 512-token prompt 8,465 -> 12,194 tok/s on the
-  // 8B BF16); =0 keeps B16's fragment buffer (A/B runs).
-  static const bool direct_on = !env_off("TEMPO9_CUDA_BF16_DIRECT");
   args.w_early = w_early && !early_off ? 1 : 0;
   // TEMPO9_CUDA_BF16_L2_PREFETCH=N (read once): Bf16Args::l2_units (A/B runs; the same bits).
   static const int l2_units = [] {
@@ -775,6 +798,75 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
     return e != nullptr ? std::max(0, std::atoi(e)) : 0;
   }();
   args.l2_units = l2_units;
+  return args;
+}
+
+// The pair launch for formats F (a) and G (b): staged x, one group of 8 rows.
+template <class F, class G>
+void launch_pair(const Bf16Args& a, const Bf16Args& b, int n_slices, Stream& stream) {
+  constexpr auto kKernel = bf16_gemv_pair_kernel<F, G, true, 1>;
+  const int bytes = std::max(gemv_smem<F>(n_slices, 1, a.n_tok).bytes,
+                             gemv_smem<G>(n_slices, 1, a.n_tok).bytes);
+  // Every unit its own block while they fit the device at once; else the resident blocks split
+  // in proportion (at least one each).
+  const int64_t units = int64_t{a.n_tiles} + b.n_tiles;
+  const int64_t cap = resident_blocks<kKernel>(32 * n_slices, bytes, kGemvMaxSmem, units);
+  int64_t grid_a = a.n_tiles;
+  if (cap < units) grid_a = std::clamp<int64_t>(cap * a.n_tiles / units, 1, cap - 1);
+  const int64_t grid_b = std::min<int64_t>(b.n_tiles, std::max<int64_t>(cap - grid_a, 1));
+  stream.launch(kKernel, dim3(static_cast<unsigned>(grid_a + grid_b)), 32 * n_slices, bytes, a, b,
+                static_cast<int>(grid_a));
+}
+
+// Which format pairs have a pair kernel (the K-quant mixes' q/k beside a Q6_K v): 1 (a, b as
+// given), -1 (swapped), 0 (none).
+int pair_order(GgmlType a, GgmlType b) {
+  const auto known = [](GgmlType x, GgmlType y) {
+    return (x == GgmlType::Q4_K || x == GgmlType::Q5_K) && y == GgmlType::Q6_K;
+  };
+  return known(a, b) ? 1 : known(b, a) ? -1 : 0;
+}
+
+}  // namespace
+
+bool bf16_pair_fits(std::span<const Bf16Out> a, std::span<const Bf16Out> b, const Tensor& x) {
+  static const bool off = env_off("TEMPO9_CUDA_BF16_PAIRS");  // =0: A/B runs
+  if (off || a.empty() || b.empty() || a.size() > static_cast<size_t>(kMaxFused) ||
+      b.size() > static_cast<size_t>(kMaxFused) || pair_order(a[0].w->type, b[0].w->type) == 0)
+    return false;
+  const int64_t n_in = a[0].w->ne[0], n_tok = x.n_rows();
+  if (b[0].w->ne[0] != n_in || n_tok < 1 || n_tok > 8 || n_in % kSlice != 0) return false;
+  const TensorDesc xd = desc(x);
+  const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
+                       (x.ne[2] == 1 || xd.nb2 % 16 == 0) && (x.ne[3] == 1 || xd.nb3 % 16 == 0);
+  const int n_slices = static_cast<int>(n_in / kSlice), rows = static_cast<int>(n_tok);
+  return aligned && n_tok * n_in * 2 <= kStageXMaxBytes &&
+         gemv_smem<bf16::Q4K>(n_slices, 1, rows).bytes <= kGemvMaxSmem &&
+         gemv_smem<bf16::Q5K>(n_slices, 1, rows).bytes <= kGemvMaxSmem &&
+         gemv_smem<bf16::Q6K>(n_slices, 1, rows).bytes <= kGemvMaxSmem;
+}
+
+void launch_bf16_matmul_pair(std::span<const Bf16Out> a, std::span<const Bf16Out> b,
+                             const Tensor& x, bool w_early, Stream& stream) {
+  T9_CHECK(bf16_pair_fits(a, b, x), "bf16 matmul pair: {} and {} over {} rows do not fit",
+           type_name(a[0].w->type), type_name(b[0].w->type), x.n_rows());
+  if (pair_order(a[0].w->type, b[0].w->type) < 0) std::swap(a, b);
+  const Bf16Args aa = make_args(a, x, w_early), ba = make_args(b, x, w_early);
+  const int n_slices = aa.n_in / kSlice;
+  if (a[0].w->type == GgmlType::Q4_K)
+    launch_pair<bf16::Q4K, bf16::Q6K>(aa, ba, n_slices, stream);
+  else
+    launch_pair<bf16::Q5K, bf16::Q6K>(aa, ba, n_slices, stream);
+}
+
+void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
+                        Scratch& scratch, Stream& stream, const GluKind* glu) {
+  Bf16Args args = make_args(outs, x, w_early);
+  const int64_t n_tok = x.n_rows();
+  const GgmlType type = outs[0].w->type;
+  // BF16's GEMM as B16Direct (stage 48, run 235: 512-token prompt 8,465 -> 12,194 tok/s on the
+  // 8B BF16); =0 keeps B16's fragment buffer (A/B runs).
+  static const bool direct_on = !env_off("TEMPO9_CUDA_BF16_DIRECT");
   if (glu != nullptr) {
     T9_CHECK(outs.size() == 2 && bf16_glu_fits(*outs[0].w, *outs[1].w, x),
              "bf16 matmul: the GLU epilogue takes one gate and one up of one shape, {} rows",

@@ -51,6 +51,14 @@ constexpr int kBf16MaxFused = 4;
 // bits as the GLU op over the two outputs); the up's y is not written.
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
                         Scratch& scratch, Stream& stream, const GluKind* glu = nullptr);
+// Two groups of matrices over the same x in one launch, each group one type and at most
+// kBf16MaxFused matrices, as launch_bf16_matmul would run each (the same bits): the GEMV of 1-8
+// rows with x staged, for a Q4_K or Q5_K group beside a Q6_K one (a K-quant file's q/k beside its
+// Q6_K v). bf16_pair_fits says whether the pair launch takes them (TEMPO9_CUDA_BF16_PAIRS=0: never,
+// for A/B runs).
+bool bf16_pair_fits(std::span<const Bf16Out> a, std::span<const Bf16Out> b, const Tensor& x);
+void launch_bf16_matmul_pair(std::span<const Bf16Out> a, std::span<const Bf16Out> b,
+                             const Tensor& x, bool w_early, Stream& stream);
 // Whether a launch over rows x can take the GLU epilogue: the GEMV's rows (1 to 32), and the
 // gate and up of one type and shape.
 bool bf16_glu_fits(const Tensor& gate_w, const Tensor& up_w, const Tensor& x);

@@ -154,6 +154,33 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   // also takes one plain matmul of its shape per part as its plain rows (SliceParts: the shared
   // expert's gate/up beside the experts'), when there are exactly that many.
   std::vector<bool> done(outs.size(), false);
+  // Matrices stored for the bf16 matmul of exactly two types (a Q4_K_M layer's Q4_K q/k and Q6_K
+  // v): one pair launch when it takes them (the same bits as a launch a type).
+  if (fuse_parts_ && x.n_rows() > 0) {
+    std::vector<cuda::Bf16Out> a, b;
+    std::vector<size_t> members;
+    bool w_early = true, two_types = true;
+    for (size_t i = 0; i < outs.size() && two_types; ++i) {
+      const MatmulOut& o = outs[i];
+      if (o.ids.valid() || !cuda::bf16_layout(o.w)) continue;
+      std::vector<cuda::Bf16Out>& group = a.empty() || a[0].w->type == o.w.type ? a : b;
+      if (&group == &b && !b.empty() && b[0].w->type != o.w.type) two_types = false;
+      group.push_back({&o.w, &o.bias, &o.y});
+      members.push_back(i);
+      w_early = w_early && reads_early(o.w);
+    }
+    if (two_types && cuda::bf16_pair_fits(a, b, x)) {
+      for (const size_t j : members) check_matmul(outs[j].w, x, outs[j].bias, outs[j].y);
+      T9_CUDA_PROF(fmt::format("matmul bf16 pair {}x{} {} + {}x{} {} rows {}", a.size(),
+                               type_name(a[0].w->type), a[0].w->ne[1], b.size(),
+                               type_name(b[0].w->type), b[0].w->ne[1],
+                               cuda::rows_bucket(x.n_rows())));
+      for (const size_t j : members) derived_->wrote(outs[j].y);
+      cuda::launch_bf16_matmul_pair(a, b, x, w_early, *stream_);
+      for (const size_t j : members) done[j] = true;
+      ++fused_matmuls_;
+    }
+  }
   // Matrices stored for the bf16 matmul: one launch for up to kBf16MaxFused of one type (q/k/v,
   // gate/up; the same bits as one by one), the rest one by one below.
   if (fuse_parts_ && x.n_rows() > 0)
@@ -176,7 +203,7 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
       };
       for (size_t i = 0; i < outs.size(); ++i) {
         const MatmulOut& o = outs[i];
-        if (o.ids.valid() || !cuda::bf16_layout(o.w) || o.w.type != type) continue;
+        if (done[i] || o.ids.valid() || !cuda::bf16_layout(o.w) || o.w.type != type) continue;
         check_matmul(o.w, x, o.bias, o.y);
         group.push_back({&o.w, &o.bias, &o.y});
         members.push_back(i);
