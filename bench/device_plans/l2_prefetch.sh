@@ -51,6 +51,7 @@ for f in $FORMS; do
     echo "8-row text ${f%%:*}: DIFFERS from base"
 done
 echo "t=$((SECONDS - T0)) s"
+[ "${TRACE:-1}" = 1 ] || exit 0
 # shellcheck disable=SC2046  # TRACE_ENV: VAR=value pairs, split on purpose
 env ${TRACE_ENV:-TEMPO9_CUDA_BF16_L2_PREFETCH=1 TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=24} \
   SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M GEN=128 OUT="$OUT/q4" MODEL=$M \

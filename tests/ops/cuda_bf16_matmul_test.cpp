@@ -228,8 +228,8 @@ TEST_F(CudaBf16, PairLaunchEqualsPlainMatmuls) {
   for (const GgmlType qk : {GgmlType::Q4_K, GgmlType::Q5_K})
     for (const bool v_first : {false, true})
       for (const int64_t n_tok : {1, 5, 8, 20}) {
-        SCOPED_TRACE(testing::Message() << type_name(qk) << " v_first " << v_first << " rows "
-                                        << n_tok);
+        SCOPED_TRACE(testing::Message()
+                     << type_name(qk) << " v_first " << v_first << " rows " << n_tok);
         DeviceArena arena(*be_);
         const Tensor x =
             arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),

@@ -805,8 +805,8 @@ Bf16Args make_args(std::span<const Bf16Out> outs, const Tensor& x, bool w_early)
 template <class F, class G>
 void launch_pair(const Bf16Args& a, const Bf16Args& b, int n_slices, Stream& stream) {
   constexpr auto kKernel = bf16_gemv_pair_kernel<F, G, true, 1>;
-  const int bytes = std::max(gemv_smem<F>(n_slices, 1, a.n_tok).bytes,
-                             gemv_smem<G>(n_slices, 1, a.n_tok).bytes);
+  const int bytes =
+      std::max(gemv_smem<F>(n_slices, 1, a.n_tok).bytes, gemv_smem<G>(n_slices, 1, a.n_tok).bytes);
   // Every unit its own block while they fit the device at once; else the resident blocks split
   // in proportion (at least one each).
   const int64_t units = int64_t{a.n_tiles} + b.n_tiles;
