@@ -7,8 +7,8 @@
 #                                      108 of gate/up's 660);
 #   TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=M  the decode attention's blocks send up to M MB of the
 #                                      layer's next weights (o, then gate and up) after theirs.
-# Also the pair launch (q/k of one type beside a Q6_K v in one GEMV grid; TEMPO9_CUDA_BF16_PAIRS,
-# on by default). The op tests with the prefetch on; the 8B Q4_K_M's single decode in each form
+# Also the pair launch (q/k of one type beside a Q6_K v in one GEMV grid; TEMPO9_CUDA_BF16_PAIRS=1,
+# off by default). The op tests with the prefetch on; the 8B Q4_K_M's single decode in each form
 # (FORMS), alternated twice (the greedy texts compared), 8 rows in three (ROWS8), and one traced
 # run (TRACE_ENV). ~8 min.
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
@@ -27,9 +27,9 @@ SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M MODEL=$M OUT="$OUT/synth" bash bench/h20
 # (TEMPO9_CUDA_BF16_PAIRS=0); "pair" the pair launch alone; the others the pair launch plus the
 # L2 prefetch at (N, M).
 FORMS=${FORMS:-"base:TEMPO9_CUDA_BF16_PAIRS=0 pair:TEMPO9_CUDA_BF16_PAIRS=1
-  n1:TEMPO9_CUDA_BF16_L2_PREFETCH=1 m24:TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=24
-  m48:TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=48
-  n1m24:TEMPO9_CUDA_BF16_L2_PREFETCH=1,TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=24"}
+  n1:TEMPO9_CUDA_BF16_PAIRS=1,TEMPO9_CUDA_BF16_L2_PREFETCH=1
+  m24:TEMPO9_CUDA_BF16_PAIRS=1,TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=24
+  n1m24:TEMPO9_CUDA_BF16_PAIRS=1,TEMPO9_CUDA_BF16_L2_PREFETCH=1,TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=24"}
 for rep in 1 2; do
   for f in $FORMS; do
     # shellcheck disable=SC2046  # the form's VAR=value list, split on commas on purpose
@@ -53,7 +53,7 @@ done
 echo "t=$((SECONDS - T0)) s"
 [ "${TRACE:-1}" = 1 ] || exit 0
 # shellcheck disable=SC2046  # TRACE_ENV: VAR=value pairs, split on purpose
-env ${TRACE_ENV:-TEMPO9_CUDA_BF16_L2_PREFETCH=1 TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=24} \
+env ${TRACE_ENV:-TEMPO9_CUDA_BF16_PAIRS=1 TEMPO9_CUDA_BF16_L2_PREFETCH=1 TEMPO9_CUDA_ATTN_L2_PREFETCH_MB=24} \
   SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M GEN=128 OUT="$OUT/q4" MODEL=$M \
   bash bench/h200_bench.sh trace 2>&1 | grep -vE "^h200_bench done"
 echo "t=$((SECONDS - T0)) s"

@@ -31,6 +31,7 @@ class CudaBf16 : public ::testing::Test {
     cfg.bf16_matmul = true;
     cfg.bf16_q8_0 = true;
     cfg.bf16_q5_k = true;
+    cfg.bf16_pairs = true;
     be_ = std::make_unique<CudaBackend>(cfg);
   }
   std::unique_ptr<CudaBackend> be_;

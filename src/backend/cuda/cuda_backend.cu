@@ -539,6 +539,9 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   bf16_q5_k_ = cfg.bf16_q5_k;
   if (const char* e = std::getenv("TEMPO9_CUDA_BF16_Q5K"))  // A/B runs
     bf16_q5_k_ = std::string(e) == "1";
+  bf16_pairs_ = cfg.bf16_pairs;
+  if (const char* e = std::getenv("TEMPO9_CUDA_BF16_PAIRS"))  // A/B runs
+    bf16_pairs_ = std::string(e) == "1";
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }

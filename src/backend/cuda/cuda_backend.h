@@ -136,6 +136,11 @@ struct CudaBackendConfig {
   // kernel, a 512-token prompt 10,214 against 156 tok/s; the int8 sliced Q5_K came after (not yet
   // timed against it). TEMPO9_CUDA_BF16_Q5K=0 turns it off (=1 on).
   bool bf16_q5_k = true;
+  // matmul_shared_x's fragment-ordered matrices of two types (Q4_K or Q5_K beside Q6_K: a K-quant
+  // layer's q/k and v) in one GEMV launch for 1-8 rows (launch_bf16_matmul_pair; the same bits).
+  // Off until a device run times it (bench/device_plans/l2_prefetch.sh; docs/CUDA.md stage 51).
+  // TEMPO9_CUDA_BF16_PAIRS=1 turns it on (=0 off).
+  bool bf16_pairs = false;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -336,6 +341,7 @@ class CudaBackend final : public Backend {
   bool bf16_matmul_ = false;      // CudaBackendConfig::bf16_matmul
   bool bf16_q8_0_ = false;        // CudaBackendConfig::bf16_q8_0
   bool bf16_q5_k_ = false;        // CudaBackendConfig::bf16_q5_k
+  bool bf16_pairs_ = false;       // CudaBackendConfig::bf16_pairs
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a

@@ -830,8 +830,7 @@ int pair_order(GgmlType a, GgmlType b) {
 }  // namespace
 
 bool bf16_pair_fits(std::span<const Bf16Out> a, std::span<const Bf16Out> b, const Tensor& x) {
-  static const bool off = env_off("TEMPO9_CUDA_BF16_PAIRS");  // =0: A/B runs
-  if (off || a.empty() || b.empty() || a.size() > static_cast<size_t>(kMaxFused) ||
+  if (a.empty() || b.empty() || a.size() > static_cast<size_t>(kMaxFused) ||
       b.size() > static_cast<size_t>(kMaxFused) || pair_order(a[0].w->type, b[0].w->type) == 0)
     return false;
   const int64_t n_in = a[0].w->ne[0], n_tok = x.n_rows();

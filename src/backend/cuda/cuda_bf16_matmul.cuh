@@ -54,8 +54,8 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
 // Two groups of matrices over the same x in one launch, each group one type and at most
 // kBf16MaxFused matrices, as launch_bf16_matmul would run each (the same bits): the GEMV of 1-8
 // rows with x staged, for a Q4_K or Q5_K group beside a Q6_K one (a K-quant file's q/k beside its
-// Q6_K v). bf16_pair_fits says whether the pair launch takes them (TEMPO9_CUDA_BF16_PAIRS=0: never,
-// for A/B runs).
+// Q6_K v). bf16_pair_fits says whether the pair launch takes them (the backend asks only with
+// CudaBackendConfig::bf16_pairs on).
 bool bf16_pair_fits(std::span<const Bf16Out> a, std::span<const Bf16Out> b, const Tensor& x);
 void launch_bf16_matmul_pair(std::span<const Bf16Out> a, std::span<const Bf16Out> b,
                              const Tensor& x, bool w_early, Stream& stream);

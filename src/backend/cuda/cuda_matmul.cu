@@ -156,7 +156,7 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   std::vector<bool> done(outs.size(), false);
   // Matrices stored for the bf16 matmul of exactly two types (a Q4_K_M layer's Q4_K q/k and Q6_K
   // v): one pair launch when it takes them (the same bits as a launch a type).
-  if (fuse_parts_ && x.n_rows() > 0) {
+  if (bf16_pairs_ && fuse_parts_ && x.n_rows() > 0) {
     std::vector<cuda::Bf16Out> a, b;
     std::vector<size_t> members;
     bool w_early = true, two_types = true;
