@@ -345,10 +345,6 @@ class Backend {
     const Tensor* q_from = nullptr;  // qk_norm_rope's q_from
     const Tensor* gate = nullptr;    // gated_attention's gate
     Tensor out;
-    // The weights the layer reads next (output projection, FFN), in that order; a hint: a
-    // backend may pull them toward its cache while the attention runs (CUDA: into L2, with
-    // TEMPO9_CUDA_ATTN_L2_PREFETCH_MB). Unused entries stay null.
-    std::array<const Tensor*, 4> next_weights{};
   };
   virtual void rope_attention(const RopeAttention& a) {
     qk_norm_rope(a.q, a.k, a.q_norm, a.k_norm, a.eps, a.weight_bias, a.positions, a.rope, &a.kv,

@@ -125,12 +125,6 @@ void Model::run_attention(int il, int n_seqs, int max_ctx) {
   ra.q_from = q_from.valid() ? &q_from : nullptr;
   ra.gate = gate.valid() ? &gate : nullptr;
   ra.out = s.attn;
-  // What the layer reads after the attention: its output projection, then the FFN's first
-  // matrices (a dense FFN's gate and up; an MoE layer's shared expert, when it has one).
-  const Tensor* ffn_a = spec_.moe ? &L.ffn_gate_shexp : &L.ffn_gate;
-  const Tensor* ffn_b = spec_.moe ? &L.ffn_up_shexp : &L.ffn_up;
-  ra.next_weights = {&L.wo, ffn_a->valid() ? ffn_a : nullptr, ffn_b->valid() ? ffn_b : nullptr,
-                     nullptr};
   be.rope_attention(ra);
   be.matmul(L.wo, flat(s.attn), Tensor{}, s.o);
 }

@@ -13,9 +13,7 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdlib>
 #include <initializer_list>
 #include <type_traits>
 
@@ -706,36 +704,6 @@ bool gate_fits(const Tensor& gate, const Tensor& out) {
          !byte_span(gate).overlaps(byte_span(out));
 }
 
-// FlashPrep's L2 ranges from RopeAttention::next_weights, within TEMPO9_CUDA_ATTN_L2_PREFETCH_MB
-// (read once; 0 or unset: none): the first weight whole if it fits, the rest of the budget split
-// evenly over the others' leading bytes (a GLU GEMV walks gate and up tiles in step, so their
-// first tiles are what it reads first). Off by default until a device run shows it pays
-// (docs/CUDA.md stage 51).
-void l2_ranges(const std::array<const Tensor*, 4>& next, FlashPrep& prep) {
-  static const int64_t budget = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_ATTN_L2_PREFETCH_MB");
-    return e != nullptr ? std::max<int64_t>(0, std::atoll(e)) << 20 : int64_t{0};
-  }();
-  static_assert(FlashPrep::kL2Ranges == 4);
-  if (budget == 0 || next[0] == nullptr) return;
-  int n_rest = 0;
-  for (size_t i = 1; i < next.size(); ++i) n_rest += next[i] != nullptr ? 1 : 0;
-  int64_t left = budget;
-  int r = 0;
-  for (size_t i = 0; i < next.size(); ++i) {
-    const Tensor* w = next[i];
-    if (w == nullptr || !w->valid()) continue;
-    const int64_t size = static_cast<int64_t>(w->n_bytes());
-    const int64_t take =
-        std::min(size, i == 0 ? left : left / std::max(1, n_rest--)) & ~int64_t{15};
-    if (take <= 0) continue;
-    prep.l2_at[r] = base_ptr(*w);
-    prep.l2_bytes[r] = take;
-    left -= take;
-    ++r;
-  }
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -776,7 +744,6 @@ void CudaBackend::rope_attention(const RopeAttention& a) {
   prep.weight_bias = a.weight_bias;
   prep.positions = reinterpret_cast<const int32_t*>(cuda::base_ptr(a.positions));
   prep.rc = cuda::rope_consts(a.rope);
-  cuda::l2_ranges(a.next_weights, prep);
   const bool ran = attention_with(q, a.kv.k_cache, a.kv.v_cache, a.kv.seqs, a.kv.block_tables, p,
                                   a.gate, a.out, &prep);
   T9_CHECK(ran, "rope_attention: the checked call was refused");

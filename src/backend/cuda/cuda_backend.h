@@ -138,9 +138,10 @@ struct CudaBackendConfig {
   bool bf16_q5_k = true;
   // matmul_shared_x's fragment-ordered matrices of two types (Q4_K or Q5_K beside Q6_K: a K-quant
   // layer's q/k and v) in one GEMV launch for 1-8 rows (launch_bf16_matmul_pair; the same bits).
-  // Off until a device run times it (bench/device_plans/l2_prefetch.sh; docs/CUDA.md stage 51).
-  // TEMPO9_CUDA_BF16_PAIRS=1 turns it on (=0 off).
-  bool bf16_pairs = false;
+  // Runs 249-251 (H100, the 8B Q4_K_M, docs/CUDA.md stage 51): single decode 309.1-310.0 against
+  // 303.1-303.4 tok/s, 8 rows 5.09 against 5.26 ms a step. TEMPO9_CUDA_BF16_PAIRS=0 turns it off
+  // (=1 on).
+  bool bf16_pairs = true;
 };
 
 // What the graph machinery did (tests, bench printouts).

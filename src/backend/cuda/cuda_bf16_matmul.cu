@@ -23,7 +23,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -82,10 +81,7 @@ struct Bf16Args {
   // are the gate and up of one n_out; a block takes gate tile k then up tile k and stores
   // glu_value(gate, up) into part 0's y (part 1's y is never written).
   int glu;
-  // With w_early: each block sends its first l2_units units (tiles, or gate/up tile pairs) into
-  // L2 before its wait (bulk_prefetch_l2), beyond the ring's first copies, so that they stream
-  // while the predecessor (attention, a norm) leaves DRAM idle. 0: off.
-  int l2_units;
+  int unused2 = 0;
   // The GEMM by slices (null: whole rows): block (x, y, z) walks slice z only and leaves its
   // outputs in partial[z][row][x * kBM + local], for bf16_slice_sum_kernel to add in order.
   float* partial;
@@ -233,16 +229,6 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
   };
 #pragma unroll
   for (int i = 0; i < kRing - 1; ++i) issue(i);
-  if (args.w_early && args.l2_units > 0 && lane == 0) {  // this warp's slice of each tile
-    const int n = min(args.l2_units, my_units) * (pairs ? 2 : 1);
-    for (int j = 0; j < n; ++j) {
-      const int tile = tile_of(j), at = part_of(args, tile, first_tile);
-      const uint8_t* w = part_field(args, at, [](const Bf16Part& x) { return x.w; });
-      const int64_t local = tile - part_field(args, at, first_tile);
-      bulk_prefetch_l2(w + (local * n_sb + s * kSbPerSlice) * F::kBlockBytes,
-                       kSbPerSlice * F::kBlockBytes);
-    }
-  }
   // Weights are never written after their upload: their first copies may run while the
   // predecessor still does (pdl_enter, cuda_common.cuh); x is read only after the wait.
   if (args.w_early) pdl_enter();
@@ -792,12 +778,6 @@ Bf16Args make_args(std::span<const Bf16Out> outs, const Tensor& x, bool w_early)
   args.n_tok = static_cast<int>(n_tok);
   static const bool early_off = env_off("TEMPO9_CUDA_BF16_EARLY");  // =0: A/B runs
   args.w_early = w_early && !early_off ? 1 : 0;
-  // TEMPO9_CUDA_BF16_L2_PREFETCH=N (read once): Bf16Args::l2_units (A/B runs; the same bits).
-  static const int l2_units = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_BF16_L2_PREFETCH");
-    return e != nullptr ? std::max(0, std::atoi(e)) : 0;
-  }();
-  args.l2_units = l2_units;
   return args;
 }
 

@@ -232,16 +232,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t n_bytes, int 
     asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
 }
 
-// One bulk request for [p, p + n_bytes) into L2 (cp.async.bulk.prefetch.L2: the copy engine
-// walks the range; nothing lands in shared memory and nothing is waited on). p and n_bytes are
-// multiples of 16. For weights the next kernels read while DRAM would otherwise sit idle
-// (docs/CUDA.md stage 51); a hint like prefetch_l2.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* p, uint32_t n_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(n_bytes) : "memory");
-#endif
-}
-
 // ---- shared-memory PTX ----
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {

@@ -174,24 +174,6 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// This block's share of the weights the layer reads next (FlashPrep::l2_at): piece k of a range
-// goes to block k % n_blocks, thread k / n_blocks, so every block issues a few requests at most.
-// Called after the dependent-launch wait, when the q/k/v GEMV's DRAM traffic is over.
-__device__ __forceinline__ void prefetch_next_weights(const FlashPrep& pp, int tid) {
-  const int64_t n_blocks = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t block =
-      blockIdx.x +
-      static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-  constexpr int64_t kPiece = FlashPrep::kL2Piece;
-#pragma unroll
-  for (int r = 0; r < FlashPrep::kL2Ranges; ++r) {
-    const int64_t n_pieces = (pp.l2_bytes[r] + kPiece - 1) / kPiece;
-    for (int64_t k = tid * n_blocks + block; k < n_pieces; k += n_blocks * kThreads)
-      bulk_prefetch_l2(pp.l2_at[r] + k * kPiece,
-                       static_cast<uint32_t>(min(kPiece, pp.l2_bytes[r] - k * kPiece)));
-  }
-}
-
 // A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
 // handshake (__threadfence() is the sequentially consistent fence.sc.gpu: more than it needs).
 __device__ __forceinline__ void fence_acq_rel_gpu() {
@@ -439,13 +421,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if constexpr (kSplit) {
       const int c = blockIdx.z;
       if (key_hi / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
-      if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) {           // an idle block
-        if (a.prep.l2_bytes[0] > 0) {  // it waits only to send its share of the next weights
-          pdl_wait();
-          prefetch_next_weights(a.prep, tid);
-        }
-        return;
-      }
+      if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) return;
       if (cohort_x0 >= 0 && s.n_q == 1) {  // a decode row: its cohort's tile may take chunk c
         const int m = cohort_members(a, n_rows, tile.seq / rows_per_tile * rows_per_tile,
                                      rows_per_tile, c, s_qrow, s_pos, s_seq);
@@ -577,10 +553,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // behind the combine kernel (its blocks start, and pull their weights, as soon as scheduled).
   // Written after runs 197-201; not yet measured (docs/CUDA.md stage 40).
   const bool trigger_after_loop = kSplit && a.counters != nullptr;
-  const auto wait = [&] {
-    trigger_after_loop ? pdl_wait() : pdl_enter();
-    prefetch_next_weights(a.prep, tid);
-  };
+  const auto wait = [&] { trigger_after_loop ? pdl_wait() : pdl_enter(); };
   if (!early) {
     wait();
     store_new_kv();

@@ -26,14 +26,6 @@ struct FlashPrep {
   int norm = 0;  // (an int and the pad: no padding bytes in the launch's arguments)
   float eps = 0.0f, weight_bias = 0.0f;
   int pad = 0;
-  // Weights the layer reads next (RopeAttention::next_weights), each [l2_at, + l2_bytes), sent
-  // into L2 by the launch's blocks after their dependent-launch wait (the q/k/v GEMV is done;
-  // DRAM is idle until the output projection): bulk requests of kL2Piece bytes, spread over
-  // every block of the grid. 16-byte multiples; bytes 0: unused.
-  static constexpr int kL2Ranges = 4;
-  static constexpr int kL2Piece = 16 << 10;
-  const char* l2_at[kL2Ranges] = {};
-  int64_t l2_bytes[kL2Ranges] = {};
 };
 
 // One attention call as the kernel sees it. q and out are [rows, n_head, head_dim] F32; the pools
