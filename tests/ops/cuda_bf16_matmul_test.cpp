@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -171,6 +172,22 @@ TEST_F(CudaBf16, GemmBySlicesEqualsWholeRows) {
   }
 }
 
+// Each of outs' outputs (written by one matmul_shared_x call over x) is a number and the bits of
+// its plain matmul.
+void expect_plain_bits(CudaBackend& be, DeviceArena& arena, const Tensor& x,
+                       std::span<const Backend::MatmulOut> outs) {
+  for (const auto& o : outs) {
+    const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], x.n_rows());
+    be.matmul(o.w, x, o.bias, sep);
+    const auto a = arena.download<float>(o.y), b = arena.download<float>(sep);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t e = 0; e < a.size(); ++e) {
+      ASSERT_FALSE(std::isnan(a[e])) << type_name(o.w.type) << " element " << e;
+      ASSERT_EQ(float_bits(a[e]), float_bits(b[e])) << type_name(o.w.type) << " element " << e;
+    }
+  }
+}
+
 // matmul_shared_x with three fragment-ordered Q4_K weights (208 rows: a partial GEMM block; a
 // bias on the second), two Q6_K ones, two Q8_0 ones, two BF16 ones, two Q5_K ones and a Q8_0 one
 // in GGUF order (int8 path): one launch for each type's fragment-ordered ones (fused_matmuls +
@@ -208,15 +225,7 @@ TEST_F(CudaBf16, SharedXFusedEqualsPlainMatmuls) {
     const long fused_before = be_->fused_matmuls();
     be_->matmul_shared_x(x, outs);
     EXPECT_EQ(be_->fused_matmuls() - fused_before, 5);
-    for (const auto& o : outs) {
-      const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
-      be_->matmul(o.w, x, o.bias, sep);
-      const auto a = arena.download<float>(o.y), b = arena.download<float>(sep);
-      ASSERT_EQ(a.size(), b.size());
-      ASSERT_FALSE(std::isnan(a[0]));
-      for (size_t e = 0; e < a.size(); ++e)
-        ASSERT_EQ(float_bits(a[e]), float_bits(b[e])) << type_name(o.w.type) << " element " << e;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_plain_bits(*be_, arena, x, outs));
   }
 }
 
@@ -249,17 +258,7 @@ TEST_F(CudaBf16, PairLaunchEqualsPlainMatmuls) {
         const long fused_before = be_->fused_matmuls();
         be_->matmul_shared_x(x, outs);
         EXPECT_EQ(be_->fused_matmuls() - fused_before, n_tok <= 8 ? 1 : 2);
-        for (const auto& o : outs) {
-          const Tensor sep = arena.poisoned(GgmlType::F32, o.w.ne[1], n_tok);
-          be_->matmul(o.w, x, o.bias, sep);
-          const auto a = arena.download<float>(o.y), b = arena.download<float>(sep);
-          ASSERT_EQ(a.size(), b.size());
-          for (size_t e = 0; e < a.size(); ++e) {
-            ASSERT_FALSE(std::isnan(a[e])) << type_name(o.w.type) << " element " << e;
-            ASSERT_EQ(float_bits(a[e]), float_bits(b[e]))
-                << type_name(o.w.type) << " element " << e;
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_plain_bits(*be_, arena, x, outs));
       }
 }
 
