@@ -640,19 +640,28 @@ void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles,
 
 // The launch for format F (its GEMM G's); args are complete but for x (the bf16 copy, when one
 // is made).
+// Whether format F's GEMV rounds x's rows (n_in inputs, in `groups` groups of 8) itself: 16-byte
+// aligned F32 rows that fit its shared memory as bf16 beside F's ring. The rest (and the GEMM)
+// read a bf16 copy made by one launch.
+template <class F>
+bool gemv_stages_x(const Tensor& x, int64_t n_in, int groups) {
+  const TensorDesc xd = desc(x);
+  const int64_t n_tok = x.n_rows();
+  const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
+                       (x.ne[2] == 1 || xd.nb2 % 16 == 0) && (x.ne[3] == 1 || xd.nb3 % 16 == 0);
+  return n_tok <= kGemvMaxRows && aligned && n_tok * n_in * 2 <= kStageXMaxBytes &&
+         gemv_smem<F>(static_cast<int>(n_in / kSlice), groups, static_cast<int>(n_tok)).bytes <=
+             kGemvMaxSmem;
+}
+
 template <class F, class G = F>
 void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& stream) {
   const int64_t n_in = args.n_in, n_tok = args.n_tok;
   const TensorDesc& xd = args.xf;
-  // The GEMV rounds 16-byte-aligned F32 rows itself while they fit its shared memory as bf16;
-  // the rest (and the GEMM) read a bf16 copy made by one launch.
-  const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
-                       (x.ne[2] == 1 || xd.nb2 % 16 == 0) && (x.ne[3] == 1 || xd.nb3 % 16 == 0);
   const bool gemv = n_tok <= kGemvMaxRows;
   const int n_slices = static_cast<int>(n_in / kSlice);
   const int groups = n_tok <= 8 ? 1 : n_tok <= 16 ? 2 : 4;
-  const bool stage = gemv && aligned && n_tok * n_in * 2 <= kStageXMaxBytes &&
-                     gemv_smem<F>(n_slices, groups, static_cast<int>(n_tok)).bytes <= kGemvMaxSmem;
+  const bool stage = gemv && gemv_stages_x<F>(x, n_in, groups);
   // The GEMM by slices (bf16_gemm_by_slices): the slices' partials after the bf16 copy.
   const int64_t row_blocks = (n_tok + kBN - 1) / kBN, cols = int64_t{args.n_blocks} * kBM;
   const bool split = bf16_gemm_by_slices(n_in, args.n_blocks, n_tok);  // (never a GEMV's)
@@ -815,14 +824,9 @@ bool bf16_pair_fits(std::span<const Bf16Out> a, std::span<const Bf16Out> b, cons
     return false;
   const int64_t n_in = a[0].w->ne[0], n_tok = x.n_rows();
   if (b[0].w->ne[0] != n_in || n_tok < 1 || n_tok > 8 || n_in % kSlice != 0) return false;
-  const TensorDesc xd = desc(x);
-  const bool aligned = reinterpret_cast<uintptr_t>(xd.base) % 16 == 0 && xd.nb1 % 16 == 0 &&
-                       (x.ne[2] == 1 || xd.nb2 % 16 == 0) && (x.ne[3] == 1 || xd.nb3 % 16 == 0);
-  const int n_slices = static_cast<int>(n_in / kSlice), rows = static_cast<int>(n_tok);
-  return aligned && n_tok * n_in * 2 <= kStageXMaxBytes &&
-         gemv_smem<bf16::Q4K>(n_slices, 1, rows).bytes <= kGemvMaxSmem &&
-         gemv_smem<bf16::Q5K>(n_slices, 1, rows).bytes <= kGemvMaxSmem &&
-         gemv_smem<bf16::Q6K>(n_slices, 1, rows).bytes <= kGemvMaxSmem;
+  const bool q5 = a[0].w->type == GgmlType::Q5_K || b[0].w->type == GgmlType::Q5_K;
+  return (q5 ? gemv_stages_x<bf16::Q5K>(x, n_in, 1) : gemv_stages_x<bf16::Q4K>(x, n_in, 1)) &&
+         gemv_stages_x<bf16::Q6K>(x, n_in, 1);
 }
 
 void launch_bf16_matmul_pair(std::span<const Bf16Out> a, std::span<const Bf16Out> b,
