@@ -18,7 +18,7 @@ ROOT=$PWD
 B=${TEMPO9_CUDA_BUILD:-$ROOT/build-cuda2}
 ST=$ROOT/.devrun
 ninja -C "$B" -j2 tempo9 test_cuda_ops
-rm -rf "${ST:?}/bin" "${ST:?}/lib" "${ST:?}/shared"
+rm -rf "${ST:?}/bin" "${ST:?}/lib" "${ST:?}/lib.tar.xz" "${ST:?}/shared"
 mkdir -p "$ST/bin" "$ST/lib" "$ST/shared/fixtures/reference" "$ST/shared/fixtures/tokenizers/qwen3"
 cp "$B/tests/test_cuda_ops" "$B/tempo9" "$ST/bin/"
 for b in "$@"; do
@@ -39,6 +39,9 @@ xz -T2 -6 -c "$ROOT/../shared/fixtures/tokenizers/qwen3/tokenizer.json" \
 chmod -R u+w "$ST"
 # -9e: 22% smaller than -6 on these binaries (tempo9 18.7 against 24.0 MB), ~30 s more each.
 for bin in "$ST"/bin/*; do strip "$bin" && xz -T2 -9e "$bin"; done
+# The libraries as one lib.tar.xz (7.5 MB -> 2.5 MB: room for every fixture beside the peer's
+# 6.4 MB source); the plans unpack it there with Python (unpack_libs in h200_bench.sh, common.sh).
+tar -C "$ST" -cf - lib | xz -T2 -9e >"$ST/lib.tar.xz" && rm -r "${ST:?}/lib"
 grep -qx '/.devrun/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.devrun/' >>"$ROOT/.git/info/exclude"
 staged=$(du -sb "$ST" | cut -f1)
 tree=$(git -C "$ROOT" ls-files -z | (cd "$ROOT" && du -cb --files0-from=-) | tail -1 | cut -f1)

@@ -10,7 +10,8 @@
 # The peer's build (nice 19, DEVICE_JOBS, default 10 of 16 cores) shares the CPUs with these
 # runs: their host side (HTTP, the bench client, synth) is slower than alone, so the ratios to the
 # peer come out low, not high. BUILD_PEER=0: no build; WITH_8B=0: no 8B part; PROFILE=0: no
-# one-row profiles. WAIT_S (545): how long into the call to wait for the build at the end.
+# one-row profiles. WAIT_S (545): how long into the call to wait for the build at the end. TESTS:
+# the op tests' filter (default *, the whole suite; "-*" none, when the fixtures stay behind).
 # Here: `bash scripts/device_stage.sh` and `bash scripts/build_peer_cuda.sh pack`; there (device
 # tool, carry [".devrun", ".devrun-peer"]): `bash bench/device_plans/measure_ours.sh` (stdout).
 cd "$(dirname "$0")/../.." || exit 1
@@ -20,7 +21,7 @@ if [ "${BUILD_PEER:-1}" = 1 ] && [ -f .devrun-peer/llama-src.tar.xz ]; then
   (DEVICE_JOBS=${DEVICE_JOBS:-10} setsid nohup bash scripts/build_peer_cuda.sh device-build \
     >/tmp/peer_dev.log 2>&1 </dev/null &)
 fi
-TESTS='*' PARTS=35b bash bench/device_plans/bf16_both.sh
+TESTS=${TESTS:-*} PARTS=35b bash bench/device_plans/bf16_both.sh
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export LD_LIBRARY_PATH=$PWD/.devrun/lib
 M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
