@@ -4,7 +4,7 @@
 # file, each form's single decode (512-character prompt, 128 tokens greedy, warm-up first)
 # alternated twice with its greedy text against the first form's, 8 rows (--parallel 8) in the
 # forms named by ROWS8 (default all), and one traced run with TRACE_ENV (TRACE=0: none). ~6 min
-# for two forms.
+# for two forms. AB_MODEL: the 8B Q4_K_M file (default /tmp/q8b.gguf, synthesized when missing).
 # Default: the pair launch off and on (docs/CUDA.md stage 51; runs 249-251 ran this plan's first
 # form, bench/device_plans/l2_prefetch.sh at 24d5a13, with the L2 prefetch knobs of that commit).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
 op_tests "${TESTS:-CudaBf16*:Cuda.Matmul*:CudaAttention*}"
-M=/tmp/q8b.gguf NAME=8B
+M=${AB_MODEL:-/tmp/q8b.gguf} NAME=8B  # AB_MODEL: a synth file already there
 SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M MODEL=$M OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 |
   grep -E "^synth"
 FORMS=${FORMS:-"off:TEMPO9_CUDA_BF16_PAIRS=0 on:TEMPO9_CUDA_BF16_PAIRS=1"}

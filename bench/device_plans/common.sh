@@ -16,6 +16,7 @@ if [ -f .devrun/lib.tar.xz ]; then
     rm .devrun/lib.tar.xz
 fi
 for f in .devrun/bin/*.xz; do
+  [ -f "$f" ] || continue  # unpacked by an earlier plan of this machine
   python3 -c "import lzma,sys; open(sys.argv[1][:-3],'wb').write(lzma.open(sys.argv[1]).read())" "$f"
   chmod +x "${f%.xz}" && rm "$f"
 done
