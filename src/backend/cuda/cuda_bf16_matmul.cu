@@ -23,7 +23,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -82,7 +81,7 @@ struct Bf16Args {
   // are the gate and up of one n_out; a block takes gate tile k then up tile k and stores
   // glu_value(gate, up) into part 0's y (part 1's y is never written).
   int glu;
-  int ring;  // the GEMV's ring slots a warp: F::kRing, or deeper (gemv_ring); the GEMM's: unused
+  int unused2 = 0;
   // The GEMM by slices (null: whole rows): block (x, y, z) walks slice z only and leaves its
   // outputs in partial[z][row][x * kBM + local], for bf16_slice_sum_kernel to add in order.
   float* partial;
@@ -141,17 +140,16 @@ __global__ void to_bf16_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloa
 
 // ---- GEMV: 1..32 activation rows ----
 // Persistent blocks of one warp a slice (n_in / 1024 warps): block b takes tiles b, b + grid,
-// ...; warp s streams super-blocks 4s .. 4s + 3 of each through a ring of Bf16Args::ring shared
-// slots (F::kRing, or deeper for blocks of one unit: gemv_ring), one bulk copy (lane 0, an
-// mbarrier a slot) a super-block, ring - 1 ahead, so its copies stay in flight while it
-// multiplies and while the block adds a tile's slices. Per super-block the warp
+// ...; warp s streams super-blocks 4s .. 4s + 3 of each through a ring of F::kRing shared slots,
+// one bulk copy (lane 0, an mbarrier a slot) a super-block, kRing - 1 ahead, so its copies stay in
+// flight while it multiplies and while the block adds a tile's slices. Per super-block the warp
 // builds its table of scales (F::build_table); per 64-input group a lane reads its 16 code bytes
 // (and Q6_K's high words) and its table entries, dequantizes once, and runs four mma for each of
 // kGroups groups of 8 activation rows.
 // kStageX: each warp rounds its slice of the F32 rows to bf16 into shared memory at the start
 // (no conversion launch); else the rows come from the bf16 copy through L1, the next group's
 // loads issued before this group's mma.
-constexpr int kMaxRing = 5;              // the deepest ring (the barriers' room)
+constexpr int kMaxRing = 3;              // the largest F::kRing (the barriers' room)
 constexpr int kXRowU4 = kSlice / 8 + 4;  // uint4 a staged row (+64 bytes: rows g, g + 1 of one
                                          // LDS.128 phase on disjoint banks)
 constexpr int kStageXMaxBytes = 64 << 10;
@@ -159,10 +157,9 @@ constexpr int kStageXMaxBytes = 64 << 10;
 // 16 slices with two staged rows, is ~200 KB; Q6_K's ring is larger (the launcher stages fewer
 // rows to fit).
 constexpr int kGemvMaxSmem = 227 * 1024;
-constexpr int kBarBytes = 48;  // a warp's ring mbarriers, padded: the staged rows stay 16-aligned
+constexpr int kBarBytes = 32;  // a warp's ring mbarriers, padded: the staged rows stay 16-aligned
 
-// A GEMV block's shared memory, for n_slices warps: every warp's ring (`ring` slots of
-// F::kBlockBytes), every warp's table of
+// A GEMV block's shared memory, for n_slices warps: every warp's ring, every warp's table of
 // scales, every warp's slice partials (16 rows x 8 groups floats), one tile's outputs held for
 // the GLU epilogue, every warp's mbarriers, then the staged rows. One function for the kernel and
 // the launcher; every region stays 16-byte aligned.
@@ -170,10 +167,9 @@ struct GemvSmem {
   int table, part, hold, bars, x, bytes;
 };
 template <class F>
-__host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n_tok_staged,
-                                                 int ring = F::kRing) {
+__host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n_tok_staged) {
   GemvSmem m{};
-  m.table = n_slices * ring * F::kBlockBytes;
+  m.table = n_slices * F::kRing * F::kBlockBytes;
   m.part = m.table + n_slices * F::kTableBytes;
   m.hold = m.part + n_slices * 16 * 8 * 4 * groups;  // the GLU epilogue's gate tile outputs
   m.bars = m.hold + 16 * 8 * 4 * groups;
@@ -190,22 +186,22 @@ static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q5K::kBlockBytes % 16 ==
 template <class F, bool kStageX, int kGroups>
 __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int grid,
                                           uint8_t* smem) {
-  static_assert(F::kRing >= 2 && F::kRing <= kMaxRing);
-  const int n_ring = args.ring;  // F::kRing .. kMaxRing (the launcher's)
+  constexpr int kRing = F::kRing;
+  static_assert(kRing >= 2 && kRing <= kMaxRing);
   if (!args.w_early) pdl_enter();
   const int lane = threadIdx.x % 32, s = threadIdx.x / 32;  // warp s: slice s
   const int g = lane / 4, tq = lane % 4;
   const int n_in = args.n_in, n_tok = args.n_tok, n_sb = n_in / 256, n_slices = n_in / kSlice;
   const int n_tiles = args.n_tiles;
   constexpr int kPartFloats = 16 * 8 * kGroups;  // a slice's partials: [16 rows][8 kGroups]
-  const GemvSmem lay = gemv_smem<F>(n_slices, kGroups, kStageX ? n_tok : 0, n_ring);
-  uint8_t* ring = smem + s * n_ring * F::kBlockBytes;
+  const GemvSmem lay = gemv_smem<F>(n_slices, kGroups, kStageX ? n_tok : 0);
+  uint8_t* ring = smem + s * kRing * F::kBlockBytes;
   uint32_t* table = reinterpret_cast<uint32_t*>(smem + lay.table + s * F::kTableBytes);
   float* part = reinterpret_cast<float*>(smem + lay.part);
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + lay.bars + s * kBarBytes);
   uint4* xsm = reinterpret_cast<uint4*>(smem + lay.x);
   if (lane == 0)
-    for (int r = 0; r < n_ring; ++r) mbar_init(&bars[r]);
+    for (int r = 0; r < kRing; ++r) mbar_init(&bars[r]);
   __syncwarp();
   // Stream position i: super-block i % 4 of this warp's slice of the block's (i / 4)-th tile.
   // The block's tiles are b, b + grid, ...; with the GLU epilogue its units are (gate, up) tile
@@ -218,7 +214,7 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
     return pairs ? (j % 2) * n_units + block + (j / 2) * grid : block + j * grid;
   };
   auto first_tile = [](const Bf16Part& x) { return x.first_tile; };
-  auto issue = [&](int i, int slot) {  // position i into ring slot `slot` (= i % n_ring)
+  auto issue = [&](int i) {
     if (i >= n_pos || lane != 0) return;
     const int tile = tile_of(i / 4), at = part_of(args, tile, first_tile);
     const uint8_t* w = part_field(args, at, [](const Bf16Part& x) { return x.w; });
@@ -226,12 +222,13 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
     // The slot was read through the generic proxy in the previous round: order those reads
     // before the copy engine's writes.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    mbar_expect(&bars[slot], F::kBlockBytes);
-    bulk_copy(ring + slot * F::kBlockBytes,
+    mbar_expect(&bars[i % kRing], F::kBlockBytes);
+    bulk_copy(ring + (i % kRing) * F::kBlockBytes,
               w + (local * n_sb + s * kSbPerSlice + i % 4) * F::kBlockBytes, F::kBlockBytes,
-              &bars[slot]);
+              &bars[i % kRing]);
   };
-  for (int i = 0; i < n_ring - 1; ++i) issue(i, i);
+#pragma unroll
+  for (int i = 0; i < kRing - 1; ++i) issue(i);
   // Weights are never written after their upload: their first copies may run while the
   // predecessor still does (pdl_enter, cuda_common.cuh); x is read only after the wait.
   if (args.w_early) pdl_enter();
@@ -272,18 +269,13 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
   float p[kGroups][4];
 #pragma unroll
   for (int gi = 0; gi < kGroups; ++gi) p[gi][0] = p[gi][1] = p[gi][2] = p[gi][3] = 0.0f;
-  // Position i's slot and the parity of its round, kept by increments (the ring's depth is a
-  // launch argument: no division by it per position).
-  int slot = 0;
-  unsigned parity = 0;
   for (int i = 0; i < n_pos; ++i) {
-    issue(i + n_ring - 1, slot == 0 ? n_ring - 1 : slot - 1);  // the slot position i - 1 left
+    issue(i + kRing - 1);
     const int q = i % 4;
     uint4 xl[kGroups], xh[kGroups];
-    load_x(q * 256, xl, xh);           // before the wait: in flight meanwhile
-    mbar_wait(&bars[slot], parity);    // position i landed
-    const uint8_t* sb = ring + slot * F::kBlockBytes;
-    if (++slot == n_ring) slot = 0, parity ^= 1u;
+    load_x(q * 256, xl, xh);                       // before the wait: in flight meanwhile
+    mbar_wait(&bars[i % kRing], (i / kRing) & 1);  // position i landed
+    const uint8_t* sb = ring + (i % kRing) * F::kBlockBytes;
     F::build_table(sb, table, lane);
     __syncwarp();
     uint4 high = {};  // Q6_K, Q5_K: the lane's high words (F::gemv_highs)
@@ -639,46 +631,10 @@ template <class F, bool kStageX, int kGroups>
 struct Gemv {
   static constexpr auto value = bf16_gemv_kernel<F, kStageX, kGroups>;
 };
-
-// The deepest ring a GEMV of one unit a block may take (TEMPO9_CUDA_BF16_RING, read once; unset
-// or out of range: no deeper ring than the formats' own).
-int deep_ring_max() {
-  static const int r = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_BF16_RING");
-    const int v = e != nullptr ? std::atoi(e) : 0;
-    return v >= 2 && v <= kMaxRing ? v : 0;
-  }();
-  return r;
-}
-
-// The GEMV's ring (Bf16Args::ring) for `units` block units of `threads` threads, whose shared
-// memory at ring r is bytes(r): the deepest ring up to deep_ring_max() at which every unit still
-// has a resident block of its own, else `base` (the format's kRing). Why: a block of one unit
-// has four positions a warp (eight with the GLU epilogue's pairs); at the formats' three slots
-// two go out before the dependent-launch wait and the fourth only once the first has landed, a
-// second round trip to DRAM in the launch's critical path. At five all four go out before the
-// wait. A block of several units streams: its ring is never the limit there (stage 50).
-template <auto kKernel, class Bytes>
-int gemv_ring(int base, int threads, int64_t units, Bytes bytes) {
-  for (int r = deep_ring_max(); r > base; --r) {
-    const int b = bytes(r);
-    if (b <= kGemvMaxSmem && resident_blocks<kKernel>(threads, b, kGemvMaxSmem, units) >= units)
-      return r;
-  }
-  return base;
-}
-
-// Launches the GEMV kernel with every unit its own block while they fit at once (the ring's
-// depth chosen by gemv_ring), else one wave of resident blocks.
-template <auto kKernel, class F>
-void launch_gemv(Bf16Args& args, int n_slices, int groups, int n_tok_staged, int64_t units,
-                 Stream& stream) {
+template <auto kKernel>
+void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles, Stream& stream) {
   const int threads = 32 * n_slices;
-  args.ring = gemv_ring<kKernel>(F::kRing, threads, units, [&](int r) {
-    return gemv_smem<F>(n_slices, groups, n_tok_staged, r).bytes;
-  });
-  const int bytes = gemv_smem<F>(n_slices, groups, n_tok_staged, args.ring).bytes;
-  const int64_t blocks = resident_blocks<kKernel>(threads, bytes, kGemvMaxSmem, units);
+  const int64_t blocks = resident_blocks<kKernel>(threads, bytes, kGemvMaxSmem, n_tiles);
   stream.launch(kKernel, dim3(static_cast<unsigned>(blocks)), threads, bytes, args);
 }
 
@@ -721,13 +677,12 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
     args.x = xb;
   }
   if (gemv) {
-    const int staged = stage ? static_cast<int>(n_tok) : 0;
-    const int bytes = gemv_smem<F>(n_slices, groups, staged).bytes;
+    const int bytes = gemv_smem<F>(n_slices, groups, stage ? static_cast<int>(n_tok) : 0).bytes;
     T9_CHECK(bytes <= kGemvMaxSmem, "bf16 GEMV: {} bytes of shared memory for n_in {} x {} rows",
              bytes, n_in, n_tok);
     const int64_t units = args.glu != 0 ? args.n_tiles / 2 : args.n_tiles;  // a block's at most
     const auto go = [&](auto kernel) {
-      launch_gemv<decltype(kernel)::value, F>(args, n_slices, groups, staged, units, stream);
+      launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, units, stream);
     };
     if (stage)
       groups == 1   ? go(Gemv<F, true, 1>{})
@@ -837,19 +792,13 @@ Bf16Args make_args(std::span<const Bf16Out> outs, const Tensor& x, bool w_early)
 
 // The pair launch for formats F (a) and G (b): staged x, one group of 8 rows.
 template <class F, class G>
-void launch_pair(Bf16Args& a, Bf16Args& b, int n_slices, Stream& stream) {
+void launch_pair(const Bf16Args& a, const Bf16Args& b, int n_slices, Stream& stream) {
   constexpr auto kKernel = bf16_gemv_pair_kernel<F, G, true, 1>;
-  const auto bytes_at = [&](int r) {
-    return std::max(gemv_smem<F>(n_slices, 1, a.n_tok, r).bytes,
-                    gemv_smem<G>(n_slices, 1, a.n_tok, r).bytes);
-  };
-  // Every unit its own block while they fit the device at once (one ring for both formats: the
-  // deepest at which they still do); else the resident blocks split in proportion (at least one
-  // each).
+  const int bytes =
+      std::max(gemv_smem<F>(n_slices, 1, a.n_tok).bytes, gemv_smem<G>(n_slices, 1, a.n_tok).bytes);
+  // Every unit its own block while they fit the device at once; else the resident blocks split
+  // in proportion (at least one each).
   const int64_t units = int64_t{a.n_tiles} + b.n_tiles;
-  a.ring = b.ring =
-      gemv_ring<kKernel>(std::max(F::kRing, G::kRing), 32 * n_slices, units, bytes_at);
-  const int bytes = bytes_at(a.ring);
   const int64_t cap = resident_blocks<kKernel>(32 * n_slices, bytes, kGemvMaxSmem, units);
   int64_t grid_a = a.n_tiles;
   if (cap < units) grid_a = std::clamp<int64_t>(cap * a.n_tiles / units, 1, cap - 1);
@@ -885,7 +834,7 @@ void launch_bf16_matmul_pair(std::span<const Bf16Out> a, std::span<const Bf16Out
   T9_CHECK(bf16_pair_fits(a, b, x), "bf16 matmul pair: {} and {} over {} rows do not fit",
            type_name(a[0].w->type), type_name(b[0].w->type), x.n_rows());
   if (pair_order(a[0].w->type, b[0].w->type) < 0) std::swap(a, b);
-  Bf16Args aa = make_args(a, x, w_early), ba = make_args(b, x, w_early);
+  const Bf16Args aa = make_args(a, x, w_early), ba = make_args(b, x, w_early);
   const int n_slices = aa.n_in / kSlice;
   if (a[0].w->type == GgmlType::Q4_K)
     launch_pair<bf16::Q4K, bf16::Q6K>(aa, ba, n_slices, stream);
