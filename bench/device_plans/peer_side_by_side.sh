@@ -37,7 +37,9 @@ side_by_side() {  # out dir, parts, then VAR=value ... for h200_bench.sh
   sleep 1
   env "${ours_env[@]}" "$@" OUT="$out" SIDES="${SIDES:-ours,peer}" \
     bash bench/h200_bench.sh "$parts" >/dev/null 2>&1
-  grep -E "^(synth|tempo9 run|\| .*(pp|tg)[0-9]|wall|tempo9 |llama |== )|tok/s|TTFT p50|ITL p50" \
+  # The summary keeps each round's time: the device tool returns only so many files, and run 253
+  # lost llama.cpp's bench.log (its rounds) to that limit.
+  grep -E "^(synth|tempo9 run|\| .*(pp|tg)[0-9]|wall|tempo9 |llama |== |bench: round)|tok/s|TTFT p50|ITL p50" \
     "$out/bench.log" | grep -v "^|  *model" | head -60
   echo "t=$((SECONDS - T0)) s"
 }
