@@ -36,13 +36,13 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
       std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 constexpr int kM = 64;     // weight rows (one wgmma's m64; four mma warps' m16)
@@ -124,9 +124,9 @@ __device__ __forceinline__ void wgmma<64>(float (&d)[32], const uint32_t (&a)[4]
       "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
 
@@ -261,11 +261,12 @@ int main(int argc, char** argv) {
   bool same = true, any_right = false;
   const auto report = [&](int n, int swap, const Compare& r) {
     const bool right = r.worst_wg < 1e-5;  // the layouts agree with the reference
-    std::printf("N %3d, descriptor %s: wgmma vs mma: %d of %d outputs differ (max %lld ulps); "
-                "worst |err|/sum|ab|: mma %.3g, wgmma %.3g%s\n",
-                n, swap ? "lead 256 / stride 128" : "lead 128 / stride 256", r.differ, kM * n,
-                static_cast<long long>(r.max_ulps), r.worst_mma, r.worst_wg,
-                right ? "" : "  <- this descriptor form is not the layout");
+    std::printf(
+        "N %3d, descriptor %s: wgmma vs mma: %d of %d outputs differ (max %lld ulps); "
+        "worst |err|/sum|ab|: mma %.3g, wgmma %.3g%s\n",
+        n, swap ? "lead 256 / stride 128" : "lead 128 / stride 256", r.differ, kM * n,
+        static_cast<long long>(r.max_ulps), r.worst_mma, r.worst_wg,
+        right ? "" : "  <- this descriptor form is not the layout");
     if (right) {
       any_right = true;
       same = same && r.differ == 0;
