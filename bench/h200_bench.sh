@@ -112,12 +112,7 @@ has() { [[ ",$SIDES," == *",$1,"* ]]; }
 
 setup() {
   local st=$ROOT/${STAGE:-.devrun}
-  unxz_dir "$st/bin"
-  # scripts/device_stage.sh packs the libraries as one lib.tar.xz.
-  if [ -f "$st/lib.tar.xz" ]; then
-    python3 -c 'import sys,tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
-      "$st/lib.tar.xz" "$st" && rm "$st/lib.tar.xz"
-  fi
+  python3 "$ROOT/scripts/devrun_unpack.py" "$st"  # lib.tar.xz and bin/*.xz
   T9=$st/bin/tempo9
   # The tokenizer may travel compressed (11 MB of JSON, ~2 MB as .xz).
   if [ -n "${TOKENIZER:-}" ] && [ ! -f "$TOKENIZER" ] && [ -f "$TOKENIZER.xz" ]; then

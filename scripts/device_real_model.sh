@@ -35,7 +35,12 @@ stage() {
   basename "$model" >"$B/name"
   sha256sum "$model" | cut -d' ' -f1 >"$B/sha256"
   cp "$ROOT/.devrun/bin/tempo9.xz" "$B/bin/"
-  cp "$ROOT"/.devrun/lib/* "$B/lib/"
+  # The libraries: .devrun/lib (device_test_ops.sh build) or one lib.tar.xz (device_stage.sh).
+  if [ -f "$ROOT/.devrun/lib.tar.xz" ]; then
+    cp "$ROOT/.devrun/lib.tar.xz" "$B/"
+  else
+    cp "$ROOT"/.devrun/lib/* "$B/lib/"
+  fi
   du -sh "$A" "$B"
   echo "call 1: carry [\".devrun-a\"]: bash scripts/device_real_model.sh receive"
   echo "call 2: carry [\".devrun-b\"]: bash scripts/device_real_model.sh parity"
@@ -66,10 +71,8 @@ parity() {
   local out=${OUT:-/tmp/t9out} model t9
   mkdir -p "$out"
   model=$(join "$WORK")
-  python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' \
-    "$B/bin/tempo9.xz" "$WORK/tempo9"
-  chmod +x "$WORK/tempo9"
-  t9=$WORK/tempo9
+  python3 "$ROOT/scripts/devrun_unpack.py" "$B"  # bin/tempo9.xz, lib.tar.xz
+  t9=$B/bin/tempo9
   export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
   echo "model $model sha256 $(cat "$B/sha256")" | tee -a "$out/device.txt"

@@ -40,7 +40,7 @@ chmod -R u+w "$ST"
 # -9e: 22% smaller than -6 on these binaries (tempo9 18.7 against 24.0 MB), ~30 s more each.
 for bin in "$ST"/bin/*; do strip "$bin" && xz -T2 -9e "$bin"; done
 # The libraries as one lib.tar.xz (7.5 MB -> 2.5 MB: room for every fixture beside the peer's
-# 6.4 MB source); the plans unpack it there with Python (unpack_libs in h200_bench.sh, common.sh).
+# 6.4 MB source); the plans unpack it there with scripts/devrun_unpack.py.
 tar -C "$ST" -cf - lib | xz -T2 -9e >"$ST/lib.tar.xz" && rm -r "${ST:?}/lib"
 grep -qx '/.devrun/' "$ROOT/.git/info/exclude" 2>/dev/null || echo '/.devrun/' >>"$ROOT/.git/info/exclude"
 staged=$(du -sb "$ST" | cut -f1)

@@ -84,11 +84,7 @@ run_and_serve() {
 # Binaries unpacked (xz), their libraries and the fixtures found.
 unpack() {
   export LD_LIBRARY_PATH=$STAGE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  for f in "$STAGE"/bin/*.xz; do
-    [ -f "$f" ] || continue
-    python3 -c 'import lzma,sys; open(sys.argv[1][:-3],"wb").write(lzma.open(sys.argv[1]).read())' "$f"
-    chmod +x "${f%.xz}" && rm "$f"
-  done
+  python3 "$ROOT/scripts/devrun_unpack.py" "$STAGE"
   export TEMPO9_SHARED_DIR=$STAGE/shared
 }
 

@@ -10,16 +10,7 @@ python3 -c "import lzma; open('$TOK','wb').write(lzma.open('$TOK.xz').read())"
 export LD_LIBRARY_PATH=$ROOT/.devrun/lib
 export TEMPO9_SHARED_DIR=$ROOT/.devrun/shared
 T9=$ROOT/.devrun/bin/tempo9
-# scripts/device_stage.sh packs the libraries as one lib.tar.xz.
-if [ -f .devrun/lib.tar.xz ]; then
-  python3 -c "import tarfile; tarfile.open('.devrun/lib.tar.xz').extractall('.devrun', filter='data')" &&
-    rm .devrun/lib.tar.xz
-fi
-for f in .devrun/bin/*.xz; do
-  [ -f "$f" ] || continue  # unpacked by an earlier plan of this machine
-  python3 -c "import lzma,sys; open(sys.argv[1][:-3],'wb').write(lzma.open(sys.argv[1]).read())" "$f"
-  chmod +x "${f%.xz}" && rm "$f"
-done
+python3 scripts/devrun_unpack.py .devrun  # lib.tar.xz and bin/*.xz (a no-op once done)
 
 # One 8-agent run of the 35B file through h200_bench.sh (the plan sets S35 and M): tag, then
 # extra environment (VAR=value ...). Prints the TTFT / ITL / throughput line, the breakdown and
