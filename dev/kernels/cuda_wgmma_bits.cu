@@ -24,7 +24,8 @@
 //
 // Standalone: nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
 //   -o cuda_wgmma_bits dev/kernels/cuda_wgmma_bits.cu && ./cuda_wgmma_bits [seed]
-// Prints one line per (N, descriptor form) and "same bits: yes|no" at the end.
+// Prints one line per (N, descriptor form), "same bits: yes|no", then each instruction form's peak
+// rate alone (below).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -169,6 +170,82 @@ __global__ void wgmma_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, flo
     for (int q = 0; q < 4; ++q) c[(r + 8 * (q / 2)) * N + 8 * j + 2 * t + q % 2] = d[4 * j + q];
 }
 
+// ---- peak rates: each instruction form alone, operands in registers / shared memory ----
+//
+// The bf16 GEMM (cuda_bf16_matmul.cu) runs ~200 TFLOP/s at 512 rows where cuBLAS runs ~375
+// (docs/CUDA.md stage 47). Whether mma.sync itself stops near there on this card (then only
+// wgmma goes further) or the GEMM's structure does (then a better mma.sync kernel would) is
+// what these two loops say: no loads, only the instruction, enough independent work to cover
+// its latency.
+
+constexpr int kPeakChains = 4;  // independent accumulators a warp (mma.sync)
+
+__global__ void peak_mma_kernel(int iters, uint32_t seed, float* out) {
+  uint32_t a[4], b[2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a[i] = seed * (i + 1) + threadIdx.x;  // opaque to the compiler
+  b[0] = seed ^ threadIdx.x, b[1] = seed + 7u;
+  float d[kPeakChains][4] = {};
+  for (int it = 0; it < iters; ++it)
+#pragma unroll
+    for (int c = 0; c < kPeakChains; ++c)
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  float sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kPeakChains; ++c) sum += d[c][0] + d[c][1] + d[c][2] + d[c][3];
+  if (sum == 1.2345f) out[0] = sum;  // keeps the loop alive
+}
+
+// One warpgroup a block, wgmma.m64n64k16 chained on one accumulator set (as a GEMM main loop
+// chains its k-steps), a commit group every four, waited for once at the end.
+__global__ void peak_wgmma_kernel(int iters, uint32_t seed, float* out) {
+  __shared__ __align__(128) uint8_t b[64 * 16 * 2 + 4096];
+  for (int i = threadIdx.x; i < static_cast<int>(sizeof(b)) / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(b)[i] = seed * i;
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  uint32_t a[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a[i] = seed * (i + 1) + threadIdx.x;
+  float d[32] = {};
+  const uint64_t desc = smem_desc(b, 128, 256);
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) wgmma<64>(d, a, desc);
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) sum += d[i];
+  if (sum == 1.2345f) out[0] = sum;
+}
+
+// TFLOP/s of `kernel` on `blocks` blocks of `threads`, `flop` per block and iteration.
+template <class Kernel>
+double peak(Kernel kernel, int blocks, int threads, double flop, float* scratch) {
+  const int iters = 4096;
+  kernel<<<blocks, threads>>>(16, 3u, scratch);  // warm-up
+  CK(cudaGetLastError());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0));
+  kernel<<<blocks, threads>>>(iters, 3u, scratch);
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return flop * blocks * iters / (ms * 1e-3) / 1e12;
+}
+
 // ---- host ----
 
 float bf16_to_float(__nv_bfloat16 v) {
@@ -280,6 +357,20 @@ int main(int argc, char** argv) {
   std::printf("same bits: %s\n", !any_right ? "unknown (no descriptor form matched the reference)"
                                  : same     ? "yes"
                                             : "no");
+  float* scratch;
+  CK(cudaMalloc(&scratch, 64));
+  const int sms = prop.multiProcessorCount;
+  for (int per_sm : {1, 2, 4}) {
+    // mma.sync: 4 warps a block, each kPeakChains m16n8k16 (4096 FLOP each) an iteration.
+    const double mma = peak(peak_mma_kernel, sms * per_sm, 128, 4.0 * kPeakChains * 4096, scratch);
+    // wgmma: one warpgroup a block, four m64n64k16 (131072 FLOP each) an iteration.
+    const double wg = peak(peak_wgmma_kernel, sms * per_sm, 128, 4.0 * 131072, scratch);
+    std::printf(
+        "peak, %d blocks of 128 threads an SM: mma.sync m16n8k16 %.0f TFLOP/s, wgmma "
+        "m64n64k16 %.0f TFLOP/s\n",
+        per_sm, mma, wg);
+  }
+  CK(cudaFree(scratch));
   CK(cudaFree(da));
   CK(cudaFree(db));
   return 0;
