@@ -44,10 +44,11 @@ if [ "${WITH_8B:-1}" = 1 ]; then
 fi
 echo "t=$SECONDS s"
 # The 35B and 8B Q4_K_M files stay in /tmp for the peer's call.
-[ "${BUILD_PEER:-1}" = 1 ] || exit 0
+[ "${BUILD_PEER:-1}" = 1 ] || { bash bench/device_plans/bundle_out.sh; exit 0; }
 while [ ! -f /tmp/peer/done ] && [ "$SECONDS" -lt "${WAIT_S:-545}" ]; do sleep 5; done
 if [ -f /tmp/peer/done ]; then
   echo "peer: $(cat /tmp/peer/done)"
 else
   echo "peer: not done at t=$SECONDS s: $(tail -1 /tmp/peer/ninja.log 2>/dev/null)"
 fi
+bash bench/device_plans/bundle_out.sh  # the 8B folders: one file

@@ -22,3 +22,4 @@ if [ "${AB:-1}" = 1 ]; then
 fi
 SIDES=peer bash bench/device_plans/peer_side_by_side.sh
 echo "t=$SECONDS s"
+bash bench/device_plans/bundle_out.sh  # the peer's folders: one file

@@ -16,3 +16,4 @@ S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZE
 env $S35 OUT="$OUT/35b" bash bench/h200_bench.sh synth,trace 2>&1 | grep -vE "^h200_bench done"
 decode_one 35b
 echo "t=$((SECONDS - T0)) s"
+bash bench/device_plans/bundle_out.sh  # the trace and its logs: one file
