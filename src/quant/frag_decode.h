@@ -77,6 +77,18 @@ T9_HD void q5k_group_highs(uint32_t h0, uint32_t h8, int grp, uint32_t* h) {
   h[1] = h8 >> (8 * (grp % 2));
 }
 
+// Q3_K: code = low | high << 2 (0..7): lo = the lane's low words of the group (L3(g, grp),
+// L3(g + 8, grp): Q6_K's high words' arrangement, frag_layout.h), h = its high words of the group
+// (H3(g, grp / 2), H3(g + 8, grp / 2), each already shifted right by 8 (grp % 2):
+// q5k_group_highs, as Q5_K's). As 0x4300 | code, the kernel subtracts 132 for code - 4.
+T9_HD uint32_t q3k_frag_biased(const uint32_t* lo, const uint32_t* h, int step, int slot) {
+  const int m = 2 * step + slot / 2;  // the pair's low bits at 2m, 2m + 16; high bits at m, m + 16
+  const uint32_t hw = h[slot % 2];
+  const uint32_t high = m >= 2 ? hw >> (m - 2) : hw << (2 - m);
+  return frag_and_or(lo[slot % 2] >> (2 * m), 0x00030003u,
+                     frag_and_or(high, 0x00040004u, 0x43004300u));
+}
+
 // Q8_0: which of the lane's eight code words (frag_layout.h: W[4 h + 2 s + r]) holds A register
 // `slot` of k16 step `step`; its elements are bytes 2 (slot / 2) and 2 (slot / 2) + 1.
 T9_HD constexpr int q80_frag_word(int step, int slot) {

@@ -27,19 +27,40 @@ void for_each_word(int codes_at, F&& f) {
   }
 }
 
-// Where a Q6_K code's high 2 bits go: tile row r's element i (0..255) at byte `at`, bits
-// shift, shift + 1 (the words are little-endian).
+// Where a field of tile row r's element i (0..255) goes: byte `at`, from bit shift (the words
+// are little-endian).
 struct HighBits {
   int at, shift;
 };
-HighBits q6k_high_at(int r, int i) {
-  const int grp = i / 64, c = i % 64;
-  // c = 32 (step / 2) + 8 t + 4 (step % 2) + 2 p + e (frag_input)
-  const int t = c % 32 / 8, step = 2 * (c / 32) + c % 8 / 4, p = c % 4 / 2, e = c % 2;
-  const int bit = 2 * (2 * step + p) + 16 * e;
-  const int at = kQ6KFragHighsAt + 16 * (32 * (grp / 2) + 4 * (r % 8) + t) +
-                 4 * (2 * (grp % 2) + r / 8) + bit / 8;
+// Element i = 64 grp + c, c = 32 (step / 2) + 8 t + 4 (step % 2) + 2 p + e (frag_input).
+struct LanePos {
+  int grp, t, step, p, e;
+};
+LanePos lane_pos(int i) {
+  const int c = i % 64;
+  return {i / 64, c % 32 / 8, 2 * (c / 32) + c % 8 / 4, c % 4 / 2, c % 2};
+}
+// 2-bit fields in words of one group pair a lane (Q6_K's high bits, Q3_K's low bits): group pair
+// h and lane L at base + 16 (32 h + L), word 2 (grp % 2) + r / 8, bits 2m + 16 e (m = 2 step +
+// p).
+HighBits pair_word_bits_at(int base, int r, int i) {
+  const LanePos q = lane_pos(i);
+  const int bit = 2 * (2 * q.step + q.p) + 16 * q.e;
+  const int at =
+      base + 16 * (32 * (q.grp / 2) + 4 * (r % 8) + q.t) + 4 * (2 * (q.grp % 2) + r / 8) + bit / 8;
   return {at, bit % 8};
+}
+// 1-bit fields in words of the whole super-block a lane (Q5_K's and Q3_K's high bits): lane L at
+// base + 16 L, word 2 (grp / 2) + r / 8, bit m + 8 (grp % 2) + 16 e.
+HighBits block_word_bit_at(int base, int r, int i) {
+  const LanePos q = lane_pos(i);
+  const int bit = 2 * q.step + q.p + 8 * (q.grp % 2) + 16 * q.e;
+  const int word = 2 * (q.grp / 2) + r / 8;
+  return {base + 16 * (4 * (r % 8) + q.t) + 4 * word + bit / 8, bit % 8};
+}
+// Where a Q6_K code's high 2 bits go.
+HighBits q6k_high_at(int r, int i) {
+  return pair_word_bits_at(kQ6KFragHighsAt, r, i);
 }
 
 // Round to nearest even bf16 of an exact double: through float with round-to-odd (truncate,
@@ -146,14 +167,9 @@ int q5k_code(const BlockQ5_K& b, int i) {
 }
 
 namespace {
-// Where a Q5_K code's high bit goes: tile row r's element i (0..255) at byte `at`, bit shift.
+// Where a Q5_K code's high bit goes.
 HighBits q5k_high_at(int r, int i) {
-  const int grp = i / 64, c = i % 64;
-  // c = 32 (step / 2) + 8 t + 4 (step % 2) + 2 p + e (frag_input)
-  const int t = c % 32 / 8, step = 2 * (c / 32) + c % 8 / 4, p = c % 4 / 2, e = c % 2;
-  const int bit = 2 * step + p + 8 * (grp % 2) + 16 * e;
-  const int word = 2 * (grp / 2) + r / 8;
-  return {kQ5KFragHighsAt + 16 * (4 * (r % 8) + t) + 4 * word + bit / 8, bit % 8};
+  return block_word_bit_at(kQ5KFragHighsAt, r, i);
 }
 }  // namespace
 
@@ -323,6 +339,64 @@ uint16_t bf16_frag_weight(const void* frag, int64_t n_in, int64_t row, int64_t k
   std::memcpy(&v, blk + bf16_pair_at(static_cast<int>(row % kFragTileRows), c & ~1) + 2 * (c & 1),
               2);
   return v;
+}
+
+int q3k_code(const BlockQ3_K& b, int i) {
+  // Element i = 128 n + 32 j + l (l < 32): bits 2j, 2j + 1 of qs[32 n + l], and bit i / 32 of
+  // hmask[l] (dequantize.cpp).
+  const int lo = (b.qs[32 * (i / 128) + i % 32] >> (2 * (i % 128 / 32))) & 3;
+  return lo | ((b.hmask[i % 32] >> (i / 32)) & 1) << 2;
+}
+
+namespace {
+void q3k_set_code(BlockQ3_K& b, int i, int q) {
+  uint8_t& lo = b.qs[32 * (i / 128) + i % 32];
+  const int s = 2 * (i % 128 / 32);
+  lo = static_cast<uint8_t>((lo & ~(3 << s)) | (q & 3) << s);
+  uint8_t& hi = b.hmask[i % 32];
+  hi = static_cast<uint8_t>((hi & ~(1 << (i / 32))) | (q >> 2) << (i / 32));
+}
+constexpr int kQ3KScaleBytes = 12;
+}  // namespace
+
+void q3k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst) {
+  const int64_t n_sb = n_in / 256;
+  for_each_frag_block<BlockQ3_K>(src, n_in, n_out, dst, [&](uint8_t* blk, const BlockQ3_K* rows) {
+    std::memset(blk, 0, kQ3KFragBlockBytes);
+    for (int r = 0; r < kFragTileRows; ++r) {
+      const BlockQ3_K& q = rows[r * n_sb];
+      std::memcpy(blk + kQ3KScaleBytes * r, q.scales, kQ3KScaleBytes);
+      std::memcpy(blk + kQ3KFragDAt + 2 * r, &q.d, 2);
+      for (int i = 0; i < 256; ++i) {
+        const int code = q3k_code(q, i);
+        const HighBits lo = pair_word_bits_at(kQ3KFragLowsAt, r, i);
+        const HighBits hi = block_word_bit_at(kQ3KFragHighsAt, r, i);
+        blk[lo.at] = static_cast<uint8_t>(blk[lo.at] | (code & 3) << lo.shift);
+        blk[hi.at] = static_cast<uint8_t>(blk[hi.at] | (code >> 2) << hi.shift);
+      }
+    }
+  });
+}
+
+BlockQ3_K q3k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b) {
+  const uint8_t* blk = frag_block_at(frag, n_in, row, b, kQ3KFragBlockBytes);
+  const int want = static_cast<int>(row % kFragTileRows);
+  BlockQ3_K q{};
+  std::memcpy(q.scales, blk + kQ3KScaleBytes * want, kQ3KScaleBytes);
+  std::memcpy(&q.d, blk + kQ3KFragDAt + 2 * want, 2);
+  for (int i = 0; i < 256; ++i) {
+    const HighBits lo = pair_word_bits_at(kQ3KFragLowsAt, want, i);
+    const HighBits hi = block_word_bit_at(kQ3KFragHighsAt, want, i);
+    q3k_set_code(q, i, ((blk[lo.at] >> lo.shift) & 3) | ((blk[hi.at] >> hi.shift) & 1) << 2);
+  }
+  return q;
+}
+
+float q3k_bf16_weight(const BlockQ3_K& b, int i) {
+  const float s = bf16_to_f32(
+      f32_to_bf16(f16_to_f32(b.d) * static_cast<float>(unpack_q3_k_scale(b.scales, i / 16))));
+  // (q - 4) has 3 significant bits and s 8: the product is exact in double, then rounded once.
+  return to_bf16_rne(static_cast<double>(q3k_code(b, i) - 4) * s);
 }
 
 float q6k_bf16_weight(const BlockQ6_K& b, int i) {

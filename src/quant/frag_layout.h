@@ -51,6 +51,22 @@
 //                2 h + o at bit m + 8 o + 16 e (m = 2 s + p), so that the word shifted right by
 //                8 o, then by m - 4, and masked with 0x00100010 puts them above the pair's
 //                nibbles.
+// Q3_K (kQ3KFragBlockBytes = 1760, the 16 rows' 110-byte blocks): a 3-bit code q (weight
+// d * sc * (q - 4), sc the 16-input sub-block's signed 6-bit scale) as its low 2 bits and its
+// high bit (GGUF's hmask bit: set means no -4):
+//   [0, 192)     the 16 rows' 12 scale bytes (GGUF's packing of the sixteen scales), row r at 12 r;
+//   [192, 224)   the 16 rows' f16 d, row r at 192 + 2 r;
+//   [224, 1248)  the low bits: groups 2h, 2h + 1 and lane L at 224 + 16 (32 h + L), four words
+//                L3(g, 2h), L3(g + 8, 2h), L3(g, 2h + 1), L3(g + 8, 2h + 1); word L3(r, j) holds
+//                the low bits of group j's input of k16 step s, A register pair p and element e
+//                at bits 2m + 16 e (m = 2 s + p): Q6_K's high words' arrangement, so a shift by
+//                2m and the mask 0x00030003 give the pair's two;
+//   [1248, 1760) the high bits: lane L at 1248 + 16 L, four words H3(g, 0), H3(g + 8, 0),
+//                H3(g, 1), H3(g + 8, 1); word H3(r, h) holds groups 2h and 2h + 1: the high bit
+//                of (s, p, e) of group 2h + o at bit m + 8 o + 16 e: Q5_K's high words'
+//                arrangement.
+//   A lane's bytes of a super-block are thus three 16-byte loads (two of low bits, one of high
+//   bits) against Q4_K's four: the codes of a group are 12 of its bytes, not 16.
 // BF16 (kBf16FragBlockBytes = 8192, the 16 rows' 256 weights, no scales): the A fragments
 // themselves. Group j, k16 step s and lane L at 16 (32 (4 j + s) + L): four 4-byte words, word
 // `slot` = A register `slot` of step s: row g + 8 (slot % 2), the two weights of the inputs
@@ -74,12 +90,19 @@ constexpr int kQ80FragBlockBytes = kFragTileRows * 8 * static_cast<int>(sizeof(B
 constexpr int kQ80FragCodesAt = 256;
 constexpr int kQ5KFragBlockBytes = kFragTileRows * static_cast<int>(sizeof(BlockQ5_K));  // 2816
 constexpr int kQ5KFragCodesAt = 256;
-constexpr int kQ5KFragHighsAt = kQ5KFragCodesAt + 4 * 32 * 16;  // 2304
-constexpr int kBf16FragBlockBytes = kFragTileRows * 256 * 2;    // 8192
+constexpr int kQ5KFragHighsAt = kQ5KFragCodesAt + 4 * 32 * 16;                           // 2304
+constexpr int kBf16FragBlockBytes = kFragTileRows * 256 * 2;                             // 8192
+constexpr int kQ3KFragBlockBytes = kFragTileRows * static_cast<int>(sizeof(BlockQ3_K));  // 1760
+constexpr int kQ3KFragDAt = 192;
+constexpr int kQ3KFragLowsAt = 224;
+constexpr int kQ3KFragHighsAt = kQ3KFragLowsAt + 2 * 32 * 16;  // 1248
 static_assert(kQ4KFragBlockBytes == 2304 && kQ6KFragBlockBytes == 3360 &&
               kQ6KFragHighsAt + 2 * 32 * 16 == kQ6KFragBlockBytes &&
               kQ80FragCodesAt + 4 * 32 * 32 == kQ80FragBlockBytes &&
-              kQ5KFragHighsAt + 32 * 16 == kQ5KFragBlockBytes);
+              kQ5KFragHighsAt + 32 * 16 == kQ5KFragBlockBytes && kQ3KFragBlockBytes == 1760 &&
+              kQ3KFragDAt == kFragTileRows * 12 &&
+              kQ3KFragLowsAt == kQ3KFragDAt + 2 * kFragTileRows &&
+              kQ3KFragHighsAt + 32 * 16 == kQ3KFragBlockBytes);
 
 // The shapes the layouts cover: n_out a multiple of 16 and n_in of 256 (one row of super-blocks).
 inline bool frag_shape_ok(int64_t n_in, int64_t n_out) {
@@ -105,11 +128,19 @@ BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
 void q80_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
 
+// The same for Q3_K (110 bytes a block). Not yet read by a kernel: the CUDA bf16 matmul's Q3_K
+// form is to come (docs/CUDA.md next steps).
+void q3k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
+BlockQ3_K q3k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
+
 // The same for BF16 (2 bytes a weight); bf16_frag_weight gives row `row`'s weight of input `k`
 // (its bf16 bits).
 void bf16_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 uint16_t bf16_frag_weight(const void* frag, int64_t n_in, int64_t row, int64_t k);
 
+// Element i's (0..255) 3-bit code of a Q3_K block, 0..7 (its weight: d * sc * (code - 4), sc =
+// unpack_q3_k_scale(scales, i / 16)).
+int q3k_code(const BlockQ3_K& b, int i);
 // Element i's (0..255) 5-bit code of a Q5_K block, 0..31.
 int q5k_code(const BlockQ5_K& b, int i);
 // Element i's (0..255) 6-bit code of a Q6_K block, 0..63 (its weight: d * scales[i / 16] *
@@ -126,5 +157,6 @@ int q6k_code(const BlockQ6_K& b, int i);
 float q4k_bf16_weight(const BlockQ4_K& b, int i);
 float q5k_bf16_weight(const BlockQ5_K& b, int i);  // Q4_K's rule, q of 5 bits
 float q6k_bf16_weight(const BlockQ6_K& b, int i);
+float q3k_bf16_weight(const BlockQ3_K& b, int i);  // Q6_K's rule: bf16((q - 4) * bf16(d * sc))
 
 }  // namespace t9

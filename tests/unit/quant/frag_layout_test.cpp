@@ -1,6 +1,7 @@
-// The fragment-ordered Q4_K, Q6_K, Q8_0 and BF16 layouts (quant/frag_layout.h): a byte lands where
-// the layout comment says, the reordering loses nothing, the bf16 weight rule rounds where it says,
-// and every lane decodes (quant/frag_decode.h) exactly the codes its A fragments must hold.
+// The fragment-ordered Q4_K, Q5_K, Q6_K, Q3_K, Q8_0 and BF16 layouts (quant/frag_layout.h): a byte
+// lands where the layout comment says, the reordering loses nothing, the bf16 weight rule rounds
+// where it says, and every lane decodes (quant/frag_decode.h) exactly the codes its A fragments
+// must hold.
 #include "quant/frag_layout.h"
 
 #include <gtest/gtest.h>
@@ -482,6 +483,116 @@ TEST(FragDecode, Bf16LanesHoldTheirInputsWeights) {
     const auto got = static_cast<uint16_t>(word >> (16 * el.e));
     ASSERT_EQ(got, rows[static_cast<size_t>((16 * el.tile + el.r) * n_in + 256 * el.sb + el.i)])
         << where(el);
+  });
+}
+
+std::vector<BlockQ3_K> random_q3k_blocks(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<BlockQ3_K> v(static_cast<size_t>(n));
+  for (BlockQ3_K& b : v) {
+    b.d = static_cast<uint16_t>(0x2000 + byte(rng));
+    for (uint8_t& x : b.scales) x = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& x : b.hmask) x = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& x : b.qs) x = static_cast<uint8_t>(byte(rng));
+  }
+  return v;
+}
+
+// q3k_code is GGUF's code: d * sc * (code - 4) is what dequantize_row gives, for every element.
+TEST(Q3KFrag, CodeIsTheDequantizersCode) {
+  for (const BlockQ3_K& b : random_q3k_blocks(4, 31)) {
+    std::vector<float> y(256);
+    dequantize_row(GgmlType::Q3_K, &b, y.data(), 256);
+    for (int i = 0; i < 256; ++i)
+      ASSERT_EQ(y[static_cast<size_t>(i)],
+                f16_to_f32(b.d) * static_cast<float>(unpack_q3_k_scale(b.scales, i / 16)) *
+                    static_cast<float>(q3k_code(b, i) - 4))
+          << "element " << i;
+  }
+}
+
+// Row 9 (g = 1, the upper half) of tile 0, element 200 = group 3, c = 8: t = 1, step 0, pair 0,
+// e 0 (frag_input). Its code 7: low bits 4, 5 of qs[32 + 8] (200 = 128 + 2 x 32 + 8) and bit
+// 200 / 32 = 6 of hmask[8]. The low bits land in group pair 1, lane 4 + 1, word L3(g + 8, 3) (the
+// fourth), bits 2m + 16e = 0; the high bit in lane 5's word H3(g + 8, 1) (the fourth), bit
+// m + 8 (3 % 2) + 16e = 8.
+TEST(Q3KFrag, BytesLandWhereTheLayoutSays) {
+  const int64_t n_in = 256, n_out = 16;
+  std::vector<BlockQ3_K> rows(static_cast<size_t>(n_out));
+  for (BlockQ3_K& b : rows) std::memset(&b, 0, sizeof b);
+  BlockQ3_K& b = rows[9];
+  b.qs[40] = 0x30;
+  b.hmask[8] = 0x40;
+  b.scales[0] = 0x05;
+  b.d = 0x1234;
+  ASSERT_EQ(q3k_code(b, 200), 7);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ3_K), 0xEE);
+  q3k_to_frag(rows.data(), n_in, n_out, frag.data());
+  EXPECT_EQ(frag[kQ3KFragLowsAt + 16 * (32 * 1 + 5) + 4 * 3], 0x03);
+  EXPECT_EQ(frag[kQ3KFragHighsAt + 16 * 5 + 4 * 3 + 1], 0x01);
+  EXPECT_EQ(frag[12 * 9], 0x05);  // row 9's first scale byte
+  uint16_t d = 0;
+  std::memcpy(&d, &frag[kQ3KFragDAt + 2 * 9], 2);
+  EXPECT_EQ(d, 0x1234);
+  int nonzero = 0;
+  for (const uint8_t v : frag) nonzero += v != 0;
+  EXPECT_EQ(nonzero, 5);  // the low bits, the high bit, the scale, d's two bytes: nothing else
+}
+
+TEST(Q3KFrag, EveryBlockComesBackBitForBit) {
+  expect_round_trip(random_q3k_blocks(48 * 1024 / 256, 32), 1024, 48, q3k_to_frag, q3k_frag_block);
+}
+
+// Q6_K's rule: d 0.333251953125 x sc 7 = 2.33276367 -> bf16 2.328125; element 0's code 7 (q - 4
+// = 3): 6.984375, halfway between bf16 6.96875 and 7 (8 significant bits), rounded to even: 7.
+TEST(Q3KFrag, Bf16WeightRoundsTheProductOnce) {
+  BlockQ3_K b{};
+  b.d = 0x3555;
+  b.scales[0] = 0x07;  // sub-block 0: low 4 bits 7, high 2 bits (scales[8] bits 0, 1) 2: 39 - 32
+  b.scales[8] = 0x02;
+  b.qs[0] = 0x03;     // element 0: low bits 3 ...
+  b.hmask[0] = 0x01;  // ... high bit set: code 7
+  ASSERT_EQ(unpack_q3_k_scale(b.scales, 0), 7);
+  ASSERT_EQ(q3k_code(b, 0), 7);
+  EXPECT_EQ(q3k_bf16_weight(b, 0), 7.0f);
+  EXPECT_EQ(q3k_bf16_weight(b, 1), -4.0f * 2.328125f);  // code 0: -4 x s, exact
+  std::vector<float> gguf(256);
+  dequantize_row(GgmlType::Q3_K, &b, gguf.data(), 256);
+  EXPECT_NE(gguf[0], 7.0f);  // GGUF's fp32 rule: 6.998
+  EXPECT_NEAR(gguf[0], 7.0f, 7.0f / 128);
+}
+
+// Every lane decodes, for each k16 step and A register, the 3-bit codes of the inputs frag_input
+// names, of rows g and g + 8, as 0x4300 | code, from the words the GEMV would load (two 16-byte
+// loads of low bits a super-block, one of high bits); the scale it picks is the element's
+// sub-block's (Q6_K's index), and the kernel's arithmetic gives q3k_bf16_weight.
+TEST(FragDecode, Q3KLanesDecodeTheirInputsCodesAndScales) {
+  const int64_t n_in = 512, n_out = 32;
+  const std::vector<BlockQ3_K> rows = random_q3k_blocks(n_out * n_in / 256, 33);
+  std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ3_K));
+  q3k_to_frag(rows.data(), n_in, n_out, frag.data());
+  for_each_lane_element(frag, kQ3KFragBlockBytes, n_in, n_out, [&](const LaneElement& el) {
+    uint32_t lo[2], hw[4], h[2];
+    std::memcpy(lo, el.blk + kQ3KFragLowsAt + 16 * (32 * (el.grp / 2) + el.lane) + 8 * (el.grp % 2),
+                8);
+    std::memcpy(hw, el.blk + kQ3KFragHighsAt + 16 * el.lane, 16);
+    q5k_group_highs(hw[2 * (el.grp / 2)], hw[2 * (el.grp / 2) + 1], el.grp, h);
+    const uint32_t pair = q3k_frag_biased(lo, h, el.step, el.slot);
+    const BlockQ3_K& b = rows[static_cast<size_t>((16 * el.tile + el.r) * (n_in / 256) + el.sb)];
+    const uint32_t half = (pair >> (16 * el.e)) & 0xFFFF;
+    ASSERT_EQ(half, 0x4300u | static_cast<uint32_t>(q3k_code(b, el.i))) << where(el);
+    // The scale from the block's header for this row and step, then (128 + code) - 132 exact,
+    // times s, one rounding.
+    const int sub = q6k_frag_scale(el.grp, el.step, el.lane % 4);
+    ASSERT_EQ(sub, el.i / 16);
+    uint16_t d = 0;
+    std::memcpy(&d, el.blk + kQ3KFragDAt + 2 * el.r, 2);
+    const float s = bf16_to_f32(f32_to_bf16(
+        f16_to_f32(d) * static_cast<float>(unpack_q3_k_scale(el.blk + 12 * el.r, sub))));
+    const float w =
+        bf16_to_f32(f32_to_bf16((bf16_to_f32(static_cast<uint16_t>(half)) - 132.0f) * s));
+    ASSERT_EQ(w, q3k_bf16_weight(b, el.i)) << "element " << el.i;
   });
 }
 
