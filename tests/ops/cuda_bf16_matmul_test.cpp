@@ -1,4 +1,4 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q8_0 and BF16 weights
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q3_K, Q8_0 and BF16 weights
 // (cuda_bf16_matmul.cuh): its results against a double reference over the bf16 operands it is
 // defined to multiply, its rows bitwise the same whatever the batch (the GEMV's 1-32 rows against
 // the GEMM's tiles), and the ops that must not read the layout refusing it.
@@ -32,6 +32,7 @@ class CudaBf16 : public ::testing::Test {
     cfg.bf16_matmul = true;
     cfg.bf16_q8_0 = true;
     cfg.bf16_q5_k = true;
+    cfg.bf16_q3_k = true;
     cfg.bf16_pairs = true;
     be_ = std::make_unique<CudaBackend>(cfg);
   }
@@ -42,9 +43,9 @@ double bf16_round(float v) {
   return bf16_to_f32(f32_to_bf16(v));
 }
 
-// The weight the kernels multiply for element k of a GGUF row of `type`: Q4_K's, Q5_K's and
-// Q6_K's bf16 rules; Q8_0's own d * q (exact in double), which its kernels apply per block in fp32;
-// BF16's own.
+// The weight the kernels multiply for element k of a GGUF row of `type`: Q4_K's, Q5_K's, Q6_K's
+// and Q3_K's bf16 rules; Q8_0's own d * q (exact in double), which its kernels apply per block in
+// fp32; BF16's own.
 double bf16_weight(GgmlType type, const uint8_t* row, int64_t k) {
   if (type == GgmlType::Q4_K)
     return q4k_bf16_weight(reinterpret_cast<const BlockQ4_K*>(row)[k / 256],
@@ -56,6 +57,9 @@ double bf16_weight(GgmlType type, const uint8_t* row, int64_t k) {
   if (type == GgmlType::BF16) return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[k]);
   if (type == GgmlType::Q5_K)
     return q5k_bf16_weight(reinterpret_cast<const BlockQ5_K*>(row)[k / 256],
+                           static_cast<int>(k % 256));
+  if (type == GgmlType::Q3_K)
+    return q3k_bf16_weight(reinterpret_cast<const BlockQ3_K*>(row)[k / 256],
                            static_cast<int>(k % 256));
   return q6k_bf16_weight(reinterpret_cast<const BlockQ6_K*>(row)[k / 256],
                          static_cast<int>(k % 256));
@@ -104,8 +108,8 @@ void expect_near_reference(CudaBackend& be, std::mt19937_64& rng, GgmlType type,
 
 TEST_F(CudaBf16, MatchesTheBf16Reference) {
   auto rng = test_rng();
-  for (const GgmlType t :
-       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K,
+                           GgmlType::Q8_0, GgmlType::BF16}) {
     expect_near_reference(*be_, rng, t, 1024, 48, 1, false);   // GEMV, one slice
     expect_near_reference(*be_, rng, t, 2048, 144, 5, true);   // GEMV, two slices, a bias
     expect_near_reference(*be_, rng, t, 3072, 64, 8, false);   // GEMV at 8 rows
@@ -117,7 +121,7 @@ TEST_F(CudaBf16, MatchesTheBf16Reference) {
   }
   // The widest input: Q6_K's ring (3 x 3360 bytes a warp) leaves room to stage one row of 16384
   // but not two (the bf16 copy then); Q4_K (3 x 2304) and Q5_K (3 x 2816) stage both.
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K})
     for (const int64_t n_tok : {1, 2}) expect_near_reference(*be_, rng, t, 16384, 32, n_tok, false);
   // Q8_0's ring (3 x 4352 bytes a warp) leaves room for fourteen slices at four groups
   // (gemv_smem): at 10240 and at the widest, 14336, one row is staged and 32 rows come from the
@@ -135,8 +139,8 @@ TEST_F(CudaBf16, MatchesTheBf16Reference) {
 // and 33, 70 and 130 rows (the GEMM, across its 64-row tiles): the same bits every time.
 TEST_F(CudaBf16, RowsAreBatchInvariantBitForBit) {
   auto rng = test_rng();
-  for (const GgmlType t :
-       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16})
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K,
+                           GgmlType::Q8_0, GgmlType::BF16})
     for (const int64_t n_in : {1024, 4096}) {
       SCOPED_TRACE(testing::Message() << type_name(t) << " n_in " << n_in);
       const int64_t n_out = 272;
@@ -161,8 +165,8 @@ TEST_F(CudaBf16, GemmBySlicesEqualsWholeRows) {
   ASSERT_TRUE(cuda::bf16_gemm_by_slices(n_in, blocks, 33));
   ASSERT_FALSE(cuda::bf16_gemm_by_slices(n_in, blocks, 70));
   const int64_t n_out = blocks * cuda::kBf16GemmRows - 16;  // the last block partial
-  for (const GgmlType t :
-       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K,
+                           GgmlType::Q8_0, GgmlType::BF16}) {
     SCOPED_TRACE(testing::Message() << type_name(t) << " n_out " << n_out);
     DeviceArena arena(*be_);
     const Tensor w = arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
@@ -287,8 +291,8 @@ TEST_F(CudaBf16, OnlyShapesItTakesAreRepacked) {
   EXPECT_EQ(layout_of(GgmlType::Q8_0, 15360), WeightLayout::kGguf);
   EXPECT_EQ(layout_of(GgmlType::BF16, 12288), WeightLayout::kFrag);
   EXPECT_EQ(layout_of(GgmlType::BF16, 13312), WeightLayout::kGguf);
-  for (const GgmlType t :
-       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16})
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K,
+                           GgmlType::Q8_0, GgmlType::BF16})
     EXPECT_EQ(arena.matmul_weights(random_weights(rng, t, 1024, 64), t, 1024, 64).buf->layout,
               WeightLayout::kFrag)
         << type_name(t);
@@ -307,8 +311,8 @@ TEST_F(CudaBf16, MatmulGluEqualsTheOps) {
   };
   const GluKind silu = GluKind::kSwiGLU, gelu = GluKind::kGeGLU;
   std::vector<Case> cases;
-  for (const GgmlType t :
-       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K,
+                           GgmlType::Q8_0, GgmlType::BF16}) {
     cases.push_back({t, 4096, 96, 1, silu, true});  // decode
     cases.push_back({t, 2048, 64, 8, gelu, true});
   }

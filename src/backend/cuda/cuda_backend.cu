@@ -539,6 +539,9 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   bf16_q5_k_ = cfg.bf16_q5_k;
   if (const char* e = std::getenv("TEMPO9_CUDA_BF16_Q5K"))  // A/B runs
     bf16_q5_k_ = std::string(e) == "1";
+  bf16_q3_k_ = cfg.bf16_q3_k;
+  if (const char* e = std::getenv("TEMPO9_CUDA_BF16_Q3K"))  // A/B runs
+    bf16_q3_k_ = std::string(e) == "1";
   bf16_pairs_ = cfg.bf16_pairs;
   if (const char* e = std::getenv("TEMPO9_CUDA_BF16_PAIRS"))  // A/B runs
     bf16_pairs_ = std::string(e) == "1";
@@ -626,7 +629,8 @@ Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_by
   static const bool b16 = !cuda::env_off("TEMPO9_CUDA_BF16_BF16");
   if (!bf16_matmul_ || !cuda::bf16_frag_shape_ok(type, n_in, n_out) ||
       (type == GgmlType::Q6_K && !q6k) || (type == GgmlType::Q8_0 && !bf16_q8_0_) ||
-      (type == GgmlType::Q5_K && !bf16_q5_k_) || (type == GgmlType::BF16 && !b16) ||
+      (type == GgmlType::Q5_K && !bf16_q5_k_) || (type == GgmlType::Q3_K && !bf16_q3_k_) ||
+      (type == GgmlType::BF16 && !b16) ||
       n_bytes != row_bytes(type, n_in) * static_cast<size_t>(n_out))
     return upload_weights(host, n_bytes);
   std::vector<uint8_t> frag(n_bytes);
@@ -634,6 +638,8 @@ Result<Buffer*> CudaBackend::upload_matmul_weights(const void* host, size_t n_by
     q4k_to_frag(host, n_in, n_out, frag.data());
   else if (type == GgmlType::Q5_K)
     q5k_to_frag(host, n_in, n_out, frag.data());
+  else if (type == GgmlType::Q3_K)
+    q3k_to_frag(host, n_in, n_out, frag.data());
   else if (type == GgmlType::Q6_K)
     q6k_to_frag(host, n_in, n_out, frag.data());
   else if (type == GgmlType::Q8_0)

@@ -136,6 +136,10 @@ struct CudaBackendConfig {
   // kernel, a 512-token prompt 10,214 against 156 tok/s; the int8 sliced Q5_K came after (not yet
   // timed against it). TEMPO9_CUDA_BF16_Q5K=0 turns it off (=1 on).
   bool bf16_q5_k = true;
+  // Q3_K matrices too (with bf16_matmul; Q6_K's arithmetic with a 3-bit code: quant/frag_layout.h).
+  // Off until a device has run its op tests and timed it against the int8 sliced kernels (written
+  // in session 53). TEMPO9_CUDA_BF16_Q3K=1 turns it on (=0 off).
+  bool bf16_q3_k = false;
   // matmul_shared_x's fragment-ordered matrices of two types (Q4_K or Q5_K beside Q6_K: a K-quant
   // layer's q/k and v) in one GEMV launch for 1-8 rows (launch_bf16_matmul_pair; the same bits).
   // Runs 249-251 (H100, the 8B Q4_K_M, docs/CUDA.md stage 51): single decode 309.1-310.0 against
@@ -342,6 +346,7 @@ class CudaBackend final : public Backend {
   bool bf16_matmul_ = false;      // CudaBackendConfig::bf16_matmul
   bool bf16_q8_0_ = false;        // CudaBackendConfig::bf16_q8_0
   bool bf16_q5_k_ = false;        // CudaBackendConfig::bf16_q5_k
+  bool bf16_q3_k_ = false;        // CudaBackendConfig::bf16_q3_k
   bool bf16_pairs_ = false;       // CudaBackendConfig::bf16_pairs
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on

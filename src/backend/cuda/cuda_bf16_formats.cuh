@@ -19,6 +19,9 @@
 //   kHdrChunks              the 16-byte chunks at the block's start the GEMM copies for scales;
 //   kHigh                   whether a group also has high words (Q6_K, Q5_K: gemv_highs,
 //                           gemm_high_at and gemm_highs say where and how);
+//   kCodesInHighs           the code words come with the high words, not in chunks a group
+//                           (Q3_K: kCodeChunks 0; gemv_codes, and the GEMM's kHighCopies 8-byte
+//                           copies a group, gemm_high_at(grp, lane, k), gemm_codes);
 //   Scales                  a lane's scales of one group;
 //   build_table             the GEMV's per-super-block table of scales (kTableBytes), one warp;
 //   table_scales            a lane's Scales from that table;
@@ -55,6 +58,8 @@ struct GroupCodes {
 };
 
 struct Q4K {
+  static constexpr bool kCodesInHighs = false;
+  static constexpr int kHighCopies = 1;
   static constexpr int kRing = 3;
   static constexpr int kGemmBlocks = 2;
   static constexpr bool kDirectA = false;
@@ -132,6 +137,8 @@ struct Q4K {
 };
 
 struct Q6K {
+  static constexpr bool kCodesInHighs = false;
+  static constexpr int kHighCopies = 1;
   static constexpr int kRing = 3;
   static constexpr int kGemmBlocks = 2;
   static constexpr bool kDirectA = false;
@@ -250,6 +257,8 @@ struct Q5K : Q4K {
 // weights are GGUF's own and only x is rounded. A lane's scales are its rows' d of the group's
 // two blocks.
 struct Q80 {
+  static constexpr bool kCodesInHighs = false;
+  static constexpr int kHighCopies = 1;
   static constexpr int kRing = 3;
   static constexpr int kGemmBlocks = 2;
   static constexpr bool kDirectA = false;
@@ -294,10 +303,100 @@ struct Q80 {
   }
 };
 
+// Q3_K: Q6_K's scales (one a 16-input sub-block, bf16(d x sc): sc the 6-bit signed scale of
+// GGUF's packing, unpacked per super-block into the same table) and arithmetic ((128 + code) -
+// 132 exact, times s, one rounding), the 3-bit code from two areas of the layout (frag_layout.h):
+// a lane's low-bit words of a group pair and its high-bit words of the super-block, 12 bytes a
+// group (kCodeChunks 0: no chunk a group). The GEMV loads the pair's 16 bytes of low bits on even
+// groups and the 16 of high bits on group 0 (gemv_codes); the GEMM copies the group's 8 bytes of
+// each (kHighCopies). Opt-in until a device runs it (CudaBackendConfig::bf16_q3_k).
+struct Q3K : Q6K {
+  static constexpr int kBlockBytes = kQ3KFragBlockBytes;
+  static constexpr int kCodesAt = kQ3KFragLowsAt;
+  static constexpr int kCodeChunks = 0;
+  static constexpr int kHdrChunks = 14;  // the 16 rows' 12 scale bytes, then their d's
+  static constexpr bool kCodesInHighs = true;
+  static constexpr int kHighCopies = 2;
+
+  // Scale j (0..15) of a row from its 12 bytes (three words), minus 32: the low 4 bits in the
+  // nibbles of bytes 0..7, the high 2 bits in byte 8 + j % 4 at bits 2 (j / 4) (unpack_q3_k_scale).
+  __device__ static int row_scale(uint32_t w0, uint32_t w1, uint32_t w2, int j) {
+    const uint32_t lo_word = j % 8 < 4 ? w0 : w1;
+    const int lo = static_cast<int>((lo_word >> (8 * (j % 4) + 4 * (j / 8))) & 0xF);
+    const int hi = static_cast<int>((w2 >> (8 * (j % 4) + 2 * (j / 4))) & 3);
+    return (lo | hi << 4) - 32;
+  }
+  // [16 rows][16 scales (+ padding)] of bf16(d x sc): lanes 2r and 2r + 1 take row r's scales
+  // 0-7, 8-15 (Q6_K's table).
+  __device__ static void build_table(const uint8_t* blk, uint32_t* table, int lane) {
+    const int r = lane / 2, half = lane % 2;
+    const float d = __half2float(
+        __ushort_as_half(*reinterpret_cast<const uint16_t*>(blk + kQ3KFragDAt + 2 * r)));
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(blk + 12 * r);
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+    uint32_t v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)  // d x sc is exact in fp32 (11 x 6 significant bits)
+      v[k] = splat_bf16(d * static_cast<float>(row_scale(w0, w1, w2, 8 * half + k)));
+    uint4* row = reinterpret_cast<uint4*>(table + kTableRowWords * r + 8 * half);
+    row[0] = make_uint4(v[0], v[1], v[2], v[3]);
+    row[1] = make_uint4(v[4], v[5], v[6], v[7]);
+  }
+  __device__ static Scales header_scales(const uint4* hdr, int g, int t, int grp) {
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(hdr);
+    Scales s;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = g + 8 * r;
+      const uint32_t* w = reinterpret_cast<const uint32_t*>(bytes + 12 * row);
+      const float dr = __half2float(
+          __ushort_as_half(*reinterpret_cast<const uint16_t*>(bytes + kQ3KFragDAt + 2 * row)));
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        s.s[r][h] = splat_bf16(
+            dr * static_cast<float>(row_scale(w[0], w[1], w[2], q6k_frag_scale(grp, 2 * h, t))));
+    }
+    return s;
+  }
+  // The GEMV: lo holds the lane's low-bit words of the group pair (loaded on even groups), hi its
+  // high-bit words of the super-block (loaded on group 0); c gets the group's two of each.
+  __device__ static void gemv_codes(const uint8_t* sb, int grp, int lane, uint4& lo, uint4& hi,
+                                    GroupCodes& c) {
+    if (grp % 2 == 0)
+      lo = *reinterpret_cast<const uint4*>(sb + kQ3KFragLowsAt + 16 * (32 * (grp / 2) + lane));
+    if (grp == 0) hi = *reinterpret_cast<const uint4*>(sb + kQ3KFragHighsAt + 16 * lane);
+    c.w[0] = grp % 2 == 0 ? lo.x : lo.z;
+    c.w[1] = grp % 2 == 0 ? lo.y : lo.w;
+    q5k_group_highs(grp < 2 ? hi.x : hi.z, grp < 2 ? hi.y : hi.w, grp, c.h);
+  }
+  // The GEMM's two 8-byte copies of group grp: k = 0 its low-bit words, k = 1 its pair's high ones.
+  __device__ static int gemm_high_at(int grp, int lane, int k) {
+    return k == 0 ? kQ3KFragLowsAt + 16 * (32 * (grp / 2) + lane) + 8 * (grp % 2)
+                  : kQ3KFragHighsAt + 16 * lane + 8 * (grp / 2);
+  }
+  // copies[0], copies[32]: the lane's two copies (the GEMM's shared rows of 32 lanes).
+  __device__ static void gemm_codes(const uint2* copies, int grp, GroupCodes& c) {
+    c.w[0] = copies[0].x, c.w[1] = copies[0].y;
+    q5k_group_highs(copies[32].x, copies[32].y, grp, c.h);
+  }
+  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
+    const __nv_bfloat162 k132 = __bfloat162bfloat162(__float2bfloat16_rn(132.0f));
+#pragma unroll
+    for (int step = 0; step < 4; ++step)
+#pragma unroll
+      for (int slot = 0; slot < 4; ++slot) {
+        const __nv_bfloat162 q = __hsub2(as_bf162(q3k_frag_biased(c.w, c.h, step, slot)), k132);
+        a[step][slot] = as_u32(__hmul2(q, as_bf162(sc.s[slot % 2][step / 2])));
+      }
+  }
+};
+
 // BF16: the weights are bf16 already; the layout stores each lane's A registers as they are
 // (frag_layout.h), so the products of bf16 weights and bf16 x are exact and only the fp32 chain
 // rounds. No scales, no header.
 struct B16 {
+  static constexpr bool kCodesInHighs = false;
+  static constexpr int kHighCopies = 1;
   static constexpr int kBlockBytes = kBf16FragBlockBytes;
   static constexpr int kCodesAt = 0;
   static constexpr int kCodeChunks = 4;

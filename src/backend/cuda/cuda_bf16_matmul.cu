@@ -1,4 +1,4 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q8_0 and BF16 weights
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q3_K, Q8_0 and BF16 weights
 // (cuda_bf16_matmul.cuh; layouts: quant/frag_layout.h; the formats' decode:
 // cuda_bf16_formats.cuh). Grown from dev/kernels/cuda_bf16_q4k.cu (runs 205-217, docs/CUDA.md
 // stages 41-42), whose standalone form times its GEMV against its GEMM bitwise and against a
@@ -178,9 +178,10 @@ __host__ __device__ constexpr GemvSmem gemv_smem(int n_slices, int groups, int n
   return m;
 }
 static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q5K::kBlockBytes % 16 == 0 &&
-              bf16::Q6K::kBlockBytes % 16 == 0 && bf16::Q80::kBlockBytes % 16 == 0 &&
-              bf16::Q4K::kTableBytes % 16 == 0 && bf16::Q6K::kTableBytes % 16 == 0 &&
-              bf16::Q80::kTableBytes % 16 == 0 && kBarBytes % 16 == 0 && kBarBytes >= kMaxRing * 8);
+              bf16::Q3K::kBlockBytes % 16 == 0 && bf16::Q6K::kBlockBytes % 16 == 0 &&
+              bf16::Q80::kBlockBytes % 16 == 0 && bf16::Q4K::kTableBytes % 16 == 0 &&
+              bf16::Q6K::kTableBytes % 16 == 0 && bf16::Q80::kTableBytes % 16 == 0 &&
+              kBarBytes % 16 == 0 && kBarBytes >= kMaxRing * 8);
 
 // The GEMV of block `block` of `grid` (blockIdx.x and gridDim.x, or their share of a pair launch).
 template <class F, bool kStageX, int kGroups>
@@ -278,7 +279,8 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
     const uint8_t* sb = ring + (i % kRing) * F::kBlockBytes;
     F::build_table(sb, table, lane);
     __syncwarp();
-    uint4 high = {};  // Q6_K, Q5_K: the lane's high words (F::gemv_highs)
+    uint4 high = {};   // Q6_K, Q5_K: the lane's high words (F::gemv_highs); Q3_K: its low words
+    uint4 high2 = {};  // Q3_K: the lane's high words (F::gemv_codes)
 #pragma unroll
     for (int grp = 0; grp < 4; ++grp) {
       uint4 nl[kGroups], nh[kGroups];  // the next group's rows
@@ -292,7 +294,10 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
         codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
         codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
       }
-      if constexpr (F::kHigh) F::gemv_highs(sb, grp, lane, high, codes.h);
+      if constexpr (F::kCodesInHighs)
+        F::gemv_codes(sb, grp, lane, high, high2, codes);
+      else if constexpr (F::kHigh)
+        F::gemv_highs(sb, grp, lane, high, codes.h);
       uint32_t a[4][4];
       const typename F::Scales sc = F::table_scales(table, g, tq, grp);
       F::dequant(codes, sc, a);
@@ -390,9 +395,10 @@ template <class F>
 constexpr int kCodeStages = F::kDirectA ? 4 : kRawStages;
 template <class F, bool kDirect = F::kDirectA>
 struct GemmSmem {
-  uint4 codes[kCodeStages<F>][kBM / 16][32 * F::kCodeChunks];
+  uint4 codes[kCodeStages<F>][kBM / 16][32 * (F::kCodeChunks > 0 ? F::kCodeChunks : 1)];
   uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks > 0 ? F::kHdrChunks : 1];  // BF16: none
-  uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 : 1];  // Q6_K, Q5_K: each lane's high words
+  // Q6_K, Q5_K: each lane's high words; Q3_K: its low words, then (32 on) its high words.
+  uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 * F::kHighCopies : 1];
   __nv_bfloat16 x[kXStages][kBN][kXStride];
   uint4 a[2][kBM / 16][4][32];  // dequantized fragments: tile, k16 step, lane
   // Q8_0: d of rows g, g + 8 x the k-tile's two blocks, by tile and g (beside a).
@@ -407,7 +413,8 @@ struct GemmSmem<F, true> {
 template <class F>
 constexpr bool gemm_fits = (sizeof(GemmSmem<F>) + 1024) * F::kGemmBlocks <= 228 * 1024;
 static_assert(gemm_fits<bf16::Q4K> && gemm_fits<bf16::Q5K> && gemm_fits<bf16::Q6K> &&
-              gemm_fits<bf16::Q80> && gemm_fits<bf16::B16> && gemm_fits<bf16::B16Direct>);
+              gemm_fits<bf16::Q3K> && gemm_fits<bf16::Q80> && gemm_fits<bf16::B16> &&
+              gemm_fits<bf16::B16Direct>);
 
 // 8 bytes from global src to shared dst (cp.async takes 4, 8 or 16; .cg only 16).
 __device__ __forceinline__ void cp_async8(void* dst, const uint8_t* src) {
@@ -453,8 +460,13 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
     for (int c = 0; c < F::kCodeChunks; ++c)
       cp_async16(reinterpret_cast<uint8_t*>(&sm.codes[st][warp][32 * c + lane]),
                  blk + F::kCodesAt + 16 * (32 * (F::kCodeChunks * grp + c) + lane));
-    if constexpr (F::kHigh && !F::kDirectA)
+    if constexpr (F::kCodesInHighs) {
+#pragma unroll
+      for (int k = 0; k < F::kHighCopies; ++k)
+        cp_async8(&sm.high[st][warp][32 * k + lane], blk + F::gemm_high_at(grp, lane, k));
+    } else if constexpr (F::kHigh && !F::kDirectA) {
       cp_async8(&sm.high[st][warp][lane], blk + F::gemm_high_at(grp, lane));
+    }
     if constexpr (F::kHdrChunks > 0 && !F::kDirectA)
       if (tid < (kBM / 16) * kChunks)
         cp_async16(reinterpret_cast<uint8_t*>(&sm.hdr[st][tid / kChunks][tid % kChunks]),
@@ -479,7 +491,10 @@ __global__ void __launch_bounds__(kGemmThreads, F::kGemmBlocks) bf16_gemm_kernel
         codes.w[4 * c] = cw.x, codes.w[4 * c + 1] = cw.y;
         codes.w[4 * c + 2] = cw.z, codes.w[4 * c + 3] = cw.w;
       }
-      if constexpr (F::kHigh) F::gemm_highs(sm.high[st][warp][lane], grp, codes.h);
+      if constexpr (F::kCodesInHighs)
+        F::gemm_codes(&sm.high[st][warp][lane], grp, codes);
+      else if constexpr (F::kHigh)
+        F::gemm_highs(sm.high[st][warp][lane], grp, codes.h);
       uint32_t a[4][4];
       const typename F::Scales sc = F::header_scales(sm.hdr[st][warp], g, tq, grp);
       F::dequant(codes, sc, a);
@@ -727,6 +742,8 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
       return fits(bf16::Q4K{});
     case GgmlType::Q5_K:
       return fits(bf16::Q5K{});
+    case GgmlType::Q3_K:
+      return fits(bf16::Q3K{});
     case GgmlType::Q6_K:
       return fits(bf16::Q6K{});
     case GgmlType::Q8_0:
@@ -860,6 +877,8 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
     launch_format<bf16::Q4K>(args, x, scratch, stream);
   else if (type == GgmlType::Q5_K)
     launch_format<bf16::Q5K>(args, x, scratch, stream);
+  else if (type == GgmlType::Q3_K)
+    launch_format<bf16::Q3K>(args, x, scratch, stream);
   else if (type == GgmlType::Q6_K)
     launch_format<bf16::Q6K>(args, x, scratch, stream);
   else if (type == GgmlType::Q8_0)

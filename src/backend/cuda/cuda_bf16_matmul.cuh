@@ -1,4 +1,4 @@
-// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q8_0 and BF16 weights
+// The bf16 tensor-core matmul of fragment-ordered Q4_K, Q5_K, Q6_K, Q3_K, Q8_0 and BF16 weights
 // (cuda_bf16_matmul.cu; layouts: quant/frag_layout.h; prototype and measurements:
 // dev/kernels/cuda_bf16_q4k.cu, docs/CUDA.md stages 42-44). CudaBackend::upload_matmul_weights
 // repacks a matrix it accepts (Buffer::layout kFrag) when CudaBackendConfig::bf16_matmul is on;

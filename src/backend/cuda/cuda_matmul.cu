@@ -184,8 +184,8 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
   // Matrices stored for the bf16 matmul: one launch for up to kBf16MaxFused of one type (q/k/v,
   // gate/up; the same bits as one by one), the rest one by one below.
   if (fuse_parts_ && x.n_rows() > 0)
-    for (const GgmlType type :
-         {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::BF16}) {
+    for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K,
+                                GgmlType::Q8_0, GgmlType::BF16}) {
       std::vector<cuda::Bf16Out> group;
       std::vector<size_t> members;
       bool w_early = true;
