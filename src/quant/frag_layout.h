@@ -128,8 +128,7 @@ BlockQ6_K q6k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b)
 void q80_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 BlockQ8_0 q80_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
 
-// The same for Q3_K (110 bytes a block). Not yet read by a kernel: the CUDA bf16 matmul's Q3_K
-// form is to come (docs/CUDA.md next steps).
+// The same for Q3_K (110 bytes a block; the CUDA bf16 matmul reads it when bf16_q3_k is on).
 void q3k_to_frag(const void* src, int64_t n_in, int64_t n_out, void* dst);
 BlockQ3_K q3k_frag_block(const void* frag, int64_t n_in, int64_t row, int64_t b);
 
