@@ -12,17 +12,7 @@ mkdir -p "$OUT"
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
 op_tests 'Cuda.Matmul*:CudaHybrid.MatmulId*:CudaHybrid.MatmulSharedX*:CudaMoeDown.*'
-CFG=/tmp/qwen35moe_8layer.json
-cat >"$CFG" <<'JSON'
-{"model_type": "qwen3_5_moe", "num_hidden_layers": 8, "hidden_size": 2048,
- "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
- "partial_rotary_factor": 0.25, "vocab_size": 248320, "max_position_embeddings": 262144,
- "rope_theta": 10000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": false,
- "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
- "shared_expert_intermediate_size": 512, "full_attention_interval": 4,
- "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
- "linear_num_value_heads": 32, "linear_value_head_dim": 128}
-JSON
+CFG=bench/device_plans/qwen35moe_8layer.json  # the 35B shape cut to 8 layers
 for q in Q3_K_M Q8_0; do
   M=/tmp/q35-8l-$q.gguf NAME="35B/8 layers $q"
   t=$SECONDS
