@@ -212,17 +212,24 @@ struct Q6K {
   __device__ static void gemm_highs(uint2 hw, int /*grp*/, uint32_t (&h)[2]) {
     h[0] = hw.x, h[1] = hw.y;
   }
-  // 128 + code exactly (frag_decode.h), minus 160 is code - 32 (exact); then times s, one
-  // rounding of the exact product.
-  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
-    const __nv_bfloat162 k160 = __bfloat162bfloat162(__float2bfloat16_rn(160.0f));
+  // biased(step, slot): the register's pair as bf16 128 + code, exactly (frag_decode.h); minus
+  // `zero` (128 + the code's zero point: 160 for Q6_K, 132 for Q3_K) is the signed code, exactly;
+  // then times s, one rounding of the exact product.
+  template <class Biased>
+  __device__ static void dequant_signed(const Scales& sc, float zero, uint32_t (&a)[4][4],
+                                        Biased biased) {
+    const __nv_bfloat162 k = __bfloat162bfloat162(__float2bfloat16_rn(zero));
 #pragma unroll
     for (int step = 0; step < 4; ++step)
 #pragma unroll
       for (int slot = 0; slot < 4; ++slot) {
-        const __nv_bfloat162 q = __hsub2(as_bf162(q6k_frag_biased(c.w, c.h, step, slot)), k160);
+        const __nv_bfloat162 q = __hsub2(as_bf162(biased(step, slot)), k);
         a[step][slot] = as_u32(__hmul2(q, as_bf162(sc.s[slot % 2][step / 2])));
       }
+  }
+  __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
+    dequant_signed(sc, 160.0f, a,
+                   [&](int step, int slot) { return q6k_frag_biased(c.w, c.h, step, slot); });
   }
 };
 
@@ -380,14 +387,8 @@ struct Q3K : Q6K {
     q5k_group_highs(copies[32].x, copies[32].y, grp, c.h);
   }
   __device__ static void dequant(const GroupCodes& c, const Scales& sc, uint32_t (&a)[4][4]) {
-    const __nv_bfloat162 k132 = __bfloat162bfloat162(__float2bfloat16_rn(132.0f));
-#pragma unroll
-    for (int step = 0; step < 4; ++step)
-#pragma unroll
-      for (int slot = 0; slot < 4; ++slot) {
-        const __nv_bfloat162 q = __hsub2(as_bf162(q3k_frag_biased(c.w, c.h, step, slot)), k132);
-        a[step][slot] = as_u32(__hmul2(q, as_bf162(sc.s[slot % 2][step / 2])));
-      }
+    dequant_signed(sc, 132.0f, a,
+                   [&](int step, int slot) { return q3k_frag_biased(c.w, c.h, step, slot); });
   }
 };
 

@@ -21,7 +21,7 @@
 namespace t9 {
 namespace {
 
-// Random Q4_K or Q5_K blocks: small positive f16 d and dmin, every other byte random.
+// Random Q4_K, Q5_K or Q3_K blocks: small positive f16 d (and dmin), every other byte random.
 template <typename Block = BlockQ4_K>
 std::vector<Block> random_blocks(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -29,10 +29,12 @@ std::vector<Block> random_blocks(int64_t n, uint32_t seed) {
   std::vector<Block> v(static_cast<size_t>(n));
   for (Block& b : v) {
     b.d = static_cast<uint16_t>(0x2000 + byte(rng));
-    b.dmin = static_cast<uint16_t>(0x2000 + byte(rng));
+    if constexpr (requires { b.dmin; }) b.dmin = static_cast<uint16_t>(0x2000 + byte(rng));
     for (uint8_t& s : b.scales) s = static_cast<uint8_t>(byte(rng));
     if constexpr (requires { b.qh; })
       for (uint8_t& q : b.qh) q = static_cast<uint8_t>(byte(rng));
+    if constexpr (requires { b.hmask; })
+      for (uint8_t& q : b.hmask) q = static_cast<uint8_t>(byte(rng));
     for (uint8_t& q : b.qs) q = static_cast<uint8_t>(byte(rng));
   }
   return v;
@@ -486,22 +488,9 @@ TEST(FragDecode, Bf16LanesHoldTheirInputsWeights) {
   });
 }
 
-std::vector<BlockQ3_K> random_q3k_blocks(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::vector<BlockQ3_K> v(static_cast<size_t>(n));
-  for (BlockQ3_K& b : v) {
-    b.d = static_cast<uint16_t>(0x2000 + byte(rng));
-    for (uint8_t& x : b.scales) x = static_cast<uint8_t>(byte(rng));
-    for (uint8_t& x : b.hmask) x = static_cast<uint8_t>(byte(rng));
-    for (uint8_t& x : b.qs) x = static_cast<uint8_t>(byte(rng));
-  }
-  return v;
-}
-
 // q3k_code is GGUF's code: d * sc * (code - 4) is what dequantize_row gives, for every element.
 TEST(Q3KFrag, CodeIsTheDequantizersCode) {
-  for (const BlockQ3_K& b : random_q3k_blocks(4, 31)) {
+  for (const BlockQ3_K& b : random_blocks<BlockQ3_K>(4, 31)) {
     std::vector<float> y(256);
     dequantize_row(GgmlType::Q3_K, &b, y.data(), 256);
     for (int i = 0; i < 256; ++i)
@@ -541,7 +530,8 @@ TEST(Q3KFrag, BytesLandWhereTheLayoutSays) {
 }
 
 TEST(Q3KFrag, EveryBlockComesBackBitForBit) {
-  expect_round_trip(random_q3k_blocks(48 * 1024 / 256, 32), 1024, 48, q3k_to_frag, q3k_frag_block);
+  expect_round_trip(random_blocks<BlockQ3_K>(48 * 1024 / 256, 32), 1024, 48, q3k_to_frag,
+                    q3k_frag_block);
 }
 
 // Q6_K's rule: d 0.333251953125 x sc 7 = 2.33276367 -> bf16 2.328125; element 0's code 7 (q - 4
@@ -569,7 +559,7 @@ TEST(Q3KFrag, Bf16WeightRoundsTheProductOnce) {
 // sub-block's (Q6_K's index), and the kernel's arithmetic gives q3k_bf16_weight.
 TEST(FragDecode, Q3KLanesDecodeTheirInputsCodesAndScales) {
   const int64_t n_in = 512, n_out = 32;
-  const std::vector<BlockQ3_K> rows = random_q3k_blocks(n_out * n_in / 256, 33);
+  const std::vector<BlockQ3_K> rows = random_blocks<BlockQ3_K>(n_out * n_in / 256, 33);
   std::vector<uint8_t> frag(rows.size() * sizeof(BlockQ3_K));
   q3k_to_frag(rows.data(), n_in, n_out, frag.data());
   for_each_lane_element(frag, kQ3KFragBlockBytes, n_in, n_out, [&](const LaneElement& el) {
