@@ -30,6 +30,8 @@
 #include <random>
 #include <vector>
 
+#include "cuda_wgmma.cuh"
+
 #define CK(x)                                                                                 \
   do {                                                                                        \
     cudaError_t e_ = (x);                                                                     \
@@ -97,13 +99,6 @@ __global__ void chain_kernel(const uint4* wf, const __nv_bfloat16* x, int n_in, 
 
 // ---- the wgmma GEMM ----
 
-__device__ __forceinline__ uint64_t smem_desc(const void* p, uint32_t lead, uint32_t stride) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) |
-         static_cast<uint64_t>((lead & 0x3FFFF) >> 4) << 16 |
-         static_cast<uint64_t>((stride & 0x3FFFF) >> 4) << 32;
-}
-
 // Pins a register's value in place across the asm statements around it: the compiler may not
 // move its definition past them (a move into a wgmma's A registers sunk past wgmma.fence
 // serializes the wgmmas: ptxas C7513).
@@ -118,18 +113,8 @@ __device__ __forceinline__ void pin(float& r) {
 // + (accumulate ? d : 0).
 __device__ __forceinline__ void wgmma_64(float (&d)[32], const uint4& a, uint64_t desc,
                                          uint32_t accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-      "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(desc), "r"(accumulate));
+  const uint32_t r[4] = {a.x, a.y, a.z, a.w};
+  wgmma_m64n64(d, r, desc, accumulate);
 }
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
