@@ -32,15 +32,6 @@
 
 #include "cuda_wgmma.cuh"
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 constexpr int kSlice = 1024;            // inputs a chain of the canonical order
 constexpr int kBM = 128;                // weight rows a block: two warpgroups of 64
 constexpr int kBN = 64;                 // activation rows a block (wgmma's N)
@@ -229,25 +220,6 @@ float from_bf16(uint16_t h) {
   return f;
 }
 
-template <class F>
-float time_ms(F f) {
-  f();  // warm-up
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  constexpr int kReps = 10;
-  CK(cudaEventRecord(e0));
-  for (int i = 0; i < kReps; ++i) f();
-  CK(cudaEventRecord(e1));
-  CK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return ms / kReps;
-}
-
 void shape(cublasHandle_t h, int n_out, int n_in, int n_tok, int desc_swap, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<uint16_t> w(static_cast<size_t>(n_out) * n_in), x(static_cast<size_t>(n_tok) * n_in);
@@ -275,13 +247,13 @@ void shape(cublasHandle_t h, int n_out, int n_in, int n_tok, int desc_swap, std:
   const int smem = kStages * kXTileBytes;
   CK(cudaFuncSetAttribute(wgmma_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid(n_out / kBM, (n_tok + kBN - 1) / kBN);
-  const float ms =
-      time_ms([&] { wgmma_gemm_kernel<<<grid, 256, smem>>>(dwf, xb, n_in, n_tok, dy, desc_swap); });
+  const float ms = time_ms(
+      10, [&] { wgmma_gemm_kernel<<<grid, 256, smem>>>(dwf, xb, n_in, n_tok, dy, desc_swap); });
   CK(cudaGetLastError());
   // cuBLAS: y^T (n_out x n_tok, column-major) = W (row-major n_out x n_in, i.e. column-major
   // n_in x n_out, transposed) x X^T (column-major n_in x n_tok).
   const float one = 1.0f, zero = 0.0f;
-  const float ms_blas = time_ms([&] {
+  const float ms_blas = time_ms(10, [&] {
     if (cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n_out, n_tok, n_in, &one, dw, CUDA_R_16BF, n_in,
                      dx, CUDA_R_16BF, n_in, &zero, dy_blas, CUDA_R_32F, n_out, CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {

@@ -1,9 +1,42 @@
-// wgmma helpers shared by the standalone dev kernels (cuda_wgmma_bits.cu,
+// The CUDA check and the wgmma helpers shared by the standalone dev kernels (cuda_wgmma_bits.cu,
 // cuda_bf16_wgmma_gemm.cu), included by a relative path so each still builds with one nvcc
 // command (sm_90a).
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+// A CUDA call checked: the file, line, call and error, then exit.
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+// Mean milliseconds of `reps` calls of f (each enqueues its kernels), after one warm-up call.
+template <class F>
+float time_ms(int reps, F f) {
+  f();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0));
+  for (int i = 0; i < reps; ++i) f();
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return ms / static_cast<float>(reps);
+}
 
 // A shared-memory matrix descriptor (PTX ISA, "matrix descriptor"): start address, leading and
 // stride byte offsets (each >> 4, 14 bits), no base offset, no swizzle.

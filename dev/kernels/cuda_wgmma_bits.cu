@@ -39,15 +39,6 @@
 
 #include "cuda_wgmma.cuh"
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 constexpr int kM = 64;     // weight rows (one wgmma's m64; four mma warps' m16)
 constexpr int kK = 1024;   // inputs: one slice of the canonical order, 64 k16 steps
 constexpr int kMaxN = 64;  // activation rows
@@ -201,19 +192,10 @@ __global__ void peak_wgmma_kernel(int iters, uint32_t seed, float* out) {
 template <class Kernel>
 double peak(Kernel kernel, int blocks, int threads, double flop, float* scratch) {
   const int iters = 4096;
-  kernel<<<blocks, threads>>>(16, 3u, scratch);  // warm-up
-  CK(cudaGetLastError());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  CK(cudaEventRecord(e0));
-  kernel<<<blocks, threads>>>(iters, 3u, scratch);
-  CK(cudaEventRecord(e1));
-  CK(cudaEventSynchronize(e1));
-  float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
+  const float ms = time_ms(1, [&] {
+    kernel<<<blocks, threads>>>(iters, 3u, scratch);
+    CK(cudaGetLastError());
+  });
   return flop * blocks * iters / (ms * 1e-3) / 1e12;
 }
 
