@@ -395,7 +395,8 @@ template <class F>
 constexpr int kCodeStages = F::kDirectA ? 4 : kRawStages;
 template <class F, bool kDirect = F::kDirectA>
 struct GemmSmem {
-  uint4 codes[kCodeStages<F>][kBM / 16][32 * (F::kCodeChunks > 0 ? F::kCodeChunks : 1)];
+  // (Q3_K: none here, kCodeChunks 0: its code words come with the high words below.)
+  uint4 codes[kCodeStages<F>][kBM / 16][F::kCodeChunks > 0 ? 32 * F::kCodeChunks : 1];
   uint4 hdr[kRawStages][kBM / 16][F::kHdrChunks > 0 ? F::kHdrChunks : 1];  // BF16: none
   // Q6_K, Q5_K: each lane's high words; Q3_K: its low words, then (32 on) its high words.
   uint2 high[kRawStages][kBM / 16][F::kHigh ? 32 * F::kHighCopies : 1];
