@@ -454,6 +454,12 @@ unsigned row_grid(const Tensor& t) {
   return static_cast<unsigned>(t.n_rows());
 }
 
+// A config switch with its A/B override: the variable's "1" turns it on, any other value off.
+bool switch_or_env(bool configured, const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr ? std::string_view(e) == "1" : configured;
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -530,21 +536,11 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   attn_prep_slots_ = cfg.attn_prep_slots;
   if (const char* e = std::getenv("TEMPO9_CUDA_ATTN_PREP_SLOTS"))  // A/B runs
     attn_prep_slots_ = std::max(0, std::atoi(e));
-  bf16_matmul_ = cfg.bf16_matmul;
-  if (const char* e = std::getenv("TEMPO9_CUDA_BF16"))  // A/B runs
-    bf16_matmul_ = std::string(e) == "1";
-  bf16_q8_0_ = cfg.bf16_q8_0;
-  if (const char* e = std::getenv("TEMPO9_CUDA_BF16_Q8_0"))  // A/B runs
-    bf16_q8_0_ = std::string(e) == "1";
-  bf16_q5_k_ = cfg.bf16_q5_k;
-  if (const char* e = std::getenv("TEMPO9_CUDA_BF16_Q5K"))  // A/B runs
-    bf16_q5_k_ = std::string(e) == "1";
-  bf16_q3_k_ = cfg.bf16_q3_k;
-  if (const char* e = std::getenv("TEMPO9_CUDA_BF16_Q3K"))  // A/B runs
-    bf16_q3_k_ = std::string(e) == "1";
-  bf16_pairs_ = cfg.bf16_pairs;
-  if (const char* e = std::getenv("TEMPO9_CUDA_BF16_PAIRS"))  // A/B runs
-    bf16_pairs_ = std::string(e) == "1";
+  bf16_matmul_ = cuda::switch_or_env(cfg.bf16_matmul, "TEMPO9_CUDA_BF16");      // A/B runs
+  bf16_q8_0_ = cuda::switch_or_env(cfg.bf16_q8_0, "TEMPO9_CUDA_BF16_Q8_0");     // A/B runs
+  bf16_q5_k_ = cuda::switch_or_env(cfg.bf16_q5_k, "TEMPO9_CUDA_BF16_Q5K");      // A/B runs
+  bf16_q3_k_ = cuda::switch_or_env(cfg.bf16_q3_k, "TEMPO9_CUDA_BF16_Q3K");      // A/B runs
+  bf16_pairs_ = cuda::switch_or_env(cfg.bf16_pairs, "TEMPO9_CUDA_BF16_PAIRS");  // A/B runs
   derived_ = std::make_unique<cuda::DerivedCache>(cfg.fuse_rounding &&
                                                   !env_off("TEMPO9_CUDA_FUSE_ROUNDING"));
 }
