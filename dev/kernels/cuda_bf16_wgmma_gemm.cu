@@ -1,23 +1,43 @@
-// A bf16 prompt GEMM on wgmma in the canonical order, beside cuBLAS: the first form of next step
-// 0000000000a (docs/CUDA.md). The served GEMM (cuda_bf16_matmul.cu) runs mma.sync at ~200 TFLOP/s
-// where cuBLAS runs ~375; this one keeps its weight layout (B16Direct: each lane's 16 bytes of a
-// 16-row tile's k16 step are its A fragment) and its order (a chain of 64 k16 steps from zero per
-// 1024-input slice, the slices added in order), and moves the multiply to wgmma.m64nNk16 with A
-// from registers (each warp of a warpgroup its tile's fragment, mma.sync's layout) and the
-// activations from shared memory (8-row x 16-byte core matrices, no swizzle).
+// A bf16 prompt GEMM on wgmma in the canonical order, beside cuBLAS: the form of next step
+// 0000000000a (docs/CUDA.md) meant to pass 400 TFLOP/s. The served GEMM (cuda_bf16_matmul.cu) runs
+// mma.sync at ~200 TFLOP/s where cuBLAS runs 560-800 on an H100; this one keeps its weight layout
+// (B16Direct: each lane's 16 bytes of a 16-row tile's k16 step are its A fragment) and its order (a
+// chain of 64 k16 steps from zero per 1024-input slice, the slices added in order with __fadd_rn),
+// and moves the multiply to wgmma.m64n128k16 with A from registers (mma.sync's fragment layout,
+// which cuda_wgmma_bits.cu proved gives mma.sync's bits).
+//
+// Design (the first form, 148-170 TFLOP/s, loaded the weights from global memory straight into
+// registers, waited for its wgmmas to drain and ran __syncthreads every 64-input k-tile):
+//   block       128 weight rows x 128 activation rows (a cluster of two blocks along the
+//               activation rows, which share their weights), 3 warpgroups: two consumers (64
+//               weight rows x 128 activation rows each: 64 chain floats `p` and 64 running sums
+//               `acc` a thread, up to 232 registers by setmaxnreg) and one producer warpgroup
+//               (40 registers) of which one thread issues every copy;
+//   ring        kStages stages of one 64-input k-tile each: the activations (128 rows x 128 bytes,
+//               one 2-D TMA copy with the 128-byte swizzle, rows past n_tok filled with zeros) and
+//               the weights (8 tiles x 2 KB, each contiguous in B16Direct: 1-D bulk copies, each
+//               block of the cluster copying half of them to both blocks' rings by multicast), one
+//               full and one empty mbarrier a stage (no __syncthreads in the loop);
+//   A           each warp reads its tile's fragments with ld.shared.v4 (512 contiguous bytes a
+//               warp, conflict-free) into one of two register buffers used by turns;
+//   B           a swizzled K-major descriptor (smem_desc_sw128), 32 bytes further a k16 step;
+//   waits       one wgmma group a k-tile, `wgmma.wait_group 1` after each commit (the next
+//               k-tile's issue overlaps the previous one's execution), the finished k-tile's stage
+//               released to both producers by an mbarrier arrive; at a slice end wait_group 0,
+//               acc += p in slice order, and the next chain's first wgmma starts from zero.
+// The swizzle changes only where the activations sit in shared memory, not which products the
+// tensor core adds or in what order, so the bits stay those of the mma.sync chain.
 //
 // It prints, for Qwen3-8B shapes at 512 and 2048 rows: how many outputs differ in bits from the
-// mma.sync chain (a simple reference kernel of the GEMV's form), the worst error against a double
-// reference over the same bf16 inputs, and µs / TFLOP/s of wgmma and of cuBLAS (bf16 in, fp32
-// out, cublasGemmEx). dev/kernels/cuda_wgmma_bits.cu answers the bits question alone; this says
-// what a wgmma GEMM of this simple shape (no warp specialization, no TMA, a wait per k-tile)
-// reaches.
+// mma.sync chain (chain_kernel, a simple reference kernel of the GEMV's form), the worst error
+// against a double reference over the same bf16 inputs, and µs / TFLOP/s of wgmma and of cuBLAS
+// (bf16 in, fp32 out, cublasGemmEx).
 //
 // Standalone: nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a
-//   -o cuda_bf16_wgmma_gemm dev/kernels/cuda_bf16_wgmma_gemm.cu -lcublas; run it with the
-//   descriptor form cuda_wgmma_bits found right (0: leading offset along K, the default; 1: along
-//   N).
+//   -o cuda_bf16_wgmma_gemm dev/kernels/cuda_bf16_wgmma_gemm.cu -lcublas
 #include <cublas_v2.h>
+#include <cuda.h>          // CUtensorMap (the encoder comes from the runtime: no -lcuda)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -32,11 +52,21 @@
 
 #include "cuda_wgmma.cuh"
 
-constexpr int kSlice = 1024;            // inputs a chain of the canonical order
-constexpr int kBM = 128;                // weight rows a block: two warpgroups of 64
-constexpr int kBN = 64;                 // activation rows a block (wgmma's N)
-constexpr int kStages = 4;              // activation k-tiles (64 inputs) in flight
-constexpr int kXTileBytes = kBN * 128;  // one k-tile of the block's rows, bf16
+constexpr int kSlice = 1024;  // inputs a chain of the canonical order
+constexpr int kBM = 128;      // weight rows a block: two consumer warpgroups of 64
+constexpr int kBN = 128;      // activation rows a block (wgmma's N)
+constexpr int kBK = 64;       // inputs a k-tile (a ring stage): 128 bytes a row, the swizzle width
+constexpr int kStages = 6;    // k-tiles in flight
+constexpr int kCluster = 2;   // blocks along the activation rows that share each weight k-tile
+constexpr int kXTileBytes = kBN * kBK * 2;              // a stage's activations, 16 KB
+constexpr int kWTileBytes = kBM * kBK * 2;              // a stage's weights: 8 tiles x 2 KB
+constexpr int kStageBytes = kXTileBytes + kWTileBytes;  // both arrive on the stage's full barrier
+constexpr int kConsumerWarps = kBM / 16;                // one 16-row weight tile a warp
+constexpr int kThreads = 32 * kConsumerWarps + 128;     // + the producer warpgroup
+// The ring (1024-byte aligned by hand: the swizzle atoms must be), then 2 kStages mbarriers.
+constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
+static_assert(kBK * 2 == 128 && kBN % 8 == 0 && kXTileBytes % 1024 == 0);
+static_assert(kConsumerWarps % kCluster == 0);
 
 // ---- the weight layout (B16Direct's): tile T (16 rows), k16 step s, lane L = 4 g + t: four
 // words, word j = A register j: rows g + 8 (j % 2), inputs 16 s + 2 t + 8 (j / 2) and + 1. ----
@@ -91,118 +121,219 @@ __global__ void chain_kernel(const uint4* wf, const __nv_bfloat16* x, int n_in, 
 // ---- the wgmma GEMM ----
 
 // Pins a register's value in place across the asm statements around it: the compiler may not
-// move its definition past them (a move into a wgmma's A registers sunk past wgmma.fence
-// serializes the wgmmas: ptxas C7513).
+// move its definition past them (a move into a wgmma's input registers sunk past wgmma.fence
+// serializes the wgmmas: ptxas C7513), nor a read of an accumulator above a wgmma.wait_group.
 __device__ __forceinline__ void pin(uint32_t& r) {
   asm volatile("" : "+r"(r)::"memory");
 }
 __device__ __forceinline__ void pin(float& r) {
   asm volatile("" : "+f"(r)::"memory");
 }
-
-// d (32 floats: m64n64 f32) = a (this warp's 16 x 16 fragment) x B (64 rows x 16 inputs)
-// + (accumulate ? d : 0).
-__device__ __forceinline__ void wgmma_64(float (&d)[32], const uint4& a, uint64_t desc,
-                                         uint32_t accumulate) {
-  const uint32_t r[4] = {a.x, a.y, a.z, a.w};
-  wgmma_m64n64(d, r, desc, accumulate);
+__device__ __forceinline__ void pin(uint64_t& r) {
+  asm volatile("" : "+l"(r)::"memory");
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src));
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Block (weight rows 128 bx .. + 127, activation rows 64 by .. + 63): warpgroup q takes rows
-// 64 q .. + 63, warp w of it the tile 8 bx + 4 q + w. A k-tile's activations in shared memory:
-// 16-byte piece h (inputs 8 h .. 8 h + 7 of the 64) of row r at (h * 64 + r) * 16, so a k16
-// step's core matrices are 128 bytes apart along N (8 rows) and 1024 along K.
-// desc_swap: the descriptor's two byte offsets the other way round (cuda_wgmma_bits.cu says
-// which form this toolkit and card take).
-__global__ void __launch_bounds__(256, 1)
-    wgmma_gemm_kernel(const uint4* wf, const __nv_bfloat16* x, int n_in, int n_tok, float* y,
-                      int desc_swap) {
-  extern __shared__ __align__(128) uint8_t smem[];
+// ---- mbarriers (PTX ISA "mbarrier"), all addresses shared::cta ----
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// The producer's arrival, with the bytes its copies (and the peer's multicasts) will complete.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// An arrival on the barrier at the same offset in block `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+// Waits until the phase of parity `parity` has completed (a fresh barrier counts the phase
+// before its first, parity 1, as completed: the producer's first pass over the ring).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+
+// ---- copies into the ring (async proxy: they complete bytes on a full barrier) ----
+
+// The 2-D box (kBK inputs from `k`, kBN rows from `row`) of the activations, 128-byte swizzled.
+__device__ __forceinline__ void tma_load_x(uint32_t dst, const CUtensorMap* map, int k, int row,
+                                           uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(bar)
+      : "memory");
+}
+// `bytes` contiguous bytes, to this block only (kCluster 1) or to the same offset in every block
+// of the cluster, each completing them on its own barrier at `bar`'s offset.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+  if constexpr (kCluster == 1)
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+        "[%3];\n" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar)
+        : "memory");
+  else
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+        "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "h"(static_cast<uint16_t>((1 << kCluster) - 1))
+        : "memory");
+}
+
+__device__ __forceinline__ void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// Block (weight rows kBM by .., activation rows kBN bx ..): consumer warp w (0..7) takes the
+// 16-row tile 8 by + w, warpgroup w / 4 the 64 rows of its four warps x all kBN activation rows.
+// Stage layout: the activations (row r's 128 bytes at 128 r, 16-byte pieces swizzled within each
+// 8-row atom), then the weights (tile w's k16 step s at kXTileBytes + 2048 w + 512 s, lane L's
+// fragment at + 16 L, as in global memory).
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map, const uint8_t* wf, int n_in,
+                      int n_tok, float* y) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t ring = (smem_u32(smem_raw) + 1023) & ~1023u;
+  const uint32_t full0 = ring + kStages * kStageBytes, empty0 = full0 + 8 * kStages;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int g = lane / 4, t = lane % 4;
-  const int T = kBM / 16 * blockIdx.x + warp, t0 = kBN * blockIdx.y;
-  const int n_kt = n_in / 64, steps = n_in / 16;
-  const uint4* wt = wf + static_cast<int64_t>(T) * steps * 32 + lane;
-  // Thread tid copies pieces tid and tid + 256 of each k-tile, piece e being 16-byte piece
-  // e % 8 of row e / 8 (eight threads read a row's 128 bytes together).
-  const auto issue = [&](int kt) {
-    if (kt < n_kt)
-#pragma unroll
-      for (int e = tid; e < kBN * 8; e += 256) {
-        const int r = e / 8, h = e % 8;
-        const __nv_bfloat16* src =
-            x + static_cast<int64_t>(min(t0 + r, n_tok - 1)) * n_in + 64 * kt + 8 * h;
-        cp_async16(smem + (kt % kStages) * kXTileBytes + (h * kBN + r) * 16, src);
-      }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-  };
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) issue(s);
-  float p[32], acc[32];  // p: the slice's chain (its first step overwrites it), acc: the sum
-#pragma unroll
-  for (int i = 0; i < 32; ++i) p[i] = acc[i] = 0.0f;
-  // The A fragments in two register buffers used by turns (k-tile kt reads buf[kt % 2] while the
-  // next one's loads land in the other): a copy from one into the other would be placed by the
-  // compiler after the commit, while the wgmmas still read it, and serialize them (ptxas C7513).
-  uint4 buf0[4], buf1[4];
-#pragma unroll
-  for (int s = 0; s < 4; ++s) buf0[s] = wt[s * 32];
-  const auto step = [&](int kt, uint4(&a)[4], uint4(&next)[4]) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");  // k-tile kt - 1 read
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-    issue(kt + kStages - 1);  // into k-tile kt - 1's stage
-    if (kt + 1 < n_kt)
-#pragma unroll
-      for (int s = 0; s < 4; ++s) next[s] = wt[(4 * (kt + 1) + s) * 32];
-    // Every input of the stage's wgmmas (A registers, accumulators, descriptors, the accumulate
-    // flag) defined before wgmma.fence and pinned there: an input defined between two wgmmas of a
-    // stage serializes them (ptxas C7513).
-    const uint8_t* st = smem + (kt % kStages) * kXTileBytes;
-    const bool slice_start = kt % (kSlice / 64) == 0;  // the chain starts from zero: p = a b
-    uint64_t desc[4];
-    uint32_t accumulate[4];
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      desc[s] =
-          smem_desc(st + s * 2 * kBN * 16, desc_swap ? 128 : kBN * 16, desc_swap ? kBN * 16 : 128);
-      accumulate[s] = s > 0 || !slice_start;
-      pin(a[s].x), pin(a[s].y), pin(a[s].z), pin(a[s].w), pin(accumulate[s]);
-      asm volatile("" : "+l"(desc[s])::"memory");
+  const int t0 = kBN * blockIdx.x, T0 = kBM / 16 * blockIdx.y;
+  const int n_kt = n_in / kBK, steps = n_in / 16;
+  const uint32_t rank = kCluster > 1 ? cluster_rank() : 0;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx; the bytes do the rest
+      mbar_init(empty0 + 8 * s, kConsumerWarps * kCluster);  // every consumer warp of the cluster
     }
-#pragma unroll
-    for (int i = 0; i < 32; ++i) pin(p[i]);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int s = 0; s < 4; ++s) wgmma_64(p, a[s], desc[s], accumulate[s]);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    if ((kt + 1) % (kSlice / 64) == 0) {  // a slice ends: acc += p, in slice order
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-      for (int i = 0; i < 32; ++i) acc[i] = __fadd_rn(acc[i], p[i]);
-    }
-  };
-  for (int kt = 0; kt < n_kt; kt += 2) {  // n_kt is even (n_in: whole slices)
-    step(kt, buf0, buf1);
-    step(kt + 1, buf1, buf0);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  // m64n64 f32 accumulators: warp w of the warpgroup rows 16 w + g (+ 8); register 4 j + q is
-  // column 8 j + 2 t + q % 2 of row g + 8 (q / 2).
-  const int n_out = gridDim.x * kBM;
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int o = 16 * T + g + 8 * (q / 2), r = t0 + 8 * j + 2 * t + q % 2;
-      if (r < n_tok) y[static_cast<int64_t>(r) * n_out + o] = acc[4 * j + q];
+  // The barriers initialized before any block of the cluster copies or arrives on them.
+  if constexpr (kCluster > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+
+  // setmaxnreg: the producer warpgroup gives 128 registers a thread of its 168 to the consumers
+  // (384 x 168 = 128 x 40 + 256 x 232: what the block holds, so the consumers' request is met).
+  if (warp >= kConsumerWarps) {  // the producer warpgroup: one thread issues every copy
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (warp == kConsumerWarps && lane == 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&x_map))
+                   : "memory");
+      for (int kt = 0, stage = 0, phase = 0; kt < n_kt; ++kt) {
+        // The stage free in every block of the cluster (this block's copies land in both).
+        mbar_wait(empty0 + 8 * stage, phase ^ 1);
+        const uint32_t st = ring + stage * kStageBytes, full = full0 + 8 * stage;
+        mbar_arrive_expect_tx(full, kStageBytes);
+        tma_load_x(st, &x_map, kBK * kt, t0, full);
+        for (int w = static_cast<int>(rank); w < kConsumerWarps; w += kCluster)
+          bulk_load(st + kXTileBytes + 2048 * w,
+                    wf + (static_cast<int64_t>(T0 + w) * steps + kBK / 16 * kt) * 512, 2048, full);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
     }
+    __syncwarp();
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int g = lane / 4, t = lane % 4;
+    float p[64], acc[64];  // p: the slice's chain (its first step overwrites it), acc: the sum
+#pragma unroll
+    for (int i = 0; i < 64; ++i) p[i] = acc[i] = 0.0f;
+    // The A fragments in two register buffers used by turns: k-tile kt's wgmmas still read one
+    // while k-tile kt + 1's fragments land in the other (wait_group 1 frees it for kt + 2).
+    uint32_t a0[4][4], a1[4][4];
+    const uint32_t w_off = kXTileBytes + 2048 * warp + 16 * lane;
+    int stage = 0;
+    uint32_t phase = 0;
+    // K-tile i (0..15) of slice `slice`: i is a constant once the slice's loop is unrolled.
+    const auto step = [&](int slice, int i, uint32_t(&a)[4][4]) {
+      mbar_wait(full0 + 8 * stage, phase);
+      const uint32_t st = ring + stage * kStageBytes;
+      // Every input of the group's wgmmas (A registers, accumulators, descriptors, the
+      // accumulate flag) defined before wgmma.fence and pinned there.
+      uint64_t desc[4];
+      uint32_t accumulate[4];
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        ld_shared_v4(a[s], st + w_off + 512 * s);
+        desc[s] = smem_desc_sw128(st + 32 * s);
+        accumulate[s] = s > 0 || i > 0;  // the chain's first step: p = a b, from zero
+        pin(a[s][0]), pin(a[s][1]), pin(a[s][2]), pin(a[s][3]), pin(accumulate[s]), pin(desc[s]);
+      }
+#pragma unroll
+      for (int j = 0; j < 64; ++j) pin(p[j]);
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+      for (int s = 0; s < 4; ++s) wgmma_m64n128(p, a[s], desc[s], accumulate[s]);
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      // The previous k-tile's wgmmas done: its stage (and its A buffer) free again.
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      if ((slice > 0 || i > 0) && lane == 0) {
+        const uint32_t empty = empty0 + 8 * (stage == 0 ? kStages - 1 : stage - 1);
+        if constexpr (kCluster == 1)
+          mbar_arrive(empty);
+        else
+          for (uint32_t b = 0; b < kCluster; ++b) mbar_arrive_cluster(empty, b);
+      }
+      if (++stage == kStages) stage = 0, phase ^= 1;
+      if (i == kSlice / kBK - 1) {  // the slice ends: acc += p, in slice order
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+        for (int j = 0; j < 64; ++j) pin(p[j]), acc[j] = __fadd_rn(acc[j], p[j]);
+      }
+    };
+#pragma unroll 1
+    for (int slice = 0; slice < n_in / kSlice; ++slice)
+#pragma unroll
+      for (int i = 0; i < kSlice / kBK; i += 2) {
+        step(slice, i, a0);
+        step(slice, i + 1, a1);
+      }
+    // m64n128 f32 accumulators: warp w of the warpgroup rows 16 w + g (+ 8); register 4 j + q
+    // is column 8 j + 2 t + q % 2 of row g + 8 (q / 2).
+    const int n_out = gridDim.y * kBM, T = T0 + warp;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int o = 16 * T + g + 8 * (q / 2), r = t0 + 8 * j + 2 * t + q % 2;
+        if (r < n_tok) y[static_cast<int64_t>(r) * n_out + o] = acc[4 * j + q];
+      }
+  }
+  // No block leaves while its peer may still arrive on its barriers.
+  if constexpr (kCluster > 1) cluster_sync();
 }
 
 // ---- host ----
@@ -220,7 +351,8 @@ float from_bf16(uint16_t h) {
   return f;
 }
 
-void shape(cublasHandle_t h, int n_out, int n_in, int n_tok, int desc_swap, std::mt19937& rng) {
+void shape(cublasHandle_t h, PFN_cuTensorMapEncodeTiled_v12000 encode, int n_out, int n_in,
+           int n_tok, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<uint16_t> w(static_cast<size_t>(n_out) * n_in), x(static_cast<size_t>(n_tok) * n_in);
   for (auto& v : w) v = to_bf16(nd(rng) * 0.02f);
@@ -244,11 +376,38 @@ void shape(cublasHandle_t h, int n_out, int n_in, int n_tok, int desc_swap, std:
   const auto* xb = reinterpret_cast<const __nv_bfloat16*>(dx);
   chain_kernel<<<dim3(n_out / 16, (n_tok + 7) / 8), 32>>>(dwf, xb, n_in, n_tok, dy_ref);
   CK(cudaGetLastError());
-  const int smem = kStages * kXTileBytes;
-  CK(cudaFuncSetAttribute(wgmma_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(n_out / kBM, (n_tok + kBN - 1) / kBN);
+  // The activations as a 2-D tensor (inputs fastest, n_tok rows): boxes of kBK x kBN, 128-byte
+  // swizzled, rows past n_tok read as zeros (their outputs are not stored).
+  CUtensorMap x_map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(n_in), static_cast<cuuint64_t>(n_tok)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(n_in) * 2};
+  const cuuint32_t box[2] = {kBK, kBN}, elem_strides[2] = {1, 1};
+  if (encode(&x_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, dx, dims, strides, box, elem_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
+    std::exit(1);
+  }
+  CK(cudaFuncSetAttribute(wgmma_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          kSmemBytes));
+  // Activation tiles along x (the cluster's blocks share their weights; blocks launched together
+  // share a weight tile, so each weight byte comes from DRAM about once), weight tiles along y.
+  const int x_tiles = (n_tok + kBN - 1) / kBN;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3((x_tiles + kCluster - 1) / kCluster * kCluster, n_out / kBM);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = kCluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  const auto* wfb = reinterpret_cast<const uint8_t*>(dwf);
   const float ms = time_ms(
-      10, [&] { wgmma_gemm_kernel<<<grid, 256, smem>>>(dwf, xb, n_in, n_tok, dy, desc_swap); });
+      10, [&] { CK(cudaLaunchKernelEx(&cfg, wgmma_gemm_kernel, x_map, wfb, n_in, n_tok, dy)); });
   CK(cudaGetLastError());
   // cuBLAS: y^T (n_out x n_tok, column-major) = W (row-major n_out x n_in, i.e. column-major
   // n_in x n_out, transposed) x X^T (column-major n_in x n_tok).
@@ -294,18 +453,26 @@ void shape(cublasHandle_t h, int n_out, int n_in, int n_tok, int desc_swap, std:
   CK(cudaFree(dy_blas));
 }
 
-int main(int argc, char** argv) {
-  const int desc_swap = argc > 1 ? std::atoi(argv[1]) : 0;
+int main() {
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, descriptor form %d\n", prop.name, desc_swap);
+  std::printf("%s, wgmma m64n%dk16, %d x %d blocks, %d stages, cluster %d\n", prop.name, kBN, kBM,
+              kBN, kStages, kCluster);
+  PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode),
+                                      12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || encode == nullptr) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
+    return 1;
+  }
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 1;
   std::mt19937 rng(1);
   for (int n_tok : {512, 2048}) {
-    shape(h, 4096, 4096, n_tok, desc_swap, rng);   // q / o projections
-    shape(h, 12288, 4096, n_tok, desc_swap, rng);  // gate or up
-    shape(h, 4096, 12288, n_tok, desc_swap, rng);  // down
+    shape(h, encode, 4096, 4096, n_tok, rng);   // q / o projections
+    shape(h, encode, 12288, 4096, n_tok, rng);  // gate or up
+    shape(h, encode, 4096, 12288, n_tok, rng);  // down
   }
   cublasDestroy(h);
   return 0;

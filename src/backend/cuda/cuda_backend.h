@@ -137,9 +137,11 @@ struct CudaBackendConfig {
   // timed against it). TEMPO9_CUDA_BF16_Q5K=0 turns it off (=1 on).
   bool bf16_q5_k = true;
   // Q3_K matrices too (with bf16_matmul; Q6_K's arithmetic with a 3-bit code: quant/frag_layout.h).
-  // Off until a device has run its op tests and timed it against the int8 sliced kernels (written
-  // in session 53). TEMPO9_CUDA_BF16_Q3K=1 turns it on (=0 off).
-  bool bf16_q3_k = false;
+  // Run 254 (H100, `bench/device_plans/q3k_bf16.sh`: the 35B cut to 8 layers at Q3_K_M, against
+  // the int8 sliced kernels, alternated): single decode 1394 / 1384 against 1370 / 1347 tok/s,
+  // 8 rows 1.667 against 1.736 ms a step, a 64-token prompt 14.9k against 13.9k tok/s; the
+  // CudaBf16 and Matmul op tests pass with it. TEMPO9_CUDA_BF16_Q3K=0 turns it off (=1 on).
+  bool bf16_q3_k = true;
   // matmul_shared_x's fragment-ordered matrices of two types (Q4_K or Q5_K beside Q6_K: a K-quant
   // layer's q/k and v) in one GEMV launch for 1-8 rows (launch_bf16_matmul_pair; the same bits).
   // Runs 249-251 (H100, the 8B Q4_K_M, docs/CUDA.md stage 51): single decode 309.1-310.0 against

@@ -316,7 +316,7 @@ struct Q80 {
 // a lane's low-bit words of a group pair and its high-bit words of the super-block, 12 bytes a
 // group (kCodeChunks 0: no chunk a group). The GEMV loads the pair's 16 bytes of low bits on even
 // groups and the 16 of high bits on group 0 (gemv_codes); the GEMM copies the group's 8 bytes of
-// each (kHighCopies). Opt-in until a device runs it (CudaBackendConfig::bf16_q3_k).
+// each (kHighCopies). On by default since run 254 (CudaBackendConfig::bf16_q3_k).
 struct Q3K : Q6K {
   static constexpr int kBlockBytes = kQ3KFragBlockBytes;
   static constexpr int kCodesAt = kQ3KFragLowsAt;

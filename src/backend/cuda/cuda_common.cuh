@@ -218,6 +218,18 @@ __device__ __forceinline__ void pdl_enter() {
 #endif
 }
 
+// pdl_enter's two halves, for a kernel that schedules its successor later than its wait.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Weights are the general exception to "nothing before pdl_enter()" (the attention kernel has its
 // own: keys of earlier steps, the step's uploaded tables and positions; cuda_flash_attention.cu):
 // no kernel writes them after the upload, so a kernel may start pulling its weights before its

@@ -162,18 +162,6 @@ __device__ __forceinline__ float gated(float v, float g) {
 
 // ---- the split form's partials folded by the row's last block ----
 
-// pdl_enter's two halves, for a kernel that schedules its successor later than its wait.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
 // handshake (__threadfence() is the sequentially consistent fence.sc.gpu: more than it needs).
 __device__ __forceinline__ void fence_acq_rel_gpu() {
