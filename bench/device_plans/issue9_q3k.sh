@@ -6,7 +6,8 @@
 #     probe (wgmma_probe.sh), the synth (~3-4 min for the 40 layers at Q3_K_M), ours twice
 #     (h200_bench.sh single: a 512-token prompt and 128 tokens, warmed up); waits for the build
 #     until WAIT_S (545).
-#   PHASE=2 (~6 min): the whole op suite (the model tests' fixtures carried by this call), A/Bs of
+#   PHASE=2 (~6 min): the whole op suite (the model tests' fixtures carried by this call; OPS=0:
+#     none, nothing carried), A/Bs of
 #     one binary on the same file (decode_one: a 64-token prompt; each form keeps the bits, so
 #     each text must be the default's): the attention's in-kernel fold
 #     (TEMPO9_CUDA_ATTN_FOLD_ROWS=1; lost on the 8B in stage 40, never timed on the 35B, whose 10
@@ -44,8 +45,7 @@ if [ "${PHASE:-1}" = 1 ]; then
     echo "peer: not done at t=$SECONDS s: $(tail -1 /tmp/peer/ninja.log 2>/dev/null)"
   fi
 else
-  op_tests '*'
-  echo "t=$((SECONDS - T0)) s"
+  [ "${OPS:-1}" = 1 ] && op_tests '*' && echo "t=$((SECONDS - T0)) s"
   for tag in base fold late early0 base2; do
     case $tag in
       base*) decode_one $tag ;;
