@@ -11,11 +11,11 @@
 #     one binary on the same file (decode_one: a 64-token prompt; each form keeps the bits, so
 #     each text must be the default's): the attention's in-kernel fold
 #     (TEMPO9_CUDA_ATTN_FOLD_ROWS=1; lost on the 8B in stage 40, never timed on the 35B, whose 10
-#     attention layers each launch a combine: run 255's trace), the norm's late trigger
-#     (TEMPO9_CUDA_NORM_LATE_TRIGGER=1) and no early GEMV weights (TEMPO9_CUDA_BF16_EARLY=0): run
-#     255 has the add-norm before a 576- or 772-block GEMV at 5.4-7 us of the chain, before the
-#     router's 129 blocks at 3.1-3.5; then llama-bench on the same file (SIDES=peer h200_bench.sh
-#     single).
+#     attention layers each launch a combine: run 255's trace) and no early GEMV weights
+#     (TEMPO9_CUDA_BF16_EARLY=0: run 255 has the add-norm before a 576- or 772-block GEMV at
+#     5.4-7 us of the chain, before the router's 129 blocks at 3.1-3.5; run 257 also had the
+#     norm's late trigger, 11ccdce, since taken out); then llama-bench on the same file
+#     (SIDES=peer h200_bench.sh single).
 # Here: `bash scripts/device_stage.sh`, `bash scripts/build_peer_cuda.sh pack`; there (device
 # tool) PHASE=1 carrying [".devrun/bin", ".devrun/lib.tar.xz", ".devrun/shared/fixtures/tokenizers",
 # ".devrun/wg", ".devrun-peer"], then PHASE=2 carrying [".devrun/shared/fixtures/reference"]:
@@ -46,15 +46,14 @@ if [ "${PHASE:-1}" = 1 ]; then
   fi
 else
   [ "${OPS:-1}" = 1 ] && op_tests '*' && echo "t=$((SECONDS - T0)) s"
-  for tag in base fold late early0 base2; do
+  for tag in base fold early0 base2; do
     case $tag in
       base*) decode_one $tag ;;
       fold) decode_one fold TEMPO9_CUDA_ATTN_FOLD_ROWS=1 ;;
-      late) decode_one late TEMPO9_CUDA_NORM_LATE_TRIGGER=1 ;;
       early0) decode_one early0 TEMPO9_CUDA_BF16_EARLY=0 ;;
     esac
   done
-  for tag in base2 fold late early0; do  # the same bits: each form's text is the default's
+  for tag in base2 fold early0; do  # the same bits: each form's text is the default's
     cmp -s /tmp/one_base.txt "/tmp/one_$tag.txt" && echo "$tag: text equal to the default's" ||
       echo "$tag: text DIFFERS from the default's"
   done

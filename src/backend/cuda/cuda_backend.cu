@@ -194,29 +194,23 @@ __global__ void rms_norm_kernel(TensorDesc x, TensorDesc b, TensorDesc sum,
 // overlap a or b (another block may still be reading them). `w_early` (reads_early): w is a model
 // weight (never written after its upload), so its element is loaded before the dependent-launch
 // wait, while the predecessor finishes (in a decode step the norm weights are not in L2: ~4 GB of
-// weights stream through it per step). `late_trigger`: the successor is scheduled once this
-// block has its sum of squares instead of at the wait, so a GEMV after it pulls its first weights
-// (reads_early) only after the norm's own loads, not beside them (an A/B: run 255's 35B trace has
-// this norm at 5.4-7 us of the chain before a 576- or 772-block GEMV, 3.1-3.5 before the router's
-// 129 blocks).
+// weights stream through it per step).
 template <bool kAdd>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_codes_kernel(TensorDesc x, TensorDesc b, TensorDesc sum, const float* __restrict__ w,
-                          bool w_early, bool late_trigger, float eps, float weight_bias,
-                          TensorDesc out, int8_t* __restrict__ xq, ActBlock* __restrict__ xb) {
+                          bool w_early, float eps, float weight_bias, TensorDesc out,
+                          int8_t* __restrict__ xq, ActBlock* __restrict__ xb) {
   const int g = static_cast<int>(blockIdx.x);
   const int64_t r = blockIdx.y, n = x.ne0;
   const int64_t i = threadIdx.x + static_cast<int64_t>(g) * kThreads;
   float wg = w_early ? norm_weight_at(w, weight_bias, i) : 0.0f;
-  pdl_wait();
-  if (!late_trigger) pdl_trigger();
+  pdl_enter();
   if (!w_early) wg = norm_weight_at(w, weight_bias, i);
   __shared__ double scratch[32];
   const float* xr = reinterpret_cast<const float*>(x.row(r));
   const float* br = kAdd ? reinterpret_cast<const float*>(b.row(r)) : nullptr;
   float xv[kNormCache], unused[kNormCache];  // this block's weight is wg
   const double ss = block_sum(norm_head<kAdd>(xr, br, nullptr, 0.0f, n, xv, unused), scratch);
-  if (late_trigger) pdl_trigger();
   const float inv = norm_inv(ss, n, eps);
   float v = 0.0f;
 #pragma unroll
@@ -408,17 +402,6 @@ bool codes_norm_fits(const Tensor& x, const Tensor& dst,
     if (d.overlaps(byte_span(*t))) return false;
   return true;
 }
-// A config switch with its A/B override: the variable's "1" turns it on, any other value off.
-bool switch_or_env(bool configured, const char* name) {
-  const char* e = std::getenv(name);
-  return e != nullptr ? std::string_view(e) == "1" : configured;
-}
-
-// TEMPO9_CUDA_NORM_LATE_TRIGGER=1 (read once): rms_norm_codes_kernel's late_trigger (A/B runs).
-bool norm_late_trigger() {
-  static const bool on = switch_or_env(false, "TEMPO9_CUDA_NORM_LATE_TRIGGER");
-  return on;
-}
 dim3 codes_norm_grid(const Tensor& x) {
   return dim3(static_cast<unsigned>(x.ne[0] / kThreads), static_cast<unsigned>(x.n_rows()));
 }
@@ -469,6 +452,12 @@ void check_unary(const Tensor& x, const Tensor& out, const char* what) {
 unsigned row_grid(const Tensor& t) {
   T9_CHECK(t.n_rows() <= 0x7fffffff, "{} rows exceed the launch grid", t.n_rows());
   return static_cast<unsigned>(t.n_rows());
+}
+
+// A config switch with its A/B override: the variable's "1" turns it on, any other value off.
+bool switch_or_env(bool configured, const char* name) {
+  const char* e = std::getenv(name);
+  return e != nullptr ? std::string_view(e) == "1" : configured;
 }
 
 }  // namespace
@@ -782,8 +771,8 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, flo
   if (cuda::codes_norm_fits(x, out, {&x})) {
     if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
       stream_->launch(cuda::rms_norm_codes_kernel<false>, cuda::codes_norm_grid(x), cuda::kThreads,
-                      0, cuda::desc(x), cuda::desc(x), cuda::desc(x), w, reads_early(weight),
-                      cuda::norm_late_trigger(), eps, weight_bias, cuda::desc(out), ro.xq, ro.xb);
+                      0, cuda::desc(x), cuda::desc(x), cuda::desc(x), w, reads_early(weight), eps,
+                      weight_bias, cuda::desc(out), ro.xq, ro.xb);
       return;
     }
   }
@@ -804,8 +793,8 @@ void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w
   if (cuda::codes_norm_fits(a, out, {&a, &b, &sum}) && cuda::codes_norm_fits(a, sum, {&a, &b})) {
     if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
       stream_->launch(cuda::rms_norm_codes_kernel<true>, cuda::codes_norm_grid(a), cuda::kThreads,
-                      0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w, reads_early(weight),
-                      cuda::norm_late_trigger(), eps, weight_bias, cuda::desc(out), ro.xq, ro.xb);
+                      0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w, reads_early(weight), eps,
+                      weight_bias, cuda::desc(out), ro.xq, ro.xb);
       return;
     }
   }
