@@ -28,8 +28,9 @@
 // The swizzle changes only where the activations sit in shared memory, not which products the
 // tensor core adds or in what order, so the bits stay those of the mma.sync chain.
 //
-// It prints, for Qwen3-8B shapes at 512 and 2048 rows: how many outputs differ in bits from the
-// mma.sync chain (chain_kernel, a simple reference kernel of the GEMV's form), the worst error
+// It prints, for Qwen3-8B shapes at 512 and 2048 rows (then 4096 x 4096 at 40, 200 and 640 rows:
+// the tiles the served path would meet past whole clusters), how many outputs differ in bits from
+// the mma.sync chain (chain_kernel, a simple reference kernel of the GEMV's form), the worst error
 // against a double reference over the same bf16 inputs, and µs / TFLOP/s of wgmma and of cuBLAS
 // (bf16 in, fp32 out, cublasGemmEx).
 //
@@ -474,6 +475,10 @@ int main() {
     shape(h, encode, 12288, 4096, n_tok, rng);  // gate or up
     shape(h, encode, 4096, 12288, n_tok, rng);  // down
   }
+  // The served path's edges, last (a hang here leaves the lines above): a partial tile whose
+  // cluster peer is past the rows (40), two tiles the second partial (200), an odd count of
+  // tiles, the padding block's box wholly past the rows (640).
+  for (int n_tok : {40, 200, 640}) shape(h, encode, 4096, 4096, n_tok, rng);
   cublasDestroy(h);
   return 0;
 }
