@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Q3_K on the bf16 tensor-core path (on by default since run 254, docs/CUDA.md stage 53) against
 # the int8 sliced kernels, in one device call (~5 min): the CudaBf16 op tests (every list has
-# Q3_K, with bf16_q3_k on) and the int8 paths' matmul tests, then the Qwen3.5-35B-A3B shape cut to 8 layers
-# at Q3_K_M (synth: Q3_K, Q4_K, Q5_K; the real tokenizer) decoded greedily with
+# Q3_K, with bf16_q3_k on) and the int8 paths' matmul tests, then the Qwen3.5-35B-A3B shape cut
+# to 8 layers at Q3_K_M (synth: Q3_K, Q4_K, Q5_K; the real tokenizer) decoded greedily with
 # TEMPO9_CUDA_BF16_Q3K=0 and =1 alternated twice, and 8 rows each. The two paths round differently
 # (x to int8 against weights and x to bf16), so their texts may differ; each path's two runs must
 # not. Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
