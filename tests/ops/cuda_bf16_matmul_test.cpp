@@ -350,6 +350,77 @@ TEST_F(CudaBf16, MatmulGluEqualsTheOps) {
   }
 }
 
+// The wgmma GEMM (CudaBackendConfig::bf16_wgmma_rows, cuda_bf16_wgmma.cuh) for BF16 calls of 33
+// rows and more whose matrices have whole 128-row blocks: the GEMV's bits for every row (the
+// canonical chain on wgmma: docs/CUDA.md stage 53), near the double reference, and the mma.sync
+// GEMM's bits where a launch falls back to it.
+class CudaBf16Wgmma : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+    CudaBackendConfig cfg;
+    cfg.bf16_wgmma_rows = 33;
+    be_ = std::make_unique<CudaBackend>(cfg);
+  }
+  std::unique_ptr<CudaBackend> be_;
+};
+
+// Row 3 alone (the GEMV), then inside 33, 40 (one partial tile; its cluster peer past the rows),
+// 130, 200 and 300 rows (an odd count of tiles: a padding block wholly past the rows), for one to
+// twelve slices and one or three blocks of weight rows.
+TEST_F(CudaBf16Wgmma, RowsAreTheGemvsBitForBit) {
+  auto rng = test_rng();
+  for (const int64_t n_in : {1024, 4096, 12288})
+    for (const int64_t n_out : {128, 384}) {
+      SCOPED_TRACE(testing::Message() << "n_in " << n_in << " n_out " << n_out);
+      DeviceArena arena(*be_);
+      const Tensor w = arena.matmul_weights(random_weights(rng, GgmlType::BF16, n_in, n_out),
+                                            GgmlType::BF16, n_in, n_out);
+      ASSERT_EQ(w.buf->layout, WeightLayout::kFrag);
+      const int64_t before = cuda::bf16_wgmma_launches();
+      expect_row_batch_invariant(*be_, arena, w,
+                                 random_floats(rng, static_cast<size_t>(n_in * 300), -3.0f, 3.0f),
+                                 {33, 40, 130, 200, 300});
+      EXPECT_EQ(cuda::bf16_wgmma_launches() - before, 5);  // every call of 33 rows and more
+    }
+}
+
+TEST_F(CudaBf16Wgmma, MatchesTheBf16Reference) {
+  auto rng = test_rng();
+  const int64_t before = cuda::bf16_wgmma_launches();
+  expect_near_reference(*be_, rng, GgmlType::BF16, 2048, 256, 70, true);  // a bias
+  expect_near_reference(*be_, rng, GgmlType::BF16, 12288, 128, 140, false);
+  EXPECT_EQ(cuda::bf16_wgmma_launches() - before, 2);
+}
+
+// matmul_shared_x over BF16 matrices of whole blocks (one wgmma launch each) and over a group with
+// a 144-row matrix (the whole launch on the mma.sync GEMM): every output the bits of its plain
+// matmul, which takes wgmma for the 256- and 128-row matrices either way.
+TEST_F(CudaBf16Wgmma, SharedXPartsEqualPlainMatmuls) {
+  auto rng = test_rng();
+  const int64_t n_in = 2048, n_tok = 70;
+  DeviceArena arena(*be_);
+  const Tensor x =
+      arena.from_host(random_floats(rng, static_cast<size_t>(n_in * n_tok), -3.0f, 3.0f),
+                      GgmlType::F32, n_in, n_tok);
+  const Tensor bias = arena.from_host(random_floats(rng, 256), GgmlType::F32, 256);
+  const auto frag = [&](int64_t n_out) {
+    return arena.matmul_weights(random_weights(rng, GgmlType::BF16, n_in, n_out), GgmlType::BF16,
+                                n_in, n_out);
+  };
+  for (const int64_t odd : {int64_t{128}, int64_t{144}}) {
+    SCOPED_TRACE(odd);
+    const std::vector<Backend::MatmulOut> outs = {
+        {frag(256), bias, arena.poisoned(GgmlType::F32, 256, n_tok)},
+        {frag(odd), Tensor{}, arena.poisoned(GgmlType::F32, odd, n_tok)},
+        {frag(128), Tensor{}, arena.poisoned(GgmlType::F32, 128, n_tok)}};
+    const int64_t before = cuda::bf16_wgmma_launches();
+    be_->matmul_shared_x(x, outs);
+    EXPECT_EQ(cuda::bf16_wgmma_launches() - before, odd == 128 ? 3 : 0);
+    ASSERT_NO_FATAL_FAILURE(expect_plain_bits(*be_, arena, x, outs));
+  }
+}
+
 using CudaBf16DeathTest = CudaBf16;
 
 TEST_F(CudaBf16DeathTest, GetRowsRefusesTheLayout) {

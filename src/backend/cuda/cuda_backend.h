@@ -148,6 +148,13 @@ struct CudaBackendConfig {
   // 303.1-303.4 tok/s, 8 rows 5.09 against 5.26 ms a step. TEMPO9_CUDA_BF16_PAIRS=0 turns it off
   // (=1 on).
   bool bf16_pairs = true;
+  // BF16 GEMMs (B16Direct) of at least this many rows on wgmma (cuda_bf16_wgmma.cuh: the same
+  // bits; 128 x 128 tiles, a cluster of two sharing the weights), where every matrix of the launch
+  // has whole 128-row blocks; 0: never. The dev kernel ran 480-576 TFLOP/s on an H100 against
+  // ~200 for the mma.sync GEMM (runs 256, 260), but its small grids lose below ~1k rows (run 260:
+  // 640 rows at 1.9x cuBLAS's time). Off until a device has run its op tests and an A/B of the
+  // 8B BF16 prompts. TEMPO9_CUDA_BF16_WGMMA_ROWS=N.
+  int bf16_wgmma_rows = 0;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -349,6 +356,7 @@ class CudaBackend final : public Backend {
   bool bf16_q8_0_ = false;        // CudaBackendConfig::bf16_q8_0
   bool bf16_q5_k_ = false;        // CudaBackendConfig::bf16_q5_k
   bool bf16_q3_k_ = false;        // CudaBackendConfig::bf16_q3_k
+  int bf16_wgmma_rows_ = 0;       // CudaBackendConfig::bf16_wgmma_rows
   bool bf16_pairs_ = false;       // CudaBackendConfig::bf16_pairs
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on

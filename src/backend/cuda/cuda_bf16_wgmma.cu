@@ -1,0 +1,367 @@
+// The BF16 prompt GEMM on wgmma (cuda_bf16_wgmma.cuh), grown from
+// dev/kernels/cuda_bf16_wgmma_gemm.cu (runs 254-260: 480-576 TFLOP/s on an H100 with the mma.sync
+// chain's bits, where the served mma.sync GEMM runs ~200 and cuBLAS 560-800). What the served form
+// adds: the B16Direct weights as the backend stores them, whose k16 steps hold their inputs in the
+// fragment layout's order (quant/frag_decode.h frag_input), so x is copied to bf16 in that order
+// (wgmma_x_kernel) and the tensor map's natural order lines each x up with its weight; y through a
+// TensorDesc with the bias added as the served GEMM adds it; the dependent-launch wait; the
+// cluster as a kernel attribute (Stream launches take no cluster argument).
+//
+// Block: 128 weight rows x 128 activation rows; two consumer warpgroups on wgmma.m64n128k16 (A
+// from registers: each warp's 16-row tile in mma.sync's fragment layout, which keeps mma.sync's
+// bits; B, the activations, from shared memory by a 128-byte-swizzled descriptor) and a producer
+// warpgroup whose one thread issues every copy; setmaxnreg moves the producer's registers to the
+// consumers. A ring of kStages 64-input k-tiles, each with a full and an empty mbarrier: the
+// activations by one 2-D TMA copy, the weights' 2 KB tiles by 1-D bulk copies multicast to the
+// cluster of two blocks along the activation rows (they share the weights). One wgmma group a
+// k-tile, `wait_group 1` after its commit (the previous k-tile's stage then goes back to both
+// producers); at each slice's end `wait_group 0`, acc += p in slice order (__fadd_rn, from 0 as
+// the served GEMM), and the next chain's first wgmma starts from zero.
+#include "backend/cuda/cuda_prelude.cuh"  // first: see there
+
+#include <cuda.h>          // CUtensorMap (its encoder comes from the runtime: no -lcuda)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <cuda_bf16.h>
+
+#include <atomic>
+
+#include "backend/cuda/cuda_bf16_wgmma.cuh"
+#include "backend/cuda/cuda_stream.cuh"
+#include "core/check.h"
+
+namespace t9::cuda {
+namespace {
+
+constexpr int kSlice = 1024;  // inputs a chain of the canonical order
+constexpr int kBM = kWgmmaRows, kBN = kWgmmaTokRows;
+constexpr int kBK = 64;      // inputs a k-tile: 128 bytes a row, the swizzle's width
+constexpr int kStages = 6;   // k-tiles in flight
+constexpr int kCluster = 2;  // blocks along the activation rows sharing each weight k-tile
+constexpr int kXTileBytes = kBN * kBK * 2;  // a stage's activations, 16 KB
+constexpr int kWTileBytes = kBM * kBK * 2;  // its weights: 8 tiles x 2 KB
+constexpr int kStageBytes = kXTileBytes + kWTileBytes;
+constexpr int kConsumerWarps = kBM / 16;             // one 16-row weight tile a warp
+constexpr int kThreads = 32 * kConsumerWarps + 128;  // + the producer warpgroup
+// The ring (aligned to 1024 bytes by hand: the swizzle's atoms must be), then 2 kStages barriers.
+constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
+constexpr int kMaxIn = 12288;  // B16Direct's widest matrix (bf16_frag_shape_ok)
+static_assert(kBK * 2 == 128 && kXTileBytes % 1024 == 0 && kConsumerWarps % kCluster == 0);
+
+// ---- x in the fragment layout's input order ----
+
+// Eight outputs a thread: destination inputs c .. c + 7 of a row are k16 step s = (c % 64) / 16's
+// positions k0 .. k0 + 7 (k0 = c % 16: 0 or 8), i.e. the inputs 32 (s / 2) + 8 j + 4 (s % 2) +
+// 2 (k0 / 8) + e of the 64-input group for j = 0..3, e = 0..1 (frag_input), rounded as
+// to_bf16_kernel rounds them.
+__global__ void wgmma_x_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloat16* out) {
+  pdl_enter();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n_oct) return;
+  const int64_t per_row = n_in / 8, r = i / per_row;
+  const int c = static_cast<int>(8 * (i % per_row));
+  const int q = c % 64, s = q / 16, k0 = q % 16;
+  const float* src = reinterpret_cast<const float*>(x.row(r)) + (c - q) + 32 * (s / 2) +
+                     4 * (s % 2) + 2 * (k0 / 8);
+  __nv_bfloat162 v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = __floats2bfloat162_rn(src[8 * j], src[8 * j + 1]);
+  *reinterpret_cast<uint4*>(out + r * n_in + c) = *reinterpret_cast<const uint4*>(v);
+}
+
+// ---- the GEMM's device pieces (sm_90a) ----
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Pins a register in place across the asm around it: an input of a wgmma group defined between
+// wgmma.fence and the group serializes the group (ptxas C7513).
+__device__ __forceinline__ void pin(uint32_t& r) {
+  asm volatile("" : "+r"(r)::"memory");
+}
+__device__ __forceinline__ void pin(float& r) {
+  asm volatile("" : "+f"(r)::"memory");
+}
+__device__ __forceinline__ void pin(uint64_t& r) {
+  asm volatile("" : "+l"(r)::"memory");
+}
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_arrive_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// An arrival on the barrier at the same offset in block `rank` of the cluster.
+__device__ __forceinline__ void bar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+// Until phase `parity` has completed (a fresh barrier counts parity 1 as completed).
+__device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra W;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+// The 2-D box (kBK inputs from k, kBN rows from row) of the activations, into this block.
+__device__ __forceinline__ void tma_load_x(uint32_t dst, const CUtensorMap* map, int k, int row,
+                                           uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(bar)
+      : "memory");
+}
+// `bytes` contiguous bytes to the same offset in every block of the cluster, each completing
+// them on its own barrier at bar's offset.
+__device__ __forceinline__ void bulk_multicast(uint32_t dst, const void* src, uint32_t bytes,
+                                               uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+      "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"(static_cast<uint16_t>((1 << kCluster) - 1))
+      : "memory");
+}
+__device__ __forceinline__ void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+// A K-major operand of rows of 128 bytes, 8-row atoms 1024 bytes apart, 128-byte swizzle.
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | static_cast<uint64_t>(16 >> 4) << 16 |
+         static_cast<uint64_t>(1024 >> 4) << 32 | static_cast<uint64_t>(1) << 62;
+}
+// d (64 floats: row g (+ 8) of the warp's 16, columns 8 j + 2 t + q % 2 at 4 j + q) = a (this
+// warp's 16 x 16 fragment) x B (128 rows x 16 inputs) + (accumulate ? d : 0).
+__device__ __forceinline__ void wgmma_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc,
+                                           uint32_t accumulate) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
+}
+#endif
+
+// Block (activation rows kBN bx .., weight rows kBM by ..): consumer warp w takes the 16-row tile
+// 8 by + w, warpgroup w / 4 its four warps' 64 rows x all kBN activation rows. A stage: the
+// activations (row r's 128 bytes at 128 r, 16-byte pieces swizzled within each 8-row atom), then
+// the weights (tile w's k16 step s at kXTileBytes + 2048 w + 512 s, lane L's fragment at + 16 L,
+// as in global memory).
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap x_map, const uint8_t* wf,
+                      const float* bias, TensorDesc y, int n_in, int n_tok) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t ring = (smem_u32(smem_raw) + 1023) & ~1023u;
+  const uint32_t full0 = ring + kStages * kStageBytes, empty0 = full0 + 8 * kStages;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int t0 = kBN * blockIdx.x, T0 = kBM / 16 * blockIdx.y;
+  const int n_kt = n_in / kBK, steps = n_in / 16;
+  const uint32_t rank = cluster_rank();
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      bar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx; the bytes do the rest
+      bar_init(empty0 + 8 * s, kConsumerWarps * kCluster);  // every consumer warp of the cluster
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  cluster_sync();  // every block's barriers initialized before any copy or remote arrival
+  pdl_enter();     // x is the predecessor's (wgmma_x_kernel)
+  // 384 x 168 registers = 128 x 40 (producer) + 256 x 232 (consumers).
+  if (warp >= kConsumerWarps) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (warp == kConsumerWarps && lane == 0) {
+      asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&x_map))
+                   : "memory");
+      for (int kt = 0, stage = 0, phase = 0; kt < n_kt; ++kt) {
+        bar_wait(empty0 + 8 * stage, phase ^ 1);  // free in both blocks (the copies land in both)
+        const uint32_t st = ring + stage * kStageBytes, full = full0 + 8 * stage;
+        bar_arrive_tx(full, kStageBytes);
+        tma_load_x(st, &x_map, kBK * kt, t0, full);
+        for (int w = static_cast<int>(rank); w < kConsumerWarps; w += kCluster)
+          bulk_multicast(st + kXTileBytes + 2048 * w,
+                         wf + (static_cast<int64_t>(T0 + w) * steps + kBK / 16 * kt) * 512, 2048,
+                         full);
+        if (++stage == kStages) stage = 0, phase ^= 1;
+      }
+    }
+    __syncwarp();
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int g = lane / 4, t = lane % 4;
+    float p[64], acc[64];  // p: the slice's chain (its first step overwrites it), acc: the sum
+#pragma unroll
+    for (int i = 0; i < 64; ++i) p[i] = acc[i] = 0.0f;
+    // Two A buffers by turns: k-tile kt's wgmmas still read one while kt + 1's land in the other.
+    uint32_t a0[4][4], a1[4][4];
+    const uint32_t w_off = kXTileBytes + 2048 * warp + 16 * lane;
+    int stage = 0;
+    uint32_t phase = 0;
+    const auto step = [&](int slice, int i, uint32_t(&a)[4][4]) {  // k-tile i of the slice
+      bar_wait(full0 + 8 * stage, phase);
+      const uint32_t st = ring + stage * kStageBytes;
+      uint64_t desc[4];
+      uint32_t accumulate[4];
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        ld_shared_v4(a[s], st + w_off + 512 * s);
+        desc[s] = desc_sw128(st + 32 * s);
+        accumulate[s] = s > 0 || i > 0;  // the chain's first step: p = a b, from zero
+        pin(a[s][0]), pin(a[s][1]), pin(a[s][2]), pin(a[s][3]), pin(accumulate[s]), pin(desc[s]);
+      }
+#pragma unroll
+      for (int j = 0; j < 64; ++j) pin(p[j]);
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+      for (int s = 0; s < 4; ++s) wgmma_n128(p, a[s], desc[s], accumulate[s]);
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // k-tile i - 1 done
+      if ((slice > 0 || i > 0) && lane == 0) {
+        const uint32_t empty = empty0 + 8 * (stage == 0 ? kStages - 1 : stage - 1);
+        for (uint32_t b = 0; b < kCluster; ++b) bar_arrive_cluster(empty, b);
+      }
+      if (++stage == kStages) stage = 0, phase ^= 1;
+      if (i == kSlice / kBK - 1) {  // the slice ends: acc += p, in slice order
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+        for (int j = 0; j < 64; ++j) pin(p[j]), acc[j] = __fadd_rn(acc[j], p[j]);
+      }
+    };
+#pragma unroll 1
+    for (int slice = 0; slice < n_in / kSlice; ++slice)
+#pragma unroll
+      for (int i = 0; i < kSlice / kBK; i += 2) {
+        step(slice, i, a0);
+        step(slice, i + 1, a1);
+      }
+    const int T = T0 + warp;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int o = 16 * T + g + 8 * (q / 2), r = t0 + 8 * j + 2 * t + q % 2;
+        if (r < n_tok)  // as the served GEMM's y_value: the sum, then + bias
+          reinterpret_cast<float*>(y.row(r))[o] =
+              bias != nullptr ? acc[4 * j + q] + bias[o] : acc[4 * j + q];
+      }
+  }
+  cluster_sync();  // no block leaves while its peer may still arrive on its barriers
+#else
+  __trap();  // sm_90a only (wgmma, setmaxnreg, multicast): bf16_wgmma_fits keeps other cards off
+#endif
+}
+
+// Whether this device runs the kernel's sm_90a code: compute capability 9.0 (what sm_90a cubins
+// run on), and the loaded kernel is that code, not the sm_90 stub beside it in the fat binary
+// (its registers: the stub takes a handful, the GEMM 168).
+bool device_runs_sm90a() {
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major != 9 || minor != 0) return false;
+    cudaFuncAttributes fa{};
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, wgmma_gemm_kernel));
+    return fa.numRegs >= 64;
+  }();
+  return yes;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                cudaEnableDefault, &found));
+    T9_CHECK(found == cudaDriverEntryPointSuccess && fn != nullptr,
+             "wgmma GEMM: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+std::atomic<int64_t> g_launches{0};
+
+}  // namespace
+
+int64_t bf16_wgmma_launches() {
+  return g_launches.load();
+}
+
+bool bf16_wgmma_fits(int64_t n_in, int64_t n_out, int64_t n_tok, int min_rows) {
+  return min_rows > 0 && n_tok >= min_rows && n_in % kSlice == 0 && n_in <= kMaxIn &&
+         n_out % kBM == 0 && n_out / kBM <= 65535 && device_runs_sm90a();
+}
+
+size_t bf16_wgmma_x_bytes(int64_t n_in, int64_t n_tok) {
+  return (static_cast<size_t>(n_in * n_tok) * 2 + 255) / 256 * 256;
+}
+
+void launch_bf16_wgmma_x(const TensorDesc& x, int64_t n_in, int64_t n_tok, void* xb,
+                         Stream& stream) {
+  const int64_t n_oct = n_tok * n_in / 8;
+  stream.launch(wgmma_x_kernel, grid_1d(n_oct, 256), 256, 0, x, static_cast<int>(n_in), n_oct,
+                static_cast<__nv_bfloat16*>(xb));
+}
+
+void launch_bf16_wgmma(const WgmmaGemm& g, Stream& stream) {
+  static const bool attr = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmemBytes));
+    return true;
+  }();
+  (void)attr;
+  // The activations as a 2-D tensor (inputs fastest, n_tok rows): boxes of kBK x kBN, 128-byte
+  // swizzled; rows past n_tok read as zeros (their outputs are not stored).
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(g.n_in), static_cast<cuuint64_t>(g.n_tok)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(g.n_in) * 2};
+  const cuuint32_t box[2] = {kBK, kBN}, unit[2] = {1, 1};
+  const CUresult rc = tensor_map_encoder()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(g.xb), dims, strides, box, unit,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  T9_CHECK(rc == CUDA_SUCCESS, "wgmma GEMM: cuTensorMapEncodeTiled failed ({})",
+           static_cast<int>(rc));
+  const int64_t x_tiles = (g.n_tok + kBN - 1) / kBN;
+  T9_CHECK(x_tiles <= 0x7ffffffe, "wgmma GEMM: {} rows exceed the launch grid", g.n_tok);
+  const dim3 grid(static_cast<unsigned>((x_tiles + kCluster - 1) / kCluster * kCluster),
+                  static_cast<unsigned>(g.n_out / kBM));
+  stream.launch(wgmma_gemm_kernel, grid, kThreads, kSmemBytes, map, g.w, g.bias, g.y,
+                static_cast<int>(g.n_in), static_cast<int>(g.n_tok));
+  ++g_launches;
+}
+
+}  // namespace t9::cuda
