@@ -20,7 +20,7 @@
 //               full and one empty mbarrier a stage (no __syncthreads in the loop);
 //   A           each warp reads its tile's fragments with ld.shared.v4 (512 contiguous bytes a
 //               warp, conflict-free) into one of two register buffers used by turns;
-//   B           a swizzled K-major descriptor (smem_desc_sw128), 32 bytes further a k16 step;
+//   B           a swizzled K-major descriptor (desc_sw128), 32 bytes further a k16 step;
 //   waits       one wgmma group a k-tile, `wgmma.wait_group 1` after each commit (the next
 //               k-tile's issue overlaps the previous one's execution), the finished k-tile's stage
 //               released to both producers by an mbarrier arrive; at a slice end wait_group 0,
@@ -51,7 +51,10 @@
 #include <random>
 #include <vector>
 
+#include "../../src/backend/cuda/cuda_wgmma.cuh"  // the device helpers the served kernel uses
 #include "cuda_wgmma.cuh"
+
+using namespace t9::cuda;  // NOLINT: the served helpers, in a standalone file
 
 constexpr int kSlice = 1024;  // inputs a chain of the canonical order
 constexpr int kBM = 128;      // weight rows a block: two consumer warpgroups of 64
@@ -121,103 +124,6 @@ __global__ void chain_kernel(const uint4* wf, const __nv_bfloat16* x, int n_in, 
 
 // ---- the wgmma GEMM ----
 
-// Pins a register's value in place across the asm statements around it: the compiler may not
-// move its definition past them (a move into a wgmma's input registers sunk past wgmma.fence
-// serializes the wgmmas: ptxas C7513), nor a read of an accumulator above a wgmma.wait_group.
-__device__ __forceinline__ void pin(uint32_t& r) {
-  asm volatile("" : "+r"(r)::"memory");
-}
-__device__ __forceinline__ void pin(float& r) {
-  asm volatile("" : "+f"(r)::"memory");
-}
-__device__ __forceinline__ void pin(uint64_t& r) {
-  asm volatile("" : "+l"(r)::"memory");
-}
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// ---- mbarriers (PTX ISA "mbarrier"), all addresses shared::cta ----
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// The producer's arrival, with the bytes its copies (and the peer's multicasts) will complete.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// An arrival on the barrier at the same offset in block `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-// Waits until the phase of parity `parity` has completed (a fresh barrier counts the phase
-// before its first, parity 1, as completed: the producer's first pass over the ring).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-
-// ---- copies into the ring (async proxy: they complete bytes on a full barrier) ----
-
-// The 2-D box (kBK inputs from `k`, kBN rows from `row`) of the activations, 128-byte swizzled.
-__device__ __forceinline__ void tma_load_x(uint32_t dst, const CUtensorMap* map, int k, int row,
-                                           uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-      "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(bar)
-      : "memory");
-}
-// `bytes` contiguous bytes, to this block only (kCluster 1) or to the same offset in every block
-// of the cluster, each completing them on its own barrier at `bar`'s offset.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar) {
-  if constexpr (kCluster == 1)
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-        "[%3];\n" ::"r"(dst),
-        "l"(src), "r"(bytes), "r"(bar)
-        : "memory");
-  else
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-        "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-        "l"(src), "r"(bytes), "r"(bar), "h"(static_cast<uint16_t>((1 << kCluster) - 1))
-        : "memory");
-}
-
-__device__ __forceinline__ void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-
 // Block (weight rows kBM by .., activation rows kBN bx ..): consumer warp w (0..7) takes the
 // 16-row tile 8 by + w, warpgroup w / 4 the 64 rows of its four warps x all kBN activation rows.
 // Stage layout: the activations (row r's 128 bytes at 128 r, 16-byte pieces swizzled within each
@@ -235,8 +141,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t rank = kCluster > 1 ? cluster_rank() : 0;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx; the bytes do the rest
-      mbar_init(empty0 + 8 * s, kConsumerWarps * kCluster);  // every consumer warp of the cluster
+      bar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx; the bytes do the rest
+      bar_init(empty0 + 8 * s, kConsumerWarps * kCluster);  // every consumer warp of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -255,13 +161,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                    : "memory");
       for (int kt = 0, stage = 0, phase = 0; kt < n_kt; ++kt) {
         // The stage free in every block of the cluster (this block's copies land in both).
-        mbar_wait(empty0 + 8 * stage, phase ^ 1);
+        bar_wait(empty0 + 8 * stage, phase ^ 1);
         const uint32_t st = ring + stage * kStageBytes, full = full0 + 8 * stage;
-        mbar_arrive_expect_tx(full, kStageBytes);
-        tma_load_x(st, &x_map, kBK * kt, t0, full);
-        for (int w = static_cast<int>(rank); w < kConsumerWarps; w += kCluster)
-          bulk_load(st + kXTileBytes + 2048 * w,
-                    wf + (static_cast<int64_t>(T0 + w) * steps + kBK / 16 * kt) * 512, 2048, full);
+        bar_arrive_tx(full, kStageBytes);
+        tma_load_2d(st, &x_map, kBK * kt, t0, full);
+        for (int w = static_cast<int>(rank); w < kConsumerWarps; w += kCluster) {
+          const uint8_t* src = wf + (static_cast<int64_t>(T0 + w) * steps + kBK / 16 * kt) * 512;
+          if constexpr (kCluster == 1)
+            bulk_load(st + kXTileBytes + 2048 * w, src, 2048, full);
+          else
+            bulk_multicast(st + kXTileBytes + 2048 * w, src, 2048, full, (1 << kCluster) - 1);
+        }
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
     }
@@ -280,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t phase = 0;
     // K-tile i (0..15) of slice `slice`: i is a constant once the slice's loop is unrolled.
     const auto step = [&](int slice, int i, uint32_t(&a)[4][4]) {
-      mbar_wait(full0 + 8 * stage, phase);
+      bar_wait(full0 + 8 * stage, phase);
       const uint32_t st = ring + stage * kStageBytes;
       // Every input of the group's wgmmas (A registers, accumulators, descriptors, the
       // accumulate flag) defined before wgmma.fence and pinned there.
@@ -289,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
         ld_shared_v4(a[s], st + w_off + 512 * s);
-        desc[s] = smem_desc_sw128(st + 32 * s);
+        desc[s] = desc_sw128(st + 32 * s);
         accumulate[s] = s > 0 || i > 0;  // the chain's first step: p = a b, from zero
         pin(a[s][0]), pin(a[s][1]), pin(a[s][2]), pin(a[s][3]), pin(accumulate[s]), pin(desc[s]);
       }
@@ -304,9 +214,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if ((slice > 0 || i > 0) && lane == 0) {
         const uint32_t empty = empty0 + 8 * (stage == 0 ? kStages - 1 : stage - 1);
         if constexpr (kCluster == 1)
-          mbar_arrive(empty);
+          bar_arrive(empty);
         else
-          for (uint32_t b = 0; b < kCluster; ++b) mbar_arrive_cluster(empty, b);
+          for (uint32_t b = 0; b < kCluster; ++b) bar_arrive_cluster(empty, b);
       }
       if (++stage == kStages) stage = 0, phase ^= 1;
       if (i == kSlice / kBK - 1) {  // the slice ends: acc += p, in slice order

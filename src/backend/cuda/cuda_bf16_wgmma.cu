@@ -27,6 +27,7 @@
 
 #include "backend/cuda/cuda_bf16_wgmma.cuh"
 #include "backend/cuda/cuda_stream.cuh"
+#include "backend/cuda/cuda_wgmma.cuh"
 #include "core/check.h"
 
 namespace t9::cuda {
@@ -68,111 +69,6 @@ __global__ void wgmma_x_kernel(TensorDesc x, int n_in, int64_t n_oct, __nv_bfloa
   *reinterpret_cast<uint4*>(out + r * n_in + c) = *reinterpret_cast<const uint4*>(v);
 }
 
-// ---- the GEMM's device pieces (sm_90a) ----
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Pins a register in place across the asm around it: an input of a wgmma group defined between
-// wgmma.fence and the group serializes the group (ptxas C7513).
-__device__ __forceinline__ void pin(uint32_t& r) {
-  asm volatile("" : "+r"(r)::"memory");
-}
-__device__ __forceinline__ void pin(float& r) {
-  asm volatile("" : "+f"(r)::"memory");
-}
-__device__ __forceinline__ void pin(uint64_t& r) {
-  asm volatile("" : "+l"(r)::"memory");
-}
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void bar_arrive_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-// An arrival on the barrier at the same offset in block `rank` of the cluster.
-__device__ __forceinline__ void bar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-// Until phase `parity` has completed (a fresh barrier counts parity 1 as completed).
-__device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      " @!p bra W;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-// The 2-D box (kBK inputs from k, kBN rows from row) of the activations, into this block.
-__device__ __forceinline__ void tma_load_x(uint32_t dst, const CUtensorMap* map, int k, int row,
-                                           uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-      "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(bar)
-      : "memory");
-}
-// `bytes` contiguous bytes to the same offset in every block of the cluster, each completing
-// them on its own barrier at bar's offset.
-__device__ __forceinline__ void bulk_multicast(uint32_t dst, const void* src, uint32_t bytes,
-                                               uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "h"(static_cast<uint16_t>((1 << kCluster) - 1))
-      : "memory");
-}
-__device__ __forceinline__ void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-// A K-major operand of rows of 128 bytes, 8-row atoms 1024 bytes apart, 128-byte swizzle.
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | static_cast<uint64_t>(16 >> 4) << 16 |
-         static_cast<uint64_t>(1024 >> 4) << 32 | static_cast<uint64_t>(1) << 62;
-}
-// d (64 floats: row g (+ 8) of the warp's 16, columns 8 j + 2 t + q % 2 at 4 j + q) = a (this
-// warp's 16 x 16 fragment) x B (128 rows x 16 inputs) + (accumulate ? d : 0).
-__device__ __forceinline__ void wgmma_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc,
-                                           uint32_t accumulate) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-      "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
-        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
-        "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate));
-}
-#endif
-
 // Block (activation rows kBN bx .., weight rows kBM by ..): consumer warp w takes the 16-row tile
 // 8 by + w, warpgroup w / 4 its four warps' 64 rows x all kBN activation rows. A stage: the
 // activations (row r's 128 bytes at 128 r, 16-byte pieces swizzled within each 8-row atom), then
@@ -208,11 +104,11 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
         bar_wait(empty0 + 8 * stage, phase ^ 1);  // free in both blocks (the copies land in both)
         const uint32_t st = ring + stage * kStageBytes, full = full0 + 8 * stage;
         bar_arrive_tx(full, kStageBytes);
-        tma_load_x(st, &x_map, kBK * kt, t0, full);
+        tma_load_2d(st, &x_map, kBK * kt, t0, full);
         for (int w = static_cast<int>(rank); w < kConsumerWarps; w += kCluster)
           bulk_multicast(st + kXTileBytes + 2048 * w,
                          wf + (static_cast<int64_t>(T0 + w) * steps + kBK / 16 * kt) * 512, 2048,
-                         full);
+                         full, (1 << kCluster) - 1);
         if (++stage == kStages) stage = 0, phase ^= 1;
       }
     }
@@ -244,7 +140,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
       for (int j = 0; j < 64; ++j) pin(p[j]);
       asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-      for (int s = 0; s < 4; ++s) wgmma_n128(p, a[s], desc[s], accumulate[s]);
+      for (int s = 0; s < 4; ++s) wgmma_m64n128(p, a[s], desc[s], accumulate[s]);
       asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // k-tile i - 1 done
       if ((slice > 0 || i > 0) && lane == 0) {
