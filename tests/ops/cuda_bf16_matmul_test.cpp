@@ -34,6 +34,7 @@ class CudaBf16 : public ::testing::Test {
     cfg.bf16_q5_k = true;
     cfg.bf16_q3_k = true;
     cfg.bf16_pairs = true;
+    cfg.bf16_wgmma_rows = 0;  // the mma.sync GEMM here; CudaBf16Wgmma below tests wgmma
     be_ = std::make_unique<CudaBackend>(cfg);
   }
   std::unique_ptr<CudaBackend> be_;

@@ -150,11 +150,11 @@ struct CudaBackendConfig {
   bool bf16_pairs = true;
   // BF16 GEMMs (B16Direct) of at least this many rows on wgmma (cuda_bf16_wgmma.cuh: the same
   // bits; 128 x 128 tiles, a cluster of two sharing the weights), where every matrix of the launch
-  // has whole 128-row blocks; 0: never. The dev kernel ran 480-576 TFLOP/s on an H100 against
-  // ~200 for the mma.sync GEMM (runs 256, 260), but its small grids lose below ~1k rows (run 260:
-  // 640 rows at 1.9x cuBLAS's time). Off until a device has run its op tests and an A/B of the
-  // 8B BF16 prompts. TEMPO9_CUDA_BF16_WGMMA_ROWS=N.
-  int bf16_wgmma_rows = 0;
+  // has whole 128-row blocks; 0: never. Run 261 (H100, the 8B BF16 synth, docs/CUDA.md stage 54):
+  // prompts 512 / 2048 at 16.4-16.7k / 17.4k tok/s against 12.1k for the mma.sync GEMM, the
+  // 32-way round at 10,243 against 8,325 effective tok/s, texts equal; 128 and 512 rows ran alike.
+  // Below 128 rows the grid is too small to pay. TEMPO9_CUDA_BF16_WGMMA_ROWS=N (0: off).
+  int bf16_wgmma_rows = 128;
 };
 
 // What the graph machinery did (tests, bench printouts).
