@@ -69,3 +69,30 @@ op_tests() {
   echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/tests.txt" | tr '\n' ' ')"
   grep -E '^\[  FAILED|Failure|Expected|Which is|got |CHECK failed' "$OUT/tests.txt" | head -20
 }
+
+# A 512- and a 2048-token prompt ('x' is one token of the synthetic vocabulary) with 32 tokens
+# greedy after each, for each value of the environment variable $1 among $2 (space-separated),
+# the values alternated twice; the texts in /tmp/ab_VALUE_N-REP.txt, then each value's first texts
+# compared with the first value's (an A/B of forms that must give the same bits). The plan sets M
+# and NAME.
+prompt_ab() {
+  local var=$1 vals=$2 rep v n p first=${2%% *}
+  for rep in 1 2; do
+    for v in $vals; do
+      for n in 512 2048; do
+        p=$(python3 -c "print('x'*$n)")
+        # shellcheck disable=SC2154  # M: the plan's
+        env "$var=$v" "$T9" run -m "$M" --raw -p "$p" -n 32 --temp 0 --ignore-eos --backend cuda \
+          --ctx $((n + 64)) --warmup >"/tmp/ab_${v}_$n-$rep.txt" 2>/tmp/e.txt
+        echo "$NAME $var=$v, prompt $n ($rep): $(grep -E '^\[prompt' /tmp/e.txt | tr '\n' ' ')"
+      done
+    done
+  done
+  for v in $vals; do
+    [ "$v" = "$first" ] && continue
+    for n in 512 2048; do
+      cmp -s "/tmp/ab_${first}_$n-1.txt" "/tmp/ab_${v}_$n-1.txt" && echo "text $var=$v, $n: = $first" ||
+        echo "text $var=$v, $n: DIFFERS from $var=$first's"
+    done
+  done
+}

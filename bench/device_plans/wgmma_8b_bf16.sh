@@ -17,23 +17,7 @@ op_tests "${TESTS:-CudaBf16*:Cuda.Matmul*}"
 M=/tmp/qwen3-8b-BF16.gguf
 SIDES=ours PRESET=qwen3-8b QUANT=BF16 MODEL=$M OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 |
   grep -E "^synth"
-for rep in 1 2; do
-  for rows in 0 512 128; do
-    for n in 512 2048; do  # 'x' is one token of the synthetic vocabulary
-      p=$(python3 -c "print('x'*$n)")
-      TEMPO9_CUDA_BF16_WGMMA_ROWS=$rows "$T9" run -m "$M" --raw -p "$p" -n 32 --temp 0 \
-        --ignore-eos --backend cuda --ctx $((n + 64)) --warmup >"/tmp/wg_${rows}_$n-$rep.txt" \
-        2>/tmp/e.txt
-      echo "8B BF16 rows>=$rows, prompt $n ($rep): $(grep -E '^\[prompt' /tmp/e.txt | tr '\n' ' ')"
-    done
-  done
-done
-for rows in 512 128; do
-  for n in 512 2048; do
-    cmp -s "/tmp/wg_0_$n-1.txt" "/tmp/wg_${rows}_$n-1.txt" && echo "text rows>=$rows, $n: = mma" ||
-      echo "text rows>=$rows, $n: DIFFERS from the mma.sync GEMM's"
-  done
-done
+NAME="8B BF16" prompt_ab TEMPO9_CUDA_BF16_WGMMA_ROWS "0 512 128"
 for rows in 0 "${ROWS_ON:-128}"; do
   TEMPO9_CUDA_BF16_WGMMA_ROWS=$rows SIDES=ours PRESET=qwen3-8b QUANT=BF16 MODEL=$M WAYS=32 \
     ROUNDS=2 GEN=128 OUT="$OUT/serve_$rows" bash bench/h200_bench.sh serve 2>&1 |

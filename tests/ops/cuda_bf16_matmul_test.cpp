@@ -360,7 +360,12 @@ class CudaBf16Wgmma : public ::testing::Test {
   void SetUp() override {
     ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
     CudaBackendConfig cfg;
+    cfg.bf16_matmul = true;  // every type on the fragment layouts
+    cfg.bf16_q8_0 = true;
+    cfg.bf16_q5_k = true;
+    cfg.bf16_q3_k = true;
     cfg.bf16_wgmma_rows = 33;
+    cfg.bf16_wgmma_quant = true;
     be_ = std::make_unique<CudaBackend>(cfg);
   }
   std::unique_ptr<CudaBackend> be_;
@@ -384,6 +389,55 @@ TEST_F(CudaBf16Wgmma, RowsAreTheGemvsBitForBit) {
                                  {33, 40, 130, 200, 300});
       EXPECT_EQ(cuda::bf16_wgmma_launches() - before, 5);  // every call of 33 rows and more
     }
+}
+
+// The K-quants (CudaBackendConfig::bf16_wgmma_quant): each consumer warp dequantizes its tile's
+// fragments from the copied codes, header and high words as the mma.sync GEMM does, so every row
+// is the GEMV's bits; at 256 inputs a block of each layout's four groups (Q6_K's and Q3_K's high
+// words by group pair, Q5_K's and Q3_K's by block), at 1024 and 4096 one and four slices. Q8_0
+// stays on the mma.sync GEMM (its per-block scale), bit for bit too.
+TEST_F(CudaBf16Wgmma, QuantizedRowsAreTheGemvsBitForBit) {
+  auto rng = test_rng();
+  for (const GgmlType t :
+       {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::Q8_0})
+    for (const int64_t n_in : {1024, 4096}) {
+      SCOPED_TRACE(testing::Message() << type_name(t) << " n_in " << n_in);
+      const int64_t n_out = 256;
+      DeviceArena arena(*be_);
+      const Tensor w = arena.matmul_weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
+      ASSERT_EQ(w.buf->layout, WeightLayout::kFrag);
+      const int64_t before = cuda::bf16_wgmma_launches();
+      expect_row_batch_invariant(*be_, arena, w,
+                                 random_floats(rng, static_cast<size_t>(n_in * 300), -3.0f, 3.0f),
+                                 {33, 130, 300});
+      EXPECT_EQ(cuda::bf16_wgmma_launches() - before, t == GgmlType::Q8_0 ? 0 : 3);
+    }
+}
+
+// The same shapes near the double reference of the bf16-rounded weights and x (the bound of
+// expect_near_reference), a bias on one.
+TEST_F(CudaBf16Wgmma, QuantizedMatchesTheReference) {
+  auto rng = test_rng();
+  const int64_t before = cuda::bf16_wgmma_launches();
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K})
+    expect_near_reference(*be_, rng, t, 2048, 128, 70, t == GgmlType::Q6_K);
+  EXPECT_EQ(cuda::bf16_wgmma_launches() - before, 4);
+}
+
+// With bf16_wgmma_quant off the K-quants take the mma.sync GEMM and BF16 still takes wgmma.
+TEST(CudaBf16WgmmaSwitch, QuantOffKeepsTheKQuantsOnMmaSync) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackendConfig cfg;
+  cfg.bf16_wgmma_rows = 33;
+  cfg.bf16_wgmma_quant = false;
+  CudaBackend be(cfg);
+  auto rng = test_rng();
+  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::BF16}) {
+    SCOPED_TRACE(type_name(t));
+    const int64_t before = cuda::bf16_wgmma_launches();
+    expect_near_reference(be, rng, t, 1024, 128, 40, false);
+    EXPECT_EQ(cuda::bf16_wgmma_launches() - before, t == GgmlType::BF16 ? 1 : 0);
+  }
 }
 
 TEST_F(CudaBf16Wgmma, MatchesTheBf16Reference) {

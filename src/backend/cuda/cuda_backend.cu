@@ -539,6 +539,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   bf16_wgmma_rows_ = cfg.bf16_wgmma_rows;
   if (const char* e = std::getenv("TEMPO9_CUDA_BF16_WGMMA_ROWS"))  // A/B runs
     bf16_wgmma_rows_ = std::max(0, std::atoi(e));
+  bf16_wgmma_quant_ = cuda::switch_or_env(cfg.bf16_wgmma_quant, "TEMPO9_CUDA_BF16_WGMMA_QUANT");
   bf16_matmul_ = cuda::switch_or_env(cfg.bf16_matmul, "TEMPO9_CUDA_BF16");      // A/B runs
   bf16_q8_0_ = cuda::switch_or_env(cfg.bf16_q8_0, "TEMPO9_CUDA_BF16_Q8_0");     // A/B runs
   bf16_q5_k_ = cuda::switch_or_env(cfg.bf16_q5_k, "TEMPO9_CUDA_BF16_Q5K");      // A/B runs

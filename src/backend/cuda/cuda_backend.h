@@ -155,6 +155,13 @@ struct CudaBackendConfig {
   // 32-way round at 10,243 against 8,325 effective tok/s, texts equal; 128 and 512 rows ran alike.
   // Below 128 rows the grid is too small to pay. TEMPO9_CUDA_BF16_WGMMA_ROWS=N (0: off).
   int bf16_wgmma_rows = 128;
+  // The K-quant types (Q4_K, Q5_K, Q6_K, Q3_K) on the wgmma GEMM too, at the same row count: each
+  // consumer warp dequantizes its own 16-row fragments from the raw blocks the producer copied,
+  // as the mma.sync GEMM does, so only the multiply changes (the same bits). Run 262 (H200, the
+  // 8B Q4_K_M): prompts +23-25%, the 32-way round +13%, texts equal. Q8_0 stays on the mma.sync
+  // GEMM (its per-block scale needs a third set of accumulators).
+  // TEMPO9_CUDA_BF16_WGMMA_QUANT=0 turns it off (=1 on).
+  bool bf16_wgmma_quant = true;
 };
 
 // What the graph machinery did (tests, bench printouts).
@@ -343,21 +350,22 @@ class CudaBackend final : public Backend {
                       const cuda::RoundedX* pre);
 
   cuda::Scratch scratch_;
-  cuda::Scratch xq_scratch_;      // matmul_shared_x's rounded x (kept apart from scratch_)
-  cuda::Scratch moe_scratch_;     // matmul_id's packed rows (matmul itself uses scratch_)
-  cuda::Scratch attn_scratch_;    // attention's per-split partial results
-  cuda::Scratch attn_counters_;   // attention's per-(row, KV head) chunk counters (FlashArgs)
-  cuda::Scratch sample_scratch_;  // sample's order keys, one per logit
-  cuda::Scratch argmax_scratch_;  // argmax's best key per (row, 4096-logit chunk)
-  cuda::Scratch codes_scratch_;   // int8 codes written by producers (derived_)
-  cuda::Scratch sort_scratch_;    // the expert sort of matmul_id (derived_)
-  cuda::Scratch bf16_scratch_;    // the bf16 matmul's bf16 copy of x
-  bool bf16_matmul_ = false;      // CudaBackendConfig::bf16_matmul
-  bool bf16_q8_0_ = false;        // CudaBackendConfig::bf16_q8_0
-  bool bf16_q5_k_ = false;        // CudaBackendConfig::bf16_q5_k
-  bool bf16_q3_k_ = false;        // CudaBackendConfig::bf16_q3_k
-  int bf16_wgmma_rows_ = 0;       // CudaBackendConfig::bf16_wgmma_rows
-  bool bf16_pairs_ = false;       // CudaBackendConfig::bf16_pairs
+  cuda::Scratch xq_scratch_;       // matmul_shared_x's rounded x (kept apart from scratch_)
+  cuda::Scratch moe_scratch_;      // matmul_id's packed rows (matmul itself uses scratch_)
+  cuda::Scratch attn_scratch_;     // attention's per-split partial results
+  cuda::Scratch attn_counters_;    // attention's per-(row, KV head) chunk counters (FlashArgs)
+  cuda::Scratch sample_scratch_;   // sample's order keys, one per logit
+  cuda::Scratch argmax_scratch_;   // argmax's best key per (row, 4096-logit chunk)
+  cuda::Scratch codes_scratch_;    // int8 codes written by producers (derived_)
+  cuda::Scratch sort_scratch_;     // the expert sort of matmul_id (derived_)
+  cuda::Scratch bf16_scratch_;     // the bf16 matmul's bf16 copy of x
+  bool bf16_matmul_ = false;       // CudaBackendConfig::bf16_matmul
+  bool bf16_q8_0_ = false;         // CudaBackendConfig::bf16_q8_0
+  bool bf16_q5_k_ = false;         // CudaBackendConfig::bf16_q5_k
+  bool bf16_q3_k_ = false;         // CudaBackendConfig::bf16_q3_k
+  int bf16_wgmma_rows_ = 0;        // CudaBackendConfig::bf16_wgmma_rows
+  bool bf16_wgmma_quant_ = false;  // CudaBackendConfig::bf16_wgmma_quant
+  bool bf16_pairs_ = false;        // CudaBackendConfig::bf16_pairs
   std::unique_ptr<cuda::DerivedCache> derived_;  // codes and expert sorts of unchanged tensors
   bool early_weights_ = false;                   // CudaBackendConfig::early_weights, with pdl on
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a

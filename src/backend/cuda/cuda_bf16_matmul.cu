@@ -863,19 +863,22 @@ void launch_bf16_matmul_pair(std::span<const Bf16Out> a, std::span<const Bf16Out
 
 namespace {
 
-// The wgmma GEMM for every matrix of a BF16 launch (B16Direct's layout) of at least wgmma_rows
-// rows, when each takes it (bf16_wgmma_fits): x copied once in the layout's input order, then one
-// launch a matrix. The same bits as the GEMM here (docs/CUDA.md stage 53).
-bool launch_wgmma(std::span<const Bf16Out> outs, const Tensor& x, int wgmma_rows, Scratch& scratch,
+// The wgmma GEMM for every matrix of a launch (one type) of at least wgmma.min_rows rows, when
+// each takes it (bf16_wgmma_fits; the K-quants only with wgmma.quantized): x copied once in the
+// layout's input order, then one launch a matrix. The same bits as the GEMM here (docs/CUDA.md
+// stages 53-54).
+bool launch_wgmma(std::span<const Bf16Out> outs, const Tensor& x, WgmmaUse wgmma, Scratch& scratch,
                   Stream& stream) {
+  const GgmlType type = outs[0].w->type;
+  if (type != GgmlType::BF16 && !wgmma.quantized) return false;
   const int64_t n_in = outs[0].w->ne[0], n_tok = x.n_rows();
   for (const Bf16Out& o : outs)
-    if (!bf16_wgmma_fits(n_in, o.w->ne[1], n_tok, wgmma_rows)) return false;
+    if (!bf16_wgmma_fits(type, n_in, o.w->ne[1], n_tok, wgmma.min_rows)) return false;
   void* xb = scratch.reserve(bf16_wgmma_x_bytes(n_in, n_tok), stream);
   launch_bf16_wgmma_x(desc(x), n_in, n_tok, xb, stream);
   for (const Bf16Out& o : outs) {
     const Tensor& bias = *o.bias;
-    launch_bf16_wgmma({reinterpret_cast<const uint8_t*>(base_ptr(*o.w)),
+    launch_bf16_wgmma({type, reinterpret_cast<const uint8_t*>(base_ptr(*o.w)),
                        bias.valid() ? reinterpret_cast<const float*>(base_ptr(bias)) : nullptr,
                        desc(*o.y), xb, n_in, o.w->ne[1], n_tok},
                       stream);
@@ -886,15 +889,16 @@ bool launch_wgmma(std::span<const Bf16Out> outs, const Tensor& x, int wgmma_rows
 }  // namespace
 
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
-                        Scratch& scratch, Stream& stream, const GluKind* glu, int wgmma_rows) {
+                        Scratch& scratch, Stream& stream, const GluKind* glu, WgmmaUse wgmma) {
   Bf16Args args = make_args(outs, x, w_early);
   const int64_t n_tok = x.n_rows();
   const GgmlType type = outs[0].w->type;
   // BF16's GEMM as B16Direct (stage 48, run 235: 512-token prompt 8,465 -> 12,194 tok/s on the
   // 8B BF16); =0 keeps B16's fragment buffer (A/B runs).
   static const bool direct_on = !env_off("TEMPO9_CUDA_BF16_DIRECT");
-  if (type == GgmlType::BF16 && direct_on && glu == nullptr && n_tok > kGemvMaxRows &&
-      launch_wgmma(outs, x, wgmma_rows, scratch, stream))
+  // (BF16 only as B16Direct: =0 measures the fragment buffer's GEMM.)
+  if ((type != GgmlType::BF16 || direct_on) && glu == nullptr && n_tok > kGemvMaxRows &&
+      launch_wgmma(outs, x, wgmma, scratch, stream))
     return;
   if (glu != nullptr) {
     T9_CHECK(outs.size() == 2 && bf16_glu_fits(*outs[0].w, *outs[1].w, x),

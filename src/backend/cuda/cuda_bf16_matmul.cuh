@@ -48,12 +48,15 @@ constexpr int kBf16GemmRows = 128;  // weight rows a GEMM block
 constexpr int kBf16MaxFused = 4;
 // glu (optional, bf16_glu_fits): outs are {gate, up}, and the GEMV stores glu(gate, up) into the
 // gate's y in its epilogue (a block computes gate tile k, holds it, then up tile k; the same
-// bits as the GLU op over the two outputs); the up's y is not written. wgmma_rows
-// (CudaBackendConfig::bf16_wgmma_rows): BF16 GEMMs of at least this many rows run on wgmma
-// (cuda_bf16_wgmma.cuh; the same bits) where every matrix fits it; 0: never.
+// bits as the GLU op over the two outputs); the up's y is not written. wgmma: which GEMMs run on
+// wgmma (cuda_bf16_wgmma.cuh; the same bits) where every matrix of the launch fits it.
+struct WgmmaUse {
+  int min_rows = 0;        // CudaBackendConfig::bf16_wgmma_rows; 0: never
+  bool quantized = false;  // CudaBackendConfig::bf16_wgmma_quant: the K-quants too, not only BF16
+};
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
                         Scratch& scratch, Stream& stream, const GluKind* glu = nullptr,
-                        int wgmma_rows = 0);
+                        WgmmaUse wgmma = {});
 // The wgmma GEMM's launches in this process (tests: that the path was taken).
 int64_t bf16_wgmma_launches();
 // Two groups of matrices over the same x in one launch, each group one type and at most

@@ -196,7 +196,7 @@ void CudaBackend::matmul_shared_x(const Tensor& x, std::span<const MatmulOut> ou
                                    cuda::rows_bucket(x.n_rows())));
           for (const size_t j : members) derived_->wrote(outs[j].y);
           cuda::launch_bf16_matmul(group, x, w_early, bf16_scratch_, *stream_, nullptr,
-                                   bf16_wgmma_rows_);
+                                   {bf16_wgmma_rows_, bf16_wgmma_quant_});
           for (const size_t j : members) done[j] = true;
           ++fused_matmuls_;
         }
@@ -334,7 +334,7 @@ void CudaBackend::matmul_with(const Tensor& w, const Tensor& x, const Tensor& bi
     if (x.n_rows() == 0 || n_out == 0) return;
     const cuda::Bf16Out one{&w, &bias, &y};
     cuda::launch_bf16_matmul({&one, 1}, x, reads_early(w), bf16_scratch_, *stream_, nullptr,
-                             bf16_wgmma_rows_);
+                             {bf16_wgmma_rows_, bf16_wgmma_quant_});
     return;
   }
   if (pre == nullptr && cuda_matmul_int8_activations(w.type) && n_in % 32 == 0)

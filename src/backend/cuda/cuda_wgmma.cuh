@@ -96,6 +96,11 @@ __device__ __forceinline__ void bulk_multicast(uint32_t dst, const void* src, ui
       "l"(src), "r"(bytes), "r"(bar), "h"(ranks)
       : "memory");
 }
+__device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
+  uint2 r;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(r.x), "=r"(r.y) : "r"(addr) : "memory");
+  return r;
+}
 __device__ __forceinline__ void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
