@@ -61,6 +61,11 @@ struct WgTile {
   static constexpr int kHdr = 16 * F::kHdrChunks;
   static constexpr int kHighs = F::kCodesInHighs ? F::kHighCopies : F::kHigh ? 1 : 0;
   static constexpr int kBytes = kCodes + kHdr + 512 * kHighs;
+  // A stage: the activations, then the eight tiles' parts; whole KB (the next stage's activations
+  // must sit on a 1024-byte swizzle atom).
+  static constexpr int kStage = (kXTileBytes + kConsumerWarps * kBytes + 1023) / 1024 * 1024;
+  // The ring (aligned to 1024 bytes by hand: the swizzle's atoms must be), then 2 kStages barriers.
+  static constexpr int kSmem = 1024 + kStages * kStage + 2 * kStages * 8;
   // Copy k's word of `lane` in the block (F's gemm_high_at) ...
   __device__ static int high_at(int grp, int lane, int k) {
     if constexpr (F::kCodesInHighs)
@@ -73,16 +78,9 @@ struct WgTile {
   // ... inside the 512 bytes copied for it: the 32 lanes' 16-byte pieces (16-byte aligned).
   __device__ static int high_src(int grp, int k) { return high_at(grp, 0, k) & ~15; }
 };
-// A stage: the activations, then the eight tiles' parts; whole KB (the next stage's activations
-// must sit on a 1024-byte swizzle atom).
-template <class F>
-constexpr int kStageBytes = (kXTileBytes + kConsumerWarps * WgTile<F>::kBytes + 1023) / 1024 * 1024;
-// The ring (aligned to 1024 bytes by hand: the swizzle's atoms must be), then 2 kStages barriers.
-template <class F>
-constexpr int kSmemBytes = 1024 + kStages* kStageBytes<F> + 2 * kStages * 8;
 static_assert(WgTile<bf16::B16Direct>::kBytes == 2048 && WgTile<bf16::Q4K>::kBytes % 16 == 0 &&
               WgTile<bf16::Q5K>::kBytes % 16 == 0 && WgTile<bf16::Q6K>::kBytes % 16 == 0 &&
-              WgTile<bf16::Q3K>::kBytes % 16 == 0 && kSmemBytes<bf16::Q6K> <= 227 * 1024);
+              WgTile<bf16::Q3K>::kBytes % 16 == 0 && WgTile<bf16::Q6K>::kSmem <= 227 * 1024);
 
 // ---- x in the fragment layout's input order ----
 
@@ -147,7 +145,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads, 1)
                       const float* bias, TensorDesc y, int n_in, int n_tok) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tile = WgTile<F>;
-  constexpr int kStage = kStageBytes<F>;
+  constexpr int kStage = Tile::kStage;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t ring = (smem_u32(smem_raw) + 1023) & ~1023u;
   const uint32_t full0 = ring + kStages * kStage, empty0 = full0 + 8 * kStages;
@@ -328,11 +326,11 @@ template <class F>
 void launch_format(const WgmmaGemm& g, const CUtensorMap& map, dim3 grid, Stream& stream) {
   static const bool attr = [] {
     CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel<F>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<F>));
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, WgTile<F>::kSmem));
     return true;
   }();
   (void)attr;
-  stream.launch(wgmma_gemm_kernel<F>, grid, kThreads, kSmemBytes<F>, map, g.w, g.bias, g.y,
+  stream.launch(wgmma_gemm_kernel<F>, grid, kThreads, WgTile<F>::kSmem, map, g.w, g.bias, g.y,
                 static_cast<int>(g.n_in), static_cast<int>(g.n_tok));
 }
 
