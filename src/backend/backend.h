@@ -478,6 +478,28 @@ class Backend {
     (void)p, (void)out;
     T9_CHECK(false, "backend {} has no gated_delta_net", name());
   }
+  // A Gated DeltaNet layer's recurrent part between its two projections: ssm_conv(mixed, conv_w,
+  // conv_state, seqs, conv); gated_delta_net(q, k, v, a, b, A, dt_bias, delta_state, seqs, p,
+  // core) with q, k, v views of conv; then the gated norm of each value head's row of core in
+  // place: rms_norm_gated(rows, norm_w, eps, z rows, rows) over core and z as [n_tokens * n_v,
+  // d_v]. The default runs the three ops; a backend may run them as one launch with the same
+  // bits, in which case conv (the convolved channels, read only by the delta rule) is not
+  // written.
+  struct GdnChain {
+    Tensor mixed, conv_w, conv_state, conv;
+    Tensor q, k, v, a, b, A, dt_bias, delta_state;
+    Tensor seqs;
+    GdnParams p;
+    Tensor core, norm_w, z;
+    float eps = 0.0f;
+  };
+  virtual void gdn_chain(const GdnChain& c) {
+    ssm_conv(c.mixed, c.conv_w, c.conv_state, c.seqs, c.conv);
+    gated_delta_net(c.q, c.k, c.v, c.a, c.b, c.A, c.dt_bias, c.delta_state, c.seqs, c.p, c.core);
+    const int64_t dv = c.p.d_v, rows_n = c.core.n_elements() / dv;
+    const Tensor rows = reshape(c.core, dv, rows_n);
+    rms_norm_gated(rows, c.norm_w, c.eps, reshape(c.z, dv, rows_n), rows);
+  }
 };
 
 // True when `matmul` and `get_rows` accept weights of type t on every backend.

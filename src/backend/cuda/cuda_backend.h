@@ -96,6 +96,11 @@ struct CudaBackendConfig {
   // four. Off: same bits, but 5.5% slower on the 35B's 8 agents on an H100 (docs/CUDA.md stages
   // 38, 39); TEMPO9_CUDA_GDN=chains (or rounds, regs) forces a kernel.
   bool gdn_chains = false;
+  // Backend::gdn_chain (a Gated DeltaNet layer's conv, delta rule and gated norm) as one launch
+  // for decode-shaped calls (cuda_gdn_chain.cu: the blocks of one key head are a thread-block
+  // cluster; the same bits as the three ops). Written without a device (docs/CUDA.md stage 54):
+  // off until its op tests have run. TEMPO9_CUDA_FUSE_GDN=1 turns it on (=0 off).
+  bool fuse_gdn = false;
   // F16/BF16/F32 matmuls with few weight rows (split order: the MoE router) and at least this many
   // activation rows run on the prompt-step tile kernel (cuda_gemv_float.cu: 16 weight rows staged
   // in shared memory per block, walked over tiles of 8 activation rows; same bits); 0: never.
@@ -312,6 +317,10 @@ class CudaBackend final : public Backend {
   void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
                        const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& state,
                        const Tensor& seqs, const GdnParams& p, const Tensor& out) override;
+  // One launch where cuda_gdn_chain.cu takes the call (fuse_gdn), else the three ops.
+  void gdn_chain(const GdnChain& c) override;
+  // Calls gdn_chain ran as one launch (tests: that the path was taken).
+  int64_t gdn_chain_launches() const { return gdn_chain_launches_; }
 
  private:
   int device_ = 0;
@@ -371,18 +380,20 @@ class CudaBackend final : public Backend {
   // Whether a kernel may read w before its dependent-launch wait: early weights on, and w a
   // model weight (upload_weights: no kernel ever writes it).
   bool reads_early(const Tensor& w) const { return early_weights_ && w.valid() && w.buf->weights; }
-  bool fuse_parts_ = true;       // CudaBackendConfig::fuse_parts
-  bool fuse_glu_ = true;         // CudaBackendConfig::fuse_glu
-  long fused_glus_ = 0;          // fused_glus()
-  int moe_down_split_ = 3;       // CudaBackendConfig::moe_down_split
-  int attn_fold_rows_ = 0;       // CudaBackendConfig::attn_fold_rows
-  int attn_prep_slots_ = 8;      // CudaBackendConfig::attn_prep_slots
-  long attn_kernel_folds_ = 0;   // attention_kernel_folds()
-  long attn_preps_ = 0;          // attention_preps()
-  int mma_rows_min_ = 0;         // CudaBackendConfig::mma_rows_min
-  int mma_rows_max_ = 15;        // CudaBackendConfig::mma_rows_max
-  bool gdn_chains_ = false;      // CudaBackendConfig::gdn_chains
-  int float_tile_min_rows_ = 0;  // CudaBackendConfig::float_tile_min_rows
+  bool fuse_parts_ = true;          // CudaBackendConfig::fuse_parts
+  bool fuse_glu_ = true;            // CudaBackendConfig::fuse_glu
+  long fused_glus_ = 0;             // fused_glus()
+  int moe_down_split_ = 3;          // CudaBackendConfig::moe_down_split
+  int attn_fold_rows_ = 0;          // CudaBackendConfig::attn_fold_rows
+  int attn_prep_slots_ = 8;         // CudaBackendConfig::attn_prep_slots
+  long attn_kernel_folds_ = 0;      // attention_kernel_folds()
+  long attn_preps_ = 0;             // attention_preps()
+  int mma_rows_min_ = 0;            // CudaBackendConfig::mma_rows_min
+  int mma_rows_max_ = 15;           // CudaBackendConfig::mma_rows_max
+  bool gdn_chains_ = false;         // CudaBackendConfig::gdn_chains
+  bool fuse_gdn_ = false;           // CudaBackendConfig::fuse_gdn
+  int64_t gdn_chain_launches_ = 0;  // gdn_chain calls run as one launch
+  int float_tile_min_rows_ = 0;     // CudaBackendConfig::float_tile_min_rows
   long fused_matmuls_ = 0;
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;    // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit

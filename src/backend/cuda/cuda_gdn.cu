@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_derived.cuh"
+#include "backend/cuda/cuda_gdn.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 
 namespace t9 {
@@ -24,17 +25,6 @@ namespace {
 
 constexpr int kMaxConvK = 8;       // ssm_conv kernel widths compiled (Qwen3-Next/3.5 use 4)
 constexpr int kConvThreads = 128;  // channels per block
-
-// torch.nn.functional.softplus (beta 1, threshold 20), as the CPU.
-__device__ __forceinline__ float softplus(float v) {
-  return v > 20.0f ? v : log1pf(expf(v));
-}
-
-// Sequence metadata in range for a batch of n_tok rows and n_slots state slots.
-__device__ __forceinline__ bool seq_ok(const RecurrentSeq& s, int64_t n_tok, int64_t n_slots) {
-  return s.slot >= 0 && s.slot < n_slots && s.q_begin >= 0 && s.n_q >= 0 &&
-         static_cast<int64_t>(s.q_begin) + s.n_q <= n_tok;
-}
 
 // One thread per (sequence, chunk of kConvChunk tokens, channel): the K weights in registers, the
 // window seeded with the K - 1 inputs before the chunk (from x, or from the state before the
@@ -98,17 +88,6 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
         t1 >= s.n_q ? win[i] : in(s.n_q - (K - 1) + i);
 }
 
-constexpr int kGdnWarps = 4;             // warps of gdn_regs_kernel, 8 state columns each
-constexpr int kGdnCols = 8 * kGdnWarps;  // state columns per gdn_regs_kernel block
-constexpr int kGdnChunk = 32;            // tokens gdn_rounds_kernel prepares per round
-
-struct GdnDims {
-  int nk, nv, dk, dv;
-  bool tiled;
-  bool early_state;  // gdn_regs_kernel: the state (and A, dt) loaded before the wait (state_early)
-  float eps, q_scale;
-};
-
 // Recurrent state may be read before the dependent-launch wait (TEMPO9_CUDA_GDN_EARLY_STATE=0,
 // read once: after it; same bits). A slot's state is written only by this layer's kernel of an
 // earlier step, or of this step's head when a call is split at a snapshot (then the snapshot's
@@ -119,11 +98,6 @@ struct GdnDims {
 bool state_early() {
   static const bool off = env_off("TEMPO9_CUDA_GDN_EARLY_STATE");
   return !off;
-}
-
-// Element h of the value heads of token tok in a [n_tokens, r, n_v / r] tensor (cpu_gdn.cpp).
-__device__ __forceinline__ float head_value(const TensorDesc& t, int64_t tok, int64_t h) {
-  return reinterpret_cast<const float*>(t.row(tok * t.ne1 + h / t.ne0))[h % t.ne0];
 }
 
 // The general kernel (any d_k; used when d_k is not 16, 32, 64 or 128). One block per (value
@@ -189,71 +163,6 @@ __global__ void gdn_recurrent_kernel(TensorDesc q, TensorDesc k, TensorDesc v, T
     __syncthreads();  // q, k of this token are read by all before the next token's load
   }
   for (int i = j; i < dk * dv; i += nt) Sg[i] = S[i];
-}
-
-// A normalised q / k row of d_k = 4 kRows in shared memory, as the threads of a column read it:
-// quarter qq (rows kRows qq .. kRows qq + kRows - 1, one thread's) at float kGdnQuarter qq, 4
-// floats of padding after each quarter, so that the four quarters' 16-byte loads of one token
-// fall in distinct banks (at any kRows in 4 .. 32) and a thread reads its rows as float4.
-template <int kRows>
-constexpr int kGdnQuarter = kRows + 4;
-template <int kRows>
-constexpr int kGdnRowFloats = 4 * kGdnQuarter<kRows>;  // floats per padded row
-template <int kRows>
-__device__ __forceinline__ int gdn_at(int i) {  // where element i of the row sits
-  return i + 4 * (i / kRows);
-}
-
-// This thread's kRows values of a padded row (kScale: times s, rounded once, the same float as a
-// row stored already scaled).
-template <int kRows, bool kScale>
-__device__ __forceinline__ void gdn_quarter(const float* row, int qq, float s, float (&x)[kRows]) {
-  const float4* r4 = reinterpret_cast<const float4*>(row + qq * kGdnQuarter<kRows>);
-#pragma unroll
-  for (int m4 = 0; m4 < kRows / 4; ++m4) {
-    const float4 v = r4[m4];
-    x[4 * m4] = kScale ? v.x * s : v.x;
-    x[4 * m4 + 1] = kScale ? v.y * s : v.y;
-    x[4 * m4 + 2] = kScale ? v.z * s : v.z;
-    x[4 * m4 + 3] = kScale ? v.w * s : v.w;
-  }
-}
-
-// sum_m a[m] b[m] over a thread's kRows terms as four partial sums (partial r: the terms m = r,
-// r + 4, ... in order, from 0), joined (p0 + p1) + (p2 + p3), then added over the column's four
-// threads by an xor tree: chains of kRows / 4 dependent FMAs instead of kRows.
-template <int kRows>
-__device__ __forceinline__ float gdn_column_dot(const float (&a)[kRows], const float (&b)[kRows]) {
-  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-  for (int m = 0; m < kRows; ++m) part[m % 4] = fmaf(a[m], b[m], part[m % 4]);
-  float d = (part[0] + part[1]) + (part[2] + part[3]);
-  d += __shfl_xor_sync(0xffffffffu, d, 1);
-  d += __shfl_xor_sync(0xffffffffu, d, 2);
-  return d;
-}
-
-// One token of the delta rule on a thread's kRows state rows i = kRows qq + m of column j (four
-// threads per column, quarter qq): S *= decay; mem = S^T k; delta = (v_j - mem) beta; S += k
-// delta; returns out_j = S^T q, both sums in gdn_column_dot's order. k and q are the normalised
-// key and query rows (padded, gdn_at), stored as k * inv_k and q * inv_q (gdn_rounds_kernel) or
-// multiplied here (kScale, gdn_regs_kernel): the same floats, so both kernels share this
-// arithmetic and give the same bits.
-template <int kRows, bool kScale>
-__device__ __forceinline__ float gdn_token(float (&S)[kRows], const float* k_row,
-                                           const float* q_row, float inv_k, float inv_q, int qq,
-                                           float decay, float beta, float vj) {
-  float kv[kRows];
-  gdn_quarter<kRows, kScale>(k_row, qq, inv_k, kv);
-#pragma unroll
-  for (int m = 0; m < kRows; ++m) S[m] *= decay;
-  const float mem = gdn_column_dot<kRows>(S, kv);
-  const float delta = (vj - mem) * beta;
-#pragma unroll
-  for (int m = 0; m < kRows; ++m) S[m] = fmaf(kv[m], delta, S[m]);
-  float qv[kRows];
-  gdn_quarter<kRows, kScale>(q_row, qq, inv_q, qv);
-  return gdn_column_dot<kRows>(S, qv);
 }
 
 // The same token with sixteen threads per column: thread (quarter qq, chain c) holds the kRows / 4
