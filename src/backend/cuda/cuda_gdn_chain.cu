@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_gdn.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_units.cuh"
+#include "backend/cuda/cuda_wgmma.cuh"  // cluster_sync
 
 namespace t9 {
 namespace cuda {
@@ -54,11 +55,6 @@ struct ChainArgs {
   int64_t n_tok;
   unsigned* err;
 };
-
-__device__ __forceinline__ void cluster_barrier() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 
 template <int kRows, int kCluster>
 __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 32)
@@ -154,7 +150,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 3
 #pragma unroll
   for (int m = 0; m < kRows; ++m) Sg[(kRows * qq + m) * p.dv + j] = S[m];
   // 3. Every block of the cluster has read the old conv state and stored its core values.
-  cluster_barrier();
+  cluster_sync();
   {
     // The new conv state: the window's last K - 1 inputs (state rows when the sequence was
     // shorter), as ssm_conv_kernel stores it; q / k channels by rank 0 only.
@@ -185,7 +181,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 3
         if (k == cb) v = xv[k];
       ys[tt][lane] = silu(zi) * rms_scaled(v, inv, g.norm_w, kGdnCols * cb + lane, 0.0f);
     }
-    cluster_barrier();  // every block has read the round's rows before any is overwritten
+    cluster_sync();  // every block has read the round's rows before any is overwritten
     for (int tt = warp; tt < n_t; tt += kGdnWarps) {
       const int64_t r = static_cast<int64_t>(s.q_begin) + t0 + tt, row_i = r * p.nv + h;
       const float y = ys[tt][lane];

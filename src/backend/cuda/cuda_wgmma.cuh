@@ -1,8 +1,9 @@
 // Device helpers of the wgmma kernels (sm_90a): register pins against ptxas's wgmma
 // serialization, mbarriers by shared address, cluster rank and barrier, TMA and bulk copies
 // (multicast too), the 128-byte-swizzled K-major descriptor and wgmma.m64n128k16 with A from
-// registers. Used by cuda_bf16_wgmma.cu (only inside its sm_90a code) and by the standalone
-// dev/kernels/cuda_bf16_wgmma_gemm.cu (by a relative path: its one nvcc command stays).
+// registers. Used by cuda_bf16_wgmma.cu (only inside its sm_90a code), by cuda_gdn_chain.cu (the
+// cluster barrier) and by the standalone dev/kernels/cuda_bf16_wgmma_gemm.cu (by a relative path:
+// its one nvcc command stays).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
