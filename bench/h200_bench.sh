@@ -347,7 +347,9 @@ trace() {
   cat /tmp/t9run.err >>"$OUT/runs.err"
   echo "tempo9 run --backend cuda traced, prompt $n gen $GEN: $(grep -E '^\[(prompt|engine)|TRACE' /tmp/t9run.err | tr '\n' ' ')"
   { python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --last 100 --top 40
-    python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2; } >"$f.txt"
+    python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2
+    echo "(two pipelined steps: 20 windows before the last)"
+    python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2 --skip 20; } >"$f.txt"
   head -32 "$f.txt"
 }
 

@@ -18,7 +18,8 @@ running: where the device waited for the host or for launches.
 Rows named "api:..." are the host's CUDA runtime calls (graph launches, synchronizations) in the
 same clock. --timeline N prints the last N windows as a timeline instead: each graph launch's
 kernels as one device row (first start, last end, the device's idle time before it) among the
-host's calls, so a gap shows what the device waited for.
+host's calls, so a gap shows what the device waited for; --skip K ends them K windows before the
+last (a run's last steps are not pipelined: they show the middle steps' overlap only if skipped).
 """
 import argparse
 import collections
@@ -55,6 +56,8 @@ def main() -> int:
                     help="only windows at most this long: decode steps of a mixed load")
     ap.add_argument("--timeline", type=int, default=0, metavar="N",
                     help="print the last N windows' device work and host calls instead")
+    ap.add_argument("--skip", type=int, default=0, metavar="K",
+                    help="with --timeline: end K windows before the last")
     args = ap.parse_args()
 
     rows, calls = [], []
@@ -81,7 +84,7 @@ def main() -> int:
                    if name.startswith(("cudaStreamSynchronize", "cudaEventSynchronize")))
     windows = split_at_syncs(rows, syncs) if syncs else split_at_gaps(rows, args.gap_us * 1000)
     if args.timeline > 0:
-        return timeline(windows, calls, args.timeline)
+        return timeline(windows[:len(windows) - args.skip], calls, args.timeline)
     picked = [w for w in windows if args.min_us <= (w[-1][1] - w[0][0]) / 1000 <= args.max_us]
     picked = picked[-args.last:]
     if not picked:

@@ -5,6 +5,7 @@
 #   - the 35B Q8_0 (synth, the real Qwen3 vocabulary; ~60-80 s): single decode of a 512-character
 #     prompt + 128 greedy tokens with TEMPO9_CUDA_FUSE_GDN=0 and 1, alternated twice; the texts
 #     must be equal (the same bits);
+#   - one traced run with it on (bench/kernel_trace.py's table and timelines, in $OUT/trace);
 #   - 8 agents over a 10k-token system prompt with it off and on.
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun/bin",
 # ".devrun/lib.tar.xz", ".devrun/shared/fixtures/tokenizers"]): `bash
@@ -27,6 +28,11 @@ for rep in 1 2; do
   cmp -s "/tmp/one_f0_$rep.txt" "/tmp/one_f1_$rep.txt" && echo "text ($rep): fused = three ops" ||
     echo "text ($rep): the fused chain's DIFFERS"
 done
+echo "t=$((SECONDS - T0)) s"
+# The chain traced (its share of a step; and two pipelined steps' timeline, device idle included).
+# shellcheck disable=SC2086  # S35: word-split on purpose
+env $S35 MODEL=$M TEMPO9_CUDA_FUSE_GDN=1 OUT="$OUT/trace" bash bench/h200_bench.sh trace 2>&1 |
+  grep -vE "^h200_bench done" | head -24
 echo "t=$((SECONDS - T0)) s"
 for f in 0 1; do agents "fuse_gdn_$f" TEMPO9_CUDA_FUSE_GDN=$f; done
 echo "t=$((SECONDS - T0)) s"
