@@ -409,6 +409,21 @@ class Backend {
     (void)w, (void)x, (void)ids, (void)out;
     T9_CHECK(false, "backend {} has no matmul_id", name());
   }
+  // A MoE block's routing and the matmuls of x that follow it: moe_route(r.logits, r.k,
+  // r.normalize, r.ids, r.weights), then matmul_shared_x(x, outs), whose matmul_id entries read
+  // r.ids. Exactly those ops' bits; a backend may compute the ids inside the experts' launch
+  // (CUDA: a decode step's MoE layer one launch shorter).
+  struct MoeRoute {
+    Tensor logits;
+    int k = 0;
+    bool normalize = false;
+    Tensor ids, weights;
+  };
+  virtual void moe_route_matmul(const MoeRoute& r, const Tensor& x,
+                                std::span<const MatmulOut> outs) {
+    moe_route(r.logits, r.k, r.normalize, r.ids, r.weights);
+    matmul_shared_x(x, outs);
+  }
   // out[t, :] = sum_j weights[t, j] * y[t, j, :], summed in rank order j = 0, 1, .. k-1 (a fixed
   // order per token: batch-invariant). y: F32 [n, k, d]; weights: F32 [n, k]; out: F32 [n, d].
   virtual void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) {

@@ -9,13 +9,14 @@ void moe_ffn(Backend& be, const HParams& hp, const LayerWeights& L, const ExtraS
   const Backend::MatmulOut gates[] = {{L.ffn_gate_inp, Tensor{}, s.router},
                                       {L.ffn_gate_inp_shexp, Tensor{}, s.sgate}};
   be.matmul_shared_x(h, std::span(gates, shared ? 2 : 1));
-  be.moe_route(s.router, hp.n_expert_used, hp.expert_weights_norm, s.ids, s.wts);
-  // Every other matmul of h in one call (CUDA rounds h to int8 once for all of them).
+  // The routing, then every other matmul of h in one call (CUDA rounds h to int8 once for all of
+  // them, and routes a decode step's tokens inside the experts' launch).
   const Backend::MatmulOut of_h[] = {{L.ffn_gate_exps, Tensor{}, s.eg, s.ids},
                                      {L.ffn_up_exps, Tensor{}, s.eu, s.ids},
                                      {L.ffn_gate_shexp, Tensor{}, s.sg},
                                      {L.ffn_up_shexp, Tensor{}, s.su}};
-  be.matmul_shared_x(h, std::span(of_h, shared ? 4 : 2));
+  be.moe_route_matmul({s.router, hp.n_expert_used, hp.expert_weights_norm, s.ids, s.wts}, h,
+                      std::span(of_h, shared ? 4 : 2));
   be.moe_down({.down_exps = L.ffn_down_exps,
                .eg = s.eg,
                .eu = s.eu,

@@ -357,6 +357,64 @@ TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
   }
 }
 
+// moe_route_matmul (the MoE block's routing, then its gate/up beside the shared expert's): the
+// ids and weights are the bits of moe_route's and every output the bits of its plain matmul_id /
+// matmul with those ids. Up to 256 pairs over at most 256 experts the experts' launch routes its
+// own tokens (fused_routes counts it: the short-row kernel at n_in 256, the one-row tiles or
+// gemv_coal_kernel at 1024, Q4_K's direct kernel); 80 tokens (the sorted route) and 300 experts
+// take moe_route's own launch first. (A backend of its own: fuse_route is off by default until a
+// device has run it.)
+TEST_F(CudaHybrid, MoeRouteMatmulEqualsRouteThenMatmul) {
+  auto rng = test_rng();
+  CudaBackendConfig fused_cfg;
+  fused_cfg.fuse_route = true;
+  CudaBackend fused_be(fused_cfg);
+  const int64_t n_out = 40;
+  const int k = 4;
+  struct Case {
+    int64_t n, n_expert, n_in;
+    bool normalize;
+  };
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (const Case& c :
+         {Case{1, 256, 256, true}, Case{1, 64, 1024, false}, Case{6, 128, 1024, true},
+          Case{8, 60, 256, true}, Case{80, 64, 256, true}, Case{2, 300, 256, true}}) {
+      SCOPED_TRACE(
+          fmt::format("{} n {} experts {} n_in {}", type_name(t), c.n, c.n_expert, c.n_in));
+      DeviceArena arena(fused_be);
+      const Tensor wg = random_experts(arena, rng, t, c.n_in, n_out, c.n_expert);
+      const Tensor wu = random_experts(arena, rng, t, c.n_in, n_out, c.n_expert);
+      const Tensor d = arena.weights(random_weights(rng, t, c.n_in, n_out), t, c.n_in, n_out);
+      const Tensor d2 = arena.weights(random_weights(rng, t, c.n_in, n_out), t, c.n_in, n_out);
+      const Tensor x =
+          arena.from_host(random_floats(rng, static_cast<size_t>(c.n * c.n_in), -2.0f, 2.0f),
+                          GgmlType::F32, c.n_in, c.n);
+      const Tensor logits =
+          arena.from_host(router_logits(rng, c.n, c.n_expert), GgmlType::F32, c.n_expert, c.n);
+      const Backend::MoeRoute r{logits, k, c.normalize, arena.poisoned(GgmlType::I32, k, c.n),
+                                arena.poisoned(GgmlType::F32, k, c.n)};
+      const Backend::MatmulOut outs[] = {
+          {wg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, k, c.n), r.ids},
+          {d, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.n)},
+          {wu, Tensor{}, arena.poisoned(GgmlType::F32, n_out, k, c.n), r.ids},
+          {d2, Tensor{}, arena.poisoned(GgmlType::F32, n_out, c.n)}};
+      const int64_t fused_before = fused_be.fused_routes();
+      fused_be.moe_route_matmul(r, x, outs);
+      const bool fused = c.n * k <= 256 && c.n_expert <= 256;
+      EXPECT_EQ(fused_be.fused_routes(), fused_before + (fused ? 1 : 0));
+      const Tensor ids = arena.poisoned(GgmlType::I32, k, c.n);
+      const Tensor wts = arena.poisoned(GgmlType::F32, k, c.n);
+      fused_be.moe_route(logits, k, c.normalize, ids, wts);
+      EXPECT_EQ(arena.download<int32_t>(r.ids), arena.download<int32_t>(ids));
+      const auto w_got = arena.download<float>(r.weights), w_want = arena.download<float>(wts);
+      ASSERT_EQ(w_got.size(), w_want.size());
+      for (size_t i = 0; i < w_got.size(); ++i)
+        ASSERT_EQ(float_bits(w_got[i]), float_bits(w_want[i])) << "weight " << i;
+      expect_each_output_alone(fused_be, arena, x, outs);
+    }
+  }
+}
+
 // An expert id outside [0, n_expert) on either device route: flagged, reported at sync().
 TEST_F(CudaHybrid, MatmulIdBadExpertFailsAtSync) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -525,6 +525,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
     mma_rows_max_ = std::clamp(std::atoi(e), 1, 32);
   gdn_chains_ = cfg.gdn_chains;
   fuse_gdn_ = cuda::switch_or_env(cfg.fuse_gdn, "TEMPO9_CUDA_FUSE_GDN");  // A/B runs
+  fuse_route_ = cuda::switch_or_env(cfg.fuse_route, "TEMPO9_CUDA_FUSE_ROUTE");
   T9_CHECK(cfg.float_tile_min_rows >= 0, "float_tile_min_rows {}", cfg.float_tile_min_rows);
   float_tile_min_rows_ = cfg.float_tile_min_rows;
   if (const char* e = std::getenv("TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS"))  // A/B runs

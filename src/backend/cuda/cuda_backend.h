@@ -101,6 +101,10 @@ struct CudaBackendConfig {
   // cluster; the same bits as the three ops). Written without a device (docs/CUDA.md stage 54):
   // off until its op tests have run. TEMPO9_CUDA_FUSE_GDN=1 turns it on (=0 off).
   bool fuse_gdn = false;
+  // moe_route_matmul's routing inside the experts' one-row launch (cuda_route.cuh; the same
+  // bits). Written without a device (docs/CUDA.md stage 55): off until its op tests have run.
+  // TEMPO9_CUDA_FUSE_ROUTE=1 turns it on (=0 off).
+  bool fuse_route = false;
   // F16/BF16/F32 matmuls with few weight rows (split order: the MoE router) and at least this many
   // activation rows run on the prompt-step tile kernel (cuda_gemv_float.cu: 16 weight rows staged
   // in shared memory per block, walked over tiles of 8 activation rows; same bits); 0: never.
@@ -301,6 +305,12 @@ class CudaBackend final : public Backend {
   void moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
                  const Tensor& weights) override;
   void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out) override;
+  // The ids computed inside the experts' launch where it takes its pairs one by one (up to 256
+  // pairs, at most 256 experts, k <= 32; cuda_units.cuh SliceArgs::Route), else moe_route first.
+  void moe_route_matmul(const MoeRoute& r, const Tensor& x,
+                        std::span<const MatmulOut> outs) override;
+  // moe_route_matmul calls whose ids the experts' launch computed (tests).
+  int64_t fused_routes() const { return fused_routes_; }
   void moe_combine(const Tensor& y, const Tensor& weights, const Tensor& out) override;
   void mul_sigmoid(const Tensor& a, const Tensor& g, const Tensor& out) override;
   void moe_combine_shared(const Tensor& y, const Tensor& weights, const Tensor& shared,
@@ -391,7 +401,12 @@ class CudaBackend final : public Backend {
   int mma_rows_min_ = 0;            // CudaBackendConfig::mma_rows_min
   int mma_rows_max_ = 15;           // CudaBackendConfig::mma_rows_max
   bool gdn_chains_ = false;         // CudaBackendConfig::gdn_chains
+  // moe_route_matmul's routing while its matmul_shared_x runs: taken by the first matmul_id over
+  // its ids (matmul_id_device), fused into that launch or launched before it.
+  const MoeRoute* pending_route_ = nullptr;
+  int64_t fused_routes_ = 0;        // fused_routes()
   bool fuse_gdn_ = false;           // CudaBackendConfig::fuse_gdn
+  bool fuse_route_ = false;         // CudaBackendConfig::fuse_route
   int64_t gdn_chain_launches_ = 0;  // gdn_chain calls run as one launch
   int float_tile_min_rows_ = 0;     // CudaBackendConfig::float_tile_min_rows
   long fused_matmuls_ = 0;

@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -24,17 +25,13 @@
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_moe_gemv.cuh"
 #include "backend/cuda/cuda_profile.cuh"
+#include "backend/cuda/cuda_route.cuh"
 
 namespace t9 {
 namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// (v, i) ranks before (bv, bi): larger value, then lower index (the CPU's first-max scan).
-__device__ __forceinline__ bool ranks_before(float v, int i, float bv, int bi) {
-  return v > bv || (v == bv && i < bi);
-}
 
 // One warp per row of logits [n, n_expert]; p (n_expert floats) in dynamic shared memory.
 // softmax as the CPU: max, exp(x - max) stored as float, their sum in double, one float
@@ -67,12 +64,12 @@ __global__ void moe_route_kernel(TensorDesc logits, int k, bool normalize, Tenso
     float bv = -INFINITY;
     int bi = 0x7fffffff;
     for (int e = lane; e < n; e += 32)
-      if (ranks_before(p[e], e, bv, bi)) bv = p[e], bi = e;
+      if (route_ranks_before(p[e], e, bv, bi)) bv = p[e], bi = e;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
       const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ranks_before(ov, oi, bv, bi)) bv = ov, bi = oi;
+      if (route_ranks_before(ov, oi, bv, bi)) bv = ov, bi = oi;
     }
     // A row whose p are all NaN leaves bi unset; take expert 0 so ids stay in range.
     if (bi == 0x7fffffff) bi = 0;
@@ -90,18 +87,7 @@ __global__ void moe_route_kernel(TensorDesc logits, int k, bool normalize, Tenso
 }
 
 // moe_route_kernel's results for rows of at most 32 kRegs experts and k <= 32 (every model we
-// load: 64-512 experts, top 8-10), with everything in registers: lane l holds experts l, l + 32,
-// ... (loaded at once, not one L2 round trip per loop step), takes them by a bit mask instead of
-// shared memory, and finds each rank's winner with two warp reductions (redux.sync) instead of ten
-// shuffles. The same values in the same order as moe_route_kernel (the max, each expf, the double
-// sum in e order per lane then the warp's tree, the product by the float reciprocal; each lane's
-// first-best scan in e order, a taken expert counting as -inf; the winner is unique under
-// ranks_before, so any reduction order finds it): the same bits. A lane's best is never NaN (NaN
-// never ranks before anything), so its order key is the float's, with -0 folded into +0 as `==`
-// does. p is only ever indexed by unrolled constants: a `p[bi / 32]` (or a select loop that the
-// compiler turns into one) puts it in local memory (run 122's first form: a 64-byte stack frame,
-// 7.2 us a call). As a replayed chain (cuda_op_chain_bench, 256 experts, top 8): 3.75 us a call
-// against moe_route_kernel's 5.3 (runs 121, 123). One warp per row, like moe_route_kernel.
+// load: 64-512 experts, top 8-10): route_row_regs (cuda_route.cuh), one warp per row.
 constexpr int kRouteRegsMax = 16;
 
 template <int kRegs>
@@ -109,58 +95,10 @@ __global__ void moe_route_regs_kernel(TensorDesc logits, int k, bool normalize, 
                                       TensorDesc weights) {
   pdl_enter();
   const int64_t r = blockIdx.x;
-  const int lane = threadIdx.x, n = static_cast<int>(logits.ne0);
-  const float* x = reinterpret_cast<const float*>(logits.row(r));
-  float p[kRegs];
-#pragma unroll
-  for (int c = 0; c < kRegs; ++c) p[c] = lane + 32 * c < n ? x[lane + 32 * c] : 0.0f;
-  float mx = -INFINITY;
-#pragma unroll
-  for (int c = 0; c < kRegs; ++c)
-    if (lane + 32 * c < n) mx = fmaxf(mx, p[c]);
-  mx = warp_max(mx);
-  double sum = 0.0;
-#pragma unroll
-  for (int c = 0; c < kRegs; ++c)
-    if (lane + 32 * c < n) {
-      p[c] = expf(p[c] - mx);
-      sum += p[c];
-    }
-  sum = warp_sum(sum);
-  const float inv = static_cast<float>(1.0 / sum);
-#pragma unroll
-  for (int c = 0; c < kRegs; ++c) p[c] *= inv;
-  uint32_t taken = 0;  // bit c: expert lane + 32 c (moe_route_kernel's p[e] = -inf)
-  int my_id = 0;
-  float my_w = 0.0f, picked = 0.0f;
-  for (int j = 0; j < k; ++j) {
-    float bv = -INFINITY;
-    int bi = 0x7fffffff;
-#pragma unroll
-    for (int c = 0; c < kRegs; ++c) {
-      const float pv = (taken >> c) & 1u ? -INFINITY : p[c];
-      if (lane + 32 * c < n && ranks_before(pv, lane + 32 * c, bv, bi)) bv = pv, bi = lane + 32 * c;
-    }
-    const uint32_t key = float_order_key(bv);
-    const uint32_t best = __reduce_max_sync(0xffffffffu, key);
-    bi = static_cast<int>(
-        __reduce_min_sync(0xffffffffu, key == best ? static_cast<uint32_t>(bi) : 0x7fffffffu));
-    float v;  // p[bi]: the winner's own best, or (bi unset) expert 0's p
-    if (bi == 0x7fffffff) {
-      // A row whose p are all NaN leaves bi unset; take expert 0 so ids stay in range.
-      bi = 0;
-      v = __shfl_sync(0xffffffffu, taken & 1u ? -INFINITY : p[0], 0);
-    } else {
-      v = __shfl_sync(0xffffffffu, bv, bi % 32);
-    }
-    if (lane == bi % 32) taken |= 1u << (bi / 32);
-    if (lane == j) my_id = bi, my_w = v;
-    picked += v;
-  }
-  if (lane < k) {
-    reinterpret_cast<int32_t*>(ids.row(r))[lane] = my_id;
-    reinterpret_cast<float*>(weights.row(r))[lane] = normalize ? my_w / picked : my_w;
-  }
+  route_row_regs<kRegs>(reinterpret_cast<const float*>(logits.row(r)), static_cast<int>(logits.ne0),
+                        k, normalize, static_cast<int>(threadIdx.x),
+                        reinterpret_cast<int32_t*>(ids.row(r)) + threadIdx.x,
+                        reinterpret_cast<float*>(weights.row(r)) + threadIdx.x);
 }
 
 // Row copy through an index list: dst row pairs[2i + 1] (or i) <- src row pairs[2i] (or i).
@@ -287,11 +225,10 @@ Tensor expert_view(const Tensor& w, int64_t e) {
 }  // namespace
 }  // namespace cuda
 
-void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
-                            const Tensor& weights) {
-  T9_CUDA_PROF("moe_route");
-  derived_->wrote(ids);
-  derived_->wrote(weights);
+namespace {
+
+// moe_route's operand checks (a message naming the operand, no launch).
+void check_route(const Tensor& logits, int k, const Tensor& ids, const Tensor& weights) {
   cuda::check_f32_rows(logits, "moe_route logits");
   cuda::check_f32_rows(weights, "moe_route weights");
   const int64_t n = logits.n_rows(), n_expert = logits.ne[0];
@@ -302,6 +239,17 @@ void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const T
            "moe_route: ids must be I32 [{}, {}]", n, k);
   T9_CHECK(weights.ne[0] == k && weights.n_rows() == n, "moe_route: weights must be [{}, {}]", n,
            k);
+}
+
+}  // namespace
+
+void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const Tensor& ids,
+                            const Tensor& weights) {
+  T9_CUDA_PROF("moe_route");
+  derived_->wrote(ids);
+  derived_->wrote(weights);
+  check_route(logits, k, ids, weights);
+  const int64_t n = logits.n_rows(), n_expert = logits.ne[0];
   if (n == 0) return;
   if (n_expert <= 32 * cuda::kRouteRegsMax && k <= 32) {
     const auto kernel = n_expert <= 256 ? cuda::moe_route_regs_kernel<8>
@@ -316,6 +264,22 @@ void CudaBackend::moe_route(const Tensor& logits, int k, bool normalize, const T
 void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
                             const Tensor& out) {
   matmul_id_with(w, x, ids, out, nullptr);
+}
+
+void CudaBackend::moe_route_matmul(const MoeRoute& r, const Tensor& x,
+                                   std::span<const MatmulOut> outs) {
+  T9_CHECK(pending_route_ == nullptr, "moe_route_matmul: called inside another");
+  pending_route_ = &r;
+  struct Clear {  // however matmul_shared_x leaves
+    const MoeRoute*& p;
+    ~Clear() { p = nullptr; }
+  } clear{pending_route_};
+  matmul_shared_x(x, outs);
+  // No matmul_id over r.ids took the routing (none in outs, or none with rows): on its own.
+  if (pending_route_ != nullptr) {
+    pending_route_ = nullptr;
+    moe_route(r.logits, r.k, r.normalize, r.ids, r.weights);
+  }
 }
 
 void CudaBackend::check_matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
@@ -356,8 +320,34 @@ bool CudaBackend::matmul_id_device(std::span<const cuda::FusedPart> parts, const
   const Tensor& w = *parts[0].w;
   const int64_t m = ids.n_elements(), n_expert = w.ne[2];
   T9_CHECK(plain.empty() || plain_rows_ride(ids), "matmul_id: plain rows at {} pairs", m);
+  // moe_route_matmul's routing of these ids: inside the one-row launch below where it takes the
+  // shape, else its own launch first (no other route reads the logits).
+  cuda::RouteArgs route;
+  if (pending_route_ != nullptr && pending_route_->ids.buf == ids.buf &&
+      pending_route_->ids.offset == ids.offset) {
+    const MoeRoute& r = *std::exchange(pending_route_, nullptr);
+    const bool fuses = fuse_route_ && m <= cuda::moe_device_pairs() && x.ne[1] == 1 &&
+                       r.ids.ne == ids.ne && r.logits.ne[0] <= cuda::kRouteFusedMaxExperts &&
+                       r.k <= 32 && r.logits.nb[1] % 4 == 0 && r.weights.is_contiguous() &&
+                       cuda::matmul_id_groups(w);  // launch_matmul_id_gemv takes w's type
+    if (!fuses) {
+      moe_route(r.logits, r.k, r.normalize, r.ids, r.weights);
+    } else {
+      derived_->wrote(r.ids);
+      derived_->wrote(r.weights);
+      check_route(r.logits, r.k, r.ids, r.weights);
+      route.logits = reinterpret_cast<const float*>(cuda::base_ptr(r.logits));
+      route.row_floats = static_cast<int64_t>(r.logits.nb[1] / 4);
+      route.ids = reinterpret_cast<int32_t*>(cuda::base_ptr(r.ids));
+      route.w = reinterpret_cast<float*>(cuda::base_ptr(r.weights));
+      route.n_expert = static_cast<int32_t>(r.logits.ne[0]);
+      route.normalize = r.normalize ? 1 : 0;
+      ++fused_routes_;
+    }
+  }
   if (m <= cuda::moe_device_pairs())
-    return cuda::launch_matmul_id_gemv(parts, x, ids, scratch_, err_word_, *stream_, pre, plain);
+    return cuda::launch_matmul_id_gemv(parts, x, ids, scratch_, err_word_, *stream_, pre, plain,
+                                       route);
   if (cuda::moe_host_grouping() || !cuda::matmul_id_groups(w)) return false;
   const int tile_rows = cuda::mma_grouped_tile_rows(m, n_expert);
   const cuda::ExpertSort* sort = derived_->sort(ids, n_expert, tile_rows);

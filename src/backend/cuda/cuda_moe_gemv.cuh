@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
+#include "backend/cuda/cuda_route.cuh"
 
 namespace t9::cuda {
 
@@ -31,9 +32,12 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 // (SliceParts' plain rows: the MoE shared expert's gate and up, or its down projection), with the
 // bits of a plain matmul. x_p is x when x has one row per token; with x per rank, `pre` must hold
 // the pairs' rows and then one row per token (launch_moe_glu_codes), and x_p is those rows.
+// `route` (logits set; see RouteArgs): the launch computes ids itself, with moe_route's
+// bits, and stores them and their weights.
 bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream,
-                           const RoundedX* pre = nullptr, std::span<const FusedPart> plain = {});
+                           const RoundedX* pre = nullptr, std::span<const FusedPart> plain = {},
+                           const RouteArgs& route = {});
 // True when two expert tensors can share one launch: one type, shape, layout and alignment.
 bool id_parts_fuse(const Tensor& a, const Tensor& b);
 // True when the 2-D weight w can ride as plain rows beside the expert tensor `experts` (one

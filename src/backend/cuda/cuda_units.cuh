@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_gemv.cuh"
 #include "backend/cuda/cuda_quant.cuh"
+#include "backend/cuda/cuda_route.cuh"
 #include "backend/cuda/cuda_unit_types.cuh"
 
 namespace t9::cuda {
@@ -398,6 +399,8 @@ struct SliceArgs {  // every member initialized (the tape's bytes: cuda_stream.c
   // mbarrier per buffer instead of per-lane cp.async (run 177: 2x the ideal L2 sectors and 3.5x
   // the shared wavefronts per cp.async instruction). The same bytes, the same bits.
   bool bulk_rows = false;
+  // matmul_id's ids computed by the launch itself (RouteArgs), or route.logits null.
+  RouteArgs route = {};
   SliceParts parts = {};  // several weights in one launch (plain matmuls only), or parts.n == 0
   // Tensor-core kernel: 64-row weight tiles per block (launch block x takes tiles w_tiles * x ..,
   // one after another; not with the split form). Each output's bits do not depend on it.
@@ -474,7 +477,23 @@ __device__ __forceinline__ bool select_pair(SliceArgs& a) {
     a.n_tok = 1;
     return true;
   }
-  const int32_t e = a.ids[r];
+  int32_t e;
+  if (a.route.logits != nullptr) {
+    // Every warp routes the pair's token (no shared memory, no block barrier: the kernels' own
+    // layouts stay as they are) and takes rank j's expert from lane j.
+    const int64_t t = r / a.k;
+    const int j = static_cast<int>(r % a.k), lane = static_cast<int>(threadIdx.x % 32);
+    int32_t id = 0;
+    float w = 0.0f;
+    route_row_regs<kRouteFusedMaxExperts / 32>(a.route.logits + t * a.route.row_floats,
+                                               a.route.n_expert, static_cast<int>(a.k),
+                                               a.route.normalize != 0, lane, &id, &w);
+    e = __shfl_sync(0xffffffffu, id, j);
+    if (blockIdx.x == 0 && threadIdx.x == static_cast<unsigned>(j))  // warp 0's lane j
+      a.route.ids[r] = id, a.route.w[r] = w;
+  } else {
+    e = a.ids[r];
+  }
   if (e < 0 || e >= a.n_expert) {
     if (threadIdx.x == 0 && blockIdx.x == 0) atomicOr(a.err, kErrMoeId);
     return false;
