@@ -306,7 +306,7 @@ class CudaBackend final : public Backend {
                  const Tensor& weights) override;
   void matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& out) override;
   // The ids computed inside the experts' launch where it takes its pairs one by one (up to 256
-  // pairs, at most 256 experts, k <= 32; cuda_units.cuh SliceArgs::Route), else moe_route first.
+  // pairs, at most 256 experts, k <= 32; cuda_route.cuh RouteArgs), else moe_route first.
   void moe_route_matmul(const MoeRoute& r, const Tensor& x,
                         std::span<const MatmulOut> outs) override;
   // moe_route_matmul calls whose ids the experts' launch computed (tests).

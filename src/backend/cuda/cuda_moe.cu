@@ -268,6 +268,7 @@ void CudaBackend::matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids,
 
 void CudaBackend::moe_route_matmul(const MoeRoute& r, const Tensor& x,
                                    std::span<const MatmulOut> outs) {
+  if (!fuse_route_) return Backend::moe_route_matmul(r, x, outs);  // moe_route's launch first
   T9_CHECK(pending_route_ == nullptr, "moe_route_matmul: called inside another");
   pending_route_ = &r;
   struct Clear {  // however matmul_shared_x leaves
@@ -326,9 +327,9 @@ bool CudaBackend::matmul_id_device(std::span<const cuda::FusedPart> parts, const
   if (pending_route_ != nullptr && pending_route_->ids.buf == ids.buf &&
       pending_route_->ids.offset == ids.offset) {
     const MoeRoute& r = *std::exchange(pending_route_, nullptr);
-    const bool fuses = fuse_route_ && m <= cuda::moe_device_pairs() && x.ne[1] == 1 &&
-                       r.ids.ne == ids.ne && r.logits.ne[0] <= cuda::kRouteFusedMaxExperts &&
-                       r.k <= 32 && r.logits.nb[1] % 4 == 0 && r.weights.is_contiguous() &&
+    const bool fuses = m <= cuda::moe_device_pairs() && x.ne[1] == 1 && r.ids.ne == ids.ne &&
+                       r.logits.ne[0] <= cuda::kRouteFusedMaxExperts && r.k <= 32 &&
+                       r.logits.nb[1] % 4 == 0 && r.weights.is_contiguous() &&
                        cuda::matmul_id_groups(w);  // launch_matmul_id_gemv takes w's type
     if (!fuses) {
       moe_route(r.logits, r.k, r.normalize, r.ids, r.weights);
