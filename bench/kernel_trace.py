@@ -84,6 +84,9 @@ def main() -> int:
                    if name.startswith(("cudaStreamSynchronize", "cudaEventSynchronize")))
     windows = split_at_syncs(rows, syncs) if syncs else split_at_gaps(rows, args.gap_us * 1000)
     if args.timeline > 0:
+        if not 0 <= args.skip < len(windows):
+            print(f"--skip {args.skip}: the trace has {len(windows)} windows", file=sys.stderr)
+            return 1
         return timeline(windows[:len(windows) - args.skip], calls, args.timeline)
     picked = [w for w in windows if args.min_us <= (w[-1][1] - w[0][0]) / 1000 <= args.max_us]
     picked = picked[-args.last:]

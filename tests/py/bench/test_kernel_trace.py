@@ -95,6 +95,26 @@ def test_host_calls_stay_out_of_the_table_and_show_in_the_timeline(tmp_path):
     ]
 
 
+def test_timeline_skips_the_last_windows(tmp_path):
+    # Three windows 1 ms apart, graphs 7, 8, 9: --skip 1 ends the timeline at the second (graph
+    # 8, in us from the end of the first), --skip 2 at the first; --skip 3 leaves no window.
+    lines = []
+    for g, t0 in ((7, 1_000_000), (8, 2_000_000), (9, 3_000_000)):
+        lines += [l.replace("\t1\t", f"\t{g}\t", 1) for l in window(t0)]
+    p = run(tmp_path, lines, "--timeline", "1", "--skip", "1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        " start us    end us  what",
+        "    987.0    1000.0  device graph 8: 2 kernels, idle 987.0 us before",
+    ]
+    p = run(tmp_path, lines, "--timeline", "1", "--skip", "2")
+    assert p.returncode == 0, p.stderr
+    assert "device graph 7: 2 kernels" in p.stdout.splitlines()[1]
+    p = run(tmp_path, lines, "--timeline", "1", "--skip", "3")
+    assert p.returncode == 1
+    assert "--skip 3: the trace has 3 windows" in p.stderr
+
+
 @pytest.mark.parametrize("sync", ["cudaStreamSynchronize_v3020", "cudaEventSynchronize_v3020"])
 def test_windows_end_at_the_hosts_synchronizations(tmp_path, sync):
     # Two steps, each a short graph launch and, 40 us after it ends (under --gap-us: one window
