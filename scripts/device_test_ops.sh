@@ -24,7 +24,7 @@
 #                                       # Q8_0 matmuls at 8 / 512 / 2048 rows), then ncu on the
 #                                       # 2048-row tensor-core calls (stall reasons, occupancy)
 #   scripts/device_test_ops.sh hybrid   # there: `check` for the MoE / Gated DeltaNet tests
-#                                       # only (CudaHybrid*); logs in $OUT
+#                                       # only (CudaHybrid*, CudaGdn*); logs in $OUT
 #   scripts/device_test_ops.sh ncuop    # there: ncu on one bench case (NCU_BENCH, NCU_ARGS,
 #                                       # NCU_KERNEL): sections and per-instruction stalls
 set -uo pipefail
@@ -147,11 +147,11 @@ check() {
   "$STAGE/bin/test_cuda_ops" --gtest_filter="${TESTS:-Cuda*:*/Cuda*}" --gtest_color=no 2>&1 |
     tee "$OUT/test_ops.log" | grep -E '^\[  (PASSED|FAILED) |cuda attention|cuda gdn|Failure' | head -40
   local rc=${PIPESTATUS[0]}
-  local f=${MEMCHECK_TESTS:-'CudaAttention*:CudaHybrid.MatmulId*:CudaHybrid.GatedDeltaNet*:-CudaHybrid.MatmulIdBad*'}
+  local f=${MEMCHECK_TESTS:-'CudaAttention*:CudaHybrid.MatmulId*:CudaGdn.GatedDeltaNet*:-CudaHybrid.MatmulIdBad*'}
   timeout "${MEMCHECK_S:-150}" compute-sanitizer --tool memcheck --print-limit 20 \
     "$STAGE/bin/test_cuda_ops" --gtest_filter="$f" --gtest_color=no >"$OUT/memcheck.log" 2>&1
   echo "memcheck rc $? : $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tail -3 | tr '\n' ' ')"
-  f=${RACECHECK_TESTS:-'CudaAttention.F16PoolGqa*:CudaAttention.LongContext*:CudaHybrid.GatedDeltaNet*'}
+  f=${RACECHECK_TESTS:-'CudaAttention.F16PoolGqa*:CudaAttention.LongContext*:CudaGdn.GatedDeltaNet*'}
   timeout "${RACECHECK_S:-120}" compute-sanitizer --tool racecheck --print-limit 20 \
     "$STAGE/bin/test_cuda_ops" --gtest_filter="$f" --gtest_color=no >"$OUT/racecheck.log" 2>&1
   echo "racecheck rc $? : $(grep -E 'RACECHECK SUMMARY|PASSED|FAILED' "$OUT/racecheck.log" | tail -3 | tr '\n' ' ')"
@@ -179,7 +179,7 @@ attn() {
 }
 
 gdn() {
-  tests_then_bench 'CudaHybrid.GatedDeltaNet*:MoeHybrid/*' test_gdn.log cuda_gdn_bench \
+  tests_then_bench 'CudaGdn.GatedDeltaNet*:MoeHybrid/*' test_gdn.log cuda_gdn_bench \
     gdn_bench.log "${GDN_ITERS:-20}"
 }
 
@@ -205,11 +205,11 @@ gemm() {
   done
 }
 
-# The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp), with the sanitizers.
+# The MoE / hybrid ops and models only (tests/ops/cuda_hybrid_test.cpp, cuda_gdn_test.cpp), with the sanitizers.
 hybrid() {
-  TESTS=${TESTS:-'CudaHybrid*:MoeHybrid/CudaModel.*:Hybrid/CudaHybridModel.*'} \
-    MEMCHECK_TESTS=${MEMCHECK_TESTS:-'CudaHybrid.*:-CudaHybrid.MatmulIdBad*'} \
-    RACECHECK_TESTS=${RACECHECK_TESTS:-'CudaHybrid.GatedDeltaNet*'} check
+  TESTS=${TESTS:-'CudaHybrid*:CudaGdn*:MoeHybrid/CudaModel.*:Hybrid/CudaHybridModel.*'} \
+    MEMCHECK_TESTS=${MEMCHECK_TESTS:-'CudaHybrid.*:CudaGdn.*:-CudaHybrid.MatmulIdBad*'} \
+    RACECHECK_TESTS=${RACECHECK_TESTS:-'CudaGdn.GatedDeltaNet*'} check
 }
 
 # The tensor-core matmul (cuda_mma.cu) and the sliced GEMV (cuda_gemv_slice.cu): every CUDA

@@ -17,7 +17,7 @@ M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
 env $S35 OUT=/tmp/synth bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth|cores"
 echo "t=$((SECONDS - T0)) s"
 P4=$(python3 -c "print('x'*4096)")
-# A/B on a 4k prompt (bitwise tests: CudaHybrid.GatedDeltaNetStepsCarryState,
+# A/B on a 4k prompt (bitwise tests: CudaGdn.GatedDeltaNetStepsCarryState,
 # Cuda.FloatMatmulLongCallRowsEqualOneRow), then the two ops' per-call times from the op profiler
 # (graphs off there) with both off and both on.
 pstep() {  # tag, env...

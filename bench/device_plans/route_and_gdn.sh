@@ -13,14 +13,14 @@
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun/bin",
 # ".devrun/lib.tar.xz", ".devrun/shared/fixtures/tokenizers"]): `bash
 # bench/device_plans/route_and_gdn.sh` (stdout; ~7 min; QUICK=1: the tests and the single
-# decodes only, ~4 min; with REPS=1 and TESTS='CudaHybrid.MoeRoute*:CudaHybrid.GdnChain*' ~2.5
+# decodes only, ~4 min; with REPS=1 and TESTS='CudaHybrid.MoeRoute*:CudaGdn.GdnChain*' ~2.5
 # min).
 cd "$(dirname "$0")/../.." || exit 1
 export OUT=${OUT:-/tmp/rg}
 mkdir -p "$OUT"
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
-op_tests "${TESTS:-CudaHybrid.*:CudaMoeDown*:CudaPipelinedModel*}"
+op_tests "${TESTS:-CudaHybrid.*:CudaGdn.*:CudaMoeDown*:CudaPipelinedModel*}"
 S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZER=$TOK"
 M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
 # shellcheck disable=SC2086  # S35: word-split on purpose
