@@ -14,8 +14,15 @@
 # ".devrun/lib.tar.xz", ".devrun/shared/fixtures/tokenizers"]): `bash
 # bench/device_plans/route_and_gdn.sh` (stdout; ~7 min; QUICK=1: the tests and the single
 # decodes only, ~4 min; with REPS=1 and TESTS='CudaHybrid.MoeRoute*:CudaGdn.GdnChain*' ~2.5
-# min).
+# min). BUILD_PEER=1 (carry ".devrun-peer" too: `bash scripts/build_peer_cuda.sh pack` here)
+# builds llama.cpp in the background meanwhile (nice 19, 10 of 16 cores; both sides of every A/B
+# share that load), for a following `PARTS=35b bash bench/device_plans/peer_side_by_side.sh` on
+# the same warm machine, which reuses the 35B file left in /tmp.
 cd "$(dirname "$0")/../.." || exit 1
+if [ "${BUILD_PEER:-0}" = 1 ] && [ -f .devrun-peer/llama-src.tar.xz ]; then
+  (DEVICE_JOBS=${DEVICE_JOBS:-10} setsid nohup bash scripts/build_peer_cuda.sh device-build \
+    >/tmp/peer_dev.log 2>&1 </dev/null &)
+fi
 export OUT=${OUT:-/tmp/rg}
 mkdir -p "$OUT"
 # shellcheck source=bench/device_plans/common.sh
@@ -44,4 +51,5 @@ echo "t=$((SECONDS - T0)) s"
 agents none TEMPO9_CUDA_FUSE_ROUTE=0 TEMPO9_CUDA_FUSE_GDN=0
 agents both TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_FUSE_GDN=1
 echo "t=$((SECONDS - T0)) s"
+[ -f /tmp/peer/done ] && echo "peer: $(cat /tmp/peer/done)"
 bash bench/device_plans/bundle_out.sh
