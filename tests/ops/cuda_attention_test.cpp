@@ -72,7 +72,8 @@ struct Result2 {
   std::vector<uint8_t> kpool, vpool;
 };
 
-Result2 run(Backend& be, const Case& c, const Data& d) {
+// gate (optional): gated_attention with this [rows, n_head, head_dim] gate.
+Result2 run(Backend& be, const Case& c, const Data& d, const std::vector<float>* gate = nullptr) {
   DeviceArena ar(be);
   AttnParams p = c.p;
   p.n_seqs = static_cast<int>(c.seqs.size());
@@ -83,8 +84,13 @@ Result2 run(Backend& be, const Case& c, const Data& d) {
               ar.from_host(d.v, GgmlType::F32, p.head_dim, p.n_kv_head, d.kv_rows), kc, vc,
               ar.from_host(as_ints(d.write_meta), GgmlType::I32, 4, p.n_seqs), bt, p);
   Tensor out = ar.poisoned(GgmlType::F32, p.head_dim, p.n_head, d.q_rows);
-  be.attention(ar.from_host(d.q, GgmlType::F32, p.head_dim, p.n_head, d.q_rows), kc, vc,
-               ar.from_host(as_ints(d.attn_meta), GgmlType::I32, 4, p.n_seqs), bt, p, out);
+  const Tensor q = ar.from_host(d.q, GgmlType::F32, p.head_dim, p.n_head, d.q_rows);
+  const Tensor seqs = ar.from_host(as_ints(d.attn_meta), GgmlType::I32, 4, p.n_seqs);
+  if (gate != nullptr)
+    be.gated_attention(q, kc, vc, seqs, bt, p,
+                       ar.from_host(*gate, GgmlType::F32, p.head_dim, p.n_head, d.q_rows), out);
+  else
+    be.attention(q, kc, vc, seqs, bt, p, out);
   return {ar.download<float>(out), ar.download<uint8_t>(kc), ar.download<uint8_t>(vc)};
 }
 
@@ -439,6 +445,71 @@ TEST(CudaAttention, LastBlockFoldEqualsCombineKernel) {
   }
 }
 
+// The row-warp form (CudaBackendConfig::attn_row_warps: a tile of at most 16 q-head slots has
+// its key tiles' multiplies split over the block's four warps) against the plain form: the same
+// bits, call after call. Head dims 128 and 256 at G = 4, 8 and 16 (the 8B's, the 35B's, and the
+// 16-slot limit); one decode row over one chunk (the block folds: kSplit false) and over split
+// chunks (with the combine launch and with the row's last block folding), under a window, with
+// and without the output gate; two and four prefill rows at G = 4 (8 and 16 slots). Past 16 slots
+// (four rows at G = 8) and with soft-capping the plain form runs.
+TEST(CudaAttention, RowWarpsEqualThePlainForm) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackend plain({.device = 0});
+  CudaBackend rows({.device = 0, .attn_row_warps = true});
+  CudaBackend rows_fold({.device = 0, .attn_fold_rows = 4, .attn_row_warps = true});
+  struct Shape {
+    int n_head;
+    std::vector<Seq> seqs;
+    int window;
+    bool row_form;
+  };
+  const std::vector<Shape> shapes = {
+      {8, {{50, 1}}, 0, true},    {16, {{50, 1}}, 0, true},    {32, {{700, 1}}, 0, true},
+      {16, {{700, 1}}, 0, true},  {8, {{2199, 1}}, 300, true}, {16, {{1030, 1}}, 300, true},
+      {8, {{300, 2}}, 0, true},   {8, {{300, 4}}, 0, true},    {8, {{90, 4}}, 0, true},
+      {16, {{300, 4}}, 0, false},
+  };
+  for (int head_dim : {128, 256}) {
+    for (size_t si = 0; si < shapes.size(); ++si) {
+      for (bool gated : {false, true}) {
+        const Shape& sh = shapes[si];
+        SCOPED_TRACE(testing::Message()
+                     << "head_dim " << head_dim << " shape " << si << " gated " << gated);
+        auto rng = test_rng();
+        Case c = case_of(head_dim, sh.seqs, sh.window);
+        c.p.n_head = sh.n_head;
+        const Data d = make_data(rng, c);
+        const auto gate = random_floats(
+            rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
+        const std::vector<float>* g = gated ? &gate : nullptr;
+        const auto want = run(plain, c, d, g).out;
+        for (CudaBackend* be : {&rows, &rows_fold}) {
+          for (int call = 0; call < 2; ++call) {
+            const long launches = be->attention_row_launches();
+            const auto got = run(*be, c, d, g).out;
+            ASSERT_EQ(be->attention_row_launches(), launches + (sh.row_form ? 1 : 0));
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
+                  << (be == &rows ? "combine" : "fold") << " call " << call << " at " << i;
+          }
+        }
+        if (!gated) check_vs_dense(c, d, want);
+      }
+    }
+  }
+  EXPECT_EQ(plain.attention_row_launches(), 0);
+  // Soft-capped logits keep the plain form.
+  Case capped = case_of(128, {{700, 1}}, 0);
+  capped.p.softcap = 30.0f;
+  auto rng = test_rng();
+  const Data dc = make_data(rng, capped);
+  const long before = rows.attention_row_launches();
+  const auto cap_rows = run(rows, capped, dc).out;
+  EXPECT_EQ(rows.attention_row_launches(), before);
+  EXPECT_EQ(cap_rows, run(plain, capped, dc).out);
+}
+
 // rope_attention on decode rows: the tensor-core kernel normalizes and rotates q (from q_from
 // for the gated form) and the new k itself and stores the new K/V rows (FlashPrep, on its own
 // and with the last-block fold), against the
@@ -447,11 +518,13 @@ TEST(CudaAttention, LastBlockFoldEqualsCombineKernel) {
 // rows over split chunks (the row's last block folds), one row past 32 chunks (the combine
 // kernel); QK-norm on and off, partial rotary, a window; the pools hold every earlier position
 // and poison at the new one, so a store that did not happen shows.
-TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
+// row_warps: the row-warp form on too (one-row calls: both sides take it).
+void rope_attention_decode_equals_the_ops(bool row_warps) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
   // last-block fold on for the split calls up to 32 chunks.
-  CudaBackend be({.device = 0, .attn_fold_rows = 4, .attn_prep_slots = 64});
+  CudaBackend be(
+      {.device = 0, .attn_fold_rows = 4, .attn_row_warps = row_warps, .attn_prep_slots = 64});
   const std::vector<std::vector<int>> batches = {{50}, {200}, {700, 1030, 64}, {5000}};
   for (int head_dim : {64, 128, 256}) {
     for (int variant = 0; variant < 3; ++variant) {  // plain; no QK-norm + window; gated
@@ -523,10 +596,14 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
           return std::tuple{ar.download<float>(ra.out), ar.download<uint8_t>(kc),
                             ar.download<uint8_t>(vc)};
         };
+        const long row_launches = be.attention_row_launches();
         const auto [ops_out, ops_k, ops_v] = go(false);
         const long preps = be.attention_preps();
         const auto [out, kp, vp] = go(true);
         ASSERT_EQ(be.attention_preps(), preps + 1);
+        // One row, head_dim 128 / 256: both sides ran the row-warp form when it is on.
+        const bool row_form = row_warps && head_dim >= 128 && seqs.size() == 1;
+        ASSERT_EQ(be.attention_row_launches(), row_launches + (row_form ? 2 : 0));
         ASSERT_EQ(out.size(), ops_out.size());
         for (size_t i = 0; i < out.size(); ++i)
           ASSERT_EQ(float_bits(out[i]), float_bits(ops_out[i])) << "out " << i;
@@ -536,6 +613,13 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
       }
     }
   }
+}
+
+TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
+  rope_attention_decode_equals_the_ops(false);
+}
+TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowWarps) {
+  rope_attention_decode_equals_the_ops(true);
 }
 
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same

@@ -118,6 +118,11 @@ struct CudaBackendConfig {
   // on an H100 (runs 197-199, with two forms of the counters' fences; why was not profiled:
   // docs/CUDA.md stage 40). TEMPO9_CUDA_ATTN_FOLD_ROWS=N.
   int attn_fold_rows = 0;
+  // Tensor-core attention calls of one decode row (tiles of at most 16 q-head slots) split each
+  // key tile's multiplies over the block's four warps instead of leaving them to warp 0
+  // (cuda_flash_attention.cu, the row-warp form; the same bits). Written without a device
+  // (docs/CUDA.md stage 56): off until its op tests have run. TEMPO9_CUDA_ATTN_ROW_WARPS=1 on.
+  bool attn_row_warps = false;
   // rope_attention runs as one tensor-core launch (the kernel prepares q and the new K/V rows)
   // for decode calls of at most this many q-head slots a KV head (sequences x n_head /
   // n_kv_head): one warp prepares each slot's row, so a cohort tile of many agents serializes
@@ -235,6 +240,8 @@ class CudaBackend final : public Backend {
   long expert_sort_reuses() const;
   // Split attention calls whose rows were folded by their last blocks, no combine launch (tests).
   long attention_kernel_folds() const { return attn_kernel_folds_; }
+  // Tensor-core attention calls that ran the row-warp form (CudaBackendConfig::attn_row_warps).
+  long attention_row_launches() const { return attn_row_launches_; }
   // rope_attention calls that ran as the one prepared attention launch (tests).
   long attention_preps() const { return attn_preps_; }
   // The weight bytes up to which matmuls of 2..8 rows run one activation row per launch-grid
@@ -397,6 +404,8 @@ class CudaBackend final : public Backend {
   int attn_fold_rows_ = 0;          // CudaBackendConfig::attn_fold_rows
   int attn_prep_slots_ = 8;         // CudaBackendConfig::attn_prep_slots
   long attn_kernel_folds_ = 0;      // attention_kernel_folds()
+  long attn_row_launches_ = 0;      // attention_row_launches()
+  bool attn_row_warps_ = false;     // CudaBackendConfig::attn_row_warps
   long attn_preps_ = 0;             // attention_preps()
   int mma_rows_min_ = 0;            // CudaBackendConfig::mma_rows_min
   int mma_rows_max_ = 15;           // CudaBackendConfig::mma_rows_max

@@ -29,6 +29,16 @@
 // load's latency (page-table lookup, then L2 / HBM); the shared rows are padded by 16 bytes so
 // ldmatrix is conflict-free.
 //
+// Row-warp form (kRow, FlashOptions::row_warps): when a call's tiles hold at most 16 slots (one
+// decode row of G <= 16 heads), the plain form leaves every multiply to warp 0 (one tile: 64 of S's
+// and 64 of O's mma on one warp, the other three idle at the barriers). There the four warps
+// split the tile instead: each computes S for a quarter of the tile's keys (an element of S
+// depends only on its Q row and K column, over the same 16-dim steps) and O for a quarter of the
+// head dims (an element of O only on its P row and V column, over the same keys in the same
+// steps); the tile's max goes through shared memory (fmaxf is exact and order-free), and so do
+// the probabilities, from which every warp forms the whole P fragment and the row sums in the
+// plain form's order. So the same bits, with a quarter of the serial multiplies.
+//
 // Decode calls of a few sequences (attn_prep_slots) also prepare q and the new K/V rows here
 // (FlashPrep: Backend::rope_attention); every call loads its first tiles of earlier steps' keys
 // before the dependent-launch wait (FlashArgs::early_keys).
@@ -352,7 +362,8 @@ __device__ int cohort_members(const FlashArgs& a, int64_t n_rows, int first, int
 // With the softmax's exponentials branch-free (below), run 128 (cuda_attention_bench, same bits):
 // 8B decode 1 row at 640 keys 16.2 -> 11.7 us, 35B 19.9 -> 16.4, 8B prefill chunk 512 at 8k 983
 // -> 632 us, 35B warm turn (2048 rows over 12k) 4375 -> 3510 us, 8B 32 decode rows 368 -> 227 us.
-template <int HD, bool kSplit, bool kCap>
+// kRow (the row-warp form above): the launcher's tiles hold at most 16 slots and no cohort.
+template <int HD, bool kSplit, bool kCap, bool kRow>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_attention_kernel(FlashArgs a, int64_t n_rows, int n_chunks, float* __restrict__ part,
                            int cohort_x0) {
@@ -365,6 +376,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int kNT = HD / 8;         // 8-dim n-tiles of the output
   constexpr int kKS = HD / 16;        // 16-dim k-steps of Q K^T
   constexpr int kSegs = HD / 8;       // 16-byte segments per K/V row
+  constexpr int kWarps = kThreads / 32;
+  // This warp's n-tiles: of S (keys) and of O (head dims); kRow splits both over the warps.
+  constexpr int kNKw = kRow ? kNK / kWarps : kNK;
+  constexpr int kNTw = kRow ? kNT / kWarps : kNT;
+  static_assert(!kRow || (HD >= 128 && kNK % kWarps == 0 && kNTw % 4 == 0),
+                "row warps: whole key n-tiles and 32-dim blocks of O per warp");
+  constexpr int kFB = kFoldBatch < kNTw ? kFoldBatch : kNTw;  // fold batch within a warp's dims
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* sq = reinterpret_cast<__half*>(smem_raw);
   __half* const sk0 = sq + Lay::kQ;                   // K buffers
@@ -389,7 +407,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   int old_end;
   bool store_new = false;  // FlashPrep: this block stores its row's new k and v first
   int new_qrow = 0;        // (that row, at position old_end)
-  if (cohort_x0 >= 0 && static_cast<int>(blockIdx.x) >= cohort_x0) {  // split launches only
+  if (!kRow && cohort_x0 >= 0 && static_cast<int>(blockIdx.x) >= cohort_x0) {  // split only
     const int c = blockIdx.z;
     const int first = (static_cast<int>(blockIdx.x) - cohort_x0) * rows_per_tile;
     n_tile_rows = cohort_members(a, n_rows, first, rows_per_tile, c, s_qrow, s_pos, s_seq);
@@ -410,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int c = blockIdx.z;
       if (key_hi / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
       if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) return;
-      if (cohort_x0 >= 0 && s.n_q == 1) {  // a decode row: its cohort's tile may take chunk c
+      if (!kRow && cohort_x0 >= 0 && s.n_q == 1) {  // a decode row: its cohort may take chunk c
         const int m = cohort_members(a, n_rows, tile.seq / rows_per_tile * rows_per_tile,
                                      rows_per_tile, c, s_qrow, s_pos, s_seq);
         for (int i = 0; i < m; ++i)
@@ -566,13 +584,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   // row division per run) it was a third of the kernel's 197 KB of code, which a decode block
   // streams through the instruction cache once (docs/CUDA.md, stage 18).
   const int n_valid = n_tile_rows * G;  // (s_qrow / s_pos: written before the barrier above)
-  constexpr int kQIter = kSlots * kSegs / kThreads, kQBatch = 4;
+  // kRow: only warp 0's 16 slots are staged; the Q rows past them hold the warps' exchanges.
+  constexpr int kQSlots = kRow ? 16 : kSlots;
+  constexpr int kQIter = kQSlots * kSegs / kThreads, kQBatch = kQIter < 4 ? kQIter : 4;
   constexpr int kQSlotStep = kThreads / kSegs;  // a thread's runs are this many slots apart
-  static_assert(kSlots * kSegs % kThreads == 0 && kQIter % kQBatch == 0 && kThreads % kSegs == 0);
+  static_assert(kQSlots * kSegs % kThreads == 0 && kQIter % kQBatch == 0 && kThreads % kSegs == 0);
   const int q_d0 = (tid % kSegs) * 8;
   if (prep_q) {  // FlashPrep: a warp per slot, normed and rotated first
     const FlashPrep& pp = a.prep;
-    for (int sl = warp; sl < kSlots; sl += kThreads / 32) {
+    for (int sl = warp; sl < kQSlots; sl += kThreads / 32) {
       __half* dst = sq + sl * S;
       if (sl < n_valid) {
         const int qr = s_qrow[sl / G];
@@ -611,10 +631,12 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // This thread's two fragment rows (slots warp * 16 + lane / 4 and + 8): position, window start,
   // and output row (-1: no such slot).
+  // kRow: every warp works on warp 0's slots.
+  const int w_slot0 = kRow ? 0 : warp * 16;
   int my_pos[2], my_lo[2], my_row[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int sl = warp * 16 + lane / 4 + 8 * h;
+    const int sl = w_slot0 + lane / 4 + 8 * h;
     my_row[h] = -1;
     my_pos[h] = -1;
     my_lo[h] = 0;
@@ -624,16 +646,25 @@ __global__ void __launch_bounds__(kThreads, 2)
       my_row[h] = s_qrow[sl / G] * a.n_head + kvh * G + sl % G;
     }
   }
-  const bool warp_live = warp * 16 < n_valid;
+  const bool warp_live = w_slot0 < n_valid;
+  // kRow: the first key n-tile of S and the first dim n-tile of O this warp owns; its exchanges
+  // in the Q rows past warp 0's (kQSlots): the tile's max per (warp, slot row), then the tile's
+  // probabilities p[slot row][key] (rows padded by 8 floats: two of a quad's 8 rows per bank set).
+  const int nk0 = kRow ? warp * kNKw : 0, nt0 = kRow ? warp * kNTw : 0;
+  constexpr int kPStride = kTileKeys + 8;
+  float* const s_rmax = reinterpret_cast<float*>(sq + kQSlots * S);  // [kWarps][16]
+  float* const s_p = s_rmax + kWarps * 16;                           // [16][kPStride]
+  static_assert(!kRow || (kWarps * 16 + 16 * kPStride) * 4 <= (kSlots - 16) * S * 2,
+                "the row warps' exchanges fit the unused Q rows");
 
-  float acc[kNT][4];
+  float acc[kNTw][4];
   float m[2], l[2];    // this chunk's running max and sum per fragment row
   float Mr[2], Lr[2];  // the fold over finished chunks (kSplit false)
   Mr[0] = Mr[1] = -INFINITY;
   Lr[0] = Lr[1] = 0.0f;
   const auto reset_chunk = [&] {
 #pragma unroll
-    for (int n = 0; n < kNT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    for (int n = 0; n < kNTw; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.0f;
   };
@@ -642,48 +673,72 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int t = t_begin; t <= t_end; ++t) {
     cp_wait_3();  // K(t) has landed (V(t), K(t + 1), V(t + 1) may still be in flight)
     __syncthreads();
-    float sc[kNK][4];
+    float sc[kNKw][4];  // S's n-tiles nk0 .. nk0 + kNKw - 1
 #pragma unroll
-    for (int n = 0; n < kNK; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+    for (int n = 0; n < kNKw; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
     if (warp_live) {
 #pragma unroll
       for (int ks = 0; ks < kKS; ++ks) {
         uint32_t qa[4];
-        ldmatrix_x4(qa, sq + (warp * 16 + lane % 16) * S + ks * 16 + (lane / 16) * 8);
+        ldmatrix_x4(qa, sq + (w_slot0 + lane % 16) * S + ks * 16 + (lane / 16) * 8);
+        if constexpr (kNKw == 1) {  // kRow at head_dim 256: one 8-key n-tile a warp
+          uint32_t kb[2];
+          ldmatrix_x2(kb, sk(t) + (nk0 * 8 + lane % 8) * S + ks * 16 + 8 * ((lane / 8) % 2));
+          mma_f16(sc[0], qa, kb[0], kb[1]);
+        } else {
 #pragma unroll
-        for (int np = 0; np < kNK / 2; ++np) {
-          uint32_t kb[4];
-          ldmatrix_x4(kb, sk(t) + (np * 16 + lane % 8 + 8 * (lane / 16)) * S + ks * 16 +
-                              8 * ((lane / 8) % 2));
-          mma_f16(sc[2 * np], qa, kb[0], kb[1]);
-          mma_f16(sc[2 * np + 1], qa, kb[2], kb[3]);
+          for (int np = 0; np < kNKw / 2; ++np) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, sk(t) + (nk0 * 8 + np * 16 + lane % 8 + 8 * (lane / 16)) * S + ks * 16 +
+                                8 * ((lane / 8) % 2));
+            mma_f16(sc[2 * np], qa, kb[0], kb[1]);
+            mma_f16(sc[2 * np + 1], qa, kb[2], kb[3]);
+          }
         }
       }
     }
-    if (t + 2 <= t_end) key_offsets(t + 2);
-    __syncthreads();  // every warp is done with sk(t); sofs(t + 2) is written
-    if (t + 2 <= t_end) issue(t + 2, k_base, sk(t + 2));
-    cp_commit();
 
-    // Scores -> masked, scaled, capped logits; the tile's max per fragment row.
+    const auto next_keys = [&] {
+      if (t + 2 <= t_end) key_offsets(t + 2);
+      __syncthreads();  // every warp is done with sk(t); sofs(t + 2) (kRow: s_rmax) is written
+      if (t + 2 <= t_end) issue(t + 2, k_base, sk(t + 2));
+      cp_commit();
+    };
+    if constexpr (!kRow) next_keys();
+
+    // Scores -> masked, scaled, capped logits; the tile's max per fragment row (kRow: this
+    // warp's keys, then the warps' maxima after the barrier).
     float tmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int n = 0; n < kNK; ++n)
+    for (int n = 0; n < kNKw; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int h = i / 2;
-        const int kp = t * kTileKeys + n * 8 + 2 * (lane % 4) + i % 2;
+        const int kp = t * kTileKeys + (nk0 + n) * 8 + 2 * (lane % 4) + i % 2;
         float v = __fmul_rn(sc[n][i], a.scale);
         if constexpr (kCap) v = __fmul_rn(a.softcap, tanhf(__fdiv_rn(v, a.softcap)));
         if (kp > my_pos[h] || kp < my_lo[h]) v = -INFINITY;
         sc[n][i] = v;
         tmax[h] = fmaxf(tmax[h], v);
       }
-    float corr[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
       tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
+      if (kRow && lane % 4 == 0) s_rmax[warp * 16 + lane / 4 + 8 * h] = tmax[h];
+    }
+    if constexpr (kRow) {
+      next_keys();
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w)
+          tmax[h] = fmaxf(tmax[h], s_rmax[w * 16 + lane / 4 + 8 * h]);
+    }
+
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
       const float mn = fmaxf(m[h], tmax[h]);
       // 1 when no key is visible yet (mn = -inf), else exp(m - mn): 0 for m = -inf. Selects on
       // the argument, not around expf: a conditional expf compiles to a branch per call, and
@@ -694,48 +749,79 @@ __global__ void __launch_bounds__(kThreads, 2)
     // exp(s - m), and 0 for a row with no visible key (m = -inf: its scores are all -inf, and
     // exp(-inf - 0) is exactly +0, the value the row contributes). Branch-free, as above.
     const float m_arg[2] = {m[0] == -INFINITY ? 0.0f : m[0], m[1] == -INFINITY ? 0.0f : m[1]};
+    // p = exp(s - m) and the row sums, in the plain form's order: a thread's keys n-tile by
+    // n-tile, then its quad. kRow: each warp has a quarter of the tile's keys, so the
+    // probabilities go through s_p and every warp takes the whole fragment (pf) from there.
+    float pf[kNK][4];
     float tsum[2] = {0.0f, 0.0f};
+    const auto rescale = [&] {  // the row sums into l, the accumulators by corr
 #pragma unroll
-    for (int n = 0; n < kNK; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int h = i / 2;
-        const float p = expf(__fsub_rn(sc[n][i], m_arg[h]));
-        sc[n][i] = p;
-        tsum[h] = __fadd_rn(tsum[h], p);
+      for (int h = 0; h < 2; ++h) {
+        tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 1));
+        tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 2));
+        l[h] = __fadd_rn(__fmul_rn(l[h], corr[h]), tsum[h]);
       }
+      // Multiplying by 1 changes no bit: skip the HD / 2 products per thread when no row of the
+      // warp saw its max move (most tiles after a chunk's first).
+      if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 1));
-      tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 2));
-      l[h] = __fadd_rn(__fmul_rn(l[h], corr[h]), tsum[h]);
-    }
-    // Multiplying by 1 changes no bit: skip the HD / 2 products per thread when no row of the
-    // warp saw its max move (most tiles after a chunk's first).
-    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
-#pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        acc[n][0] = __fmul_rn(acc[n][0], corr[0]);
-        acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
-        acc[n][2] = __fmul_rn(acc[n][2], corr[1]);
-        acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+        for (int n = 0; n < kNTw; ++n) {
+          acc[n][0] = __fmul_rn(acc[n][0], corr[0]);
+          acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
+          acc[n][2] = __fmul_rn(acc[n][2], corr[1]);
+          acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+        }
       }
+    };
+    if constexpr (kRow) {
+#pragma unroll
+      for (int n = 0; n < kNKw; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(s_p + (lane / 4 + 8 * h) * kPStride + (nk0 + n) * 8 +
+                                     2 * (lane % 4)) =
+              make_float2(expf(__fsub_rn(sc[n][2 * h], m_arg[h])),
+                          expf(__fsub_rn(sc[n][2 * h + 1], m_arg[h])));
+    } else {
+#pragma unroll
+      for (int n = 0; n < kNK; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int h = i / 2;
+          const float p = expf(__fsub_rn(sc[n][i], m_arg[h]));
+          pf[n][i] = p;
+          tsum[h] = __fadd_rn(tsum[h], p);
+        }
+      rescale();
     }
 
     cp_wait_3();  // V(t) has landed (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
-    __syncthreads();
+    __syncthreads();  // (kRow: and every warp's probabilities are in s_p)
+    if constexpr (kRow) {
+#pragma unroll
+      for (int n = 0; n < kNK; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 v = *reinterpret_cast<const float2*>(s_p + (lane / 4 + 8 * h) * kPStride +
+                                                            n * 8 + 2 * (lane % 4));
+          pf[n][2 * h] = v.x;
+          pf[n][2 * h + 1] = v.y;
+          tsum[h] = __fadd_rn(__fadd_rn(tsum[h], v.x), v.y);
+        }
+      rescale();
+    }
     if (warp_live) {
 #pragma unroll
       for (int j = 0; j < kNK / 2; ++j) {  // 16 keys per k-step
-        const uint32_t pa[4] = {pack_f16(sc[2 * j][0], sc[2 * j][1]),
-                                pack_f16(sc[2 * j][2], sc[2 * j][3]),
-                                pack_f16(sc[2 * j + 1][0], sc[2 * j + 1][1]),
-                                pack_f16(sc[2 * j + 1][2], sc[2 * j + 1][3])};
+        const uint32_t pa[4] = {pack_f16(pf[2 * j][0], pf[2 * j][1]),
+                                pack_f16(pf[2 * j][2], pf[2 * j][3]),
+                                pack_f16(pf[2 * j + 1][0], pf[2 * j + 1][1]),
+                                pack_f16(pf[2 * j + 1][2], pf[2 * j + 1][3])};
 #pragma unroll
-        for (int dp = 0; dp < kNT / 2; ++dp) {
+        for (int dp = 0; dp < kNTw / 2; ++dp) {
           uint32_t vb[4];
-          ldmatrix_x4_trans(vb, sv(t) + (j * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * S + dp * 16 +
-                                    8 * (lane / 16));
+          ldmatrix_x4_trans(vb, sv(t) + (j * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * S +
+                                    (nt0 / 2 + dp) * 16 + 8 * (lane / 16));
           mma_f16(acc[2 * dp], pa, vb[0], vb[1]);
           mma_f16(acc[2 * dp + 1], pa, vb[2], vb[3]);
         }
@@ -752,10 +838,10 @@ __global__ void __launch_bounds__(kThreads, 2)
           if (my_row[h] < 0) continue;
           float* pr = part + (static_cast<int64_t>(my_row[h]) * n_chunks + c) * part_stride(HD);
 #pragma unroll
-          for (int n = 0; n < kNT; n += 2)  // one float4 per two n-tiles (part_pos)
-            *reinterpret_cast<float4*>(pr + n * 8 + 2 * d_lane) = make_float4(
+          for (int n = 0; n < kNTw; n += 2)  // one float4 per two n-tiles (part_pos)
+            *reinterpret_cast<float4*>(pr + (nt0 + n) * 8 + 2 * d_lane) = make_float4(
                 acc[n][2 * h], acc[n][2 * h + 1], acc[n + 1][2 * h], acc[n + 1][2 * h + 1]);
-          if (lane % 4 == 0) {
+          if (lane % 4 == 0 && (!kRow || warp == 0)) {
             pr[HD] = m[h];
             pr[HD + 1] = l[h];
           }
@@ -773,23 +859,23 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int h = 0; h < 2; ++h) {
           live[h] = my_row[h] >= 0 && m[h] != -INFINITY;
           first[h] = Mr[h] == -INFINITY;
-          o[h] = live[h] ? out_row(a, my_row[h]) + d_lane : nullptr;
+          o[h] = live[h] ? out_row(a, my_row[h]) + nt0 * 8 + d_lane : nullptr;
           if (live[h]) fold_chunk(Mr[h], Lr[h], m[h], l[h], fa[h], fb[h]);
         }
 #pragma unroll
-        for (int n0 = 0; n0 < kNT; n0 += kFoldBatch) {
-          float2 A[2][kFoldBatch];
+        for (int n0 = 0; n0 < kNTw; n0 += kFB) {
+          float2 A[2][kFB];
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int k = 0; k < kFoldBatch; ++k)
+            for (int k = 0; k < kFB; ++k)
               A[h][k] = live[h] && !first[h] ? *reinterpret_cast<const float2*>(o[h] + (n0 + k) * 8)
                                              : make_float2(0.0f, 0.0f);
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             if (!live[h]) continue;
 #pragma unroll
-            for (int k = 0; k < kFoldBatch; ++k) {
+            for (int k = 0; k < kFB; ++k) {
               A[h][k].x = fold_acc(A[h][k].x, acc[n0 + k][2 * h], fa[h], fb[h]);
               A[h][k].y = fold_acc(A[h][k].y, acc[n0 + k][2 * h + 1], fa[h], fb[h]);
               *reinterpret_cast<float2*>(o[h] + (n0 + k) * 8) = A[h][k];
@@ -845,25 +931,25 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   if constexpr (!kSplit) {  // out = A / L, the loads batched as in the fold
-    static_assert(kFoldBatch % 4 == 0, "whole 32-element blocks (4 n-tiles) per batch");
+    static_assert(kFB % 4 == 0, "whole 32-element blocks (4 n-tiles) per batch");
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (my_row[h] < 0) continue;  // uniform per quad (one slot row)
-      float* o = out_row(a, my_row[h]) + 2 * (lane % 4);
+      float* o = out_row(a, my_row[h]) + nt0 * 8 + 2 * (lane % 4);
       const bool gate = a.gate.base != nullptr;
-      const float* gr = gate ? gate_row(a, my_row[h]) + 2 * (lane % 4) : nullptr;
+      const float* gr = gate ? gate_row(a, my_row[h]) + nt0 * 8 + 2 * (lane % 4) : nullptr;
       // out's memory order is (q row, head, dim) = my_row * HD + dim (FlashArgs::out_q).
-      const int64_t e0 = static_cast<int64_t>(my_row[h]) * HD;
+      const int64_t e0 = static_cast<int64_t>(my_row[h]) * HD + nt0 * 8;
 #pragma unroll 1  // once per block: rolled, like Q's staging
-      for (int n0 = 0; n0 < kNT; n0 += kFoldBatch) {
-        float2 A[kFoldBatch], G[kFoldBatch];  // the gate's loads beside A's: one round trip
+      for (int n0 = 0; n0 < kNTw; n0 += kFB) {
+        float2 A[kFB], G[kFB];  // the gate's loads beside A's: one round trip
 #pragma unroll
-        for (int k = 0; k < kFoldBatch; ++k) {
+        for (int k = 0; k < kFB; ++k) {
           A[k] = *reinterpret_cast<const float2*>(o + (n0 + k) * 8);
           G[k] = gate ? *reinterpret_cast<const float2*>(gr + (n0 + k) * 8) : make_float2(0, 0);
         }
 #pragma unroll
-        for (int k = 0; k < kFoldBatch; ++k) {
+        for (int k = 0; k < kFB; ++k) {
           A[k].x = __fdiv_rn(A[k].x, Lr[h]);
           A[k].y = __fdiv_rn(A[k].y, Lr[h]);
           if (gate) A[k].x = gated(A[k].x, G[k].x), A[k].y = gated(A[k].y, G[k].y);
@@ -871,7 +957,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         if (a.out_q != nullptr) {  // n-tiles 4b .. 4b + 3 are one 32-element block
 #pragma unroll
-          for (int b = 0; b < kFoldBatch / 4; ++b) {
+          for (int b = 0; b < kFB / 4; ++b) {
             float v[4][2];
 #pragma unroll
             for (int j = 0; j < 4; ++j) v[j][0] = A[4 * b + j].x, v[j][1] = A[4 * b + j].y;
@@ -1027,14 +1113,27 @@ bool split_keys(int n_head, int n_kv_head, int n_seqs, int64_t n_rows, int max_c
          partial_bytes(n_rows, n_head, n_chunks, head_dim) <= (size_t{1} << 30);
 }
 
+// The row-warp form's instantiations exist for head_dim 128 and 256 without soft-capping.
 template <int HD>
-bool launch(FlashArgs a, int64_t n_rows, int max_ctx, int fold_rows_max, Scratch& scratch,
-            Scratch& counters, Stream& stream) {
+constexpr bool kHasRowForm = HD >= 128;
+
+template <int HD, bool kSplit, bool kCap, bool kRow>
+constexpr auto kernel_of() {
+  if constexpr (kRow && kHasRowForm<HD> && !kCap)
+    return flash_attention_kernel<HD, kSplit, false, true>;
+  else
+    return flash_attention_kernel<HD, kSplit, kCap, false>;
+}
+
+template <int HD>
+FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions& opt,
+                   Scratch& scratch, Scratch& counters, Stream& stream) {
   constexpr int kSmem = FlashShape<HD>::kBytes;
   static const bool attr_set = [] {
     for (const auto kernel :
-         {flash_attention_kernel<HD, false, false>, flash_attention_kernel<HD, false, true>,
-          flash_attention_kernel<HD, true, false>, flash_attention_kernel<HD, true, true>}) {
+         {kernel_of<HD, false, false, false>(), kernel_of<HD, false, true, false>(),
+          kernel_of<HD, true, false, false>(), kernel_of<HD, true, true, false>(),
+          kernel_of<HD, false, false, true>(), kernel_of<HD, true, false, true>()}) {
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       // Two blocks per SM need ~200 KB of the unified L1 / shared memory as shared.
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -1062,7 +1161,8 @@ bool launch(FlashArgs a, int64_t n_rows, int max_ctx, int fold_rows_max, Scratch
   // Few rows over few chunks: each row's last block folds the row (no combine launch, ~3-5 us of
   // a decode step's chain per attention layer). Past that the fold's serial share, one warp a
   // (row, head) after the row's last chunk, would outweigh the launch.
-  const bool fold_in_kernel = split && n_rows <= fold_rows_max && n_chunks <= kInKernelFoldChunks;
+  const bool fold_in_kernel =
+      split && n_rows <= opt.fold_rows_max && n_chunks <= kInKernelFoldChunks;
   a.counters = fold_in_kernel ? static_cast<unsigned*>(counters.reserve_zeroed(
                                     static_cast<size_t>(n_rows) * a.n_kv_head * 4, stream))
                               : nullptr;
@@ -1075,17 +1175,20 @@ bool launch(FlashArgs a, int64_t n_rows, int max_ctx, int fold_rows_max, Scratch
   const dim3 grid(static_cast<unsigned>(tiles + cohort_tiles), static_cast<unsigned>(a.n_kv_head),
                   split ? static_cast<unsigned>(n_chunks) : 1u);
   const bool cap = a.softcap > 0.0f;
+  // The row-warp form: every tile at most 16 slots (n_rows x G: a tile holds rows of one
+  // sequence), no cohort tile.
+  const bool row = opt.row_warps && kHasRowForm<HD> && !cap && !cohorts &&
+                   n_rows * (a.n_head / a.n_kv_head) <= 16;
   const auto kernel =
-      split
-          ? (cap ? flash_attention_kernel<HD, true, true> : flash_attention_kernel<HD, true, false>)
-          : (cap ? flash_attention_kernel<HD, false, true>
-                 : flash_attention_kernel<HD, false, false>);
+      row     ? (split ? kernel_of<HD, true, false, true>() : kernel_of<HD, false, false, true>())
+      : split ? (cap ? kernel_of<HD, true, true, false>() : kernel_of<HD, true, false, false>())
+              : (cap ? kernel_of<HD, false, true, false>() : kernel_of<HD, false, false, false>());
   stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
                 cohorts ? static_cast<int>(tiles) : -1);
   if (split && !fold_in_kernel)
     stream.launch(flash_combine_kernel, dim3(static_cast<unsigned>(n_rows), a.n_head),
                   kCombineThreads, 0, part, a, n_rows, n_chunks);
-  return fold_in_kernel;
+  return {fold_in_kernel, row};
 }
 
 }  // namespace
@@ -1107,8 +1210,9 @@ CudaAttnPath cuda_attention_path(const AttnParams& p, GgmlType pool, int64_t n_r
 
 namespace cuda {
 
-bool flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, int fold_rows_max,
-                     Scratch& scratch, Scratch& counters, Stream& stream) {
+FlashLaunch flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx,
+                            const FlashOptions& opt, Scratch& scratch, Scratch& counters,
+                            Stream& stream) {
   T9_CHECK(flash_attention_fits(true, a.head_dim, a.n_head, a.n_kv_head),
            "flash attention: head_dim {} n_head {} n_kv_head {}", a.head_dim, a.n_head,
            a.n_kv_head);
@@ -1119,11 +1223,11 @@ bool flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, int fold_r
            "flash attention: pools must be 16-byte aligned");
   switch (a.head_dim) {
     case 64:
-      return launch<64>(a, n_rows, max_ctx, fold_rows_max, scratch, counters, stream);
+      return launch<64>(a, n_rows, max_ctx, opt, scratch, counters, stream);
     case 128:
-      return launch<128>(a, n_rows, max_ctx, fold_rows_max, scratch, counters, stream);
+      return launch<128>(a, n_rows, max_ctx, opt, scratch, counters, stream);
     default:
-      return launch<256>(a, n_rows, max_ctx, fold_rows_max, scratch, counters, stream);
+      return launch<256>(a, n_rows, max_ctx, opt, scratch, counters, stream);
   }
 }
 

@@ -64,13 +64,26 @@ struct FlashArgs {
 // and the head shape, never on the batch, so a row always takes the same kernel (rule 7).
 bool flash_attention_fits(bool f16_pool, int head_dim, int n_head, int n_kv_head);
 
+// Forms a call may take; none changes a bit (CudaBackendConfig::attn_fold_rows, attn_row_warps).
+struct FlashOptions {
+  // Split calls of at most this many rows and kInKernelFoldChunks chunks fold their partials in
+  // the attention kernel (FlashArgs::counters), the others launch flash_combine_kernel.
+  int fold_rows_max = 0;
+  // Calls whose tiles hold at most 16 (row, q head) slots (one decode row) split each tile's
+  // multiplies over the block's four warps (head_dim 128 / 256, no soft-capping, no cohorts).
+  bool row_warps = false;
+};
+// What a call did.
+struct FlashLaunch {
+  bool folded = false;     // the rows' partials were folded in the kernel (no combine launch)
+  bool row_warps = false;  // the row-warp form ran
+};
+
 // out = attention over the pools for n_rows query rows; max_ctx bounds every sequence's
 // n_past + n_q (AttnParams::max_ctx). `scratch` holds per-chunk partials when the call splits;
-// split calls of at most `fold_rows_max` rows and kInKernelFoldChunks chunks fold them in the
-// attention kernel (FlashArgs::counters, kept zeroed in `counters`), the others launch
-// flash_combine_kernel. The bits are the same either way. Returns whether the rows were folded in
-// the kernel.
-bool flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx, int fold_rows_max,
-                     Scratch& scratch, Scratch& counters, Stream& stream);
+// `counters` the fold's counters (kept zeroed).
+FlashLaunch flash_attention(const FlashArgs& a, int64_t n_rows, int max_ctx,
+                            const FlashOptions& opt, Scratch& scratch, Scratch& counters,
+                            Stream& stream);
 
 }  // namespace t9::cuda
