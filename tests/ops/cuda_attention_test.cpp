@@ -454,7 +454,7 @@ TEST(CudaAttention, LastBlockFoldEqualsCombineKernel) {
 // (four rows at G = 8) and with soft-capping the plain form runs.
 TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
-  CudaBackend plain({.device = 0});
+  CudaBackend plain({.device = 0, .attn_row_warps = false});
   CudaBackend rows({.device = 0, .attn_row_warps = true});
   CudaBackend rows_fold({.device = 0, .attn_fold_rows = 4, .attn_row_warps = true});
   struct Shape {

@@ -362,8 +362,8 @@ TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
 // matmul with those ids. Up to 256 pairs over at most 256 experts the experts' launch routes its
 // own tokens (fused_routes counts it: the short-row kernel at n_in 256, the one-row tiles or
 // gemv_coal_kernel at 1024, Q4_K's direct kernel); 80 tokens (the sorted route) and 300 experts
-// take moe_route's own launch first. (A backend of its own: fuse_route is off by default until a
-// device has run it.)
+// take moe_route's own launch first. (A backend of its own, the switch named: it is on by default
+// since run 266.)
 TEST_F(CudaHybrid, MoeRouteMatmulEqualsRouteThenMatmul) {
   auto rng = test_rng();
   CudaBackendConfig fused_cfg;

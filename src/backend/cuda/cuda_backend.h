@@ -98,13 +98,14 @@ struct CudaBackendConfig {
   bool gdn_chains = false;
   // Backend::gdn_chain (a Gated DeltaNet layer's conv, delta rule and gated norm) as one launch
   // for decode-shaped calls (cuda_gdn_chain.cu: the blocks of one key head are a thread-block
-  // cluster; the same bits as the three ops). Written without a device (docs/CUDA.md stage 54):
-  // off until its op tests have run. TEMPO9_CUDA_FUSE_GDN=1 turns it on (=0 off).
+  // cluster; the same bits as the three ops). Off: its op test passes, but the 35B's single
+  // decode lost 12% with it (H100, run 266: 371 -> 324 tok/s beside the fused routing;
+  // docs/CUDA.md stage 56). TEMPO9_CUDA_FUSE_GDN=1 turns it on (=0 off).
   bool fuse_gdn = false;
   // moe_route_matmul's routing inside the experts' one-row launch (cuda_route.cuh; the same
-  // bits). Written without a device (docs/CUDA.md stage 55): off until its op tests have run.
-  // TEMPO9_CUDA_FUSE_ROUTE=1 turns it on (=0 off).
-  bool fuse_route = false;
+  // bits). H100, run 266: the 35B's single decode 366.7 / 367.7 -> 371.2 / 371.7 tok/s, the same
+  // text (docs/CUDA.md stage 56). TEMPO9_CUDA_FUSE_ROUTE=0 turns it off (=1 on).
+  bool fuse_route = true;
   // F16/BF16/F32 matmuls with few weight rows (split order: the MoE router) and at least this many
   // activation rows run on the prompt-step tile kernel (cuda_gemv_float.cu: 16 weight rows staged
   // in shared memory per block, walked over tiles of 8 activation rows; same bits); 0: never.
@@ -120,9 +121,11 @@ struct CudaBackendConfig {
   int attn_fold_rows = 0;
   // Tensor-core attention calls of one decode row (tiles of at most 16 q-head slots) split each
   // key tile's multiplies over the block's four warps instead of leaving them to warp 0
-  // (cuda_flash_attention.cu, the row-warp form; the same bits). Written without a device
-  // (docs/CUDA.md stage 56): off until its op tests have run. TEMPO9_CUDA_ATTN_ROW_WARPS=1 on.
-  bool attn_row_warps = false;
+  // (cuda_flash_attention.cu, the row-warp form; the same bits). H100, runs 267-268: single
+  // decode 35B 368.1 / 371.7 -> 384.2 / 384.2 tok/s (with the fused routing), 8B Q4_K_M 317.1 /
+  // 318.3 -> 339.5 / 339.9, the same texts (docs/CUDA.md stage 56). TEMPO9_CUDA_ATTN_ROW_WARPS=0
+  // turns it off (=1 on).
+  bool attn_row_warps = true;
   // rope_attention runs as one tensor-core launch (the kernel prepares q and the new K/V rows)
   // for decode calls of at most this many q-head slots a KV head (sequences x n_head /
   // n_kv_head): one warp prepares each slot's row, so a cohort tile of many agents serializes
