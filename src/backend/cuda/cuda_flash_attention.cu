@@ -19,7 +19,8 @@
 //     the block folds them itself as it goes (the running sum lives in `out`, fp32, read back by
 //     the same thread; the final division is the last step), or, when the batch has too few
 //     blocks to fill the GPU, each chunk is its own block writing a partial, and
-//     flash_combine_kernel folds the partials in the same order with the same function. Both
+//     flash_combine_kernel (cuda_flash_combine.cu) folds the partials in the same order with the
+//     same function (cuda_flash_fold.cuh). Both
 //     paths compute the same bits; the choice is per call.
 //   - An mma's output element depends only on its own A row and B column, so a slot's bits do not
 //     depend on which fragment row it occupies or what the other rows hold.
@@ -45,6 +46,7 @@
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include "backend/cuda/cuda_flash_attention.cuh"
+#include "backend/cuda/cuda_flash_fold.cuh"
 
 #include <cmath>
 
@@ -55,19 +57,10 @@ namespace cuda {
 namespace {
 
 constexpr int kSlots = 64;  // (query row, q head) pairs per block: 4 warps x 16
-// Keys per fold unit (absolute positions: a multiple of tiles). It trades a decode block's serial
-// chain of tiles (2 or 4 tiles at 128 keys) against the prefill fold's read-modify-write of `out`
-// (once per chunk) and the split partials' size.
-// 256 (run 87): prefill attention 1.3-1.6x faster (2048 rows over 12k: 9.75 -> 6.04 ms; fold's
-// read-modify-write of `out` and the split partials halve), 8 agents 35.8k -> 38.6k effective
-// tok/s, but one decode row at 640 keys 23.4 -> 34.9 us and 35B single decode 273 -> 258 tok/s.
-constexpr int kChunkKeys = 128;
 // Outputs (float2) per row whose loads the fold keeps in flight at once (kNT must be a multiple).
 constexpr int kFoldBatch = 8;
 constexpr int kThreads = 128;
 constexpr int kChunkBucket = 16;  // split launches size their chunk dimension in these steps
-constexpr int kCombineThreads = 128;
-constexpr int kMaxCombineDims = 256 / kCombineThreads;  // head dims per combine thread
 
 template <int HD>
 struct FlashShape {
@@ -116,58 +109,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// ---- the split form's partials ----
-
-// Floats per (row, head, chunk) partial: head_dim accumulators, m, l, and two unused, so that
-// every partial starts on a 16-byte boundary.
-__host__ __device__ constexpr int part_stride(int head_dim) {
-  return head_dim + 4;
-}
-// Where dim d of a partial's accumulator sits: the kernel writes each lane's two n-tiles (dims
-// 16j + 2q, +1 and 16j + 8 + 2q, +1 for lane q = lane % 4) as one float4 at 16j + 4q (half the
-// store instructions of one float2 per n-tile: the partial stores throttled the 160-row split
-// calls, ncu run 97); the combine reads dim d from here.
-__device__ __forceinline__ int part_pos(int d) {
-  const int w = d % 16;
-  return d - w + 4 * ((w % 8) / 2) + 2 * (w / 8) + w % 2;
-}
-
-// ---- the fold (shared by the block-local path and the combine kernel: same bits) ----
-
-// Merges a chunk's (m, l) into the running (M, L); fa and fb scale the running and the chunk's
-// accumulators. A chunk with no visible key (m = -inf) must be skipped by the caller.
-__device__ __forceinline__ void fold_chunk(float& M, float& L, float m, float l, float& fa,
-                                           float& fb) {
-  const float mn = fmaxf(M, m);
-  fa = M == -INFINITY ? 0.0f : expf(__fsub_rn(M, mn));
-  fb = expf(__fsub_rn(m, mn));
-  L = __fadd_rn(__fmul_rn(L, fa), __fmul_rn(l, fb));
-  M = mn;
-}
-__device__ __forceinline__ float fold_acc(float A, float a, float fa, float fb) {
-  return __fadd_rn(__fmul_rn(A, fa), __fmul_rn(a, fb));
-}
-
-// Output row `row` = q row * n_head + head of out ([rows, n_head, head_dim], the launcher checks
-// three dimensions): one 32-bit division where TensorDesc::row(int64_t) would take 64-bit ones.
-__device__ __forceinline__ float* out_row(const FlashArgs& a, int row) {
-  const unsigned q_row = static_cast<unsigned>(row) / static_cast<unsigned>(a.n_head);
-  const unsigned head = static_cast<unsigned>(row) - q_row * static_cast<unsigned>(a.n_head);
-  return reinterpret_cast<float*>(a.out.row(head, q_row));
-}
-
-// The gate row of output row `row` (FlashArgs::gate), as out_row.
-__device__ __forceinline__ const float* gate_row(const FlashArgs& a, int row) {
-  const unsigned q_row = static_cast<unsigned>(row) / static_cast<unsigned>(a.n_head);
-  const unsigned head = static_cast<unsigned>(row) - q_row * static_cast<unsigned>(a.n_head);
-  return reinterpret_cast<const float*>(a.gate.row(head, q_row));
-}
-
-// mul_sigmoid_kernel's expression: the attention's float times the gate's sigmoid.
-__device__ __forceinline__ float gated(float v, float g) {
-  return v * sigmoid(g);
 }
 
 // ---- the split form's partials folded by the row's last block ----
@@ -970,129 +911,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// One block per (row, head): folds the row's chunks in order with fold_chunk, then out = A / L,
-// in batches of kCombineBatch chunks (one per thread). fold_chunk's running M before chunk c is
-// the max of the earlier chunks' m (fmaxf is exact, commutative and associative, and a skipped
-// chunk's -inf changes no max), so the block finds every chunk's M with a prefix max and each
-// thread computes its chunk's factors fa, fb itself; only L's chain (two products and a sum per
-// chunk) stays serial, on thread 0. Every thread then folds its dims, the partials' loads issued
-// kCombineLoads chunks at a time ahead of their use (read unconditionally: a skipped chunk's
-// partial is in the call's scratch either way and is not used). The same operations in the same
-// order as fold_chunk / fold_acc: the same bits. (Before, thread 0 ran the whole chain and the
-// loads waited on the skip test: 35 us for 8 rows over 10k keys, ncu run 103.)
-constexpr int kCombineBatch = kCombineThreads;
-constexpr int kCombineLoads = 8;
-__global__ void __launch_bounds__(kCombineThreads)
-    flash_combine_kernel(const float* __restrict__ part, FlashArgs a, int64_t n_rows,
-                         int n_chunks) {
-  pdl_enter();
-  constexpr int kWarps = kCombineThreads / 32;
-  __shared__ float s_fa[kCombineBatch], s_fb[kCombineBatch], s_m[kCombineBatch], s_l[kCombineBatch];
-  __shared__ float s_wmax[kWarps];
-  __shared__ float s_L;
-  const int64_t r = blockIdx.x;
-  const int h = blockIdx.y;
-  const int hd = a.head_dim;
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  int si = -1;
-  for (int i = 0; i < a.n_seqs && si < 0; ++i) {
-    const AttnSeq s = a.seqs[i];
-    if (s.q_begin >= 0 && s.n_q >= 0 && s.q_begin + static_cast<int64_t>(s.n_q) <= n_rows &&
-        r >= s.q_begin && r < s.q_begin + s.n_q)
-      si = i;
-  }
-  if (si < 0) return;  // a row no sequence owns is left as it is (the kernel flagged bad tables)
-  const AttnSeq s = a.seqs[si];
-  // The gate's values of this thread's dims, loaded now: their round trip overlaps the fold.
-  float g[kMaxCombineDims];
-#pragma unroll
-  for (int e = 0; e < kMaxCombineDims; ++e) {
-    const int d = tid + e * kCombineThreads;
-    g[e] = a.gate.base != nullptr && d < hd ? reinterpret_cast<const float*>(a.gate.row(h, r))[d]
-                                            : 0.0f;
-  }
-  const int pos = s.n_past + static_cast<int>(r - s.q_begin);
-  const int lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-  const int c0 = lo / kChunkKeys, c1 = min(pos / kChunkKeys, n_chunks - 1);
-  const float* pr = part + (r * a.n_head + h) * n_chunks * part_stride(hd);
-  float M = -INFINITY, L = 0.0f;  // M: every thread's copy; L: thread 0's chain
-  float A[kMaxCombineDims];
-#pragma unroll
-  for (int e = 0; e < kMaxCombineDims; ++e) A[e] = 0.0f;
-  for (int b0 = c0; b0 <= c1; b0 += kCombineBatch) {
-    const int nb = min(kCombineBatch, c1 + 1 - b0);
-    // This thread's chunk: its (m, l), the prefix max before it, its factors.
-    float mc = -INFINITY, lc = 0.0f;
-    if (tid < nb) {
-      mc = pr[(b0 + tid) * part_stride(hd) + hd];
-      lc = pr[(b0 + tid) * part_stride(hd) + hd + 1];
-    }
-    float incl = mc;  // max over chunks b0 .. b0 + tid
-#pragma unroll
-    for (int k = 1; k < 32; k *= 2) {
-      const float o = __shfl_up_sync(0xffffffffu, incl, k);
-      if (lane >= k) incl = fmaxf(incl, o);
-    }
-    if (lane == 31) s_wmax[warp] = incl;
-    __syncthreads();
-    float before = M;  // max over the chunks before this thread's
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w)
-      if (w < warp) before = fmaxf(before, s_wmax[w]);
-    const float up = __shfl_up_sync(0xffffffffu, incl, 1);
-    if (lane > 0) before = fmaxf(before, up);
-    if (tid < nb) {
-      s_m[tid] = mc;
-      s_l[tid] = lc;
-      if (mc != -INFINITY) {  // fold_chunk's factors, from its running M = before
-        const float mn = fmaxf(before, mc);
-        s_fa[tid] = before == -INFINITY ? 0.0f : expf(__fsub_rn(before, mn));
-        s_fb[tid] = expf(__fsub_rn(mc, mn));
-      }
-    }
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_wmax[w]);
-    __syncthreads();
-    if (tid == 0) {  // fold_chunk's L update, in chunk order
-#pragma unroll 8
-      for (int c = 0; c < nb; ++c)
-        if (s_m[c] != -INFINITY) L = __fadd_rn(__fmul_rn(L, s_fa[c]), __fmul_rn(s_l[c], s_fb[c]));
-      s_L = L;
-    }
-    for (int c = 0; c < nb; c += kCombineLoads) {
-      float p[kCombineLoads][kMaxCombineDims];
-#pragma unroll
-      for (int k = 0; k < kCombineLoads; ++k)
-#pragma unroll
-        for (int e = 0; e < kMaxCombineDims; ++e) {
-          const int d = tid + e * kCombineThreads;
-          p[k][e] = c + k < nb && d < hd ? pr[(b0 + c + k) * part_stride(hd) + part_pos(d)] : 0.0f;
-        }
-#pragma unroll
-      for (int k = 0; k < kCombineLoads; ++k) {
-        if (c + k >= nb || s_m[c + k] == -INFINITY) continue;
-        const float fa = s_fa[c + k], fb = s_fb[c + k];
-#pragma unroll
-        for (int e = 0; e < kMaxCombineDims; ++e) A[e] = fold_acc(A[e], p[k][e], fa, fb);
-      }
-    }
-    __syncthreads();  // the batch's factors are read before the next batch overwrites them
-  }
-  float* o = reinterpret_cast<float*>(a.out.row(h, r));
-#pragma unroll
-  for (int e = 0; e < kMaxCombineDims; ++e) {
-    const int d = tid + e * kCombineThreads;
-    if (d >= hd) continue;  // uniform per warp: hd is a multiple of 32
-    const float q = __fdiv_rn(A[e], s_L);
-    const float v = a.gate.base != nullptr ? gated(q, g[e]) : q;
-    o[d] = v;
-    if (a.out_q != nullptr) {  // the warp's 32 dims are one block of out's codes
-      const int64_t b0 = (r * a.n_head + h) * hd + (d - lane);
-      quantize_value(v, lane, a.out_q + b0, a.out_b + b0 / 32);
-    }
-  }
-}
-
 // Tiles of query rows a call launches: every sequence adds at most one partial tile.
 int64_t tile_bound(int n_head, int n_kv_head, int n_seqs, int64_t n_rows) {
   const int rows_per_tile = kSlots / (n_head / n_kv_head);
@@ -1185,9 +1003,7 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
               : (cap ? kernel_of<HD, false, true, false>() : kernel_of<HD, false, false, false>());
   stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
                 cohorts ? static_cast<int>(tiles) : -1);
-  if (split && !fold_in_kernel)
-    stream.launch(flash_combine_kernel, dim3(static_cast<unsigned>(n_rows), a.n_head),
-                  kCombineThreads, 0, part, a, n_rows, n_chunks);
+  if (split && !fold_in_kernel) flash_combine(part, a, n_rows, n_chunks, stream);
   return {fold_in_kernel, row};
 }
 
