@@ -47,6 +47,7 @@
 
 #include "backend/cuda/cuda_flash_attention.cuh"
 #include "backend/cuda/cuda_flash_fold.cuh"
+#include "backend/cuda/cuda_flash_tiles.cuh"
 
 #include <cmath>
 
@@ -56,7 +57,6 @@ namespace t9 {
 namespace cuda {
 namespace {
 
-constexpr int kSlots = 64;  // (query row, q head) pairs per block: 4 warps x 16
 // Outputs (float2) per row whose loads the fold keeps in flight at once (kNT must be a multiple).
 constexpr int kFoldBatch = 8;
 constexpr int kThreads = 128;
@@ -109,184 +109,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// ---- the split form's partials folded by the row's last block ----
-
-// A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
-// handshake (__threadfence() is the sequentially consistent fence.sc.gpu: more than it needs).
-__device__ __forceinline__ void fence_acq_rel_gpu() {
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
-
-// Chunks a split call may have and still fold in the kernel (FlashArgs::counters): one warp
-// folds a (row, head), a chunk per lane for the prefix max, so past 32 chunks a row's fold
-// (serial on one warp, after the row's last chunk) would cost more than the combine launch.
-constexpr int kInKernelFoldChunks = 32;
-
-// flash_combine_kernel's fold of row r, head h (chunks c0 .. c1 <= c0 + 31 of part), on one warp:
-// lane l owns dims l + 32 e. Chunk c's factors come from the max of the earlier chunks' m (lane
-// c's exclusive prefix max, fmaxf being exact and order-free), L's chain and each dim's fold run
-// in chunk order with fold_chunk's / fold_acc's operations: the combine kernel's bits. Partials
-// are read through L2 (__ldcg): other blocks wrote them during this launch.
-template <int HD>
-__device__ void fold_row_warp(const float* __restrict__ part, const FlashArgs& a, int r, int h,
-                              int n_chunks, int c0, int c1, int lane) {
-  constexpr int kE = HD / 32;                // dims per lane
-  constexpr int kLoads = HD == 256 ? 4 : 8;  // chunks whose partials are in flight at once
-  const float* pr = part + (static_cast<int64_t>(r) * a.n_head + h) * n_chunks * part_stride(HD);
-  const bool gate = a.gate.base != nullptr;
-  float g[kE];
-#pragma unroll
-  for (int e = 0; e < kE; ++e)
-    g[e] = gate ? reinterpret_cast<const float*>(a.gate.row(h, r))[lane + 32 * e] : 0.0f;
-  const int nb = c1 + 1 - c0;  // <= kInKernelFoldChunks (the launcher's condition)
-  float mc = -INFINITY, lc = 0.0f;
-  if (lane < nb) {
-    mc = __ldcg(pr + (c0 + lane) * part_stride(HD) + HD);
-    lc = __ldcg(pr + (c0 + lane) * part_stride(HD) + HD + 1);
-  }
-  float incl = mc;  // max over chunks c0 .. c0 + lane
-#pragma unroll
-  for (int k = 1; k < 32; k *= 2) {
-    const float o = __shfl_up_sync(0xffffffffu, incl, k);
-    if (lane >= k) incl = fmaxf(incl, o);
-  }
-  const float up = __shfl_up_sync(0xffffffffu, incl, 1);
-  const float before = lane > 0 ? up : -INFINITY;  // max over the chunks before this lane's
-  float fa = 0.0f, fb = 0.0f;
-  if (lane < nb && mc != -INFINITY) {
-    const float mn = fmaxf(before, mc);
-    fa = before == -INFINITY ? 0.0f : expf(__fsub_rn(before, mn));
-    fb = expf(__fsub_rn(mc, mn));
-  }
-  float L = 0.0f, A[kE];
-#pragma unroll
-  for (int e = 0; e < kE; ++e) A[e] = 0.0f;
-  for (int c = 0; c < nb; c += kLoads) {
-    float p[kLoads][kE];
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k)
-#pragma unroll
-      for (int e = 0; e < kE; ++e)
-        p[k][e] = c + k < nb ? __ldcg(pr + (c0 + c + k) * part_stride(HD) + part_pos(lane + 32 * e))
-                             : 0.0f;
-#pragma unroll
-    for (int k = 0; k < kLoads; ++k) {
-      const int src = min(c + k, 31);  // past nb: not used
-      const float mk = __shfl_sync(0xffffffffu, mc, src);
-      const float fak = __shfl_sync(0xffffffffu, fa, src);
-      const float fbk = __shfl_sync(0xffffffffu, fb, src);
-      const float lk = __shfl_sync(0xffffffffu, lc, src);
-      if (c + k >= nb || mk == -INFINITY) continue;  // uniform
-      L = __fadd_rn(__fmul_rn(L, fak), __fmul_rn(lk, fbk));
-#pragma unroll
-      for (int e = 0; e < kE; ++e) A[e] = fold_acc(A[e], p[k][e], fak, fbk);
-    }
-  }
-  float* o = reinterpret_cast<float*>(a.out.row(h, r));
-#pragma unroll
-  for (int e = 0; e < kE; ++e) {
-    const float q = __fdiv_rn(A[e], L);
-    const float v = gate ? gated(q, g[e]) : q;
-    o[lane + 32 * e] = v;
-    if (a.out_q != nullptr) {  // dims 32 e .. 32 e + 31: one block of out's codes
-      const int64_t b0 = (static_cast<int64_t>(r) * a.n_head + h) * HD + 32 * e;
-      quantize_value(v, lane, a.out_q + b0, a.out_b + b0 / 32);
-    }
-  }
-}
-
-// ---- tiles of query rows ----
-
-struct RowTile {
-  int seq;     // index into the AttnSeq table
-  int row0;    // first query row of the tile, relative to the sequence's q_begin
-  int n_rows;  // rows in the tile (1 .. rows_per_tile)
-};
-
-// Tile t of the batch: sequences in order, each cut into ceil(n_q / rows_per_tile) tiles. False
-// past the last tile. Flags sequences whose rows fall outside the batch (as find_seq does).
-__device__ bool find_tile(const AttnSeq* seqs, int n_seqs, int rows_per_tile, int64_t n_rows,
-                          int64_t t, RowTile& out, unsigned* err) {
-  for (int i = 0; i < n_seqs; ++i) {
-    const AttnSeq s = seqs[i];
-    if (s.q_begin < 0 || s.n_q < 0 || static_cast<int64_t>(s.q_begin) + s.n_q > n_rows) {
-      atomicOr(err, kErrSeqRows);
-      return false;
-    }
-    const int n_t = (s.n_q + rows_per_tile - 1) / rows_per_tile;
-    if (t < n_t) {
-      out.seq = i;
-      out.row0 = static_cast<int>(t) * rows_per_tile;
-      out.n_rows = min(rows_per_tile, s.n_q - out.row0);
-      return true;
-    }
-    t -= n_t;
-  }
-  return false;
-}
-
-// ---- cohorts: decode rows over shared pages ----
-//
-// Agents re-send one system prompt, so their sequences' block tables start with the same pages
-// (the prefix cache shares whole blocks). A decode row fills only G of a block's 64 slots, and
-// every sequence's blocks re-read the shared keys. Split launches therefore add cohort tiles:
-// for chunk c, the decode rows (n_q == 1) of sequences [k R, k R + R) (R = 64 / G rows per
-// tile) that see the chunk whole (no causal or window mask inside it) through the same pages as
-// the first of them, as one tile. Such a chunk's keys and values are the same bytes for every
-// member, and an mma row's result does not depend on the other rows, so a member's partial has
-// the bits its own tile would write; its own tile's block for that chunk returns at once. Both
-// sides decide with cohort_members, the same function of the same arguments, so every (row,
-// chunk) is computed once.
-
-// The members for chunk c of cohort [first, first + n_max) (n_max <= kSlots): its sequences with
-// one query row in the batch that see the chunk whole through the leader's pages (the leader: the
-// first sequence that sees it whole), in order: batch row, position and sequence index into
-// qrow / pos / seq (shared, kSlots each). Returns their count, or 0 when fewer than two. Thread i
-// < n_max looks at sequence first + i: two rounds of loads (the sequence, then its table entries
-// for the chunk), whatever the cohort's size. Called by every thread of the block (barriers
-// inside; blockDim.x >= kSlots); uniform.
-__device__ int cohort_members(const FlashArgs& a, int64_t n_rows, int first, int n_max, int c,
-                              int* qrow, int* pos, int* seq) {
-  static_assert(kSlots == 64, "two warps' ballots below");
-  __shared__ int s_lead, s_lead_tab;
-  __shared__ unsigned s_ballot[2];
-  const int i = threadIdx.x, lane = i % 32, warp = i / 32;
-  const int k0 = c * kChunkKeys, k1 = k0 + kChunkKeys - 1;
-  if (i == 0) s_lead = kSlots;
-  __syncthreads();
-  AttnSeq s{};
-  bool ok = false;
-  if (i < n_max && first + i < a.n_seqs) {
-    s = a.seqs[first + i];
-    ok = s.n_q == 1 && s.q_begin >= 0 && s.q_begin < n_rows && s.n_past >= k1 &&
-         (a.window <= 0 || s.n_past - a.window + 1 <= k0);
-    if (ok) atomicMin(&s_lead, i);
-  }
-  __syncthreads();
-  if (ok && i == s_lead) s_lead_tab = s.block_table_offset;
-  __syncthreads();
-  if (ok) {
-    const int b0 = k0 / a.block_size, b1 = k1 / a.block_size;
-    for (int b = b0; b <= b1; ++b) {
-      const int64_t ti = static_cast<int64_t>(s.block_table_offset) + b;
-      const int64_t tl = static_cast<int64_t>(s_lead_tab) + b;
-      ok = ok && ti >= 0 && ti < a.n_tables && tl >= 0 && tl < a.n_tables &&
-           a.tables[ti] == a.tables[tl];
-    }
-  }
-  const unsigned ballot = __ballot_sync(0xffffffffu, ok);
-  if (lane == 0 && warp < 2) s_ballot[warp] = ballot;
-  __syncthreads();
-  const int n = __popc(s_ballot[0]) + __popc(s_ballot[1]);
-  if (n < 2) return 0;
-  if (ok) {
-    const int at = __popc(ballot & ((1u << lane) - 1u)) + (warp == 1 ? __popc(s_ballot[0]) : 0);
-    qrow[at] = s.q_begin, pos[at] = s.n_past, seq[at] = first + i;
-  }
-  __syncthreads();
-  return n;
 }
 
 // ---- the kernel ----

@@ -1,7 +1,7 @@
 // Internal to the tensor-core attention (cuda_flash_attention.cu, cuda_flash_combine.cu): the
 // split form's partials, the left fold over 128-key chunks that the attention kernel's blocks and
-// the combine kernel both run (the same operations in the same order: the same bits), and the
-// combine kernel's launcher.
+// the combine kernel both run (the same operations in the same order: the same bits), the row's
+// last block's fold of them, and the combine kernel's launcher.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +68,92 @@ __device__ __forceinline__ const float* gate_row(const FlashArgs& a, int row) {
 // mul_sigmoid_kernel's expression: the attention's float times the gate's sigmoid.
 __device__ __forceinline__ float gated(float v, float g) {
   return v * sigmoid(g);
+}
+
+// ---- the split form's partials folded by the row's last block ----
+
+// A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
+// handshake (__threadfence() is the sequentially consistent fence.sc.gpu: more than it needs).
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+// Chunks a split call may have and still fold in the kernel (FlashArgs::counters): one warp
+// folds a (row, head), a chunk per lane for the prefix max, so past 32 chunks a row's fold
+// (serial on one warp, after the row's last chunk) would cost more than the combine launch.
+constexpr int kInKernelFoldChunks = 32;
+
+// flash_combine_kernel's fold of row r, head h (chunks c0 .. c1 <= c0 + 31 of part), on one warp:
+// lane l owns dims l + 32 e. Chunk c's factors come from the max of the earlier chunks' m (lane
+// c's exclusive prefix max, fmaxf being exact and order-free), L's chain and each dim's fold run
+// in chunk order with fold_chunk's / fold_acc's operations: the combine kernel's bits. Partials
+// are read through L2 (__ldcg): other blocks wrote them during this launch.
+template <int HD>
+__device__ void fold_row_warp(const float* __restrict__ part, const FlashArgs& a, int r, int h,
+                              int n_chunks, int c0, int c1, int lane) {
+  constexpr int kE = HD / 32;                // dims per lane
+  constexpr int kLoads = HD == 256 ? 4 : 8;  // chunks whose partials are in flight at once
+  const float* pr = part + (static_cast<int64_t>(r) * a.n_head + h) * n_chunks * part_stride(HD);
+  const bool gate = a.gate.base != nullptr;
+  float g[kE];
+#pragma unroll
+  for (int e = 0; e < kE; ++e)
+    g[e] = gate ? reinterpret_cast<const float*>(a.gate.row(h, r))[lane + 32 * e] : 0.0f;
+  const int nb = c1 + 1 - c0;  // <= kInKernelFoldChunks (the launcher's condition)
+  float mc = -INFINITY, lc = 0.0f;
+  if (lane < nb) {
+    mc = __ldcg(pr + (c0 + lane) * part_stride(HD) + HD);
+    lc = __ldcg(pr + (c0 + lane) * part_stride(HD) + HD + 1);
+  }
+  float incl = mc;  // max over chunks c0 .. c0 + lane
+#pragma unroll
+  for (int k = 1; k < 32; k *= 2) {
+    const float o = __shfl_up_sync(0xffffffffu, incl, k);
+    if (lane >= k) incl = fmaxf(incl, o);
+  }
+  const float up = __shfl_up_sync(0xffffffffu, incl, 1);
+  const float before = lane > 0 ? up : -INFINITY;  // max over the chunks before this lane's
+  float fa = 0.0f, fb = 0.0f;
+  if (lane < nb && mc != -INFINITY) {
+    const float mn = fmaxf(before, mc);
+    fa = before == -INFINITY ? 0.0f : expf(__fsub_rn(before, mn));
+    fb = expf(__fsub_rn(mc, mn));
+  }
+  float L = 0.0f, A[kE];
+#pragma unroll
+  for (int e = 0; e < kE; ++e) A[e] = 0.0f;
+  for (int c = 0; c < nb; c += kLoads) {
+    float p[kLoads][kE];
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k)
+#pragma unroll
+      for (int e = 0; e < kE; ++e)
+        p[k][e] = c + k < nb ? __ldcg(pr + (c0 + c + k) * part_stride(HD) + part_pos(lane + 32 * e))
+                             : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kLoads; ++k) {
+      const int src = min(c + k, 31);  // past nb: not used
+      const float mk = __shfl_sync(0xffffffffu, mc, src);
+      const float fak = __shfl_sync(0xffffffffu, fa, src);
+      const float fbk = __shfl_sync(0xffffffffu, fb, src);
+      const float lk = __shfl_sync(0xffffffffu, lc, src);
+      if (c + k >= nb || mk == -INFINITY) continue;  // uniform
+      L = __fadd_rn(__fmul_rn(L, fak), __fmul_rn(lk, fbk));
+#pragma unroll
+      for (int e = 0; e < kE; ++e) A[e] = fold_acc(A[e], p[k][e], fak, fbk);
+    }
+  }
+  float* o = reinterpret_cast<float*>(a.out.row(h, r));
+#pragma unroll
+  for (int e = 0; e < kE; ++e) {
+    const float q = __fdiv_rn(A[e], L);
+    const float v = gate ? gated(q, g[e]) : q;
+    o[lane + 32 * e] = v;
+    if (a.out_q != nullptr) {  // dims 32 e .. 32 e + 31: one block of out's codes
+      const int64_t b0 = (static_cast<int64_t>(r) * a.n_head + h) * HD + 32 * e;
+      quantize_value(v, lane, a.out_q + b0, a.out_b + b0 / 32);
+    }
+  }
 }
 
 // out = the fold of each row's chunk partials in `part` (n_chunks a (row, head)) divided by its
