@@ -54,13 +54,11 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
   p.v_heads_tiled = spec.gdn_v_heads_tiled;
   p.min_chunked_tokens = min_chunked_tokens;
   if (split == nullptr) {
-    // Conv, delta rule and the gated RMSNorm per value head (norm(core) * w * silu(z)) as one
-    // call: a backend may run them as one launch.
+    // Conv and delta rule as one call: a backend may run them as one launch.
     Backend::GdnChain c;
     c.mixed = s.mixed, c.conv_w = L.ssm_conv1d, c.conv_state = conv_state, c.conv = s.conv;
     c.q = q, c.k = k, c.v = v, c.a = a, c.b = b, c.A = L.ssm_a, c.dt_bias = L.ssm_dt;
-    c.delta_state = delta_state, c.seqs = s.rseqs, c.p = p;
-    c.core = s.core, c.norm_w = L.ssm_norm, c.z = s.z, c.eps = hp.rms_eps;
+    c.delta_state = delta_state, c.seqs = s.rseqs, c.p = p, c.core = s.core;
     be.gdn_chain(c);
   } else {
     be.ssm_conv(s.mixed, L.ssm_conv1d, conv_state, s.rseqs, s.conv);
@@ -68,10 +66,12 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
     split->at_snapshot();
     be.ssm_conv(s.mixed, L.ssm_conv1d, conv_state, split->tail, s.conv);
     be.gated_delta_net(q, k, v, a, b, L.ssm_a, L.ssm_dt, delta_state, split->tail, p, s.core);
-    const Tensor rows = reshape(s.core, dv, nv * s.core.ne[2]);
-    be.rms_norm_gated(rows, L.ssm_norm, hp.rms_eps, reshape(s.z, dv, rows.ne[1]), rows);
   }
-  be.matmul(L.ssm_out, reshape(s.core, nv * dv, s.core.ne[2]), Tensor{}, out);
+  // The gated RMSNorm per value head (norm(core) * w * silu(z)), then the output projection: a
+  // backend may norm the rows as its matmul reads them.
+  const int64_t n_tok = s.core.ne[2];
+  be.gated_norm_matmul(reshape(s.core, nv * dv, n_tok), L.ssm_norm, hp.rms_eps,
+                       reshape(s.z, nv * dv, n_tok), L.ssm_out, out);
 }
 
 }  // namespace t9::model

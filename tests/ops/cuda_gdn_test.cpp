@@ -1,7 +1,7 @@
 // CUDA ops of the Gated DeltaNet layers vs the CPU backend: ssm_conv, gated_delta_net (one call
-// and steps that carry state), and gdn_chain (the conv, the delta rule and the gated norm as one
-// launch) against the three ops, on fresh random inputs (seed printed; TEMPO9_TEST_SEED
-// reproduces), outputs NaN-poisoned. The MoE ops are in cuda_hybrid_test.cpp. Compiled to nothing
+// and steps that carry state), and gdn_chain (the conv and the delta rule as one launch) against
+// the two ops, on fresh random inputs (seed printed; TEMPO9_TEST_SEED reproduces), outputs
+// NaN-poisoned. The MoE ops are in cuda_hybrid_test.cpp. Compiled to nothing
 // without CUDA; on a CUDA build with no GPU the tests fail (they never skip).
 #ifdef TEMPO9_HAVE_CUDA
 
@@ -266,13 +266,13 @@ TEST_F(CudaGdn, GatedDeltaNetStepsCarryState) {
 
 // ---- gdn_chain ----
 
-// One GDN layer's conv, delta rule and gated norm (Backend::gdn_chain) on `be`, continuing the
-// host states conv_state ([slots, 3, C]) and delta_state ([slots, nv, dk, dv]); returns the normed
-// core rows [T, nv, dv]. mixed: [T, C] with C = 2 nk dk + nv dv; z: [T, nv dv]; a, b: [T, nv] (as
-// [T, 2, nv / 2], the fused-ba layout's row split); q, k, v are views of the conv output as the
-// model takes them (gated_deltanet.cpp).
+// One GDN layer's conv and delta rule (Backend::gdn_chain) on `be`, continuing the host states
+// conv_state ([slots, 3, C]) and delta_state ([slots, nv, dk, dv]); returns the core rows [T, nv,
+// dv]. mixed: [T, C] with C = 2 nk dk + nv dv; a, b: [T, nv] (as [T, 2, nv / 2], the fused-ba
+// layout's row split); q, k, v are views of the conv output as the model takes them
+// (gated_deltanet.cpp).
 struct ChainInputs {
-  std::vector<float> mixed, conv_w, a, b, A, dt, norm_w, z;
+  std::vector<float> mixed, conv_w, a, b, A, dt;
 };
 std::vector<float> run_chain(Backend& be, const GdnCase& c, const ChainInputs& in, int64_t T,
                              const std::vector<int32_t>& seqs, std::vector<float>& conv_state,
@@ -305,68 +305,67 @@ std::vector<float> run_chain(Backend& be, const GdnCase& c, const ChainInputs& i
   ch.p.v_heads_tiled = c.tiled;
   ch.p.min_chunked_tokens = 1 << 30;
   ch.core = arena.poisoned(GgmlType::F32, c.dv, c.nv, T);
-  ch.norm_w = arena.from_host(in.norm_w, GgmlType::F32, c.dv);
-  ch.z = arena.from_host(in.z, GgmlType::F32, c.nv * c.dv, T);
-  ch.eps = 1e-6f;
   be.gdn_chain(ch);
   conv_state = arena.download<float>(ch.conv_state);
   delta_state = arena.download<float>(ch.delta_state);
   return arena.download<float>(ch.core);
 }
 
-// The chain as one launch (CudaBackendConfig::fuse_gdn) against the three ops, bit for bit:
-// outputs and both states, over two steps that carry the states, for a cluster of eight blocks
-// (two value heads of 128 x 128 per key head, tiled as Qwen3.5), of two (d_k = d_v = 64, one value
-// head a key head) and of four (two grouped value heads of 64). Three sequences a step: one token
-// continuing slot 2, three tokens (fresh over garbage in slot 0 at step 1), two tokens continuing
-// slot 3; slot 1 is no sequence's and stays as it was.
+// The chain as one launch (CudaBackendConfig::fuse_gdn, with both counts: gdn_late_count)
+// against the two ops, bit for bit: the core rows and both states, over two steps that carry the
+// states (so the block counters must be back at zero after each launch), for eight blocks a key
+// head (two value heads of 128 x 128 per key head, tiled as Qwen3.5), two (d_k = d_v = 64, one
+// value head a key head) and four (two grouped value heads of 64). Three sequences a step: one
+// token continuing slot 2, three tokens (fresh over garbage in slot 0 at step 1), two tokens
+// continuing slot 3; slot 1 is no sequence's and stays as it was.
 TEST_F(CudaGdn, GdnChainEqualsTheOps) {
   auto rng = test_rng();
-  CudaBackendConfig fused_cfg;
-  fused_cfg.fuse_gdn = true;
-  CudaBackend fused(fused_cfg);
-  for (const GdnCase& c : {GdnCase{2, 4, 128, 128, true}, GdnCase{2, 2, 64, 64, false},
-                           GdnCase{1, 2, 64, 64, false}}) {
-    SCOPED_TRACE(fmt::format("nk {} nv {} dk {} dv {} tiled {}", c.nk, c.nv, c.dk, c.dv, c.tiled));
-    const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 6, n_slots = 4;
-    const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), conv_slot = 3 * C;
-    std::vector<float> conv_s[2], delta_s[2];
-    conv_s[0] = conv_s[1] = random_floats(rng, n_slots * conv_slot, -2.0f, 2.0f);
-    delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
-    const std::vector<float> conv0 = conv_s[0], delta0 = delta_s[0];
-    for (int step = 0; step < 2; ++step) {
-      SCOPED_TRACE(step);
-      ChainInputs in;
-      in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
-      in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
-      in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-      in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-      in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
-      in.dt = random_floats(rng, static_cast<size_t>(c.nv));
-      in.norm_w = random_floats(rng, static_cast<size_t>(c.dv), 0.5f, 1.5f);
-      in.z = random_floats(rng, static_cast<size_t>(T * c.nv * c.dv), -3.0f, 3.0f);
-      const int32_t fresh = step == 0;
-      const std::vector<int32_t> seqs{0, 1, 2, 0,      // one token, slot 2
-                                      1, 3, 0, fresh,  // three tokens, slot 0
-                                      4, 2, 3, 0};     // two tokens, slot 3
-      const int64_t before = fused.gdn_chain_launches();
-      const auto got = run_chain(fused, c, in, T, seqs, conv_s[0], delta_s[0]);
-      EXPECT_EQ(fused.gdn_chain_launches() - before, 1);
-      const auto want = run_chain(*be_, c, in, T, seqs, conv_s[1], delta_s[1]);
-      EXPECT_EQ(be_->gdn_chain_launches(), 0);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
-      for (size_t i = 0; i < conv_s[0].size(); ++i)
-        ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
-      for (size_t i = 0; i < delta_s[0].size(); ++i)
-        ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
+  for (const bool late : {false, true})
+    for (const GdnCase& c : {GdnCase{2, 4, 128, 128, true}, GdnCase{2, 2, 64, 64, false},
+                             GdnCase{1, 2, 64, 64, false}}) {
+      SCOPED_TRACE(fmt::format("nk {} nv {} dk {} dv {} tiled {}, the late count {}", c.nk, c.nv,
+                               c.dk, c.dv, c.tiled, late));
+      CudaBackendConfig fused_cfg;
+      fused_cfg.fuse_gdn = true;
+      fused_cfg.gdn_late_count = late;
+      CudaBackend fused(fused_cfg);
+      const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 6, n_slots = 4;
+      const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), conv_slot = 3 * C;
+      std::vector<float> conv_s[2], delta_s[2];
+      conv_s[0] = conv_s[1] = random_floats(rng, n_slots * conv_slot, -2.0f, 2.0f);
+      delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
+      const std::vector<float> conv0 = conv_s[0], delta0 = delta_s[0];
+      for (int step = 0; step < 2; ++step) {
+        SCOPED_TRACE(step);
+        ChainInputs in;
+        in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
+        in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
+        in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+        in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+        in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
+        in.dt = random_floats(rng, static_cast<size_t>(c.nv));
+        const int32_t fresh = step == 0;
+        const std::vector<int32_t> seqs{0, 1, 2, 0,      // one token, slot 2
+                                        1, 3, 0, fresh,  // three tokens, slot 0
+                                        4, 2, 3, 0};     // two tokens, slot 3
+        const int64_t before = fused.gdn_chain_launches();
+        const auto got = run_chain(fused, c, in, T, seqs, conv_s[0], delta_s[0]);
+        EXPECT_EQ(fused.gdn_chain_launches() - before, 1);
+        const auto want = run_chain(*be_, c, in, T, seqs, conv_s[1], delta_s[1]);
+        EXPECT_EQ(be_->gdn_chain_launches(), 0);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
+        for (size_t i = 0; i < conv_s[0].size(); ++i)
+          ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
+        for (size_t i = 0; i < delta_s[0].size(); ++i)
+          ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
+      }
+      for (size_t i = conv_slot; i < 2 * conv_slot; ++i)
+        ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv0[i])) << "slot 1's conv state";
+      for (size_t i = slot; i < 2 * slot; ++i)
+        ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta0[i])) << "delta state of slot 1";
     }
-    for (size_t i = conv_slot; i < 2 * conv_slot; ++i)
-      ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv0[i])) << "slot 1's conv state";
-    for (size_t i = slot; i < 2 * slot; ++i)
-      ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta0[i])) << "slot 1's delta state";
-  }
 }
 
 }  // namespace

@@ -525,6 +525,9 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
     mma_rows_max_ = std::clamp(std::atoi(e), 1, 32);
   gdn_chains_ = cfg.gdn_chains;
   fuse_gdn_ = cuda::switch_or_env(cfg.fuse_gdn, "TEMPO9_CUDA_FUSE_GDN");  // A/B runs
+  fuse_gated_norm_matmul_ =
+      cuda::switch_or_env(cfg.fuse_gated_norm_matmul, "TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL");
+  gdn_late_count_ = cuda::switch_or_env(cfg.gdn_late_count, "TEMPO9_CUDA_GDN_LATE_ARRIVAL");
   fuse_route_ = cuda::switch_or_env(cfg.fuse_route, "TEMPO9_CUDA_FUSE_ROUTE");
   T9_CHECK(cfg.float_tile_min_rows >= 0, "float_tile_min_rows {}", cfg.float_tile_min_rows);
   float_tile_min_rows_ = cfg.float_tile_min_rows;
@@ -571,6 +574,7 @@ CudaBackend::~CudaBackend() {
   if (moe_scratch_.ptr != nullptr) (void)cudaFreeAsync(moe_scratch_.ptr, s);
   if (attn_scratch_.ptr != nullptr) (void)cudaFreeAsync(attn_scratch_.ptr, s);
   if (attn_counters_.ptr != nullptr) (void)cudaFreeAsync(attn_counters_.ptr, s);
+  if (gdn_counters_.ptr != nullptr) (void)cudaFreeAsync(gdn_counters_.ptr, s);
   if (sample_scratch_.ptr != nullptr) (void)cudaFreeAsync(sample_scratch_.ptr, s);
   if (argmax_scratch_.ptr != nullptr) (void)cudaFreeAsync(argmax_scratch_.ptr, s);
   if (sort_scratch_.ptr != nullptr) (void)cudaFreeAsync(sort_scratch_.ptr, s);

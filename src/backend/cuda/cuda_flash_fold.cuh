@@ -72,12 +72,6 @@ __device__ __forceinline__ float gated(float v, float g) {
 
 // ---- the split form's partials folded by the row's last block ----
 
-// A gpu-scope acquire-release fence (fence.acq_rel.gpu): the release / acquire half of a counter
-// handshake (__threadfence() is the sequentially consistent fence.sc.gpu: more than it needs).
-__device__ __forceinline__ void fence_acq_rel_gpu() {
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
-
 // Chunks a split call may have and still fold in the kernel (FlashArgs::counters): one warp
 // folds a (row, head), a chunk per lane for the prefix max, so past 32 chunks a row's fold
 // (serial on one warp, after the row's last chunk) would cost more than the combine launch.

@@ -88,18 +88,6 @@ __global__ void ssm_conv_kernel(TensorDesc x, TensorDesc w, TensorDesc state, in
         t1 >= s.n_q ? win[i] : in(s.n_q - (K - 1) + i);
 }
 
-// Recurrent state may be read before the dependent-launch wait (TEMPO9_CUDA_GDN_EARLY_STATE=0,
-// read once: after it; same bits). A slot's state is written only by this layer's kernel of an
-// earlier step, or of this step's head when a call is split at a snapshot (then the snapshot's
-// copy and the tail's conv run between), and by restores and snapshots copied before the
-// forward; when a kernel's pre-wait part runs, every kernel before its predecessor has completed
-// (pdl_enter: each triggers after its own wait). The step's sequences are uploaded before its
-// first kernel; weights never change.
-bool state_early() {
-  static const bool off = env_off("TEMPO9_CUDA_GDN_EARLY_STATE");
-  return !off;
-}
-
 // The general kernel (any d_k; used when d_k is not 16, 32, 64 or 128). One block per (value
 // head h = blockIdx.x, sequence blockIdx.y); thread j owns column j of the
 // state S [dk, dv] (kept in shared memory, so each thread touches only its own column and the
@@ -453,6 +441,12 @@ __global__ void rms_norm_gated_kernel(TensorDesc x, const float* __restrict__ w,
 }
 
 }  // namespace
+
+// cuda_gdn.cuh. TEMPO9_CUDA_GDN_EARLY_STATE=0 (read once): after the wait; same bits.
+bool state_early() {
+  static const bool off = env_off("TEMPO9_CUDA_GDN_EARLY_STATE");
+  return !off;
+}
 }  // namespace cuda
 
 void CudaBackend::ssm_conv(const Tensor& x, const Tensor& w, const Tensor& state,

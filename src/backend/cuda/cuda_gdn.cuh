@@ -22,6 +22,14 @@ __device__ __forceinline__ bool seq_ok(const RecurrentSeq& s, int64_t n_tok, int
          static_cast<int64_t>(s.q_begin) + s.n_q <= n_tok;
 }
 
+// Recurrent state may be read before the dependent-launch wait. A slot's state is written only
+// by this layer's kernel of an earlier step, or of this step's head when a call is split at a
+// snapshot (then the snapshot's copy and the tail's conv run between), and by restores and
+// snapshots copied before the forward; when a kernel's pre-wait part runs, every kernel before
+// its predecessor has completed (pdl_enter: each triggers after its own wait). The step's
+// sequences are uploaded before its first kernel; weights never change.
+bool state_early();
+
 constexpr int kGdnWarps = 4;             // warps of gdn_regs_kernel, 8 state columns each
 constexpr int kGdnCols = 8 * kGdnWarps;  // state columns per gdn_regs_kernel block
 constexpr int kGdnChunk = 32;            // tokens gdn_rounds_kernel prepares per round

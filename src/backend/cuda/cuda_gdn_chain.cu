@@ -1,64 +1,66 @@
-// Backend::gdn_chain on CUDA: a Gated DeltaNet layer's conv, delta rule and gated norm as one
-// launch for decode-shaped calls, where the three kernels (ssm_conv_kernel, gdn_regs_kernel,
-// rms_norm_gated_kernel) each cost a launch's latency in the step's chain (run 255: 1.97 + 3.39 +
-// 2.81 us a layer on the 35B, 30 layers). The same bits as the three: every value is computed by
-// the same expressions in the same order.
+// Backend::gdn_chain on CUDA: a Gated DeltaNet layer's conv and delta rule as one launch for
+// decode-shaped calls, where the two kernels (ssm_conv_kernel, gdn_regs_kernel) each cost a
+// launch's latency in the step's chain (run 255: 1.97 + 3.39 us a layer on the 35B, 30 layers).
+// The same bits as the two: every value is computed by the same expressions in the same order.
 //
 // Blocks: gdn_regs_kernel's (value head h, 32 state columns cb, sequence), 128 threads, four per
-// column. The r x n_cb blocks that read one key head form a thread-block cluster (kCluster =
-// r * n_cb, at most 8), ranked (j, cb) for the key head's j-th value head:
-//   1. every block convolves its key head's q and k channels (each block of the cluster the same
-//      floats) and its own 32 v channels, one token at a time, from the sequence's old conv
-//      state: ssm_conv_kernel's sums, kept in shared memory for the token's delta rule;
+// column, and like it the old states, A, dt and the conv weights are read before the
+// dependent-launch wait (state_early()):
+//   1. every block convolves its key head's q and k channels (the r x n_cb blocks of a key head
+//      the same floats) and its own 32 v channels, one token at a time, from the sequence's old
+//      conv state: ssm_conv_kernel's sums, kept in shared memory for the token's delta rule;
 //   2. gdn_regs_kernel's norms and delta rule on its columns, writing core;
-//   3. a cluster barrier (every block has read the old conv state and written its core values),
-//      then rank 0 stores the q / k channels' new conv state and every block its v channels';
-//      one block per head would race there, since the q / k channels' state is every block's
-//      input;
-//   4. rms_norm_gated_kernel's row sums over the head's whole row of core (its four column
-//      blocks' values, in global memory, visible after the barrier), its 32 outputs held in
-//      shared memory for a round of tokens, a cluster barrier (every block has read the rows),
-//      then the stores in place, with the output projection's codes.
+//   3. the new conv state: each block its own v channels'; the q / k channels' by the last of the
+//      key head's blocks to have read the old state (a counter per (sequence, key head), left at
+//      zero by that block), since those channels are every such block's input.
+// Runs 266 and 270 (H100) found the chain slower than the separate launches, with the gated norm
+// inside it too (a cluster of a key head's blocks, or the head row's last block by a fenced
+// counter: 12-13 us a layer) and without it (7 us): docs/CUDA.md stages 56-57.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/cuda_derived.cuh"
+#include "backend/cuda/cuda_derived.cuh"  // DerivedCache::wrote
 #include "backend/cuda/cuda_gdn.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_units.cuh"
-#include "backend/cuda/cuda_wgmma.cuh"  // cluster_sync
 
 namespace t9 {
 namespace cuda {
 namespace {
 
-constexpr int kConvK = 4;       // conv widths fused (Qwen3-Next / Qwen3.5); others: the three ops
-constexpr int kNormRound = 16;  // tokens whose gated-norm outputs a block holds before storing
-constexpr int kNormPer = kWarpRowMax / 32;  // rms_norm_gated_kernel's values a lane
+constexpr int kConvK = 4;  // conv widths fused (Qwen3-Next / Qwen3.5); others: the three ops
 
 struct ChainArgs {
   TensorDesc mixed, conv_w, conv_state;  // [T, C], [C, K], [slots, K - 1, C]
-  TensorDesc a, b, core, z;              // a, b as gdn_regs_kernel; core [T, nv, dv]; z [T, nv dv]
+  TensorDesc a, b, core;                 // a, b as gdn_regs_kernel; core [T, nv, dv]
   const float* A;
   const float* dt;
   float* delta_state;  // [slots, nv, dk, dv]
   int64_t n_slots;     // of both states
   const RecurrentSeq* seqs;
   GdnDims p;
-  const float* norm_w;  // [dv]
-  float norm_eps;
-  int8_t* xq;  // the output projection's codes (RoundedOut), or null
-  ActBlock* xb;
+  unsigned* counters;  // [n_seqs, nk]: the conv state's readers, back at zero after the launch
+  int late_arrival;    // CudaBackendConfig::gdn_late_count
   int64_t n_tok;
   unsigned* err;
 };
 
-template <int kRows, int kCluster>
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 32)
-    gdn_chain_kernel(ChainArgs g) {
+// One thread of the block counts it in at *cnt (release: the block's earlier memory operations,
+// ordered by the caller's barrier, happen before); true for the n-th arrival, which acquires the
+// others' and sets the counter back to zero for the next launch.
+__device__ __forceinline__ bool last_arrival(unsigned* cnt, unsigned n) {
+  fence_acq_rel_gpu();
+  if (atomicAdd(cnt, 1u) + 1u != n) return false;
+  fence_acq_rel_gpu();
+  *cnt = 0u;
+  return true;
+}
+
+template <int kRows>
+__global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) {
   constexpr int kDk = 4 * kRows;
   constexpr int kPerLane = (kDk + 31) / 32;      // q/k values a lane loads for the norms
   constexpr int kChan = 2 * kDk + kGdnCols;      // channels a block convolves
@@ -66,23 +68,23 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 3
   __shared__ __align__(16) float conv[kChan];    // this token's q, k, then the block's v channels
   __shared__ __align__(16) float qs[kGdnWarps][kGdnRowFloats<kRows>];
   __shared__ __align__(16) float ks[kGdnWarps][kGdnRowFloats<kRows>];
-  __shared__ float ys[kNormRound][kGdnCols];
-  pdl_enter();
+  __shared__ bool last_qk;
   const GdnDims& p = g.p;
+  if (!p.early_state) pdl_enter();
   const int n_cb = p.dv / kGdnCols, r_v = p.nv / p.nk;
-  const int kh = blockIdx.x / kCluster, rank = blockIdx.x % kCluster;
-  const int jv = rank / n_cb, cb = rank % n_cb;
-  const int h = p.tiled ? kh + p.nk * jv : kh * r_v + jv;
+  const int h = blockIdx.x / n_cb, cb = blockIdx.x % n_cb;
+  const int kh = p.tiled ? h % p.nk : h / r_v;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int qq = lane % 4, jl = 8 * warp + lane / 4, j = kGdnCols * cb + jl;
   const RecurrentSeq s = g.seqs[blockIdx.y];
-  if (!seq_ok(s, g.n_tok, g.n_slots)) {  // uniform over the cluster: no barrier is skipped
+  if (!seq_ok(s, g.n_tok, g.n_slots)) {  // uniform over the sequence's blocks: none counts
     if (tid == 0 && blockIdx.x == 0) atomicOr(g.err, kErrSeqRows);
     return;
   }
   // The thread's channels: entries e = tid + 128 u of [q (dk), k (dk), v (32 columns)].
   int chan[kChanPer];
   float wc[kChanPer][kConvK], win[kChanPer][kConvK];
+  const int64_t st0 = static_cast<int64_t>(s.slot) * (kConvK - 1);
 #pragma unroll
   for (int u = 0; u < kChanPer; ++u) {
     const int e = tid + 128 * u;
@@ -90,7 +92,6 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 3
               : e < 2 * kDk ? p.nk * kDk + kh * kDk + (e - kDk)
               : e < kChan   ? 2 * p.nk * kDk + h * p.dv + kGdnCols * cb + (e - 2 * kDk)
                             : -1;
-    const int64_t st0 = static_cast<int64_t>(s.slot) * (kConvK - 1);
 #pragma unroll
     for (int i = 0; i < kConvK; ++i) {
       wc[u][i] = chan[u] >= 0 ? reinterpret_cast<const float*>(g.conv_w.row(chan[u]))[i] : 0.0f;
@@ -105,6 +106,14 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 3
 #pragma unroll
   for (int m = 0; m < kRows; ++m) S[m] = s.reset ? 0.0f : Sg[(kRows * qq + m) * p.dv + j];
   const float Ah = g.A[h], dth = g.dt[h];
+  unsigned* const qk_cnt = g.counters + static_cast<int64_t>(blockIdx.y) * p.nk + kh;
+  const unsigned qk_n = static_cast<unsigned>(r_v * n_cb);
+  unsigned qk_seen = 0;  // thread 0, late_arrival: the count before this block's
+  if (!g.late_arrival) {
+    __syncthreads();  // every thread's reads of the old conv state are performed
+    if (tid == 0) last_qk = last_arrival(qk_cnt, qk_n);
+  }
+  if (p.early_state) pdl_enter();  // mixed, a and b belong to this step
   const int64_t a_off = (h / g.a.ne0) * g.a.nb1 + (h % g.a.ne0) * 4;
   const int64_t b_off = (h / g.b.ne0) * g.b.nb1 + (h % g.b.ne0) * 4;
   for (int t = 0; t < s.n_q; ++t) {
@@ -123,6 +132,9 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 3
       for (int i = 0; i < kConvK - 1; ++i) win[u][i] = win[u][i + 1];
     }
     __syncthreads();  // the token's channels are in shared memory
+    // late_arrival: every old-state value has been used (the first token's sums are stored)
+    // before this count is issued, so no later write can reach a read.
+    if (g.late_arrival && t == 0 && tid == 0) qk_seen = atomicAdd(qk_cnt, 1u);
     // 2. gdn_regs_kernel's token: the norms' partial sums over the lane's values, its qs / ks.
     float ssq = 0.0f, ssk = 0.0f;
 #pragma unroll
@@ -149,47 +161,21 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kGdnWarps * 3
   }
 #pragma unroll
   for (int m = 0; m < kRows; ++m) Sg[(kRows * qq + m) * p.dv + j] = S[m];
-  // 3. Every block of the cluster has read the old conv state and stored its core values.
-  cluster_sync();
-  {
-    // The new conv state: the window's last K - 1 inputs (state rows when the sequence was
-    // shorter), as ssm_conv_kernel stores it; q / k channels by rank 0 only.
-    const int64_t st0 = static_cast<int64_t>(s.slot) * (kConvK - 1);
-#pragma unroll
-    for (int u = 0; u < kChanPer; ++u) {
-      const int e = tid + 128 * u;
-      if (chan[u] < 0 || (e < 2 * kDk && rank != 0)) continue;
-#pragma unroll
-      for (int i = 0; i < kConvK - 1; ++i)
-        reinterpret_cast<float*>(g.conv_state.row(st0 + i))[chan[u]] = win[u][i];
-    }
+  if (g.late_arrival && tid == 0) {
+    if (s.n_q == 0) qk_seen = atomicAdd(qk_cnt, 1u);
+    last_qk = qk_seen + 1u == qk_n;
+    if (last_qk) *qk_cnt = 0u;
   }
-  // 4. rms_norm_gated_kernel over the rows (token r, head h): warp w takes the round's tokens w,
-  // w + 4, ...; lane L computes element 32 cb + L, as that kernel's warp cb does.
-  const int n = p.dv;
-  for (int t0 = 0; t0 < s.n_q; t0 += kNormRound) {
-    const int n_t = min(kNormRound, s.n_q - t0);
-    for (int tt = warp; tt < n_t; tt += kGdnWarps) {
-      const int64_t r = static_cast<int64_t>(s.q_begin) + t0 + tt;
-      const float* row = reinterpret_cast<const float*>(g.core.row(h, r));
-      const float zi = reinterpret_cast<const float*>(g.z.row(r))[h * n + kGdnCols * cb + lane];
-      float xv[kNormPer];
-      const float inv = warp_row_inv_rms(row, n, lane, g.norm_eps, xv);
-      float v = 0.0f;
+  __syncthreads();  // last_qk (thread 0's, either count) is read by every thread below
+  // 3. The new conv state: the window's last K - 1 inputs (state rows when the sequence was
+  // shorter), as ssm_conv_kernel stores it; q / k channels by the key head's last reader only.
 #pragma unroll
-      for (int k = 0; k < kNormPer; ++k)  // constant indices: xv stays in registers
-        if (k == cb) v = xv[k];
-      ys[tt][lane] = silu(zi) * rms_scaled(v, inv, g.norm_w, kGdnCols * cb + lane, 0.0f);
-    }
-    cluster_sync();  // every block has read the round's rows before any is overwritten
-    for (int tt = warp; tt < n_t; tt += kGdnWarps) {
-      const int64_t r = static_cast<int64_t>(s.q_begin) + t0 + tt, row_i = r * p.nv + h;
-      const float y = ys[tt][lane];
-      reinterpret_cast<float*>(g.core.row(h, r))[kGdnCols * cb + lane] = y;
-      if (g.xq != nullptr)
-        quantize_value(y, lane, g.xq + row_i * n + kGdnCols * cb, g.xb + (row_i * n) / 32 + cb);
-    }
-    __syncthreads();  // ys read before the next round writes it
+  for (int u = 0; u < kChanPer; ++u) {
+    const int e = tid + 128 * u;
+    if (chan[u] < 0 || (e < 2 * kDk && !last_qk)) continue;
+#pragma unroll
+    for (int i = 0; i < kConvK - 1; ++i)
+      reinterpret_cast<float*>(g.conv_state.row(st0 + i))[chan[u]] = win[u][i];
   }
 }
 
@@ -215,25 +201,18 @@ void CudaBackend::gdn_chain(const GdnChain& c) {
   const GdnParams& p = c.p;
   const int64_t n_tok = c.q.ne[2];
   const int64_t n_seqs = c.seqs.ne[1];
-  const int r_v = p.n_k_heads > 0 ? p.n_v_heads / p.n_k_heads : 0;
-  const int cluster = p.d_v % cuda::kGdnCols == 0 ? r_v * (p.d_v / cuda::kGdnCols) : 0;
-  static const bool norm_off = cuda::env_off("TEMPO9_CUDA_FUSE_GATED_NORM");
   // Decode-shaped calls (gated_delta_net would pick gdn_regs_kernel) of the shapes compiled: d_k
-  // 64 or 128, whole 32-column blocks up to rms_norm_gated_kernel's 256, K = 4, a cluster of 2,
-  // 4 or 8, the F32 layouts the separate ops take.
+  // 64 or 128, whole 32-column blocks, K = 4, the F32 layouts the separate ops take.
   const bool fits =
-      fuse_gdn_ && !norm_off && n_seqs > 0 && n_seqs <= 65535 &&
-      n_tok < n_seqs * (cuda::kGdnChunk / 2) && (p.d_k == 64 || p.d_k == 128) && p.n_k_heads > 0 &&
-      p.n_v_heads % p.n_k_heads == 0 && p.d_v <= cuda::kWarpRowMax &&
-      (cluster == 2 || cluster == 4 || cluster == 8) && c.conv_w.ne[0] == cuda::kConvK &&
+      fuse_gdn_ && n_seqs > 0 && n_seqs <= 65535 && n_tok < n_seqs * (cuda::kGdnChunk / 2) &&
+      (p.d_k == 64 || p.d_k == 128) && p.n_k_heads > 0 && p.n_v_heads % p.n_k_heads == 0 &&
+      p.d_v % cuda::kGdnCols == 0 && c.conv_w.ne[0] == cuda::kConvK &&
       c.conv_w.type == GgmlType::F32 && c.conv_w.is_contiguous() && c.mixed.type == GgmlType::F32 &&
       c.mixed.nb[0] == 4 && c.conv_state.type == GgmlType::F32 && c.conv_state.is_contiguous() &&
       c.delta_state.type == GgmlType::F32 && c.delta_state.is_contiguous() &&
-      c.core.type == GgmlType::F32 && c.core.is_contiguous() && c.z.type == GgmlType::F32 &&
-      c.z.is_contiguous() && c.z.n_elements() == c.core.n_elements() && c.a.type == GgmlType::F32 &&
+      c.core.type == GgmlType::F32 && c.core.is_contiguous() && c.a.type == GgmlType::F32 &&
       c.b.type == GgmlType::F32 && c.A.is_contiguous() && c.dt_bias.is_contiguous() &&
-      c.norm_w.type == GgmlType::F32 && c.norm_w.n_elements() == p.d_v && cuda::views_of_conv(c) &&
-      c.delta_state.ne[3] == c.conv_state.ne[2] * c.conv_state.ne[3];
+      cuda::views_of_conv(c) && c.delta_state.ne[3] == c.conv_state.ne[2] * c.conv_state.ne[3];
   if (!fits) return Backend::gdn_chain(c);
   T9_CUDA_PROF(fmt::format("gdn_chain rows {}", cuda::rows_bucket(n_tok)));
   // The contracts the separate ops check.
@@ -252,8 +231,6 @@ void CudaBackend::gdn_chain(const GdnChain& c) {
   derived_->wrote(c.conv_state);
   derived_->wrote(c.conv);
   derived_->wrote(c.delta_state);
-  const Tensor rows = reshape(c.core, p.d_v, c.core.n_elements() / p.d_v);
-  const cuda::RoundedOut ro = derived_->produce(rows, codes_scratch_, *stream_);
   cuda::ChainArgs g{};
   g.mixed = cuda::desc(c.mixed);
   g.conv_w = cuda::desc(c.conv_w);
@@ -261,32 +238,24 @@ void CudaBackend::gdn_chain(const GdnChain& c) {
   g.a = cuda::desc(c.a);
   g.b = cuda::desc(c.b);
   g.core = cuda::desc(c.core);
-  g.z = cuda::desc(reshape(c.z, p.n_v_heads * p.d_v, n_tok));
   g.A = reinterpret_cast<const float*>(cuda::base_ptr(c.A));
   g.dt = reinterpret_cast<const float*>(cuda::base_ptr(c.dt_bias));
   g.delta_state = reinterpret_cast<float*>(cuda::base_ptr(c.delta_state));
   g.n_slots = c.delta_state.ne[3];
   g.seqs = reinterpret_cast<const RecurrentSeq*>(cuda::base_ptr(c.seqs));
   g.p = cuda::GdnDims{
-      p.n_k_heads,     p.n_v_heads, p.d_k,    p.d_v,
-      p.v_heads_tiled, false,       p.l2_eps, 1.0f / std::sqrt(static_cast<float>(p.d_k))};
-  g.norm_w = reinterpret_cast<const float*>(cuda::base_ptr(c.norm_w));
-  g.norm_eps = c.eps;
-  g.xq = ro.xq;
-  g.xb = ro.xb;
+      p.n_k_heads,     p.n_v_heads,         p.d_k,    p.d_v,
+      p.v_heads_tiled, cuda::state_early(), p.l2_eps, 1.0f / std::sqrt(static_cast<float>(p.d_k))};
+  g.counters = static_cast<unsigned*>(gdn_counters_.reserve_zeroed(
+      static_cast<size_t>(n_seqs * p.n_k_heads) * sizeof(unsigned), *stream_));
+  g.late_arrival = gdn_late_count_ ? 1 : 0;
   g.n_tok = n_tok;
   g.err = err_word_;
-  const dim3 grid(static_cast<unsigned>(p.n_k_heads * cluster), static_cast<unsigned>(n_seqs));
-  const auto go = [&](auto kernel) {
-    stream_->launch(kernel, grid, cuda::kGdnWarps * 32, 0, g);
-    ++gdn_chain_launches_;
-  };
-  const bool dk64 = p.d_k == 64;
-  if (cluster == 2)
-    return dk64 ? go(cuda::gdn_chain_kernel<16, 2>) : go(cuda::gdn_chain_kernel<32, 2>);
-  if (cluster == 4)
-    return dk64 ? go(cuda::gdn_chain_kernel<16, 4>) : go(cuda::gdn_chain_kernel<32, 4>);
-  return dk64 ? go(cuda::gdn_chain_kernel<16, 8>) : go(cuda::gdn_chain_kernel<32, 8>);
+  const dim3 grid(static_cast<unsigned>(p.n_v_heads * (p.d_v / cuda::kGdnCols)),
+                  static_cast<unsigned>(n_seqs));
+  const auto kernel = p.d_k == 64 ? cuda::gdn_chain_kernel<16> : cuda::gdn_chain_kernel<32>;
+  stream_->launch(kernel, grid, cuda::kGdnWarps * 32, 0, g);
+  ++gdn_chain_launches_;
 }
 
 }  // namespace t9
