@@ -309,27 +309,21 @@ __device__ __forceinline__ double warp_sum(double v) {
 constexpr int kWarpRowMax = 256;
 // RMSNorm of a row of at most kPer * 32 elements by one warp (lanes strided, the sum of squares
 // in double over the warp's tree): loads the lane's elements into xv and returns
-// 1 / sqrt(mean(x^2) + eps); element i is then rms_scaled(xv[c], ...). rms_norm_warp_kernel and
-// qk_norm_rope_kernel share both, so their bits agree.
-// warp_row_inv_rms_by takes element i from load(i) (cuda_gdn_chain.cu reads rows other blocks
-// stored, through L2).
-template <int kPer, class Load>
-__device__ __forceinline__ float warp_row_inv_rms_by(Load load, int64_t n, int lane, float eps,
-                                                     float (&xv)[kPer]) {
+// 1 / sqrt(mean(x^2) + eps); element i is then rms_scaled(xv[c], ...). rms_norm_warp_kernel,
+// rms_norm_gated_kernel, qk_norm_rope_kernel and the bf16 GEMV's kNorm staging share both, so
+// their bits agree.
+template <int kPer>
+__device__ __forceinline__ float warp_row_inv_rms(const float* xr, int64_t n, int lane, float eps,
+                                                  float (&xv)[kPer]) {
   double ss = 0.0;
 #pragma unroll
   for (int c = 0; c < kPer; ++c) {
     const int64_t i = lane + 32 * c;
-    xv[c] = i < n ? load(i) : 0.0f;
+    xv[c] = i < n ? xr[i] : 0.0f;
     ss += static_cast<double>(xv[c]) * xv[c];
   }
   ss = warp_sum(ss);
   return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
-}
-template <int kPer>
-__device__ __forceinline__ float warp_row_inv_rms(const float* xr, int64_t n, int lane, float eps,
-                                                  float (&xv)[kPer]) {
-  return warp_row_inv_rms_by([xr](int64_t i) { return xr[i]; }, n, lane, eps, xv);
 }
 __device__ __forceinline__ float rms_scaled(float x, float inv, const float* w, int64_t i,
                                             float weight_bias) {
