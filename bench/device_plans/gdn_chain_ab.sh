@@ -3,8 +3,9 @@
 # 270 (H100) found the chain (conv + delta rule in one launch, its conv-state count fenced before
 # the wait) 7.5% slower than the two launches, and 12% with a fenced gated-norm tail (since
 # removed); run 271's trace put that chain launch 19.5 us after the in-projection's end against
-# 8.1 us for the three launches. Suspect: the gpu-scope fences. Forms, alternated REPS times,
-# every text compared with the first (all give the same bits):
+# 8.1 us for the three launches. Suspects: the kernel's code (158 KB of SASS then, 33 KB since its
+# rows skip TensorDesc::row's division path) and the gpu-scope fences. Forms, alternated REPS
+# times, every text compared with the first (all give the same bits):
 #   off         the defaults: ssm_conv, gdn_regs, rms_norm_gated, the out-projection;
 #   chain       TEMPO9_CUDA_FUSE_GDN=1 (the fenced count);
 #   chain_late  the same with TEMPO9_CUDA_GDN_LATE_ARRIVAL=1 (a relaxed count, no fence);

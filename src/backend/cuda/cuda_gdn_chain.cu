@@ -81,7 +81,10 @@ __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) 
     if (tid == 0 && blockIdx.x == 0) atomicOr(g.err, kErrSeqRows);
     return;
   }
-  // The thread's channels: entries e = tid + 128 u of [q (dk), k (dk), v (32 columns)].
+  // The thread's channels: entries e = tid + 128 u of [q (dk), k (dk), v (32 columns)]. Rows by
+  // row(r, 0), with no division: conv_w and conv_state are contiguous and mixed is 2-D (fits), and
+  // row(r)'s division path, inlined at each of these unrolled sites, made the kernel's code 158 KB
+  // (gdn_regs_kernel's is 24 KB) for the instruction cache to fetch cold in every SM.
   int chan[kChanPer];
   float wc[kChanPer][kConvK], win[kChanPer][kConvK];
   const int64_t st0 = static_cast<int64_t>(s.slot) * (kConvK - 1);
@@ -94,9 +97,9 @@ __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) 
                             : -1;
 #pragma unroll
     for (int i = 0; i < kConvK; ++i) {
-      wc[u][i] = chan[u] >= 0 ? reinterpret_cast<const float*>(g.conv_w.row(chan[u]))[i] : 0.0f;
+      wc[u][i] = chan[u] >= 0 ? reinterpret_cast<const float*>(g.conv_w.row(chan[u], 0))[i] : 0.0f;
       win[u][i] = chan[u] >= 0 && i < kConvK - 1 && !s.reset
-                      ? reinterpret_cast<const float*>(g.conv_state.row(st0 + i))[chan[u]]
+                      ? reinterpret_cast<const float*>(g.conv_state.row(st0 + i, 0))[chan[u]]
                       : 0.0f;
     }
   }
@@ -123,7 +126,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) 
 #pragma unroll
     for (int u = 0; u < kChanPer; ++u) {
       if (chan[u] < 0) continue;
-      win[u][kConvK - 1] = reinterpret_cast<const float*>(g.mixed.row(r))[chan[u]];
+      win[u][kConvK - 1] = reinterpret_cast<const float*>(g.mixed.row(r, 0))[chan[u]];
       float sum = 0.0f;
 #pragma unroll
       for (int i = 0; i < kConvK; ++i) sum = fmaf(wc[u][i], win[u][i], sum);
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) 
     if (chan[u] < 0 || (e < 2 * kDk && !last_qk)) continue;
 #pragma unroll
     for (int i = 0; i < kConvK - 1; ++i)
-      reinterpret_cast<float*>(g.conv_state.row(st0 + i))[chan[u]] = win[u][i];
+      reinterpret_cast<float*>(g.conv_state.row(st0 + i, 0))[chan[u]] = win[u][i];
   }
 }
 
@@ -208,7 +211,8 @@ void CudaBackend::gdn_chain(const GdnChain& c) {
       (p.d_k == 64 || p.d_k == 128) && p.n_k_heads > 0 && p.n_v_heads % p.n_k_heads == 0 &&
       p.d_v % cuda::kGdnCols == 0 && c.conv_w.ne[0] == cuda::kConvK &&
       c.conv_w.type == GgmlType::F32 && c.conv_w.is_contiguous() && c.mixed.type == GgmlType::F32 &&
-      c.mixed.nb[0] == 4 && c.conv_state.type == GgmlType::F32 && c.conv_state.is_contiguous() &&
+      c.mixed.nb[0] == 4 && c.mixed.ne[2] == 1 && c.mixed.ne[3] == 1 &&
+      c.conv_state.type == GgmlType::F32 && c.conv_state.is_contiguous() &&
       c.delta_state.type == GgmlType::F32 && c.delta_state.is_contiguous() &&
       c.core.type == GgmlType::F32 && c.core.is_contiguous() && c.a.type == GgmlType::F32 &&
       c.b.type == GgmlType::F32 && c.A.is_contiguous() && c.dt_bias.is_contiguous() &&
