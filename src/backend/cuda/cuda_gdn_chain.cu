@@ -11,11 +11,14 @@
 //      conv state: ssm_conv_kernel's sums, kept in shared memory for the token's delta rule;
 //   2. gdn_regs_kernel's norms and delta rule on its columns, writing core;
 //   3. the new conv state: each block its own v channels'; the q / k channels' by the last of the
-//      key head's blocks to have read the old state (a counter per (sequence, key head), left at
-//      zero by that block), since those channels are every such block's input.
+//      key head's blocks to have read the old state, since those channels are every such
+//      block's input. A counter per (sequence, key head), left at zero by that block, counts
+//      them: before the wait between two gpu-scope fences, or (gdn_late_count) by a relaxed
+//      atomic once the first token's sums are stored.
 // Runs 266 and 270 (H100) found the chain slower than the separate launches, with the gated norm
 // inside it too (a cluster of a key head's blocks, or the head row's last block by a fenced
-// counter: 12-13 us a layer) and without it (7 us): docs/CUDA.md stages 56-57.
+// counter: 12-13 us a layer) and without it (7 us), while its code was 158 KB; it is 33 KB now
+// (docs/CUDA.md stages 56-57).
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
 #include <cmath>
