@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The sm_90a code size of every kernel in the named CUDA sources, largest first: each source is
-# compiled to a cubin with its build command from build-cuda2 (or BUILD), and each kernel's
-# .text section is read with readelf (this machine has no cuobjdump or nvdisasm). A decode
-# kernel's code is fetched cold by every SM at each launch, so a large one costs microseconds on
-# the step's chain. The GDN chain was 158 KB (gdn_regs_kernel: 24 KB) until its rows stopped
-# inlining TensorDesc::row's division path (docs/CUDA.md stage 57).
+# The sm_90a code size of every kernel in the named CUDA sources (kB: 1000 bytes), largest first:
+# each source is compiled to a cubin with its build command from build-cuda2 (or BUILD), and each
+# kernel's .text section is read with readelf (this machine has no cuobjdump or nvdisasm). A
+# decode kernel's code is fetched cold by every SM at each launch, so a large one may cost
+# microseconds on the step's chain. The GDN chain was 158 kB (gdn_regs_kernel: 24 kB) until its
+# rows stopped inlining TensorDesc::row's division path (docs/CUDA.md stage 57).
 #   bash scripts/kernel_code_sizes.sh cuda_gdn cuda_gdn_chain      # sources under src/backend/cuda
 #   TOP=20 MATCH='gdn|conv' bash scripts/kernel_code_sizes.sh cuda_gdn
 set -euo pipefail
@@ -33,4 +33,4 @@ for line in sys.stdin:
         print(int(m.group(2), 16), os.environ["SRC"], name)
 '
 done | sort -rn | { grep -E "${MATCH:-.}" || true; } | head -n "${TOP:-30}" |
-  awk '{printf "%8.1f KB  %-22s %s\n", $1 / 1024, $2, $3}'
+  awk '{printf "%8.1f kB  %-22s %s\n", $1 / 1000, $2, $3}'
