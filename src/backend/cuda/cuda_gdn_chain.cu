@@ -28,7 +28,6 @@
 #include "backend/cuda/cuda_derived.cuh"  // DerivedCache::wrote
 #include "backend/cuda/cuda_gdn.cuh"
 #include "backend/cuda/cuda_profile.cuh"
-#include "backend/cuda/cuda_units.cuh"
 
 namespace t9 {
 namespace cuda {
