@@ -12,8 +12,9 @@
 #   gnm         off with TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL=1 (the norm in the out-projection's
 #               GEMV staging, one launch fewer);
 #   late_gnm    chain_late and gnm together;
-# then the op tests of both (when test_cuda_ops came too) and one trace of late_gnm
-# (bench/kernel_trace.py's table; TRACE=0: none; the trace is of the 40-layer file).
+# then the op tests of both (when test_cuda_ops came too; OPS: another gtest filter, '*' for the
+# whole suite, which wants .devrun/shared/fixtures/reference carried too) and one trace of
+# late_gnm (bench/kernel_trace.py's table; TRACE=0: none; the trace is of the 40-layer file).
 # SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json, 6 of them Gated DeltaNet), a
 # ~20 s synth instead of ~90 s.
 # Here: build, `strip` + `xz -9` tempo9 and test_cuda_ops into .devrun/bin (scripts/device_stage.sh
@@ -46,7 +47,7 @@ done
 for f in /tmp/one_*_[0-9].txt; do
   cmp -s /tmp/one_off_1.txt "$f" && echo "text $f: equal" || echo "text $f: DIFFERS from off_1"
 done
-[ -f .devrun/bin/test_cuda_ops ] && op_tests 'CudaGdn.*:CudaBf16.*:CudaHybrid.*'
+[ -f .devrun/bin/test_cuda_ops ] && op_tests "${OPS:-CudaGdn.*:CudaBf16.*:CudaHybrid.*}"
 if [ "${TRACE:-1}" = 1 ]; then
   # shellcheck disable=SC2086  # S35: word-split on purpose
   env $GDN=1 $LATE=1 $GNM=1 $S35 OUT="$OUT/trace" bash bench/h200_bench.sh trace >/dev/null 2>&1

@@ -145,8 +145,17 @@ struct TensorDesc {  // every member initialized (the tape's bytes: cuda_stream.
   // row of a 2-D tensor) need no division, the others 32-bit ones where they fit: 64-bit
   // divisions cost ~70 instructions each, as much as the whole body of the small row-wise
   // kernels.
+  // The division path is a call, not inlined: at ~70 instructions a site it made kernels that
+  // address several tensors' rows in unrolled loops tens of kB of code (docs/CUDA.md stage 58),
+  // which every SM fetches cold at each decode launch.
+  // Its arguments go by value: a `this` pointer would put the kernel's parameter in local
+  // memory (a stack frame) to take its address.
   __device__ __forceinline__ char* row(int64_t r) const {
-    if (r < ne1) return base + r * nb1;
+    return r < ne1 ? base + r * nb1 : row_past_plane(base, r, ne1, ne2, nb1, nb2, nb3);
+  }
+  static __device__ __noinline__ char* row_past_plane(char* base, int64_t r, int64_t ne1,
+                                                      int64_t ne2, int64_t nb1, int64_t nb2,
+                                                      int64_t nb3) {
     int64_t i1, i2, i3, rest;
     div_mod(r, ne1, rest, i1);
     if (rest < ne2) return base + i1 * nb1 + rest * nb2;
