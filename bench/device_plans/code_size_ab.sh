@@ -10,6 +10,7 @@
 #     TEMPO9_CUDA_GDN_LATE_ARRIVAL=1 (chain_late), with TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL=1
 #     (gnm), and with both (late_gnm);
 #   - the Qwen3-8B shape cut to 8 layers, Q4_K_M (qwen3_8b_8layer.json; ~40 s synth): base, new.
+# SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B.
 # Here: the earlier tempo9.xz copied to .devrun-base/bin, then `bash scripts/device_stage.sh`;
 # there (device tool, carry [".devrun/bin/tempo9.xz", ".devrun/lib.tar.xz",
 # ".devrun/shared/fixtures/tokenizers", ".devrun-base"]): `bash bench/device_plans/code_size_ab.sh`.
@@ -21,7 +22,11 @@ source bench/device_plans/common.sh
 python3 scripts/devrun_unpack.py .devrun-base
 NEW=$T9 BASE=$ROOT/.devrun-base/bin/tempo9
 M35=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf M8=/tmp/qwen3_8b_8l_Q4_K_M.gguf
-if [ ! -f "$M35" ]; then
+if [ "${SHORT:-0}" = 1 ]; then  # the 35B shape cut to 8 layers (6 Gated DeltaNet): ~20 s synth
+  M35=/tmp/q35_8l_Q8_0.gguf
+  [ -f "$M35" ] || "$NEW" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
+    --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M35" >/dev/null 2>&1 || echo "synth failed"
+elif [ ! -f "$M35" ]; then
   env SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZER="$TOK" \
     MODEL=$M35 OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth"
 fi
@@ -30,7 +35,7 @@ fi
 GDN=TEMPO9_CUDA_FUSE_GDN LATE=TEMPO9_CUDA_GDN_LATE_ARRIVAL GNM=TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL
 # T9, M, NAME: read by common.sh's decode_one.
 for rep in $(seq "${REPS:-2}"); do
-  M=$M35 NAME="35B Q8_0"
+  M=$M35 NAME="35B Q8_0${SHORT:+ (SHORT=$SHORT)}"
   T9=$BASE decode_one "35b_base_$rep"
   T9=$NEW
   decode_one "35b_new_$rep"
