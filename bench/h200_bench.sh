@@ -349,7 +349,9 @@ trace() {
   { python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --last 100 --top 40
     python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2
     echo "(two pipelined steps: 20 windows before the last)"
-    python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2 --skip 20; } >"$f.txt"
+    python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --timeline 2 --skip 20
+    echo "(one step's kernels in chain order: 20 windows before the last)"
+    python3 "$ROOT/bench/kernel_trace.py" "$f.tsv" --sequence --skip 20; } >"$f.txt"
   head -32 "$f.txt"
 }
 

@@ -20,6 +20,8 @@ same clock. --timeline N prints the last N windows as a timeline instead: each g
 kernels as one device row (first start, last end, the device's idle time before it) among the
 host's calls, so a gap shows what the device waited for; --skip K ends them K windows before the
 last (a run's last steps are not pipelined: they show the middle steps' overlap only if skipped).
+--sequence prints one window's kernels (the last, or --skip K before it) in chain order, each
+with its start and end after the previous kernel's end: the table's rows kernel by kernel.
 """
 import argparse
 import collections
@@ -57,7 +59,9 @@ def main() -> int:
     ap.add_argument("--timeline", type=int, default=0, metavar="N",
                     help="print the last N windows' device work and host calls instead")
     ap.add_argument("--skip", type=int, default=0, metavar="K",
-                    help="with --timeline: end K windows before the last")
+                    help="with --timeline or --sequence: end K windows before the last")
+    ap.add_argument("--sequence", action="store_true",
+                    help="print the last window's kernels in chain order instead")
     args = ap.parse_args()
 
     rows, calls = [], []
@@ -83,10 +87,12 @@ def main() -> int:
     syncs = sorted(end for _start, end, name in calls
                    if name.startswith(("cudaStreamSynchronize", "cudaEventSynchronize")))
     windows = split_at_syncs(rows, syncs) if syncs else split_at_gaps(rows, args.gap_us * 1000)
-    if args.timeline > 0:
+    if args.timeline > 0 or args.sequence:
         if not 0 <= args.skip < len(windows):
             print(f"--skip {args.skip}: the trace has {len(windows)} windows", file=sys.stderr)
             return 1
+        if args.sequence:
+            return sequence(windows[len(windows) - 1 - args.skip])
         return timeline(windows[:len(windows) - args.skip], calls, args.timeline)
     picked = [w for w in windows if args.min_us <= (w[-1][1] - w[0][0]) / 1000 <= args.max_us]
     picked = picked[-args.last:]
@@ -160,6 +166,19 @@ def idle_ns(window):
             idle += start - reach
         reach = end if reach is None else max(reach, end)
     return idle
+
+
+def sequence(window):
+    """One window's kernels in chain order (by end), each with its start and end in us after the
+    previous kernel's end (a negative start: its blocks began before, waiting for it) and its
+    chain share: where the table's averages come from, kernel by kernel."""
+    print(f"{'start':>8} {'end':>8} {'duration':>8}  kernel grid (us after the previous end)")
+    prev_end = window[0][0]
+    for start, end, _graph, grid, name in window:
+        print(f"{(start - prev_end) / 1000:+8.2f} {(end - prev_end) / 1000:+8.2f} "
+              f"{(end - start) / 1000:8.2f}  {name} {grid}")
+        prev_end = max(prev_end, end)
+    return 0
 
 
 def timeline(windows, calls, n):

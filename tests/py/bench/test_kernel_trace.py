@@ -134,3 +134,23 @@ def test_windows_end_at_the_hosts_synchronizations(tmp_path, sync):
                       "to last end), idle 40.0 us each (one per host synchronization)")
     # The GEMV's chain share is its end minus the norm's: the idle time is charged to it.
     assert out[2].split()[:2] == ["50.0", "94.3"], out
+
+
+def test_sequence_lists_one_window_in_chain_order(tmp_path):
+    # Two windows 1 ms apart; the first one's GEMV 2 us longer. --sequence prints the last
+    # window's kernels by end, each after the previous end: the norm from the window's start, the
+    # GEMV 2 us before the norm's end (its early blocks) to 10 us after it. --skip 1: the first.
+    first = [l.replace(f"{1_000_000 + 13000}\t", f"{1_000_000 + 15000}\t") for l in window(1_000_000)]
+    lines = first + window(2_000_000)
+    p = run(tmp_path, lines, "--sequence")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "   start      end duration  kernel grid (us after the previous end)",
+        "   +0.00    +3.00     3.00  rms_norm_codes_kernel<true> (8,1,1)",
+        "   -2.00   +10.00    12.00  gemv_slice_kernel<(t9::GgmlType)8, 1, true, 2, 2> (657,1,1)",
+    ]
+    p = run(tmp_path, lines, "--sequence", "--skip", "1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[2].startswith("   -2.00   +12.00    14.00  gemv_slice"), p.stdout
+    p = run(tmp_path, lines, "--sequence", "--skip", "2")
+    assert p.returncode == 1 and "--skip 2: the trace has 2 windows" in p.stderr
