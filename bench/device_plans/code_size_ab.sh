@@ -10,7 +10,8 @@
 #     TEMPO9_CUDA_GDN_LATE_ARRIVAL=1 (chain_late), with TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL=1
 #     (gnm), and with both (late_gnm);
 #   - the Qwen3-8B shape cut to 8 layers, Q4_K_M (qwen3_8b_8layer.json; ~40 s synth): base, new.
-# SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B.
+# SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B. TRACE=1: then
+# one traced run of the new binary on that file (its table, and one step's first 80 kernels).
 # Here: the earlier tempo9.xz copied to .devrun-base/bin, then `bash scripts/device_stage.sh`;
 # there (device tool, carry [".devrun/bin/tempo9.xz", ".devrun/lib.tar.xz",
 # ".devrun/shared/fixtures/tokenizers", ".devrun-base"]): `bash bench/device_plans/code_size_ab.sh`.
@@ -50,5 +51,12 @@ for f in /tmp/one_35b_*_[0-9].txt /tmp/one_8b_*_[0-9].txt; do
   case $f in */one_35b_*) first=/tmp/one_35b_base_1.txt ;; *) first=/tmp/one_8b_base_1.txt ;; esac
   cmp -s "$first" "$f" && echo "text $f: equal" || echo "text $f: DIFFERS from $first"
 done
+if [ "${TRACE:-0}" = 1 ]; then  # the new binary's step on the 35B file, kernel by kernel
+  env SINGLE_X=512 GEN=64 SIDES=ours TOKENIZER="$TOK" MODEL="$M35" OUT="$OUT/trace" \
+    bash bench/h200_bench.sh trace >/dev/null 2>&1
+  f=$(ls "$OUT"/trace/trace_*.txt)
+  head -24 "$f"
+  sed -n '/chain order/,$p' "$f" | head -80
+fi
 echo "t=$((SECONDS - T0)) s"
 bash bench/device_plans/bundle_out.sh
