@@ -1,6 +1,14 @@
 # CUDA is optional. AUTO builds it whenever nvcc is on PATH — also on machines without a GPU, so
 # CI keeps the CUDA code compiling. Targets Hopper only: sm_90 and sm_90a (wgmma, TMA).
 set(TEMPO9_CUDA_ENABLED OFF)
+# The device code built: both by default (sm_90a for the wgmma kernels, plain sm_90 beside it).
+# A build for the H100 / H200 alone may keep sm_90a only (the runtime takes it there: the wgmma
+# GEMM, empty in the sm_90 code, runs), which lets a device call carry more binaries.
+set(TEMPO9_CUDA_GENCODE "-gencode=arch=compute_90a,code=sm_90a;-gencode=arch=compute_90,code=sm_90"
+    CACHE STRING "nvcc -gencode flags for the CUDA backend (a list)")
+# Source lines in the device code, for ncu's source view; they do not change the code. Without
+# them (and with sm_90a only) a device call's staged binaries are ~5x smaller (device_stage.sh).
+option(TEMPO9_CUDA_LINEINFO "nvcc -lineinfo" ON)
 if(NOT TEMPO9_CUDA STREQUAL "OFF")
   find_program(TEMPO9_NVCC nvcc)
   if(TEMPO9_NVCC)
@@ -26,8 +34,11 @@ function(tempo9_cuda_module)
   add_library(tempo9_cuda STATIC ${srcs})
   set_target_properties(tempo9_cuda PROPERTIES CUDA_STANDARD 20 CUDA_SEPARABLE_COMPILATION OFF)
   target_compile_options(tempo9_cuda PRIVATE
-    $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_90,code=sm_90
-    --expt-relaxed-constexpr -lineinfo -Xcompiler=-Wall,-Wextra>)
+    "$<$<COMPILE_LANGUAGE:CUDA>:${TEMPO9_CUDA_GENCODE}>"
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)
+  if(TEMPO9_CUDA_LINEINFO)
+    target_compile_options(tempo9_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
+  endif()
   target_include_directories(tempo9_cuda PUBLIC ${CMAKE_SOURCE_DIR}/src)
   # cuBLAS joins when a kernel uses it (prefill GEMM); until then no binary needs libcublas.
   # dlopen: libcupti, loaded only by a traced run (cuda_trace.cu).

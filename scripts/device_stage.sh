@@ -8,6 +8,12 @@
 #
 #   [FIXTURES="llama qwen3"] bash scripts/device_stage.sh [cuda_gemv_bench ...]
 #
+# TEMPO9_CUDA_BUILD: a build folder with sm_90a code only and no -lineinfo (the same kernels;
+# ncu's source view is what goes) stages much smaller binaries, room for a second tempo9 or the
+# fixtures beside the peer:
+#   cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DTEMPO9_CUDA=ON \
+#     -DTEMPO9_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a -DTEMPO9_CUDA_LINEINFO=OFF
+#   TEMPO9_CUDA_BUILD=$PWD/build-dev bash scripts/device_stage.sh
 # FIXTURES: the reference fixtures to stage, for the whole-model op tests (default: all eight,
 # ~9.6 MB; "" for none, to make room for a bench or the peer). The script prints the carry
 # (.devrun plus the tracked tree) and fails above the limit (at xz -6 the binaries grew to ~45 MB

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # TensorDesc::row's division path as a call instead of inlined at every site (docs/CUDA.md stage
 # 58: ssm_conv_kernel<4> 60 -> 25 kB of sm_90a code, rms_norm_codes_kernel<true> 26 -> 19 kB),
-# and stage 57's Gated DeltaNet forms on top of it, in one call without the op tests (they do
-# not fit the carry beside two tempo9 binaries: gdn_chain_ab.sh runs them). Every form gives the
-# same bits, so every text is compared with the base's first. Alternated REPS (2) times:
+# and stage 57's Gated DeltaNet forms on top of it, in one call. Every form gives the same bits,
+# so every text is compared with the base's first. Alternated REPS (2) times:
 #   - the 35B Q8_0 (reused from /tmp when an earlier call on this machine left it, else ~90 s):
 #     base (the binary staged before the change, .devrun-base/bin/tempo9.xz, default forms), then
 #     the tree's binary with the default forms (new), with TEMPO9_CUDA_FUSE_GDN=1 and
@@ -12,9 +11,13 @@
 #   - the Qwen3-8B shape cut to 8 layers, Q4_K_M (qwen3_8b_8layer.json; ~40 s synth): base, new.
 # SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B. TRACE=1: then
 # one traced run of the new binary on that file (its table, and one step's first 80 kernels).
+# OPS (a gtest filter, '*' for the suite): then the op tests, when test_cuda_ops came too. Two
+# tempo9 binaries of both gencodes leave no room for it; with sm_90a-only binaries
+# (scripts/device_stage.sh, TEMPO9_CUDA_BUILD) test_cuda_ops and the fixtures fit beside them.
 # Here: the earlier tempo9.xz copied to .devrun-base/bin, then `bash scripts/device_stage.sh`;
 # there (device tool, carry [".devrun/bin/tempo9.xz", ".devrun/lib.tar.xz",
-# ".devrun/shared/fixtures/tokenizers", ".devrun-base"]): `bash bench/device_plans/code_size_ab.sh`.
+# ".devrun/shared/fixtures/tokenizers", ".devrun-base"], or [".devrun", ".devrun-base"] when
+# sm_90a-only): `bash bench/device_plans/code_size_ab.sh`.
 cd "$(dirname "$0")/../.." || exit 1
 export OUT=${OUT:-/tmp/csab}
 mkdir -p "$OUT"
@@ -51,6 +54,9 @@ for f in /tmp/one_35b_*_[0-9].txt /tmp/one_8b_*_[0-9].txt; do
   case $f in */one_35b_*) first=/tmp/one_35b_base_1.txt ;; *) first=/tmp/one_8b_base_1.txt ;; esac
   cmp -s "$first" "$f" && echo "text $f: equal" || echo "text $f: DIFFERS from $first"
 done
+# OPS: a gtest filter ('*': the suite) for the staged test_cuda_ops, when it came too (an
+# sm_90a-only staging leaves room for it, and for the fixtures: scripts/device_stage.sh).
+[ -n "${OPS:-}" ] && [ -f .devrun/bin/test_cuda_ops ] && op_tests "$OPS"
 if [ "${TRACE:-0}" = 1 ]; then  # the new binary's step on the 35B file, kernel by kernel
   env SINGLE_X=512 GEN=64 SIDES=ours TOKENIZER="$TOK" MODEL="$M35" OUT="$OUT/trace" \
     bash bench/h200_bench.sh trace >/dev/null 2>&1
