@@ -142,25 +142,22 @@ struct TensorDesc {  // every member initialized (the tape's bytes: cuda_stream.
 
   __device__ __forceinline__ int64_t n_rows() const { return ne1 * ne2 * ne3; }
   // Row r, a flat index over (ne1, ne2, ne3) like cpu::row_ptr. Rows of the first plane (every
-  // row of a 2-D tensor) need no division, the others 32-bit ones where they fit: 64-bit
-  // divisions cost ~70 instructions each, as much as the whole body of the small row-wise
-  // kernels.
-  // The division path is a call, not inlined: at ~70 instructions a site it made kernels that
-  // address several tensors' rows in unrolled loops tens of kB of code (docs/CUDA.md stage 58),
-  // which every SM fetches cold at each decode launch.
-  // Its arguments go by value: a `this` pointer would put the kernel's parameter in local
-  // memory (a stack frame) to take its address.
+  // row of a 2-D tensor) need no division; the others call row_past_plane. Inlined, its two
+  // divisions (~70 instructions each) at every site, many of them in unrolled loops, made
+  // kernels tens of kB of code (docs/CUDA.md stage 58) that every SM fetches cold at each
+  // decode launch. The call takes the fields by value: passing `this` would put the kernel's
+  // parameter in a stack frame to take its address.
   __device__ __forceinline__ char* row(int64_t r) const {
     return r < ne1 ? base + r * nb1 : row_past_plane(base, r, ne1, ne2, nb1, nb2, nb3);
   }
-  static __device__ __noinline__ char* row_past_plane(char* base, int64_t r, int64_t ne1,
-                                                      int64_t ne2, int64_t nb1, int64_t nb2,
-                                                      int64_t nb3) {
+  // Rows past the first plane: 32-bit divisions where they fit (div_mod), else 64-bit ones.
+  static __device__ __noinline__ char* row_past_plane(char* b, int64_t r, int64_t n1, int64_t n2,
+                                                      int64_t s1, int64_t s2, int64_t s3) {
     int64_t i1, i2, i3, rest;
-    div_mod(r, ne1, rest, i1);
-    if (rest < ne2) return base + i1 * nb1 + rest * nb2;
-    div_mod(rest, ne2, i3, i2);
-    return base + i1 * nb1 + i2 * nb2 + i3 * nb3;
+    div_mod(r, n1, rest, i1);
+    if (rest < n2) return b + i1 * s1 + rest * s2;
+    div_mod(rest, n2, i3, i2);
+    return b + i1 * s1 + i2 * s2 + i3 * s3;
   }
   // Row i1 of plane i2, no division: per-token rows of [n_tokens, heads, dim] tensors in loops.
   __device__ __forceinline__ char* row(int64_t i1, int64_t i2) const {
