@@ -768,6 +768,27 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
     stream.launch(bf16_slice_sum_kernel, grid_1d(n_tok * cols, 256), 256, 0, args, n_slices);
 }
 
+// fn(F{}) for the bf16 path's format F of a weight type; false for a type it does not take.
+template <class Fn>
+bool with_format(GgmlType type, Fn&& fn) {
+  switch (type) {
+    case GgmlType::Q4_K:
+      return fn(bf16::Q4K{});
+    case GgmlType::Q5_K:
+      return fn(bf16::Q5K{});
+    case GgmlType::Q3_K:
+      return fn(bf16::Q3K{});
+    case GgmlType::Q6_K:
+      return fn(bf16::Q6K{});
+    case GgmlType::Q8_0:
+      return fn(bf16::Q80{});
+    case GgmlType::BF16:
+      return fn(bf16::B16{});
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
@@ -778,25 +799,9 @@ bool bf16_frag_shape_ok(GgmlType type, int64_t n_in, int64_t n_out) {
   // shared memory: Q8_0's ring (3 x 4352 bytes a warp) stops at 14 slices, BF16's (2 x 8192) at
   // 12.
   const int n_slices = static_cast<int>(n_in / kSlice);
-  const auto fits = [&](auto format) {
+  return with_format(type, [&](auto format) {
     return gemv_smem<decltype(format)>(n_slices, 4, 0).bytes <= kGemvMaxSmem;
-  };
-  switch (type) {
-    case GgmlType::Q4_K:
-      return fits(bf16::Q4K{});
-    case GgmlType::Q5_K:
-      return fits(bf16::Q5K{});
-    case GgmlType::Q3_K:
-      return fits(bf16::Q3K{});
-    case GgmlType::Q6_K:
-      return fits(bf16::Q6K{});
-    case GgmlType::Q8_0:
-      return fits(bf16::Q80{});
-    case GgmlType::BF16:
-      return fits(bf16::B16{});
-    default:
-      return false;
-  }
+  });
 }
 
 // Whole-row blocks that would leave most SMs idle (the 35B's 4096 -> 2048 out-projections at
@@ -937,22 +942,8 @@ bool bf16_gated_norm_fits(const Tensor& w, const Tensor& x, const Tensor& z, con
       !z.is_contiguous() || !weight.is_contiguous() || weight.n_elements() != kBf16NormRow ||
       reinterpret_cast<uintptr_t>(base_ptr(z)) % 16 != 0)
     return false;
-  switch (w.type) {
-    case GgmlType::Q4_K:
-      return gemv_stages_x<bf16::Q4K>(x, n_in, 1);
-    case GgmlType::Q5_K:
-      return gemv_stages_x<bf16::Q5K>(x, n_in, 1);
-    case GgmlType::Q3_K:
-      return gemv_stages_x<bf16::Q3K>(x, n_in, 1);
-    case GgmlType::Q6_K:
-      return gemv_stages_x<bf16::Q6K>(x, n_in, 1);
-    case GgmlType::Q8_0:
-      return gemv_stages_x<bf16::Q80>(x, n_in, 1);
-    case GgmlType::BF16:
-      return gemv_stages_x<bf16::B16>(x, n_in, 1);
-    default:
-      return false;
-  }
+  return with_format(w.type,
+                     [&](auto format) { return gemv_stages_x<decltype(format)>(x, n_in, 1); });
 }
 
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
