@@ -34,6 +34,10 @@ for b in 0 1; do  # per-op GPU times (graphs and PDL off), one row; PROFILE=0: n
   grep -E '\[cuda profile\].*(matmul|to_bf16)' /tmp/e.txt | head -12
 done
 if [ "${WITH_8B:-1}" = 1 ]; then
+  # Other plans' files on the same warm machine: run 273 filled the 64 GiB disk with them beside
+  # the 35B, the 8B and llama.cpp's build, and lost every result of the call.
+  rm -f /tmp/q35_8l_Q8_0.gguf /tmp/qwen3_8b_8l_Q4_K_M.gguf
+  df -h /tmp | tail -1
   for q in Q4_K_M BF16; do
     SIDES=ours PRESET=qwen3-8b QUANT=$q GEN=128 WAYS=32 ROUNDS=2 OUT="$OUT/8b_$q" \
       bash bench/h200_bench.sh single,serve >/dev/null 2>&1
