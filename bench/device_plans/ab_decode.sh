@@ -5,6 +5,8 @@
 # alternated twice with its greedy text against the first form's, 8 rows (--parallel 8) in the
 # forms named by ROWS8 (default all), and one traced run with TRACE_ENV (TRACE=0: none). ~6 min
 # for two forms. AB_MODEL: the 8B Q4_K_M file (default /tmp/q8b.gguf, synthesized when missing).
+# AB_SHAPE=35b8: the 35B's shape cut to 8 layers at Q8_0 instead (qwen35moe_8layer.json, 6 of
+# them Gated DeltaNet; ~20 s synth; default AB_MODEL /tmp/q35_8l_Q8_0.gguf).
 # Default: the pair launch off and on (docs/CUDA.md stage 51; runs 249-251 ran this plan's first
 # form, bench/device_plans/l2_prefetch.sh at 24d5a13, with the L2 prefetch knobs of that commit).
 # Here: `bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
@@ -15,9 +17,15 @@ mkdir -p "$OUT"
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
 op_tests "${TESTS:-CudaBf16*:Cuda.Matmul*:CudaAttention*}"
-M=${AB_MODEL:-/tmp/q8b.gguf} NAME=8B  # AB_MODEL: a synth file already there
-SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M MODEL=$M OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 |
-  grep -E "^synth"
+if [ "${AB_SHAPE:-8b}" = 35b8 ]; then
+  M=${AB_MODEL:-/tmp/q35_8l_Q8_0.gguf} NAME="35B shape, 8 layers"
+  [ -f "$M" ] || "$T9" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
+    --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M" >/dev/null 2>&1 || echo "synth failed"
+else
+  M=${AB_MODEL:-/tmp/q8b.gguf} NAME=8B  # AB_MODEL: a synth file already there
+  SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M MODEL=$M OUT="$OUT/synth" bash bench/h200_bench.sh \
+    synth 2>&1 | grep -E "^synth"
+fi
 FORMS=${FORMS:-"off:TEMPO9_CUDA_BF16_PAIRS=0 on:TEMPO9_CUDA_BF16_PAIRS=1"}
 REF=${FORMS%%:*}
 env_of() { echo "${1#*:}" | tr ',' ' '; }
@@ -37,7 +45,7 @@ for f in $FORMS; do
   # shellcheck disable=SC2046
   env $(env_of "$f") "$T9" run -m "$M" --raw -p "$p" -n 64 --temp 0 --ignore-eos \
     --backend cuda --ctx 1000 --parallel 8 --warmup >"/tmp/rows8_${f%%:*}.txt" 2>/tmp/e.txt
-  echo "8B 8 rows ${f%%:*}: $(grep -E '^\[engine' /tmp/e.txt | tr '\n' ' ')"
+  echo "$NAME, 8 rows ${f%%:*}: $(grep -E '^\[engine' /tmp/e.txt | tr '\n' ' ')"
   cmp -s "/tmp/rows8_$REF.txt" "/tmp/rows8_${f%%:*}.txt" && echo "8-row text ${f%%:*}: = $REF" ||
     echo "8-row text ${f%%:*}: DIFFERS from $REF"
 done

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # TensorDesc::row's division path as a call instead of inlined at every site (docs/CUDA.md stage
 # 58: ssm_conv_kernel<4> 60 -> 25 kB of sm_90a code, rms_norm_codes_kernel<true> 26 -> 19 kB),
-# and stage 57's Gated DeltaNet forms on top of it, in one call. Every form gives the same bits,
-# so every text is compared with the base's first. Alternated REPS (2) times:
+# against the binary from before it, in one call. Every form gives the same bits, so every text is
+# compared with the base's first. Alternated REPS (2) times:
 #   - the 35B Q8_0 (reused from /tmp when an earlier call on this machine left it, else ~90 s):
-#     base (the binary staged before the change, .devrun-base/bin/tempo9.xz, default forms), then
-#     the tree's binary with the default forms (new), with TEMPO9_CUDA_FUSE_GDN=1 and
-#     TEMPO9_CUDA_GDN_LATE_ARRIVAL=1 (chain_late), with TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL=1
-#     (gnm), and with both (late_gnm);
+#     base (the binary staged before the change, .devrun-base/bin/tempo9.xz, its default forms),
+#     then the tree's binary with its default forms (new) and without the Gated DeltaNet chain
+#     (nochain: TEMPO9_CUDA_GDN_CHAIN_SEQS=0). Run 272 ran stage 57's forms here instead: the
+#     chain with the relaxed count (on by default since, for one sequence) and the gated norm in
+#     the out-projection's GEMV (-4.5%, removed since: docs/CUDA.md stage 59);
 #   - the Qwen3-8B shape cut to 8 layers, Q4_K_M (qwen3_8b_8layer.json; ~40 s synth): base, new.
 # SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B. TRACE=1: then
 # one traced run of the new binary on that file (its table, and one step's first 80 kernels).
@@ -36,16 +37,13 @@ elif [ ! -f "$M35" ]; then
 fi
 [ -f "$M8" ] || "$NEW" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
   --quant Q4_K_M --seed 1 -o "$M8" >/dev/null 2>&1 || echo "synth failed"
-GDN=TEMPO9_CUDA_FUSE_GDN LATE=TEMPO9_CUDA_GDN_LATE_ARRIVAL GNM=TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL
 # T9, M, NAME: read by common.sh's decode_one.
 for rep in $(seq "${REPS:-2}"); do
   M=$M35 NAME="35B Q8_0${SHORT:+ (SHORT=$SHORT)}"
   T9=$BASE decode_one "35b_base_$rep"
   T9=$NEW
   decode_one "35b_new_$rep"
-  decode_one "35b_chain_late_$rep" $GDN=1 $LATE=1
-  decode_one "35b_gnm_$rep" $GNM=1
-  decode_one "35b_late_gnm_$rep" $GDN=1 $LATE=1 $GNM=1
+  decode_one "35b_nochain_$rep" TEMPO9_CUDA_GDN_CHAIN_SEQS=0
   M=$M8 NAME="8B shape, 8 layers, Q4_K_M"
   T9=$BASE decode_one "8b_base_$rep"
   T9=$NEW decode_one "8b_new_$rep"

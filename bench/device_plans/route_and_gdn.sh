@@ -3,7 +3,7 @@
 # stages 54-56):
 #   - the MoE routing inside the experts' gate/up launch (CudaBackendConfig::fuse_route, on by
 #     default since run 266; Backend::moe_route_matmul, cuda_route.cuh);
-#   - the Gated DeltaNet chain as one launch (fuse_gdn, off: 12% slower in run 266);
+#   - the Gated DeltaNet chain as one launch (gdn_chain_max_seqs; 12% slower in run 266);
 #   - the decode attention's row-warp form (attn_row_warps, on by default since runs 267-268: a
 #     decode row's key tiles split over the block's four warps).
 # Every form below names all three switches, so the defaults do not matter. It runs:
@@ -37,10 +37,10 @@ M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
 env $S35 OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth"
 NAME="35B Q8_0"
 for rep in $(seq "${REPS:-2}"); do
-  decode_one "none_$rep" TEMPO9_CUDA_FUSE_ROUTE=0 TEMPO9_CUDA_FUSE_GDN=0 TEMPO9_CUDA_ATTN_ROW_WARPS=0
-  decode_one "route_$rep" TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_FUSE_GDN=0 TEMPO9_CUDA_ATTN_ROW_WARPS=0
-  decode_one "both_$rep" TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_FUSE_GDN=1 TEMPO9_CUDA_ATTN_ROW_WARPS=0
-  decode_one "all_$rep" TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_FUSE_GDN=1 TEMPO9_CUDA_ATTN_ROW_WARPS=1
+  decode_one "none_$rep" TEMPO9_CUDA_FUSE_ROUTE=0 TEMPO9_CUDA_GDN_CHAIN_SEQS=0 TEMPO9_CUDA_ATTN_ROW_WARPS=0
+  decode_one "route_$rep" TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_GDN_CHAIN_SEQS=0 TEMPO9_CUDA_ATTN_ROW_WARPS=0
+  decode_one "both_$rep" TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_GDN_CHAIN_SEQS=65535 TEMPO9_CUDA_ATTN_ROW_WARPS=0
+  decode_one "all_$rep" TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_GDN_CHAIN_SEQS=65535 TEMPO9_CUDA_ATTN_ROW_WARPS=1
 done
 for f in /tmp/one_route_* /tmp/one_both_* /tmp/one_all_* /tmp/one_none_[2-9].txt; do
   [ -e "$f" ] || continue
@@ -49,12 +49,12 @@ done
 echo "t=$((SECONDS - T0)) s"
 [ "${QUICK:-0}" = 1 ] && { bash bench/device_plans/bundle_out.sh; exit 0; }  # no trace, no agents
 # shellcheck disable=SC2086  # S35: word-split on purpose
-env $S35 MODEL=$M TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_FUSE_GDN=1 TEMPO9_CUDA_ATTN_ROW_WARPS=1 \
+env $S35 MODEL=$M TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_GDN_CHAIN_SEQS=65535 TEMPO9_CUDA_ATTN_ROW_WARPS=1 \
   OUT="$OUT/trace" bash bench/h200_bench.sh trace 2>&1 |
   grep -vE "^h200_bench done" | head -24
 echo "t=$((SECONDS - T0)) s"
-agents none TEMPO9_CUDA_FUSE_ROUTE=0 TEMPO9_CUDA_FUSE_GDN=0 TEMPO9_CUDA_ATTN_ROW_WARPS=0
-agents all TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_FUSE_GDN=1 TEMPO9_CUDA_ATTN_ROW_WARPS=1
+agents none TEMPO9_CUDA_FUSE_ROUTE=0 TEMPO9_CUDA_GDN_CHAIN_SEQS=0 TEMPO9_CUDA_ATTN_ROW_WARPS=0
+agents all TEMPO9_CUDA_FUSE_ROUTE=1 TEMPO9_CUDA_GDN_CHAIN_SEQS=65535 TEMPO9_CUDA_ATTN_ROW_WARPS=1
 echo "t=$((SECONDS - T0)) s"
 [ -f /tmp/peer/done ] && echo "peer: $(cat /tmp/peer/done)"
 bash bench/device_plans/bundle_out.sh

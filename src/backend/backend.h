@@ -304,19 +304,6 @@ class Backend {
     glu(gate, up, kind, gate);
   }
 
-  // out = matmul(w, rms_norm_gated(x, weight, eps, z)) with the norm over each weight.ne[0]-long
-  // row of x (a Gated DeltaNet layer's output projection of its normed value heads). x, z: F32
-  // [n_in, n_tokens], contiguous, n_in a multiple of weight.ne[0]. Afterwards x holds either the
-  // normed rows or what it held (a backend may norm them as it reads them; the same bits). The
-  // default runs the two ops, the norm in place.
-  virtual void gated_norm_matmul(const Tensor& x, const Tensor& weight, float eps, const Tensor& z,
-                                 const Tensor& w, const Tensor& out) {
-    const int64_t n = weight.ne[0], rows_n = n > 0 ? x.n_elements() / n : 0;
-    const Tensor rows = reshape(x, n, rows_n);
-    rms_norm_gated(rows, weight, eps, reshape(z, n, rows_n), rows);
-    matmul(w, x, Tensor{}, out);
-  }
-
   // Stores this step's K and V rows in the paged pool of one layer. The pool should be F16: half
   // the bytes of F32 for the most bandwidth-bound op, as ggml does by default, at ~5e-4 relative
   // rounding per element; F32 is accepted for tests and debugging. k, v: F32
@@ -508,9 +495,8 @@ class Backend {
   }
   // A Gated DeltaNet layer's recurrent part between its two projections: ssm_conv(mixed, conv_w,
   // conv_state, seqs, conv), then gated_delta_net(q, k, v, a, b, A, dt_bias, delta_state, seqs,
-  // p, core) with q, k, v views of conv. (The gated norm of core follows with the output
-  // projection: gated_norm_matmul.) The default runs the two ops; a backend may run them as one
-  // launch with the same bits, in which case conv (the convolved channels, read only by the
+  // p, core) with q, k, v views of conv. The default runs the two ops; a backend may run them as
+  // one launch with the same bits, in which case conv (the convolved channels, read only by the
   // delta rule) is not written.
   struct GdnChain {
     Tensor mixed, conv_w, conv_state, conv;

@@ -67,11 +67,11 @@ void gated_deltanet(Backend& be, const HParams& hp, const ArchSpec& spec, const 
     be.ssm_conv(s.mixed, L.ssm_conv1d, conv_state, split->tail, s.conv);
     be.gated_delta_net(q, k, v, a, b, L.ssm_a, L.ssm_dt, delta_state, split->tail, p, s.core);
   }
-  // The gated RMSNorm per value head (norm(core) * w * silu(z)), then the output projection: a
-  // backend may norm the rows as its matmul reads them.
-  const int64_t n_tok = s.core.ne[2];
-  be.gated_norm_matmul(reshape(s.core, nv * dv, n_tok), L.ssm_norm, hp.rms_eps,
-                       reshape(s.z, nv * dv, n_tok), L.ssm_out, out);
+  // The gated RMSNorm per value head (norm(core) * w * silu(z)) in place, then the output
+  // projection.
+  const Tensor rows = reshape(s.core, dv, nv * s.core.ne[2]);
+  be.rms_norm_gated(rows, L.ssm_norm, hp.rms_eps, reshape(s.z, dv, rows.ne[1]), rows);
+  be.matmul(L.ssm_out, reshape(s.core, nv * dv, s.core.ne[2]), Tensor{}, out);
 }
 
 }  // namespace t9::model

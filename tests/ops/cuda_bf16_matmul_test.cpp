@@ -35,7 +35,6 @@ class CudaBf16 : public ::testing::Test {
     cfg.bf16_q3_k = true;
     cfg.bf16_pairs = true;
     cfg.bf16_wgmma_rows = 0;  // the mma.sync GEMM here; CudaBf16Wgmma below tests wgmma
-    cfg.fuse_gated_norm_matmul = true;
     be_ = std::make_unique<CudaBackend>(cfg);
   }
   std::unique_ptr<CudaBackend> be_;
@@ -345,56 +344,6 @@ TEST_F(CudaBf16, MatmulGluEqualsTheOps) {
     be_->matmul_shared_x(x, outs);
     be_->glu(gate2, up2, c.kind, gate2);
     const auto want = arena.download<float>(gate2);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
-          << "element " << i << ": " << got[i] << " vs " << want[i];
-  }
-}
-
-// gated_norm_matmul: the gated norm applied as the GEMV stages x (kNorm) against rms_norm_gated
-// in place and then the matmul, bit for bit: every format at one row, the 35B's out-projection
-// (4096 -> 2048, Q8_0) at 1, 3 and 8 rows, two slices at 5 rows; 9 rows and a 64-long norm row
-// take the two ops. x and z are random over [-3, 3] (silu(z) both signs; rows whose RMS varies).
-TEST_F(CudaBf16, GatedNormMatmulEqualsTheOps) {
-  auto rng = test_rng();
-  struct Case {
-    GgmlType type;
-    int64_t n_in, n_out, n_tok, norm_n;
-    bool fuses;
-  };
-  std::vector<Case> cases;
-  for (const GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K,
-                           GgmlType::Q8_0, GgmlType::BF16})
-    cases.push_back({t, 4096, 96, 1, 128, true});
-  for (const int64_t n_tok : {1, 3, 8})
-    cases.push_back({GgmlType::Q8_0, 4096, 2048, n_tok, 128, true});
-  cases.push_back({GgmlType::Q4_K, 2048, 64, 5, 128, true});
-  cases.push_back({GgmlType::Q8_0, 2048, 64, 9, 128, false});  // past the GEMV's first group
-  cases.push_back({GgmlType::Q8_0, 2048, 64, 1, 64, false});   // a norm row of 64
-  for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << type_name(c.type) << " " << c.n_tok << " x " << c.n_in
-                                    << " -> " << c.n_out << ", norm rows of " << c.norm_n);
-    DeviceArena arena(*be_);
-    const Tensor w =
-        arena.matmul_weights(random_weights(rng, c.type, c.n_in, c.n_out), c.type, c.n_in, c.n_out);
-    const auto xh = random_floats(rng, static_cast<size_t>(c.n_in * c.n_tok), -3.0f, 3.0f);
-    const auto zh = random_floats(rng, static_cast<size_t>(c.n_in * c.n_tok), -3.0f, 3.0f);
-    const Tensor weight = arena.from_host(
-        random_floats(rng, static_cast<size_t>(c.norm_n), 0.5f, 1.5f), GgmlType::F32, c.norm_n);
-    const Tensor z = arena.from_host(zh, GgmlType::F32, c.n_in, c.n_tok);
-    const Tensor x = arena.from_host(xh, GgmlType::F32, c.n_in, c.n_tok);
-    const Tensor out = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
-    const long before = be_->fused_gated_norms();
-    be_->gated_norm_matmul(x, weight, 1e-6f, z, w, out);
-    EXPECT_EQ(be_->fused_gated_norms() - before, c.fuses ? 1 : 0);
-    const auto got = arena.download<float>(out);
-    const Tensor x2 = arena.from_host(xh, GgmlType::F32, c.n_in, c.n_tok);
-    const Tensor rows = reshape(x2, c.norm_n, c.n_in * c.n_tok / c.norm_n);
-    be_->rms_norm_gated(rows, weight, 1e-6f, reshape(z, c.norm_n, rows.ne[1]), rows);
-    const Tensor out2 = arena.poisoned(GgmlType::F32, c.n_out, c.n_tok);
-    be_->matmul(w, x2, Tensor{}, out2);
-    const auto want = arena.download<float>(out2);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))

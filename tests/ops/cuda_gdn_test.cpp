@@ -311,61 +311,98 @@ std::vector<float> run_chain(Backend& be, const GdnCase& c, const ChainInputs& i
   return arena.download<float>(ch.core);
 }
 
-// The chain as one launch (CudaBackendConfig::fuse_gdn, with both counts: gdn_late_count)
-// against the two ops, bit for bit: the core rows and both states, over two steps that carry the
-// states (so the block counters must be back at zero after each launch), for eight blocks a key
-// head (two value heads of 128 x 128 per key head, tiled as Qwen3.5), two (d_k = d_v = 64, one
-// value head a key head) and four (two grouped value heads of 64). Three sequences a step: one
-// token continuing slot 2, three tokens (fresh over garbage in slot 0 at step 1), two tokens
-// continuing slot 3; slot 1 is no sequence's and stays as it was.
+// The chain as one launch (CudaBackendConfig::gdn_chain_max_seqs) against the two ops, bit for
+// bit: the core rows and both states, over two steps that carry the states (so the block counters
+// must be back at zero after each launch), for eight blocks a key head (two value heads of 128 x
+// 128 per key head, tiled as Qwen3.5), two (d_k = d_v = 64, one value head a key head) and four
+// (two grouped value heads of 64). Three sequences a step: one token continuing slot 2, three
+// tokens (fresh over garbage in slot 0 at step 1), two tokens continuing slot 3; slot 1 is no
+// sequence's and stays as it was. The default configuration (be_, one sequence at most) runs
+// these calls as the two ops.
 TEST_F(CudaGdn, GdnChainEqualsTheOps) {
   auto rng = test_rng();
-  for (const bool late : {false, true})
-    for (const GdnCase& c : {GdnCase{2, 4, 128, 128, true}, GdnCase{2, 2, 64, 64, false},
-                             GdnCase{1, 2, 64, 64, false}}) {
-      SCOPED_TRACE(fmt::format("nk {} nv {} dk {} dv {} tiled {}, the late count {}", c.nk, c.nv,
-                               c.dk, c.dv, c.tiled, late));
-      CudaBackendConfig fused_cfg;
-      fused_cfg.fuse_gdn = true;
-      fused_cfg.gdn_late_count = late;
-      CudaBackend fused(fused_cfg);
-      const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 6, n_slots = 4;
-      const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), conv_slot = 3 * C;
-      std::vector<float> conv_s[2], delta_s[2];
-      conv_s[0] = conv_s[1] = random_floats(rng, n_slots * conv_slot, -2.0f, 2.0f);
-      delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
-      const std::vector<float> conv0 = conv_s[0], delta0 = delta_s[0];
-      for (int step = 0; step < 2; ++step) {
-        SCOPED_TRACE(step);
-        ChainInputs in;
-        in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
-        in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
-        in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-        in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-        in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
-        in.dt = random_floats(rng, static_cast<size_t>(c.nv));
-        const int32_t fresh = step == 0;
-        const std::vector<int32_t> seqs{0, 1, 2, 0,      // one token, slot 2
-                                        1, 3, 0, fresh,  // three tokens, slot 0
-                                        4, 2, 3, 0};     // two tokens, slot 3
-        const int64_t before = fused.gdn_chain_launches();
-        const auto got = run_chain(fused, c, in, T, seqs, conv_s[0], delta_s[0]);
-        EXPECT_EQ(fused.gdn_chain_launches() - before, 1);
-        const auto want = run_chain(*be_, c, in, T, seqs, conv_s[1], delta_s[1]);
-        EXPECT_EQ(be_->gdn_chain_launches(), 0);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
-        for (size_t i = 0; i < conv_s[0].size(); ++i)
-          ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
-        for (size_t i = 0; i < delta_s[0].size(); ++i)
-          ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
-      }
-      for (size_t i = conv_slot; i < 2 * conv_slot; ++i)
-        ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv0[i])) << "slot 1's conv state";
-      for (size_t i = slot; i < 2 * slot; ++i)
-        ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta0[i])) << "delta state of slot 1";
+  for (const GdnCase& c : {GdnCase{2, 4, 128, 128, true}, GdnCase{2, 2, 64, 64, false},
+                           GdnCase{1, 2, 64, 64, false}}) {
+    SCOPED_TRACE(fmt::format("nk {} nv {} dk {} dv {} tiled {}", c.nk, c.nv, c.dk, c.dv, c.tiled));
+    CudaBackendConfig fused_cfg;
+    fused_cfg.gdn_chain_max_seqs = 3;
+    CudaBackend fused(fused_cfg);
+    const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 6, n_slots = 4;
+    const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), conv_slot = 3 * C;
+    std::vector<float> conv_s[2], delta_s[2];
+    conv_s[0] = conv_s[1] = random_floats(rng, n_slots * conv_slot, -2.0f, 2.0f);
+    delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
+    const std::vector<float> conv0 = conv_s[0], delta0 = delta_s[0];
+    for (int step = 0; step < 2; ++step) {
+      SCOPED_TRACE(step);
+      ChainInputs in;
+      in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
+      in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
+      in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+      in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+      in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
+      in.dt = random_floats(rng, static_cast<size_t>(c.nv));
+      const int32_t fresh = step == 0;
+      const std::vector<int32_t> seqs{0, 1, 2, 0,      // one token, slot 2
+                                      1, 3, 0, fresh,  // three tokens, slot 0
+                                      4, 2, 3, 0};     // two tokens, slot 3
+      const int64_t before = fused.gdn_chain_launches();
+      const auto got = run_chain(fused, c, in, T, seqs, conv_s[0], delta_s[0]);
+      EXPECT_EQ(fused.gdn_chain_launches() - before, 1);
+      const auto want = run_chain(*be_, c, in, T, seqs, conv_s[1], delta_s[1]);
+      EXPECT_EQ(be_->gdn_chain_launches(), 0);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
+      for (size_t i = 0; i < conv_s[0].size(); ++i)
+        ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
+      for (size_t i = 0; i < delta_s[0].size(); ++i)
+        ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
     }
+    for (size_t i = conv_slot; i < 2 * conv_slot; ++i)
+      ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv0[i])) << "slot 1's conv state";
+    for (size_t i = slot; i < 2 * slot; ++i)
+      ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta0[i])) << "delta state of slot 1";
+  }
+}
+
+// A single decode step (one sequence, one token: the default configuration's chain) against the
+// two ops (gdn_chain_max_seqs 0), on the 35B's layer shape (16 key heads, 32 value heads of 128,
+// tiled), twice over the carried states.
+TEST_F(CudaGdn, GdnChainTakesOneSequenceByDefault) {
+  auto rng = test_rng();
+  const GdnCase c{16, 32, 128, 128, true};
+  CudaBackend chained{CudaBackendConfig{}};
+  CudaBackendConfig ops_cfg;
+  ops_cfg.gdn_chain_max_seqs = 0;
+  CudaBackend ops(ops_cfg);
+  const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 1, n_slots = 2;
+  const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), conv_slot = 3 * C;
+  std::vector<float> conv_s[2], delta_s[2];
+  conv_s[0] = conv_s[1] = random_floats(rng, n_slots * conv_slot, -2.0f, 2.0f);
+  delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
+  for (int step = 0; step < 2; ++step) {
+    SCOPED_TRACE(step);
+    ChainInputs in;
+    in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
+    in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
+    in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+    in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+    in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
+    in.dt = random_floats(rng, static_cast<size_t>(c.nv));
+    const std::vector<int32_t> seqs{0, 1, 1, 0};  // one token continuing slot 1
+    const auto got = run_chain(chained, c, in, T, seqs, conv_s[0], delta_s[0]);
+    EXPECT_EQ(chained.gdn_chain_launches(), step + 1);
+    const auto want = run_chain(ops, c, in, T, seqs, conv_s[1], delta_s[1]);
+    EXPECT_EQ(ops.gdn_chain_launches(), 0);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
+    for (size_t i = 0; i < conv_s[0].size(); ++i)
+      ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
+    for (size_t i = 0; i < delta_s[0].size(); ++i)
+      ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
+  }
 }
 
 }  // namespace

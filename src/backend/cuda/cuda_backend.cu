@@ -524,10 +524,10 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   if (const char* e = std::getenv("TEMPO9_CUDA_MMA_ROWS_MAX"))
     mma_rows_max_ = std::clamp(std::atoi(e), 1, 32);
   gdn_chains_ = cfg.gdn_chains;
-  fuse_gdn_ = cuda::switch_or_env(cfg.fuse_gdn, "TEMPO9_CUDA_FUSE_GDN");  // A/B runs
-  fuse_gated_norm_matmul_ =
-      cuda::switch_or_env(cfg.fuse_gated_norm_matmul, "TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL");
-  gdn_late_count_ = cuda::switch_or_env(cfg.gdn_late_count, "TEMPO9_CUDA_GDN_LATE_ARRIVAL");
+  T9_CHECK(cfg.gdn_chain_max_seqs >= 0, "gdn_chain_max_seqs {}", cfg.gdn_chain_max_seqs);
+  gdn_chain_max_seqs_ = cfg.gdn_chain_max_seqs;
+  if (const char* e = std::getenv("TEMPO9_CUDA_GDN_CHAIN_SEQS"))  // A/B runs
+    gdn_chain_max_seqs_ = std::max(0, std::atoi(e));
   fuse_route_ = cuda::switch_or_env(cfg.fuse_route, "TEMPO9_CUDA_FUSE_ROUTE");
   T9_CHECK(cfg.float_tile_min_rows >= 0, "float_tile_min_rows {}", cfg.float_tile_min_rows);
   float_tile_min_rows_ = cfg.float_tile_min_rows;

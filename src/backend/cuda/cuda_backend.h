@@ -96,23 +96,14 @@ struct CudaBackendConfig {
   // four. Off: same bits, but 5.5% slower on the 35B's 8 agents on an H100 (docs/CUDA.md stages
   // 38, 39); TEMPO9_CUDA_GDN=chains (or rounds, regs) forces a kernel.
   bool gdn_chains = false;
-  // Backend::gdn_chain (a Gated DeltaNet layer's conv and delta rule) as one launch for
-  // decode-shaped calls (cuda_gdn_chain.cu: gdn_regs_kernel's blocks, each convolving what it
-  // reads; the same bits as the two ops). Off: slower than the two launches in both of its forms
-  // so far (H100: runs 266, 270; docs/CUDA.md stages 56-57). TEMPO9_CUDA_FUSE_GDN=1 turns it on.
-  bool fuse_gdn = false;
-  // With fuse_gdn: when a block counts itself among a key head's readers of the old conv state.
-  // Off: before the dependent-launch wait, between two gpu-scope fences (run 270's form). On:
-  // after the first token's sums are stored (every old value used, so no later store can reach
-  // a read), a relaxed atomic, no fence: whether the fences are what made the chain slow is the
-  // next device run's question (bench/device_plans/gdn_chain_ab.sh).
-  // TEMPO9_CUDA_GDN_LATE_ARRIVAL=1 turns it on (=0 off).
-  bool gdn_late_count = false;
-  // Backend::gated_norm_matmul as one launch where the output projection runs on the bf16 GEMV
-  // (1-8 rows, 128-long norm rows: cuda_bf16_matmul.cu's kNorm staging, the same bits as
-  // rms_norm_gated then the matmul). Off until measured on a device (written in session 58).
-  // TEMPO9_CUDA_FUSE_GATED_NORM_MATMUL=1 turns it on (=0 off).
-  bool fuse_gated_norm_matmul = false;
+  // Backend::gdn_chain (a Gated DeltaNet layer's conv and delta rule) as one launch for decode
+  // calls of at most this many sequences (cuda_gdn_chain.cu: gdn_regs_kernel's blocks, each
+  // convolving what it reads; the same bits as the two ops); 0: never. H100, runs 272 and 274
+  // (docs/CUDA.md stage 59): the 35B's single decode 383.0 / 384.2 -> 388.6 / 386.6 tok/s, the
+  // same text; at 8 sequences its replayed steps were slower (device wait 6.30 -> 6.51 ms, each
+  // block convolving its key head's q / k channels again for every sequence), so one.
+  // TEMPO9_CUDA_GDN_CHAIN_SEQS=N overrides.
+  int gdn_chain_max_seqs = 1;
   // moe_route_matmul's routing inside the experts' one-row launch (cuda_route.cuh; the same
   // bits). H100, run 266: the 35B's single decode 366.7 / 367.7 -> 371.2 / 371.7 tok/s, the same
   // text (docs/CUDA.md stage 56). TEMPO9_CUDA_FUSE_ROUTE=0 turns it off (=1 on).
@@ -299,10 +290,6 @@ class CudaBackend final : public Backend {
                   const Tensor& gate, const Tensor& up) override;
   // matmul_glu calls that ran as the GEMV's GLU epilogue (tests).
   long fused_glus() const { return fused_glus_; }
-  void gated_norm_matmul(const Tensor& x, const Tensor& weight, float eps, const Tensor& z,
-                         const Tensor& w, const Tensor& out) override;
-  // gated_norm_matmul calls that ran as one launch (tests).
-  long fused_gated_norms() const { return fused_gated_norms_; }
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& k_cache, const Tensor& v_cache,
                 const Tensor& seqs, const Tensor& block_tables, const AttnParams& p) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
@@ -352,7 +339,7 @@ class CudaBackend final : public Backend {
   void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a,
                        const Tensor& b, const Tensor& A, const Tensor& dt_bias, const Tensor& state,
                        const Tensor& seqs, const GdnParams& p, const Tensor& out) override;
-  // One launch where cuda_gdn_chain.cu takes the call (fuse_gdn), else the two ops.
+  // One launch where cuda_gdn_chain.cu takes the call (gdn_chain_max_seqs), else the two ops.
   void gdn_chain(const GdnChain& c) override;
   // Calls gdn_chain ran as one launch (tests: that the path was taken).
   int64_t gdn_chain_launches() const { return gdn_chain_launches_; }
@@ -419,7 +406,6 @@ class CudaBackend final : public Backend {
   bool fuse_parts_ = true;          // CudaBackendConfig::fuse_parts
   bool fuse_glu_ = true;            // CudaBackendConfig::fuse_glu
   long fused_glus_ = 0;             // fused_glus()
-  long fused_gated_norms_ = 0;      // fused_gated_norms()
   int moe_down_split_ = 3;          // CudaBackendConfig::moe_down_split
   int attn_fold_rows_ = 0;          // CudaBackendConfig::attn_fold_rows
   int attn_prep_slots_ = 8;         // CudaBackendConfig::attn_prep_slots
@@ -434,9 +420,7 @@ class CudaBackend final : public Backend {
   // its ids (matmul_id_device), fused into that launch or launched before it.
   const MoeRoute* pending_route_ = nullptr;
   int64_t fused_routes_ = 0;        // fused_routes()
-  bool fuse_gdn_ = false;           // CudaBackendConfig::fuse_gdn
-  bool fuse_gated_norm_matmul_ = false;  // CudaBackendConfig::fuse_gated_norm_matmul
-  bool gdn_late_count_ = false;          // CudaBackendConfig::gdn_late_count
+  int gdn_chain_max_seqs_ = 1;      // CudaBackendConfig::gdn_chain_max_seqs
   bool fuse_route_ = false;         // CudaBackendConfig::fuse_route
   int64_t gdn_chain_launches_ = 0;  // gdn_chain calls run as one launch
   int float_tile_min_rows_ = 0;     // CudaBackendConfig::float_tile_min_rows

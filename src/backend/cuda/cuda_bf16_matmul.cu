@@ -23,7 +23,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <bit>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -87,11 +86,6 @@ struct Bf16Args {
   // The GEMM by slices (null: whole rows): block (x, y, z) walks slice z only and leaves its
   // outputs in partial[z][row][x * kBM + local], for bf16_slice_sum_kernel to add in order.
   float* partial;
-  // The gated norm the GEMV applies as it stages x (launch_bf16_matmul's norm; kNorm).
-  TensorDesc zf;           // z's rows, as xf
-  const float* norm_w;     // [kBf16NormRow]
-  uint32_t norm_eps_bits;  // eps's bits (a float member would break the padding check below)
-  int unused3 = 0;
 };
 static_assert(std::has_unique_object_representations_v<Bf16Part> &&
               std::has_unique_object_representations_v<Bf16Args>);
@@ -190,27 +184,10 @@ static_assert(bf16::Q4K::kBlockBytes % 16 == 0 && bf16::Q5K::kBlockBytes % 16 ==
               bf16::Q6K::kTableBytes % 16 == 0 && bf16::Q80::kTableBytes % 16 == 0 &&
               kBarBytes % 16 == 0 && kBarBytes >= kMaxRing * 8);
 
-// kNorm: eight consecutive inputs i0 .. i0 + 7 of row r (lo, hi: x's floats, in kBf16NormRow
-// run inv's) to rms_norm_gated_kernel's y = silu(z) * rms_scaled(x, inv, w, i, 0), in place.
-__device__ __forceinline__ void gated_norm_oct(const Bf16Args& a, int r, int i0, float inv,
-                                               float4& lo, float4& hi) {
-  const float4* z4 =
-      reinterpret_cast<const float4*>(reinterpret_cast<const float*>(a.zf.row(r)) + i0);
-  const float4 zl = z4[0], zh = z4[1];
-  const int w0 = i0 % kBf16NormRow;
-  const auto y = [&](float x, float z, int k) {
-    return silu(z) * rms_scaled(x, inv, a.norm_w, w0 + k, 0.0f);
-  };
-  lo = make_float4(y(lo.x, zl.x, 0), y(lo.y, zl.y, 1), y(lo.z, zl.z, 2), y(lo.w, zl.w, 3));
-  hi = make_float4(y(hi.x, zh.x, 4), y(hi.y, zh.y, 5), y(hi.z, zh.z, 6), y(hi.w, zh.w, 7));
-}
-
 // The GEMV of block `block` of `grid` (blockIdx.x and gridDim.x, or their share of a pair launch).
-// kNorm (with kStageX): the staged rows are normed first (Bf16Args::zf, gated_norm_oct).
-template <class F, bool kStageX, int kGroups, bool kNorm = false>
+template <class F, bool kStageX, int kGroups>
 __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int grid,
                                           uint8_t* smem) {
-  static_assert(!kNorm || (kStageX && kSlice % kBf16NormRow == 0 && kSlice / kBf16NormRow <= 32));
   constexpr int kRing = F::kRing;
   static_assert(kRing >= 2 && kRing <= kMaxRing);
   if (!args.w_early) pdl_enter();
@@ -259,26 +236,11 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
   if (args.w_early) pdl_enter();
   if (kStageX) {  // this warp's slice of every row, rounded to bf16 (8 floats a lane and step)
     for (int r = 0; r < n_tok; ++r) {
-      const float* xr = reinterpret_cast<const float*>(args.xf.row(r)) + s * kSlice;
-      // kNorm: lane j holds the inverse RMS of the slice's j-th norm row, as the gated norm's
-      // warp computes it (warp_row_inv_rms over its eight values a lane, rms_norm_gated_kernel).
-      float inv_lane = 0.0f;
-      if constexpr (kNorm) {
+      const float4* src = reinterpret_cast<const float4*>(
+          reinterpret_cast<const float*>(args.xf.row(r)) + s * kSlice);
 #pragma unroll
-        for (int j = 0; j < kSlice / kBf16NormRow; ++j) {
-          float xv[kWarpRowMax / 32];
-          const float inv = warp_row_inv_rms(xr + j * kBf16NormRow, kBf16NormRow, lane,
-                                             __uint_as_float(args.norm_eps_bits), xv);
-          if (lane == j) inv_lane = inv;
-        }
-      }
-      const float4* src = reinterpret_cast<const float4*>(xr);
-#pragma unroll
-      for (int u = lane; u < kSlice / 8; u += 32) {  // every lane the same count: shuffles agree
-        float4 lo = src[2 * u], hi = src[2 * u + 1];
-        if constexpr (kNorm)
-          gated_norm_oct(args, r, s * kSlice + 8 * u,
-                         __shfl_sync(0xffffffffu, inv_lane, (8 * u) / kBf16NormRow), lo, hi);
+      for (int u = lane; u < kSlice / 8; u += 32) {
+        const float4 lo = src[2 * u], hi = src[2 * u + 1];
         const __nv_bfloat162 v[4] = {
             __floats2bfloat162_rn(lo.x, lo.y), __floats2bfloat162_rn(lo.z, lo.w),
             __floats2bfloat162_rn(hi.x, hi.y), __floats2bfloat162_rn(hi.z, hi.w)};
@@ -398,11 +360,11 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
   }
 }
 
-template <class F, bool kStageX, int kGroups, bool kNorm = false>
+template <class F, bool kStageX, int kGroups>
 __global__ void __launch_bounds__(32 * kMaxSlices) bf16_gemv_kernel(Bf16Args args) {
   extern __shared__ __align__(16) uint8_t smem[];
-  gemv_body<F, kStageX, kGroups, kNorm>(args, static_cast<int>(blockIdx.x),
-                                        static_cast<int>(gridDim.x), smem);
+  gemv_body<F, kStageX, kGroups>(args, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x),
+                                 smem);
 }
 
 // Two GEMVs over the same x in one grid: blocks [0, grid_a) run a's matrices (format F), the
@@ -682,9 +644,9 @@ __global__ void bf16_slice_sum_kernel(Bf16Args args, int n_slices) {
 
 // The persistent GEMV on one wave of resident blocks (resident_blocks: shared memory, registers
 // and warps per SM, queried once per size), at most one block a tile.
-template <class F, bool kStageX, int kGroups, bool kNorm = false>
+template <class F, bool kStageX, int kGroups>
 struct Gemv {
-  static constexpr auto value = bf16_gemv_kernel<F, kStageX, kGroups, kNorm>;
+  static constexpr auto value = bf16_gemv_kernel<F, kStageX, kGroups>;
 };
 template <auto kKernel>
 void launch_gemv(const Bf16Args& args, int n_slices, int bytes, int64_t n_tiles, Stream& stream) {
@@ -739,11 +701,7 @@ void launch_format(Bf16Args& args, const Tensor& x, Scratch& scratch, Stream& st
     const auto go = [&](auto kernel) {
       launch_gemv<decltype(kernel)::value>(args, n_slices, bytes, units, stream);
     };
-    if (args.norm_w != nullptr) {  // bf16_gated_norm_fits: staged, one group
-      T9_CHECK(stage && groups == 1, "bf16 GEMV: the gated norm needs 1-8 staged rows, not {}",
-               n_tok);
-      go(Gemv<F, true, 1, true>{});
-    } else if (stage)
+    if (stage)
       groups == 1   ? go(Gemv<F, true, 1>{})
       : groups == 2 ? go(Gemv<F, true, 2>{})
                     : go(Gemv<F, true, 4>{});
@@ -935,31 +893,11 @@ bool launch_wgmma(std::span<const Bf16Out> outs, const Tensor& x, WgmmaUse wgmma
 
 }  // namespace
 
-bool bf16_gated_norm_fits(const Tensor& w, const Tensor& x, const Tensor& z, const Tensor& weight) {
-  const int64_t n_in = w.ne[0], n_tok = x.n_rows();
-  if (n_tok < 1 || n_tok > 8 || x.type != GgmlType::F32 || z.type != GgmlType::F32 ||
-      weight.type != GgmlType::F32 || z.ne != x.ne || x.ne[0] != n_in || !x.is_contiguous() ||
-      !z.is_contiguous() || !weight.is_contiguous() || weight.n_elements() != kBf16NormRow ||
-      reinterpret_cast<uintptr_t>(base_ptr(z)) % 16 != 0)
-    return false;
-  return with_format(w.type,
-                     [&](auto format) { return gemv_stages_x<decltype(format)>(x, n_in, 1); });
-}
-
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
-                        Scratch& scratch, Stream& stream, const GluKind* glu, WgmmaUse wgmma,
-                        const Bf16GatedNorm* norm) {
+                        Scratch& scratch, Stream& stream, const GluKind* glu, WgmmaUse wgmma) {
   Bf16Args args = make_args(outs, x, w_early);
   const int64_t n_tok = x.n_rows();
   const GgmlType type = outs[0].w->type;
-  if (norm != nullptr) {
-    T9_CHECK(outs.size() == 1 && glu == nullptr &&
-                 bf16_gated_norm_fits(*outs[0].w, x, *norm->z, *norm->weight),
-             "bf16 matmul: the gated norm takes one matrix over 1-8 staged rows ({} rows)", n_tok);
-    args.zf = desc(*norm->z);
-    args.norm_w = reinterpret_cast<const float*>(base_ptr(*norm->weight));
-    args.norm_eps_bits = std::bit_cast<uint32_t>(norm->eps);
-  }
   // BF16's GEMM as B16Direct (stage 48, run 235: 512-token prompt 8,465 -> 12,194 tok/s on the
   // 8B BF16); =0 keeps B16's fragment buffer (A/B runs).
   static const bool direct_on = !env_off("TEMPO9_CUDA_BF16_DIRECT");

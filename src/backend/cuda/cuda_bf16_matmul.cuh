@@ -54,22 +54,9 @@ struct WgmmaUse {
   int min_rows = 0;        // CudaBackendConfig::bf16_wgmma_rows; 0: never
   bool quantized = false;  // CudaBackendConfig::bf16_wgmma_quant: the K-quants too, not only BF16
 };
-// norm (optional, bf16_gated_norm_fits): x's rows are normed as the GEMV stages them. Element i
-// of a row becomes silu(z_i) * x_i * inv * weight[i % kBf16NormRow], inv the inverse RMS of its
-// kBf16NormRow-long run (rms_norm_gated_kernel's y, the same bits), then is rounded to bf16; x
-// itself is not written.
-struct Bf16GatedNorm {
-  const Tensor* z;       // F32, x's shape
-  const Tensor* weight;  // F32 [kBf16NormRow]
-  float eps;
-};
-constexpr int kBf16NormRow = 128;  // the norm's row (Qwen3.5 / Qwen3-Next: a value head)
 void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_early,
                         Scratch& scratch, Stream& stream, const GluKind* glu = nullptr,
-                        WgmmaUse wgmma = {}, const Bf16GatedNorm* norm = nullptr);
-// Whether one matrix w (in the bf16 layout) over x takes launch_bf16_matmul's norm: the GEMV of
-// 1-8 rows with x staged, x and z contiguous F32 of one shape, weight F32 [kBf16NormRow].
-bool bf16_gated_norm_fits(const Tensor& w, const Tensor& x, const Tensor& z, const Tensor& weight);
+                        WgmmaUse wgmma = {});
 // The wgmma GEMM's launches in this process (tests: that the path was taken).
 int64_t bf16_wgmma_launches();
 // Two groups of matrices over the same x in one launch, each group one type and at most

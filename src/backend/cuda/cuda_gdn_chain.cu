@@ -13,14 +13,18 @@
 //   3. the new conv state: each block its own v channels'; the q / k channels' by the last of the
 //      key head's blocks to have read the old state, since those channels are every such
 //      block's input. A counter per (sequence, key head), left at zero by that block, counts
-//      them: before the wait between two gpu-scope fences, or (gdn_late_count) by a relaxed
-//      atomic once the first token's sums are stored.
+//      them by a relaxed atomic issued once the block's first token's sums are stored: every
+//      old-state value it read has been used by then, so no store that follows the count can
+//      reach one of its reads.
 // Runs 266 and 270 (H100) found the chain slower than the separate launches, with the gated norm
 // inside it too (a cluster of a key head's blocks, or the head row's last block by a fenced
-// counter: 12-13 us a layer) and without it (7 us), while its code was 158 KB; it is 33 KB now
-// (docs/CUDA.md stages 56-57).
+// counter: 12-13 us a layer) and with the count fenced before the wait (7 us), while its code was
+// 158 KB. At 33 KB and with the relaxed count it is 0.9% faster on the 35B's single decode (run
+// 274) and slower at 8 sequences (CudaBackendConfig::gdn_chain_max_seqs; docs/CUDA.md stages
+// 56-59).
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
@@ -45,21 +49,9 @@ struct ChainArgs {
   const RecurrentSeq* seqs;
   GdnDims p;
   unsigned* counters;  // [n_seqs, nk]: the conv state's readers, back at zero after the launch
-  int late_arrival;    // CudaBackendConfig::gdn_late_count
   int64_t n_tok;
   unsigned* err;
 };
-
-// One thread of the block counts it in at *cnt (release: the block's earlier memory operations,
-// ordered by the caller's barrier, happen before); true for the n-th arrival, which acquires the
-// others' and sets the counter back to zero for the next launch.
-__device__ __forceinline__ bool last_arrival(unsigned* cnt, unsigned n) {
-  fence_acq_rel_gpu();
-  if (atomicAdd(cnt, 1u) + 1u != n) return false;
-  fence_acq_rel_gpu();
-  *cnt = 0u;
-  return true;
-}
 
 template <int kRows>
 __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) {
@@ -113,11 +105,7 @@ __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) 
   const float Ah = g.A[h], dth = g.dt[h];
   unsigned* const qk_cnt = g.counters + static_cast<int64_t>(blockIdx.y) * p.nk + kh;
   const unsigned qk_n = static_cast<unsigned>(r_v * n_cb);
-  unsigned qk_seen = 0;  // thread 0, late_arrival: the count before this block's
-  if (!g.late_arrival) {
-    __syncthreads();  // every thread's reads of the old conv state are performed
-    if (tid == 0) last_qk = last_arrival(qk_cnt, qk_n);
-  }
+  unsigned qk_seen = 0;            // thread 0: the count before this block's
   if (p.early_state) pdl_enter();  // mixed, a and b belong to this step
   const int64_t a_off = (h / g.a.ne0) * g.a.nb1 + (h % g.a.ne0) * 4;
   const int64_t b_off = (h / g.b.ne0) * g.b.nb1 + (h % g.b.ne0) * 4;
@@ -137,9 +125,9 @@ __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) 
       for (int i = 0; i < kConvK - 1; ++i) win[u][i] = win[u][i + 1];
     }
     __syncthreads();  // the token's channels are in shared memory
-    // late_arrival: every old-state value has been used (the first token's sums are stored)
-    // before this count is issued, so no later write can reach a read.
-    if (g.late_arrival && t == 0 && tid == 0) qk_seen = atomicAdd(qk_cnt, 1u);
+    // Every old-state value has been used (the first token's sums are stored) before this count
+    // is issued, so no later write can reach a read.
+    if (t == 0 && tid == 0) qk_seen = atomicAdd(qk_cnt, 1u);
     // 2. gdn_regs_kernel's token: the norms' partial sums over the lane's values, its qs / ks.
     float ssq = 0.0f, ssk = 0.0f;
 #pragma unroll
@@ -166,12 +154,12 @@ __global__ void __launch_bounds__(kGdnWarps * 32) gdn_chain_kernel(ChainArgs g) 
   }
 #pragma unroll
   for (int m = 0; m < kRows; ++m) Sg[(kRows * qq + m) * p.dv + j] = S[m];
-  if (g.late_arrival && tid == 0) {
+  if (tid == 0) {
     if (s.n_q == 0) qk_seen = atomicAdd(qk_cnt, 1u);
     last_qk = qk_seen + 1u == qk_n;
     if (last_qk) *qk_cnt = 0u;
   }
-  __syncthreads();  // last_qk (thread 0's, either count) is read by every thread below
+  __syncthreads();  // last_qk (thread 0's) is read by every thread below
   // 3. The new conv state: the window's last K - 1 inputs (state rows when the sequence was
   // shorter), as ssm_conv_kernel stores it; q / k channels by the key head's last reader only.
 #pragma unroll
@@ -209,16 +197,17 @@ void CudaBackend::gdn_chain(const GdnChain& c) {
   // Decode-shaped calls (gated_delta_net would pick gdn_regs_kernel) of the shapes compiled: d_k
   // 64 or 128, whole 32-column blocks, K = 4, the F32 layouts the separate ops take.
   const bool fits =
-      fuse_gdn_ && n_seqs > 0 && n_seqs <= 65535 && n_tok < n_seqs * (cuda::kGdnChunk / 2) &&
-      (p.d_k == 64 || p.d_k == 128) && p.n_k_heads > 0 && p.n_v_heads % p.n_k_heads == 0 &&
-      p.d_v % cuda::kGdnCols == 0 && c.conv_w.ne[0] == cuda::kConvK &&
-      c.conv_w.type == GgmlType::F32 && c.conv_w.is_contiguous() && c.mixed.type == GgmlType::F32 &&
-      c.mixed.nb[0] == 4 && c.mixed.ne[2] == 1 && c.mixed.ne[3] == 1 &&
-      c.conv_state.type == GgmlType::F32 && c.conv_state.is_contiguous() &&
-      c.delta_state.type == GgmlType::F32 && c.delta_state.is_contiguous() &&
-      c.core.type == GgmlType::F32 && c.core.is_contiguous() && c.a.type == GgmlType::F32 &&
-      c.b.type == GgmlType::F32 && c.A.is_contiguous() && c.dt_bias.is_contiguous() &&
-      cuda::views_of_conv(c) && c.delta_state.ne[3] == c.conv_state.ne[2] * c.conv_state.ne[3];
+      n_seqs > 0 && n_seqs <= std::min<int64_t>(gdn_chain_max_seqs_, 65535) &&
+      n_tok < n_seqs * (cuda::kGdnChunk / 2) && (p.d_k == 64 || p.d_k == 128) && p.n_k_heads > 0 &&
+      p.n_v_heads % p.n_k_heads == 0 && p.d_v % cuda::kGdnCols == 0 &&
+      c.conv_w.ne[0] == cuda::kConvK && c.conv_w.type == GgmlType::F32 &&
+      c.conv_w.is_contiguous() && c.mixed.type == GgmlType::F32 && c.mixed.nb[0] == 4 &&
+      c.mixed.ne[2] == 1 && c.mixed.ne[3] == 1 && c.conv_state.type == GgmlType::F32 &&
+      c.conv_state.is_contiguous() && c.delta_state.type == GgmlType::F32 &&
+      c.delta_state.is_contiguous() && c.core.type == GgmlType::F32 && c.core.is_contiguous() &&
+      c.a.type == GgmlType::F32 && c.b.type == GgmlType::F32 && c.A.is_contiguous() &&
+      c.dt_bias.is_contiguous() && cuda::views_of_conv(c) &&
+      c.delta_state.ne[3] == c.conv_state.ne[2] * c.conv_state.ne[3];
   if (!fits) return Backend::gdn_chain(c);
   T9_CUDA_PROF(fmt::format("gdn_chain rows {}", cuda::rows_bucket(n_tok)));
   // The contracts the separate ops check.
@@ -254,7 +243,6 @@ void CudaBackend::gdn_chain(const GdnChain& c) {
       p.v_heads_tiled, cuda::state_early(), p.l2_eps, 1.0f / std::sqrt(static_cast<float>(p.d_k))};
   g.counters = static_cast<unsigned*>(gdn_counters_.reserve_zeroed(
       static_cast<size_t>(n_seqs * p.n_k_heads) * sizeof(unsigned), *stream_));
-  g.late_arrival = gdn_late_count_ ? 1 : 0;
   g.n_tok = n_tok;
   g.err = err_word_;
   const dim3 grid(static_cast<unsigned>(p.n_v_heads * (p.d_v / cuda::kGdnCols)),

@@ -372,26 +372,4 @@ void CudaBackend::matmul_glu(const Tensor& x, const Tensor& gate_w, const Tensor
   ++fused_glus_;
 }
 
-void CudaBackend::gated_norm_matmul(const Tensor& x, const Tensor& weight, float eps,
-                                    const Tensor& z, const Tensor& w, const Tensor& out) {
-  const bool fuse = fuse_gated_norm_matmul_ && cuda::bf16_layout(w) &&
-                    cuda::bf16_gated_norm_fits(w, x, z, weight) &&
-                    !cuda::byte_span(out).overlaps(cuda::byte_span(x)) &&
-                    !cuda::byte_span(out).overlaps(cuda::byte_span(z));
-  if (!fuse) {
-    Backend::gated_norm_matmul(x, weight, eps, z, w, out);
-    return;
-  }
-  T9_CUDA_PROF(fmt::format("gated_norm_matmul bf16 {} {}x{} rows {}", type_name(w.type), w.ne[0],
-                           w.ne[1], cuda::rows_bucket(x.n_rows())));
-  check_matmul(w, x, Tensor{}, out);
-  derived_->wrote(out);
-  const Tensor none;
-  const cuda::Bf16Out one{&w, &none, &out};
-  const cuda::Bf16GatedNorm norm{&z, &weight, eps};
-  cuda::launch_bf16_matmul({&one, 1}, x, reads_early(w), bf16_scratch_, *stream_, nullptr, {},
-                           &norm);
-  ++fused_gated_norms_;
-}
-
 }  // namespace t9
