@@ -311,6 +311,32 @@ std::vector<float> run_chain(Backend& be, const GdnCase& c, const ChainInputs& i
   return arena.download<float>(ch.core);
 }
 
+// Fresh random inputs of one chain call of T rows.
+ChainInputs random_chain_inputs(std::mt19937_64& rng, const GdnCase& c, int64_t T) {
+  const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv;
+  ChainInputs in;
+  in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
+  in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
+  in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+  in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
+  in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
+  in.dt = random_floats(rng, static_cast<size_t>(c.nv));
+  return in;
+}
+
+// The core rows and both states of two backends after the same call, bit for bit.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                      const std::vector<float> (&conv_s)[2],
+                      const std::vector<float> (&delta_s)[2]) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
+  for (size_t i = 0; i < conv_s[0].size(); ++i)
+    ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
+  for (size_t i = 0; i < delta_s[0].size(); ++i)
+    ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
+}
+
 // The chain as one launch (CudaBackendConfig::gdn_chain_max_seqs) against the two ops, bit for
 // bit: the core rows and both states, over two steps that carry the states (so the block counters
 // must be back at zero after each launch), for eight blocks a key head (two value heads of 128 x
@@ -335,13 +361,7 @@ TEST_F(CudaGdn, GdnChainEqualsTheOps) {
     const std::vector<float> conv0 = conv_s[0], delta0 = delta_s[0];
     for (int step = 0; step < 2; ++step) {
       SCOPED_TRACE(step);
-      ChainInputs in;
-      in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
-      in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
-      in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-      in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-      in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
-      in.dt = random_floats(rng, static_cast<size_t>(c.nv));
+      const ChainInputs in = random_chain_inputs(rng, c, T);
       const int32_t fresh = step == 0;
       const std::vector<int32_t> seqs{0, 1, 2, 0,      // one token, slot 2
                                       1, 3, 0, fresh,  // three tokens, slot 0
@@ -351,13 +371,7 @@ TEST_F(CudaGdn, GdnChainEqualsTheOps) {
       EXPECT_EQ(fused.gdn_chain_launches() - before, 1);
       const auto want = run_chain(*be_, c, in, T, seqs, conv_s[1], delta_s[1]);
       EXPECT_EQ(be_->gdn_chain_launches(), 0);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
-      for (size_t i = 0; i < conv_s[0].size(); ++i)
-        ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
-      for (size_t i = 0; i < delta_s[0].size(); ++i)
-        ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(got, want, conv_s, delta_s));
     }
     for (size_t i = conv_slot; i < 2 * conv_slot; ++i)
       ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv0[i])) << "slot 1's conv state";
@@ -383,25 +397,13 @@ TEST_F(CudaGdn, GdnChainTakesOneSequenceByDefault) {
   delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
   for (int step = 0; step < 2; ++step) {
     SCOPED_TRACE(step);
-    ChainInputs in;
-    in.mixed = random_floats(rng, static_cast<size_t>(T * C), -2.0f, 2.0f);
-    in.conv_w = random_floats(rng, static_cast<size_t>(C * 4));
-    in.a = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-    in.b = random_floats(rng, static_cast<size_t>(T * c.nv), -3.0f, 3.0f);
-    in.A = random_floats(rng, static_cast<size_t>(c.nv), -4.0f, -0.05f);
-    in.dt = random_floats(rng, static_cast<size_t>(c.nv));
+    const ChainInputs in = random_chain_inputs(rng, c, T);
     const std::vector<int32_t> seqs{0, 1, 1, 0};  // one token continuing slot 1
     const auto got = run_chain(chained, c, in, T, seqs, conv_s[0], delta_s[0]);
     EXPECT_EQ(chained.gdn_chain_launches(), step + 1);
     const auto want = run_chain(ops, c, in, T, seqs, conv_s[1], delta_s[1]);
     EXPECT_EQ(ops.gdn_chain_launches(), 0);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "core element " << i;
-    for (size_t i = 0; i < conv_s[0].size(); ++i)
-      ASSERT_EQ(float_bits(conv_s[0][i]), float_bits(conv_s[1][i])) << "conv state " << i;
-    for (size_t i = 0; i < delta_s[0].size(); ++i)
-      ASSERT_EQ(float_bits(delta_s[0][i]), float_bits(delta_s[1][i])) << "delta state " << i;
+    ASSERT_NO_FATAL_FAILURE(expect_same_bits(got, want, conv_s, delta_s));
   }
 }
 
