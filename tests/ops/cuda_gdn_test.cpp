@@ -324,6 +324,16 @@ ChainInputs random_chain_inputs(std::mt19937_64& rng, const GdnCase& c, int64_t 
   return in;
 }
 
+// The same random conv and delta states of n_slots slots in both of conv_s and delta_s (one per
+// backend).
+void random_states(std::mt19937_64& rng, const GdnCase& c, int64_t n_slots,
+                   std::vector<float> (&conv_s)[2], std::vector<float> (&delta_s)[2]) {
+  const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv;
+  conv_s[0] = conv_s[1] = random_floats(rng, static_cast<size_t>(n_slots * 3 * C), -2.0f, 2.0f);
+  delta_s[0] = delta_s[1] =
+      random_floats(rng, static_cast<size_t>(n_slots * c.nv * c.dk * c.dv), -0.5f, 0.5f);
+}
+
 // The core rows and both states of two backends after the same call, bit for bit.
 void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
                       const std::vector<float> (&conv_s)[2],
@@ -353,11 +363,10 @@ TEST_F(CudaGdn, GdnChainEqualsTheOps) {
     CudaBackendConfig fused_cfg;
     fused_cfg.gdn_chain_max_seqs = 3;
     CudaBackend fused(fused_cfg);
-    const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 6, n_slots = 4;
+    const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 6;
     const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), conv_slot = 3 * C;
     std::vector<float> conv_s[2], delta_s[2];
-    conv_s[0] = conv_s[1] = random_floats(rng, n_slots * conv_slot, -2.0f, 2.0f);
-    delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
+    random_states(rng, c, 4, conv_s, delta_s);
     const std::vector<float> conv0 = conv_s[0], delta0 = delta_s[0];
     for (int step = 0; step < 2; ++step) {
       SCOPED_TRACE(step);
@@ -390,11 +399,9 @@ TEST_F(CudaGdn, GdnChainTakesOneSequenceByDefault) {
   CudaBackendConfig ops_cfg;
   ops_cfg.gdn_chain_max_seqs = 0;
   CudaBackend ops(ops_cfg);
-  const int64_t C = 2 * c.nk * c.dk + c.nv * c.dv, T = 1, n_slots = 2;
-  const size_t slot = static_cast<size_t>(c.nv * c.dk * c.dv), conv_slot = 3 * C;
+  const int64_t T = 1;
   std::vector<float> conv_s[2], delta_s[2];
-  conv_s[0] = conv_s[1] = random_floats(rng, n_slots * conv_slot, -2.0f, 2.0f);
-  delta_s[0] = delta_s[1] = random_floats(rng, n_slots * slot, -0.5f, 0.5f);
+  random_states(rng, c, 2, conv_s, delta_s);
   for (int step = 0; step < 2; ++step) {
     SCOPED_TRACE(step);
     const ChainInputs in = random_chain_inputs(rng, c, T);
