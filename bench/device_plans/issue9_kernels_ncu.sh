@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The three largest pieces of a 35B decode layer's chain after stage 59 (docs/CUDA.md, next
+# steps, 0000000000c) under ncu, on the 35B shape cut to 8 layers (qwen35moe_8layer.json, ~20 s
+# synth; AB_MODEL: a file already there):
+#   - the split row-warp decode attention (a 600-token prompt: five 128-key chunks, split);
+#   - the experts' gate/up by pair (gemv_slice_kernel<Q8_0, 1, true, 2, 2>);
+#   - the add-norm with the next matmul's codes (rms_norm_codes_kernel<true>);
+# each with h200_bench.sh ncu1's sections (occupancy, warp states, instructions executed, source
+# counters) for NCU_COUNT (2) decode launches. ncu runs kernels one at a time (no
+# dependent-launch overlap), so its durations only rank; this is for the instructions executed a
+# warp and the stall reasons (stage 59 estimates ~911 instructions a 32-key tile and warp for the
+# attention, and a latency-bound loop). With a -lineinfo build staged (TEMPO9_CUDA_BUILD's
+# default, build-cuda2) the source counters name source lines. ~3-4 min.
+# Here: `FIXTURES="" bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
+# `bash bench/device_plans/issue9_kernels_ncu.sh` (stdout; the reports in $OUT/*/ncu1.txt).
+cd "$(dirname "$0")/../.." || exit 1
+export OUT=${OUT:-/tmp/i9ncu}
+mkdir -p "$OUT"
+# shellcheck source=bench/device_plans/common.sh
+source bench/device_plans/common.sh
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+M=${AB_MODEL:-/tmp/q35_8l_Q8_0.gguf}
+[ -f "$M" ] || "$T9" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
+  --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M" >/dev/null 2>&1 || echo "synth failed"
+# tag, the demangled-name regex (ncu's form, casts included), launches to skip (the prompt's and
+# the first decode steps': 2 attention and 8 MoE layers a step).
+profile() {
+  echo "== $1"
+  SIDES=ours MODEL=$M OUT="$OUT/$1" KERNELS_PROMPT=600 KERNELS_GEN=12 NCU_KERNEL="$2" \
+    NCU_SKIP="$3" NCU_COUNT="${NCU_COUNT:-2}" NCU_S=240 bash bench/h200_bench.sh ncu1 2>&1 |
+    grep -vE "^h200_bench done"
+  grep -E "Executed Instructions|Issued Instructions|Registers Per Thread|Stall|Warp Cycles" \
+    "$OUT/$1/ncu1.txt" | head -24
+}
+profile attention 'flash_attention_kernel<\(int\)256, \(bool\)1, \(bool\)0, \(bool\)1>' 8
+profile gate_up 'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)1, \(bool\)1, \(int\)2, \(int\)2>' 24
+profile add_norm 'rms_norm_codes_kernel<\(bool\)1>' 40
+echo "t=$((SECONDS - T0)) s"
+bash bench/device_plans/bundle_out.sh
