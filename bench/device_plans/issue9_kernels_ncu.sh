@@ -9,10 +9,12 @@
 # counters) for NCU_COUNT (2) decode launches. ncu runs kernels one at a time (no
 # dependent-launch overlap), so its durations only rank; this is for the instructions executed a
 # warp and the stall reasons (stage 59 estimates ~911 instructions a 32-key tile and warp for the
-# attention, and a latency-bound loop). With a -lineinfo build staged (TEMPO9_CUDA_BUILD's
-# default, build-cuda2) the source counters name source lines. ~3-4 min.
-# Here: `FIXTURES="" bash scripts/device_stage.sh`; there (device tool, carry [".devrun"]):
-# `bash bench/device_plans/issue9_kernels_ncu.sh` (stdout; the reports in $OUT/*/ncu1.txt).
+# attention, and a latency-bound loop). The source counters name SASS addresses; with a
+# -lineinfo build staged (build-cuda2) they name source lines too, and for a build-dev staging
+# `nvdisasm -g` of the same source compiled here with -lineinfo (the same code) maps the
+# addresses to lines (dev/kernels/sass_branches.py says where nvdisasm comes from). ~3-4 min.
+# Here: `bash scripts/device_stage.sh` (any staging); there (device tool, carry [".devrun"]):
+# `bash bench/device_plans/issue9_kernels_ncu.sh` (stdout; the reports in $OUT's bundle).
 cd "$(dirname "$0")/../.." || exit 1
 export OUT=${OUT:-/tmp/i9ncu}
 mkdir -p "$OUT"
