@@ -5,8 +5,10 @@
 # compared with the base's first. Alternated REPS (2) times:
 #   - the 35B Q8_0 (reused from /tmp when an earlier call on this machine left it, else ~90 s):
 #     base (the binary staged before the change, .devrun-base/bin/tempo9.xz, its default forms),
-#     then the tree's binary with its default forms (new) and without the Gated DeltaNet chain
-#     (nochain: TEMPO9_CUDA_GDN_CHAIN_SEQS=0). Run 272 ran stage 57's forms here instead: the
+#     then the tree's binary with its default forms (new) and in each form of FORMS
+#     ("tag:VAR=value,VAR=value ...", default "nochain:TEMPO9_CUDA_GDN_CHAIN_SEQS=0", on both
+#     files; e.g. "bulk:TEMPO9_CUDA_ATTN_BULK_KV=1" for stage 59's bulk K/V staging, with
+#     .devrun-base staged before it). Run 272 ran stage 57's forms here instead: the
 #     chain with the relaxed count (on by default since, for one sequence) and the gated norm in
 #     the out-projection's GEMV (-4.5%, removed since: docs/CUDA.md stage 59);
 #   - the Qwen3-8B shape cut to 8 layers, Q4_K_M (qwen3_8b_8layer.json; ~40 s synth): base, new.
@@ -37,16 +39,21 @@ elif [ ! -f "$M35" ]; then
 fi
 [ -f "$M8" ] || "$NEW" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
   --quant Q4_K_M --seed 1 -o "$M8" >/dev/null 2>&1 || echo "synth failed"
+FORMS=${FORMS:-"nochain:TEMPO9_CUDA_GDN_CHAIN_SEQS=0"}
+env_of() { echo "${1#*:}" | tr ',' ' '; }
 # T9, M, NAME: read by common.sh's decode_one.
 for rep in $(seq "${REPS:-2}"); do
   M=$M35 NAME="35B Q8_0${SHORT:+ (SHORT=$SHORT)}"
   T9=$BASE decode_one "35b_base_$rep"
   T9=$NEW
   decode_one "35b_new_$rep"
-  decode_one "35b_nochain_$rep" TEMPO9_CUDA_GDN_CHAIN_SEQS=0
+  # shellcheck disable=SC2046  # the form's VAR=value list, split on purpose
+  for f in $FORMS; do decode_one "35b_${f%%:*}_$rep" $(env_of "$f"); done
   M=$M8 NAME="8B shape, 8 layers, Q4_K_M"
   T9=$BASE decode_one "8b_base_$rep"
   T9=$NEW decode_one "8b_new_$rep"
+  # shellcheck disable=SC2046
+  for f in $FORMS; do decode_one "8b_${f%%:*}_$rep" $(env_of "$f"); done
 done
 for f in /tmp/one_35b_*_[0-9].txt /tmp/one_8b_*_[0-9].txt; do
   case $f in */one_35b_*) first=/tmp/one_35b_base_1.txt ;; *) first=/tmp/one_8b_base_1.txt ;; esac

@@ -510,6 +510,53 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   EXPECT_EQ(cap_rows, run(plain, capped, dc).out);
 }
 
+// The bulk form (CudaBackendConfig::attn_bulk_kv: each key row of a tile staged by one bulk copy
+// on a stage mbarrier, keys outside the rows' range zeroed by plain stores) against the default
+// cp.async staging: the same bits, call after call (every stage barrier's phases start over).
+// Every head dim (tiles of 64 and 32 keys); one decode row over one chunk and over split chunks
+// (with the combine launch and with the last block's fold), under a window (a first tile whose
+// early keys are zeroed), prefill rows of one sequence, and three sequences of different lengths
+// (cohort tiles); with and without the output gate. The pools are poisoned past the written
+// keys, so a row the zero-fill missed shows as NaN.
+TEST(CudaAttention, BulkKvEqualsCpAsync) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackend plain({.device = 0});
+  CudaBackend bulk({.device = 0, .attn_bulk_kv = true});
+  CudaBackend bulk_fold({.device = 0, .attn_fold_rows = 4, .attn_bulk_kv = true});
+  const std::vector<std::pair<std::vector<Seq>, int>> shapes = {
+      {{{50, 1}}, 0},  {{{700, 1}}, 0}, {{{2199, 1}}, 300},
+      {{{300, 4}}, 0}, {{{20, 90}}, 0}, {{{300, 1}, {45, 1}, {700, 1}}, 0},
+  };
+  for (int head_dim : {64, 128, 256}) {
+    for (size_t si = 0; si < shapes.size(); ++si) {
+      for (bool gated : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << "head_dim " << head_dim << " shape " << si << " gated " << gated);
+        auto rng = test_rng();
+        const Case c = case_of(head_dim, shapes[si].first, shapes[si].second);
+        const Data d = make_data(rng, c);
+        const auto gate = random_floats(
+            rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
+        const std::vector<float>* g = gated ? &gate : nullptr;
+        const auto want = run(plain, c, d, g).out;
+        for (CudaBackend* be : {&bulk, &bulk_fold}) {
+          for (int call = 0; call < 2; ++call) {
+            const long launches = be->attention_bulk_launches();
+            const auto got = run(*be, c, d, g).out;
+            ASSERT_EQ(be->attention_bulk_launches(), launches + 1);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
+                  << (be == &bulk ? "combine" : "fold") << " call " << call << " at " << i;
+          }
+        }
+        if (!gated) check_vs_dense(c, d, want);
+      }
+    }
+  }
+  EXPECT_EQ(plain.attention_bulk_launches(), 0);
+}
+
 // rope_attention on decode rows: the tensor-core kernel normalizes and rotates q (from q_from
 // for the gated form) and the new k itself and stores the new K/V rows (FlashPrep, on its own
 // and with the last-block fold), against the
@@ -519,12 +566,15 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
 // kernel); QK-norm on and off, partial rotary, a window; the pools hold every earlier position
 // and poison at the new one, so a store that did not happen shows.
 // row_warps: the row-warp form on too (one-row calls: both sides take it).
-void rope_attention_decode_equals_the_ops(bool row_warps) {
+void rope_attention_decode_equals_the_ops(bool row_warps, bool bulk_kv = false) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
   // last-block fold on for the split calls up to 32 chunks.
-  CudaBackend be(
-      {.device = 0, .attn_fold_rows = 4, .attn_row_warps = row_warps, .attn_prep_slots = 64});
+  CudaBackend be({.device = 0,
+                  .attn_fold_rows = 4,
+                  .attn_row_warps = row_warps,
+                  .attn_bulk_kv = bulk_kv,
+                  .attn_prep_slots = 64});
   const std::vector<std::vector<int>> batches = {{50}, {200}, {700, 1030, 64}, {5000}};
   for (int head_dim : {64, 128, 256}) {
     for (int variant = 0; variant < 3; ++variant) {  // plain; no QK-norm + window; gated
@@ -620,6 +670,10 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
 }
 TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowWarps) {
   rope_attention_decode_equals_the_ops(true);
+}
+// The bulk form reads the row its own block stored first (through the async proxy).
+TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsBulkKv) {
+  rope_attention_decode_equals_the_ops(true, true);
 }
 
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same

@@ -43,6 +43,8 @@ struct FlashArgs {
   float scale, softcap;
   int window;          // > 0: sliding window in keys
   int early_keys = 0;  // 1: keys of earlier steps may load before the dependent-launch wait
+  int bulk_kv = 0;     // 1: K and V rows by bulk copies (FlashOptions::bulk_kv)
+  int pad = 0;
   unsigned* err;       // the backend's device error word
   // Non-null: out's int8 codes too (DerivedCache::produce: out contiguous), one per element in
   // out's memory order and one ActBlock per 32 elements, rounded as quantize_act_kernel rounds
@@ -72,11 +74,15 @@ struct FlashOptions {
   // Calls whose tiles hold at most 16 (row, q head) slots (one decode row) split each tile's
   // multiplies over the block's four warps (head_dim 128 / 256, no soft-capping, no cohorts).
   bool row_warps = false;
+  // K and V tiles staged by one bulk copy per key row on a stage mbarrier instead of 16-byte
+  // cp.async segments (the same bytes; the pools' rows 16-byte aligned, else cp.async).
+  bool bulk_kv = false;
 };
 // What a call did.
 struct FlashLaunch {
   bool folded = false;     // the rows' partials were folded in the kernel (no combine launch)
   bool row_warps = false;  // the row-warp form ran
+  bool bulk_kv = false;    // K and V came by bulk copies
 };
 
 // out = attention over the pools for n_rows query rows; max_ctx bounds every sequence's
