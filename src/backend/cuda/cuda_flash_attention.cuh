@@ -43,8 +43,6 @@ struct FlashArgs {
   float scale, softcap;
   int window;          // > 0: sliding window in keys
   int early_keys = 0;  // 1: keys of earlier steps may load before the dependent-launch wait
-  int bulk_kv = 0;     // 1: K and V rows by bulk copies (FlashOptions::bulk_kv)
-  int pad = 0;
   unsigned* err;       // the backend's device error word
   // Non-null: out's int8 codes too (DerivedCache::produce: out contiguous), one per element in
   // out's memory order and one ActBlock per 32 elements, rounded as quantize_act_kernel rounds
@@ -74,8 +72,8 @@ struct FlashOptions {
   // Calls whose tiles hold at most 16 (row, q head) slots (one decode row) split each tile's
   // multiplies over the block's four warps (head_dim 128 / 256, no soft-capping, no cohorts).
   bool row_warps = false;
-  // K and V tiles staged by one bulk copy per key row on a stage mbarrier instead of 16-byte
-  // cp.async segments (the same bytes; the pools' rows 16-byte aligned, else cp.async).
+  // Row-warp calls stage K and V tiles by one bulk copy per key row on a stage mbarrier instead
+  // of 16-byte cp.async segments (the same bytes; with 16-byte aligned pools, else cp.async).
   bool bulk_kv = false;
 };
 // What a call did.
