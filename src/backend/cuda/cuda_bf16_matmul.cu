@@ -911,20 +911,13 @@ void launch_bf16_matmul(std::span<const Bf16Out> outs, const Tensor& x, bool w_e
              n_tok);
     args.glu = 1 + static_cast<int>(*glu);
   }
-  if (type == GgmlType::Q4_K)
-    launch_format<bf16::Q4K>(args, x, scratch, stream);
-  else if (type == GgmlType::Q5_K)
-    launch_format<bf16::Q5K>(args, x, scratch, stream);
-  else if (type == GgmlType::Q3_K)
-    launch_format<bf16::Q3K>(args, x, scratch, stream);
-  else if (type == GgmlType::Q6_K)
-    launch_format<bf16::Q6K>(args, x, scratch, stream);
-  else if (type == GgmlType::Q8_0)
-    launch_format<bf16::Q80>(args, x, scratch, stream);
-  else if (direct_on)
-    launch_format<bf16::B16, bf16::B16Direct>(args, x, scratch, stream);
-  else
-    launch_format<bf16::B16>(args, x, scratch, stream);
+  if (type == GgmlType::BF16 && direct_on)
+    return launch_format<bf16::B16, bf16::B16Direct>(args, x, scratch, stream);
+  const bool known = with_format(type, [&](auto format) {
+    launch_format<decltype(format)>(args, x, scratch, stream);
+    return true;
+  });
+  T9_CHECK(known, "bf16 matmul: {} has no bf16 format", type_name(type));
 }
 
 }  // namespace t9::cuda
