@@ -33,7 +33,7 @@ fi
 form_env() {  # the environment of form $1
   case $1 in
     off) echo "TEMPO9_CUDA_GDN_CHAIN_SEQS=0" ;;
-    default) echo "TEMPO9_UNUSED=0" ;;
+    default) ;;  # the defaults: no environment
     chain) echo "TEMPO9_CUDA_GDN_CHAIN_SEQS=65535" ;;
     *) echo "unknown form $1" >&2; return 1 ;;
   esac
