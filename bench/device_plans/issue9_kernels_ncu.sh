@@ -2,7 +2,8 @@
 # The three largest pieces of a 35B decode layer's chain after stage 59 (docs/CUDA.md, next
 # steps, 0000000000c) under ncu, on the 35B shape cut to 8 layers (qwen35moe_8layer.json, ~20 s
 # synth; AB_MODEL: a file already there):
-#   - the split row-warp decode attention (a 600-token prompt: five 128-key chunks, split);
+#   - the row-warp decode attention, split or not (run 281: 'x' * 600 is ~130 tokens, so one
+#     unsplit block a KV head, flash_attention_kernel<256, false, false, true>);
 #   - the experts' gate/up by pair (gemv_slice_kernel<Q8_0, 1, true, 2, 2>);
 #   - the add-norm with the next matmul's codes (rms_norm_codes_kernel<true>);
 # each with h200_bench.sh ncu1's sections (occupancy, warp states, instructions executed, source
@@ -34,7 +35,7 @@ profile() {
   grep -E "Executed Instructions|Issued Instructions|Registers Per Thread|Stall|Warp Cycles" \
     "$OUT/$1/ncu1.txt" | head -24
 }
-profile attention 'flash_attention_kernel<\(int\)256, \(bool\)1, \(bool\)0, \(bool\)1>' 8
+profile attention 'flash_attention_kernel<\(int\)256, \(bool\)[01], \(bool\)0, \(bool\)1>' 8
 profile gate_up 'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)1, \(bool\)1, \(int\)2, \(int\)2>' 24
 profile add_norm 'rms_norm_codes_kernel<\(bool\)1>' 40
 echo "t=$((SECONDS - T0)) s"

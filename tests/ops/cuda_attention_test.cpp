@@ -445,25 +445,35 @@ TEST(CudaAttention, LastBlockFoldEqualsCombineKernel) {
   }
 }
 
-// One attention call's shape for the forms' tests below: query heads (two KV heads), sequences,
-// window, and whether the row-warp form takes it.
-struct FormShape {
-  int n_head;
-  std::vector<Seq> seqs;
-  int window;
-  bool row_form;
-};
-
-// Each backend of `forms` against `plain`, bit for bit, call after call, at head dims 128 and 256,
-// with and without the output gate; `launches` (a counter of the backends) must count exactly
-// the row_form shapes' calls. The outputs are also checked against the double reference.
-void expect_forms_equal_plain(CudaBackend& plain, const std::vector<CudaBackend*>& forms,
-                              const std::vector<FormShape>& shapes,
-                              long (CudaBackend::*launches)() const) {
+// The row-warp form (CudaBackendConfig::attn_row_warps: a tile of at most 16 q-head slots has
+// its key tiles' multiplies split over the block's four warps) against the plain form: the same
+// bits, call after call. Head dims 128 and 256 at G = 4, 8 and 16 (the 8B's, the 35B's, and the
+// 16-slot limit); one decode row over one chunk (the block folds: kSplit false) and over split
+// chunks (with the combine launch and with the row's last block folding), under a window, with
+// and without the output gate; two and four prefill rows at G = 4 (8 and 16 slots). Past 16 slots
+// (four rows at G = 8), with cohorts (several sequences over split chunks) and with soft-capping
+// the plain form runs.
+TEST(CudaAttention, RowWarpsEqualThePlainForm) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackend plain({.device = 0, .attn_row_warps = false});
+  CudaBackend rows({.device = 0, .attn_row_warps = true});
+  CudaBackend rows_fold({.device = 0, .attn_fold_rows = 4, .attn_row_warps = true});
+  struct Shape {
+    int n_head;
+    std::vector<Seq> seqs;
+    int window;
+    bool row_form;
+  };
+  const std::vector<Shape> shapes = {
+      {8, {{50, 1}}, 0, true},    {16, {{50, 1}}, 0, true},    {32, {{700, 1}}, 0, true},
+      {16, {{700, 1}}, 0, true},  {8, {{2199, 1}}, 300, true}, {16, {{1030, 1}}, 300, true},
+      {8, {{300, 2}}, 0, true},   {8, {{300, 4}}, 0, true},    {8, {{90, 4}}, 0, true},
+      {16, {{300, 4}}, 0, false},  {8, {{300, 1}, {45, 1}, {700, 1}}, 0, false},
+  };
   for (int head_dim : {128, 256}) {
     for (size_t si = 0; si < shapes.size(); ++si) {
       for (bool gated : {false, true}) {
-        const FormShape& sh = shapes[si];
+        const Shape& sh = shapes[si];
         SCOPED_TRACE(testing::Message()
                      << "head_dim " << head_dim << " shape " << si << " gated " << gated);
         auto rng = test_rng();
@@ -474,53 +484,22 @@ void expect_forms_equal_plain(CudaBackend& plain, const std::vector<CudaBackend*
             rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
         const std::vector<float>* g = gated ? &gate : nullptr;
         const auto want = run(plain, c, d, g).out;
-        for (size_t fi = 0; fi < forms.size(); ++fi) {
-          CudaBackend& be = *forms[fi];
+        for (CudaBackend* be : {&rows, &rows_fold}) {
           for (int call = 0; call < 2; ++call) {
-            const long before = (be.*launches)();
-            const auto got = run(be, c, d, g).out;
-            ASSERT_EQ((be.*launches)(), before + (sh.row_form ? 1 : 0));
+            const long launches = be->attention_row_launches();
+            const auto got = run(*be, c, d, g).out;
+            ASSERT_EQ(be->attention_row_launches(), launches + (sh.row_form ? 1 : 0));
             ASSERT_EQ(got.size(), want.size());
             for (size_t i = 0; i < got.size(); ++i)
               ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
-                  << "form " << fi << " call " << call << " at " << i;
+                  << (be == &rows ? "combine" : "fold") << " call " << call << " at " << i;
           }
         }
         if (!gated) check_vs_dense(c, d, want);
       }
     }
   }
-  EXPECT_EQ((plain.*launches)(), 0);
-}
-
-// Head dims 128 and 256 at G = 4, 8 and 16 (the 8B's, the 35B's, and the 16-slot limit); one
-// decode row over one chunk (the block folds: kSplit false) and over split chunks (with the
-// combine launch and with the row's last block folding), under a window; two and four prefill
-// rows at G = 4 (8 and 16 slots). Past 16 slots (four rows at G = 8), with cohorts (several
-// sequences over split chunks) and with soft-capping the plain form runs.
-const std::vector<FormShape> kRowShapes = {
-    {8, {{50, 1}}, 0, true},
-    {16, {{50, 1}}, 0, true},
-    {32, {{700, 1}}, 0, true},
-    {16, {{700, 1}}, 0, true},
-    {8, {{2199, 1}}, 300, true},
-    {16, {{1030, 1}}, 300, true},
-    {8, {{300, 2}}, 0, true},
-    {8, {{300, 4}}, 0, true},
-    {8, {{90, 4}}, 0, true},
-    {16, {{300, 4}}, 0, false},
-    {8, {{300, 1}, {45, 1}, {700, 1}}, 0, false},
-};
-
-// The row-warp form (CudaBackendConfig::attn_row_warps: a tile of at most 16 q-head slots has
-// its key tiles' multiplies split over the block's four warps) against the plain form.
-TEST(CudaAttention, RowWarpsEqualThePlainForm) {
-  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
-  CudaBackend plain({.device = 0, .attn_row_warps = false});
-  CudaBackend rows({.device = 0, .attn_row_warps = true});
-  CudaBackend rows_fold({.device = 0, .attn_fold_rows = 4, .attn_row_warps = true});
-  expect_forms_equal_plain(plain, {&rows, &rows_fold}, kRowShapes,
-                           &CudaBackend::attention_row_launches);
+  EXPECT_EQ(plain.attention_row_launches(), 0);
   // Soft-capped logits keep the plain form.
   Case capped = case_of(128, {{700, 1}}, 0);
   capped.p.softcap = 30.0f;
@@ -532,20 +511,6 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   EXPECT_EQ(cap_rows, run(plain, capped, dc).out);
 }
 
-// The bulk form (CudaBackendConfig::attn_bulk_kv: the row-warp kernels stage each key row of a
-// tile by one bulk copy on a stage mbarrier, keys outside the rows' range zeroed by plain stores)
-// against the row-warp form's cp.async staging, on the same shapes: every stage barrier's phases
-// start over each call; the windowed and the prefill shapes have zeroed rows, and the pools are
-// poisoned past the written keys, so a row the zero-fill missed shows as NaN.
-TEST(CudaAttention, BulkKvEqualsCpAsync) {
-  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
-  CudaBackend rows({.device = 0});
-  CudaBackend bulk({.device = 0, .attn_bulk_kv = true});
-  CudaBackend bulk_fold({.device = 0, .attn_fold_rows = 4, .attn_bulk_kv = true});
-  expect_forms_equal_plain(rows, {&bulk, &bulk_fold}, kRowShapes,
-                           &CudaBackend::attention_bulk_launches);
-}
-
 // rope_attention on decode rows: the tensor-core kernel normalizes and rotates q (from q_from
 // for the gated form) and the new k itself and stores the new K/V rows (FlashPrep, on its own
 // and with the last-block fold), against the
@@ -555,15 +520,12 @@ TEST(CudaAttention, BulkKvEqualsCpAsync) {
 // kernel); QK-norm on and off, partial rotary, a window; the pools hold every earlier position
 // and poison at the new one, so a store that did not happen shows.
 // row_warps: the row-warp form on too (one-row calls: both sides take it).
-void rope_attention_decode_equals_the_ops(bool row_warps, bool bulk_kv = false) {
+void rope_attention_decode_equals_the_ops(bool row_warps) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
   // last-block fold on for the split calls up to 32 chunks.
-  CudaBackend be({.device = 0,
-                  .attn_fold_rows = 4,
-                  .attn_row_warps = row_warps,
-                  .attn_bulk_kv = bulk_kv,
-                  .attn_prep_slots = 64});
+  CudaBackend be(
+      {.device = 0, .attn_fold_rows = 4, .attn_row_warps = row_warps, .attn_prep_slots = 64});
   const std::vector<std::vector<int>> batches = {{50}, {200}, {700, 1030, 64}, {5000}};
   for (int head_dim : {64, 128, 256}) {
     for (int variant = 0; variant < 3; ++variant) {  // plain; no QK-norm + window; gated
@@ -659,10 +621,6 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
 }
 TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowWarps) {
   rope_attention_decode_equals_the_ops(true);
-}
-// The bulk form reads the row its own block stored first (through the async proxy).
-TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsBulkKv) {
-  rope_attention_decode_equals_the_ops(true, true);
 }
 
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same

@@ -128,12 +128,6 @@ struct CudaBackendConfig {
   // 318.3 -> 339.5 / 339.9, the same texts (docs/CUDA.md stage 56). TEMPO9_CUDA_ATTN_ROW_WARPS=0
   // turns it off (=1 on).
   bool attn_row_warps = true;
-  // Tensor-core attention stages each key tile's K and V rows by one bulk copy a row (warp 0, on
-  // a stage mbarrier) instead of every thread's 16-byte cp.async segments: the same bytes, so the
-  // same bits. Off until a device has timed it (written in session 60: ~340 of the decode tile
-  // loop's 911 instructions a warp issue the segments, docs/CUDA.md stage 59).
-  // TEMPO9_CUDA_ATTN_BULK_KV=1 turns it on (=0 off).
-  bool attn_bulk_kv = false;
   // rope_attention runs as one tensor-core launch (the kernel prepares q and the new K/V rows)
   // for decode calls of at most this many q-head slots a KV head (sequences x n_head /
   // n_kv_head): one warp prepares each slot's row, so a cohort tile of many agents serializes
@@ -253,8 +247,6 @@ class CudaBackend final : public Backend {
   long attention_kernel_folds() const { return attn_kernel_folds_; }
   // Tensor-core attention calls that ran the row-warp form (CudaBackendConfig::attn_row_warps).
   long attention_row_launches() const { return attn_row_launches_; }
-  // Tensor-core attention calls that staged K and V by bulk copies (attn_bulk_kv).
-  long attention_bulk_launches() const { return attn_bulk_launches_; }
   // rope_attention calls that ran as the one prepared attention launch (tests).
   long attention_preps() const { return attn_preps_; }
   // The weight bytes up to which matmuls of 2..8 rows run one activation row per launch-grid
@@ -419,9 +411,7 @@ class CudaBackend final : public Backend {
   int attn_prep_slots_ = 8;         // CudaBackendConfig::attn_prep_slots
   long attn_kernel_folds_ = 0;      // attention_kernel_folds()
   long attn_row_launches_ = 0;      // attention_row_launches()
-  long attn_bulk_launches_ = 0;     // attention_bulk_launches()
   bool attn_row_warps_ = false;     // CudaBackendConfig::attn_row_warps
-  bool attn_bulk_kv_ = false;       // CudaBackendConfig::attn_bulk_kv
   long attn_preps_ = 0;             // attention_preps()
   int mma_rows_min_ = 0;            // CudaBackendConfig::mma_rows_min
   int mma_rows_max_ = 15;           // CudaBackendConfig::mma_rows_max

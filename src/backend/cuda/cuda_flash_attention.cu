@@ -40,15 +40,6 @@
 // the probabilities, from which every warp forms the whole P fragment and the row sums in the
 // plain form's order. So the same bits, with a quarter of the serial multiplies.
 //
-// Bulk form (kBulk, row-warp kernels only; FlashOptions::bulk_kv, off by default): a tile's K or
-// V rows go to shared memory as one bulk copy per key row, issued by warp 0 (a lane per key) and
-// completing on the stage's mbarrier, instead of 16-byte cp.async segments from every thread.
-// nvdisasm's line table put ~340 of the decode tile loop's 911 instructions a warp on those
-// segments (head_dim 256; each with its offset's load, the zero-fill select and 64-bit address
-// arithmetic), between two of the loop's barriers (docs/CUDA.md stage 59). Keys outside the rows'
-// range are zeroed by plain stores as the zero-fill did, so the same bytes land and the bits are
-// the same.
-//
 // Decode calls of a few sequences (attn_prep_slots) also prepare q and the new K/V rows here
 // (FlashPrep: Backend::rope_attention); every call loads its first tiles of earlier steps' keys
 // before the dependent-launch wait (FlashArgs::early_keys).
@@ -97,15 +88,6 @@ __device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, boo
 __device__ __forceinline__ void cp_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
-// Orders this thread's earlier accesses through the generic proxy before its later ones through
-// the async proxy (the bulk copies), and the other way round: for shared memory (a buffer read by
-// ldmatrix, then refilled by a bulk copy) and for global memory (a row stored, then copied in).
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
 // Waits until at most the 3 most recently committed groups are still in flight.
 __device__ __forceinline__ void cp_wait_3() {
   asm volatile("cp.async.wait_group 3;\n" ::: "memory");
@@ -144,7 +126,7 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
 // 8B decode 1 row at 640 keys 16.2 -> 11.7 us, 35B 19.9 -> 16.4, 8B prefill chunk 512 at 8k 983
 // -> 632 us, 35B warm turn (2048 rows over 12k) 4375 -> 3510 us, 8B 32 decode rows 368 -> 227 us.
 // kRow (the row-warp form above): the launcher's tiles hold at most 16 slots and no cohort.
-template <int HD, bool kSplit, bool kCap, bool kRow, bool kBulk = false>
+template <int HD, bool kSplit, bool kCap, bool kRow>
 __global__ void __launch_bounds__(kThreads, 2)
     flash_attention_kernel(FlashArgs a, int64_t n_rows, int n_chunks, float* __restrict__ part,
                            int cohort_x0) {
@@ -267,56 +249,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int seg = tid % kSegs, key0 = tid / kSegs;
   const char* k_base = a.k_cache + kvh * a.nb1 + seg * 16;
   const char* v_base = a.v_cache + kvh * a.nb1 + seg * 16;
-  // The bulk form's mbarriers: K of stage b at s_bar[b], V at s_bar[kStages + b]; tile t's fill
-  // of its stage is that barrier's ((t - t_begin) / 2)-th phase.
-  __shared__ uint64_t s_bar[2 * Lay::kStages];
-  constexpr bool bulk = kBulk;  // a template flag: the cp.async kernels' code stays as it was
-  const auto k_bar = [&](int t) { return s_bar + t % Lay::kStages; };
-  const auto v_bar = [&](int t) { return s_bar + Lay::kStages + t % Lay::kStages; };
-  const auto issue = [&](int t, const char* base, __half* dst, uint64_t* bar) {
+  const auto issue = [&](int t, const char* base, __half* dst) {
     const int64_t* offs = sofs(t);
-    if constexpr (bulk) {
-      if (warp != 0) return;
-      constexpr int kPer = kTileKeys / 32;  // keys a lane: lane, lane + 32
-      constexpr unsigned kRowBytes = HD * 2;
-      int64_t off[kPer];
-      unsigned n_rows = 0;
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        off[j] = offs[lane + 32 * j];
-        n_rows += __popc(__ballot_sync(0xffffffffu, off[j] >= 0));
-      }
-      // The buffer's last reads were ldmatrix (the generic proxy), ordered before this by the
-      // loop's barrier; the copies write it through the async proxy.
-      fence_proxy_async_shared();
-      if (lane == 0) mbar_expect(bar, n_rows * kRowBytes);  // the phase's one arrival
-      __syncwarp();
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        __half* row = dst + (lane + 32 * j) * S;
-        if (off[j] >= 0) {
-          bulk_copy(reinterpret_cast<uint8_t*>(row),
-                    reinterpret_cast<const uint8_t*>(base - seg * 16 + off[j]), kRowBytes, bar);
-        } else {
-#pragma unroll 4
-          for (unsigned i = 0; i < kRowBytes / 16; ++i)
-            reinterpret_cast<uint4*>(row)[i] = make_uint4(0u, 0u, 0u, 0u);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int j = key0; j < kTileKeys; j += kStep) {
-        const int64_t off = offs[j];
-        cp_async16_zfill(dst + j * S + seg * 8, off >= 0 ? base + off : base, off >= 0);
-      }
+    for (int j = key0; j < kTileKeys; j += kStep) {
+      const int64_t off = offs[j];
+      cp_async16_zfill(dst + j * S + seg * 8, off >= 0 ? base + off : base, off >= 0);
     }
-  };
-  // Waits for tile t's K (or V) to have landed; the caller's barrier then makes it every warp's.
-  const auto landed = [&](int t, uint64_t* bar) {
-    if constexpr (bulk)
-      mbar_wait(bar, static_cast<unsigned>((t - t_begin) >> 1) & 1u);
-    else
-      cp_wait_3();
   };
   // Commit groups, in order: K(t_begin), V(t_begin), K(t_begin + 1), V(t_begin + 1), then per
   // tile t one K(t + 2) and one V(t + 2) (empty past t_end: the count stays uniform). Tile
@@ -376,7 +315,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     __half* dst = reinterpret_cast<__half*>(const_cast<char*>(warp == 0 ? a.k_cache : a.v_cache) +
                                             slot * a.nb2 + kvh * a.nb1);
     for (int i = lane; i < HD; i += 32) dst[i] = __float2half_rn(src[i]);
-    if constexpr (bulk) fence_proxy_async_global();  // the copies (async proxy) read it later
   };
   // With the fold (a.counters), the next kernel is scheduled only once this block's chunk is
   // done (the trigger after the main loop), not at the wait: run 197's trace had the output
@@ -389,14 +327,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     wait();
     store_new_kv();
   }
-  if (bulk && tid == 0)
-    for (int i = 0; i < 2 * Lay::kStages; ++i) mbar_init(s_bar + i);
   for (int t = t_begin; t <= t_first_end; ++t) key_offsets(t);
-  __syncthreads();  // sofs and (bulk) the mbarriers
+  __syncthreads();
   for (int t = t_begin; t < t_begin + Lay::kStages; ++t) {
-    if (t <= t_end) issue(t, k_base, sk(t), k_bar(t));
+    if (t <= t_end) issue(t, k_base, sk(t));
     cp_commit();
-    if (t <= t_end) issue(t, v_base, sv(t), v_bar(t));
+    if (t <= t_end) issue(t, v_base, sv(t));
     cp_commit();
   }
   if (early) {  // q (and out, the partials) belong to this step
@@ -498,7 +434,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   reset_chunk();
 
   for (int t = t_begin; t <= t_end; ++t) {
-    landed(t, k_bar(t));  // K(t) (V(t), K(t + 1), V(t + 1) may still be in flight)
+    cp_wait_3();  // K(t) has landed (V(t), K(t + 1), V(t + 1) may still be in flight)
     __syncthreads();
     float sc[kNKw][4];  // S's n-tiles nk0 .. nk0 + kNKw - 1
 #pragma unroll
@@ -528,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const auto next_keys = [&] {
       if (t + 2 <= t_end) key_offsets(t + 2);
       __syncthreads();  // every warp is done with sk(t); sofs(t + 2) (kRow: s_rmax) is written
-      if (t + 2 <= t_end) issue(t + 2, k_base, sk(t + 2), k_bar(t + 2));
+      if (t + 2 <= t_end) issue(t + 2, k_base, sk(t + 2));
       cp_commit();
     };
     if constexpr (!kRow) next_keys();
@@ -622,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       rescale();
     }
 
-    landed(t, v_bar(t));  // V(t) (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
+    cp_wait_3();  // V(t) has landed (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
     __syncthreads();  // (kRow: and every warp's probabilities are in s_p)
     if constexpr (kRow) {
 #pragma unroll
@@ -713,7 +649,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       reset_chunk();
     }
     __syncthreads();  // every warp is done with sv(t)
-    if (t + 2 <= t_end) issue(t + 2, v_base, sv(t + 2), v_bar(t + 2));
+    if (t + 2 <= t_end) issue(t + 2, v_base, sv(t + 2));
     cp_commit();
   }
 
@@ -821,10 +757,10 @@ bool split_keys(int n_head, int n_kv_head, int n_seqs, int64_t n_rows, int max_c
 template <int HD>
 constexpr bool kHasRowForm = HD >= 128;
 
-template <int HD, bool kSplit, bool kCap, bool kRow, bool kBulk = false>
+template <int HD, bool kSplit, bool kCap, bool kRow>
 constexpr auto kernel_of() {
   if constexpr (kRow && kHasRowForm<HD> && !kCap)
-    return flash_attention_kernel<HD, kSplit, false, true, kBulk>;
+    return flash_attention_kernel<HD, kSplit, false, true>;
   else
     return flash_attention_kernel<HD, kSplit, kCap, false>;
 }
@@ -837,8 +773,7 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
     for (const auto kernel :
          {kernel_of<HD, false, false, false>(), kernel_of<HD, false, true, false>(),
           kernel_of<HD, true, false, false>(), kernel_of<HD, true, true, false>(),
-          kernel_of<HD, false, false, true>(), kernel_of<HD, true, false, true>(),
-          kernel_of<HD, false, false, true, true>(), kernel_of<HD, true, false, true, true>()}) {
+          kernel_of<HD, false, false, true>(), kernel_of<HD, true, false, true>()}) {
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
       // Two blocks per SM need ~200 KB of the unified L1 / shared memory as shared.
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -884,20 +819,14 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
   // sequence), no cohort tile.
   const bool row = opt.row_warps && kHasRowForm<HD> && !cap && !cohorts &&
                    n_rows * (a.n_head / a.n_kv_head) <= 16;
-  // The bulk form: row-warp calls over 16-byte aligned pools and strides (FlashOptions::bulk_kv).
-  const auto at16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool bulk = row && opt.bulk_kv && at16(a.k_cache) && at16(a.v_cache) && a.nb1 % 16 == 0 &&
-                    a.nb2 % 16 == 0;
   const auto kernel =
-      bulk    ? (split ? kernel_of<HD, true, false, true, true>()
-                       : kernel_of<HD, false, false, true, true>())
-      : row   ? (split ? kernel_of<HD, true, false, true>() : kernel_of<HD, false, false, true>())
+      row     ? (split ? kernel_of<HD, true, false, true>() : kernel_of<HD, false, false, true>())
       : split ? (cap ? kernel_of<HD, true, true, false>() : kernel_of<HD, true, false, false>())
               : (cap ? kernel_of<HD, false, true, false>() : kernel_of<HD, false, false, false>());
   stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
                 cohorts ? static_cast<int>(tiles) : -1);
   if (split && !fold_in_kernel) flash_combine(part, a, n_rows, n_chunks, stream);
-  return {fold_in_kernel, row, bulk};
+  return {fold_in_kernel, row};
 }
 
 }  // namespace

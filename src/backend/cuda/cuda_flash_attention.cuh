@@ -72,15 +72,11 @@ struct FlashOptions {
   // Calls whose tiles hold at most 16 (row, q head) slots (one decode row) split each tile's
   // multiplies over the block's four warps (head_dim 128 / 256, no soft-capping, no cohorts).
   bool row_warps = false;
-  // Row-warp calls stage K and V tiles by one bulk copy per key row on a stage mbarrier instead
-  // of 16-byte cp.async segments (the same bytes; with 16-byte aligned pools, else cp.async).
-  bool bulk_kv = false;
 };
 // What a call did.
 struct FlashLaunch {
   bool folded = false;     // the rows' partials were folded in the kernel (no combine launch)
   bool row_warps = false;  // the row-warp form ran
-  bool bulk_kv = false;    // K and V came by bulk copies
 };
 
 // out = attention over the pools for n_rows query rows; max_ctx bounds every sequence's
