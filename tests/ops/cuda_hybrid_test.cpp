@@ -363,24 +363,28 @@ TEST_F(CudaHybrid, MatmulSharedXWithIdsEqualsMatmulId) {
 // own tokens (fused_routes counts it: the short-row kernel at n_in 256, the one-row tiles or
 // gemv_coal_kernel at 1024, Q4_K's direct kernel); 80 tokens (the sorted route) and 300 experts
 // take moe_route's own launch first. (A backend of its own, the switch named: it is on by default
-// since run 266.)
+// since run 266.) 512 outputs at top 8 (the 35B's) spread a pair's rows over many blocks, whose
+// warps stop routing after their own rank (only block x 0 stores the weights).
 TEST_F(CudaHybrid, MoeRouteMatmulEqualsRouteThenMatmul) {
   auto rng = test_rng();
   CudaBackendConfig fused_cfg;
   fused_cfg.fuse_route = true;
   CudaBackend fused_be(fused_cfg);
-  const int64_t n_out = 40;
-  const int k = 4;
   struct Case {
     int64_t n, n_expert, n_in;
     bool normalize;
+    int64_t n_out = 40;
+    int k = 4;
   };
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     for (const Case& c :
          {Case{1, 256, 256, true}, Case{1, 64, 1024, false}, Case{6, 128, 1024, true},
-          Case{8, 60, 256, true}, Case{80, 64, 256, true}, Case{2, 300, 256, true}}) {
-      SCOPED_TRACE(
-          fmt::format("{} n {} experts {} n_in {}", type_name(t), c.n, c.n_expert, c.n_in));
+          Case{8, 60, 256, true}, Case{80, 64, 256, true}, Case{2, 300, 256, true},
+          Case{1, 64, 256, true, 512, 8}, Case{2, 64, 256, false, 512, 8}}) {
+      const int64_t n_out = c.n_out;
+      const int k = c.k;
+      SCOPED_TRACE(fmt::format("{} n {} experts {} n_in {} n_out {} k {}", type_name(t), c.n,
+                               c.n_expert, c.n_in, n_out, k));
       DeviceArena arena(fused_be);
       const Tensor wg = random_experts(arena, rng, t, c.n_in, n_out, c.n_expert);
       const Tensor wu = random_experts(arena, rng, t, c.n_in, n_out, c.n_expert);

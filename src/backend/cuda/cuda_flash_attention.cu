@@ -558,7 +558,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       rescale();
     }
 
-    cp_wait_3();  // V(t) has landed (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
+    cp_wait_3();      // V(t) has landed (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
     __syncthreads();  // (kRow: and every warp's probabilities are in s_p)
     if constexpr (kRow) {
 #pragma unroll

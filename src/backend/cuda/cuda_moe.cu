@@ -98,7 +98,7 @@ __global__ void moe_route_regs_kernel(TensorDesc logits, int k, bool normalize, 
   route_row_regs<kRegs>(reinterpret_cast<const float*>(logits.row(r)), static_cast<int>(logits.ne0),
                         k, normalize, static_cast<int>(threadIdx.x),
                         reinterpret_cast<int32_t*>(ids.row(r)) + threadIdx.x,
-                        reinterpret_cast<float*>(weights.row(r)) + threadIdx.x);
+                        reinterpret_cast<float*>(weights.row(r)) + threadIdx.x, k);
 }
 
 // Row copy through an index list: dst row pairs[2i + 1] (or i) <- src row pairs[2i] (or i).

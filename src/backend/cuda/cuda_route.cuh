@@ -18,7 +18,9 @@ __device__ __forceinline__ bool route_ranks_before(float v, int i, float bv, int
 
 // The top-k routing of one row x of n <= 32 kRegs logits, k <= 32, by one whole warp: lane j < k
 // gets rank j's expert (*id) and weight (*w; divided by the k weights' float sum when
-// `normalize`); other lanes keep theirs.
+// `normalize`); other lanes keep theirs. `ranks` < k stops after the first `ranks` ranks: lanes
+// j < ranks get the same ids (rank j's scan does not depend on later ranks), and no lane's weight
+// is meaningful then (the sum needs all k), so only callers that want ids alone pass it.
 //
 // moe_route_kernel's values in its order (the max, each expf, the double sum in e order per lane
 // then the warp's tree, the product by the float reciprocal; each lane's first-best scan in e
@@ -34,7 +36,8 @@ __device__ __forceinline__ bool route_ranks_before(float v, int i, float bv, int
 // 121, 123).
 template <int kRegs>
 __device__ __forceinline__ void route_row_regs(const float* __restrict__ x, int n, int k,
-                                               bool normalize, int lane, int32_t* id, float* w) {
+                                               bool normalize, int lane, int32_t* id, float* w,
+                                               int ranks) {
   float p[kRegs];
 #pragma unroll
   for (int c = 0; c < kRegs; ++c) p[c] = lane + 32 * c < n ? x[lane + 32 * c] : 0.0f;
@@ -57,7 +60,7 @@ __device__ __forceinline__ void route_row_regs(const float* __restrict__ x, int 
   uint32_t taken = 0;  // bit c: expert lane + 32 c (moe_route_kernel's p[e] = -inf)
   int my_id = 0;
   float my_w = 0.0f, picked = 0.0f;
-  for (int j = 0; j < k; ++j) {
+  for (int j = 0; j < ranks; ++j) {
     float bv = -INFINITY;
     int bi = 0x7fffffff;
 #pragma unroll

@@ -480,14 +480,16 @@ __device__ __forceinline__ bool select_pair(SliceArgs& a) {
   int32_t e;
   if (a.route.logits != nullptr) {
     // Every warp routes the pair's token (no shared memory, no block barrier: the kernels' own
-    // layouts stay as they are) and takes rank j's expert from lane j.
+    // layouts stay as they are) and takes rank j's expert from lane j. Only block x 0 stores the
+    // weights, which need every rank; the others stop after rank j (the routing's issue slots
+    // are ~46% of the 35B's gate/up launch by run 279's ncu: every warp scans each rank).
     const int64_t t = r / a.k;
     const int j = static_cast<int>(r % a.k), lane = static_cast<int>(threadIdx.x % 32);
     int32_t id = 0;
     float w = 0.0f;
-    route_row_regs<kRouteFusedMaxExperts / 32>(a.route.logits + t * a.route.row_floats,
-                                               a.route.n_expert, static_cast<int>(a.k),
-                                               a.route.normalize != 0, lane, &id, &w);
+    route_row_regs<kRouteFusedMaxExperts / 32>(
+        a.route.logits + t * a.route.row_floats, a.route.n_expert, static_cast<int>(a.k),
+        a.route.normalize != 0, lane, &id, &w, blockIdx.x == 0 ? static_cast<int>(a.k) : j + 1);
     e = __shfl_sync(0xffffffffu, id, j);
     if (blockIdx.x == 0 && threadIdx.x == static_cast<unsigned>(j))  // warp 0's lane j
       a.route.ids[r] = id, a.route.w[r] = w;
