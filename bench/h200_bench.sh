@@ -55,7 +55,8 @@
 #                regex on ncu's demangled name, casts included, e.g.
 #                'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)8, \(bool\)1, \(int\)2, \(int\)4>'
 #                (the form of ncu's own kernel list; without the casts nothing matched in run
-#                106; runs 109 and 112 used it)
+#                106; runs 109 and 112 used it). NCU_SASS=1: then the warp samples per SASS
+#                instruction of the first such launch -> $OUT/ncu1_sass.txt (bench/ncu_sass.py)
 #       batched  PARALLEL (8) copies of one SINGLE_X prompt through `tempo9 run --parallel`: the
 #                engine's per-step time of a PARALLEL-row decode over shared pages (ours only)
 #       parity   `tempo9 parity --backend cuda`: teacher-forced logits against the CPU backend
@@ -205,6 +206,17 @@ ncu1() {
   echo "ncu rc $?"
   grep -E "Grid Size|Duration|Memory Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Warp Cycles Per Issued|No kernels were profiled" \
     "$OUT/ncu1.txt" | head -40
+  [ "${NCU_SASS:-0}" = 1 ] || return 0
+  # NCU_SASS=1: then the first of those launches' warp samples per SASS instruction (the
+  # smallest sampling interval: a decode kernel lasts microseconds), by bench/ncu_sass.py.
+  TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none \
+    --kernel-name-base demangled -k "regex:$NCU_KERNEL" --launch-skip "${NCU_SKIP:-40}" \
+    --launch-count 1 --warp-sampling-interval 0 --section SourceCounters --page source \
+    --print-source sass --csv "$T9" run -m "$M" --raw -p "$(python3 -c "print('x' * $n)")" \
+    -n "${KERNELS_GEN:-12}" --temp 0 --ignore-eos --backend cuda --ctx $((n + 64)) \
+    --parallel "${KERNELS_PARALLEL:-1}" >"$OUT/ncu1_sass.csv" 2>&1
+  echo "ncu sass rc $?"
+  python3 "$ROOT/bench/ncu_sass.py" "$OUT/ncu1_sass.csv" >"$OUT/ncu1_sass.txt" 2>&1
 }
 
 nographs() {

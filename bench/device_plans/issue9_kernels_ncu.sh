@@ -7,8 +7,10 @@
 #   - the experts' gate/up by pair (gemv_slice_kernel<Q8_0, 1, true, 2, 2>);
 #   - the add-norm with the next matmul's codes (rms_norm_codes_kernel<true>);
 # each with h200_bench.sh ncu1's sections (occupancy, warp states, instructions executed, source
-# counters) for NCU_COUNT (2) decode launches. ncu runs kernels one at a time (no
-# dependent-launch overlap), so its durations only rank; this is for the instructions executed a
+# counters) for NCU_COUNT (2) decode launches, then the first one's warp samples per SASS
+# instruction (h200_bench.sh NCU_SASS=1, bench/ncu_sass.py: where the stalls sit). ncu runs
+# kernels one at a time (no dependent-launch overlap), so its durations only rank; this is for
+# the instructions executed a
 # warp and the stall reasons (stage 59 estimates ~911 instructions a 32-key tile and warp for the
 # attention, and a latency-bound loop). The source counters name SASS addresses; with a
 # -lineinfo build staged (build-cuda2) they name source lines too, and for a build-dev staging
@@ -30,10 +32,11 @@ M=${AB_MODEL:-/tmp/q35_8l_Q8_0.gguf}
 profile() {
   echo "== $1"
   SIDES=ours MODEL=$M OUT="$OUT/$1" KERNELS_PROMPT=600 KERNELS_GEN=12 NCU_KERNEL="$2" \
-    NCU_SKIP="$3" NCU_COUNT="${NCU_COUNT:-2}" NCU_S=240 bash bench/h200_bench.sh ncu1 2>&1 |
+    NCU_SKIP="$3" NCU_COUNT="${NCU_COUNT:-2}" NCU_S=240 NCU_SASS=1 bash bench/h200_bench.sh ncu1 2>&1 |
     grep -vE "^h200_bench done"
   grep -E "Executed Instructions|Issued Instructions|Registers Per Thread|Stall|Warp Cycles" \
     "$OUT/$1/ncu1.txt" | head -24
+  head -60 "$OUT/$1/ncu1_sass.txt"  # the stalls per SASS instruction (NCU_SASS)
 }
 profile attention 'flash_attention_kernel<\(int\)256, \(bool\)[01], \(bool\)0, \(bool\)1>' 8
 profile gate_up 'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)1, \(bool\)1, \(int\)2, \(int\)2>' 24
