@@ -12,7 +12,8 @@
 #     chain with the relaxed count (on by default since, for one sequence) and the gated norm in
 #     the out-projection's GEMV (-4.5%, removed since: docs/CUDA.md stage 59);
 #   - the Qwen3-8B shape cut to 8 layers, Q4_K_M (qwen3_8b_8layer.json; ~40 s synth): base, new.
-# SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B. TRACE=1: then
+# SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B. PARALLEL=N:
+# N copies of the prompt decoded together (common.sh's decode_one), for the batched steps' tiles. TRACE=1: then
 # one traced run of the new binary on that file (its table, and one step's first 80 kernels).
 # OPS (a gtest filter, '*' for the suite): then the op tests, when test_cuda_ops came too. Two
 # tempo9 binaries of both gencodes leave no room for it; with sm_90a-only binaries

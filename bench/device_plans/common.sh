@@ -56,8 +56,9 @@ decode_one() {
   shift
   p=$(python3 -c "print('x'*512)")
   # shellcheck disable=SC2154  # M, NAME: the plan's
+  # PARALLEL=N: N copies of the prompt decoded together (a batched step's rows).
   env "$@" "$T9" run -m "$M" --raw -p "$p" -n 128 --temp 0 --ignore-eos --backend cuda \
-    --ctx 1000 --warmup >"/tmp/one_$tag.txt" 2>/tmp/e.txt
+    --ctx 1000 --warmup ${PARALLEL:+--parallel "$PARALLEL"} >"/tmp/one_$tag.txt" 2>/tmp/e.txt
   echo "$NAME $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
 }
 
