@@ -2,8 +2,9 @@
 # The three largest pieces of a 35B decode layer's chain after stage 59 (docs/CUDA.md, next
 # steps, 0000000000c) under ncu, on the 35B shape cut to 8 layers (qwen35moe_8layer.json, ~20 s
 # synth; AB_MODEL: a file already there):
-#   - the row-warp decode attention, split or not (run 281: 'x' * 600 is ~130 tokens, so one
-#     unsplit block a KV head, flash_attention_kernel<256, false, false, true>);
+#   - the row-warp decode attention, split or not (run 283: 'x' * 600 and 12 tokens are at most
+#     96 keys, three tiles: one unsplit block a KV head, flash_attention_kernel<256, false,
+#     false, true>);
 #   - the experts' gate/up by pair (gemv_slice_kernel<Q8_0, 1, true, 2, 2>);
 #   - the add-norm with the next matmul's codes (rms_norm_codes_kernel<true>);
 # each with h200_bench.sh ncu1's sections (occupancy, warp states, instructions executed, source
