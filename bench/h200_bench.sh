@@ -207,12 +207,14 @@ ncu1() {
   grep -E "Grid Size|Duration|Memory Throughput|Achieved Occupancy|Issued Ipc|No Eligible|Warp Cycles Per Issued|No kernels were profiled" \
     "$OUT/ncu1.txt" | head -40
   [ "${NCU_SASS:-0}" = 1 ] || return 0
-  # NCU_SASS=1: then the first of those launches' warp samples per SASS instruction (the
-  # smallest sampling interval: a decode kernel lasts microseconds), by bench/ncu_sass.py.
+  # NCU_SASS=1: then the first NCU_SASS_COUNT (1) of those launches' warp samples per SASS
+  # instruction (the smallest sampling interval: a decode kernel lasts microseconds), by
+  # bench/ncu_sass.py.
   TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none \
     --kernel-name-base demangled -k "regex:$NCU_KERNEL" --launch-skip "${NCU_SKIP:-40}" \
-    --launch-count 1 --warp-sampling-interval 0 --section SourceCounters --page source \
-    --print-source sass --csv "$T9" run -m "$M" --raw -p "$(python3 -c "print('x' * $n)")" \
+    --launch-count "${NCU_SASS_COUNT:-1}" --warp-sampling-interval 0 --section SourceCounters \
+    --page source --print-source sass --csv "$T9" run -m "$M" --raw \
+    -p "$(python3 -c "print('x' * $n)")" \
     -n "${KERNELS_GEN:-12}" --temp 0 --ignore-eos --backend cuda --ctx $((n + 64)) \
     --parallel "${KERNELS_PARALLEL:-1}" >"$OUT/ncu1_sass.csv" 2>&1
   echo "ncu sass rc $?"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Where the 8B's single decode step waits, kernel by kernel and SASS line by line (issue 7's
+# single stream: ~54% of the H100's byte roofline, goal 75%), on the Qwen3-8B shape cut to 8
+# layers, Q4_K_M (qwen3_8b_8layer.json, ~40 s synth; AB_MODEL: a file already there):
+#   - the bf16-path GEMVs (bf16_gemv_kernel: run 248's trace put them at ~80% of the step's
+#     chain), NCU_COUNT (4: one layer's q/k/v, o, gate/up with the GLU and down) launches of the
+#     third decode step on, each with h200_bench.sh ncu1's sections and its warp samples per
+#     SASS instruction (NCU_SASS=1, NCU_SASS_COUNT the same launches);
+#   - the decode attention (flash_attention_kernel at head_dim 128), two launches.
+# ncu runs kernels one at a time with its caches flushed between passes, so its durations only
+# rank; the instructions a warp and the stalls by line are what this is for (docs/CUDA.md stage
+# 60 maps a build-dev staging's SASS addresses to lines: the same source compiled here with
+# -lineinfo, nvdisasm -g). ~3 min.
+# Here: `bash scripts/device_stage.sh` (any staging); there (device tool, carry [".devrun"]):
+# `bash bench/device_plans/issue7_kernels_ncu.sh` (stdout; the reports in $OUT's bundle).
+cd "$(dirname "$0")/../.." || exit 1
+export OUT=${OUT:-/tmp/i7ncu}
+mkdir -p "$OUT"
+# shellcheck source=bench/device_plans/common.sh
+source bench/device_plans/common.sh
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+M=${AB_MODEL:-/tmp/qwen3_8b_8l_Q4_K_M.gguf}
+[ -f "$M" ] || "$T9" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
+  --quant Q4_K_M --seed 1 -o "$M" >/dev/null 2>&1 || echo "synth failed"
+# tag, the demangled-name regex, launches to skip (a step is ~4 bf16 GEMVs a layer and the
+# head's: 33 on this file; the attention 8), launches to profile.
+profile() {
+  echo "== $1"
+  SIDES=ours MODEL=$M OUT="$OUT/$1" KERNELS_PROMPT=64 KERNELS_GEN=12 NCU_KERNEL="$2" \
+    NCU_SKIP="$3" NCU_COUNT="$4" NCU_SASS_COUNT="$4" NCU_S=240 NCU_SASS=1 \
+    bash bench/h200_bench.sh ncu1 2>&1 | grep -vE "^h200_bench done"
+  grep -E "bf16_gemv_kernel<|flash_attention_kernel<.*\(|Executed Instructions|Registers Per Thread|Warp Cycles Per Issued|Duration" \
+    "$OUT/$1/ncu1.txt" | head -40
+  head -120 "$OUT/$1/ncu1_sass.txt"  # the stalls per SASS instruction
+}
+profile gemv 'bf16_gemv_kernel<' 99 "${NCU_COUNT:-4}"
+profile attention 'flash_attention_kernel<\(int\)128' 24 2
+echo "t=$((SECONDS - T0)) s"
+bash bench/device_plans/bundle_out.sh
