@@ -8,9 +8,9 @@
 #     SASS instruction (NCU_SASS=1, NCU_SASS_COUNT the same launches);
 #   - the decode attention (flash_attention_kernel at head_dim 128), two launches.
 # ncu runs kernels one at a time with its caches flushed between passes, so its durations only
-# rank; the instructions a warp and the stalls by line are what this is for (docs/CUDA.md stage
-# 60 maps a build-dev staging's SASS addresses to lines: the same source compiled here with
-# -lineinfo, nvdisasm -g). ~3 min.
+# rank; the instructions a warp and the stalls by line are what this is for (a build-dev
+# staging's SASS addresses map to lines by bench/ncu_sass_lines.py, from the bundle's
+# ncu1_sass.csv). ~3 min.
 # Here: `bash scripts/device_stage.sh` (any staging); there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/issue7_kernels_ncu.sh` (stdout; the reports in $OUT's bundle).
 cd "$(dirname "$0")/../.." || exit 1

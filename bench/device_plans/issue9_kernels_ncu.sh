@@ -15,8 +15,8 @@
 # warp and the stall reasons (stage 59 estimates ~911 instructions a 32-key tile and warp for the
 # attention, and a latency-bound loop). The source counters name SASS addresses; with a
 # -lineinfo build staged (build-cuda2) they name source lines too, and for a build-dev staging
-# `nvdisasm -g` of the same source compiled here with -lineinfo (the same code) maps the
-# addresses to lines (dev/kernels/sass_branches.py says where nvdisasm comes from). ~3-4 min.
+# bench/ncu_sass_lines.py maps them to lines through `nvdisasm -g` of the same source compiled
+# here with -lineinfo (the same code; its docstring has the recipe). ~3-4 min.
 # Here: `bash scripts/device_stage.sh` (any staging); there (device tool, carry [".devrun"]):
 # `bash bench/device_plans/issue9_kernels_ncu.sh` (stdout; the reports in $OUT's bundle).
 cd "$(dirname "$0")/../.." || exit 1
