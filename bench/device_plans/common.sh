@@ -62,6 +62,19 @@ decode_one() {
   echo "$NAME $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
 }
 
+# One kernel of the plan's file M under ncu (h200_bench.sh ncu1, its sections, then the warp
+# samples per SASS instruction: NCU_SASS): tag, the demangled-name regex (ncu's form, casts
+# included), launches to skip, launches to profile. KERNELS_PROMPT: the plan's prompt length.
+ncu_profile() {
+  echo "== $1"
+  SIDES=ours MODEL=$M OUT="$OUT/$1" KERNELS_GEN=12 NCU_KERNEL="$2" NCU_SKIP="$3" \
+    NCU_COUNT="$4" NCU_SASS_COUNT="$4" NCU_S=240 NCU_SASS=1 bash bench/h200_bench.sh ncu1 2>&1 |
+    grep -vE "^h200_bench done"
+  grep -E "^  void |Executed Instructions|Issued Instructions|Registers Per Thread|Warp Cycles Per Issued|Duration" \
+    "$OUT/$1/ncu1.txt" | head -40
+  head -120 "$OUT/$1/ncu1_sass.txt"  # the stalls per SASS instruction
+}
+
 # The CUDA op tests matching gtest filter $1 (full output in $OUT/tests.txt): the card, the
 # return code, the PASSED / FAILED lines and the first failure details.
 op_tests() {

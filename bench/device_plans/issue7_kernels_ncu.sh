@@ -22,18 +22,10 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 M=${AB_MODEL:-/tmp/qwen3_8b_8l_Q4_K_M.gguf}
 [ -f "$M" ] || "$T9" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
   --quant Q4_K_M --seed 1 -o "$M" >/dev/null 2>&1 || echo "synth failed"
-# tag, the demangled-name regex, launches to skip (a step is ~4 bf16 GEMVs a layer and the
-# head's: 33 on this file; the attention 8), launches to profile.
-profile() {
-  echo "== $1"
-  SIDES=ours MODEL=$M OUT="$OUT/$1" KERNELS_PROMPT=64 KERNELS_GEN=12 NCU_KERNEL="$2" \
-    NCU_SKIP="$3" NCU_COUNT="$4" NCU_SASS_COUNT="$4" NCU_S=240 NCU_SASS=1 \
-    bash bench/h200_bench.sh ncu1 2>&1 | grep -vE "^h200_bench done"
-  grep -E "bf16_gemv_kernel<|flash_attention_kernel<.*\(|Executed Instructions|Registers Per Thread|Warp Cycles Per Issued|Duration" \
-    "$OUT/$1/ncu1.txt" | head -40
-  head -120 "$OUT/$1/ncu1_sass.txt"  # the stalls per SASS instruction
-}
-profile gemv 'bf16_gemv_kernel<' 99 "${NCU_COUNT:-4}"
-profile attention 'flash_attention_kernel<\(int\)128' 24 2
+# Launches to skip: a step is ~4 bf16 GEMVs a layer and the head's (33 on this file), and 8
+# attention launches.
+export KERNELS_PROMPT=64
+ncu_profile gemv 'bf16_gemv_kernel<' 99 "${NCU_COUNT:-4}"
+ncu_profile attention 'flash_attention_kernel<\(int\)128' 24 2
 echo "t=$((SECONDS - T0)) s"
 bash bench/device_plans/bundle_out.sh

@@ -8,7 +8,7 @@
 #   - the experts' gate/up by pair (gemv_slice_kernel<Q8_0, 1, true, 2, 2>);
 #   - the add-norm with the next matmul's codes (rms_norm_codes_kernel<true>);
 # each with h200_bench.sh ncu1's sections (occupancy, warp states, instructions executed, source
-# counters) for NCU_COUNT (2) decode launches, then the first one's warp samples per SASS
+# counters) for NCU_COUNT (2) decode launches, then their warp samples per SASS
 # instruction (h200_bench.sh NCU_SASS=1, bench/ncu_sass.py: where the stalls sit). ncu runs
 # kernels one at a time (no dependent-launch overlap), so its durations only rank; this is for
 # the instructions executed a
@@ -28,19 +28,12 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 M=${AB_MODEL:-/tmp/q35_8l_Q8_0.gguf}
 [ -f "$M" ] || "$T9" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
   --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M" >/dev/null 2>&1 || echo "synth failed"
-# tag, the demangled-name regex (ncu's form, casts included), launches to skip (the prompt's and
-# the first decode steps': 2 attention and 8 MoE layers a step).
-profile() {
-  echo "== $1"
-  SIDES=ours MODEL=$M OUT="$OUT/$1" KERNELS_PROMPT=600 KERNELS_GEN=12 NCU_KERNEL="$2" \
-    NCU_SKIP="$3" NCU_COUNT="${NCU_COUNT:-2}" NCU_S=240 NCU_SASS=1 bash bench/h200_bench.sh ncu1 2>&1 |
-    grep -vE "^h200_bench done"
-  grep -E "Executed Instructions|Issued Instructions|Registers Per Thread|Stall|Warp Cycles" \
-    "$OUT/$1/ncu1.txt" | head -24
-  head -60 "$OUT/$1/ncu1_sass.txt"  # the stalls per SASS instruction (NCU_SASS)
-}
-profile attention 'flash_attention_kernel<\(int\)256, \(bool\)[01], \(bool\)0, \(bool\)1>' 8
-profile gate_up 'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)1, \(bool\)1, \(int\)2, \(int\)2>' 24
-profile add_norm 'rms_norm_codes_kernel<\(bool\)1>' 40
+# Launches to skip: the prompt's and the first decode steps' (2 attention and 8 MoE layers a
+# step).
+export KERNELS_PROMPT=600
+n=${NCU_COUNT:-2}
+ncu_profile attention 'flash_attention_kernel<\(int\)256, \(bool\)[01], \(bool\)0, \(bool\)1>' 8 "$n"
+ncu_profile gate_up 'gemv_slice_kernel<\(t9::GgmlType\)8, \(int\)1, \(bool\)1, \(int\)2, \(int\)2>' 24 "$n"
+ncu_profile add_norm 'rms_norm_codes_kernel<\(bool\)1>' 40 "$n"
 echo "t=$((SECONDS - T0)) s"
 bash bench/device_plans/bundle_out.sh
