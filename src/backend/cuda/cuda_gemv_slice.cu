@@ -86,7 +86,9 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   static_assert(kR * kTok <= 32, "one lane per output in the final sum");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
-  const bool by_pair = a.ids != nullptr;     // matmul_id: blockIdx.y is a pair (kTok == 1)
+  // matmul_id: blockIdx.y is a pair. Only one-row kernels take pairs (launch_slice_gemv), so the
+  // 4- and 8-row tiles compile no pair path (nor its route's registers).
+  const bool by_pair = kTok == 1 && a.ids != nullptr;
   const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
   int64_t n_blocks;
   const int64_t bx = select_part(a, n_blocks);  // first: a pair's expert offsets its part's w

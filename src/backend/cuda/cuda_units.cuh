@@ -479,21 +479,26 @@ __device__ __forceinline__ bool select_pair(SliceArgs& a) {
   }
   int32_t e;
   if (a.route.logits != nullptr) {
-    // Every warp routes the pair's token (no shared memory, no block barrier: the kernels' own
-    // layouts stay as they are) and takes rank j's expert from lane j. Only block x 0 stores the
-    // weights, which need every rank; the others stop after rank j. Every warp scanning all 8
-    // ranks was ~1,000 of the ~2,180 instructions a warp of the 35B's gate/up launch (its SASS
-    // and run 279's ncu); with the stop the route is 28.8% of them (run 283).
-    const int64_t t = r / a.k;
-    const int j = static_cast<int>(r % a.k), lane = static_cast<int>(threadIdx.x % 32);
-    int32_t id = 0;
-    float w = 0.0f;
-    route_row_regs<kRouteFusedMaxExperts / 32>(
-        a.route.logits + t * a.route.row_floats, a.route.n_expert, static_cast<int>(a.k),
-        a.route.normalize != 0, lane, &id, &w, blockIdx.x == 0 ? static_cast<int>(a.k) : j + 1);
-    e = __shfl_sync(0xffffffffu, id, j);
-    if (blockIdx.x == 0 && threadIdx.x == static_cast<unsigned>(j))  // warp 0's lane j
-      a.route.ids[r] = id, a.route.w[r] = w;
+    // Warp 0 alone routes the pair's token and hands rank j's expert to the block through one
+    // shared word (a block barrier: every thread of the block comes here, r being uniform).
+    // Every warp routing for itself was ~29% of the 35B's gate/up launch's executed instructions
+    // even after the stop below (run 283). Only block x 0 stores the weights, which need every
+    // rank; the others stop after rank j.
+    __shared__ int32_t s_expert;
+    if (threadIdx.x < 32) {
+      const int64_t t = r / a.k;
+      const int j = static_cast<int>(r % a.k), lane = static_cast<int>(threadIdx.x);
+      int32_t id = 0;
+      float w = 0.0f;
+      route_row_regs<kRouteFusedMaxExperts / 32>(
+          a.route.logits + t * a.route.row_floats, a.route.n_expert, static_cast<int>(a.k),
+          a.route.normalize != 0, lane, &id, &w, blockIdx.x == 0 ? static_cast<int>(a.k) : j + 1);
+      const int32_t pick = __shfl_sync(0xffffffffu, id, j);
+      if (lane == 0) s_expert = pick;
+      if (blockIdx.x == 0 && lane == j) a.route.ids[r] = id, a.route.w[r] = w;
+    }
+    __syncthreads();
+    e = s_expert;
   } else {
     e = a.ids[r];
   }
