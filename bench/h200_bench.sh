@@ -193,10 +193,13 @@ kernels() {
     tee "$OUT/kernels_$(basename "$M" .gguf).txt" | head -48
 }
 
+# NCU_CACHE=none: ncu keeps the caches between its replay passes instead of flushing them, so a
+# kernel reads what its predecessor left in L2 as it does in the step's chain (run 287: with the
+# flush, the 8B's GEMVs waited mostly on their activation row, read from HBM).
 ncu1() {
   local n=${KERNELS_PROMPT:-4}
   TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none \
-    --kernel-name-base demangled -k "regex:${NCU_KERNEL:?NCU_KERNEL: a regex on the demangled name}" \
+    --cache-control "${NCU_CACHE:-all}" --kernel-name-base demangled -k "regex:${NCU_KERNEL:?NCU_KERNEL: a regex on the demangled name}" \
     --launch-skip "${NCU_SKIP:-40}" --launch-count "${NCU_COUNT:-1}" --section LaunchStats \
     --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section InstructionStats --section SourceCounters \
@@ -211,7 +214,8 @@ ncu1() {
   # instruction (the smallest sampling interval: a decode kernel lasts microseconds), by
   # bench/ncu_sass.py.
   TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none \
-    --kernel-name-base demangled -k "regex:$NCU_KERNEL" --launch-skip "${NCU_SKIP:-40}" \
+    --cache-control "${NCU_CACHE:-all}" --kernel-name-base demangled -k "regex:$NCU_KERNEL" \
+    --launch-skip "${NCU_SKIP:-40}" \
     --launch-count "${NCU_SASS_COUNT:-1}" --warp-sampling-interval 0 --section SourceCounters \
     --page source --print-source sass --csv "$T9" run -m "$M" --raw \
     -p "$(python3 -c "print('x' * $n)")" \

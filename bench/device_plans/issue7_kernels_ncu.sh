@@ -23,8 +23,10 @@ M=${AB_MODEL:-/tmp/qwen3_8b_8l_Q4_K_M.gguf}
 [ -f "$M" ] || "$T9" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
   --quant Q4_K_M --seed 1 -o "$M" >/dev/null 2>&1 || echo "synth failed"
 # Launches to skip: a step is ~4 bf16 GEMVs a layer and the head's (33 on this file), and 8
-# attention launches.
-export KERNELS_PROMPT=64
+# attention launches. KERNELS_PROMPT (64 'x's, 64 tokens here): 512 puts the decode attention
+# over ~515 keys, split into chunks as in the single-stream bench. NCU_CACHE=none: L2 kept
+# between ncu's passes (h200_bench.sh ncu1), closer to the chain than its default flush.
+export KERNELS_PROMPT=${KERNELS_PROMPT:-64}
 ncu_profile gemv 'bf16_gemv_kernel<' 99 "${NCU_COUNT:-4}"
 ncu_profile attention 'flash_attention_kernel<\(int\)128' 24 2
 echo "t=$((SECONDS - T0)) s"
