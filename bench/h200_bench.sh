@@ -194,12 +194,13 @@ kernels() {
 }
 
 # NCU_CACHE=none: ncu keeps the caches between its replay passes instead of flushing them, so a
-# kernel reads what its predecessor left in L2 as it does in the step's chain (run 287: with the
-# flush, the 8B's GEMVs waited mostly on their activation row, read from HBM).
+# kernel finds what its predecessor left in L2, as in the step's chain (the 8B's bf16 GEMVs: their
+# activation row's loads 21-36% of the samples flushed, run 287, and 20-24% kept, run 288).
 ncu1() {
   local n=${KERNELS_PROMPT:-4}
   TEMPO9_CUDA_GRAPHS=0 timeout "${NCU_S:-300}" ncu --clock-control none \
-    --cache-control "${NCU_CACHE:-all}" --kernel-name-base demangled -k "regex:${NCU_KERNEL:?NCU_KERNEL: a regex on the demangled name}" \
+    --cache-control "${NCU_CACHE:-all}" --kernel-name-base demangled \
+    -k "regex:${NCU_KERNEL:?NCU_KERNEL: a regex on the demangled name}" \
     --launch-skip "${NCU_SKIP:-40}" --launch-count "${NCU_COUNT:-1}" --section LaunchStats \
     --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section InstructionStats --section SourceCounters \
