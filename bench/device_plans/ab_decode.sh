@@ -19,8 +19,7 @@ source bench/device_plans/common.sh
 op_tests "${TESTS:-CudaBf16*:Cuda.Matmul*:CudaAttention*}"
 if [ "${AB_SHAPE:-8b}" = 35b8 ]; then
   M=${AB_MODEL:-/tmp/q35_8l_Q8_0.gguf} NAME="35B shape, 8 layers"
-  [ -f "$M" ] || "$T9" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
-    --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M" >/dev/null 2>&1 || echo "synth failed"
+  synth_35b_8l "$M"
 else
   M=${AB_MODEL:-/tmp/q8b.gguf} NAME=8B  # AB_MODEL: a synth file already there
   SIDES=ours PRESET=qwen3-8b QUANT=Q4_K_M MODEL=$M OUT="$OUT/synth" bash bench/h200_bench.sh \

@@ -32,16 +32,13 @@ NEW=$T9 BASE=$ROOT/.devrun-base/bin/tempo9
 M35=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf M8=/tmp/qwen3_8b_8l_Q4_K_M.gguf
 if [ "${SHORT:-0}" = 1 ]; then  # the 35B shape cut to 8 layers (6 Gated DeltaNet): ~20 s synth
   M35=/tmp/q35_8l_Q8_0.gguf
-  [ -f "$M35" ] || "$NEW" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
-    --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M35" >/dev/null 2>&1 || echo "synth failed"
+  synth_35b_8l "$M35"
 elif [ ! -f "$M35" ]; then
   env SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZER="$TOK" \
     MODEL=$M35 OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth"
 fi
 # NO_8B=1: the 35B file only (a change that touches no dense layer).
-[ "${NO_8B:-0}" = 1 ] || [ -f "$M8" ] ||
-  "$NEW" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
-    --quant Q4_K_M --seed 1 -o "$M8" >/dev/null 2>&1 || echo "synth failed"
+[ "${NO_8B:-0}" = 1 ] || synth_8b_8l "$M8"
 FORMS=${FORMS:-"nochain:TEMPO9_CUDA_GDN_CHAIN_SEQS=0"}
 env_of() { echo "${1#*:}" | tr ',' ' '; }
 # T9, M, NAME: read by common.sh's decode_one.

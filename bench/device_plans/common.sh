@@ -12,6 +12,18 @@ export TEMPO9_SHARED_DIR=$ROOT/.devrun/shared
 T9=$ROOT/.devrun/bin/tempo9
 python3 scripts/devrun_unpack.py .devrun  # lib.tar.xz and bin/*.xz (a no-op once done)
 
+# The plans' two 8-layer files, written once a machine (a file already there is kept): the
+# Qwen3.5-35B-A3B shape cut to 8 layers (6 Gated DeltaNet; Q8_0 unless $2; ~20 s) with the real
+# tokenizer, and the Qwen3-8B shape cut to 8 layers, Q4_K_M (~40 s).
+synth_35b_8l() {
+  [ -f "$1" ] || "$T9" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
+    --quant "${2:-Q8_0}" --seed 1 --tokenizer "$TOK" -o "$1" >/dev/null 2>&1 || echo "synth failed"
+}
+synth_8b_8l() {
+  [ -f "$1" ] || "$T9" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
+    --quant Q4_K_M --seed 1 -o "$1" >/dev/null 2>&1 || echo "synth failed"
+}
+
 # One 8-agent run of the 35B file through h200_bench.sh (the plan sets S35 and M): tag, then
 # extra environment (VAR=value ...). Prints the TTFT / ITL / throughput line, the breakdown and
 # the server log's graph, error and warm-up lines.

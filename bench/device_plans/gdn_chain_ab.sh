@@ -23,8 +23,7 @@ S35="SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours TOKENIZE
 if [ "${SHORT:-0}" = 1 ]; then
   # shellcheck disable=SC2034  # NAME: read by common.sh's decode_one
   M=/tmp/q35_8l_Q8_0.gguf NAME="35B shape, 8 layers, Q8_0"
-  [ -f "$M" ] || "$T9" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
-    --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M" >/dev/null 2>&1 || echo "synth failed"
+  synth_35b_8l "$M"
 else
   # shellcheck disable=SC2086  # S35: word-split on purpose
   [ -f "$M" ] || env $S35 MODEL=$M OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 |

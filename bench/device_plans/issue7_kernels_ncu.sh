@@ -20,8 +20,7 @@ mkdir -p "$OUT"
 source bench/device_plans/common.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 M=${AB_MODEL:-/tmp/qwen3_8b_8l_Q4_K_M.gguf}
-[ -f "$M" ] || "$T9" synth --arch qwen3 --config bench/device_plans/qwen3_8b_8layer.json \
-  --quant Q4_K_M --seed 1 -o "$M" >/dev/null 2>&1 || echo "synth failed"
+synth_8b_8l "$M"
 # Launches to skip: a step is ~4 bf16 GEMVs a layer and the head's (33 on this file), and 8
 # attention launches. KERNELS_PROMPT (64 'x's, 64 tokens here): 512 puts the decode attention
 # over ~515 keys, split into chunks as in the single-stream bench. NCU_CACHE=none: L2 kept

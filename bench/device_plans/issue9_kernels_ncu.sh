@@ -26,8 +26,7 @@ mkdir -p "$OUT"
 source bench/device_plans/common.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 M=${AB_MODEL:-/tmp/q35_8l_Q8_0.gguf}
-[ -f "$M" ] || "$T9" synth --arch qwen35moe --config bench/device_plans/qwen35moe_8layer.json \
-  --quant Q8_0 --seed 1 --tokenizer "$TOK" -o "$M" >/dev/null 2>&1 || echo "synth failed"
+synth_35b_8l "$M"
 # Launches to skip: the prompt's and the first decode steps' (2 attention and 8 MoE layers a
 # step).
 export KERNELS_PROMPT=600
