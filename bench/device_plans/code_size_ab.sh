@@ -14,7 +14,8 @@
 #   - the Qwen3-8B shape cut to 8 layers, Q4_K_M (qwen3_8b_8layer.json; ~40 s synth): base, new.
 # SHORT=1: the 35B shape cut to 8 layers (qwen35moe_8layer.json) instead of the 35B. PARALLEL=N:
 # N copies of the prompt decoded together (common.sh's decode_one), for the batched steps' tiles. TRACE=1: then
-# one traced run of the new binary on that file (its table, and one step's first 80 kernels).
+# one traced run of the new binary on that file (its table, and one step's first 80 kernels);
+# TRACE=8b: the same on the 8B file.
 # OPS (a gtest filter, '*' for the suite): then the op tests, when test_cuda_ops came too. Two
 # tempo9 binaries of both gencodes leave no room for it; with sm_90a-only binaries
 # (scripts/device_stage.sh, TEMPO9_CUDA_BUILD) test_cuda_ops and the fixtures fit beside them.
@@ -64,8 +65,10 @@ done
 # OPS: a gtest filter ('*': the suite) for the staged test_cuda_ops, when it came too (an
 # sm_90a-only staging leaves room for it, and for the fixtures: scripts/device_stage.sh).
 [ -n "${OPS:-}" ] && [ -f .devrun/bin/test_cuda_ops ] && op_tests "$OPS"
-if [ "${TRACE:-0}" = 1 ]; then  # the new binary's step on the 35B file, kernel by kernel
-  env SINGLE_X=512 GEN=64 SIDES=ours TOKENIZER="$TOK" MODEL="$M35" OUT="$OUT/trace" \
+if [ "${TRACE:-0}" != 0 ]; then  # the new binary's step, kernel by kernel (TRACE=8b: the 8B file)
+  TM=$M35
+  [ "$TRACE" = 8b ] && TM=$M8
+  env SINGLE_X=512 GEN=64 SIDES=ours TOKENIZER="$TOK" MODEL="$TM" OUT="$OUT/trace" \
     bash bench/h200_bench.sh trace >/dev/null 2>&1
   f=$(ls "$OUT"/trace/trace_*.txt)
   head -24 "$f"

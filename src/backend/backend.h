@@ -304,6 +304,20 @@ class Backend {
     glu(gate, up, kind, gate);
   }
 
+  // add_rms_norm(a, b, weight, eps, weight_bias, sum, out), then matmul_shared_x(out, outs): a
+  // residual add and pre-norm with the first matmuls of the block they feed (the MoE block's router
+  // and shared-expert gate). The same bits as those two ops; a backend may run them as one launch
+  // (CUDA: a decode row's norm beside small float matmuls, one kernel boundary fewer a layer).
+  struct AddRmsNorm {
+    Tensor a, b, weight;
+    float eps = 0.0f, weight_bias = 0.0f;
+    Tensor sum, out;
+  };
+  virtual void add_rms_norm_matmul(const AddRmsNorm& n, std::span<const MatmulOut> outs) {
+    add_rms_norm(n.a, n.b, n.weight, n.eps, n.weight_bias, n.sum, n.out);
+    matmul_shared_x(n.out, outs);
+  }
+
   // Stores this step's K and V rows in the paged pool of one layer. The pool should be F16: half
   // the bytes of F32 for the most bandwidth-bound op, as ggml does by default, at ~5e-4 relative
   // rounding per element; F32 is accepted for tests and debugging. k, v: F32

@@ -2,6 +2,7 @@
 // ArchSpec flags (pre-norm attention and GLU MLP blocks, optional biases, head norms and
 // gemma-style sandwich norms).
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "model/gated_deltanet.h"
@@ -48,10 +49,12 @@ void Model::run_layer(int il, int n_tokens, int n_seqs, int max_ctx) {
   // The residual adds are out of place (s.x -> s.x2 here, back to s.x below), so a backend may
   // write the sum from some blocks while others still read the old stream (CUDA's few-row norm
   // writes its codes that way, rms_norm_codes_kernel).
-  be.add_rms_norm(s.x, s.o, L.ffn_norm, eps, nb, s.x2, s.h);
-  if (spec_.moe) {
+  if (spec_.moe) {  // the pre-norm beside the router's matmuls (one launch on CUDA's decode)
+    std::array<Backend::MatmulOut, 2> gates;
+    be.add_rms_norm_matmul({s.x, s.o, L.ffn_norm, eps, nb, s.x2, s.h}, moe_gates(L, *xs_, gates));
     moe_ffn(be, hp_, L, *xs_, s.h, s.o);
   } else {
+    be.add_rms_norm(s.x, s.o, L.ffn_norm, eps, nb, s.x2, s.h);
     be.matmul_glu(s.h, L.ffn_gate, L.ffn_up, spec_.glu, s.gate, s.up);
     be.matmul(L.ffn_down, s.gate, Tensor{}, s.o);
   }

@@ -2,13 +2,17 @@
 
 namespace t9::model {
 
+std::span<const Backend::MatmulOut> moe_gates(const LayerWeights& L, const ExtraScratch& s,
+                                              std::array<Backend::MatmulOut, 2>& outs) {
+  // The router beside the shared expert's one-output gate (both usually F32: one CUDA launch).
+  outs[0] = {L.ffn_gate_inp, Tensor{}, s.router};
+  outs[1] = {L.ffn_gate_inp_shexp, Tensor{}, s.sgate};
+  return std::span<const Backend::MatmulOut>(outs.data(), L.ffn_gate_shexp.valid() ? 2 : 1);
+}
+
 void moe_ffn(Backend& be, const HParams& hp, const LayerWeights& L, const ExtraScratch& s,
              const Tensor& h, const Tensor& out) {
   const bool shared = L.ffn_gate_shexp.valid();
-  // The router beside the shared expert's one-output gate (both usually F32: one CUDA launch).
-  const Backend::MatmulOut gates[] = {{L.ffn_gate_inp, Tensor{}, s.router},
-                                      {L.ffn_gate_inp_shexp, Tensor{}, s.sgate}};
-  be.matmul_shared_x(h, std::span(gates, shared ? 2 : 1));
   // The routing, then every other matmul of h in one call (CUDA rounds h to int8 once for all of
   // them, and routes a decode step's tokens inside the experts' launch).
   const Backend::MatmulOut of_h[] = {{L.ffn_gate_exps, Tensor{}, s.eg, s.ids},

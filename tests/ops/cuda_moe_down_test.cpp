@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -178,10 +179,10 @@ TEST_F(CudaMoeDown, LargerCallsTakeTheComposedOps) {
 // the same shape (the MoE block's call, model/moe.cpp): up to 8 tokens the shared matmuls ride as
 // plain rows of the experts' launch (one fused launch for the four), past that the shared ones
 // are a fused launch of their own (two). Either way every output has the bits of its own
-// matmul_id / matmul. n_in 256 takes the short-row kernel; 2048 gemv_slice_kernel (Q8_0) and
-// gemv_coal_kernel (Q4_K, Q6_K). n_out 72: partial row blocks.
-TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
-  auto rng = test_rng();
+// matmul_id / matmul, with the plain rows' weights copied after the wait or before it
+// (CudaBackendConfig::plain_early). n_in 256 takes the short-row kernel; 2048 gemv_slice_kernel
+// (Q8_0) and gemv_coal_kernel (Q4_K, Q6_K). n_out 72: partial row blocks.
+void check_shared_rides(CudaBackend& be, std::mt19937_64& rng) {
   const int64_t n_out = 72, k = 8;
   const int n_expert = 16;
   for (GgmlType t :
@@ -189,7 +190,7 @@ TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
     for (const int64_t n_in : {256, 2048}) {
       for (const int64_t n : {1, 2, 8, 9}) {
         SCOPED_TRACE(fmt::format("{} n_in {} tokens {}", type_name(t), n_in, n));
-        DeviceArena arena(*be_);
+        DeviceArena arena(be);
         const Tensor wg = random_experts(arena, rng, t, n_in, n_out, n_expert);
         const Tensor wu = random_experts(arena, rng, t, n_in, n_out, n_expert);
         const Tensor sg = arena.weights(random_weights(rng, t, n_in, n_out), t, n_in, n_out);
@@ -202,11 +203,101 @@ TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
             {wu, Tensor{}, arena.poisoned(GgmlType::F32, n_out, k, n), ids},
             {sg, Tensor{}, arena.poisoned(GgmlType::F32, n_out, n)},
             {su, Tensor{}, arena.poisoned(GgmlType::F32, n_out, n)}};
-        const long fused_before = be_->fused_matmuls();
-        be_->matmul_shared_x(x, outs);
-        EXPECT_EQ(be_->fused_matmuls() - fused_before, n <= 8 ? 1 : 2);
-        expect_each_output_alone(*be_, arena, x, outs);
+        const long fused_before = be.fused_matmuls();
+        be.matmul_shared_x(x, outs);
+        EXPECT_EQ(be.fused_matmuls() - fused_before, n <= 8 ? 1 : 2);
+        expect_each_output_alone(be, arena, x, outs);
       }
+    }
+  }
+}
+
+TEST_F(CudaMoeDown, SharedExpertRidesInTheExpertsLaunch) {
+  auto rng = test_rng();
+  check_shared_rides(*be_, rng);
+  CudaBackend early_plain(CudaBackendConfig{.plain_early = true});  // stages_early's plain rows
+  check_shared_rides(early_plain, rng);
+}
+
+// Backend::add_rms_norm_matmul: a decode row's residual add and pre-norm with the float matmuls of
+// its output (the MoE router and shared-expert gate) in one launch (norm_gemv_f_kernel) must give
+// sum, out, every y and out's int8 codes (read by a Q8_0 matmul of out after it) the bits of
+// add_rms_norm then matmul_shared_x (the base implementation). Rows of 2048 and 4096 (8 and 16
+// norm chunks), F32 router + one-output gate (129 gemv_f blocks: an odd count, so the last
+// block's second half has no rows), F16 and BF16 with a bias on one output (130 rows: a partial
+// last row pair), Gemma's weight bias; two rows take the two ops (no fused launch).
+TEST(CudaNormMatmul, EqualsTheOps) {
+  auto rng = test_rng();
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackend be(CudaBackendConfig{.norm_gemv = true});
+  struct Case {
+    GgmlType type;
+    int64_t n, rows;
+    float weight_bias;
+    std::vector<int64_t> n_out;
+  };
+  for (const Case& c :
+       {Case{GgmlType::F32, 2048, 1, 0.0f, {256, 1}}, Case{GgmlType::F32, 4096, 1, 1.0f, {256, 1}},
+        Case{GgmlType::F16, 2048, 1, 0.0f, {130, 64}}, Case{GgmlType::BF16, 4096, 1, 0.0f, {130}},
+        Case{GgmlType::F32, 2048, 2, 0.0f, {256, 1}}}) {
+    SCOPED_TRACE(std::string(type_name(c.type)) + " n " + std::to_string(c.n) + " rows " +
+                 std::to_string(c.rows));
+    DeviceArena arena(be);
+    const int64_t n = c.n, rows = c.rows;
+    const auto row_floats = [&](float lo, float hi) {
+      return arena.from_host(random_floats(rng, static_cast<size_t>(n * rows), lo, hi),
+                             GgmlType::F32, n, rows);
+    };
+    const Tensor a = row_floats(-2.0f, 2.0f), b = row_floats(-1.0f, 1.0f);
+    const Tensor norm_w =
+        arena.from_host(random_floats(rng, static_cast<size_t>(n), 0.5f, 1.5f), GgmlType::F32, n);
+    const Tensor q8 =
+        arena.weights(random_weights(rng, GgmlType::Q8_0, n, 96), GgmlType::Q8_0, n, 96);
+    std::vector<Tensor> ws, biases;
+    for (size_t i = 0; i < c.n_out.size(); ++i) {
+      ws.push_back(
+          arena.weights(random_weights(rng, c.type, n, c.n_out[i]), c.type, n, c.n_out[i]));
+      biases.push_back(i == 0 && c.type != GgmlType::F32
+                           ? arena.from_host(random_floats(rng, static_cast<size_t>(c.n_out[i])),
+                                             GgmlType::F32, c.n_out[i])
+                           : Tensor{});
+    }
+    // Run f (fused: the backend's call; else the base implementation's two ops) into fresh
+    // outputs; return sum, out, the ys and a Q8_0 matmul of out, downloaded.
+    const auto run = [&](bool fused) {
+      const Tensor sum = arena.poisoned(GgmlType::F32, n, rows);
+      const Tensor out = arena.poisoned(GgmlType::F32, n, rows);
+      std::vector<Backend::MatmulOut> outs;
+      for (size_t i = 0; i < ws.size(); ++i)
+        outs.push_back({ws[i], biases[i], arena.poisoned(GgmlType::F32, c.n_out[i], rows)});
+      const Backend::AddRmsNorm nr{a, b, norm_w, 1e-6f, c.weight_bias, sum, out};
+      const long before = be.fused_norm_matmuls();
+      if (fused)
+        be.add_rms_norm_matmul(nr, outs);
+      else
+        be.Backend::add_rms_norm_matmul(nr, outs);
+      EXPECT_EQ(be.fused_norm_matmuls() - before, fused && rows == 1 ? 1 : 0);
+      const Tensor yq = arena.poisoned(GgmlType::F32, 96, rows);
+      const long reuses = be.rounding_reuses();
+      be.matmul(q8, out, Tensor{}, yq);
+      EXPECT_EQ(be.rounding_reuses() - reuses, 1);  // out's codes, as its producer wrote them
+      std::vector<std::vector<float>> got = {arena.download<float>(sum), arena.download<float>(out),
+                                             arena.download<float>(yq)};
+      for (const auto& o : outs) got.push_back(arena.download<float>(o.y));
+      return got;
+    };
+    const auto fused = run(true), ops = run(false);
+    ASSERT_EQ(fused.size(), ops.size());
+    const char* names[] = {"sum", "out", "q8 of out"};
+    for (size_t t = 0; t < fused.size(); ++t) {
+      SCOPED_TRACE(t < 3 ? std::string(names[t]) : "y " + std::to_string(t - 3));
+      ASSERT_EQ(fused[t].size(), ops[t].size());
+      EXPECT_FALSE(std::isnan(fused[t][0]));
+      for (size_t e = 0; e < fused[t].size(); ++e)
+        if (float_bits(fused[t][e]) != float_bits(ops[t][e])) {
+          ADD_FAILURE() << "element " << e << ": " << fused[t][e] << " vs " << ops[t][e];
+          break;
+        }
     }
   }
 }

@@ -16,6 +16,8 @@
 #include "backend/cuda/cuda_bf16_matmul.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_derived.cuh"
+#include "backend/cuda/cuda_gemv.cuh"
+#include "backend/cuda/cuda_norm.cuh"
 #include "backend/cuda/cuda_profile.cuh"
 #include "backend/cuda/cuda_quant.cuh"
 #include "backend/cuda/cuda_trace.cuh"
@@ -95,51 +97,7 @@ __global__ void elementwise4_kernel(EwOp op, const float4* a, const float4* b, f
   if (xq != nullptr) quantize_octet(y, threadIdx.x % 32, xq + 32 * (i / 8), xb + i / 8);
 }
 
-// One block per row. The sum of squares is kept in double like the CPU reference. A thread's
-// first kNormCache elements (and weights) are loaded up front into registers, all in flight at
-// once: a plain strided loop waits one memory latency per element (a 4096 row: 16 round trips,
-// ~9.6 us per call measured on the H200). Same operations in the same order as the plain loop.
-constexpr int kNormCache = 16;
-constexpr int kThreads = 256;  // the row kernels' block (a norm's row: 256 elements per c)
-
-// A thread's first kNormCache elements of a row (x, or x + b when kAdd: the residual add fused
-// with the next pre-norm, the same float add) and weights (w[i] + weight_bias; 1 where w is
-// null), loaded up front (elements threadIdx.x + c * blockDim.x), and its part of the double sum
-// of squares over them in c order. The tail past kNormCache * blockDim.x is the caller's. Shared
-// by both norm kernels below, so that their rows are the same bits.
-template <bool kAdd>
-__device__ __forceinline__ double norm_head(const float* xr, const float* br, const float* w,
-                                            float weight_bias, int64_t n, float (&xv)[kNormCache],
-                                            float (&wv)[kNormCache]) {
-  const int64_t step = blockDim.x;
-  float bv[kNormCache];
-#pragma unroll
-  for (int c = 0; c < kNormCache; ++c) {
-    const int64_t i = threadIdx.x + c * step;
-    xv[c] = i < n ? xr[i] : 0.0f;
-    if constexpr (kAdd) bv[c] = i < n ? br[i] : 0.0f;
-    wv[c] = i < n && w != nullptr ? w[i] + weight_bias : 1.0f;
-  }
-  if constexpr (kAdd) {
-#pragma unroll
-    for (int c = 0; c < kNormCache; ++c) xv[c] = xv[c] + bv[c];
-  }
-  double ss = 0.0;
-#pragma unroll
-  for (int c = 0; c < kNormCache; ++c)
-    if (threadIdx.x + c * step < n) ss += static_cast<double>(xv[c]) * xv[c];
-  return ss;
-}
-
-// Norm weight i (plus the weight bias: Gemma's 1 + w); 1 without weights.
-__device__ __forceinline__ float norm_weight_at(const float* w, float weight_bias, int64_t i) {
-  return w != nullptr ? w[i] + weight_bias : 1.0f;
-}
-
-// 1 / rms from the block's sum of squares (as the CPU reference: double, then one rounding).
-__device__ __forceinline__ float norm_inv(double ss, int64_t n, float eps) {
-  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(n) + eps));
-}
+constexpr int kThreads = kNormThreads;  // the row kernels' block (cuda_norm.cuh)
 
 // One block per row. kAdd: the sum is written to `sum` (which may alias a: every read of the row
 // precedes the block_sum barriers, every write of it follows).
@@ -529,6 +487,8 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   if (const char* e = std::getenv("TEMPO9_CUDA_GDN_CHAIN_SEQS"))  // A/B runs
     gdn_chain_max_seqs_ = std::max(0, std::atoi(e));
   fuse_route_ = cuda::switch_or_env(cfg.fuse_route, "TEMPO9_CUDA_FUSE_ROUTE");
+  norm_gemv_ = cuda::switch_or_env(cfg.norm_gemv, "TEMPO9_CUDA_NORM_GEMV");
+  plain_early_ = cuda::switch_or_env(cfg.plain_early, "TEMPO9_CUDA_PLAIN_EARLY");
   T9_CHECK(cfg.float_tile_min_rows >= 0, "float_tile_min_rows {}", cfg.float_tile_min_rows);
   float_tile_min_rows_ = cfg.float_tile_min_rows;
   if (const char* e = std::getenv("TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS"))  // A/B runs
@@ -812,6 +772,44 @@ void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w
   derived_->wrote(out);
   stream_->launch(cuda::rms_norm_kernel<true>, cuda::row_grid(a), cuda::kThreads, 0, cuda::desc(a),
                   cuda::desc(b), cuda::desc(sum), w, eps, weight_bias, cuda::desc(out));
+}
+
+void CudaBackend::add_rms_norm_matmul(const AddRmsNorm& n, std::span<const MatmulOut> outs) {
+  // One launch for a decode row's norm and the float matmuls of its output (the MoE router and
+  // shared-expert gate): CudaBackendConfig::norm_gemv.
+  const Tensor& a = n.a;
+  std::vector<cuda::FusedPart> parts;
+  bool fits = norm_gemv_ && fuse_parts_ && a.n_rows() == 1 && n.b.ne == a.ne && !outs.empty();
+  bool w_early = true;
+  for (const MatmulOut& o : outs) {
+    if (!fits) break;
+    fits = !o.ids.valid() && o.w.valid();
+    // Each output is written while other blocks read a, b, sum and out.
+    const cuda::ByteSpan y = cuda::byte_span(o.y);
+    for (const Tensor* t : {&n.a, &n.b, &n.sum, &n.out})
+      fits = fits && !y.overlaps(cuda::byte_span(*t));
+    parts.push_back({&o.w, &o.bias, &o.y});
+    w_early = w_early && reads_early(o.w);
+  }
+  fits = fits && cuda::codes_norm_fits(a, n.out, {&a, &n.b, &n.sum}) &&
+         cuda::codes_norm_fits(a, n.sum, {&a, &n.b}) && cuda::norm_float_matmul_fits(n.out, parts);
+  if (!fits) return Backend::add_rms_norm_matmul(n, outs);
+  T9_CUDA_PROF("add_rms_norm_matmul");
+  cuda::check_unary(a, n.out, "add_rms_norm");
+  cuda::check_unary(a, n.sum, "add_rms_norm sum");
+  cuda::check_binary(a, n.b, n.sum, "add_rms_norm");
+  for (const MatmulOut& o : outs) check_matmul(o.w, n.out, o.bias, o.y);
+  derived_->wrote(n.sum);
+  const cuda::RoundedOut ro = derived_->produce(n.out, codes_scratch_, *stream_);
+  for (const MatmulOut& o : outs) derived_->wrote(o.y);
+  cuda::NormRow nr;
+  nr.a = &a, nr.b = &n.b, nr.sum = &n.sum, nr.out = &n.out;
+  nr.weight = cuda::norm_weight(n.weight, a);
+  nr.eps = n.eps, nr.weight_bias = n.weight_bias;
+  nr.xq = ro.xq, nr.xb = ro.xb;
+  nr.weight_early = reads_early(n.weight);
+  cuda::launch_norm_float_matmul(nr, parts, *stream_, {.w_early = w_early});
+  ++fused_norm_matmuls_;
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -108,6 +108,14 @@ struct CudaBackendConfig {
   // bits). H100, run 266: the 35B's single decode 366.7 / 367.7 -> 371.2 / 371.7 tok/s, the same
   // text (docs/CUDA.md stage 56). TEMPO9_CUDA_FUSE_ROUTE=0 turns it off (=1 on).
   bool fuse_route = true;
+  // Backend::add_rms_norm_matmul of one decode row as one launch (norm_gemv_f_kernel: the MoE
+  // block's pre-norm beside its router and shared-expert gate, F16/BF16/F32; the same bits as the
+  // two ops). Off until an A/B on the device has timed it; TEMPO9_CUDA_NORM_GEMV=1 turns it on.
+  bool norm_gemv = false;
+  // A decode matmul_id's plain rows (the MoE shared expert's gate/up beside the routed experts')
+  // copy their first weight rows before the dependent-launch wait (stages_early, cuda_units.cuh;
+  // the same bits). Off until timed; TEMPO9_CUDA_PLAIN_EARLY=1 turns it on.
+  bool plain_early = false;
   // F16/BF16/F32 matmuls with few weight rows (split order: the MoE router) and at least this many
   // activation rows run on the prompt-step tile kernel (cuda_gemv_float.cu: 16 weight rows staged
   // in shared memory per block, walked over tiles of 8 activation rows; same bits); 0: never.
@@ -254,6 +262,8 @@ class CudaBackend final : public Backend {
   static int64_t tok1_max_weight_bytes();
   // Launches of matmul_shared_x that computed several weights at once (fuse_parts; tests).
   long fused_matmuls() const { return fused_matmuls_; }
+  // add_rms_norm_matmul calls that ran as one launch (tests).
+  long fused_norm_matmuls() const { return fused_norm_matmuls_; }
 
   void get_rows(const Tensor& table, const Tensor& ids, const Tensor& out) override;
   void take_tokens(const Tensor& prev, const Tensor& ids) override;
@@ -265,6 +275,9 @@ class CudaBackend final : public Backend {
   // One kernel: the sum is kept in registers for the norm (same bits as add + rms_norm).
   void add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps,
                     float weight_bias, const Tensor& sum, const Tensor& out) override;
+  // A decode row's norm and the F16/BF16/F32 matmuls of its output (the MoE router and shared
+  // gate) as one launch (cuda_gemv.cuh, launch_norm_float_matmul); other calls as the two ops.
+  void add_rms_norm_matmul(const AddRmsNorm& n, std::span<const MatmulOut> outs) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void mul(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void scale(const Tensor& x, float s, const Tensor& out) override;
@@ -422,9 +435,12 @@ class CudaBackend final : public Backend {
   int64_t fused_routes_ = 0;        // fused_routes()
   int gdn_chain_max_seqs_ = 1;      // CudaBackendConfig::gdn_chain_max_seqs
   bool fuse_route_ = false;         // CudaBackendConfig::fuse_route
+  bool norm_gemv_ = false;          // CudaBackendConfig::norm_gemv
+  bool plain_early_ = false;        // CudaBackendConfig::plain_early
   int64_t gdn_chain_launches_ = 0;  // gdn_chain calls run as one launch
   int float_tile_min_rows_ = 0;     // CudaBackendConfig::float_tile_min_rows
   long fused_matmuls_ = 0;
+  long fused_norm_matmuls_ = 0;  // fused_norm_matmuls()
   std::string device_name_;
   std::unique_ptr<cuda::OpProfiler> prof_;    // TEMPO9_CUDA_PROFILE=1: per-op GPU times at exit
   std::unique_ptr<cuda::KernelTrace> trace_;  // TEMPO9_CUDA_TRACE=FILE: the kernels' timeline

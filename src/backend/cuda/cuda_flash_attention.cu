@@ -155,8 +155,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   int64_t* const sofs0 = reinterpret_cast<int64_t*>(smem_raw + Lay::kHalvesBytes);
   const auto sofs = [&](int t) { return sofs0 + (t % Lay::kStages) * kTileKeys; };
 
-  const int G = a.n_head / a.n_kv_head;
-  const int rows_per_tile = kSlots / G;
+  const int G = a.group, rows_per_tile = a.rows_per_tile;  // (the launcher's divisions)
   const int kvh = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // The tile's query rows: batch row and position of row i < n_tile_rows (a sequence's
@@ -358,10 +357,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int sl = warp; sl < kQSlots; sl += kThreads / 32) {
       __half* dst = sq + sl * S;
       if (sl < n_valid) {
-        const int qr = s_qrow[sl / G];
-        norm_rope_row(reinterpret_cast<const float*>(pp.q_from.row(kvh * G + sl % G, qr)), HD, s_wq,
-                      pp.norm != 0, pp.eps, pp.weight_bias, pp.rc, row_cs ? 0 : pp.positions[qr],
-                      s_prep[warp], lane, row_cs ? s_cs : nullptr);
+        const int sg = div_group(sl, a), qr = s_qrow[sg];
+        norm_rope_row(reinterpret_cast<const float*>(pp.q_from.row(kvh * G + sl - sg * G, qr)), HD,
+                      s_wq, pp.norm != 0, pp.eps, pp.weight_bias, pp.rc,
+                      row_cs ? 0 : pp.positions[qr], s_prep[warp], lane, row_cs ? s_cs : nullptr);
         for (int i = 2 * lane; i < HD; i += 64)
           *reinterpret_cast<uint32_t*>(dst + i) = pack_f16(s_prep[warp][i], s_prep[warp][i + 1]);
         __syncwarp();  // s_prep[warp] is read before the next slot's row overwrites it
@@ -377,8 +376,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int b = 0; b < kQBatch; ++b) {
       const int sl = tid / kSegs + (i0 + b) * kQSlotStep;
       const float* qr = nullptr;
-      if (sl < n_valid)
-        qr = reinterpret_cast<const float*>(a.q.row(kvh * G + sl % G, s_qrow[sl / G])) + q_d0;
+      if (sl < n_valid) {
+        const int sg = div_group(sl, a);
+        qr = reinterpret_cast<const float*>(a.q.row(kvh * G + sl - sg * G, s_qrow[sg])) + q_d0;
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j)  // scalar loads: q rows may be views at any 4-byte offset
         v[b][j] = qr != nullptr ? qr[j] : 0.0f;
@@ -404,9 +405,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     my_pos[h] = -1;
     my_lo[h] = 0;
     if (sl < n_valid) {
-      my_pos[h] = s_pos[sl / G];
+      const int sg = div_group(sl, a);
+      my_pos[h] = s_pos[sg];
       my_lo[h] = a.window > 0 ? max(0, my_pos[h] - a.window + 1) : 0;
-      my_row[h] = s_qrow[sl / G] * a.n_head + kvh * G + sl % G;
+      my_row[h] = s_qrow[sg] * a.n_head + kvh * G + sl - sg * G;
     }
   }
   const bool warp_live = w_slot0 < n_valid;
@@ -685,9 +687,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();
       const int n_last = s_n_last;
       for (int it = warp; it < n_last * G; it += kThreads / 32) {
-        const int i = it / G;
+        const int i = div_group(it, a);
         const int pos = s_pos[s_last[i]];
-        fold_row_warp<HD>(part, a, s_qrow[s_last[i]], kvh * G + it % G, n_chunks, s_c0[i],
+        fold_row_warp<HD>(part, a, s_qrow[s_last[i]], kvh * G + it - i * G, n_chunks, s_c0[i],
                           min(pos / kChunkKeys, n_chunks - 1), lane);
       }
     }
@@ -809,7 +811,10 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
   // Split launches of several sequences add one cohort tile per 64 / G sequences after the row
   // tiles (cohort_members; TEMPO9_CUDA_ATTN_COHORTS=0, read once: none). The same bits either way.
   static const bool cohorts_off = env_off("TEMPO9_CUDA_ATTN_COHORTS");
-  const int rows_per_tile = kSlots / (a.n_head / a.n_kv_head);
+  a.group = a.n_head / a.n_kv_head;
+  a.rows_per_tile = kSlots / a.group;
+  a.g_magic = ((uint64_t{1} << 32) + a.group - 1) / a.group;
+  const int rows_per_tile = a.rows_per_tile;
   const bool cohorts = split && a.n_seqs >= 2 && !cohorts_off;
   const int64_t cohort_tiles = cohorts ? (a.n_seqs + rows_per_tile - 1) / rows_per_tile : 0;
   const dim3 grid(static_cast<unsigned>(tiles + cohort_tiles), static_cast<unsigned>(a.n_kv_head),

@@ -123,4 +123,29 @@ bool launch_float_matmul(const Tensor& w, const Tensor& x, const Tensor& bias, c
 bool launch_fused_float_matmul(std::span<const FusedPart> parts, const Tensor& x, Stream& stream,
                                const MatmulOpts& opts);
 
+struct ActBlock;  // cuda_units.cuh
+
+// One row's add_rms_norm and F16 / BF16 / F32 matmuls of the normed row in one launch
+// (Backend::add_rms_norm_matmul; norm_gemv_f_kernel): sum = a + b, out = rms_norm(sum) * weight
+// with rms_norm_codes_kernel's bits (and its int8 codes of out when xq is set), and each part's
+// y = out @ w^T (+ bias) with launch_float_matmul's bits. norm_float_matmul_fits says whether the
+// launch takes the call: the row 256 k <= 4096 elements (the caller checks the norm's own
+// conditions, codes_norm_fits), 1..kMaxParts parts of one float type and row size that
+// launch_float_matmul would run as split one-row calls (gemv_f_kernel<T, 1, true>), rows and
+// outputs 16-byte aligned.
+struct NormRow {
+  const Tensor* a = nullptr;
+  const Tensor* b = nullptr;
+  const Tensor* sum = nullptr;
+  const Tensor* out = nullptr;
+  const float* weight = nullptr;  // null: none
+  float eps = 0.0f, weight_bias = 0.0f;
+  int8_t* xq = nullptr;  // out's codes (DerivedCache::produce), or null
+  ActBlock* xb = nullptr;
+  bool weight_early = false;  // weight is a model weight (read before the dependent-launch wait)
+};
+bool norm_float_matmul_fits(const Tensor& out, std::span<const FusedPart> parts);
+void launch_norm_float_matmul(const NormRow& n, std::span<const FusedPart> parts, Stream& stream,
+                              const MatmulOpts& opts);
+
 }  // namespace t9::cuda

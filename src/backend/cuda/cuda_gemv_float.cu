@@ -7,7 +7,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "backend/cuda/cuda_units.cuh"  // cp_async16
+#include "backend/cuda/cuda_norm.cuh"
+#include "backend/cuda/cuda_units.cuh"  // cp_async16, quantize_value
 
 namespace t9::cuda {
 namespace {
@@ -168,6 +169,160 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int v = 1; v < kWarps; ++v) s = __fadd_rn(s, part[v][r][t]);
       put(r, t, s);
     }
+  }
+}
+
+// ---- the norm beside the matmuls (launch_norm_float_matmul) ----
+
+struct NormGemvArgs {  // every member initialized (the tape's bytes: cuda_stream.cuh)
+  TensorDesc a = {}, b = {}, sum = {}, out = {};  // add_rms_norm's row (row 0 of each)
+  const float* weight = nullptr;                  // the norm's weight (null: none)
+  int8_t* xq = nullptr;                           // out's codes (null: none)
+  ActBlock* xb = nullptr;
+  int64_t row_bytes = 0;  // every part's weight row
+  float eps = 0.0f, weight_bias = 0.0f;
+  int weight_early = 0, w_early = 0;  // the norm's weight / every part's weights: model weights
+};
+static_assert(sizeof(NormGemvArgs) == 4 * sizeof(TensorDesc) + 48, "no padding bytes");
+
+// gemv_f_kernel blocks (of 4 warps) that one norm block (kNormThreads) runs side by side.
+constexpr int kNormHalves = kNormThreads / (kWarps * 32);
+static_assert(kNormHalves * kWarps * 32 == kNormThreads);
+
+// One row's add_rms_norm and the float matmuls of its output in one launch. Every block computes
+// the row's sum of squares as each of rms_norm_codes_kernel's blocks does (norm_head, block_sum
+// over kNormThreads threads: the same bits) and keeps the whole normed row in shared memory;
+// block g < n / kNormThreads also stores element chunk g of sum, out and out's codes, as that
+// kernel's block g does. Then each half of the block runs one gemv_f_kernel<T, 1, true> block
+// (launch block 2 x + half in the parts' numbering) on the shared row, in its order: warp w of
+// the half takes units 32 w + l, 32 (w + kWarps) + l, ..., each unit's products in four chains
+// joined (p0 + p1) + (p2 + p3), the warps' sums added in warp order: the matmuls' bits. Its first
+// kPre units of each row are loaded into registers before the dependent-launch wait (weights are
+// never written), so after the wait the block's only round trip is the row's a and b. What it
+// saves is the router's launch boundary in a MoE layer's decode chain: its wait for the norm and
+// x's trip through L2.
+template <GgmlType T, int kPre>
+__global__ void __launch_bounds__(kNormThreads) norm_gemv_f_kernel(NormGemvArgs a, FloatParts fp) {
+  extern __shared__ float4 xs4[];  // the normed row, a.a.ne0 floats
+  __shared__ double scratch[32];
+  __shared__ float part[kNormHalves][kWarps][kRows];
+  constexpr int kE = T == GgmlType::F32 ? 4 : 8;  // elements per 16-byte unit
+  constexpr int kStride = 32 * kWarps;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+  const int half = tid / (kWarps * 32), warp = (tid / 32) % kWarps;
+  const int64_t n = a.a.ne0, n_units = a.row_bytes / 16;
+  // This half's gemv_f block: its part and rows (constant indices: parameter loads, no local copy).
+  const int64_t gb = static_cast<int64_t>(blockIdx.x) * kNormHalves + half;
+  const uint8_t* w = nullptr;
+  int64_t n_out = 0, bx = 0, blocks = 0;
+  TensorDesc y = {};
+  const float* bias = nullptr;
+#pragma unroll
+  for (int i = 0; i < kMaxParts; ++i) {
+    if (i < fp.n && gb >= fp.block_first[i]) {
+      w = fp.part[i].w, n_out = fp.part[i].n_out, y = fp.part[i].y, bias = fp.part[i].bias;
+      bx = gb - fp.block_first[i];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i <= kMaxParts; ++i)
+    if (i == fp.n) blocks = fp.block_first[i];
+  const bool active = gb < blocks && bx * kRows < n_out;
+  const int64_t u0 = 32 * warp + lane;
+  uint4 wpre[kPre][kRows];
+  const auto load_pre = [&] {
+#pragma unroll
+    for (int k = 0; k < kPre; ++k)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t u = u0 + k * kStride, o = min64(bx * kRows + r, n_out - 1);
+        wpre[k][r] = active && u < n_units
+                         ? __ldg(reinterpret_cast<const uint4*>(w + o * a.row_bytes) + u)
+                         : uint4{};
+      }
+  };
+  float wv[kNormCache];  // the norm's weights of this thread's elements
+  const auto load_norm_w = [&] {
+#pragma unroll
+    for (int c = 0; c < kNormCache; ++c) {
+      const int64_t i = tid + c * kNormThreads;
+      wv[c] = i < n ? norm_weight_at(a.weight, a.weight_bias, i) : 1.0f;
+    }
+  };
+  if (a.w_early) load_pre();
+  if (a.weight_early) load_norm_w();
+  pdl_enter();
+  if (!a.w_early) load_pre();
+  if (!a.weight_early) load_norm_w();
+
+  float xv[kNormCache], unused[kNormCache];
+  const double ss = block_sum(
+      norm_head<true>(reinterpret_cast<const float*>(a.a.row(0)),
+                      reinterpret_cast<const float*>(a.b.row(0)), nullptr, 0.0f, n, xv, unused),
+      scratch);
+  const float inv = norm_inv(ss, n, a.eps);
+  float* xs = reinterpret_cast<float*>(xs4);
+  const int64_t g = blockIdx.x;  // rms_norm_codes_kernel's block g: element chunk g
+#pragma unroll
+  for (int c = 0; c < kNormCache; ++c) {
+    const int64_t i = tid + c * kNormThreads;
+    if (i >= n) break;  // (n is a multiple of kNormThreads: uniform)
+    const float yv = xv[c] * inv * wv[c];
+    xs[i] = yv;
+    if (c == g) {
+      reinterpret_cast<float*>(a.sum.row(0))[i] = xv[c];
+      reinterpret_cast<float*>(a.out.row(0))[i] = yv;
+      if (a.xq != nullptr) quantize_value(yv, lane, a.xq + (i & ~int64_t{31}), a.xb + i / 32);
+    }
+  }
+  __syncthreads();
+
+  float acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+  const auto dot_unit = [&](const uint4(&wu)[kRows], int64_t u) {
+    float wf[kRows][kE], xf[kE];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) unpack16<T>(wu[r], wf[r]);
+#pragma unroll
+    for (int i = 0; i < kE / 4; ++i) {
+      const float4 v = xs4[u * (kE / 4) + i];
+      xf[4 * i] = v.x, xf[4 * i + 1] = v.y, xf[4 * i + 2] = v.z, xf[4 * i + 3] = v.w;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < kE; ++i) p[i % 4] = __fmaf_rn(wf[r][i], xf[i], p[i % 4]);
+      acc[r] = __fadd_rn(acc[r], __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
+    }
+  };
+  if (active) {
+#pragma unroll
+    for (int k = 0; k < kPre; ++k)
+      if (u0 + k * kStride < n_units) dot_unit(wpre[k], u0 + k * kStride);
+    for (int64_t u = u0 + kPre * kStride; u < n_units; u += kStride) {
+      uint4 wu[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        wu[r] = __ldg(
+            reinterpret_cast<const uint4*>(w + min64(bx * kRows + r, n_out - 1) * a.row_bytes) + u);
+      dot_unit(wu, u);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0) part[half][warp][r] = s;
+  }
+  __syncthreads();
+  if (active && warp == 0 && lane < kRows) {  // the warps' sums in warp order, as gemv_f_kernel
+    float s = part[half][0][lane];
+#pragma unroll
+    for (int v = 1; v < kWarps; ++v) s = __fadd_rn(s, part[half][v][lane]);
+    const int64_t o = bx * kRows + lane;
+    if (o < n_out)
+      reinterpret_cast<float*>(y.row(0))[o] = bias != nullptr ? __fadd_rn(s, bias[o]) : s;
   }
 }
 
@@ -457,6 +612,59 @@ bool launch_fused_float_matmul(std::span<const FusedPart> parts, const Tensor& x
     run_f<decltype(t)::value>(c, w0, x, Tensor{}, *parts[0].y, stream, w_early, fp, blocks);
   });
   return true;
+}
+
+bool norm_float_matmul_fits(const Tensor& out, std::span<const FusedPart> parts) {
+  const int64_t n = out.ne[0];
+  if (out.n_rows() != 1 || n % kNormThreads != 0 || n > kNormCache * kNormThreads ||
+      parts.empty() || parts.size() > static_cast<size_t>(kMaxParts) || !aligned16(out))
+    return false;
+  const Tensor& w0 = *parts[0].w;
+  for (const FusedPart& p : parts) {
+    const Tensor& w = *p.w;
+    const FloatConfig c = float_config(w, 1);
+    // launch_float_matmul's one-row split call, whatever the caller's tile threshold (one row).
+    if ((w.type != GgmlType::F32 && w.type != GgmlType::F16 && w.type != GgmlType::BF16) ||
+        w.type != w0.type || w.ne[0] != n || w.nb[1] != w0.nb[1] || w.nb[1] % 16 != 0 ||
+        !aligned16(w) || c.tok != 1 || !c.split || p.y->n_rows() != 1 || p.y->ne[0] != w.ne[1])
+      return false;
+  }
+  return true;
+}
+
+void launch_norm_float_matmul(const NormRow& nr, std::span<const FusedPart> parts, Stream& stream,
+                              const MatmulOpts& opts) {
+  T9_CHECK(norm_float_matmul_fits(*nr.out, parts), "add_rms_norm_matmul: shapes it does not take");
+  const Tensor& w0 = *parts[0].w;
+  NormGemvArgs a;
+  a.a = desc(*nr.a), a.b = desc(*nr.b), a.sum = desc(*nr.sum), a.out = desc(*nr.out);
+  a.weight = nr.weight;
+  a.xq = nr.xq, a.xb = nr.xb;
+  a.row_bytes = static_cast<int64_t>(w0.nb[1]);
+  a.eps = nr.eps, a.weight_bias = nr.weight_bias;
+  a.weight_early = nr.weight_early ? 1 : 0;
+  a.w_early = opts.w_early ? 1 : 0;
+  FloatParts fp{};
+  int64_t blocks = 0;
+  const FloatConfig c = float_config(w0, 1);
+  for (const FusedPart& p : parts) {
+    const bool has_bias = p.bias != nullptr && p.bias->valid();
+    fp.block_first[fp.n] = static_cast<int32_t>(blocks);
+    fp.part[fp.n++] = {reinterpret_cast<const uint8_t*>(base_ptr(*p.w)), p.w->ne[1], desc(*p.y),
+                       has_bias ? reinterpret_cast<const float*>(base_ptr(*p.bias)) : nullptr};
+    blocks += float_blocks(c, p.w->ne[1]);
+  }
+  fp.block_first[fp.n] = static_cast<int32_t>(blocks);
+  // Every element chunk needs its block; every gemv_f block its half.
+  const int64_t grid =
+      std::max((blocks + kNormHalves - 1) / kNormHalves, nr.out->ne[0] / kNormThreads);
+  T9_CHECK(grid <= 0x7fffffff, "add_rms_norm_matmul: launch grid");
+  const int smem = static_cast<int>(nr.out->ne[0] * 4);
+  with_float_type(w0.type, [&](auto t) {
+    constexpr GgmlType T = decltype(t)::value;
+    // Four units a row and thread in registers before the wait: a 2048-input F32 row whole.
+    stream.launch(norm_gemv_f_kernel<T, 4>, static_cast<unsigned>(grid), kNormThreads, smem, a, fp);
+  });
 }
 
 }  // namespace t9::cuda

@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_slice_kernel(SliceArgs 
   // matmul_id: blockIdx.y is a pair. Only one-row kernels take pairs (launch_slice_gemv), so the
   // 4- and 8-row tiles compile no pair path (nor its route's registers).
   const bool by_pair = kTok == 1 && a.ids != nullptr;
-  const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  const bool early = stages_early(a, by_pair);
   int64_t n_blocks;
   const int64_t bx = select_part(a, n_blocks);  // first: a pair's expert offsets its part's w
   if (!early) pdl_enter();
@@ -266,8 +266,8 @@ __global__ void __launch_bounds__(kSliceWarps * 32, kMinB > 0 ? kMinB : 1)
   static_assert(T != GgmlType::Q8_0, "Q8_0's canonical acc is not p + a pure unit dot");
   using U = Unit<T>;
   extern __shared__ __align__(16) uint8_t smem[];
-  const bool by_pair = a.ids != nullptr;     // matmul_id: blockIdx.y is a pair
-  const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  const bool by_pair = a.ids != nullptr;  // matmul_id: blockIdx.y is a pair
+  const bool early = stages_early(a, by_pair);
   int64_t n_blocks;
   const int64_t bx = select_part(a, n_blocks);  // first: a pair's expert offsets its part's w
   if (!early) pdl_enter();
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(kSliceWarps * 32) gemv_short_kernel(SliceArgs 
   constexpr int kRows = 32 / kLanes;  // weight rows per warp and step
   extern __shared__ __align__(16) uint8_t smem[];
   const bool by_pair = a.ids != nullptr;
-  const bool early = a.w_early && !by_pair;  // a pair's expert comes from a predecessor
+  const bool early = stages_early(a, by_pair);
   int64_t n_blocks;
   const int64_t bx = select_part(a, n_blocks);
   if (!early) pdl_enter();

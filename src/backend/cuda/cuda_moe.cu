@@ -15,6 +15,7 @@
 //     expert on its contiguous slice, and the results scattered back by one kernel.
 #include "backend/cuda/cuda_prelude.cuh"  // first: see there
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -346,9 +347,15 @@ bool CudaBackend::matmul_id_device(std::span<const cuda::FusedPart> parts, const
       ++fused_routes_;
     }
   }
-  if (m <= cuda::moe_device_pairs())
+  if (m <= cuda::moe_device_pairs()) {
+    // The plain rows' (shared expert's) copies may start beside the router's launch
+    // (CudaBackendConfig::plain_early).
+    const bool plain_early = plain_early_ && std::ranges::all_of(plain, [&](const auto& p) {
+                               return reads_early(*p.w);
+                             });
     return cuda::launch_matmul_id_gemv(parts, x, ids, scratch_, err_word_, *stream_, pre, plain,
-                                       route);
+                                       route, plain_early);
+  }
   if (cuda::moe_host_grouping() || !cuda::matmul_id_groups(w)) return false;
   const int tile_rows = cuda::mma_grouped_tile_rows(m, n_expert);
   const cuda::ExpertSort* sort = derived_->sort(ids, n_expert, tile_rows);

@@ -141,7 +141,7 @@ void set_parts(SliceArgs& s, std::span<const FusedPart> parts, std::span<const F
 template <GgmlType T>
 void run_id(std::span<const FusedPart> parts, std::span<const FusedPart> plain, const Tensor& x,
             const Tensor& ids, Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre,
-            const RouteArgs& route) {
+            const RouteArgs& route, bool plain_early) {
   const Tensor& w = *parts[0].w;
   const int64_t n_in = w.ne[0];
   const auto [xq, xb] = pre != nullptr ? *pre : round_x(x, scratch, stream);
@@ -161,6 +161,7 @@ void run_id(std::span<const FusedPart> parts, std::span<const FusedPart> plain, 
   s.x_per_rank = x.ne[1] != 1;
   s.err = err;
   s.route = route;
+  s.w_early = plain_early && !plain.empty();  // (the plain rows' blocks only: stages_early)
   // Plain rows: one per token (x per rank: pre's rows after the pairs').
   set_parts(s, parts, plain, s.x_per_rank ? ids.n_rows() : x.n_rows());
   launch_slice_gemv<T>(s, stream);
@@ -248,14 +249,15 @@ void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
 
 bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream, const RoundedX* pre,
-                           std::span<const FusedPart> plain, const RouteArgs& route) {
+                           std::span<const FusedPart> plain, const RouteArgs& route,
+                           bool plain_early) {
   T9_CHECK(plain.empty() || (plain.size() == parts.size() && (x.ne[1] == 1 || pre != nullptr)),
            "matmul_id: {} plain parts for {} parts", plain.size(), parts.size());
   T9_CHECK(route.logits == nullptr || (x.ne[1] == 1 && route.n_expert <= kRouteFusedMaxExperts &&
                                        ids.ne[0] <= 32 && route.n_expert >= ids.ne[0]),
            "matmul_id: a fused route of {} experts, top {}", route.n_expert, ids.ne[0]);
   return with_sliced_type(*parts[0].w, [&](auto t) {
-    run_id<decltype(t)::value>(parts, plain, x, ids, scratch, err, stream, pre, route);
+    run_id<decltype(t)::value>(parts, plain, x, ids, scratch, err, stream, pre, route, plain_early);
   });
 }
 

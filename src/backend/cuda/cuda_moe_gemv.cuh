@@ -33,11 +33,13 @@ bool with_sliced_type(const Tensor& w, F&& f) {
 // bits of a plain matmul. x_p is x when x has one row per token; with x per rank, `pre` must hold
 // the pairs' rows and then one row per token (launch_moe_glu_codes), and x_p is those rows.
 // `route` (logits set; see RouteArgs): the launch computes ids itself, with moe_route's
-// bits, and stores them and their weights.
+// bits, and stores them and their weights. `plain_early`: the plain matrices are model weights
+// (CudaBackend::reads_early), so their blocks copy their first rows before the dependent-launch
+// wait (stages_early); the pairs' blocks always wait first (their expert comes from ids).
 bool launch_matmul_id_gemv(std::span<const FusedPart> parts, const Tensor& x, const Tensor& ids,
                            Scratch& scratch, unsigned* err, Stream& stream,
                            const RoundedX* pre = nullptr, std::span<const FusedPart> plain = {},
-                           const RouteArgs& route = {});
+                           const RouteArgs& route = {}, bool plain_early = false);
 // True when two expert tensors can share one launch: one type, shape, layout and alignment.
 bool id_parts_fuse(const Tensor& a, const Tensor& b);
 // True when the 2-D weight w can ride as plain rows beside the expert tensor `experts` (one

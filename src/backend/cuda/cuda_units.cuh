@@ -392,7 +392,8 @@ struct SliceArgs {  // every member initialized (the tape's bytes: cuda_stream.c
   // Null: one launch computes y.
   float* split_p = nullptr;
   // Plain matmuls of uploaded weights (launch_fast_matmul's w_early): the kernel starts its
-  // first weight reads before its dependent-launch wait (cuda_common.cuh, prefetch_l2).
+  // first weight reads before its dependent-launch wait (cuda_common.cuh, prefetch_l2). In a
+  // matmul_id (ids set): its plain rows' matrices are uploaded weights (stages_early).
   bool w_early = false;
   // The staged one-row GEMVs (gemv_slice_kernel and gemv_coal_kernel with kBufs 1 or 2,
   // gemv_short_kernel): each warp's rows staged by one bulk copy per row or run (lane 0) on an
@@ -455,6 +456,14 @@ __device__ __forceinline__ int64_t select_part(SliceArgs& a, int64_t& n_blocks) 
   }
   n_blocks = last - first;
   return b - first;
+}
+
+// Whether a one-row kernel's block stages its first weights before the dependent-launch wait
+// (SliceArgs::w_early): a plain matmul's blocks, and a matmul_id's plain rows (their matrix, the
+// MoE shared expert's, does not depend on the route: its copy overlaps the router's launch); a
+// pair's expert comes from a predecessor. Uniform per block; call before select_pair.
+__device__ __forceinline__ bool stages_early(const SliceArgs& a, bool by_pair) {
+  return a.w_early && (!by_pair || static_cast<int64_t>(blockIdx.y) >= a.n_tok);
 }
 
 // Launch-grid rows of a call with one activation row per grid row: its rows or pairs, and a
