@@ -110,11 +110,15 @@ struct CudaBackendConfig {
   bool fuse_route = true;
   // Backend::add_rms_norm_matmul of one decode row as one launch (norm_gemv_f_kernel: the MoE
   // block's pre-norm beside its router and shared-expert gate, F16/BF16/F32; the same bits as the
-  // two ops). Off until an A/B on the device has timed it; TEMPO9_CUDA_NORM_GEMV=1 turns it on.
+  // two ops). Off: its test passes and the text is the same, but the 35B's single decode did not
+  // move on an H100 (run 292: 394.8 / 397.1 against 396.9 / 397.4 tok/s; traced, run 291, the
+  // norm and router's ~5.0 us of chain became ~4.3 while the out-projection before it grew ~1.3
+  // us: docs/CUDA.md stage 62). TEMPO9_CUDA_NORM_GEMV=1 turns it on.
   bool norm_gemv = false;
   // A decode matmul_id's plain rows (the MoE shared expert's gate/up beside the routed experts')
   // copy their first weight rows before the dependent-launch wait (stages_early, cuda_units.cuh;
-  // the same bits). Off until timed; TEMPO9_CUDA_PLAIN_EARLY=1 turns it on.
+  // the same bits). Off: the 35B's gate/up ~0.3 us shorter a layer in the trace (run 291) and
+  // even end to end (runs 289, 292). TEMPO9_CUDA_PLAIN_EARLY=1 turns it on.
   bool plain_early = false;
   // F16/BF16/F32 matmuls with few weight rows (split order: the MoE router) and at least this many
   // activation rows run on the prompt-step tile kernel (cuda_gemv_float.cu: 16 weight rows staged
