@@ -26,6 +26,18 @@ int tok_tile(int64_t n_tok) {
 
 // ---- the float kernel ----
 
+// acc plus one 16-byte unit's products of w and x (kE elements each): four chains (element i into
+// p[i % 4]) joined (p0 + p1) + (p2 + p3). The float GEMVs' unit step: every kernel computing their
+// outputs (gemv_f_kernel, gemv_f_tile_kernel, norm_gemv_f_kernel) takes it from here, so their
+// order per output is one.
+template <int kE>
+__device__ __forceinline__ float unit_dot(float acc, const float* w, const float* x) {
+  float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < kE; ++i) p[i % 4] = __fmaf_rn(w[i], x[i], p[i % 4]);
+  return __fadd_rn(acc, __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
+}
+
 template <GgmlType T>
 __device__ __forceinline__ void unpack16(uint4 v, float* f) {
   if constexpr (T == GgmlType::F32) {
@@ -132,12 +144,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         xf[4 * i] = v.x, xf[4 * i + 1] = v.y, xf[4 * i + 2] = v.z, xf[4 * i + 3] = v.w;
       }
 #pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < kE; ++i) p[i % 4] = __fmaf_rn(wf[r][i], xf[i], p[i % 4]);
-        acc[r][t] = __fadd_rn(acc[r][t], __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
-      }
+      for (int r = 0; r < kR; ++r) acc[r][t] = unit_dot<kE>(acc[r][t], wf[r], xf);
     }
   }
   const auto put = [&](int r, int t, float s) {
@@ -290,12 +297,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_gemv_f_kernel(NormGemvArgs 
       xf[4 * i] = v.x, xf[4 * i + 1] = v.y, xf[4 * i + 2] = v.z, xf[4 * i + 3] = v.w;
     }
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int i = 0; i < kE; ++i) p[i % 4] = __fmaf_rn(wf[r][i], xf[i], p[i % 4]);
-      acc[r] = __fadd_rn(acc[r], __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
-    }
+    for (int r = 0; r < kRows; ++r) acc[r] = unit_dot<kE>(acc[r], wf[r], xf);
   };
   if (active) {
 #pragma unroll
@@ -397,12 +399,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         float wf[kE];
         unpack16<T>(*reinterpret_cast<const uint4*>(smem + r * row_bytes + 16 * u), wf);
 #pragma unroll
-        for (int t = 0; t < kTileToks; ++t) {
-          float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-          for (int i = 0; i < kE; ++i) p[i % 4] = __fmaf_rn(wf[i], xa[t][i], p[i % 4]);
-          acc[r][t] = __fadd_rn(acc[r][t], __fadd_rn(__fadd_rn(p[0], p[1]), __fadd_rn(p[2], p[3])));
-        }
+        for (int t = 0; t < kTileToks; ++t) acc[r][t] = unit_dot<kE>(acc[r][t], wf, xa[t]);
       }
       if (more) {
 #pragma unroll
