@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_stream.cuh"
 #include "core/check.h"
+#include "core/fast_div.h"
 
 // Every CUDA runtime call and every launch goes through CUDA_CHECK: an error is a broken invariant
 // of our own code (bad launch shape, device fault), reported with file and line like T9_CHECK.

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   int64_t* const sofs0 = reinterpret_cast<int64_t*>(smem_raw + Lay::kHalvesBytes);
   const auto sofs = [&](int t) { return sofs0 + (t % Lay::kStages) * kTileKeys; };
 
-  const int G = a.group, rows_per_tile = a.rows_per_tile;  // (the launcher's divisions)
+  const int G = a.group.d, rows_per_tile = a.tile_rows.d;  // (the launcher's divisions)
   const int kvh = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   // The tile's query rows: batch row and position of row i < n_tile_rows (a sequence's
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int i = 1; i < n_tile_rows; ++i) old_end = min(old_end, s_pos[i]);
   } else {
     RowTile tile;
-    if (!find_tile(a.seqs, a.n_seqs, rows_per_tile, n_rows, blockIdx.x, tile, a.err)) return;
+    if (!find_tile(a.seqs, a.n_seqs, a.tile_rows, n_rows, blockIdx.x, tile, a.err)) return;
     const AttnSeq s = a.seqs[tile.seq];
     const int pos_first = s.n_past + tile.row0;
     key_hi = pos_first + tile.n_rows - 1;
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (key_hi / kChunkKeys >= n_chunks) atomicOr(a.err, kErrSeqRows);  // max_ctx too small
       if (c < key_lo / kChunkKeys || c > key_hi / kChunkKeys) return;
       if (!kRow && cohort_x0 >= 0 && s.n_q == 1) {  // a decode row: its cohort may take chunk c
-        const int m = cohort_members(a, n_rows, tile.seq / rows_per_tile * rows_per_tile,
+        const int m = cohort_members(a, n_rows, a.tile_rows.div(tile.seq) * rows_per_tile,
                                      rows_per_tile, c, s_qrow, s_pos, s_seq);
         for (int i = 0; i < m; ++i)
           if (s_seq[i] == tile.seq) return;
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int p = t * kTileKeys + tid;
     int64_t off = -1;
     if (p >= key_lo && p <= key_hi) {
-      const int blk = p / a.block_size;
+      const int blk = a.kv_block.div(p);
       const int64_t ti = static_cast<int64_t>(table_off) + blk;
       bool ok = ti >= 0 && ti < a.n_tables;
       if (ok) {
@@ -293,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const auto store_new_kv = [&] {
     if (!store_new || warp > 1) return;
     const int qr = new_qrow, pos = old_end;
-    const int blk = pos / a.block_size;
+    const int blk = a.kv_block.div(pos);
     const int64_t ti = static_cast<int64_t>(table_off) + blk;
     int64_t slot = -1;
     if (ti >= 0 && ti < a.n_tables)
@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int sl = warp; sl < kQSlots; sl += kThreads / 32) {
       __half* dst = sq + sl * S;
       if (sl < n_valid) {
-        const int sg = div_group(sl, a), qr = s_qrow[sg];
+        const int sg = a.group.div(sl), qr = s_qrow[sg];
         norm_rope_row(reinterpret_cast<const float*>(pp.q_from.row(kvh * G + sl - sg * G, qr)), HD,
                       s_wq, pp.norm != 0, pp.eps, pp.weight_bias, pp.rc,
                       row_cs ? 0 : pp.positions[qr], s_prep[warp], lane, row_cs ? s_cs : nullptr);
@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int sl = tid / kSegs + (i0 + b) * kQSlotStep;
       const float* qr = nullptr;
       if (sl < n_valid) {
-        const int sg = div_group(sl, a);
+        const int sg = a.group.div(sl);
         qr = reinterpret_cast<const float*>(a.q.row(kvh * G + sl - sg * G, s_qrow[sg])) + q_d0;
       }
 #pragma unroll
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     my_pos[h] = -1;
     my_lo[h] = 0;
     if (sl < n_valid) {
-      const int sg = div_group(sl, a);
+      const int sg = a.group.div(sl);
       my_pos[h] = s_pos[sg];
       my_lo[h] = a.window > 0 ? max(0, my_pos[h] - a.window + 1) : 0;
       my_row[h] = s_qrow[sg] * a.n_head + kvh * G + sl - sg * G;
@@ -687,7 +687,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncthreads();
       const int n_last = s_n_last;
       for (int it = warp; it < n_last * G; it += kThreads / 32) {
-        const int i = div_group(it, a);
+        const int i = a.group.div(it);
         const int pos = s_pos[s_last[i]];
         fold_row_warp<HD>(part, a, s_qrow[s_last[i]], kvh * G + it - i * G, n_chunks, s_c0[i],
                           min(pos / kChunkKeys, n_chunks - 1), lane);
@@ -811,10 +811,16 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
   // Split launches of several sequences add one cohort tile per 64 / G sequences after the row
   // tiles (cohort_members; TEMPO9_CUDA_ATTN_COHORTS=0, read once: none). The same bits either way.
   static const bool cohorts_off = env_off("TEMPO9_CUDA_ATTN_COHORTS");
-  a.group = a.n_head / a.n_kv_head;
-  a.rows_per_tile = kSlots / a.group;
-  a.g_magic = ((uint64_t{1} << 32) + a.group - 1) / a.group;
-  const int rows_per_tile = a.rows_per_tile;
+  a.group = FastDiv::of(a.n_head / a.n_kv_head);
+  a.kv_block = FastDiv::of(a.block_size);
+  a.tile_rows = FastDiv::of(kSlots / a.group.d);
+  // Key positions (up to the last chunk's end), slot / fold indices (< 64 G) and row counts
+  // (find_tile: a sequence's rows plus a tile) divide exactly.
+  T9_CHECK(a.kv_block.covers(int64_t{n_chunks} * kChunkKeys) &&
+               a.group.covers(int64_t{kSlots} * kSlots) && a.tile_rows.covers(n_rows + kSlots),
+           "attention: {} chunks of {} keys over pages of {}, {} rows", n_chunks, kChunkKeys,
+           a.block_size, n_rows);
+  const int rows_per_tile = a.tile_rows.d;
   const bool cohorts = split && a.n_seqs >= 2 && !cohorts_off;
   const int64_t cohort_tiles = cohorts ? (a.n_seqs + rows_per_tile - 1) / rows_per_tile : 0;
   const dim3 grid(static_cast<unsigned>(tiles + cohort_tiles), static_cast<unsigned>(a.n_kv_head),

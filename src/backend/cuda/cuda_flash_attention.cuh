@@ -58,20 +58,11 @@ struct FlashArgs {
   // the counter again, so the call needs no combine launch.
   unsigned* counters = nullptr;
   FlashPrep prep = {};
-  // Set by the launcher: the GQA group G = n_head / n_kv_head, a tile's query rows kSlots / G,
-  // and g_magic = ceil(2^32 / G), so the kernel divides slot indices by G with one multiply
-  // (div_group) instead of an integer-division sequence at each site (its prologue's first
-  // instructions; ncu run 288 put 8% of the split decode kernel's samples on those two lines).
-  int group = 0, rows_per_tile = 0;
-  uint64_t g_magic = 0;
+  // Set by the launcher, so that the kernel divides by one multiply (FastDiv) instead of an
+  // integer-division sequence at each site: the GQA group G = n_head / n_kv_head (slot indices
+  // / G), a tile's query rows kSlots / G, and block_size (key positions -> page-table entries).
+  FastDiv group = {}, tile_rows = {}, kv_block = {};
 };
-
-// n / G for 0 <= n < 2^26 (slot and fold indices are below 64 * G): with m = ceil(2^32 / G) =
-// (2^32 + e) / G, 0 <= e < G <= 64, n * m / 2^32 = n / G + n e / (G 2^32), whose second term
-// stays below 1 / G while n e < 2^32, so the floor is exact.
-__device__ __forceinline__ int div_group(int n, const FlashArgs& a) {
-  return static_cast<int>((static_cast<uint64_t>(n) * a.g_magic) >> 32);
-}
 
 // True when the tensor-core kernel serves this shape. The choice depends only on the pool type
 // and the head shape, never on the batch, so a row always takes the same kernel (rule 7).

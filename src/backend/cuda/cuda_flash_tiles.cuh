@@ -20,17 +20,19 @@ struct RowTile {
   int n_rows;  // rows in the tile (1 .. rows_per_tile)
 };
 
-// Tile t of the batch: sequences in order, each cut into ceil(n_q / rows_per_tile) tiles. False
-// past the last tile. Flags sequences whose rows fall outside the batch (as find_seq does).
-__device__ inline bool find_tile(const AttnSeq* seqs, int n_seqs, int rows_per_tile, int64_t n_rows,
+// Tile t of the batch: sequences in order, each cut into ceil(n_q / rows_per_tile) tiles
+// (rows_per_tile = kSlots / G, the launcher's FastDiv: FlashArgs::tile_rows). False past the last
+// tile. Flags sequences whose rows fall outside the batch (as find_seq does).
+__device__ inline bool find_tile(const AttnSeq* seqs, int n_seqs, FastDiv tile_rows, int64_t n_rows,
                                  int64_t t, RowTile& out, unsigned* err) {
+  const int rows_per_tile = tile_rows.d;
   for (int i = 0; i < n_seqs; ++i) {
     const AttnSeq s = seqs[i];
     if (s.q_begin < 0 || s.n_q < 0 || static_cast<int64_t>(s.q_begin) + s.n_q > n_rows) {
       atomicOr(err, kErrSeqRows);
       return false;
     }
-    const int n_t = (s.n_q + rows_per_tile - 1) / rows_per_tile;
+    const int n_t = tile_rows.div(s.n_q + rows_per_tile - 1);  // (n_q checked just above)
     if (t < n_t) {
       out.seq = i;
       out.row0 = static_cast<int>(t) * rows_per_tile;
@@ -83,7 +85,7 @@ __device__ inline int cohort_members(const FlashArgs& a, int64_t n_rows, int fir
   if (ok && i == s_lead) s_lead_tab = s.block_table_offset;
   __syncthreads();
   if (ok) {
-    const int b0 = k0 / a.block_size, b1 = k1 / a.block_size;
+    const int b0 = a.kv_block.div(k0), b1 = a.kv_block.div(k1);  // (k1: a chunk's last key)
     for (int b = b0; b <= b1; ++b) {
       const int64_t ti = static_cast<int64_t>(s.block_table_offset) + b;
       const int64_t tl = static_cast<int64_t>(s_lead_tab) + b;
