@@ -814,10 +814,12 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
   a.group = FastDiv::of(a.n_head / a.n_kv_head);
   a.kv_block = FastDiv::of(a.block_size);
   a.tile_rows = FastDiv::of(kSlots / a.group.d);
-  // Key positions (up to the last chunk's end), slot / fold indices (< 64 G) and row counts
-  // (find_tile: a sequence's rows plus a tile) divide exactly.
+  a.heads = FastDiv::of(a.n_head);
+  // Key positions (up to the last chunk's end), slot / fold indices (< 64 G), row counts
+  // (find_tile: a sequence's rows plus a tile) and output rows (n_rows x n_head) divide exactly.
   T9_CHECK(a.kv_block.covers(int64_t{n_chunks} * kChunkKeys) &&
-               a.group.covers(int64_t{kSlots} * kSlots) && a.tile_rows.covers(n_rows + kSlots),
+               a.group.covers(int64_t{kSlots} * kSlots) && a.tile_rows.covers(n_rows + kSlots) &&
+               a.heads.covers(n_rows * a.n_head),
            "attention: {} chunks of {} keys over pages of {}, {} rows", n_chunks, kChunkKeys,
            a.block_size, n_rows);
   const int rows_per_tile = a.tile_rows.d;

@@ -60,8 +60,9 @@ struct FlashArgs {
   FlashPrep prep = {};
   // Set by the launcher, so that the kernel divides by one multiply (FastDiv) instead of an
   // integer-division sequence at each site: the GQA group G = n_head / n_kv_head (slot indices
-  // / G), a tile's query rows kSlots / G, and block_size (key positions -> page-table entries).
-  FastDiv group = {}, tile_rows = {}, kv_block = {};
+  // / G), a tile's query rows kSlots / G, block_size (key positions -> page-table entries) and
+  // n_head (output rows -> query row and head: out_row).
+  FastDiv group = {}, tile_rows = {}, kv_block = {}, heads = {};
 };
 
 // True when the tensor-core kernel serves this shape. The choice depends only on the pool type

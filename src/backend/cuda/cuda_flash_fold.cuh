@@ -53,15 +53,13 @@ __device__ __forceinline__ float fold_acc(float A, float a, float fa, float fb) 
 // Output row `row` = q row * n_head + head of out ([rows, n_head, head_dim], the launcher checks
 // three dimensions): one 32-bit division where TensorDesc::row(int64_t) would take 64-bit ones.
 __device__ __forceinline__ float* out_row(const FlashArgs& a, int row) {
-  const unsigned q_row = static_cast<unsigned>(row) / static_cast<unsigned>(a.n_head);
-  const unsigned head = static_cast<unsigned>(row) - q_row * static_cast<unsigned>(a.n_head);
+  const int q_row = a.heads.div(row), head = row - q_row * a.n_head;
   return reinterpret_cast<float*>(a.out.row(head, q_row));
 }
 
 // The gate row of output row `row` (FlashArgs::gate), as out_row.
 __device__ __forceinline__ const float* gate_row(const FlashArgs& a, int row) {
-  const unsigned q_row = static_cast<unsigned>(row) / static_cast<unsigned>(a.n_head);
-  const unsigned head = static_cast<unsigned>(row) - q_row * static_cast<unsigned>(a.n_head);
+  const int q_row = a.heads.div(row), head = row - q_row * a.n_head;
   return reinterpret_cast<const float*>(a.gate.row(head, q_row));
 }
 
