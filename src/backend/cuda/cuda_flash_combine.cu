@@ -29,7 +29,10 @@ constexpr int kCombineLoads = 8;
 __global__ void __launch_bounds__(kCombineThreads)
     flash_combine_kernel(const float* __restrict__ part, FlashArgs a, int64_t n_rows,
                          int n_chunks) {
-  pdl_enter();
+  // The row's sequence and chunk range come first, before the dependent-launch wait: the
+  // sequence table was uploaded before the step's first kernel (as the attention kernel reads
+  // it early), so after the wait the partials' loads go out at once instead of after its round
+  // trip.
   constexpr int kWarps = kCombineThreads / 32;
   __shared__ float s_fa[kCombineBatch], s_fb[kCombineBatch], s_m[kCombineBatch], s_l[kCombineBatch];
   __shared__ float s_wmax[kWarps];
@@ -47,6 +50,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
   if (si < 0) return;  // a row no sequence owns is left as it is (the kernel flagged bad tables)
   const AttnSeq s = a.seqs[si];
+  pdl_enter();
   // The gate's values of this thread's dims, loaded now: their round trip overlaps the fold.
   float g[kMaxCombineDims];
 #pragma unroll
