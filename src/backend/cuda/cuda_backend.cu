@@ -777,9 +777,10 @@ void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& w
 void CudaBackend::add_rms_norm_matmul(const AddRmsNorm& n, std::span<const MatmulOut> outs) {
   // One launch for a decode row's norm and the float matmuls of its output (the MoE router and
   // shared-expert gate): CudaBackendConfig::norm_gemv.
+  if (!norm_gemv_) return Backend::add_rms_norm_matmul(n, outs);
   const Tensor& a = n.a;
   std::vector<cuda::FusedPart> parts;
-  bool fits = norm_gemv_ && fuse_parts_ && a.n_rows() == 1 && n.b.ne == a.ne && !outs.empty();
+  bool fits = fuse_parts_ && a.n_rows() == 1 && n.b.ne == a.ne && !outs.empty();
   bool w_early = true;
   for (const MatmulOut& o : outs) {
     if (!fits) break;
