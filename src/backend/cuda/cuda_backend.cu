@@ -407,6 +407,19 @@ void check_unary(const Tensor& x, const Tensor& out, const char* what) {
   check_same_shape(x, out, what);
 }
 
+// add_rms_norm's argument checks, shared by add_rms_norm_matmul.
+void check_add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& out) {
+  check_unary(a, out, "add_rms_norm");
+  check_unary(a, sum, "add_rms_norm sum");
+  check_binary(a, b, sum, "add_rms_norm");
+  T9_CHECK(b.ne == a.ne, "add_rms_norm: b must have a's shape");
+}
+// True when add_rms_norm's norm can run as rms_norm_codes_kernel<true> (norm_gemv_f_kernel
+// takes the same condition): sum and out overlap nothing its blocks read.
+bool add_norm_codes_fit(const Tensor& a, const Tensor& b, const Tensor& sum, const Tensor& out) {
+  return codes_norm_fits(a, out, {&a, &b, &sum}) && codes_norm_fits(a, sum, {&a, &b});
+}
+
 unsigned row_grid(const Tensor& t) {
   T9_CHECK(t.n_rows() <= 0x7fffffff, "{} rows exceed the launch grid", t.n_rows());
   return static_cast<unsigned>(t.n_rows());
@@ -754,14 +767,11 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, flo
 void CudaBackend::add_rms_norm(const Tensor& a, const Tensor& b, const Tensor& weight, float eps,
                                float weight_bias, const Tensor& sum, const Tensor& out) {
   T9_CUDA_PROF("add_rms_norm");
-  cuda::check_unary(a, out, "add_rms_norm");
-  cuda::check_unary(a, sum, "add_rms_norm sum");
-  cuda::check_binary(a, b, sum, "add_rms_norm");
-  T9_CHECK(b.ne == a.ne, "add_rms_norm: b must have a's shape");
+  cuda::check_add_rms_norm(a, b, sum, out);
   const float* w = cuda::norm_weight(weight, a);
   if (a.n_rows() == 0) return;
   derived_->wrote(sum);
-  if (cuda::codes_norm_fits(a, out, {&a, &b, &sum}) && cuda::codes_norm_fits(a, sum, {&a, &b})) {
+  if (cuda::add_norm_codes_fit(a, b, sum, out)) {
     if (const cuda::RoundedOut ro = derived_->produce(out, codes_scratch_, *stream_); ro.xq) {
       stream_->launch(cuda::rms_norm_codes_kernel<true>, cuda::codes_norm_grid(a), cuda::kThreads,
                       0, cuda::desc(a), cuda::desc(b), cuda::desc(sum), w, reads_early(weight), eps,
@@ -779,8 +789,9 @@ void CudaBackend::add_rms_norm_matmul(const AddRmsNorm& n, std::span<const Matmu
   // shared-expert gate): CudaBackendConfig::norm_gemv.
   if (!norm_gemv_) return Backend::add_rms_norm_matmul(n, outs);
   const Tensor& a = n.a;
+  cuda::check_add_rms_norm(a, n.b, n.sum, n.out);
   std::vector<cuda::FusedPart> parts;
-  bool fits = fuse_parts_ && a.n_rows() == 1 && n.b.ne == a.ne && !outs.empty();
+  bool fits = fuse_parts_ && a.n_rows() == 1 && !outs.empty();
   bool w_early = true;
   for (const MatmulOut& o : outs) {
     if (!fits) break;
@@ -792,13 +803,10 @@ void CudaBackend::add_rms_norm_matmul(const AddRmsNorm& n, std::span<const Matmu
     parts.push_back({&o.w, &o.bias, &o.y});
     w_early = w_early && reads_early(o.w);
   }
-  fits = fits && cuda::codes_norm_fits(a, n.out, {&a, &n.b, &n.sum}) &&
-         cuda::codes_norm_fits(a, n.sum, {&a, &n.b}) && cuda::norm_float_matmul_fits(n.out, parts);
+  fits = fits && cuda::add_norm_codes_fit(a, n.b, n.sum, n.out) &&
+         cuda::norm_float_matmul_fits(n.out, parts);
   if (!fits) return Backend::add_rms_norm_matmul(n, outs);
   T9_CUDA_PROF("add_rms_norm_matmul");
-  cuda::check_unary(a, n.out, "add_rms_norm");
-  cuda::check_unary(a, n.sum, "add_rms_norm sum");
-  cuda::check_binary(a, n.b, n.sum, "add_rms_norm");
   for (const MatmulOut& o : outs) check_matmul(o.w, n.out, o.bias, o.y);
   derived_->wrote(n.sum);
   const cuda::RoundedOut ro = derived_->produce(n.out, codes_scratch_, *stream_);
