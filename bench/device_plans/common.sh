@@ -68,10 +68,14 @@ decode_one() {
   shift
   p=$(python3 -c "print('x'*512)")
   # shellcheck disable=SC2154  # M, NAME: the plan's
-  # PARALLEL=N: N copies of the prompt decoded together (a batched step's rows).
-  env "$@" "$T9" run -m "$M" --raw -p "$p" -n 128 --temp 0 --ignore-eos --backend cuda \
-    --ctx 1000 --warmup ${PARALLEL:+--parallel "$PARALLEL"} >"/tmp/one_$tag.txt" 2>/tmp/e.txt
+  # PARALLEL=N: N copies of the prompt decoded together (a batched step's rows). GEN: tokens
+  # generated (128; more averages out the host's noise, which whole-35B runs see most), the
+  # context room for them beside the prompt (<= 512 tokens).
+  local gen=${GEN:-128}
+  env "$@" "$T9" run -m "$M" --raw -p "$p" -n "$gen" --temp 0 --ignore-eos --backend cuda \
+    --ctx $((gen > 400 ? gen + 600 : 1000)) --warmup ${PARALLEL:+--parallel "$PARALLEL"} >"/tmp/one_$tag.txt" 2>/tmp/e.txt
   echo "$NAME $tag: $(grep -E '^\[(prompt|engine)' /tmp/e.txt | tr '\n' ' ')"
+  [ -s "/tmp/one_$tag.txt" ] || tail -3 /tmp/e.txt  # a failed run says why
 }
 
 # One kernel of the plan's file M under ncu (h200_bench.sh ncu1, its sections, then the warp
