@@ -29,6 +29,7 @@ mkdir -p "$OUT"
 # shellcheck source=bench/device_plans/common.sh
 source bench/device_plans/common.sh
 python3 scripts/devrun_unpack.py .devrun-base
+rm -f /tmp/one_*.txt  # an earlier call's texts (another file, other forms) would be compared too
 NEW=$T9 BASE=$ROOT/.devrun-base/bin/tempo9
 M35=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf M8=/tmp/qwen3_8b_8l_Q4_K_M.gguf
 if [ "${SHORT:-0}" = 1 ]; then  # the 35B shape cut to 8 layers (6 Gated DeltaNet): ~20 s synth
@@ -65,10 +66,12 @@ done
 # OPS: a gtest filter ('*': the suite) for the staged test_cuda_ops, when it came too (an
 # sm_90a-only staging leaves room for it, and for the fixtures: scripts/device_stage.sh).
 [ -n "${OPS:-}" ] && [ -f .devrun/bin/test_cuda_ops ] && op_tests "$OPS"
+# TRACE_ENV ("VAR=value ..."): the traced run's form (default: the new binary's defaults).
 if [ "${TRACE:-0}" != 0 ]; then  # the new binary's step, kernel by kernel (TRACE=8b: the 8B file)
   TM=$M35
   [ "$TRACE" = 8b ] && TM=$M8
-  env SINGLE_X=512 GEN=64 SIDES=ours TOKENIZER="$TOK" MODEL="$TM" OUT="$OUT/trace" \
+  # shellcheck disable=SC2086  # TRACE_ENV's VAR=value list, split on purpose
+  env ${TRACE_ENV:-} SINGLE_X=512 GEN=64 SIDES=ours TOKENIZER="$TOK" MODEL="$TM" OUT="$OUT/trace" \
     bash bench/h200_bench.sh trace >/dev/null 2>&1
   f=$(ls "$OUT"/trace/trace_*.txt)
   head -24 "$f"
