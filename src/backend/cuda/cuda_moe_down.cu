@@ -127,8 +127,9 @@ __device__ __forceinline__ void glu_codes_block(const GluRows& g, int64_t t, int
   const auto* sg = reinterpret_cast<const float4*>(g.sg + t * s_n);
   const auto* su = reinterpret_cast<const float4*>(g.su + t * s_n);
   const int lane = threadIdx.x % 32, step = blockDim.x;
-  // Run i's loads one run ahead of its arithmetic: two runs' floats in registers (the kernel's
-  // count stays that of its dots; four runs in flight took it from 55 to 80 and a stack).
+  // Run i's loads one run ahead of its arithmetic: two runs' floats in registers (the 35B's
+  // Q8_0 kernel: 56 registers against the staged form's 55; four runs in flight took it to 80
+  // and a stack, which left its successor's early blocks no room: docs/CUDA.md stage 63).
   const auto load = [&](int i, float4& gv, float4& uv) {
     if (i >= n4) return;
     gv = i < rq4 ? eg[i] : sg[i - rq4];
