@@ -23,7 +23,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -78,8 +77,7 @@ struct Bf16Args {
   int n_in, n_tok;
   int n_tiles, n_blocks;  // all parts'
   int w_early;            // every part's weights are model weights (reads_early): the GEMV
-                          // issues this many of its ring's first copies (at most kRing - 1)
-                          // before its dependent-launch wait, 0: none
+                          // starts its first copies before its dependent-launch wait
   // The GEMV's GLU epilogue (launch_bf16_matmul's glu): 0 none, else 1 + GluKind. Parts 0 and 1
   // are the gate and up of one n_out; a block takes gate tile k then up tile k and stores
   // glu_value(gate, up) into part 0's y (part 1's y is never written).
@@ -192,8 +190,7 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
                                           uint8_t* smem) {
   constexpr int kRing = F::kRing;
   static_assert(kRing >= 2 && kRing <= kMaxRing);
-  const int early = min(args.w_early, kRing - 1);  // copies issued before the wait
-  if (early == 0) pdl_enter();
+  if (!args.w_early) pdl_enter();
   const int lane = threadIdx.x % 32, s = threadIdx.x / 32;  // warp s: slice s
   const int g = lane / 4, tq = lane % 4;
   const int n_in = args.n_in, n_tok = args.n_tok, n_sb = n_in / 256, n_slices = n_in / kSlice;
@@ -232,14 +229,11 @@ __device__ __forceinline__ void gemv_body(const Bf16Args& args, int block, int g
               w + (local * n_sb + s * kSbPerSlice + i % 4) * F::kBlockBytes, F::kBlockBytes,
               &bars[i % kRing]);
   };
+#pragma unroll
+  for (int i = 0; i < kRing - 1; ++i) issue(i);
   // Weights are never written after their upload: their first copies may run while the
   // predecessor still does (pdl_enter, cuda_common.cuh); x is read only after the wait.
-#pragma unroll
-  for (int i = 0; i < kRing - 1; ++i) {
-    if (i == early && i > 0) pdl_enter();
-    issue(i);
-  }
-  if (early == kRing - 1) pdl_enter();
+  if (args.w_early) pdl_enter();
   if (kStageX) {  // this warp's slice of every row, rounded to bf16 (8 floats a lane and step)
     for (int r = 0; r < n_tok; ++r) {
       const float4* src = reinterpret_cast<const float4*>(
@@ -816,15 +810,7 @@ Bf16Args make_args(std::span<const Bf16Out> outs, const Tensor& x, bool w_early)
   args.n_in = static_cast<int>(n_in);
   args.n_tok = static_cast<int>(n_tok);
   static const bool early_off = env_off("TEMPO9_CUDA_BF16_EARLY");  // =0: A/B runs
-  // TEMPO9_CUDA_BF16_EARLY_SLOTS=N (A/B runs): at most N of the ring's first copies before the
-  // wait (default: all, kRing - 1). Stage 53 found none 3% slower than all on the 35B; the
-  // norms before the large GEMVs (in-projection, q/k/v) take ~2x the chain of those before the
-  // small ones (docs/CUDA.md stage 63), which a smaller early burst might shorten.
-  static const int early_slots = [] {
-    const char* e = std::getenv("TEMPO9_CUDA_BF16_EARLY_SLOTS");
-    return e != nullptr ? std::max(0, std::atoi(e)) : kMaxRing;
-  }();
-  args.w_early = w_early && !early_off ? early_slots : 0;
+  args.w_early = w_early && !early_off ? 1 : 0;
   return args;
 }
 
