@@ -335,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const char* row = nullptr;
     if (r < extra)
       row = warp == 0 ? pp.k.row(kvh, new_qrow) : pp.v.row(kvh, new_qrow);
-    else if (sl < G && r < 32 / kLines)
+    else if (sl < G)
       row = pp.q_from.row(kvh * G + sl, new_qrow);
     if (row != nullptr)
       prep_line = (reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + 128u * (lane % kLines);
