@@ -526,17 +526,13 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
 // rows over split chunks (the row's last block folds), one row past 32 chunks (the combine
 // kernel); QK-norm on and off, partial rotary, a window; the pools hold every earlier position
 // and poison at the new one, so a store that did not happen shows.
-// row_warps: the row-warp form on too (one-row calls: both sides take it). prefetch: the
-// kernel's rows asked into L1 at its wait (CudaBackendConfig::attn_prep_prefetch).
-void rope_attention_decode_equals_the_ops(bool row_warps, bool prefetch = false) {
+// row_warps: the row-warp form on too (one-row calls: both sides take it).
+void rope_attention_decode_equals_the_ops(bool row_warps) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
   // last-block fold on for the split calls up to 32 chunks.
-  CudaBackend be({.device = 0,
-                  .attn_fold_rows = 4,
-                  .attn_row_warps = row_warps,
-                  .attn_prep_slots = 64,
-                  .attn_prep_prefetch = prefetch});
+  CudaBackend be(
+      {.device = 0, .attn_fold_rows = 4, .attn_row_warps = row_warps, .attn_prep_slots = 64});
   const std::vector<std::vector<int>> batches = {{50}, {200}, {700, 1030, 64}, {5000}};
   for (int head_dim : {64, 128, 256}) {
     for (int variant = 0; variant < 3; ++variant) {  // plain; no QK-norm + window; gated
@@ -632,9 +628,6 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
 }
 TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowWarps) {
   rope_attention_decode_equals_the_ops(true);
-}
-TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsPrefetch) {
-  rope_attention_decode_equals_the_ops(true, true);
 }
 
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same

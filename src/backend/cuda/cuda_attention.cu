@@ -744,7 +744,6 @@ void CudaBackend::rope_attention(const RopeAttention& a) {
   prep.weight_bias = a.weight_bias;
   prep.positions = reinterpret_cast<const int32_t*>(cuda::base_ptr(a.positions));
   prep.rc = cuda::rope_consts(a.rope);
-  prep.prefetch = attn_prep_prefetch_ ? 1 : 0;
   const bool ran = attention_with(q, a.kv.k_cache, a.kv.v_cache, a.kv.seqs, a.kv.block_tables, p,
                                   a.gate, a.out, &prep);
   T9_CHECK(ran, "rope_attention: the checked call was refused");

@@ -516,8 +516,6 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   attn_prep_slots_ = cfg.attn_prep_slots;
   if (const char* e = std::getenv("TEMPO9_CUDA_ATTN_PREP_SLOTS"))  // A/B runs
     attn_prep_slots_ = std::max(0, std::atoi(e));
-  attn_prep_prefetch_ =
-      cuda::switch_or_env(cfg.attn_prep_prefetch, "TEMPO9_CUDA_ATTN_PREP_PREFETCH");
   bf16_wgmma_rows_ = cfg.bf16_wgmma_rows;
   if (const char* e = std::getenv("TEMPO9_CUDA_BF16_WGMMA_ROWS"))  // A/B runs
     bf16_wgmma_rows_ = std::max(0, std::atoi(e));

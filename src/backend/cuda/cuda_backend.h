@@ -152,11 +152,6 @@ struct CudaBackendConfig {
   // them. H100, runs 198-199: single decode +6% (8B, with the early keys) and +1.7% (35B); the
   // 35B's 8 agents (64 slots) lost 1.3% with it; 0: never. TEMPO9_CUDA_ATTN_PREP_SLOTS=N.
   int attn_prep_slots = 8;
-  // That launch's warps ask L1 for the rows they norm (the new k / v, their q slots) right after
-  // the dependent-launch wait, so each row's load after the first is no L2 round trip of its own
-  // (the same loads: the same bits). Not yet measured; TEMPO9_CUDA_ATTN_PREP_PREFETCH=1 turns it
-  // on.
-  bool attn_prep_prefetch = false;
   // Q4_K, Q6_K, Q8_0 and BF16 matrices that only matmuls read (upload_matmul_weights, n_in a
   // multiple of 1024 up to 16384 (Q8_0 14336, BF16 12288), n_out of 16) are stored in
   // mma-fragment order and every matmul of them runs on the bf16 tensor cores
@@ -438,7 +433,6 @@ class CudaBackend final : public Backend {
   bool moe_glu_inline_ = false;     // CudaBackendConfig::moe_glu_inline
   int attn_fold_rows_ = 0;          // CudaBackendConfig::attn_fold_rows
   int attn_prep_slots_ = 8;         // CudaBackendConfig::attn_prep_slots
-  bool attn_prep_prefetch_ = false;  // CudaBackendConfig::attn_prep_prefetch
   long attn_kernel_folds_ = 0;      // attention_kernel_folds()
   long attn_row_launches_ = 0;      // attention_row_launches()
   bool attn_row_warps_ = false;     // CudaBackendConfig::attn_row_warps

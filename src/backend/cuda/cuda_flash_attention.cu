@@ -321,29 +321,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // behind the combine kernel (its blocks start, and pull their weights, as soon as scheduled).
   // Written after runs 197-201; not yet measured (docs/CUDA.md stage 40).
   const bool trigger_after_loop = kSplit && a.counters != nullptr;
-  // FlashPrep, right after the wait: every row this warp norms below (warp 0's new k, warp 1's
-  // new v, then its q slots warp, warp + kWarps, ...: one decode row's heads) is asked into L1
-  // at once, a line a lane, so its norm_rope_row calls, one after another, find their row there
-  // instead of paying an L2 round trip each (warp 0: three in turn at G = 8). The line's address
-  // is worked out before the wait; the same loads after it: the same bits.
-  uintptr_t prep_line = 0;                // 0: none for this lane
-  if (row_cs && a.prep.prefetch != 0) {   // (a row tile: one decode row, its slots < G)
-    constexpr int kLines = HD * 4 / 128;  // of a row
-    const int extra = store_new && warp <= 1 ? 1 : 0, r = lane / kLines;
-    const int sl = (r - extra) * (kThreads / 32) + warp;
-    const FlashPrep& pp = a.prep;
-    const char* row = nullptr;
-    if (r < extra)
-      row = warp == 0 ? pp.k.row(kvh, new_qrow) : pp.v.row(kvh, new_qrow);
-    else if (sl < G)
-      row = pp.q_from.row(kvh * G + sl, new_qrow);
-    if (row != nullptr)
-      prep_line = (reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + 128u * (lane % kLines);
-  }
-  const auto wait = [&] {
-    trigger_after_loop ? pdl_wait() : pdl_enter();
-    if (prep_line != 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(prep_line));
-  };
+  const auto wait = [&] { trigger_after_loop ? pdl_wait() : pdl_enter(); };
   if (!early) {
     wait();
     store_new_kv();

@@ -23,9 +23,9 @@ struct FlashPrep {
   const float* wk = nullptr;
   const int32_t* positions = nullptr;  // RoPE position of each query row
   RopeConsts rc = {};
-  int norm = 0;  // (ints and floats in pairs: no padding bytes in the launch's arguments)
+  int norm = 0;  // (an int and the pad: no padding bytes in the launch's arguments)
   float eps = 0.0f, weight_bias = 0.0f;
-  int prefetch = 0;  // the rows asked into L1 at the wait (CudaBackendConfig::attn_prep_prefetch)
+  int pad = 0;
 };
 
 // One attention call as the kernel sees it. q and out are [rows, n_head, head_dim] F32; the pools
