@@ -502,7 +502,6 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   fuse_route_ = cuda::switch_or_env(cfg.fuse_route, "TEMPO9_CUDA_FUSE_ROUTE");
   norm_gemv_ = cuda::switch_or_env(cfg.norm_gemv, "TEMPO9_CUDA_NORM_GEMV");
   plain_early_ = cuda::switch_or_env(cfg.plain_early, "TEMPO9_CUDA_PLAIN_EARLY");
-  moe_glu_inline_ = cuda::switch_or_env(cfg.moe_glu_inline, "TEMPO9_CUDA_MOE_GLU_INLINE");
   T9_CHECK(cfg.float_tile_min_rows >= 0, "float_tile_min_rows {}", cfg.float_tile_min_rows);
   float_tile_min_rows_ = cfg.float_tile_min_rows;
   if (const char* e = std::getenv("TEMPO9_CUDA_FLOAT_TILE_MIN_ROWS"))  // A/B runs

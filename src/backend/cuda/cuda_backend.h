@@ -83,12 +83,6 @@ struct CudaBackendConfig {
   // Warps per row group of the fused MoE down projection (moe_down_kernel), each taking that
   // share of a token's terms (1-4; same bits); TEMPO9_CUDA_MOE_DOWN_SPLIT=1..4 overrides.
   int moe_down_split = 3;
-  // The fused MoE down projection (decode, 1-2 tokens) rounds the GLU's codes in each of its
-  // blocks (glu_codes_block, cuda_moe_down.cu; the same bits) instead of moe_glu_codes_kernel's
-  // launch before it; TEMPO9_CUDA_MOE_GLU_INLINE=1 turns it on. Its first form (a runtime flag,
-  // 80 registers) lost 4.5% on the 35B on an H100 (run 296); this one (a template flag, 56
-  // registers: docs/CUDA.md stage 63) is not yet measured.
-  bool moe_glu_inline = false;
   // Q8_0, Q4_K and Q6_K matmuls of mma_rows_min .. mma_rows_max activation rows (2 for the
   // multi-row calls, 1 for one-row calls too; the max up to 32, past the tile kernel's 16) run on
   // the few-row tensor-core GEMV (cuda_gemv_mma.cu: one mma per 16 weight rows x 8 activation rows
@@ -430,7 +424,6 @@ class CudaBackend final : public Backend {
   bool fuse_glu_ = true;            // CudaBackendConfig::fuse_glu
   long fused_glus_ = 0;             // fused_glus()
   int moe_down_split_ = 3;          // CudaBackendConfig::moe_down_split
-  bool moe_glu_inline_ = false;     // CudaBackendConfig::moe_glu_inline
   int attn_fold_rows_ = 0;          // CudaBackendConfig::attn_fold_rows
   int attn_prep_slots_ = 8;         // CudaBackendConfig::attn_prep_slots
   long attn_kernel_folds_ = 0;      // attention_kernel_folds()

@@ -478,10 +478,8 @@ void CudaBackend::moe_down(const MoeDown& m) {
                              cuda::rows_bucket(m.ids.n_rows())));
     // Before the launches, as every op; eg, sg, ed and so are not written (backend.h: scratch).
     derived_->wrote(m.out);
-    if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_,
-                              {.shared_early = reads_early(m.down_shexp),
-                               .split = moe_down_split_,
-                               .glu_inline = moe_glu_inline_}))
+    if (cuda::launch_moe_down(m, scratch_, err_word_, *stream_, reads_early(m.down_shexp),
+                              moe_down_split_))
       return;
     if (moe_down_pairs(m)) return;
   }

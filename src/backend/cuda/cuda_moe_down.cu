@@ -7,8 +7,6 @@
 //   1. moe_glu_codes_kernel: silu(gate) * up for every routed pair's row and every shared row,
 //      rounded to int8 codes per 32 elements (quantize_value: the codes the separate GLU's
 //      DerivedCache hands the down projection). The floats are not stored: nothing reads them.
-//      With MoeDownForm::glu_inline each moe_down block computes the codes itself instead
-//      (glu_codes_block: the same bits), one launch fewer.
 //   2. moe_down_kernel: grid (blocks of output rows, token). A row group of kSplit warps owns
 //      kRows = 32 / kLanes output rows; each of its warps stages those rows of its share of the
 //      token's experts (and of the shared expert) into shared memory at once, then computes each
@@ -55,16 +53,6 @@ __global__ void __launch_bounds__(kGluThreads)
                  (sh ? shared.xb : routed.xb) + e / 32);
 }
 
-// The GLU's inputs when the down kernel rounds its codes itself (MoeDownForm::glu_inline):
-// token t's routed rows at eg / eu + t k n_in, its shared row at sg / su + t s_in (16-byte
-// aligned). eg null: the codes come from moe_glu_codes_kernel (MoeDownArgs::xq ...).
-struct GluRows {
-  const float* eg = nullptr;
-  const float* eu = nullptr;
-  const float* sg = nullptr;
-  const float* su = nullptr;
-};
-
 // The down projections' operands. Term j < k of token t is expert ids[t k + j] (rows of
 // row_bytes, expert_bytes apart) times codes row t k + j; term k (ws non-null) is the shared
 // expert times codes row t of sq / sb.
@@ -80,7 +68,6 @@ struct MoeDownArgs {
   const ActBlock* sb;
   const int32_t* ids;  // [n, k]
   const float* wts;    // [n, k]
-  GluRows glu;         // eg set: the block rounds the codes itself (xq .. sb unused)
   const float* sgate;  // [n, gate_cols]
   int64_t gate_cols;   // 1 or n_out
   float* out;          // [n, n_out]
@@ -110,45 +97,6 @@ __device__ __forceinline__ void stage_block(const void* src, int64_t bytes, uint
   const auto* s = static_cast<const uint8_t*>(src);
   for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x)
     cp_async16(dst + 16 * i, s + 16 * i);
-}
-
-// Token t's GLU codes computed by the whole block into DownSmem's runs (MoeDownForm::glu_inline):
-// silu(g) * u of each routed row's n_in and the shared row's s_in elements, rounded per 32 by
-// quantize_octet (quantize_value's bits: moe_glu_codes_kernel's codes). Every block of the token
-// computes all of them (~5k elements on the 35B), after its weights' copies are issued, so the
-// work sits in the shadow of their HBM round trip instead of a launch of its own. Thread i takes
-// 4-element run i: an octet of lanes is one 32-element block (blockDim, k n_in and s_in are
-// multiples of 32), so the octet-wide shuffles never see a partial block.
-__device__ __forceinline__ void glu_codes_block(const GluRows& g, int64_t t, int64_t routed_n,
-                                                int64_t s_n, uint8_t* smem, const DownSmem& L) {
-  const int rq4 = static_cast<int>(routed_n / 4), n4 = rq4 + static_cast<int>(s_n / 4);
-  const auto* eg = reinterpret_cast<const float4*>(g.eg + t * routed_n);
-  const auto* eu = reinterpret_cast<const float4*>(g.eu + t * routed_n);
-  const auto* sg = reinterpret_cast<const float4*>(g.sg + t * s_n);
-  const auto* su = reinterpret_cast<const float4*>(g.su + t * s_n);
-  const int lane = threadIdx.x % 32, step = blockDim.x;
-  // Run i's loads one run ahead of its arithmetic: two runs' floats in registers (the 35B's
-  // Q8_0 kernel: 56 registers against the staged form's 55; four runs in flight took it to 80
-  // and a stack, which left its successor's early blocks no room: docs/CUDA.md stage 63).
-  const auto load = [&](int i, float4& gv, float4& uv) {
-    if (i >= n4) return;
-    gv = i < rq4 ? eg[i] : sg[i - rq4];
-    uv = i < rq4 ? eu[i] : su[i - rq4];
-  };
-  float4 gv{}, uv{};
-  load(threadIdx.x, gv, uv);
-#pragma unroll 1
-  for (int i = threadIdx.x; i < n4; i += step) {  // whole octets: n4 is a multiple of 8
-    float4 gn{}, un{};
-    load(i + step, gn, un);
-    const bool routed = i < rq4;
-    const int e = 4 * (routed ? i : i - rq4);
-    const float v[4] = {silu(gv.x) * uv.x, silu(gv.y) * uv.y, silu(gv.z) * uv.z, silu(gv.w) * uv.w};
-    quantize_octet(v, lane, reinterpret_cast<int8_t*>(smem + (routed ? L.rq : L.sq)) + e / 32 * 32,
-                   reinterpret_cast<ActBlock*>(smem + (routed ? L.rb : L.sb)) + e / 32);
-    gv = gn;
-    uv = un;
-  }
 }
 
 // Rows of a weight matrix (`bytes` from src) into buf by one warp, from the 16-byte boundary
@@ -183,10 +131,7 @@ __device__ __forceinline__ int stage_rows(const uint8_t* src, int64_t bytes, uin
 // per warp at 5.3 cycles each with 7.7 warps per SM: a chain of dependent instructions (each
 // term's 16-step ordered sum), not the weights' arrival (run 188 staged them ~5 us earlier and
 // the kernel still ended ~8.5 us after its wait).
-//
-// kGlu (MoeDownArgs::glu set): the block computes the codes (glu_codes_block) instead of staging
-// them; a template flag, so that the staged form's code and registers are what they were.
-template <GgmlType T, int kLanes, int kSplit, bool kGlu>
+template <GgmlType T, int kLanes, int kSplit>
 __global__ void __launch_bounds__(32 * kDownWarps * kSplit) moe_down_kernel(MoeDownArgs a) {
   constexpr int kRows = 32 / kLanes;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -218,15 +163,11 @@ __global__ void __launch_bounds__(32 * kDownWarps * kSplit) moe_down_kernel(MoeD
   const float my_w = lane < k ? a.wts[t * k + lane] : 0.0f;
   const float gv =
       shared && row_ok ? a.sgate[t * a.gate_cols + (a.gate_cols == 1 ? 0 : o + g)] : 0.0f;
-  if constexpr (!kGlu) {
-    stage_block(a.xq + t * k * a.n_in, L.rb - L.rq, smem + L.rq);
-    stage_block(a.xb + t * k * (a.n_in / 32), L.sq - L.rb, smem + L.rb);
-  }
+  stage_block(a.xq + t * k * a.n_in, L.rb - L.rq, smem + L.rq);
+  stage_block(a.xb + t * k * (a.n_in / 32), L.sq - L.rb, smem + L.rb);
   if (shared) {
-    if constexpr (!kGlu) {
-      stage_block(a.sq + t * a.s_in, L.sb - L.sq, smem + L.sq);
-      stage_block(a.sb + t * (a.s_in / 32), L.x_bytes - L.sb, smem + L.sb);
-    }
+    stage_block(a.sq + t * a.s_in, L.sb - L.sq, smem + L.sq);
+    stage_block(a.sb + t * (a.s_in / 32), L.x_bytes - L.sb, smem + L.sb);
     if (mine_shared && !a.shared_early && rows > 0)
       s_skew = stage_rows(a.ws + o * a.s_row_bytes, rows * a.s_row_bytes, s_buf, lane, bar);
   }
@@ -244,9 +185,8 @@ __global__ void __launch_bounds__(32 * kDownWarps * kSplit) moe_down_kernel(MoeD
   }
   if (bar != nullptr && lane == 0) mbar_arrive(bar);  // every run's bytes declared
   cp_async_commit();
-  if constexpr (kGlu) glu_codes_block(a.glu, t, k * a.n_in, shared ? a.s_in : 0, smem, L);
   cp_async_wait_0();
-  __syncthreads();  // the codes were staged (or computed) by the whole block
+  __syncthreads();  // the codes were staged by the whole block
   if (kSplit == 1 && rows == 0) return;
   if (bar != nullptr) mbar_wait(bar, 0);
   const auto* xq = reinterpret_cast<const int8_t*>(smem + L.rq);
@@ -355,14 +295,9 @@ bool takes(const Backend::MoeDown& m) {
          (m.sgate.ne[0] == 1 || m.sgate.ne[0] == d);
 }
 
-bool aligned16(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(base_ptr(t)) % 16 == 0;
-}
-
 template <GgmlType T>
 bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
-         const MoeDownForm& form) {
-  const int split = form.split;
+         bool shared_early, int split) {
   using U = Unit<T>;
   const Tensor& w = m.down_exps;
   const bool shared = m.down_shexp.valid();
@@ -392,44 +327,38 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
     if (split > 1) smem += kDownWarps * kRows * terms * int64_t{sizeof(float)};
     if (smem > kMaxDownSmem) return false;  // before anything is enqueued
 
-    const auto* eg = reinterpret_cast<const float*>(base_ptr(m.eg));
-    const auto* eu = reinterpret_cast<const float*>(base_ptr(m.eu));
-    const auto* sg = shared ? reinterpret_cast<const float*>(base_ptr(m.sg)) : nullptr;
-    const auto* su = shared ? reinterpret_cast<const float*>(base_ptr(m.su)) : nullptr;
-    if (form.glu_inline && aligned16(m.eg) && aligned16(m.eu) &&
-        (!shared || (aligned16(m.sg) && aligned16(m.su)))) {
-      a.glu = GluRows{eg, eu, sg, su};  // float4 loads: 16-byte rows (n_in, s_in % 64 == 0)
-    } else {
-      // Codes: the routed rows, then the shared rows (256-byte aligned parts).
-      const int64_t pairs = n * k;
-      const auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
-      const int64_t rq = align(pairs * f), rb = align(pairs * f / 32 * 8);
-      const int64_t sq = align(n * fs), sb = n * fs / 32 * 8;
-      auto* base =
-          static_cast<uint8_t*>(scratch.reserve(static_cast<size_t>(rq + rb + sq + sb), stream));
-      const GluCodes routed{eg, eu, pairs * f, reinterpret_cast<int8_t*>(base),
-                            reinterpret_cast<ActBlock*>(base + rq)};
-      const GluCodes sh{sg, su, n * fs, reinterpret_cast<int8_t*>(base + rq + rb),
-                        reinterpret_cast<ActBlock*>(base + rq + rb + sq)};
-      const int64_t routed_blocks = (routed.n + kGluThreads - 1) / kGluThreads;
-      const int64_t shared_blocks = (sh.n + kGluThreads - 1) / kGluThreads;
-      stream.launch(moe_glu_codes_kernel,
-                    dim3(static_cast<unsigned>(routed_blocks + shared_blocks)), kGluThreads, 0,
-                    routed, sh, routed_blocks);
-      a.xq = routed.xq, a.xb = routed.xb, a.sq = sh.xq, a.sb = sh.xb;
-    }
+    // Codes: the routed rows, then the shared rows (256-byte aligned parts).
+    const int64_t pairs = n * k;
+    const auto align = [](int64_t b) { return (b + 255) / 256 * 256; };
+    const int64_t rq = align(pairs * f), rb = align(pairs * f / 32 * 8);
+    const int64_t sq = align(n * fs), sb = n * fs / 32 * 8;
+    auto* base =
+        static_cast<uint8_t*>(scratch.reserve(static_cast<size_t>(rq + rb + sq + sb), stream));
+    const GluCodes routed{reinterpret_cast<const float*>(base_ptr(m.eg)),
+                          reinterpret_cast<const float*>(base_ptr(m.eu)), pairs * f,
+                          reinterpret_cast<int8_t*>(base), reinterpret_cast<ActBlock*>(base + rq)};
+    const GluCodes sh{shared ? reinterpret_cast<const float*>(base_ptr(m.sg)) : nullptr,
+                      shared ? reinterpret_cast<const float*>(base_ptr(m.su)) : nullptr, n * fs,
+                      reinterpret_cast<int8_t*>(base + rq + rb),
+                      reinterpret_cast<ActBlock*>(base + rq + rb + sq)};
+    const int64_t routed_blocks = (routed.n + kGluThreads - 1) / kGluThreads;
+    const int64_t shared_blocks = (sh.n + kGluThreads - 1) / kGluThreads;
+    stream.launch(moe_glu_codes_kernel, dim3(static_cast<unsigned>(routed_blocks + shared_blocks)),
+                  kGluThreads, 0, routed, sh, routed_blocks);
+
+    a.xq = routed.xq, a.xb = routed.xb, a.sq = sh.xq, a.sb = sh.xb;
     a.ids = reinterpret_cast<const int32_t*>(base_ptr(m.ids));
     a.wts = reinterpret_cast<const float*>(base_ptr(m.wts));
     a.sgate = shared ? reinterpret_cast<const float*>(base_ptr(m.sgate)) : nullptr;
     a.gate_cols = shared ? m.sgate.ne[0] : 1;
     a.out = reinterpret_cast<float*>(base_ptr(m.out));
-    a.shared_early = shared && form.shared_early;
+    a.shared_early = shared && shared_early;
     a.bulk_rows = bulk_rows_on(BulkForm::kShort);
     a.err = err;
     const int64_t row_blocks = (d + kDownWarps * kRows - 1) / (kDownWarps * kRows);
-    const auto launch = [&](auto split_c, auto glu_c) {
+    const auto launch = [&](auto split_c) {
       constexpr int kSplit = decltype(split_c)::value;
-      constexpr auto kernel = moe_down_kernel<T, kLanes, kSplit, decltype(glu_c)::value>;
+      constexpr auto kernel = moe_down_kernel<T, kLanes, kSplit>;
       static const bool attr = [] {
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         kMaxDownSmem));
@@ -439,25 +368,19 @@ bool run(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& str
       stream.launch(kernel, dim3(static_cast<unsigned>(row_blocks), static_cast<unsigned>(n)),
                     kDownWarps * kSplit * 32, static_cast<size_t>(smem), a);
     };
-    const auto launch_split = [&](auto glu_c) {
-      switch (split) {
-        case 1:
-          launch(std::integral_constant<int, 1>{}, glu_c);
-          break;
-        case 2:
-          launch(std::integral_constant<int, 2>{}, glu_c);
-          break;
-        case 4:
-          launch(std::integral_constant<int, 4>{}, glu_c);
-          break;
-        default:
-          launch(std::integral_constant<int, 3>{}, glu_c);
-      }
-    };
-    if (a.glu.eg != nullptr)
-      launch_split(std::true_type{});
-    else
-      launch_split(std::false_type{});
+    switch (split) {
+      case 1:
+        launch(std::integral_constant<int, 1>{});
+        break;
+      case 2:
+        launch(std::integral_constant<int, 2>{});
+        break;
+      case 4:
+        launch(std::integral_constant<int, 4>{});
+        break;
+      default:
+        launch(std::integral_constant<int, 3>{});
+    }
     return true;
   };
   // As gemv_short_kernel's choice (try_short): 16 lanes for rows of 9..16 units, else 8.
@@ -496,12 +419,13 @@ bool launch_moe_glu_codes(const Backend::MoeDown& m, Scratch& scratch, Stream& s
 }
 
 bool launch_moe_down(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
-                     const MoeDownForm& form) {
-  T9_CHECK(form.split >= 1 && form.split <= 4, "moe_down: split {} (1-4)", form.split);
+                     bool shared_early, int split) {
+  T9_CHECK(split >= 1 && split <= 4, "moe_down: split {} (1-4)", split);
   if (!takes(m)) return false;
   bool done = false;
-  const bool typed = with_sliced_type(
-      m.down_exps, [&](auto t) { done = run<decltype(t)::value>(m, scratch, err, stream, form); });
+  const bool typed = with_sliced_type(m.down_exps, [&](auto t) {
+    done = run<decltype(t)::value>(m, scratch, err, stream, shared_early, split);
+  });
   return typed && done;
 }
 

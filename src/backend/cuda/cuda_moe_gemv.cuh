@@ -81,21 +81,12 @@ void launch_matmul_id_grouped(std::span<const FusedPart> parts, const Tensor& x,
 // one wave of the kernel the composed route is faster, cuda_moe_down.cu), down matrices of one
 // sliced type with at most 16 units per row (gemv_short's rows), contiguous F32 operands, a per-row
 // or per-element gate, k + 1 <= kMoeDownTerms; TEMPO9_CUDA_FUSE_MOE_DOWN=0 (read once) turns it
-// off. The form (every form gives the same bits):
-struct MoeDownForm {
-  // The shared expert's weights are read-only (uploaded): the kernel stages them before its
-  // dependent-launch wait.
-  bool shared_early = false;
-  // Warps per row group, each taking that share of a token's terms (1-4;
-  // CudaBackendConfig::moe_down_split).
-  int split = 3;
-  // Each down block computes the GLU's codes itself instead of a launch before it
-  // (CudaBackendConfig::moe_glu_inline).
-  bool glu_inline = false;
-};
+// off. `shared_early`: the shared expert's weights are read-only (uploaded), so the kernel stages
+// them before its dependent-launch wait. `split` (1-4): warps per row group, each taking that
+// share of a token's terms (CudaBackendConfig::moe_down_split; the same bits for every split).
 constexpr int kMoeDownTerms = 17;
 bool launch_moe_down(const Backend::MoeDown& m, Scratch& scratch, unsigned* err, Stream& stream,
-                     const MoeDownForm& form);
+                     bool shared_early, int split);
 
 // The first launch of moe_down's fused route on its own: the int8 codes of glu(eg, eu) (the
 // routed pairs' rows, [n k, Fe]) followed by those of glu(sg, su) (one row per token, Fs = Fe),
