@@ -458,6 +458,8 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   CudaBackend plain({.device = 0, .attn_row_warps = false});
   CudaBackend rows({.device = 0, .attn_row_warps = true});
   CudaBackend rows_fold({.device = 0, .attn_fold_rows = 4, .attn_row_warps = true});
+  // The chunk kernel (cuda_flash_row.cu) serves the row form's split calls with the combine.
+  CudaBackend rows_chunk({.device = 0, .attn_row_warps = true, .attn_row_chunk = true});
   struct Shape {
     int n_head;
     std::vector<Seq> seqs;
@@ -491,15 +493,23 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
             rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
         const std::vector<float>* g = gated ? &gate : nullptr;
         const auto want = run(plain, c, d, g).out;
-        for (CudaBackend* be : {&rows, &rows_fold}) {
+        for (CudaBackend* be : {&rows, &rows_fold, &rows_chunk}) {
+          const char* form = be == &rows ? "combine" : be == &rows_fold ? "fold" : "chunk";
           for (int call = 0; call < 2; ++call) {
             const long launches = be->attention_row_launches();
+            const long chunks = be->attention_chunk_launches();
             const auto got = run(*be, c, d, g).out;
             ASSERT_EQ(be->attention_row_launches(), launches + (sh.row_form ? 1 : 0));
+            // Split calls: every shape past one 128-key chunk.
+            const bool split =
+                cuda_attention_path(c.p, c.cache, d.q_rows) == CudaAttnPath::kTensorSplit;
+            ASSERT_EQ(be->attention_chunk_launches(),
+                      chunks + (be == &rows_chunk && sh.row_form && split ? 1 : 0))
+                << form;
             ASSERT_EQ(got.size(), want.size());
             for (size_t i = 0; i < got.size(); ++i)
               ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
-                  << (be == &rows ? "combine" : "fold") << " call " << call << " at " << i;
+                  << form << " call " << call << " at " << i;
           }
         }
         if (!gated) check_vs_dense(c, d, want);
@@ -507,6 +517,9 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
     }
   }
   EXPECT_EQ(plain.attention_row_launches(), 0);
+  // Six of the shapes are row-form split calls: head dims x gates x calls.
+  EXPECT_EQ(rows_chunk.attention_chunk_launches(), 6 * 2 * 2 * 2);
+  EXPECT_EQ(rows.attention_chunk_launches(), 0);
   // Soft-capped logits keep the plain form.
   Case capped = case_of(128, {{700, 1}}, 0);
   capped.p.softcap = 30.0f;
@@ -526,13 +539,17 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
 // rows over split chunks (the row's last block folds), one row past 32 chunks (the combine
 // kernel); QK-norm on and off, partial rotary, a window; the pools hold every earlier position
 // and poison at the new one, so a store that did not happen shows.
-// row_warps: the row-warp form on too (one-row calls: both sides take it).
-void rope_attention_decode_equals_the_ops(bool row_warps) {
+// row_warps: the row-warp form on too (one-row calls: both sides take it). chunk: its split
+// calls by the chunk kernel (cuda_flash_row.cu), the combine launch instead of the fold.
+void rope_attention_decode_equals_the_ops(bool row_warps, bool chunk = false) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
-  // last-block fold on for the split calls up to 32 chunks.
-  CudaBackend be(
-      {.device = 0, .attn_fold_rows = 4, .attn_row_warps = row_warps, .attn_prep_slots = 64});
+  // last-block fold on for the split calls up to 32 chunks (not with the chunk kernel).
+  CudaBackend be({.device = 0,
+                  .attn_fold_rows = chunk ? 0 : 4,
+                  .attn_row_warps = row_warps,
+                  .attn_row_chunk = chunk,
+                  .attn_prep_slots = 64});
   const std::vector<std::vector<int>> batches = {{50}, {200}, {700, 1030, 64}, {5000}};
   for (int head_dim : {64, 128, 256}) {
     for (int variant = 0; variant < 3; ++variant) {  // plain; no QK-norm + window; gated
@@ -605,6 +622,7 @@ void rope_attention_decode_equals_the_ops(bool row_warps) {
                             ar.download<uint8_t>(vc)};
         };
         const long row_launches = be.attention_row_launches();
+        const long chunk_launches = be.attention_chunk_launches();
         const auto [ops_out, ops_k, ops_v] = go(false);
         const long preps = be.attention_preps();
         const auto [out, kp, vp] = go(true);
@@ -612,6 +630,10 @@ void rope_attention_decode_equals_the_ops(bool row_warps) {
         // One row, head_dim 128 / 256: both sides ran the row-warp form when it is on.
         const bool row_form = row_warps && head_dim >= 128 && seqs.size() == 1;
         ASSERT_EQ(be.attention_row_launches(), row_launches + (row_form ? 2 : 0));
+        // Past one 128-key chunk the calls split: the chunk kernel on both sides (the ops' side
+        // stages the roped q as it is, the fused side prepares it).
+        const bool chunked = chunk && row_form && seqs[0].n_past + 1 > 128;
+        ASSERT_EQ(be.attention_chunk_launches(), chunk_launches + (chunked ? 2 : 0));
         ASSERT_EQ(out.size(), ops_out.size());
         for (size_t i = 0; i < out.size(); ++i)
           ASSERT_EQ(float_bits(out[i]), float_bits(ops_out[i])) << "out " << i;
@@ -628,6 +650,9 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOps) {
 }
 TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowWarps) {
   rope_attention_decode_equals_the_ops(true);
+}
+TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowChunk) {
+  rope_attention_decode_equals_the_ops(true, true);
 }
 
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same

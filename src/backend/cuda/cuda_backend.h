@@ -140,6 +140,11 @@ struct CudaBackendConfig {
   // 318.3 -> 339.5 / 339.9, the same texts (docs/CUDA.md stage 56). TEMPO9_CUDA_ATTN_ROW_WARPS=0
   // turns it off (=1 on).
   bool attn_row_warps = true;
+  // The row-warp form's split calls (one decode row) run by whole 128-key chunks instead
+  // (cuda_flash_row.cu: a block of 16 warps per chunk computes its tiles' scores at once and
+  // walks the running softmax over them after one exchange; the same bits). Off until measured.
+  // TEMPO9_CUDA_ATTN_ROW_CHUNK=1 turns it on (=0 off).
+  bool attn_row_chunk = false;
   // rope_attention runs as one tensor-core launch (the kernel prepares q and the new K/V rows)
   // for decode calls of at most this many q-head slots a KV head (sequences x n_head /
   // n_kv_head): one warp prepares each slot's row, so a cohort tile of many agents serializes
@@ -259,6 +264,8 @@ class CudaBackend final : public Backend {
   long attention_kernel_folds() const { return attn_kernel_folds_; }
   // Tensor-core attention calls that ran the row-warp form (CudaBackendConfig::attn_row_warps).
   long attention_row_launches() const { return attn_row_launches_; }
+  // Of those, the calls run by whole chunks (CudaBackendConfig::attn_row_chunk).
+  long attention_chunk_launches() const { return attn_chunk_launches_; }
   // rope_attention calls that ran as the one prepared attention launch (tests).
   long attention_preps() const { return attn_preps_; }
   // The weight bytes up to which matmuls of 2..8 rows run one activation row per launch-grid
@@ -428,7 +435,9 @@ class CudaBackend final : public Backend {
   int attn_prep_slots_ = 8;         // CudaBackendConfig::attn_prep_slots
   long attn_kernel_folds_ = 0;      // attention_kernel_folds()
   long attn_row_launches_ = 0;      // attention_row_launches()
+  long attn_chunk_launches_ = 0;    // attention_chunk_launches()
   bool attn_row_warps_ = false;     // CudaBackendConfig::attn_row_warps
+  bool attn_row_chunk_ = false;     // CudaBackendConfig::attn_row_chunk
   long attn_preps_ = 0;             // attention_preps()
   int mma_rows_min_ = 0;            // CudaBackendConfig::mma_rows_min
   int mma_rows_max_ = 15;           // CudaBackendConfig::mma_rows_max

@@ -47,6 +47,8 @@
 
 #include "backend/cuda/cuda_flash_attention.cuh"
 #include "backend/cuda/cuda_flash_fold.cuh"
+#include "backend/cuda/cuda_flash_mma.cuh"
+#include "backend/cuda/cuda_flash_row.cuh"
 #include "backend/cuda/cuda_flash_tiles.cuh"
 
 #include <cmath>
@@ -77,39 +79,6 @@ struct FlashShape {
   static constexpr int kBytes = kHalvesBytes + kStages * kTileKeys * 8;
   static_assert(kChunkKeys % kTileKeys == 0);
 };
-
-// ---- PTX wrappers ----
-
-// 16 bytes global -> shared; zero-fills when !valid (src is then not read).
-__device__ __forceinline__ void cp_async16_zfill(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-// Waits until at most the 3 most recently committed groups are still in flight.
-__device__ __forceinline__ void cp_wait_3() {
-  asm volatile("cp.async.wait_group 3;\n" ::: "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-// d += a (16x16 f16, row) * b (16x8 f16, col), f32 accumulate.
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                        uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
 
 // ---- the kernel ----
 
@@ -436,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   reset_chunk();
 
   for (int t = t_begin; t <= t_end; ++t) {
-    cp_wait_3();  // K(t) has landed (V(t), K(t + 1), V(t + 1) may still be in flight)
+    cp_wait<3>();  // K(t) has landed (V(t), K(t + 1), V(t + 1) may still be in flight)
     __syncthreads();
     float sc[kNKw][4];  // S's n-tiles nk0 .. nk0 + kNKw - 1
 #pragma unroll
@@ -560,7 +529,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       rescale();
     }
 
-    cp_wait_3();      // V(t) has landed (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
+    cp_wait<3>();     // V(t) has landed (K(t + 1), V(t + 1), K(t + 2) may still be in flight)
     __syncthreads();  // (kRow: and every warp's probabilities are in s_p)
     if constexpr (kRow) {
 #pragma unroll
@@ -836,10 +805,16 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
       row     ? (split ? kernel_of<HD, true, false, true>() : kernel_of<HD, false, false, true>())
       : split ? (cap ? kernel_of<HD, true, true, false>() : kernel_of<HD, true, false, false>())
               : (cap ? kernel_of<HD, false, true, false>() : kernel_of<HD, false, false, false>());
-  stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
-                cohorts ? static_cast<int>(tiles) : -1);
+  // The row form's split calls by whole chunks (cuda_flash_row.cu): the same partials.
+  const bool chunk =
+      row && opt.row_chunk && split && !fold_in_kernel && row_chunk_fits(HD, n_rows, a.group.d);
+  if (chunk)
+    flash_row_chunk(a, n_rows, n_chunks, part, grid, stream);
+  else
+    stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
+                  cohorts ? static_cast<int>(tiles) : -1);
   if (split && !fold_in_kernel) flash_combine(part, a, n_rows, n_chunks, stream);
-  return {fold_in_kernel, row};
+  return {fold_in_kernel, row, chunk};
 }
 
 }  // namespace

@@ -77,11 +77,16 @@ struct FlashOptions {
   // Calls whose tiles hold at most 16 (row, q head) slots (one decode row) split each tile's
   // multiplies over the block's four warps (head_dim 128 / 256, no soft-capping, no cohorts).
   bool row_warps = false;
+  // Split calls that take the row-warp form run cuda_flash_row.cu's chunk kernel instead: a
+  // 16-warp block per 128-key chunk, its tiles' scores at once (same bits; without the
+  // in-kernel fold).
+  bool row_chunk = false;
 };
 // What a call did.
 struct FlashLaunch {
   bool folded = false;     // the rows' partials were folded in the kernel (no combine launch)
   bool row_warps = false;  // the row-warp form ran
+  bool row_chunk = false;  // as the chunk kernel (cuda_flash_row.cu)
 };
 
 // out = attention over the pools for n_rows query rows; max_ctx bounds every sequence's
