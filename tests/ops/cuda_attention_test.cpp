@@ -458,8 +458,11 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   CudaBackend plain({.device = 0, .attn_row_warps = false});
   CudaBackend rows({.device = 0, .attn_row_warps = true});
   CudaBackend rows_fold({.device = 0, .attn_fold_rows = 4, .attn_row_warps = true});
-  // The chunk kernel (cuda_flash_row.cu) serves the row form's split calls with the combine.
+  // The chunk kernel (cuda_flash_row.cu) serves the row form's split calls, with the combine
+  // and with the row's last block folding.
   CudaBackend rows_chunk({.device = 0, .attn_row_warps = true, .attn_row_chunk = true});
+  CudaBackend rows_chunk_fold(
+      {.device = 0, .attn_fold_rows = 4, .attn_row_warps = true, .attn_row_chunk = true});
   struct Shape {
     int n_head;
     std::vector<Seq> seqs;
@@ -493,8 +496,12 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
             rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
         const std::vector<float>* g = gated ? &gate : nullptr;
         const auto want = run(plain, c, d, g).out;
-        for (CudaBackend* be : {&rows, &rows_fold, &rows_chunk}) {
-          const char* form = be == &rows ? "combine" : be == &rows_fold ? "fold" : "chunk";
+        for (CudaBackend* be : {&rows, &rows_fold, &rows_chunk, &rows_chunk_fold}) {
+          const bool chunk_form = be == &rows_chunk || be == &rows_chunk_fold;
+          const char* form = be == &rows        ? "combine"
+                             : be == &rows_fold ? "fold"
+                             : be == &rows_chunk ? "chunk"
+                                                 : "chunk fold";
           for (int call = 0; call < 2; ++call) {
             const long launches = be->attention_row_launches();
             const long chunks = be->attention_chunk_launches();
@@ -504,7 +511,7 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
             const bool split =
                 cuda_attention_path(c.p, c.cache, d.q_rows) == CudaAttnPath::kTensorSplit;
             ASSERT_EQ(be->attention_chunk_launches(),
-                      chunks + (be == &rows_chunk && sh.row_form && split ? 1 : 0))
+                      chunks + (chunk_form && sh.row_form && split ? 1 : 0))
                 << form;
             ASSERT_EQ(got.size(), want.size());
             for (size_t i = 0; i < got.size(); ++i)
@@ -519,6 +526,9 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   EXPECT_EQ(plain.attention_row_launches(), 0);
   // Six of the shapes are row-form split calls: head dims x gates x calls.
   EXPECT_EQ(rows_chunk.attention_chunk_launches(), 6 * 2 * 2 * 2);
+  EXPECT_EQ(rows_chunk_fold.attention_chunk_launches(), 6 * 2 * 2 * 2);
+  EXPECT_EQ(rows_chunk.attention_kernel_folds(), 0);
+  EXPECT_GT(rows_chunk_fold.attention_kernel_folds(), 0);
   EXPECT_EQ(rows.attention_chunk_launches(), 0);
   // Soft-capped logits keep the plain form.
   Case capped = case_of(128, {{700, 1}}, 0);
@@ -540,13 +550,14 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
 // kernel); QK-norm on and off, partial rotary, a window; the pools hold every earlier position
 // and poison at the new one, so a store that did not happen shows.
 // row_warps: the row-warp form on too (one-row calls: both sides take it). chunk: its split
-// calls by the chunk kernel (cuda_flash_row.cu), the combine launch instead of the fold.
-void rope_attention_decode_equals_the_ops(bool row_warps, bool chunk = false) {
+// calls by the chunk kernel (cuda_flash_row.cu); fold false: the combine launch instead of the
+// last block's fold.
+void rope_attention_decode_equals_the_ops(bool row_warps, bool chunk = false, bool fold = true) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
-  // last-block fold on for the split calls up to 32 chunks (not with the chunk kernel).
+  // last-block fold on for the split calls up to 32 chunks (fold).
   CudaBackend be({.device = 0,
-                  .attn_fold_rows = chunk ? 0 : 4,
+                  .attn_fold_rows = fold ? 4 : 0,
                   .attn_row_warps = row_warps,
                   .attn_row_chunk = chunk,
                   .attn_prep_slots = 64});
@@ -652,7 +663,10 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowWarps) {
   rope_attention_decode_equals_the_ops(true);
 }
 TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowChunk) {
-  rope_attention_decode_equals_the_ops(true, true);
+  rope_attention_decode_equals_the_ops(true, true, false);
+}
+TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowChunkFold) {
+  rope_attention_decode_equals_the_ops(true, true, true);
 }
 
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same

@@ -805,9 +805,9 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
       row     ? (split ? kernel_of<HD, true, false, true>() : kernel_of<HD, false, false, true>())
       : split ? (cap ? kernel_of<HD, true, true, false>() : kernel_of<HD, true, false, false>())
               : (cap ? kernel_of<HD, false, true, false>() : kernel_of<HD, false, false, false>());
-  // The row form's split calls by whole chunks (cuda_flash_row.cu): the same partials.
-  const bool chunk =
-      row && opt.row_chunk && split && !fold_in_kernel && row_chunk_fits(HD, n_rows, a.group.d);
+  // The row form's split calls by whole chunks (cuda_flash_row.cu): the same partials (and
+  // the same fold, when the call folds in the kernel).
+  const bool chunk = row && opt.row_chunk && split && row_chunk_fits(HD, n_rows, a.group.d);
   if (chunk)
     flash_row_chunk(a, n_rows, n_chunks, part, grid, stream);
   else

@@ -78,8 +78,8 @@ struct FlashOptions {
   // multiplies over the block's four warps (head_dim 128 / 256, no soft-capping, no cohorts).
   bool row_warps = false;
   // Split calls that take the row-warp form run cuda_flash_row.cu's chunk kernel instead: a
-  // 16-warp block per 128-key chunk, its tiles' scores at once (same bits; without the
-  // in-kernel fold).
+  // 16-warp block per 128-key chunk, its tiles' scores at once (same bits; the in-kernel fold
+  // too, fold_rows_max).
   bool row_chunk = false;
 };
 // What a call did.

@@ -56,8 +56,11 @@ struct RowChunkShape {
 
 // Block (row tile x, KV head y, chunk z): chunk z's partial [acc (head_dim, part_pos order), m,
 // l] of each of its slots to part[((row * n_head + head) * n_chunks + z) * part_stride(head_dim)],
-// as flash_attention_kernel<HD, true, false, *> writes it.
-template <int HD>
+// as flash_attention_kernel<HD, true, false, *> writes it; with FlashArgs::counters the row's
+// last block folds them into out (below) and the call launches no combine. kFold (a.counters
+// set) is a template flag: the fold's registers (fold_row_warp: 103-125 a thread against 60-72
+// without) would otherwise fill an SM's register file beside the successor's early blocks.
+template <int HD, bool kFold>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_row_chunk_kernel(FlashArgs a, int64_t n_rows, int n_chunks, float* __restrict__ part) {
   // No pdl_enter() here: the tile's bookkeeping and the keys of earlier steps come before the
@@ -307,12 +310,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           make_float2(expf(__fsub_rn(sc[2 * h], m_arg)), expf(__fsub_rn(sc[2 * h + 1], m_arg)));
     }
   }
-  cp_wait<0>();     // V has landed
-  __syncthreads();  // and every probability is in s_p
-  if (warp >= kOWarps) return;
-
-  // O's n-tiles nt0, nt0 + 1 and the row sums, tile by tile in the plain form's order.
-  const int nt0 = warp * kNTw;
+  // O's n-tiles nt0, nt0 + 1 and the row sums, tile by tile in the plain form's order, then
+  // the chunk's partial.
+  const auto chunk_out = [&](int nt0) {
   float acc[kNTw][4];
 #pragma unroll
   for (int n = 0; n < kNTw; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
@@ -379,6 +379,50 @@ __global__ void __launch_bounds__(kThreads, 1)
       pr[HD + 1] = l[h];
     }
   }
+  };
+  // With the fold (FlashArgs::counters, CudaBackendConfig::attn_fold_rows): the block that
+  // counts a row's last chunk folds the row's partials (fold_row_warp: the combine kernel's
+  // bits), a (row, head) a warp, instead of the combine launch. Release / acquire through each
+  // row's counter as in flash_attention_kernel: the barrier orders every thread's partial stores
+  // before the counting thread's release fence (cumulative), and its acquire fence before the
+  // barrier that lets the block read the other blocks' partials. Unlike flash_attention_kernel's
+  // fold, the successor is still scheduled at the wait: its blocks then pull their weights
+  // during this launch, as behind the combine kernel (the late trigger is the first suspect of
+  // that fold's 4-10% loss, docs/CUDA.md stages 40 and 63).
+  const auto fold_if_last = [&] {
+    __shared__ int s_last[kRowSlots], s_c0[kRowSlots], s_n_last;
+    if (tid == 0) s_n_last = 0;
+    __syncthreads();
+    if (tid < n_tile_rows) {  // this chunk counts for row tid when it is in the row's range
+      const int pos = s_pos[tid];
+      const int c0 = (a.window > 0 ? max(0, pos - a.window + 1) : 0) / kChunkKeys;
+      const int c1 = min(pos / kChunkKeys, n_chunks - 1);
+      if (c >= c0 && c <= c1) {
+        unsigned* cnt = a.counters + static_cast<int64_t>(s_qrow[tid]) * a.n_kv_head + kvh;
+        fence_acq_rel_gpu();
+        if (atomicAdd(cnt, 1u) + 1u == static_cast<unsigned>(c1 - c0 + 1)) {
+          fence_acq_rel_gpu();
+          *cnt = 0u;  // every chunk of the row has counted: ready for the next call
+          const int at = atomicAdd(&s_n_last, 1);
+          s_last[at] = tid;
+          s_c0[at] = c0;
+        }
+      }
+    }
+    __syncthreads();
+    const int n_last = s_n_last;
+    for (int it = warp; it < n_last * G; it += kWarps) {
+      const int i = a.group.div(it);
+      const int pos = s_pos[s_last[i]];
+      fold_row_warp<HD>(part, a, s_qrow[s_last[i]], kvh * G + it - i * G, n_chunks, s_c0[i],
+                        min(pos / kChunkKeys, n_chunks - 1), lane);
+    }
+  };
+
+  cp_wait<0>();     // V has landed
+  __syncthreads();  // and every probability is in s_p
+  if (warp < kOWarps) chunk_out(warp * kNTw);
+  if constexpr (kFold) fold_if_last();
 }
 
 template <int HD>
@@ -386,12 +430,15 @@ void launch_row_chunk(const FlashArgs& a, int64_t n_rows, int n_chunks, float* p
                       Stream& stream) {
   constexpr int kSmem = RowChunkShape<HD>::kBytes;
   static const bool attr_set = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(flash_row_chunk_kernel<HD>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    for (const auto kernel : {flash_row_chunk_kernel<HD, false>, flash_row_chunk_kernel<HD, true>})
+      CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)attr_set;
-  stream.launch(flash_row_chunk_kernel<HD>, grid, kThreads, kSmem, a, n_rows, n_chunks, part);
+  stream.launch(a.counters != nullptr ? flash_row_chunk_kernel<HD, true>
+                                      : flash_row_chunk_kernel<HD, false>,
+                grid, kThreads, kSmem, a, n_rows, n_chunks, part);
 }
 
 }  // namespace
@@ -403,7 +450,7 @@ bool row_chunk_fits(int head_dim, int64_t n_rows, int group) {
 void flash_row_chunk(const FlashArgs& a, int64_t n_rows, int n_chunks, float* part, dim3 grid,
                      Stream& stream) {
   T9_CHECK(
-      row_chunk_fits(a.head_dim, n_rows, a.group.d) && a.softcap <= 0.0f && a.counters == nullptr,
+      row_chunk_fits(a.head_dim, n_rows, a.group.d) && a.softcap <= 0.0f,
       "flash_row_chunk: head_dim {}, {} rows of {} heads", a.head_dim, n_rows, a.group.d);
   if (a.head_dim == 256)
     launch_row_chunk<256>(a, n_rows, n_chunks, part, grid, stream);

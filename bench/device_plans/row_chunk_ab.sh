@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The decode row's attention by whole chunks (CudaBackendConfig::attn_row_chunk, cuda_flash_row.cu)
+# against the row-warp kernel, in one short call: the op tests that compare its bits with the
+# plain form's (OPS, default the row-warp and rope-attention ones), then, when they pass, the
+# single decode (common.sh's decode_one: 512 'x's, GEN 1,024 tokens) of the 35B shape cut to 8
+# layers (Q8_0, ~20 s synth; a 64-token prompt with the real tokenizer, so the row walks ~64-1,088
+# keys), then the 8B shape cut to 8 layers (Q4_K_M, ~40 s; 512 tokens; FILES: "35b 8b"), each
+# the default form then TEMPO9_CUDA_ATTN_ROW_CHUNK=1, alternated REPS (2) times; every text
+# compared with the file's first.
+# Here: `bash scripts/device_stage.sh` (sm_90a-only, TEMPO9_CUDA_BUILD); there (device tool, carry
+# [".devrun"]): `bash bench/device_plans/row_chunk_ab.sh`.
+cd "$(dirname "$0")/../.." || exit 1
+export OUT=${OUT:-/tmp/rcab}
+mkdir -p "$OUT"
+# shellcheck source=bench/device_plans/common.sh
+source bench/device_plans/common.sh
+rm -f /tmp/one_*.txt
+op_tests "${OPS:-CudaAttention.RowWarps*:CudaAttention.RopeAttentionDecodeEqualsTheOpsRow*}"
+grep -q '^\[  FAILED' "$OUT/tests.txt" && exit 1
+grep -q '^\[  PASSED' "$OUT/tests.txt" || exit 1
+M35=/tmp/q35_8l_Q8_0.gguf M8=/tmp/qwen3_8b_8l_Q4_K_M.gguf
+export GEN=${GEN:-1024}
+# The 35B's file first, whole (a call cut short by its device time still reports it).
+for f in ${FILES:-35b 8b}; do
+  if [ "$f" = 35b ]; then
+    M=$M35 NAME="35B Q8_0 (8 layers)"
+    synth_35b_8l "$M"
+  else
+    M=$M8 NAME="8B Q4_K_M (8 layers)"
+    synth_8b_8l "$M"
+  fi
+  for rep in $(seq "${REPS:-2}"); do
+    decode_one "${f}_rows_$rep"
+    decode_one "${f}_chunk_$rep" TEMPO9_CUDA_ATTN_ROW_CHUNK=1
+    for t in rows chunk; do  # each text against the file's first, as it comes
+      cmp -s "/tmp/one_${f}_rows_1.txt" "/tmp/one_${f}_${t}_$rep.txt" &&
+        echo "text ${f}_${t}_$rep: equal" || echo "text ${f}_${t}_$rep: DIFFERS"
+    done
+  done
+done
+echo "t=$((SECONDS - T0)) s"
