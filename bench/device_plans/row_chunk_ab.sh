@@ -5,8 +5,8 @@
 # single decode (common.sh's decode_one: 512 'x's, GEN 1,024 tokens) of the 35B shape cut to 8
 # layers (Q8_0, ~20 s synth; a 64-token prompt with the real tokenizer, so the row walks ~64-1,088
 # keys), then the 8B shape cut to 8 layers (Q4_K_M, ~40 s; 512 tokens; FILES: "35b 8b"), each
-# the default form then TEMPO9_CUDA_ATTN_ROW_CHUNK=1, alternated REPS (2) times; every text
-# compared with the file's first.
+# the default form then each of FORMS (below), alternated REPS (2) times; every text compared
+# with the file's first.
 # Here: `bash scripts/device_stage.sh` (sm_90a-only, TEMPO9_CUDA_BUILD); there (device tool, carry
 # [".devrun"]): `bash bench/device_plans/row_chunk_ab.sh`.
 cd "$(dirname "$0")/../.." || exit 1
@@ -20,6 +20,9 @@ grep -q '^\[  FAILED' "$OUT/tests.txt" && exit 1
 grep -q '^\[  PASSED' "$OUT/tests.txt" || exit 1
 M35=/tmp/q35_8l_Q8_0.gguf M8=/tmp/qwen3_8b_8l_Q4_K_M.gguf
 export GEN=${GEN:-1024}
+# FORMS ("tag:VAR=value,VAR=value ..."): beside the default form ("rows"), the chunk kernel with
+# the combine launch and with its last block folding.
+FORMS=${FORMS:-"chunk:TEMPO9_CUDA_ATTN_ROW_CHUNK=1 chunkfold:TEMPO9_CUDA_ATTN_ROW_CHUNK=1,TEMPO9_CUDA_ATTN_FOLD_ROWS=1"}
 # The 35B's file first, whole (a call cut short by its device time still reports it).
 for f in ${FILES:-35b 8b}; do
   if [ "$f" = 35b ]; then
@@ -31,8 +34,9 @@ for f in ${FILES:-35b 8b}; do
   fi
   for rep in $(seq "${REPS:-2}"); do
     decode_one "${f}_rows_$rep"
-    decode_one "${f}_chunk_$rep" TEMPO9_CUDA_ATTN_ROW_CHUNK=1
-    for t in rows chunk; do  # each text against the file's first, as it comes
+    # shellcheck disable=SC2046  # the form's VAR=value list, split on purpose
+    for form in $FORMS; do decode_one "${f}_${form%%:*}_$rep" $(echo "${form#*:}" | tr ',' ' '); done
+    for t in rows $(for form in $FORMS; do echo "${form%%:*}"; done); do  # against the first
       cmp -s "/tmp/one_${f}_rows_1.txt" "/tmp/one_${f}_${t}_$rep.txt" &&
         echo "text ${f}_${t}_$rep: equal" || echo "text ${f}_${t}_$rep: DIFFERS"
     done
