@@ -148,6 +148,53 @@ __device__ void fold_row_warp(const float* __restrict__ part, const FlashArgs& a
   }
 }
 
+// The split form's in-kernel fold (FlashArgs::counters), after a block has stored its partials
+// of chunk `chunk` for a tile's query rows (batch row qrow[i], position pos[i], i < n_rows, in
+// shared memory): each row whose range holds the chunk counts it on its (row, KV head) counter,
+// and the block that counts a row's last chunk zeroes the counter and folds the row's partials
+// into out (fold_row_warp: a (row, head) a warp). Release / acquire through each row's counter:
+// the barrier orders every thread's partial stores before the counting thread's release fence
+// (cumulative), and its acquire fence before the barrier that lets the block read the other
+// blocks' partials: one gpu-scope fence.acq_rel per counting thread. Called by every thread of
+// the block (kWarps warps; barriers inside).
+struct FoldTile {
+  int chunk, kvh, n_chunks, n_rows;
+  const int* qrow;
+  const int* pos;
+};
+template <int HD, int kMaxRows, int kWarps>
+__device__ void fold_finished_rows(const float* __restrict__ part, const FlashArgs& a,
+                                   const FoldTile& f) {
+  __shared__ int s_last[kMaxRows], s_c0[kMaxRows], s_n_last;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid == 0) s_n_last = 0;
+  __syncthreads();
+  if (tid < f.n_rows) {  // the chunk counts for row tid when it is in the row's range
+    const int pos = f.pos[tid];
+    const int c0 = (a.window > 0 ? max(0, pos - a.window + 1) : 0) / kChunkKeys;
+    const int c1 = min(pos / kChunkKeys, f.n_chunks - 1);
+    if (f.chunk >= c0 && f.chunk <= c1) {
+      unsigned* cnt = a.counters + static_cast<int64_t>(f.qrow[tid]) * a.n_kv_head + f.kvh;
+      fence_acq_rel_gpu();
+      if (atomicAdd(cnt, 1u) + 1u == static_cast<unsigned>(c1 - c0 + 1)) {
+        fence_acq_rel_gpu();
+        *cnt = 0u;  // every chunk of the row has counted: ready for the next call
+        const int at = atomicAdd(&s_n_last, 1);
+        s_last[at] = tid;
+        s_c0[at] = c0;
+      }
+    }
+  }
+  __syncthreads();
+  const int n_last = s_n_last, G = a.group.d;
+  for (int it = warp; it < n_last * G; it += kWarps) {
+    const int i = a.group.div(it);
+    const int pos = f.pos[s_last[i]];
+    fold_row_warp<HD>(part, a, f.qrow[s_last[i]], f.kvh * G + it - i * G, f.n_chunks, s_c0[i],
+                      min(pos / kChunkKeys, f.n_chunks - 1), lane);
+  }
+}
+
 // out = the fold of each row's chunk partials in `part` (n_chunks a (row, head)) divided by its
 // sum, gated and rounded as FlashArgs asks: one block per (row, head) (cuda_flash_combine.cu).
 void flash_combine(const float* part, const FlashArgs& a, int64_t n_rows, int n_chunks,

@@ -116,23 +116,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Key k0 + tid's byte offset in the pools, -1 outside the rows' range or behind a bad table
   // entry (flagged): flash_attention_kernel's key_offsets for the whole chunk.
-  if (tid < kChunkKeys) {
-    const int p = k0 + tid;
-    int64_t off = -1;
-    if (p >= key_lo && p <= key_hi) {
-      const int blk = a.kv_block.div(p);
-      const int64_t ti = static_cast<int64_t>(table_off) + blk;
-      bool ok = ti >= 0 && ti < a.n_tables;
-      if (ok) {
-        const int64_t slot =
-            static_cast<int64_t>(a.tables[ti]) * a.block_size + (p - blk * a.block_size);
-        ok = slot >= 0 && slot < a.n_slots;
-        if (ok) off = slot * a.nb2;
-      }
-      if (!ok) atomicOr(a.err, kErrKvSlot);
-    }
-    sofs[tid] = off;
-  }
+  if (tid < kChunkKeys) sofs[tid] = key_offset(a, table_off, key_lo, key_hi, k0 + tid);
   // FlashPrep, before the wait: the norm weights (model weights) and RoPE's (cos, sin) per pair
   // at the row's position (the step's uploaded positions).
   __shared__ float s_prep[kWarps][HD];  // a warp's head row (norm_rope_row)
@@ -184,13 +168,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int n_valid = n_tile_rows * G;
   const int kv_warp = n_valid < kWarps - 1 ? n_valid : 0;
   if (store_new && (warp == kv_warp || warp == kv_warp + 1)) {
-    const int pos = old_end;
-    const int blk = a.kv_block.div(pos);
-    const int64_t ti = static_cast<int64_t>(table_off) + blk;
-    int64_t slot = -1;
-    if (ti >= 0 && ti < a.n_tables)
-      slot = static_cast<int64_t>(a.tables[ti]) * a.block_size + (pos - blk * a.block_size);
-    if (slot < 0 || slot >= a.n_slots) {
+    int64_t slot;
+    if (!pool_slot(a, table_off, old_end, slot)) {
       if (lane == 0) atomicOr(a.err, kErrKvSlot);
     } else {
       const float* src;
@@ -313,116 +292,85 @@ __global__ void __launch_bounds__(kThreads, 1)
   // O's n-tiles nt0, nt0 + 1 and the row sums, tile by tile in the plain form's order, then
   // the chunk's partial.
   const auto chunk_out = [&](int nt0) {
-  float acc[kNTw][4];
+    float acc[kNTw][4];
 #pragma unroll
-  for (int n = 0; n < kNTw; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  for (int t = t_begin; t <= t_end; ++t) {
-    const int tk0 = (t - c * Lay::kTiles) * kTileKeys;  // the tile's first key in the chunk
-    float corr[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float mn = fmaxf(m[h], tile_max(t, h));
-      corr[h] = expf(mn == -INFINITY ? 0.0f : __fsub_rn(m[h], mn));
-      m[h] = mn;
-    }
-    float pf[kTileNK][4];
-    float tsum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int n = 0; n < kTileNK; ++n)
+    for (int n = 0; n < kNTw; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int t = t_begin; t <= t_end; ++t) {
+      const int tk0 = (t - c * Lay::kTiles) * kTileKeys;  // the tile's first key in the chunk
+      float corr[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float2 v = *reinterpret_cast<const float2*>(s_p + (lane / 4 + 8 * h) * kPS + tk0 +
-                                                          n * 8 + 2 * (lane % 4));
-        pf[n][2 * h] = v.x;
-        pf[n][2 * h + 1] = v.y;
-        tsum[h] = __fadd_rn(__fadd_rn(tsum[h], v.x), v.y);
+        const float mn = fmaxf(m[h], tile_max(t, h));
+        corr[h] = expf(mn == -INFINITY ? 0.0f : __fsub_rn(m[h], mn));
+        m[h] = mn;
       }
+      float pf[kTileNK][4];
+      float tsum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 1));
-      tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 2));
-      l[h] = __fadd_rn(__fmul_rn(l[h], corr[h]), tsum[h]);
-    }
-    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {  // x 1 changes no bit
+      for (int n = 0; n < kTileNK; ++n)
 #pragma unroll
-      for (int n = 0; n < kNTw; ++n) {
-        acc[n][0] = __fmul_rn(acc[n][0], corr[0]);
-        acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
-        acc[n][2] = __fmul_rn(acc[n][2], corr[1]);
-        acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
+        for (int h = 0; h < 2; ++h) {
+          const float2 v = *reinterpret_cast<const float2*>(s_p + (lane / 4 + 8 * h) * kPS + tk0 +
+                                                            n * 8 + 2 * (lane % 4));
+          pf[n][2 * h] = v.x;
+          pf[n][2 * h + 1] = v.y;
+          tsum[h] = __fadd_rn(__fadd_rn(tsum[h], v.x), v.y);
+        }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 1));
+        tsum[h] = __fadd_rn(tsum[h], __shfl_xor_sync(0xffffffffu, tsum[h], 2));
+        l[h] = __fadd_rn(__fmul_rn(l[h], corr[h]), tsum[h]);
       }
-    }
+      if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {  // x 1 changes no bit
 #pragma unroll
-    for (int j = 0; j < kTileNK / 2; ++j) {  // 16 keys per k-step
-      const uint32_t pa[4] = {pack_f16(pf[2 * j][0], pf[2 * j][1]),
-                              pack_f16(pf[2 * j][2], pf[2 * j][3]),
-                              pack_f16(pf[2 * j + 1][0], pf[2 * j + 1][1]),
-                              pack_f16(pf[2 * j + 1][2], pf[2 * j + 1][3])};
-      uint32_t vb[4];
-      ldmatrix_x4_trans(vb, sv + (tk0 + j * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * S +
-                                (nt0 / 2) * 16 + 8 * (lane / 16));
-      mma_f16(acc[0], pa, vb[0], vb[1]);
-      mma_f16(acc[1], pa, vb[2], vb[3]);
-    }
-  }
-  // The partial, as the plain form stores it: one float4 per two n-tiles (part_pos), m and l by
-  // warp 0.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (my_row[h] < 0) continue;
-    float* pr = part + (static_cast<int64_t>(my_row[h]) * n_chunks + c) * part_stride(HD);
-    *reinterpret_cast<float4*>(pr + nt0 * 8 + 4 * (lane % 4)) =
-        make_float4(acc[0][2 * h], acc[0][2 * h + 1], acc[1][2 * h], acc[1][2 * h + 1]);
-    if (lane % 4 == 0 && warp == 0) {
-      pr[HD] = m[h];
-      pr[HD + 1] = l[h];
-    }
-  }
-  };
-  // With the fold (FlashArgs::counters, CudaBackendConfig::attn_fold_rows): the block that
-  // counts a row's last chunk folds the row's partials (fold_row_warp: the combine kernel's
-  // bits), a (row, head) a warp, instead of the combine launch. Release / acquire through each
-  // row's counter as in flash_attention_kernel: the barrier orders every thread's partial stores
-  // before the counting thread's release fence (cumulative), and its acquire fence before the
-  // barrier that lets the block read the other blocks' partials. Unlike flash_attention_kernel's
-  // fold, the successor is still scheduled at the wait: its blocks then pull their weights
-  // during this launch, as behind the combine kernel (the late trigger is the first suspect of
-  // that fold's 4-10% loss, docs/CUDA.md stages 40 and 63).
-  const auto fold_if_last = [&] {
-    __shared__ int s_last[kRowSlots], s_c0[kRowSlots], s_n_last;
-    if (tid == 0) s_n_last = 0;
-    __syncthreads();
-    if (tid < n_tile_rows) {  // this chunk counts for row tid when it is in the row's range
-      const int pos = s_pos[tid];
-      const int c0 = (a.window > 0 ? max(0, pos - a.window + 1) : 0) / kChunkKeys;
-      const int c1 = min(pos / kChunkKeys, n_chunks - 1);
-      if (c >= c0 && c <= c1) {
-        unsigned* cnt = a.counters + static_cast<int64_t>(s_qrow[tid]) * a.n_kv_head + kvh;
-        fence_acq_rel_gpu();
-        if (atomicAdd(cnt, 1u) + 1u == static_cast<unsigned>(c1 - c0 + 1)) {
-          fence_acq_rel_gpu();
-          *cnt = 0u;  // every chunk of the row has counted: ready for the next call
-          const int at = atomicAdd(&s_n_last, 1);
-          s_last[at] = tid;
-          s_c0[at] = c0;
+        for (int n = 0; n < kNTw; ++n) {
+          acc[n][0] = __fmul_rn(acc[n][0], corr[0]);
+          acc[n][1] = __fmul_rn(acc[n][1], corr[0]);
+          acc[n][2] = __fmul_rn(acc[n][2], corr[1]);
+          acc[n][3] = __fmul_rn(acc[n][3], corr[1]);
         }
       }
+#pragma unroll
+      for (int j = 0; j < kTileNK / 2; ++j) {  // 16 keys per k-step
+        const uint32_t pa[4] = {pack_f16(pf[2 * j][0], pf[2 * j][1]),
+                                pack_f16(pf[2 * j][2], pf[2 * j][3]),
+                                pack_f16(pf[2 * j + 1][0], pf[2 * j + 1][1]),
+                                pack_f16(pf[2 * j + 1][2], pf[2 * j + 1][3])};
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, sv + (tk0 + j * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * S +
+                                  (nt0 / 2) * 16 + 8 * (lane / 16));
+        mma_f16(acc[0], pa, vb[0], vb[1]);
+        mma_f16(acc[1], pa, vb[2], vb[3]);
+      }
     }
-    __syncthreads();
-    const int n_last = s_n_last;
-    for (int it = warp; it < n_last * G; it += kWarps) {
-      const int i = a.group.div(it);
-      const int pos = s_pos[s_last[i]];
-      fold_row_warp<HD>(part, a, s_qrow[s_last[i]], kvh * G + it - i * G, n_chunks, s_c0[i],
-                        min(pos / kChunkKeys, n_chunks - 1), lane);
+    // The partial, as the plain form stores it: one float4 per two n-tiles (part_pos), m and l by
+    // warp 0.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (my_row[h] < 0) continue;
+      float* pr = part + (static_cast<int64_t>(my_row[h]) * n_chunks + c) * part_stride(HD);
+      *reinterpret_cast<float4*>(pr + nt0 * 8 + 4 * (lane % 4)) =
+          make_float4(acc[0][2 * h], acc[0][2 * h + 1], acc[1][2 * h], acc[1][2 * h + 1]);
+      if (lane % 4 == 0 && warp == 0) {
+        pr[HD] = m[h];
+        pr[HD + 1] = l[h];
+      }
     }
   };
-
+  // With the fold (FlashArgs::counters, CudaBackendConfig::attn_fold_rows): the block that
+  // counts a row's last chunk folds the row's partials (fold_finished_rows: the combine
+  // kernel's bits) instead of the combine launch. Unlike flash_attention_kernel's fold, the
+  // successor is still scheduled at the wait: its blocks then pull their weights during this
+  // launch, as behind the combine kernel (the late trigger is the first suspect of that fold's
+  // 4-10% loss, docs/CUDA.md stages 40 and 63).
   cp_wait<0>();     // V has landed
   __syncthreads();  // and every probability is in s_p
   if (warp < kOWarps) chunk_out(warp * kNTw);
-  if constexpr (kFold) fold_if_last();
+  if constexpr (kFold)
+    fold_finished_rows<HD, kRowSlots, kWarps>(part, a,
+                                              {c, kvh, n_chunks, n_tile_rows, s_qrow, s_pos});
 }
 
 template <int HD>
@@ -431,14 +379,13 @@ void launch_row_chunk(const FlashArgs& a, int64_t n_rows, int n_chunks, float* p
   constexpr int kSmem = RowChunkShape<HD>::kBytes;
   static const bool attr_set = [] {
     for (const auto kernel : {flash_row_chunk_kernel<HD, false>, flash_row_chunk_kernel<HD, true>})
-      CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)attr_set;
-  stream.launch(a.counters != nullptr ? flash_row_chunk_kernel<HD, true>
-                                      : flash_row_chunk_kernel<HD, false>,
-                grid, kThreads, kSmem, a, n_rows, n_chunks, part);
+  stream.launch(
+      a.counters != nullptr ? flash_row_chunk_kernel<HD, true> : flash_row_chunk_kernel<HD, false>,
+      grid, kThreads, kSmem, a, n_rows, n_chunks, part);
 }
 
 }  // namespace
@@ -449,9 +396,8 @@ bool row_chunk_fits(int head_dim, int64_t n_rows, int group) {
 
 void flash_row_chunk(const FlashArgs& a, int64_t n_rows, int n_chunks, float* part, dim3 grid,
                      Stream& stream) {
-  T9_CHECK(
-      row_chunk_fits(a.head_dim, n_rows, a.group.d) && a.softcap <= 0.0f,
-      "flash_row_chunk: head_dim {}, {} rows of {} heads", a.head_dim, n_rows, a.group.d);
+  T9_CHECK(row_chunk_fits(a.head_dim, n_rows, a.group.d) && a.softcap <= 0.0f,
+           "flash_row_chunk: head_dim {}, {} rows of {} heads", a.head_dim, n_rows, a.group.d);
   if (a.head_dim == 256)
     launch_row_chunk<256>(a, n_rows, n_chunks, part, grid, stream);
   else

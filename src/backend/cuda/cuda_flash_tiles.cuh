@@ -44,6 +44,42 @@ __device__ inline bool find_tile(const AttnSeq* seqs, int n_seqs, FastDiv tile_r
   return false;
 }
 
+// ---- key positions -> pool slots ----
+// (cuda_flash_row.cu's. flash_attention_kernel keeps its own copies of these and of
+// fold_finished_rows until a device run times the change: compiled through them, its default
+// kernels' code moved by -8..+24 instructions, docs/CUDA.md stage 64.)
+
+// Key position p's slot in the pools through a sequence's block table (starting at table_off);
+// false behind a bad table entry or slot (the caller flags kErrKvSlot).
+__device__ __forceinline__ bool pool_slot(const FlashArgs& a, int table_off, int p,
+                                          int64_t& slot) {
+  const int blk = a.kv_block.div(p);
+  const int64_t ti = static_cast<int64_t>(table_off) + blk;
+  slot = -1;
+  if (ti >= 0 && ti < a.n_tables)
+    slot = static_cast<int64_t>(a.tables[ti]) * a.block_size + (p - blk * a.block_size);
+  return slot >= 0 && slot < a.n_slots;
+}
+// Key p's byte offset in the pools (slot * nb2), -1 outside [key_lo, key_hi] or behind a bad
+// table entry (flagged): one lookup per key and tile, shared by the K and V loads.
+__device__ __forceinline__ int64_t key_offset(const FlashArgs& a, int table_off, int key_lo,
+                                              int key_hi, int p) {
+  int64_t off = -1;
+  if (p >= key_lo && p <= key_hi) {
+    const int blk = a.kv_block.div(p);
+    const int64_t ti = static_cast<int64_t>(table_off) + blk;
+    bool ok = ti >= 0 && ti < a.n_tables;
+    if (ok) {
+      const int64_t slot =
+          static_cast<int64_t>(a.tables[ti]) * a.block_size + (p - blk * a.block_size);
+      ok = slot >= 0 && slot < a.n_slots;
+      if (ok) off = slot * a.nb2;
+    }
+    if (!ok) atomicOr(a.err, kErrKvSlot);
+  }
+  return off;
+}
+
 // ---- cohorts: decode rows over shared pages ----
 //
 // Agents re-send one system prompt, so their sequences' block tables start with the same pages
