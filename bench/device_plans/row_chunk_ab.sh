@@ -4,7 +4,8 @@
 # plain form's (OPS, default the row-warp and rope-attention ones), then, when they pass, the
 # single decode (common.sh's decode_one: 512 'x's, GEN 1,024 tokens) of the 35B shape cut to 8
 # layers (Q8_0, ~20 s synth; a 64-token prompt with the real tokenizer, so the row walks ~64-1,088
-# keys), then the 8B shape cut to 8 layers (Q4_K_M, ~40 s; 512 tokens; FILES: "35b 8b"), each
+# keys), then the 8B shape cut to 8 layers (Q4_K_M, ~40 s; 512 tokens; FILES: "35b 8b", and
+# 35bwhole for the whole 35B Q8_0, ~75 s synth), each
 # the default form then each of FORMS (below), alternated REPS (2) times; every text compared
 # with the file's first.
 # Here: `bash scripts/device_stage.sh` (sm_90a-only, TEMPO9_CUDA_BUILD); there (device tool, carry
@@ -28,6 +29,10 @@ for f in ${FILES:-35b 8b}; do
   if [ "$f" = 35b ]; then
     M=$M35 NAME="35B Q8_0 (8 layers)"
     synth_35b_8l "$M"
+  elif [ "$f" = 35bwhole ]; then  # the whole 35B Q8_0 (~75 s synth; code_size_ab.sh's file)
+    M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf NAME="35B Q8_0"
+    [ -f "$M" ] || env SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours \
+      TOKENIZER="$TOK" MODEL="$M" OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth"
   else
     M=$M8 NAME="8B Q4_K_M (8 layers)"
     synth_8b_8l "$M"
