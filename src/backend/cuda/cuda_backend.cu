@@ -445,6 +445,10 @@ int cuda_device_count() {
   return n;
 }
 
+int cuda_sm_count() {
+  return cuda::sm_count();
+}
+
 CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   const int n = cuda_device_count();
   T9_CHECK(device_ >= 0 && device_ < n, "CUDA device {} of {}", device_, n);

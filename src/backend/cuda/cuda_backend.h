@@ -217,6 +217,8 @@ struct CudaGraphStats {
 
 // Number of CUDA devices visible (0 when there is no driver or no GPU).
 int cuda_device_count();
+// Streaming multiprocessors of the current device (launch shapes that depend on them: tests).
+int cuda_sm_count();
 
 // True for the weight types whose matmul rounds activations to int8 per 32 elements (d = amax /
 // 127, q = rint(x * (1 / d)), the CPU backend's rounding) before the dot products.

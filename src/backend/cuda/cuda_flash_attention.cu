@@ -806,8 +806,11 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
       : split ? (cap ? kernel_of<HD, true, true, false>() : kernel_of<HD, true, false, false>())
               : (cap ? kernel_of<HD, false, true, false>() : kernel_of<HD, false, false, false>());
   // The row form's split calls by whole chunks (cuda_flash_row.cu): the same partials (and
-  // the same fold, when the call folds in the kernel).
-  const bool chunk = row && opt.row_chunk && split && row_chunk_fits(HD, n_rows, a.group.d);
+  // the same fold, when the call folds in the kernel), while its blocks (one an SM: 61-72
+  // registers x 512 threads, 96-175 KB of shared memory) fit one wave; past that the row-warp
+  // kernel's two blocks an SM.
+  const bool chunk = row && opt.row_chunk && split && row_chunk_fits(HD, n_rows, a.group.d) &&
+                     tiles * a.n_kv_head * chunk_count(max_ctx) <= sm_count();
   if (chunk)
     flash_row_chunk(a, n_rows, n_chunks, part, grid, stream);
   else
