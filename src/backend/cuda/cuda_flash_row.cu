@@ -142,21 +142,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int seg = tid % kSegs, key0 = tid / kSegs;
   const char* const k_base = a.k_cache + kvh * a.nb1 + seg * 16;
   const char* const v_base = a.v_cache + kvh * a.nb1 + seg * 16;
+  const auto issue_rows = [&](bool late, const char* base, __half* dst) {
+#pragma unroll
+    for (int j = key0; j < kChunkKeys; j += kStep) {
+      const int64_t off = sofs[j];
+      if ((off >= 0 && k0 + j >= old_end) == late)
+        cp_async16_zfill(dst + j * S + seg * 8, off >= 0 ? base + off : base, off >= 0);
+    }
+    cp_commit();
+  };
   const auto issue = [&](bool late) {
-#pragma unroll
-    for (int j = key0; j < kChunkKeys; j += kStep) {
-      const int64_t off = sofs[j];
-      if ((off >= 0 && k0 + j >= old_end) == late)
-        cp_async16_zfill(sk + j * S + seg * 8, off >= 0 ? k_base + off : k_base, off >= 0);
-    }
-    cp_commit();
-#pragma unroll
-    for (int j = key0; j < kChunkKeys; j += kStep) {
-      const int64_t off = sofs[j];
-      if ((off >= 0 && k0 + j >= old_end) == late)
-        cp_async16_zfill(sv + j * S + seg * 8, off >= 0 ? v_base + off : v_base, off >= 0);
-    }
-    cp_commit();
+    issue_rows(late, k_base, sk);
+    issue_rows(late, v_base, sv);
   };
   const bool early = a.early_keys != 0;
   if (early) issue(false);

@@ -46,7 +46,8 @@ __device__ inline bool find_tile(const AttnSeq* seqs, int n_seqs, FastDiv tile_r
 
 // ---- key positions -> pool slots ----
 // (cuda_flash_row.cu's. flash_attention_kernel keeps its own copies of these and of
-// fold_finished_rows until a device run times the change: compiled through them, its default
+// fold_finished_rows, and the chunk kernel a copy of its fragment rows' setup, until a device
+// run times moving the plain kernel onto shared helpers: compiled through them, its default
 // kernels' code moved by -8..+24 instructions, docs/CUDA.md stage 64.)
 
 // Key position p's slot in the pools through a sequence's block table (starting at table_off);
