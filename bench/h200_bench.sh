@@ -11,7 +11,8 @@
 # There (run tool, carry the stage folders, repo root):
 #   bash bench/h200_bench.sh [PARTS]      PARTS: comma list of
 #       single   tempo9 run --backend cuda (512-token prompt + GEN generated, twice) and
-#                llama-bench -ngl 99 -p 512 -n GEN -r 3 on the same file
+#                llama-bench -ngl 99 -p 512 -n GEN -r 3 on the same file, and its tgGEN again at
+#                ours' depth (-p 0 -d PEER_DEPTH, default 512; 0: not run)
 #       long     the same with an 8192-token prompt (llama-bench -p 8192 -n 0 -r 2)
 #       serve    tempo9 serve --backend cuda and llama-server -ngl 99 -np 32, each driven by
 #                `tempo9 bench cold` with the same workload at each of WAYS concurrent requests
@@ -171,6 +172,10 @@ single() {
   # SINGLE_X=4096 gives 512 tokens).
   has ours && ours_run "${SINGLE_X:-512}"
   has peer && [ -x "$PB/llama-bench" ] && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
+  # llama-bench's tgN above decodes from an empty context, ours after its 512-token prompt: the
+  # same decode at ours' depth too (-d; "tgN @ d512"), so that the ratio compares equal contexts.
+  has peer && [ -x "$PB/llama-bench" ] && [ "${PEER_DEPTH:-512}" -gt 0 ] &&
+    peer llama-bench -m "$M" -ngl 99 -p 0 -n "$GEN" -d "${PEER_DEPTH:-512}" -r 3 -o md
 }
 
 # tempo9 with TEMPO9_CUDA_LEGACY_GEMV=1: Q4_K/Q6_K/Q8_0 on the previous dp4a GEMV for every row
