@@ -6,7 +6,8 @@
 #      the 8-layer files' A/B of the row-warp kernel (rows), the chunk kernel (chunk) and the
 #      chunk kernel with its fold (chunkfold), GEN 1,024, texts compared;
 #   2. the form with the best mean on the 35B's 8-layer file (BEST), beside rows on the whole
-#      35B Q8_0 (decode_one, GEN 1,024, alternated twice; skipped when rows is best);
+#      35B Q8_0 (decode_one, GEN 1,024, alternated twice; skipped when rows is best), then one
+#      128-token run with the stream's graph log (TEMPO9_CUDA_GRAPH_DEBUG);
 #   3. the 35B's single stream beside llama.cpp (peer_side_by_side.sh PARTS=35b P35=single,
 #      tempo9 with BEST's environment): tg128 from an empty context and at depth 512, ours' own.
 # Each part prints before the next starts, so a call cut short keeps what ran. WAIT_S (470): how
@@ -54,6 +55,10 @@ if [ "$best" != rows ]; then
       echo "text 35bwhole_${best}_$rep: equal" || echo "text 35bwhole_${best}_$rep: DIFFERS"
   done
 fi
+# Why a timed 128-token run still captures graphs after its warm-up (run 286: 5 captures and 7
+# windows issued unreplayed of 137): the stream's log of each new tape's first departure.
+GEN=128 decode_one 35bwhole_graphs TEMPO9_CUDA_GRAPH_DEBUG=1
+grep -E "cuda graphs" /tmp/e.txt | head -24
 echo "t=$((SECONDS - T0)) s"
 
 # 3. Beside llama.cpp, once its build is there.
