@@ -66,7 +66,7 @@ logprobs_run() {
 decode_one() {
   local tag=$1 p
   shift
-  p=$(python3 -c "print('x'*512)")
+  p=$(python3 -c "print('x'*${PROMPT_X:-512})")  # PROMPT_X: another length
   # shellcheck disable=SC2154  # M, NAME: the plan's
   # PARALLEL=N: N copies of the prompt decoded together (a batched step's rows). GEN: tokens
   # generated (128; more averages out the host's noise, which whole-35B runs see most), the

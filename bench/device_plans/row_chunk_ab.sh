@@ -7,7 +7,9 @@
 # keys), then the 8B shape cut to 8 layers (Q4_K_M, ~40 s; 512 tokens; FILES: "35b 8b", and
 # 35bwhole for the whole 35B Q8_0, ~75 s synth), each
 # the default form then each of FORMS (below), alternated REPS (2) times; every text compared
-# with the file's first.
+# with the file's first. The one-chunk calls by the chunk kernel (attn_row_chunk_one) have their
+# tests apart (OPS_ONE); when they pass, each 8-layer file first times them inside one chunk
+# (SHORT, default 1: an 8-'x' prompt and 112 tokens, rows against TEMPO9_CUDA_ATTN_ROW_CHUNK_ONE=1).
 # Here: `bash scripts/device_stage.sh` (sm_90a-only, TEMPO9_CUDA_BUILD); there (device tool, carry
 # [".devrun"]): `bash bench/device_plans/row_chunk_ab.sh`.
 cd "$(dirname "$0")/../.." || exit 1
@@ -19,6 +21,12 @@ rm -f /tmp/one_*.txt
 op_tests "${OPS:-CudaAttention.RowWarps*:CudaAttention.RopeAttentionDecodeEqualsTheOpsRow*}"
 grep -q '^\[  FAILED' "$OUT/tests.txt" && exit 1
 grep -q '^\[  PASSED' "$OUT/tests.txt" || exit 1
+# The one-chunk calls by the chunk kernel (attn_row_chunk_one): their own tests, apart, so that a
+# failure there leaves the split form's A/B to run; when they pass, SHORT (below) times them.
+cp "$OUT/tests.txt" "$OUT/tests_split.txt"
+op_tests "${OPS_ONE:-CudaAttention.OneChunkRow*:CudaAttention.RopeAttentionDecodeOneChunkRow*}"
+one_ok=0
+grep -q '^\[  FAILED' "$OUT/tests.txt" || { grep -q '^\[  PASSED' "$OUT/tests.txt" && one_ok=1; }
 M35=/tmp/q35_8l_Q8_0.gguf M8=/tmp/qwen3_8b_8l_Q4_K_M.gguf
 export GEN=${GEN:-1024}
 # FORMS ("tag:VAR=value,VAR=value ..."): beside the default form ("rows"), the chunk kernel with
@@ -36,6 +44,16 @@ for f in ${FILES:-35b 8b}; do
   else
     M=$M8 NAME="8B Q4_K_M (8 layers)"
     synth_8b_8l "$M"
+  fi
+  # SHORT (1 when the one-chunk tests passed): contexts inside one chunk (an 8-'x' prompt, 112
+  # tokens), the row-warp kernel against the chunk kernel for one-chunk calls.
+  if [ "$one_ok" = 1 ] && [ "${SHORT:-1}" = 1 ] && [ "$f" != 35bwhole ]; then
+    for rep in 1 2; do
+      PROMPT_X=8 GEN=112 decode_one "${f}_short_rows_$rep"
+      PROMPT_X=8 GEN=112 decode_one "${f}_short_one_$rep" TEMPO9_CUDA_ATTN_ROW_CHUNK_ONE=1
+      cmp -s "/tmp/one_${f}_short_rows_1.txt" "/tmp/one_${f}_short_one_$rep.txt" &&
+        echo "text ${f}_short_one_$rep: equal" || echo "text ${f}_short_one_$rep: DIFFERS"
+    done
   fi
   for rep in $(seq "${REPS:-2}"); do
     decode_one "${f}_rows_$rep"

@@ -507,12 +507,12 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
             const long chunks = be->attention_chunk_launches();
             const auto got = run(*be, c, d, g).out;
             ASSERT_EQ(be->attention_row_launches(), launches + (sh.row_form ? 1 : 0));
-            // The chunk kernel: split calls (every shape past one 128-key chunk) whose blocks
-            // (two tiles' bound x KV heads x chunks) fit one wave.
+            // The chunk kernel: split calls (every shape past one 128-key chunk) whose live
+            // blocks (the row form's shapes are one sequence, one tile: KV heads x chunks) fit
+            // one wave.
             const bool split =
                 cuda_attention_path(c.p, c.cache, d.q_rows) == CudaAttnPath::kTensorSplit;
-            const bool one_wave =
-                2 * c.p.n_kv_head * ((c.p.max_ctx + 127) / 128) <= cuda_sm_count();
+            const bool one_wave = c.p.n_kv_head * ((c.p.max_ctx + 127) / 128) <= cuda_sm_count();
             ASSERT_EQ(be->attention_chunk_launches(),
                       chunks + (chunk_form && sh.row_form && split && one_wave ? 1 : 0))
                 << form;
@@ -544,6 +544,56 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   EXPECT_EQ(cap_rows, run(plain, capped, dc).out);
 }
 
+// The one-chunk calls by the chunk kernel (CudaBackendConfig::attn_row_chunk_one) against the
+// plain form: the same bits, call after call (the fold's counters back at zero between calls).
+// Head dims 128 and 256; one decode row at G = 4, 8 and 16 over 1, 50, 127 and 128 keys, and
+// under a window inside the chunk; two and four prefill rows at G = 4 (8 and 16 slots); gated
+// and not. Not taken: 32 slots (the plain form) and 129 keys (the call splits).
+TEST(CudaAttention, OneChunkRowEqualsThePlainForm) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
+  CudaBackend plain({.device = 0, .attn_row_warps = false});
+  CudaBackend one({.device = 0, .attn_row_warps = true, .attn_row_chunk_one = true});
+  struct Shape {
+    int n_head;  // over base()'s 2 KV heads
+    std::vector<Seq> seqs;
+    int window;
+    bool taken;  // the chunk kernel runs it
+  };
+  const std::vector<Shape> shapes = {
+      {8, {{0, 1}}, 0, true},    {8, {{49, 1}}, 0, true},    {16, {{126, 1}}, 0, true},
+      {32, {{127, 1}}, 0, true}, {16, {{100, 1}}, 40, true}, {8, {{60, 2}}, 0, true},
+      {8, {{90, 4}}, 0, true},   {16, {{90, 4}}, 0, false},  {8, {{128, 1}}, 0, false},
+  };
+  for (int head_dim : {128, 256}) {
+    for (size_t si = 0; si < shapes.size(); ++si) {
+      for (bool gated : {false, true}) {
+        const Shape& sh = shapes[si];
+        SCOPED_TRACE(testing::Message()
+                     << "head_dim " << head_dim << " shape " << si << " gated " << gated);
+        auto rng = test_rng();
+        Case c = case_of(head_dim, sh.seqs, sh.window);
+        c.p.n_head = sh.n_head;
+        const Data d = make_data(rng, c);
+        const auto gate = random_floats(
+            rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
+        const std::vector<float>* g = gated ? &gate : nullptr;
+        const auto want = run(plain, c, d, g).out;
+        for (int call = 0; call < 2; ++call) {
+          const long chunks = one.attention_chunk_launches();
+          const long folds = one.attention_kernel_folds();
+          const auto got = run(one, c, d, g).out;
+          ASSERT_EQ(one.attention_chunk_launches(), chunks + (sh.taken ? 1 : 0));
+          ASSERT_EQ(one.attention_kernel_folds(), folds + (sh.taken ? 1 : 0));
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "call " << call << " at " << i;
+        }
+        if (!gated) check_vs_dense(c, d, want);
+      }
+    }
+  }
+}
+
 // rope_attention on decode rows: the tensor-core kernel normalizes and rotates q (from q_from
 // for the gated form) and the new k itself and stores the new K/V rows (FlashPrep, on its own
 // and with the last-block fold), against the
@@ -554,8 +604,9 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
 // and poison at the new one, so a store that did not happen shows.
 // row_warps: the row-warp form on too (one-row calls: both sides take it). chunk: its split
 // calls by the chunk kernel (cuda_flash_row.cu); fold false: the combine launch instead of the
-// last block's fold.
-void rope_attention_decode_equals_the_ops(bool row_warps, bool chunk = false, bool fold = true) {
+// last block's fold. one: its one-chunk calls by the chunk kernel too (attn_row_chunk_one).
+void rope_attention_decode_equals_the_ops(bool row_warps, bool chunk = false, bool fold = true,
+                                          bool one = false) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   // Every batch prepared in the kernel (three sequences are 12 q-head slots a KV head here), the
   // last-block fold on for the split calls up to 32 chunks (fold).
@@ -563,6 +614,7 @@ void rope_attention_decode_equals_the_ops(bool row_warps, bool chunk = false, bo
                   .attn_fold_rows = fold ? 4 : 0,
                   .attn_row_warps = row_warps,
                   .attn_row_chunk = chunk,
+                  .attn_row_chunk_one = one,
                   .attn_prep_slots = 64});
   const std::vector<std::vector<int>> batches = {{50}, {200}, {700, 1030, 64}, {5000}};
   for (int head_dim : {64, 128, 256}) {
@@ -645,12 +697,14 @@ void rope_attention_decode_equals_the_ops(bool row_warps, bool chunk = false, bo
         const bool row_form = row_warps && head_dim >= 128 && seqs.size() == 1;
         ASSERT_EQ(be.attention_row_launches(), row_launches + (row_form ? 2 : 0));
         // Past one 128-key chunk the calls split: the chunk kernel on both sides (the ops' side
-        // stages the roped q as it is, the fused side prepares it) while its blocks (two tiles'
-        // bound x KV heads x chunks) fit one wave; past that ({5000}: 160 blocks) the row-warp
-        // kernel.
+        // stages the roped q as it is, the fused side prepares it) while its live blocks (KV
+        // heads x chunks: one tile) fit one wave; past that the row-warp kernel ({5000}: 40
+        // chunks, 80 blocks at base()'s two KV heads, so still the chunk kernel on 132 SMs).
         const int chunks = (seqs[0].n_past + 1 + 127) / 128;
-        const bool chunked = chunk && row_form && chunks > 1 &&
-                             2 * c.p.n_kv_head * chunks <= cuda_sm_count();
+        // One chunk ({50}): the chunk kernel with `one`.
+        const bool chunked =
+            row_form && ((chunk && chunks > 1 && c.p.n_kv_head * chunks <= cuda_sm_count()) ||
+                         (one && chunks == 1));
         ASSERT_EQ(be.attention_chunk_launches(), chunk_launches + (chunked ? 2 : 0));
         ASSERT_EQ(out.size(), ops_out.size());
         for (size_t i = 0; i < out.size(); ++i)
@@ -674,6 +728,10 @@ TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowChunk) {
 }
 TEST(CudaAttention, RopeAttentionDecodeEqualsTheOpsRowChunkFold) {
   rope_attention_decode_equals_the_ops(true, true, true);
+}
+// Named apart from the row forms' tests (bench/device_plans/row_chunk_ab.sh runs those first).
+TEST(CudaAttention, RopeAttentionDecodeOneChunkRowEqualsTheOps) {
+  rope_attention_decode_equals_the_ops(true, true, true, true);
 }
 
 // Agents' decode rows over one shared prompt: sequences whose block tables start with the same

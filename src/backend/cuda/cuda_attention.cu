@@ -807,7 +807,8 @@ bool CudaBackend::attention_with(const Tensor& q, const Tensor& k_cache, const T
     if (gate != nullptr) fa.gate = cuda::desc(*gate);
     if (prep != nullptr) fa.prep = *prep;
     const cuda::FlashLaunch fl = cuda::flash_attention(
-        fa, q.ne[2], p.max_ctx, {attn_fold_rows_, attn_row_warps_, attn_row_chunk_}, attn_scratch_,
+        fa, q.ne[2], p.max_ctx,
+        {attn_fold_rows_, attn_row_warps_, attn_row_chunk_, attn_row_chunk_one_}, attn_scratch_,
         attn_counters_, *stream_);
     attn_kernel_folds_ += fl.folded ? 1 : 0;
     attn_row_launches_ += fl.row_warps ? 1 : 0;

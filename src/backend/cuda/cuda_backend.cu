@@ -516,6 +516,8 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
     attn_fold_rows_ = std::max(0, std::atoi(e));
   attn_row_warps_ = cuda::switch_or_env(cfg.attn_row_warps, "TEMPO9_CUDA_ATTN_ROW_WARPS");
   attn_row_chunk_ = cuda::switch_or_env(cfg.attn_row_chunk, "TEMPO9_CUDA_ATTN_ROW_CHUNK");
+  attn_row_chunk_one_ =
+      cuda::switch_or_env(cfg.attn_row_chunk_one, "TEMPO9_CUDA_ATTN_ROW_CHUNK_ONE");
   T9_CHECK(cfg.attn_prep_slots >= 0, "attn_prep_slots {}", cfg.attn_prep_slots);
   attn_prep_slots_ = cfg.attn_prep_slots;
   if (const char* e = std::getenv("TEMPO9_CUDA_ATTN_PREP_SLOTS"))  // A/B runs

@@ -145,6 +145,12 @@ struct CudaBackendConfig {
   // walks the running softmax over them after one exchange; the same bits). Off until measured.
   // TEMPO9_CUDA_ATTN_ROW_CHUNK=1 turns it on (=0 off).
   bool attn_row_chunk = false;
+  // The row-warp form's one-chunk calls (contexts up to 128 keys, unsplit: today the row-warp
+  // kernel walks the chunk's tiles on one block of four warps, ~25 us a layer on the 35B, run
+  // 272) by the chunk kernel too: its one block per KV head stores the chunk's partial and folds
+  // it (the split form's fold of one chunk, whose bits are the unsplit form's). Off until
+  // measured. TEMPO9_CUDA_ATTN_ROW_CHUNK_ONE=1 turns it on (=0 off).
+  bool attn_row_chunk_one = false;
   // rope_attention runs as one tensor-core launch (the kernel prepares q and the new K/V rows)
   // for decode calls of at most this many q-head slots a KV head (sequences x n_head /
   // n_kv_head): one warp prepares each slot's row, so a cohort tile of many agents serializes
@@ -266,7 +272,7 @@ class CudaBackend final : public Backend {
   long attention_kernel_folds() const { return attn_kernel_folds_; }
   // Tensor-core attention calls that ran the row-warp form (CudaBackendConfig::attn_row_warps).
   long attention_row_launches() const { return attn_row_launches_; }
-  // Of those, the calls run by whole chunks (CudaBackendConfig::attn_row_chunk).
+  // Of those, the calls run by whole chunks (CudaBackendConfig::attn_row_chunk, _one).
   long attention_chunk_launches() const { return attn_chunk_launches_; }
   // rope_attention calls that ran as the one prepared attention launch (tests).
   long attention_preps() const { return attn_preps_; }
@@ -440,6 +446,7 @@ class CudaBackend final : public Backend {
   long attn_chunk_launches_ = 0;    // attention_chunk_launches()
   bool attn_row_warps_ = false;     // CudaBackendConfig::attn_row_warps
   bool attn_row_chunk_ = false;     // CudaBackendConfig::attn_row_chunk
+  bool attn_row_chunk_one_ = false;  // CudaBackendConfig::attn_row_chunk_one
   long attn_preps_ = 0;             // attention_preps()
   int mma_rows_min_ = 0;            // CudaBackendConfig::mma_rows_min
   int mma_rows_max_ = 15;           // CudaBackendConfig::mma_rows_max

@@ -806,18 +806,32 @@ FlashLaunch launch(FlashArgs a, int64_t n_rows, int max_ctx, const FlashOptions&
       : split ? (cap ? kernel_of<HD, true, true, false>() : kernel_of<HD, true, false, false>())
               : (cap ? kernel_of<HD, false, true, false>() : kernel_of<HD, false, false, false>());
   // The row form's split calls by whole chunks (cuda_flash_row.cu): the same partials (and
-  // the same fold, when the call folds in the kernel), while its blocks (one an SM: 61-72
+  // the same fold, when the call folds in the kernel), while its live blocks (one an SM: 61-72
   // registers x 512 threads, 96-175 KB of shared memory) fit one wave; past that the row-warp
   // kernel's two blocks an SM.
+  // Live tiles: one sequence's rows fill tiles - 1 (tile_bound's extra tile returns at once).
+  const int64_t live_tiles = a.n_seqs == 1 ? tiles - 1 : tiles;
   const bool chunk = row && opt.row_chunk && split && row_chunk_fits(HD, n_rows, a.group.d) &&
-                     tiles * a.n_kv_head * chunk_count(max_ctx) <= sm_count();
-  if (chunk)
+                     live_tiles * a.n_kv_head * chunk_count(max_ctx) <= sm_count();
+  // Unsplit calls over one chunk (row_chunk_one): the chunk kernel stores the chunk's partial
+  // and its block, the row's last, folds it through the counters as a split call's would. The
+  // fold of one chunk (fold_chunk from M = -inf: A = acc, L = l, then A / L and the gate) is
+  // what the unsplit kernels compute in their blocks, so the bits are the unsplit form's.
+  const bool one_chunk = row && opt.row_chunk_one && !split && n_chunks == 1 &&
+                         row_chunk_fits(HD, n_rows, a.group.d) &&
+                         live_tiles * a.n_kv_head <= sm_count();
+  if (one_chunk) {
+    part = static_cast<float*>(scratch.reserve(partial_bytes(n_rows, a.n_head, 1, HD), stream));
+    a.counters = static_cast<unsigned*>(
+        counters.reserve_zeroed(static_cast<size_t>(n_rows) * a.n_kv_head * 4, stream));
+  }
+  if (chunk || one_chunk)
     flash_row_chunk(a, n_rows, n_chunks, part, grid, stream);
   else
     stream.launch(kernel, grid, kThreads, kSmem, a, n_rows, n_chunks, part,
                   cohorts ? static_cast<int>(tiles) : -1);
   if (split && !fold_in_kernel) flash_combine(part, a, n_rows, n_chunks, stream);
-  return {fold_in_kernel, row, chunk};
+  return {fold_in_kernel || one_chunk, row, chunk || one_chunk};
 }
 
 }  // namespace

@@ -81,6 +81,9 @@ struct FlashOptions {
   // 16-warp block per 128-key chunk, its tiles' scores at once (same bits; the in-kernel fold
   // too, fold_rows_max).
   bool row_chunk = false;
+  // One-chunk calls of the row-warp form (unsplit, up to 128 keys) by the chunk kernel too: the
+  // chunk's partial, folded by its own block (the counters' path), so no combine launch.
+  bool row_chunk_one = false;
 };
 // What a call did.
 struct FlashLaunch {

@@ -2,7 +2,9 @@
 // whose tiles hold at most 16 (row, q head) slots (one decode row of a GQA group, or two to four
 // prefill rows at G = 4; head_dim 128 / 256, no soft-capping, no cohorts) runs one block of 16
 // warps per (row tile, KV head, 128-key chunk), each block writing its chunk's partial for the
-// combine kernel, with the plain form's bits.
+// combine kernel, with the plain form's bits. With CudaBackendConfig::attn_row_chunk_one the
+// unsplit calls over one chunk (contexts up to 128 keys) run here too, as a split call of one
+// chunk whose block folds its own partial (kFold below).
 //
 // Why (ncu run 298, the 35B's decode row over ~515 keys, cuda_flash_attention.cu's row-warp
 // form): each of the ten live blocks' four warps ran ~4,200 instructions at 6.7 cycles each, one
