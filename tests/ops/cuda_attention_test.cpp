@@ -445,6 +445,40 @@ TEST(CudaAttention, LastBlockFoldEqualsCombineKernel) {
   }
 }
 
+// A shape for the row forms' tests: query rows over n_head q heads (base()'s 2 KV heads), a
+// window, and whether the form under test takes it.
+struct RowShape {
+  int n_head;
+  std::vector<Seq> seqs;
+  int window;
+  bool taken;
+};
+// For head dims 128 and 256, each shape, ungated and gated: the case, its data, the gate (null
+// when ungated) and the plain form's output to check(shape, case, data, gate, want), then the
+// plain form's output against the dense reference.
+template <typename Check>
+void for_row_shapes(const std::vector<RowShape>& shapes, CudaBackend& plain, Check check) {
+  for (int head_dim : {128, 256}) {
+    for (size_t si = 0; si < shapes.size(); ++si) {
+      for (bool gated : {false, true}) {
+        const RowShape& sh = shapes[si];
+        SCOPED_TRACE(testing::Message()
+                     << "head_dim " << head_dim << " shape " << si << " gated " << gated);
+        auto rng = test_rng();
+        Case c = case_of(head_dim, sh.seqs, sh.window);
+        c.p.n_head = sh.n_head;
+        const Data d = make_data(rng, c);
+        const auto gate = random_floats(
+            rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
+        const std::vector<float>* g = gated ? &gate : nullptr;
+        const auto want = run(plain, c, d, g).out;
+        check(sh, c, d, g, want);
+        if (!gated) check_vs_dense(c, d, want);
+      }
+    }
+  }
+}
+
 // The row-warp form (CudaBackendConfig::attn_row_warps: a tile of at most 16 q-head slots has
 // its key tiles' multiplies split over the block's four warps) against the plain form: the same
 // bits, call after call. Head dims 128 and 256 at G = 4, 8 and 16 (the 8B's, the 35B's, and the
@@ -463,13 +497,8 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   CudaBackend rows_chunk({.device = 0, .attn_row_warps = true, .attn_row_chunk = true});
   CudaBackend rows_chunk_fold(
       {.device = 0, .attn_fold_rows = 4, .attn_row_warps = true, .attn_row_chunk = true});
-  struct Shape {
-    int n_head;
-    std::vector<Seq> seqs;
-    int window;
-    bool row_form;
-  };
-  const std::vector<Shape> shapes = {
+  // taken: the row-warp form runs it.
+  const std::vector<RowShape> shapes = {
       {8, {{50, 1}}, 0, true},
       {16, {{50, 1}}, 0, true},
       {32, {{700, 1}}, 0, true},
@@ -482,50 +511,35 @@ TEST(CudaAttention, RowWarpsEqualThePlainForm) {
       {16, {{300, 4}}, 0, false},
       {8, {{300, 1}, {45, 1}, {700, 1}}, 0, false},
   };
-  for (int head_dim : {128, 256}) {
-    for (size_t si = 0; si < shapes.size(); ++si) {
-      for (bool gated : {false, true}) {
-        const Shape& sh = shapes[si];
-        SCOPED_TRACE(testing::Message()
-                     << "head_dim " << head_dim << " shape " << si << " gated " << gated);
-        auto rng = test_rng();
-        Case c = case_of(head_dim, sh.seqs, sh.window);
-        c.p.n_head = sh.n_head;
-        const Data d = make_data(rng, c);
-        const auto gate = random_floats(
-            rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
-        const std::vector<float>* g = gated ? &gate : nullptr;
-        const auto want = run(plain, c, d, g).out;
-        for (CudaBackend* be : {&rows, &rows_fold, &rows_chunk, &rows_chunk_fold}) {
-          const bool chunk_form = be == &rows_chunk || be == &rows_chunk_fold;
-          const char* form = be == &rows        ? "combine"
-                             : be == &rows_fold ? "fold"
-                             : be == &rows_chunk ? "chunk"
-                                                 : "chunk fold";
-          for (int call = 0; call < 2; ++call) {
-            const long launches = be->attention_row_launches();
-            const long chunks = be->attention_chunk_launches();
-            const auto got = run(*be, c, d, g).out;
-            ASSERT_EQ(be->attention_row_launches(), launches + (sh.row_form ? 1 : 0));
-            // The chunk kernel: split calls (every shape past one 128-key chunk) whose live
-            // blocks (the row form's shapes are one sequence, one tile: KV heads x chunks) fit
-            // one wave.
-            const bool split =
-                cuda_attention_path(c.p, c.cache, d.q_rows) == CudaAttnPath::kTensorSplit;
-            const bool one_wave = c.p.n_kv_head * ((c.p.max_ctx + 127) / 128) <= cuda_sm_count();
-            ASSERT_EQ(be->attention_chunk_launches(),
-                      chunks + (chunk_form && sh.row_form && split && one_wave ? 1 : 0))
-                << form;
-            ASSERT_EQ(got.size(), want.size());
-            for (size_t i = 0; i < got.size(); ++i)
-              ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
-                  << form << " call " << call << " at " << i;
-          }
-        }
-        if (!gated) check_vs_dense(c, d, want);
+  const auto check = [&](const RowShape& sh, const Case& c, const Data& d,
+                         const std::vector<float>* g, const std::vector<float>& want) {
+    for (CudaBackend* be : {&rows, &rows_fold, &rows_chunk, &rows_chunk_fold}) {
+      const bool chunk_form = be == &rows_chunk || be == &rows_chunk_fold;
+      const char* form = be == &rows         ? "combine"
+                         : be == &rows_fold  ? "fold"
+                         : be == &rows_chunk ? "chunk"
+                                             : "chunk fold";
+      for (int call = 0; call < 2; ++call) {
+        const long launches = be->attention_row_launches();
+        const long chunks = be->attention_chunk_launches();
+        const auto got = run(*be, c, d, g).out;
+        ASSERT_EQ(be->attention_row_launches(), launches + (sh.taken ? 1 : 0));
+        // The chunk kernel: split calls (every shape past one 128-key chunk) whose live blocks
+        // (the row form's shapes are one sequence, one tile: KV heads x chunks) fit one wave.
+        const bool split =
+            cuda_attention_path(c.p, c.cache, d.q_rows) == CudaAttnPath::kTensorSplit;
+        const bool one_wave = c.p.n_kv_head * ((c.p.max_ctx + 127) / 128) <= cuda_sm_count();
+        ASSERT_EQ(be->attention_chunk_launches(),
+                  chunks + (chunk_form && sh.taken && split && one_wave ? 1 : 0))
+            << form;
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(float_bits(got[i]), float_bits(want[i]))
+              << form << " call " << call << " at " << i;
       }
     }
-  }
+  };
+  for_row_shapes(shapes, plain, check);
   EXPECT_EQ(plain.attention_row_launches(), 0);
   // Six of the shapes are row-form split calls (head dims x gates x calls: 48 on a 132-SM card).
   EXPECT_GT(rows_chunk.attention_chunk_launches(), 0);
@@ -553,45 +567,26 @@ TEST(CudaAttention, OneChunkRowEqualsThePlainForm) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   CudaBackend plain({.device = 0, .attn_row_warps = false});
   CudaBackend one({.device = 0, .attn_row_warps = true, .attn_row_chunk_one = true});
-  struct Shape {
-    int n_head;  // over base()'s 2 KV heads
-    std::vector<Seq> seqs;
-    int window;
-    bool taken;  // the chunk kernel runs it
-  };
-  const std::vector<Shape> shapes = {
+  // taken: the chunk kernel runs it.
+  const std::vector<RowShape> shapes = {
       {8, {{0, 1}}, 0, true},    {8, {{49, 1}}, 0, true},    {16, {{126, 1}}, 0, true},
       {32, {{127, 1}}, 0, true}, {16, {{100, 1}}, 40, true}, {8, {{60, 2}}, 0, true},
       {8, {{90, 4}}, 0, true},   {16, {{90, 4}}, 0, false},  {8, {{128, 1}}, 0, false},
   };
-  for (int head_dim : {128, 256}) {
-    for (size_t si = 0; si < shapes.size(); ++si) {
-      for (bool gated : {false, true}) {
-        const Shape& sh = shapes[si];
-        SCOPED_TRACE(testing::Message()
-                     << "head_dim " << head_dim << " shape " << si << " gated " << gated);
-        auto rng = test_rng();
-        Case c = case_of(head_dim, sh.seqs, sh.window);
-        c.p.n_head = sh.n_head;
-        const Data d = make_data(rng, c);
-        const auto gate = random_floats(
-            rng, static_cast<size_t>(d.q_rows * c.p.n_head * c.p.head_dim), -4.0f, 4.0f);
-        const std::vector<float>* g = gated ? &gate : nullptr;
-        const auto want = run(plain, c, d, g).out;
-        for (int call = 0; call < 2; ++call) {
-          const long chunks = one.attention_chunk_launches();
-          const long folds = one.attention_kernel_folds();
-          const auto got = run(one, c, d, g).out;
-          ASSERT_EQ(one.attention_chunk_launches(), chunks + (sh.taken ? 1 : 0));
-          ASSERT_EQ(one.attention_kernel_folds(), folds + (sh.taken ? 1 : 0));
-          ASSERT_EQ(got.size(), want.size());
-          for (size_t i = 0; i < got.size(); ++i)
-            ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "call " << call << " at " << i;
-        }
-        if (!gated) check_vs_dense(c, d, want);
-      }
+  const auto check = [&](const RowShape& sh, const Case& c, const Data& d,
+                         const std::vector<float>* g, const std::vector<float>& want) {
+    for (int call = 0; call < 2; ++call) {
+      const long chunks = one.attention_chunk_launches();
+      const long folds = one.attention_kernel_folds();
+      const auto got = run(one, c, d, g).out;
+      ASSERT_EQ(one.attention_chunk_launches(), chunks + (sh.taken ? 1 : 0));
+      ASSERT_EQ(one.attention_kernel_folds(), folds + (sh.taken ? 1 : 0));
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << "call " << call << " at " << i;
     }
-  }
+  };
+  for_row_shapes(shapes, plain, check);
 }
 
 // rope_attention on decode rows: the tensor-core kernel normalizes and rotates q (from q_from
