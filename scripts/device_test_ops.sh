@@ -159,7 +159,7 @@ check() {
   return "$rc"
 }
 
-# The attention ops (tests/ops/cuda_attention_test.cpp), then their timings at model shapes.
+# The attention ops (tests/ops/cuda_attention_test.cpp, cuda_attention_row_test.cpp), then their timings at model shapes.
 # tests_then_bench FILTER TEST_LOG BENCH BENCH_LOG ITERS: the CUDA tests matching FILTER, then
 # BENCH ITERS; the tests' exit status.
 tests_then_bench() {
