@@ -65,8 +65,6 @@ Result2 run(Backend& be, const Case& c, const Data& d, const std::vector<float>*
 
 namespace {
 
-constexpr double kU = 1.0 / (1 << 24);
-
 float round_cache(float x, GgmlType t) {
   return t == GgmlType::F16 ? f16_to_f32(f32_to_f16(x)) : x;
 }

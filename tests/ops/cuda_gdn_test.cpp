@@ -22,8 +22,6 @@ namespace {
 
 using namespace cuda_util;
 
-constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
-
 class CudaGdn : public cuda_util::CudaVsCpu {};
 
 // ---- ssm_conv ----

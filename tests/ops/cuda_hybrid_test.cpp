@@ -25,8 +25,6 @@ namespace {
 
 using namespace cuda_util;
 
-constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
-
 class CudaHybrid : public cuda_util::CudaVsCpu {};
 
 // ---- moe_route ----

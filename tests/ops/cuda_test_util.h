@@ -38,6 +38,16 @@ class CudaVsCpu : public ::testing::Test {
   CpuBackend cpu_{CpuBackendConfig{2, std::nullopt}};
 };
 
+// Suite Cuda's fixture (cuda_ops_test.cpp, cuda_matmul_test.cpp): one class, as gtest requires of
+// a suite's tests.
+class Cuda : public CudaVsCpu {};
+
+// The weight types every quantized op is tested over.
+inline constexpr GgmlType kWeightTypes[] = {
+    GgmlType::Q4_0,   GgmlType::Q4_1,   GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+    GgmlType::Q2_K,   GgmlType::Q3_K,   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+    GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::F16,  GgmlType::BF16, GgmlType::F32};
+
 // Random weights of type t for n_expert experts, uploaded as model weights: [n_in, n_out,
 // n_expert].
 inline Tensor random_experts(DeviceArena& arena, std::mt19937_64& rng, GgmlType t, int64_t n_in,

@@ -19,6 +19,9 @@
 
 namespace t9::test {
 
+// The float unit roundoff (2^-24): the op tests' error budgets count it.
+inline constexpr double kU = 1.0 / (1 << 24);
+
 inline uint64_t test_seed() {
   static const uint64_t seed = [] {
     uint64_t s = std::random_device{}();

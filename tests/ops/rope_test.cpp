@@ -7,8 +7,6 @@
 namespace t9::test {
 namespace {
 
-constexpr double kU = 1.0 / (1 << 24);
-
 struct RopeRef {
   double cos, sin, theta;
 };

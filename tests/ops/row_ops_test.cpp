@@ -10,8 +10,6 @@
 namespace t9::test {
 namespace {
 
-constexpr double kU = 1.0 / (1 << 24);  // float unit roundoff
-
 // |got - ref| <= rel * |ref| + abs, with rel/abs given by the caller's justification.
 void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double rel,
                   double abs, const char* what) {
