@@ -88,7 +88,7 @@ __device__ __forceinline__ int64_t kv_slot(const AttnSeq& s, const int32_t* tabl
 }
 
 // qk_norm_rope in one launch: one warp per head row, q's rows then k's, kQkWarps per block. The
-// row's RMSNorm is rms_norm_warp_kernel's (cuda_backend.cu: lanes strided, the sum of squares in
+// row's RMSNorm is rms_norm_warp_kernel's (cuda_row_ops.cu: lanes strided, the sum of squares in
 // double over the warp's tree; the same expression per element), kept in shared memory; then the
 // rotation of rope_kernel, in place there (each element belongs to one pair, rotated by one
 // lane), and the row goes back to x in one coalesced pass. The same bits as the four separate

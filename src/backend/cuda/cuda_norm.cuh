@@ -1,5 +1,5 @@
 // Internal to the CUDA backend: the row norms' shared pieces (rms_norm_kernel and
-// rms_norm_codes_kernel in cuda_backend.cu, norm_gemv_f_kernel in cuda_gemv_float.cu), so that
+// rms_norm_codes_kernel in cuda_row_ops.cu, norm_gemv_f_kernel in cuda_gemv_float.cu), so that
 // every kernel that norms a row computes it with the same operations in the same order.
 #pragma once
 
@@ -18,7 +18,7 @@ constexpr int kNormThreads = 256;  // the norm kernels' block (a row: 256 elemen
 // with the next pre-norm, the same float add) and weights (w[i] + weight_bias; 1 where w is
 // null), loaded up front (elements threadIdx.x + c * blockDim.x), and its part of the double sum
 // of squares over them in c order. The tail past kNormCache * blockDim.x is the caller's. Shared
-// by the norm kernels (cuda_backend.cu) and norm_gemv_f_kernel (cuda_gemv_float.cu), so that
+// by the norm kernels (cuda_row_ops.cu) and norm_gemv_f_kernel (cuda_gemv_float.cu), so that
 // their rows are the same bits.
 template <bool kAdd>
 __device__ __forceinline__ double norm_head(const float* xr, const float* br, const float* w,
