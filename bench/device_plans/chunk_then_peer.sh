@@ -30,7 +30,7 @@ FILES="35b 8b" OUT=$OUT/ab bash bench/device_plans/row_chunk_ab.sh || exit 1
 
 # 2. BEST: the highest mean decode rate on the 35B's 8-layer file ("... 35b_TAG_REP: [prompt: ...
 # | generated: N tokens, R tok/s]").
-FORMS="rows: chunk:TEMPO9_CUDA_ATTN_ROW_CHUNK=1 chunkfold:TEMPO9_CUDA_ATTN_ROW_CHUNK=1,TEMPO9_CUDA_ATTN_FOLD_ROWS=1"
+FORMS="rows:TEMPO9_CUDA_ATTN_ROW_CHUNK=0 chunk:TEMPO9_CUDA_ATTN_ROW_CHUNK=1 chunkfold:TEMPO9_CUDA_ATTN_ROW_CHUNK=1,TEMPO9_CUDA_ATTN_FOLD_ROWS=1"
 best=rows best_rate=0
 for form in $FORMS; do
   tag=${form%%:*}
@@ -48,7 +48,7 @@ M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf NAME="35B Q8_0"
   TOKENIZER="$TOK" MODEL="$M" OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth"
 if [ "$best" != rows ]; then
   for rep in 1 2; do
-    GEN=1024 decode_one "35bwhole_rows_$rep"
+    GEN=1024 decode_one "35bwhole_rows_$rep" TEMPO9_CUDA_ATTN_ROW_CHUNK=0
     # shellcheck disable=SC2086  # best_env: VAR=value words, split on purpose
     GEN=1024 decode_one "35bwhole_${best}_$rep" $best_env
     cmp -s "/tmp/one_35bwhole_rows_1.txt" "/tmp/one_35bwhole_${best}_$rep.txt" &&

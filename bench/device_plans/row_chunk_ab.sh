@@ -29,8 +29,9 @@ one_ok=0
 grep -q '^\[  FAILED' "$OUT/tests.txt" || { grep -q '^\[  PASSED' "$OUT/tests.txt" && one_ok=1; }
 M35=/tmp/q35_8l_Q8_0.gguf M8=/tmp/qwen3_8b_8l_Q4_K_M.gguf
 export GEN=${GEN:-1024}
-# FORMS ("tag:VAR=value,VAR=value ..."): beside the default form ("rows"), the chunk kernel with
-# the combine launch and with its last block folding.
+# FORMS ("tag:VAR=value,VAR=value ..."): beside the row-warp kernel ("rows": the default until
+# stage 66, named off since), the chunk kernel with the combine launch and with its last block
+# folding.
 FORMS=${FORMS:-"chunk:TEMPO9_CUDA_ATTN_ROW_CHUNK=1 chunkfold:TEMPO9_CUDA_ATTN_ROW_CHUNK=1,TEMPO9_CUDA_ATTN_FOLD_ROWS=1"}
 # The 35B's file first, whole (a call cut short by its device time still reports it).
 for f in ${FILES:-35b 8b}; do
@@ -56,7 +57,7 @@ for f in ${FILES:-35b 8b}; do
     done
   fi
   for rep in $(seq "${REPS:-2}"); do
-    decode_one "${f}_rows_$rep"
+    decode_one "${f}_rows_$rep" TEMPO9_CUDA_ATTN_ROW_CHUNK=0
     # shellcheck disable=SC2046  # the form's VAR=value list, split on purpose
     for form in $FORMS; do decode_one "${f}_${form%%:*}_$rep" $(echo "${form#*:}" | tr ',' ' '); done
     for t in rows $(for form in $FORMS; do echo "${form%%:*}"; done); do  # against the first

@@ -91,6 +91,7 @@ void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got)
                acc22 = tensor ? 1.0 / (1 << 22) : 0.0;
   const int group = p.n_head / p.n_kv_head;
   double worst = 0.0;
+  int most_keys = 0;  // the most keys a row saw
   for (size_t si = 0; si < c.seqs.size(); ++si) {
     const AttnSeq& w = d.write_meta[si];
     const AttnSeq& a = d.attn_meta[si];
@@ -128,6 +129,7 @@ void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got)
                 wt * round_cache(d.v[vr + static_cast<size_t>(e)], c.cache);
         }
         const int n = pos - lo + 1;
+        most_keys = std::max(most_keys, n);
         const double ds = ((p.head_dim + 4) * kU + h16 + p.head_dim * acc22) * max_abs_dot +
                           p.head_dim * sub16 * p.scale;
         const int key_group = p.head_dim <= 64    ? 16
@@ -147,7 +149,10 @@ void check_vs_dense(const Case& c, const Data& d, const std::vector<float>& got)
     }
   }
   std::printf("[cuda attention] head_dim %d worst err/bound %.3g\n", p.head_dim, worst);
-  EXPECT_GT(worst, 0.0);
+  // Past one key the float sums always round somewhere: a zero there means nothing was compared.
+  // A row over one key is its v row itself (weight 1, exact), so zero is what such a case gives.
+  if (most_keys > 1) EXPECT_GT(worst, 0.0);
+  EXPECT_GT(most_keys, 0);
 }
 
 Case base(GgmlType cache, int head_dim) {

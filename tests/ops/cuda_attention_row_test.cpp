@@ -57,8 +57,9 @@ void for_row_shapes(const std::vector<RowShape>& shapes, CudaBackend& plain, Che
 TEST(CudaAttention, RowWarpsEqualThePlainForm) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: these tests need a GPU";
   CudaBackend plain({.device = 0, .attn_row_warps = false});
-  CudaBackend rows({.device = 0, .attn_row_warps = true});
-  CudaBackend rows_fold({.device = 0, .attn_fold_rows = 4, .attn_row_warps = true});
+  CudaBackend rows({.device = 0, .attn_row_warps = true, .attn_row_chunk = false});
+  CudaBackend rows_fold(
+      {.device = 0, .attn_fold_rows = 4, .attn_row_warps = true, .attn_row_chunk = false});
   // The chunk kernel (cuda_flash_row.cu) serves the row form's split calls, with the combine
   // and with the row's last block folding.
   CudaBackend rows_chunk({.device = 0, .attn_row_warps = true, .attn_row_chunk = true});

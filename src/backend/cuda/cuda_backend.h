@@ -142,9 +142,11 @@ struct CudaBackendConfig {
   bool attn_row_warps = true;
   // The row-warp form's split calls (one decode row) run by whole 128-key chunks instead
   // (cuda_flash_row.cu: a block of 16 warps per chunk computes its tiles' scores at once and
-  // walks the running softmax over them after one exchange; the same bits). Off until measured.
-  // TEMPO9_CUDA_ATTN_ROW_CHUNK=1 turns it on (=0 off).
-  bool attn_row_chunk = false;
+  // walks the running softmax over them after one exchange; the same bits). H100, run 299, 1,024
+  // tokens alternated twice: the whole 35B Q8_0 400.7 / 400.8 -> 410.5 / 411.5 tok/s, its 8-layer
+  // file +1.8%, the 8B's +0.4%, the same texts (docs/CUDA.md stage 66); with the last block's
+  // fold (attn_fold_rows) it lost (-0.2%, -3.2%). TEMPO9_CUDA_ATTN_ROW_CHUNK=0 turns it off.
+  bool attn_row_chunk = true;
   // The row-warp form's one-chunk calls (contexts up to 128 keys, unsplit: today the row-warp
   // kernel walks the chunk's tiles on one block of four warps, ~25 us a layer on the 35B, run
   // 272) by the chunk kernel too: its one block per KV head stores the chunk's partial and folds
