@@ -128,6 +128,7 @@ class Runner {
     while (n_done < n_req && engine_.step()) {
     }
     base_ = engine_.stats();
+    model_.backend().mark_diagnostics();
     if (!err.empty()) return error("warm-up failed: {}", err);
     return {};
   }
@@ -272,7 +273,7 @@ class Runner {
                      static_cast<long long>(n_piped), static_cast<long long>(n_steps),
                      static_cast<long long>(st.n_discarded_tokens - base_.n_discarded_tokens));
     }
-    // Counted since the model loaded (warm-up included).
+    // Counted since the warm-up (the stream's own log line at exit counts the whole process).
     if (const std::string d = model_.backend().diagnostics(); !d.empty())
       std::fprintf(stderr, "[%s]\n", d.c_str());
   }

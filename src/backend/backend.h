@@ -156,6 +156,9 @@ class Backend {
   // One line on what the backend's machinery did so far, for `tempo9 run`'s timings (CUDA: its
   // graph windows, replays and captures); empty when there is nothing to say.
   virtual std::string diagnostics() const { return {}; }
+  // From here on diagnostics() counts only what follows (tempo9 run: the timed run after its
+  // warm-up).
+  virtual void mark_diagnostics() {}
 
   // ---- memory ----
   // Bytes this backend can still allocate where that is bounded apart from host RAM (a GPU's free

@@ -61,6 +61,7 @@ TEST(CudaGraphs, ReplayReadsFreshUploadsAndStopsOnNewArguments) {
     EXPECT_EQ(st.windows, 6);
     EXPECT_EQ(st.captures, graphs ? 1 : 0);
     EXPECT_EQ(st.replays, graphs ? 4 : 0);
+    be.mark_diagnostics();  // diagnostics() counts the three windows below only
     // A new scale is a new kernel argument: the window must run as launched, not replay.
     // s = 0.5: x * 0.5 is exact too, and + x is one rounding on both sides.
     {
@@ -79,6 +80,14 @@ TEST(CudaGraphs, ReplayReadsFreshUploadsAndStopsOnNewArguments) {
     const auto x = random_floats(rng, n, -4.0f, 4.0f);
     expect(x, window(be, *xb, *ob, x, n, 2.0f), 2.0f);
     EXPECT_EQ(be.graph_stats().replays, st.replays + (graphs ? 1 : 0));
+    // Since the mark: both new windows were held back against the cached tape until they left
+    // it (the new scale at its kernel, one kernel held; the new size at its upload, none), the
+    // third replayed.
+    EXPECT_EQ(be.diagnostics(),
+              graphs ? "cuda graphs: 3 windows, 1 replayed, 0 captures (0.0 ms to build), 2 held "
+                       "back then issued (1 kernels in all)"
+                     : "cuda graphs: 3 windows, 0 replayed, 0 captures (0.0 ms to build), 0 held "
+                       "back then issued (0 kernels in all)");
     be.free(*xb);
     be.free(*ob);
   }

@@ -295,10 +295,16 @@ CudaGraphStats CudaBackend::graph_stats() const {
 
 std::string CudaBackend::diagnostics() const {
   const CudaGraphStats st = stream_->stats();
+  const CudaGraphStats& b = diag_base_;
   return fmt::format(
       "cuda graphs: {} windows, {} replayed, {} captures ({:.1f} ms to build), {} held back then "
       "issued ({} kernels in all)",
-      st.windows, st.replays, st.captures, st.capture_ms, st.diverged, st.held_kernels);
+      st.windows - b.windows, st.replays - b.replays, st.captures - b.captures,
+      st.capture_ms - b.capture_ms, st.diverged - b.diverged, st.held_kernels - b.held_kernels);
+}
+
+void CudaBackend::mark_diagnostics() {
+  diag_base_ = stream_->stats();
 }
 
 long CudaBackend::rounding_reuses() const {

@@ -250,8 +250,10 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string name() const override;
-  // "cuda graphs: ..." (graph_stats): a step that stops replaying shows here as captures.
+  // "cuda graphs: ..." (graph_stats since mark_diagnostics): a step that stops replaying shows
+  // here as captures.
   std::string diagnostics() const override;
+  void mark_diagnostics() override;
   std::optional<size_t> free_memory_bytes() const override;  // cudaMemGetInfo's free bytes
   Result<Buffer*> alloc(size_t n_bytes) override;
   void free(Buffer* buf) override;
@@ -381,6 +383,7 @@ class CudaBackend final : public Backend {
  private:
   int device_ = 0;
   std::unique_ptr<cuda::Stream> stream_;  // every op's work, recorded per window
+  CudaGraphStats diag_base_;              // graph_stats() at mark_diagnostics()
   unsigned* err_word_ = nullptr;  // device: DeviceError bits set by kernels (cuda_common.cuh)
   // Its copies, downloaded at the end of every window into the next slot (two windows may be in
   // flight: the one waited for and the one recorded behind it), and the submitted windows'
