@@ -171,6 +171,9 @@ single() {
   # SINGLE_X: the prompt's 'x' count (with TOKENIZER's real vocabulary 8 x's are one token:
   # SINGLE_X=4096 gives 512 tokens).
   has ours && ours_run "${SINGLE_X:-512}"
+  # SINGLE_X0 (e.g. 8: one token with the real vocabulary): ours from an (almost) empty context
+  # too, the shape of llama-bench's tgN below (its decode starts at position 0).
+  has ours && [ -n "${SINGLE_X0:-}" ] && ours_run "$SINGLE_X0"
   has peer && [ -x "$PB/llama-bench" ] && peer llama-bench -m "$M" -ngl 99 -p 512 -n "$GEN" -r 3 -o md
   # llama-bench's tgN above decodes from an empty context, ours after its 512-token prompt: the
   # same decode at ours' depth too (-d; "tgN @ d512"), so that the ratio compares equal contexts.
