@@ -11,6 +11,7 @@
 #   3. the whole 35B Q8_0 beside llama.cpp (peer_side_by_side.sh PARTS=35b P35=single): ours at a
 #      512-token prompt and from one token (SINGLE_X0=8: llama-bench tg128's shape), llama-bench
 #      tg128 and tg128 @ d512; tempo9 with the one-chunk form when it won in 2 (ONE_ENV).
+# Between 1 and 2, bench/cuda_moe_decode_bench (when staged): a one-token MoE layer by pieces.
 # Each part prints before the next starts, so a call cut short keeps what ran. WAIT_S (480): how
 # long into the call to wait for the peer's build before part 3.
 # Here: `bash scripts/device_stage.sh` (sm_90a-only, TEMPO9_CUDA_BUILD) and `bash
@@ -36,6 +37,17 @@ if grep -qE '^\[       OK \] CudaAttention\.OneChunkRow' "$OUT/tests.txt" &&
   one_ok=1
 fi
 echo "one-chunk tests passed: $one_ok; t=$((SECONDS - T0)) s"
+
+# 1b. A one-token MoE layer's pieces as graph replays (bench/cuda_moe_decode_bench.cpp, staged
+# beside the binaries when present): the route, the gate/up by ids and routed, a dense GEMV of
+# the same bytes; twice by default, then with one row per warp for the pairs.
+if [ -x .devrun/bin/cuda_moe_decode_bench ]; then
+  for form in default default TEMPO9_CUDA_PAIR_ROWS2=0; do
+    echo "cuda_moe_decode_bench, $form:"
+    env "$([ "$form" = default ] && echo T9_UNUSED=1 || echo "$form")" \
+      .devrun/bin/cuda_moe_decode_bench 40 2>&1 | tail -7
+  done
+fi
 
 # 2. The 35B's 8-layer file: the timed run's graph log, then the one-chunk A/B.
 M=/tmp/q35_8l_Q8_0.gguf NAME="35B Q8_0 (8 layers)"
