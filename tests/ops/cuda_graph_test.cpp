@@ -42,7 +42,8 @@ TEST(CudaGraphs, ReplayReadsFreshUploadsAndStopsOnNewArguments) {
   auto rng = test_rng();
   for (bool graphs : {true, false}) {
     SCOPED_TRACE(graphs ? "graphs on" : "graphs off");
-    CudaBackend be({.device = 0, .graphs = graphs});
+    // Graphs built in end_window itself: the counts below are window by window.
+    CudaBackend be({.device = 0, .graphs = graphs, .graph_background = false});
     const int64_t n = 1000;
     auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
     ASSERT_TRUE(xb.ok() && ob.ok());
@@ -102,7 +103,7 @@ TEST(CudaGraphs, SubmittedWindowsAlternateStagingAndReplay) {
   auto rng = test_rng();
   for (bool graphs : {true, false}) {
     SCOPED_TRACE(graphs ? "graphs on" : "graphs off");
-    CudaBackend be({.device = 0, .graphs = graphs});
+    CudaBackend be({.device = 0, .graphs = graphs, .graph_background = false});
     const int64_t n = 1000;
     constexpr int kWindows = 10;
     auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
@@ -168,7 +169,8 @@ TEST(CudaGraphs, SegmentsRunAsTheirRecordsMatch) {
   auto rng = test_rng();
   for (bool segments : {true, false}) {
     SCOPED_TRACE(segments ? "segments" : "one graph");
-    CudaBackend be({.device = 0, .graphs = true, .graph_segments = segments});
+    CudaBackend be(
+        {.device = 0, .graphs = true, .graph_segments = segments, .graph_background = false});
     const int64_t n = 512;
     auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
     ASSERT_TRUE(xb.ok() && ob.ok());
@@ -218,7 +220,7 @@ TEST(CudaGraphs, SegmentsRunAsTheirRecordsMatch) {
 TEST(CudaGraphs, FreeMidWindowIssuesHeldBackWork) {
   ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
   auto rng = test_rng();
-  CudaBackend be;
+  CudaBackend be({.device = 0, .graph_background = false});
   const int64_t n = 256;
   auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
   ASSERT_TRUE(xb.ok() && ob.ok());
@@ -240,6 +242,52 @@ TEST(CudaGraphs, FreeMidWindowIssuesHeldBackWork) {
   be.download(*ob, 0, y.data(), n * 4);
   be.sync();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(y[i]), float_bits(x[i] * 3.0f)) << i;
+  be.free(*xb);
+  be.free(*ob);
+}
+
+// Background builds (the default, StreamConfig::background_builds): a tape seen twice is queued
+// for the builder's thread, and its graph replays once end_window has taken it. A free() drops
+// the cached graphs and whatever is queued or being built (their tapes name memory about to be
+// freed); the windows after it are right and build their graph anew.
+TEST(CudaGraphs, BackgroundBuildsReplayOnceTakenAndDropOnFree) {
+  ASSERT_GT(cuda_device_count(), 0) << "no CUDA device: this test needs a GPU";
+  auto rng = test_rng();
+  CudaBackend be;
+  const int64_t n = 256;
+  auto xb = be.alloc(n * 4), ob = be.alloc(n * 4);
+  ASSERT_TRUE(xb.ok() && ob.ok());
+  const auto check = [&] {
+    const auto x = random_floats(rng, n, -4.0f, 4.0f);
+    const auto y = window(be, *xb, *ob, x, n, 2.0f);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(float_bits(y[i]), float_bits(x[i] * 3.0f)) << i;
+  };
+  const auto free_one = [&] {
+    auto spare = be.alloc(64);
+    ASSERT_TRUE(spare.ok());
+    be.free(*spare);
+  };
+  check();
+  check();  // the tape's second sighting: its graph is queued
+  be.settle_graph_builds();
+  EXPECT_EQ(be.graph_stats().captures, 1);
+  EXPECT_EQ(be.graph_stats().replays, 0);
+  check();
+  EXPECT_EQ(be.graph_stats().replays, 1);
+  free_one();  // the cached graph goes
+  check();     // (the window a free opened is issued unrecorded)
+  check();     // seen before: queued again
+  free_one();  // dropped, queued, running or finished
+  be.settle_graph_builds();
+  const long captures = be.graph_stats().captures;
+  check();
+  check();  // queued once more
+  be.settle_graph_builds();
+  EXPECT_EQ(be.graph_stats().captures, captures + 1);
+  const long replays = be.graph_stats().replays;
+  check();
+  check();
+  EXPECT_EQ(be.graph_stats().replays, replays + 2);
   be.free(*xb);
   be.free(*ob);
 }
@@ -354,8 +402,10 @@ TEST_P(CudaGraphModel, SteppedLogitsBitwiseEqualWithGraphsPdlAndFusedRoundingOff
   const fs::path gguf =
       fs::temp_directory_path() / fmt::format("t9-cudagraph-{}-{}.gguf", arch, ::getpid());
   ASSERT_TRUE(convert::convert_hf_to_gguf({dir, gguf.string(), GgmlType::Q8_0, ""}).ok());
-  CudaBackend on({.device = 0, .graphs = true});
+  CudaBackend on({.device = 0, .graphs = true, .graph_background = false});
   CudaBackend off({.device = 0, .graphs = false, .pdl = false, .fuse_rounding = false});
+  // Graphs built in the background here: which steps replay depends on the host's timing, the
+  // bits must not.
   CudaBackend unfused({.device = 0,
                        .graphs = true,
                        .pdl = true,

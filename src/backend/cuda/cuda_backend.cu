@@ -63,6 +63,7 @@ CudaBackend::CudaBackend(const CudaBackendConfig& cfg) : device_(cfg.device) {
   // The profiler times each op with events between launches, which held-back launches break.
   sc.graphs = cfg.graphs && !env_off("TEMPO9_CUDA_GRAPHS") && prof_ == nullptr;
   sc.pdl = cfg.pdl && prop.major >= 9 && !env_off("TEMPO9_CUDA_PDL") && prof_ == nullptr;
+  sc.background_builds = cfg.graph_background && !env_off("TEMPO9_CUDA_GRAPH_BACKGROUND");
   if (!cfg.graph_segments || env_off("TEMPO9_CUDA_GRAPH_SEGMENTS")) {
     sc.segment_kernels.clear();
   } else if (const char* e = std::getenv("TEMPO9_CUDA_GRAPH_SEGMENTS")) {
@@ -291,6 +292,10 @@ void CudaBackend::check_error_word(size_t slot) {
 
 CudaGraphStats CudaBackend::graph_stats() const {
   return stream_->stats();
+}
+
+void CudaBackend::settle_graph_builds() {
+  stream_->settle_builds();
 }
 
 std::string CudaBackend::diagnostics() const {

@@ -80,6 +80,10 @@ struct CudaBackendConfig {
   // the device starts while the host records the rest (StreamConfig::segment_kernels; same
   // work); TEMPO9_CUDA_GRAPH_SEGMENTS=0: one graph per window.
   bool graph_segments = true;
+  // New graphs are built on a host thread of the stream's own while the engine goes on (the
+  // same work; StreamConfig::background_builds); TEMPO9_CUDA_GRAPH_BACKGROUND=0 builds them on
+  // the engine's thread. Tests that count replays window by window turn it off.
+  bool graph_background = true;
   // Warps per row group of the fused MoE down projection (moe_down_kernel), each taking that
   // share of a token's terms (1-4; same bits); TEMPO9_CUDA_MOE_DOWN_SPLIT=1..4 overrides.
   int moe_down_split = 3;
@@ -268,6 +272,8 @@ class CudaBackend final : public Backend {
   void wait_submitted() override;
   bool asynchronous() const override { return prof_ == nullptr; }
   CudaGraphStats graph_stats() const;
+  // Waits for graphs being built in the background and caches them (tests).
+  void settle_graph_builds();
   // Matmuls that took the codes their x's producer wrote instead of rounding x (tests).
   long rounding_reuses() const;
   // Grouped matmul_ids that took the expert sort of an earlier call over the same ids (tests).

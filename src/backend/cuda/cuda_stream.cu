@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_stream.cuh"
@@ -46,6 +49,46 @@ size_t round8(size_t n) {
   return (n + 7) / 8 * 8;
 }
 
+// The tape's records in [from, to) on stream s (launched, or recorded into a capture there).
+void issue_records(const uint8_t* t, size_t from, size_t to, cudaStream_t s, bool pdl) {
+  for (size_t at = from; at < to;) {
+    uint32_t kind = 0, bytes = 0;
+    std::memcpy(&kind, t + at, 4);
+    std::memcpy(&bytes, t + at + 4, 4);
+    if (kind == kKernel) {
+      KernelHead h;
+      std::memcpy(&h, t + at, sizeof(h));
+      uint32_t sizes[kMaxArgs];
+      std::memcpy(sizes, t + at + sizeof(h), 4 * h.n_args);
+      void* argv[kMaxArgs];
+      size_t off = at + sizeof(h) + round8(4 * h.n_args);
+      for (uint32_t i = 0; i < h.n_args; ++i) {
+        argv[i] = const_cast<uint8_t*>(t + off);  // the runtime copies the bytes at the call
+        off += round8(sizes[i]);
+      }
+      cudaLaunchConfig_t lc{};
+      lc.gridDim = dim3(h.grid[0], h.grid[1], h.grid[2]);
+      lc.blockDim = dim3(h.block[0], h.block[1], h.block[2]);
+      lc.dynamicSmemBytes = h.smem;
+      lc.stream = s;
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      lc.attrs = &attr;
+      lc.numAttrs = pdl ? 1 : 0;
+      CUDA_CHECK(cudaLaunchKernelExC(&lc, h.func, argv));
+    } else {
+      CopyHead h;
+      std::memcpy(&h, t + at, sizeof(h));
+      if (kind == kUpload)
+        CUDA_CHECK(cudaMemcpyAsync(h.dev, h.staged, h.n_bytes, cudaMemcpyHostToDevice, s));
+      else
+        CUDA_CHECK(cudaMemcpyAsync(h.staged, h.dev, h.n_bytes, cudaMemcpyDeviceToHost, s));
+    }
+    at += bytes;
+  }
+}
+
 }  // namespace
 
 // A cached tape as consecutive segments, each its own graph: segment i covers tape bytes
@@ -58,6 +101,144 @@ struct Stream::Graph {
   };
   std::vector<Segment> segs;
   uint64_t last_use = 0;
+
+  // The graph of `t`, one segment per end (the last = t.size()): each captured on `capture` by
+  // this thread from the tape (recorded, not run) and uploaded on `upload`, so that its first
+  // replay does not pay for the upload (run 120's chain bench timed first replays: ~1 us more
+  // per launch than run 121's later ones).
+  Graph(std::vector<uint8_t> t, const std::vector<size_t>& ends, cudaStream_t capture,
+        cudaStream_t upload, bool pdl)
+      : tape(std::move(t)) {
+    for (const size_t end : ends) {
+      const size_t begin = segs.empty() ? 0 : segs.back().end;
+      CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+      issue_records(tape.data(), begin, end, capture, pdl);
+      cudaGraph_t graph = nullptr;
+      CUDA_CHECK(cudaStreamEndCapture(capture, &graph));
+      cudaGraphExec_t exec = nullptr;
+      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      CUDA_CHECK(cudaGraphDestroy(graph));
+      CUDA_CHECK(cudaGraphUpload(exec, upload));
+      segs.push_back({end, exec});
+    }
+  }
+  ~Graph() {
+    for (const Segment& sg : segs) (void)cudaGraphExecDestroy(sg.exec);  // no throw here
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+};
+
+// StreamConfig::background_builds: one host thread builds the queued tapes' graphs, one at a
+// time, on the stream's capture stream (which nothing else then uses), and hands them back
+// through take(). Every call but the thread's own loop comes from the engine's thread; the
+// queue and the results are shared under mu_.
+class Stream::Builder {
+ public:
+  struct Built {
+    std::unique_ptr<Graph> graph;
+    double ms;  // host time of the build (capture, instantiate, upload)
+  };
+
+  Builder(int device, cudaStream_t capture, bool pdl)
+      : device_(device), capture_(capture), pdl_(pdl), thread_([this] { run(); }) {}
+  ~Builder() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      jobs_.clear();
+    }
+    work_cv_.notify_all();
+    thread_.join();
+  }
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+
+  // Whether a build of this tape (by hash) was submitted and its graph not yet taken.
+  bool pending(uint64_t hash) const {
+    return std::find(pending_.begin(), pending_.end(), hash) != pending_.end();
+  }
+  void submit(std::vector<uint8_t> tape, std::vector<size_t> ends, uint64_t hash) {
+    pending_.push_back(hash);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back({std::move(tape), std::move(ends), hash});
+    }
+    work_cv_.notify_one();
+  }
+  // The builds finished since the last call.
+  std::vector<Built> take() {
+    std::vector<Built> out;
+    std::vector<uint64_t> hashes;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_.empty()) return out;
+      out.swap(done_);
+      hashes.swap(done_hashes_);
+    }
+    for (const uint64_t h : hashes) std::erase(pending_, h);
+    return out;
+  }
+  // Returns once nothing is queued or being built.
+  void settle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+  }
+  // Drops the queued builds, waits for the running one and destroys every graph not taken (their
+  // tapes name memory that is about to be freed).
+  void discard() {
+    std::vector<Built> dropped;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      jobs_.clear();
+      idle_cv_.wait(lock, [&] { return !busy_; });
+      dropped.swap(done_);
+      done_hashes_.clear();
+    }
+    pending_.clear();
+  }
+
+ private:
+  struct Job {
+    std::vector<uint8_t> tape;
+    std::vector<size_t> ends;
+    uint64_t hash;
+  };
+
+  void run() {
+    CUDA_CHECK(cudaSetDevice(device_));
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      work_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (stop_) return;
+      Job job = std::move(jobs_.front());
+      jobs_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      const auto t0 = std::chrono::steady_clock::now();
+      auto g = std::make_unique<Graph>(std::move(job.tape), job.ends, capture_, capture_, pdl_);
+      CUDA_CHECK(cudaStreamSynchronize(capture_));  // uploaded before the engine may launch it
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      lock.lock();
+      done_.push_back({std::move(g), ms});
+      done_hashes_.push_back(job.hash);
+      busy_ = false;
+      idle_cv_.notify_all();
+    }
+  }
+
+  const int device_;
+  const cudaStream_t capture_;
+  const bool pdl_;
+  std::vector<uint64_t> pending_;  // the engine's thread only
+  std::mutex mu_;
+  std::condition_variable work_cv_, idle_cv_;
+  std::deque<Job> jobs_;
+  std::vector<Built> done_;
+  std::vector<uint64_t> done_hashes_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;  // last: started once the members above exist
 };
 
 Stream::Stream(const StreamConfig& cfg) : cfg_(cfg) {
@@ -67,13 +248,18 @@ Stream::Stream(const StreamConfig& cfg) : cfg_(cfg) {
   tape_.reserve(size_t{1} << 20);
   const char* dbg = std::getenv("TEMPO9_CUDA_GRAPH_DEBUG");
   debug_ = cfg_.graphs && dbg != nullptr && std::string_view(dbg) == "1";
+  if (cfg_.graphs && cfg_.background_builds) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    builder_ = std::make_unique<Builder>(device, capture_, cfg_.pdl);
+  }
 }
 
 Stream::~Stream() {
   // No CUDA_CHECK: a destructor must not abort while another failure unwinds.
+  builder_.reset();  // joins its thread (a build in progress finishes first)
   (void)cudaStreamSynchronize(stream_);
-  for (auto& g : graphs_)
-    for (auto& sg : g->segs) (void)cudaGraphExecDestroy(sg.exec);
+  graphs_.clear();
   for (const Ended& e : ended_) (void)cudaEventDestroy(e.done);
   for (cudaEvent_t ev : spare_events_) (void)cudaEventDestroy(ev);
   for (const Staging& st : staging_)
@@ -252,43 +438,7 @@ Stream::Graph* Stream::find_graph(bool exact) {
 }
 
 void Stream::issue(size_t from, size_t to, cudaStream_t s) {
-  const uint8_t* t = tape_.data();
-  for (size_t at = from; at < to;) {
-    uint32_t kind = 0, bytes = 0;
-    std::memcpy(&kind, t + at, 4);
-    std::memcpy(&bytes, t + at + 4, 4);
-    if (kind == kKernel) {
-      KernelHead h;
-      std::memcpy(&h, t + at, sizeof(h));
-      uint32_t sizes[kMaxArgs];
-      std::memcpy(sizes, t + at + sizeof(h), 4 * h.n_args);
-      void* argv[kMaxArgs];
-      size_t off = at + sizeof(h) + round8(4 * h.n_args);
-      for (uint32_t i = 0; i < h.n_args; ++i) {
-        argv[i] = const_cast<uint8_t*>(t + off);  // the runtime copies the bytes at the call
-        off += round8(sizes[i]);
-      }
-      cudaLaunchConfig_t lc{};
-      lc.gridDim = dim3(h.grid[0], h.grid[1], h.grid[2]);
-      lc.blockDim = dim3(h.block[0], h.block[1], h.block[2]);
-      lc.dynamicSmemBytes = h.smem;
-      lc.stream = s;
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr.val.programmaticStreamSerializationAllowed = 1;
-      lc.attrs = &attr;
-      lc.numAttrs = cfg_.pdl ? 1 : 0;
-      CUDA_CHECK(cudaLaunchKernelExC(&lc, h.func, argv));
-    } else {
-      CopyHead h;
-      std::memcpy(&h, t + at, sizeof(h));
-      if (kind == kUpload)
-        CUDA_CHECK(cudaMemcpyAsync(h.dev, h.staged, h.n_bytes, cudaMemcpyHostToDevice, s));
-      else
-        CUDA_CHECK(cudaMemcpyAsync(h.staged, h.dev, h.n_bytes, cudaMemcpyDeviceToHost, s));
-    }
-    at += bytes;
-  }
+  issue_records(tape_.data(), from, to, s, cfg_.pdl);
 }
 
 uint8_t* Stream::stage(size_t n_bytes) {
@@ -358,6 +508,12 @@ void Stream::open_window() {
     st.bytes = std::min(cfg_.max_staging_bytes, std::max(staging_want_, 2 * st.bytes));
     CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&st.base), st.bytes, cudaHostAllocDefault));
   }
+  // A graph the builder finished during the last window serves this one (a window that would
+  // have run eagerly follows it instead).
+  if (builder_ != nullptr && mode_ == Mode::kEager) {
+    adopt_built();
+    follow_latest();
+  }
 }
 
 bool Stream::staging_in_use(int b) const {
@@ -373,43 +529,46 @@ cudaStream_t Stream::before_free() {
 }
 
 void Stream::drop_graphs() {
-  for (auto& g : graphs_)
-    for (auto& sg : g->segs) CUDA_CHECK(cudaGraphExecDestroy(sg.exec));
+  if (builder_ != nullptr) builder_->discard();
   graphs_.clear();
   cand_ = nullptr;
 }
 
-void Stream::build_graph() {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto g = std::make_unique<Graph>();
-  g->tape = tape_;
-  for (const size_t end : segment_ends()) {
-    const size_t begin = g->segs.empty() ? 0 : g->segs.back().end;
-    CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
-    issue(begin, end, capture_);  // recorded into the graph, not run
-    cudaGraph_t graph = nullptr;
-    CUDA_CHECK(cudaStreamEndCapture(capture_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    CUDA_CHECK(cudaGraphDestroy(graph));
-    // Upload now, behind this window's eager work, instead of in the first replay, which
-    // otherwise pays for it (run 120's chain bench timed first replays: ~1 us more per launch
-    // than run 121's later ones).
-    CUDA_CHECK(cudaGraphUpload(exec, stream_));
-    g->segs.push_back({end, exec});
+void Stream::build_graph(uint64_t hash) {
+  if (builder_ != nullptr) {
+    if (!builder_->pending(hash)) builder_->submit(tape_, segment_ends(), hash);
+    return;
   }
+  // Here, behind this window's eager work (the upload goes on its stream).
+  const auto t0 = std::chrono::steady_clock::now();
+  auto g = std::make_unique<Graph>(tape_, segment_ends(), capture_, stream_, cfg_.pdl);
+  adopt(std::move(g),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
+void Stream::adopt(std::unique_ptr<Graph> g, double build_ms) {
   if (static_cast<int>(graphs_.size()) >= cfg_.max_graphs) {
     auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
       return a->last_use < b->last_use;
     });
-    for (auto& sg : (*lru)->segs) CUDA_CHECK(cudaGraphExecDestroy(sg.exec));
     graphs_.erase(lru);
   }
   g->last_use = ++clock_;
   graphs_.push_back(std::move(g));
   ++stats_.captures;
-  stats_.capture_ms +=
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats_.capture_ms += build_ms;
+}
+
+void Stream::adopt_built() {
+  if (builder_ == nullptr) return;
+  for (Builder::Built& b : builder_->take()) adopt(std::move(b.graph), b.ms);
+}
+
+void Stream::settle_builds() {
+  if (builder_ == nullptr) return;
+  builder_->settle();
+  adopt_built();
+  if (!busy_) follow_latest();
 }
 
 std::vector<size_t> Stream::segment_ends() const {
@@ -458,7 +617,7 @@ uint64_t Stream::end_window() {
     // run: this window's work is already queued).
     const uint64_t h = XXH3_64bits(tape_.data(), tape_.size());
     if (std::find(recent_.begin(), recent_.end(), h) != recent_.end()) {
-      if (find_graph(true) == nullptr) build_graph();
+      if (find_graph(true) == nullptr) build_graph(h);
     } else {
       recent_[recent_next_++ % recent_.size()] = h;
       if (debug_) explain_new_tape();
@@ -481,11 +640,16 @@ uint64_t Stream::end_window() {
   next_seg_ = 0;
   pending_.clear();
   tape_.clear();
+  adopt_built();
+  follow_latest();
+  return ended_.back().ticket;
+}
+
+void Stream::follow_latest() {
   cand_ = nullptr;
   for (auto& g : graphs_)
     if (cand_ == nullptr || g->last_use > cand_->last_use) cand_ = g.get();
   mode_ = !cfg_.graphs ? Mode::kOff : cand_ != nullptr ? Mode::kReplay : Mode::kEager;
-  return ended_.back().ticket;
 }
 
 void Stream::deliver_oldest() {
