@@ -35,7 +35,9 @@ using t9::bench::must;
 constexpr int64_t kHidden = 2048, kExperts = 256, kTopK = 8, kFfn = 512, kRing = 64;
 
 // Bytes of one Q8_0 row of n inputs (34 bytes a 32-block).
-int64_t q8_row(int64_t n) { return n / 32 * 34; }
+int64_t q8_row(int64_t n) {
+  return n / 32 * 34;
+}
 
 struct Bench {
   t9::CudaBackend be;
@@ -137,13 +139,12 @@ int main(int argc, char** argv) {
   // The experts' gate and up by the ids in `which`, and the shared expert's copy i % kCopies.
   const auto gate_up = [&](const Tensor& which, int i) {
     const int c = i % kCopies;
-    return std::vector<Backend::MatmulOut>{
-        {experts(gate), Tensor{}, egt, which},
-        {experts(up), Tensor{}, eut, which},
-        {make_tensor(sg[c], 0, GgmlType::Q8_0, kHidden, kFfn), Tensor{},
-         make_tensor(sgo, 0, GgmlType::F32, kFfn, 1)},
-        {make_tensor(su[c], 0, GgmlType::Q8_0, kHidden, kFfn), Tensor{},
-         make_tensor(suo, 0, GgmlType::F32, kFfn, 1)}};
+    return std::vector<Backend::MatmulOut>{{experts(gate), Tensor{}, egt, which},
+                                           {experts(up), Tensor{}, eut, which},
+                                           {make_tensor(sg[c], 0, GgmlType::Q8_0, kHidden, kFfn),
+                                            Tensor{}, make_tensor(sgo, 0, GgmlType::F32, kFfn, 1)},
+                                           {make_tensor(su[c], 0, GgmlType::Q8_0, kHidden, kFfn),
+                                            Tensor{}, make_tensor(suo, 0, GgmlType::F32, kFfn, 1)}};
   };
   const auto route = [&](int i) {
     return Backend::MoeRoute{logits_at(i), static_cast<int>(kTopK), true, idt, wt};
@@ -190,9 +191,9 @@ int main(int argc, char** argv) {
        }},
       {"dense 2048 -> 9216 (gate/up's bytes)", gu_mb,
        [&](int i) {
-         be.matmul(make_tensor(dense[i % kCopies], 0, GgmlType::Q8_0, kHidden,
-                               (2 * kTopK + 2) * kFfn),
-                   xt, Tensor{}, make_tensor(dense_y, 0, GgmlType::F32, (2 * kTopK + 2) * kFfn, 1));
+         be.matmul(
+             make_tensor(dense[i % kCopies], 0, GgmlType::Q8_0, kHidden, (2 * kTopK + 2) * kFfn),
+             xt, Tensor{}, make_tensor(dense_y, 0, GgmlType::F32, (2 * kTopK + 2) * kFfn, 1));
        }},
       {"shared gate F32 2048 -> 1 (matmul)", 0.0,
        [&](int i) {
@@ -205,7 +206,8 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     if (!only.empty() && std::string(c.name).find(only) == std::string::npos) continue;
     const double sec = bench::seconds_per_replayed_call(be, n, c.call);
-    std::printf("%-40s %10.2f %10.0f\n", c.name, sec * 1e6, c.mbytes > 0 ? c.mbytes / sec / 1e3 : 0.0);
+    std::printf("%-40s %10.2f %10.0f\n", c.name, sec * 1e6,
+                c.mbytes > 0 ? c.mbytes / sec / 1e3 : 0.0);
   }
   return 0;
 }
