@@ -67,6 +67,8 @@ if [ -x /tmp/peer/bin/llama-server ]; then
   PARTS=35b P35=single OURS_ENV="$best_env" OUT=$OUT/side bash bench/device_plans/peer_side_by_side.sh
 else
   echo "no peer at t=$((SECONDS - T0)) s:"
+  # Run 300 printed nothing here: no build log at all, though .devrun-peer was carried.
+  find .devrun-peer /tmp/peer_dev.log /tmp/peer -maxdepth 1 -printf "%p %s\n" 2>&1 | head -12
   tail -3 /tmp/peer_dev.log /tmp/peer/done 2>/dev/null
 fi
 echo "t=$((SECONDS - T0)) s"
