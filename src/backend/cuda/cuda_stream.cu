@@ -548,10 +548,13 @@ void Stream::build_graph(uint64_t hash) {
 
 void Stream::adopt(std::unique_ptr<Graph> g, double build_ms) {
   if (static_cast<int>(graphs_.size()) >= cfg_.max_graphs) {
-    auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
-      return a->last_use < b->last_use;
-    });
-    graphs_.erase(lru);
+    // The least recently used, never the tape an open window follows (settle_builds may come
+    // mid-window).
+    auto lru = graphs_.end();
+    for (auto it = graphs_.begin(); it != graphs_.end(); ++it)
+      if (it->get() != cand_ && (lru == graphs_.end() || (*it)->last_use < (*lru)->last_use))
+        lru = it;
+    if (lru != graphs_.end()) graphs_.erase(lru);
   }
   g->last_use = ++clock_;
   graphs_.push_back(std::move(g));

@@ -17,10 +17,12 @@
 // tape departs from the previous one, and `tempo9 run` prints the replay counts.
 //
 // So a tape seen a second time is captured into a CUDA graph from the tape (nothing runs
-// twice: the window itself already ran). Later windows are held back and checked record by
-// record against the cached tapes; one that matches a tape to its end runs as one graph launch,
-// which removes the per-launch host cost and the gaps between ~1000 small kernels. A window that
-// departs from every cached tape issues what it held back and goes on launching as it goes.
+// twice: the window itself already ran), on a host thread of the stream's own
+// (StreamConfig::background_builds), and cached once built. Later windows are held back and
+// checked record by record against the cached tapes; one that matches a tape to its end runs as
+// one graph launch, which removes the per-launch host cost and the gaps between ~1000 small
+// kernels. A window that departs from every cached tape issues what it held back and goes on
+// launching as it goes.
 // Whether a window replays or not, the work and its order are the same, so results are bitwise
 // the same (tests/ops/cuda_graph_test.cpp).
 //
