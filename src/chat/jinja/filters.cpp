@@ -27,32 +27,6 @@ const char* kTests[] = {
     "lessthan", "le",        "<=",     "gt",      ">",        "greaterthan", "ge",
     ">=",       "in",        "filter", "test"};
 
-std::string html_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 int64_t length_of(const Value& v) {
   switch (v.kind()) {
     case Kind::String:

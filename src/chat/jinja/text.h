@@ -41,4 +41,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
 // str.splitlines() without keepends.
 std::vector<std::string> py_splitlines(std::string_view s);
 
+// MarkupSafe's escape (Jinja's `escape` filter, `~` and `+` on markup): & < > " ' as entities.
+std::string html_escape(std::string_view s);
+
 }  // namespace t9::jinja
