@@ -3,8 +3,9 @@
 # (runs 300-301, bench/cuda_moe_decode_bench.cpp; docs/CUDA.md stage 67): ncu on the one-row
 # Q8_0 GEMV kernels (the pairs': gemv_slice_kernel<Q8_0, 1, true, 2, 2>) in three of the bench's
 # cases, dense on the int8 path (TEMPO9_CUDA_BF16_Q8_0=0), graphs off so that each call is its
-# own launch: the pairs by ids, the pairs routing in the launch, and the dense matrix. Per case: duration, DRAM throughput,
-# occupancy, the warp states and the scheduler's issue rate (~1.5 min).
+# own launch: the pairs by ids, the pairs routing in the launch, and the dense matrix. Per
+# case: duration, DRAM throughput, occupancy, the warp states and the scheduler's issue rate
+# (~1.5 min).
 # Here: `bash scripts/device_stage.sh cuda_moe_decode_bench` (TEMPO9_CUDA_BUILD); there (device
 # tool, carry [".devrun"]): `bash bench/device_plans/moe_pair_ncu.sh`.
 cd "$(dirname "$0")/../.." || exit 1
