@@ -288,6 +288,8 @@ TEST(CudaGraphs, BackgroundBuildsReplayOnceTakenAndDropOnFree) {
   check();
   check();
   EXPECT_EQ(be.graph_stats().replays, replays + 2);
+  EXPECT_NE(be.diagnostics().find("ms to build in the background)"), std::string::npos)
+      << be.diagnostics();
   be.free(*xb);
   be.free(*ob);
 }

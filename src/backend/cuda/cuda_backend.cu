@@ -140,11 +140,11 @@ CudaBackend::~CudaBackend() {
   if (const CudaGraphStats st = stream_->stats(); st.captures > 0)
     log_line(LogLevel::kInfo,
              fmt::format("cuda graphs: {} windows, {} replayed (host {:.3f} ms + device wait "
-                         "{:.3f} ms each), {} graphs built in {:.1f} ms; the other windows "
+                         "{:.3f} ms each), {} graphs built in {:.1f} ms{}; the other windows "
                          "{:.1f} ms in all",
                          st.windows, st.replays, st.replay_host_ms / std::max(1L, st.replays),
                          st.replay_wait_ms / std::max(1L, st.replays), st.captures, st.capture_ms,
-                         st.other_ms));
+                         stream_->builds_in_background() ? " in the background" : "", st.other_ms));
   // No CUDA_CHECK here: a destructor must not abort while another failure unwinds.
   const cudaStream_t s = stream_->before_free();
   if (scratch_.ptr != nullptr) (void)cudaFreeAsync(scratch_.ptr, s);
@@ -302,10 +302,11 @@ std::string CudaBackend::diagnostics() const {
   const CudaGraphStats st = stream_->stats();
   const CudaGraphStats& b = diag_base_;
   return fmt::format(
-      "cuda graphs: {} windows, {} replayed, {} captures ({:.1f} ms to build), {} held back then "
-      "issued ({} kernels in all)",
+      "cuda graphs: {} windows, {} replayed, {} captures ({:.1f} ms to build{}), {} held back "
+      "then issued ({} kernels in all)",
       st.windows - b.windows, st.replays - b.replays, st.captures - b.captures,
-      st.capture_ms - b.capture_ms, st.diverged - b.diverged, st.held_kernels - b.held_kernels);
+      st.capture_ms - b.capture_ms, stream_->builds_in_background() ? " in the background" : "",
+      st.diverged - b.diverged, st.held_kernels - b.held_kernels);
 }
 
 void CudaBackend::mark_diagnostics() {

@@ -123,6 +123,8 @@ class Stream {
   void wait_for(uint64_t ticket);
 
   const CudaGraphStats& stats() const { return stats_; }
+  // Whether graphs are built on the stream's own thread (StreamConfig::background_builds).
+  bool builds_in_background() const { return builder_ != nullptr; }
   // Waits for the graphs being built in the background and takes them (tests; a no-op without
   // background builds).
   void settle_builds();
