@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stage 67's last call (~2 min): the graph and pipelined-model tests on the final stream code
-# (080fa33: an adopted graph never evicts the tape an open window follows), then the 35B's 8-layer
+# (080fa33: an adopted graph never evicts the tape an open window follows; 2a5fcfe: the
+# graphs line says when graphs are built in the background), then the 35B's 8-layer
 # file at 128 tokens after a 64-token prompt, graphs built on the engine's thread
 # (TEMPO9_CUDA_GRAPH_BACKGROUND=0) against the background (default), alternated REPS (4) times:
 # run 301's two alternations there were inside that file's noise.
