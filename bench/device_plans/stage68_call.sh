@@ -6,8 +6,9 @@
 #   2. moe_pair_ncu.sh: the by-pair gate/up against a dense int8 GEMV of its bytes under ncu;
 #   3. the whole 35B beside llama.cpp (peer_side_by_side.sh PARTS=35b P35=single, SINGLE_X0=8:
 #      ours after 512 tokens and from one token; llama-bench tg128 and tg128 @ d512).
-# Each part prints before the next starts. WAIT_S (430): how long into the call to wait for the
-# peer's build before part 3 (run 299's build took ~360 s).
+# Each part prints before the next starts; the whole 35B's file is made between 2 and 3. WAIT_S
+# (430): how long into the call to wait for the peer's build before part 3 (run 299's build took
+# ~360 s).
 # Here: `bash scripts/device_stage.sh cuda_moe_decode_bench` (TEMPO9_CUDA_BUILD) and `bash
 # scripts/build_peer_cuda.sh pack`; there (device tool, carry [".devrun", ".devrun-peer"]):
 # `bash bench/device_plans/stage68_call.sh`.
@@ -24,6 +25,11 @@ fi
 
 REPS=2 OUT=$OUT/bg bash bench/device_plans/bg_confirm.sh
 OUT=$OUT/ncu bash bench/device_plans/moe_pair_ncu.sh
+echo "t=$((SECONDS - T0)) s"
+# The whole 35B's file while the peer builds (~75 s; part 3 reuses it).
+M=/tmp/qwen3.5-35b-a3b-Q8_0-tok.gguf
+[ -f "$M" ] || env SINGLE_X=4096 GEN=128 PRESET=qwen3.5-35b-a3b QUANT=Q8_0 SIDES=ours \
+  TOKENIZER="$TOK" MODEL="$M" OUT="$OUT/synth" bash bench/h200_bench.sh synth 2>&1 | grep -E "^synth"
 echo "t=$((SECONDS - T0)) s"
 
 while [ ! -f /tmp/peer/done ] && [ $((SECONDS - T0)) -lt "${WAIT_S:-430}" ]; do sleep 5; done
