@@ -72,10 +72,10 @@ struct StreamConfig {
   // goes on recording and launching: built on the engine's thread, every new graph held the next
   // window's launches back that long, and a decode step's device time is shorter (the 35B's
   // 8-layer file: 0.721 ms a step over 128 tokens with 5 builds in run 300, 0.676 over 1,024 in
-  // run 299; the whole 35B +1.0% with background builds, run 301). The
-  // window that asked for it and those until it is taken (end_window) run eagerly; which windows
-  // replay then depends on the host's timing, never the work (the same bits). False: built in
-  // end_window itself (tests that count replays).
+  // run 299; the whole 35B +1.0% with background builds, run 301). The window that asked for it
+  // and those until it is taken (end_window) run eagerly; which windows replay then depends on
+  // the host's timing, never the work (the same bits). False: built in end_window itself (tests
+  // that count replays).
   bool background_builds = true;
 };
 
